@@ -1,0 +1,166 @@
+"""The kernel command line: parsing it, and finding what the boot loader will pass next boot."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ..host import Files, Request
+
+PROC_CMDLINE = "/proc/cmdline"
+GRUB_DEFAULT = "/etc/default/grub"
+GRUB_DROPINS = "/etc/default/grub.d/*.cfg"
+KERNEL_CMDLINE = "/etc/kernel/cmdline"
+PROXMOX_BOOT_UUIDS = "/etc/kernel/proxmox-boot-uuids"
+GRUB_VARS = ("GRUB_CMDLINE_LINUX", "GRUB_CMDLINE_LINUX_DEFAULT")
+
+
+def canonical(name: str) -> str:
+    """The kernel treats `-` and `_` in parameter names alike (`parameq`)."""
+    return name.replace("-", "_")
+
+
+def split(text: str) -> list[str]:
+    """Words as the kernel's `next_arg` sees them: spaces separate, double quotes group, and the
+    quotes themselves are dropped. `--` ends the kernel's part (the rest is for init)."""
+    words: list[str] = []
+    word: list[str] = []
+    quoted = False
+    for char in text.strip():
+        if char == '"':
+            quoted = not quoted
+        elif char.isspace() and not quoted:
+            if word:
+                words.append("".join(word))
+                word = []
+        else:
+            word.append(char)
+    if word:
+        words.append("".join(word))
+    return words[: words.index("--")] if "--" in words else words
+
+
+def parameters(text: str | None) -> dict[str, str | None] | None:
+    """Canonical name -> value (None for a bare flag such as `quiet`); the last one wins."""
+    if text is None:
+        return None
+    params: dict[str, str | None] = {}
+    for word in split(text):
+        name, sep, value = word.partition("=")
+        params[canonical(name)] = value if sep else None
+    return params
+
+
+@dataclass(frozen=True)
+class BootConfig:
+    """The command line the next boot will use, and where it came from."""
+
+    tool: str  # "grub", "proxmox-boot-tool", "kernel-cmdline"
+    cmdline: str | None
+    sources: tuple[str, ...]
+
+
+def request() -> Request:
+    return Request.of(PROC_CMDLINE, GRUB_DEFAULT, GRUB_DROPINS, KERNEL_CMDLINE, PROXMOX_BOOT_UUIDS)
+
+
+def boot_config(files: Files) -> BootConfig | None:
+    """Detect the boot tool the way the host itself decides, not by assumption."""
+    if files.read(PROXMOX_BOOT_UUIDS) is not None:
+        return BootConfig("proxmox-boot-tool", files.value(KERNEL_CMDLINE), (KERNEL_CMDLINE,))
+    if files.read(GRUB_DEFAULT) is not None:
+        sources = (GRUB_DEFAULT, *files.glob(GRUB_DROPINS))
+        env: dict[str, str] = {}
+        for path in sources:
+            assign(files.text(path) or "", env)
+        line = " ".join(env.get(v, "") for v in GRUB_VARS)
+        return BootConfig("grub", " ".join(line.split()), sources)
+    if files.read(KERNEL_CMDLINE) is not None:
+        return BootConfig("kernel-cmdline", files.value(KERNEL_CMDLINE), (KERNEL_CMDLINE,))
+    return None
+
+
+LOOKED_FOR = (PROXMOX_BOOT_UUIDS, GRUB_DEFAULT, KERNEL_CMDLINE)
+
+_ASSIGN = re.compile(r"\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_BRACED = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+class Unsupported(ValueError):
+    """Shell the mini-evaluator does not run (command substitution, arithmetic)."""
+
+
+def assign(text: str, env: dict[str, str]) -> None:
+    """Apply the plain `NAME=value` lines of a file that GRUB sources, expanding `$VAR` as sh
+    would. Other lines (conditionals, commands) are skipped; an assignment using command
+    substitution leaves its variable as it was."""
+    for line in text.splitlines():
+        match = _ASSIGN.match(line)
+        if not match:
+            continue
+        try:
+            env[match.group(1)] = _word(line[match.end() :], env)
+        except Unsupported:
+            continue
+
+
+def _variable(rest: str, i: int, env: dict[str, str]) -> tuple[int, str]:
+    """Expand the `$NAME` or `${NAME}` at rest[i] (a `$`); a lone `$` stays literal."""
+    for pattern in (_NAME, _BRACED):
+        match = pattern.match(rest, i + 1)
+        if match:
+            return match.end(), env.get(match.group(match.lastindex or 0), "")
+    if rest.startswith(("$(", "${"), i):
+        raise Unsupported(rest)
+    return i + 1, "$"
+
+
+def _word(rest: str, env: dict[str, str]) -> str:
+    """One shell word: unquoted, 'single' and "double" quoted parts, up to an unquoted blank."""
+    out: list[str] = []
+    i = 0
+    quoted = False
+    while i < len(rest):
+        char = rest[i]
+        if quoted:
+            if char == '"':
+                quoted = False
+                i += 1
+            elif char == "\\" and i + 1 < len(rest) and rest[i + 1] in '$`"\\':
+                out.append(rest[i + 1])
+                i += 2
+            elif char == "$":
+                i, value = _variable(rest, i, env)
+                out.append(value)
+            elif char == "`":
+                raise Unsupported(rest)
+            else:
+                out.append(char)
+                i += 1
+            continue
+        if char in " \t;&|":
+            break
+        if char == "'":
+            end = rest.find("'", i + 1)
+            if end < 0:
+                raise Unsupported(rest)
+            out.append(rest[i + 1 : end])
+            i = end + 1
+        elif char == '"':
+            quoted = True
+            i += 1
+        elif char == "\\" and i + 1 < len(rest):
+            out.append(rest[i + 1])
+            i += 2
+        elif char == "$":
+            i, value = _variable(rest, i, env)
+            out.append(value)
+        elif char in "`()<>":
+            raise Unsupported(rest)
+        else:
+            out.append(char)
+            i += 1
+    if quoted:
+        raise Unsupported(rest)
+    return "".join(out)

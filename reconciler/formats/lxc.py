@@ -1,0 +1,92 @@
+"""LXC container configs (Proxmox `/etc/pve/lxc/<id>.conf` or a plain LXC `config`) and the
+character-device majors in `/proc/devices` that their `devices.allow` lines refer to."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+PROC_DEVICES = "/proc/devices"
+ALLOW = "lxc.cgroup2.devices.allow"
+MEMLOCK = "lxc.prlimit.memlock"
+MOUNT = "lxc.mount.entry"
+
+_ITEM = re.compile(r"\s*([A-Za-z0-9_.-]+)\s*[:=]\s?(.*?)\s*$")
+_SECTION = re.compile(r"\s*\[[^\]]+\]\s*$")
+_DEVICE_RULE = re.compile(r"([abc])\s+(\d+|\*):(\d+|\*)\s+([rwm]+)")
+
+
+@dataclass(frozen=True)
+class Item:
+    key: str
+    value: str
+    line: int  # 0-based index in the file's lines
+
+
+def main_section(text: str) -> list[str]:
+    """The lines that configure the container now: everything before the first `[snapshot]`."""
+    lines = text.splitlines()
+    for index, line in enumerate(lines):
+        if _SECTION.match(line):
+            return lines[:index]
+    return lines
+
+
+def items(text: str) -> list[Item]:
+    found = []
+    for index, line in enumerate(main_section(text)):
+        if line.lstrip().startswith("#"):
+            continue
+        match = _ITEM.match(line)
+        if match:
+            found.append(Item(match.group(1), match.group(2), index))
+    return found
+
+
+def last(text: str, key: str) -> str | None:
+    values = [i.value for i in items(text) if i.key == key]
+    return values[-1] if values else None
+
+
+def char_majors(proc_devices: str) -> dict[int, list[str]]:
+    """Major -> driver names, from the `Character devices:` part of /proc/devices."""
+    majors: dict[int, list[str]] = {}
+    in_char = False
+    for line in proc_devices.splitlines():
+        if line.strip().endswith("devices:"):
+            in_char = line.strip() == "Character devices:"
+            continue
+        parts = line.split(None, 1)
+        if in_char and len(parts) == 2 and parts[0].isdigit():
+            majors.setdefault(int(parts[0]), []).append(parts[1].strip())
+    return majors
+
+
+def nvidia_majors(proc_devices: str) -> dict[int, str]:
+    return {
+        major: next(n for n in names if n.startswith("nvidia"))
+        for major, names in char_majors(proc_devices).items()
+        if any(n.startswith("nvidia") for n in names)
+    }
+
+
+def rule_major(value: str) -> int | None:
+    """The major of a `c 195:* rwm` rule; None for block or wildcard rules."""
+    match = _DEVICE_RULE.fullmatch(value.strip())
+    if not match or match.group(1) != "c" or match.group(2) == "*":
+        return None
+    return int(match.group(2))
+
+
+def allow_line(major: int) -> str:
+    return f"c {major}:* rwm"
+
+
+# The NVIDIA frontend is always 195; nvidia-uvm, nvidia-caps, nvidia-nvswitch get dynamic majors,
+# which the kernel hands out from 254 down to 234 and then from 511 down to 384.
+NVIDIA_STATIC = 195
+DYNAMIC = (range(234, 255), range(384, 512))
+
+
+def is_dynamic(major: int) -> bool:
+    return any(major in r for r in DYNAMIC)

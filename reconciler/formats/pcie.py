@@ -1,0 +1,123 @@
+"""PCI configuration space, read from the binary `config` file sysfs exposes.
+
+Only what tune needs: the capability list, the PCI Express capability's Device Control
+(Max_Read_Request_Size), Link Capabilities and Link Status. Offsets are from the PCI Express
+Base Specification, section 7.5.3; `lspci -vvv` prints the same fields.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+STATUS = 0x06
+STATUS_CAP_LIST = 0x10
+CAP_POINTER = 0x34
+CAP_ID_EXP = 0x10
+# Unprivileged reads of sysfs `config` stop after the 64-byte header.
+HEADER_BYTES = 64
+
+DEVCTL = 0x08
+LNKCAP = 0x0C
+LNKSTA = 0x12
+MRRS_SHIFT = 12
+MRRS_MASK = 0x7000
+
+SPEEDS = {1: "2.5GT/s", 2: "5GT/s", 3: "8GT/s", 4: "16GT/s", 5: "32GT/s", 6: "64GT/s"}
+
+
+def u8(data: bytes, offset: int) -> int:
+    return data[offset]
+
+
+def u16(data: bytes, offset: int) -> int:
+    return int(struct.unpack_from("<H", data, offset)[0])
+
+
+def u32(data: bytes, offset: int) -> int:
+    return int(struct.unpack_from("<I", data, offset)[0])
+
+
+def capabilities(config: bytes) -> dict[int, int]:
+    """Capability id -> offset, walking the standard list (first occurrence of each id).
+
+    The walk stops at a pointer outside the 256-byte space, a pointer into the header, or a
+    repeat: broken or hostile chains must not loop or crash.
+    """
+    found: dict[int, int] = {}
+    if len(config) < HEADER_BYTES or not u16(config, STATUS) & STATUS_CAP_LIST:
+        return found
+    seen: set[int] = set()
+    pointer = u8(config, CAP_POINTER) & 0xFC
+    while pointer >= HEADER_BYTES and pointer + 2 <= min(len(config), 256) and pointer not in seen:
+        seen.add(pointer)
+        found.setdefault(u8(config, pointer), pointer)
+        pointer = u8(config, pointer + 1) & 0xFC
+    return found
+
+
+def mrrs_bytes(field: int) -> int:
+    return 128 << field
+
+
+def mrrs_field(size: int) -> int:
+    if size < 128 or size > 4096 or size & (size - 1):
+        raise ValueError(f"Max_Read_Request_Size must be a power of two in 128..4096, not {size}")
+    return size.bit_length() - 8
+
+
+@dataclass(frozen=True)
+class Express:
+    """The PCI Express capability of one function."""
+
+    offset: int
+    device_control: int
+    link_capabilities: int
+    link_status: int
+
+    @property
+    def max_read_request(self) -> int:
+        return mrrs_bytes((self.device_control & MRRS_MASK) >> MRRS_SHIFT)
+
+    @property
+    def max_payload(self) -> int:
+        return 128 << ((self.device_control >> 5) & 0x7)
+
+    @property
+    def link_speed_max(self) -> str | None:
+        return SPEEDS.get(self.link_capabilities & 0xF)
+
+    @property
+    def link_width_max(self) -> int:
+        return (self.link_capabilities >> 4) & 0x3F
+
+    @property
+    def link_speed(self) -> str | None:
+        return SPEEDS.get(self.link_status & 0xF)
+
+    @property
+    def link_width(self) -> int:
+        return (self.link_status >> 4) & 0x3F
+
+
+def express(config: bytes) -> Express | None:
+    """The PCI Express capability, or None (conventional PCI, or a header-only read)."""
+    offset = capabilities(config).get(CAP_ID_EXP)
+    if offset is None or offset + LNKSTA + 2 > len(config):
+        return None
+    return Express(
+        offset=offset,
+        device_control=u16(config, offset + DEVCTL),
+        link_capabilities=u32(config, offset + LNKCAP),
+        link_status=u16(config, offset + LNKSTA),
+    )
+
+
+def with_max_read_request(config: bytes, size: int) -> bytes:
+    """The config bytes after the masked write `setpci CAP_EXP+8.w=V:7000` would make."""
+    cap = express(config)
+    if cap is None:
+        raise ValueError("no PCI Express capability")
+    value = (cap.device_control & ~MRRS_MASK) | (mrrs_field(size) << MRRS_SHIFT)
+    at = cap.offset + DEVCTL
+    return config[:at] + struct.pack("<H", value) + config[at + 2 :]

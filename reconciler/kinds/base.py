@@ -1,0 +1,137 @@
+"""What every knob kind shares: the long-form entry, safe-value types, the `Kind` interface."""
+
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from typing import Annotated, Any, ClassVar, Generic, TypeVar
+
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictInt
+from pydantic_core import PydanticCustomError
+
+from ..host import Files, Request
+from ..model import Outcome, Phase, Priority
+
+V = TypeVar("V")
+SpecT = TypeVar("SpecT")
+
+
+class Strict(BaseModel):
+    """Profile models reject unknown keys and are immutable once loaded."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Meta(Strict):
+    """Why an entry exists and how urgent it is; shown with every change it causes."""
+
+    priority: Priority = Priority.P1
+    reason: str = ""
+
+
+class Entry(Meta, Generic[V]):
+    """The long form `{value, priority, reason}` of any profile entry."""
+
+    value: V
+
+
+def _long_form(data: Any) -> Any:
+    return data if isinstance(data, dict) else {"value": data}
+
+
+def entry(value_type: Any, model: Any = None) -> Any:
+    """`Entry[value_type]` (or a subclass `model`) that also accepts the short form: the bare
+    value."""
+    long = model if model is not None else Entry[value_type]  # type: ignore[valid-type]
+    return Annotated[long, BeforeValidator(_long_form, json_schema_input_type=value_type | long)]
+
+
+def pattern_check(pattern: str, what: str, example: str) -> Callable[[str], str]:
+    """A validator that accepts only strings matching `pattern` entirely."""
+    compiled = re.compile(pattern)
+
+    def check(value: str) -> str:
+        if not compiled.fullmatch(value):
+            raise PydanticCustomError(
+                "unsafe_value",
+                "{value!r} is not a valid {what} (expected something like {example})",
+                {"value": value, "what": what, "example": example},
+            )
+        return value
+
+    return check
+
+
+def safe(pattern: str, what: str, example: str) -> Any:
+    """A string type that must match `pattern` entirely: values that could reach a shell or a
+    path are never free text."""
+    check = pattern_check(pattern, what, example)
+    return Annotated[str, AfterValidator(check), Field(json_schema_extra={"pattern": pattern})]
+
+
+def safe_scalar(pattern: str, what: str, example: str, optional: bool = False) -> Any:
+    """Like `safe`, for values YAML may give as integers (`vm.swappiness: 10`); kept as text."""
+    check = pattern_check(pattern, what, example)
+
+    def text(value: Any) -> str | None:
+        return None if value is None else check(scalar_text(value))
+
+    base = StrictInt | str | None if optional else StrictInt | str
+    return Annotated[base, AfterValidator(text), Field(json_schema_extra={"pattern": pattern})]
+
+
+def scalar_text(value: Any) -> str:
+    """Profile scalars (ints or strings) as the text a kernel file holds."""
+    if isinstance(value, bool):
+        raise PydanticCustomError("bool_value", "write 1 or 0, not a boolean", {})
+    return str(value)
+
+
+# A value written into a kernel file: no quotes, no shell or glob metacharacters.
+KernelValue = safe_scalar(
+    r"[A-Za-z0-9 \t_.,:=/@%+\[\]-]*", "kernel value (letters, digits, spaces, _.,:=/@%+[]-)", "madvise"
+)
+
+
+_INT = re.compile(r"[+-]?(0x[0-9a-fA-F]+|\d+)")
+
+
+def normalize_words(raw: str | None) -> str | None:
+    """Multi-value kernel files: whitespace and tabs collapse; hex and leading zeros become
+    decimal, as the kernel prints them back (tcp_rmem comes back tab-separated)."""
+    if raw is None:
+        return None
+    words = raw.split()
+    return " ".join(str(int(w, 0) if w.lower().startswith(("0x", "-0x")) else int(w))
+                    if _INT.fullmatch(w) else w for w in words)
+
+
+_SELECTED = re.compile(r"\[([^\]]+)\]")
+
+
+def normalize_choice(raw: str | None) -> str | None:
+    """Choice files print every option with the active one in brackets: `always [madvise] never`."""
+    if raw is None:
+        return None
+    selected = _SELECTED.search(raw)
+    return selected.group(1) if selected else normalize_words(raw)
+
+
+class Kind(ABC, Generic[SpecT]):
+    """A knob kind: which files it reads and how it compares desired with observed.
+
+    Later phases add how to write, persist and restore; the pure half lives here.
+    """
+
+    section: ClassVar[str]  # the profile key, e.g. "sysctl"
+    kind: ClassVar[str]  # the change kind, e.g. "sysctl"
+    phase: ClassVar[Phase]
+
+    @abstractmethod
+    def request(self, spec: SpecT) -> Request:
+        """Every path this kind needs for `spec`, to be read with all other kinds in one batch."""
+
+    @abstractmethod
+    def compare(self, spec: SpecT, files: Files) -> Outcome:
+        """Desired against observed, for every concrete target; pure."""

@@ -1,0 +1,134 @@
+"""CPU frequency governor and idle states, on every online CPU.
+
+```yaml
+cpu:
+  governor: {value: performance, priority: P1, reason: "no ramp-up latency between kernels"}
+  idle_states: {disable: [C2], priority: P0, reason: "C2 exit latency stalls the launch path"}
+```
+Idle states are named as in `cpuidle/stateN/name`. A state a CPU does not expose (C2 while
+`processor.max_cstate=1` runs) is in sync: it cannot be entered.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+
+from ..host import Files, Request
+from ..model import Change, Note, Outcome, Phase
+from .base import Entry, Kind, Meta, Strict, entry, safe
+
+CPUS = "/sys/devices/system/cpu"
+GOVERNOR = CPUS + "/cpu[0-9]*/cpufreq/scaling_governor"
+STATE_NAME = CPUS + "/cpu[0-9]*/cpuidle/state[0-9]*/name"
+STATE_DISABLE = CPUS + "/cpu[0-9]*/cpuidle/state[0-9]*/disable"
+
+Governor = safe(r"[a-z_]+", "cpufreq governor", "performance")
+StateName = safe(r"[A-Za-z0-9_-]+", "cpuidle state name", "C2")
+
+
+class IdleStates(Meta):
+    disable: list[StateName] = []  # type: ignore[valid-type]
+    enable: list[StateName] = []  # type: ignore[valid-type]
+
+
+class CpuSpec(Strict):
+    governor: entry(Governor) | None = None  # type: ignore[valid-type]
+    idle_states: IdleStates | None = None
+
+
+_CPU = re.compile(r"/cpu(\d+)/")
+
+
+def cpu_of(path: str) -> str:
+    match = _CPU.search(path)
+    return f"cpu{match.group(1)}" if match else path
+
+
+def by_cpu(paths: tuple[str, ...]) -> list[str]:
+    return sorted(paths, key=lambda p: [int(n) for n in re.findall(r"\d+", p)])
+
+
+def idle_states(files: Files) -> dict[str, dict[str, str]]:
+    """cpu -> state name -> its `stateN` directory."""
+    states: dict[str, dict[str, str]] = defaultdict(dict)
+    for path in by_cpu(files.glob(STATE_NAME)):
+        name = files.value(path)
+        if name:
+            states[cpu_of(path)][name.strip()] = path.rsplit("/", 1)[0]
+    return states
+
+
+class Cpu(Kind[CpuSpec]):
+    section = "cpu"
+    kind = "cpu"
+    phase = Phase.RUNTIME
+
+    def request(self, spec: CpuSpec) -> Request:
+        patterns = []
+        if spec.governor is not None:
+            patterns.append(GOVERNOR)
+        if spec.idle_states is not None:
+            patterns += [STATE_NAME, STATE_DISABLE]
+        return Request.of(*patterns)
+
+    def compare(self, spec: CpuSpec, files: Files) -> Outcome:
+        outcome = Outcome()
+        if spec.governor is not None:
+            self._governor(spec.governor, files, outcome)
+        if spec.idle_states is not None:
+            self._idle(spec.idle_states, files, outcome)
+        return outcome
+
+    def _change(self, subject: str, setting: str, current: str | None, desired: str,
+                meta: Meta) -> Change:
+        return Change(
+            kind=self.kind,
+            target=f"{subject}:{setting}",
+            current=current,
+            desired=desired,
+            phase=self.phase,
+            priority=meta.priority,
+            reason=meta.reason,
+            setting=setting,
+            subject=subject,
+        )
+
+    def _governor(self, governor: Entry[str], files: Files, outcome: Outcome) -> None:
+        paths = by_cpu(files.glob(GOVERNOR))
+        for path in paths:
+            outcome.changes.append(
+                self._change(cpu_of(path), "governor", files.value(path), governor.value, governor)
+            )
+        if not paths:
+            outcome.changes.append(self._change("cpu*", "governor", None, governor.value, governor))
+            outcome.notes.append(Note("No CPU exposes cpufreq/scaling_governor.", "cpu:governor"))
+
+    def _idle(self, spec: IdleStates, files: Files, outcome: Outcome) -> None:
+        states = idle_states(files)
+        if not states:
+            outcome.notes.append(Note("No CPU exposes cpuidle states.", "cpu:idle"))
+        wanted = [(n, "disabled") for n in spec.disable] + [(n, "enabled") for n in spec.enable]
+        for name, desired in wanted:
+            missing = 0
+            for cpu, dirs in states.items():
+                if name not in dirs:
+                    missing += 1
+                    continue
+                flag = files.value(dirs[name] + "/disable")
+                current = None if flag is None else ("disabled" if flag.strip() == "1" else "enabled")
+                outcome.changes.append(self._change(cpu, f"idle:{name}", current, desired, spec))
+            if missing and desired == "disabled":
+                outcome.notes.append(
+                    Note(f"{name} is not exposed on {missing} CPUs: in sync, it cannot be entered.",
+                         f"cpu:idle:{name}")
+                )
+            elif missing:
+                outcome.notes.append(
+                    Note(f"{name} is not exposed on {missing} CPUs and cannot be enabled there.",
+                         f"cpu:idle:{name}")
+                )
+        return None
+
+
+KIND = Cpu()

@@ -1,0 +1,130 @@
+"""LXC containers that serve from GPUs: locked-memory limit and NVIDIA device access.
+
+```yaml
+lxc:
+  - container: "101"             # Proxmox: /etc/pve/lxc/101.conf
+    memlock: unlimited           # lxc.prlimit.memlock
+    nvidia_devices: true         # devices.allow for every NVIDIA char major in /proc/devices
+  - path: /var/lib/lxc/infer/config
+    memlock: {value: unlimited, priority: P0, reason: "NCCL and RDMA pin host memory"}
+```
+Which allow lines are NVIDIA's: those for a major /proc/devices lists as `nvidia*`, for 195 (the
+fixed NVIDIA frontend), and, in a container that mounts `/dev/nvidia*`, those for a dynamic
+major that no device has any more; the last kind is what a kernel or driver upgrade leaves
+behind, and it goes. Every other allow line is left alone.
+"""
+
+from __future__ import annotations
+
+from pydantic import model_validator
+
+from ..formats import lxc as fmt
+from ..host import Files, Request
+from ..model import Change, Note, Outcome, Phase
+from .base import Kind, Meta, Strict, entry, safe
+
+ContainerId = safe(r"[0-9]{1,9}", "container id", '"101"')
+ConfigPath = safe(r"/(?!.*(^|/)\.\.?(/|$))[A-Za-z0-9_./-]+", "config path", "/var/lib/lxc/x/config")
+Memlock = safe(
+    r"(unlimited|[0-9]+)(:(unlimited|[0-9]+))?", "memlock limit", "unlimited, 65536 or soft:hard"
+)
+
+
+class LxcEntry(Strict):
+    container: ContainerId | None = None  # type: ignore[valid-type]
+    path: ConfigPath | None = None  # type: ignore[valid-type]
+    memlock: entry(Memlock) | None = None  # type: ignore[valid-type]
+    nvidia_devices: entry(bool) | None = None  # type: ignore[valid-type]
+
+    @model_validator(mode="after")
+    def _one_config(self) -> LxcEntry:
+        if (self.container is None) == (self.path is None):
+            raise ValueError("give exactly one of container (a Proxmox id) or path")
+        return self
+
+    @property
+    def name(self) -> str:
+        return self.container if self.container is not None else str(self.path)
+
+    @property
+    def config(self) -> str:
+        return f"/etc/pve/lxc/{self.container}.conf" if self.container else str(self.path)
+
+
+def nvidia_allow_lines(config: str, proc_devices: str) -> list[str]:
+    """The allow lines in the main section that are NVIDIA's (see the module docstring)."""
+    majors = fmt.char_majors(proc_devices)
+    nvidia = fmt.nvidia_majors(proc_devices)
+    mounts_nvidia = any(
+        i.key == fmt.MOUNT and i.value.startswith("/dev/nvidia") for i in fmt.items(config)
+    )
+    lines = []
+    for item in fmt.items(config):
+        major = fmt.rule_major(item.value) if item.key == fmt.ALLOW else None
+        if major is None:
+            continue
+        stale = major not in majors and fmt.is_dynamic(major) and mounts_nvidia
+        if major in nvidia or major == fmt.NVIDIA_STATIC or stale:
+            lines.append(item.value.strip())
+    return sorted(set(lines), key=_by_major)
+
+
+def _by_major(line: str) -> tuple[int, str]:
+    return (fmt.rule_major(line) or 0, line)
+
+
+class Lxc(Kind[list[LxcEntry]]):
+    section = "lxc"
+    kind = "lxc"
+    phase = Phase.REBOOT
+
+    def request(self, spec: list[LxcEntry]) -> Request:
+        return Request.of(fmt.PROC_DEVICES, *(e.config for e in spec))
+
+    def compare(self, spec: list[LxcEntry], files: Files) -> Outcome:
+        outcome = Outcome()
+        devices = files.text(fmt.PROC_DEVICES) or ""
+        for item in spec:
+            config = files.text(item.config)
+            if config is None:
+                outcome.notes.append(Note(f"{item.config} does not exist on this host.",
+                                          f"lxc:{item.name}"))
+            if item.memlock is not None:
+                current = None if config is None else fmt.last(config, fmt.MEMLOCK)
+                outcome.changes.append(
+                    self._change(item, fmt.MEMLOCK, current, item.memlock.value, item.memlock))
+            if item.nvidia_devices is not None and item.nvidia_devices.value:
+                self._devices(item, config, devices, outcome)
+        return outcome
+
+    def _devices(self, item: LxcEntry, config: str | None, devices: str,
+                 outcome: Outcome) -> None:
+        assert item.nvidia_devices is not None
+        nvidia = fmt.nvidia_majors(devices)
+        desired = tuple(fmt.allow_line(m) for m in sorted(nvidia))
+        current = None if config is None else tuple(nvidia_allow_lines(config, devices))
+        outcome.changes.append(
+            self._change(item, fmt.ALLOW, current, desired, item.nvidia_devices))
+        if not nvidia:
+            outcome.notes.append(Note("/proc/devices lists no NVIDIA character device: is the "
+                                      "driver loaded?", f"lxc:{item.name}"))
+        for major, name in sorted(nvidia.items()):
+            if current is not None and fmt.allow_line(major) not in current:
+                outcome.notes.append(Note(
+                    f"{name} is now major {major}; {item.config} does not allow it.",
+                    f"lxc:{item.name}"))
+        for line in current or ():
+            major = fmt.rule_major(line)
+            if major is not None and major not in nvidia:
+                outcome.notes.append(Note(
+                    f"{item.config} allows major {major}, which no NVIDIA device has now "
+                    "(stale after a kernel or driver upgrade).", f"lxc:{item.name}"))
+
+    def _change(self, item: LxcEntry, key: str, current: str | tuple[str, ...] | None,
+                desired: str | tuple[str, ...], meta: Meta) -> Change:
+        return Change(kind=self.kind, target=f"{item.name}:{key}", current=current,
+                      desired=desired, phase=self.phase, priority=meta.priority,
+                      reason=meta.reason, setting=key, subject=item.name)
+
+
+KIND = Lxc()

@@ -1,0 +1,80 @@
+"""Kernel modules that must be loaded (optionally with parameters) or absent.
+
+```yaml
+modules:
+  nvidia_peermem: {value: loaded, priority: P0, reason: "GPUDirect RDMA between GPU and NIC"}
+  nouveau: absent
+  nvidia: {value: loaded, params: {NVreg_EnableGpuFirmware: 1}}
+```
+Names compare with dashes and underscores as the same, as modprobe does.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from ..host import Files, Request
+from ..model import Change, Outcome, Phase
+from .base import Entry, KernelValue, Kind, entry, normalize_words, safe
+
+MODULES = "/proc/modules"
+
+ModuleName = safe(r"[A-Za-z0-9_-]+", "module name", "nvidia_peermem")
+ParamName = safe(r"[A-Za-z0-9_]+", "module parameter", "NVreg_EnableGpuFirmware")
+State = Literal["loaded", "absent"]
+
+
+class ModuleEntry(Entry[State]):
+    params: dict[ParamName, KernelValue] = {}  # type: ignore[valid-type]
+
+
+ModulesSpec = dict[ModuleName, entry(State, ModuleEntry)]  # type: ignore[valid-type]
+
+
+def canonical(name: str) -> str:
+    return name.replace("-", "_")
+
+
+def loaded_modules(text: str | None) -> set[str]:
+    """Names from /proc/modules: `name size refcount deps state address [taint]`."""
+    return {canonical(line.split()[0]) for line in (text or "").splitlines() if line.strip()}
+
+
+def param_path(module: str, param: str) -> str:
+    return f"/sys/module/{canonical(module)}/parameters/{param}"
+
+
+class Modules(Kind[dict[str, ModuleEntry]]):
+    section = "modules"
+    kind = "module"
+    phase = Phase.RUNTIME
+
+    def request(self, spec: dict[str, ModuleEntry]) -> Request:
+        params = [param_path(m, p) for m, e in spec.items() for p in e.params]
+        return Request.of(MODULES, *params)
+
+    def compare(self, spec: dict[str, ModuleEntry], files: Files) -> Outcome:
+        outcome = Outcome()
+        text = files.text(MODULES)
+        loaded = loaded_modules(text)
+        for name, item in spec.items():
+            current = None if text is None else ("loaded" if canonical(name) in loaded else "absent")
+            outcome.changes.append(self._change(canonical(name), current, item.value, item))
+            if item.value != "loaded":
+                continue
+            for param, value in item.params.items():
+                observed = normalize_words(files.value(param_path(name, param)))
+                outcome.changes.append(
+                    self._change(f"{canonical(name)}:{param}", observed,
+                                 normalize_words(str(value)), item)
+                )
+        return outcome
+
+    def _change(self, target: str, current: str | None, desired: str | None,
+                item: ModuleEntry) -> Change:
+        return Change(kind=self.kind, target=target, current=current, desired=desired,
+                      phase=self.phase, priority=item.priority, reason=item.reason,
+                      setting=target)
+
+
+KIND = Modules()

@@ -1,0 +1,155 @@
+"""PCI Express device settings, on every function a selector matches.
+
+```yaml
+pci:
+  - select: {vendor: 0x10de, class: 0x0302}     # also device:, class_prefix: 0x03
+    max_read_request: 4096                      # bytes, 128..4096, a power of two
+    priority: P0
+    reason: "512-byte reads halve host-to-GPU bandwidth"
+```
+`class` is the top 16 bits of the 24-bit class code (0x0302: 3D controller), `class_prefix`
+the top byte (0x03: any display controller).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, Field, field_validator, model_validator
+
+from ..formats import pcie
+from ..host import Files, Request
+from ..model import Change, Note, Outcome, Phase
+from .base import Kind, Meta, Strict
+
+DEVICES = "/sys/bus/pci/devices"
+ATTRS = ("vendor", "device", "class", "config")
+
+
+def _hex_or_int(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            return int(value, 0)
+        except ValueError:
+            return value
+    return value
+
+
+def _id(bits: int) -> Any:
+    return Annotated[int, BeforeValidator(_hex_or_int), Field(ge=0, lt=1 << bits)]
+
+
+class Selector(Strict):
+    vendor: _id(16) | None = None  # type: ignore[valid-type]
+    device: _id(16) | None = None  # type: ignore[valid-type]
+    class_: _id(16) | None = Field(default=None, alias="class")  # type: ignore[valid-type]
+    class_prefix: _id(8) | None = None  # type: ignore[valid-type]
+
+    @model_validator(mode="after")
+    def _not_empty(self) -> Selector:
+        if all(v is None for v in (self.vendor, self.device, self.class_, self.class_prefix)):
+            raise ValueError("select needs at least one of vendor, device, class, class_prefix")
+        return self
+
+    def matches(self, device: PciDevice) -> bool:
+        return (
+            (self.vendor is None or device.vendor == self.vendor)
+            and (self.device is None or device.device == self.device)
+            and (self.class_ is None or device.class_code >> 8 == self.class_)
+            and (self.class_prefix is None or device.class_code >> 16 == self.class_prefix)
+        )
+
+    def describe(self) -> str:
+        parts = [
+            ("vendor", self.vendor, 4), ("device", self.device, 4),
+            ("class", self.class_, 4), ("class_prefix", self.class_prefix, 2),
+        ]
+        return ",".join(f"{k}=0x{v:0{w}x}" for k, v, w in parts if v is not None)
+
+
+class PciEntry(Meta):
+    select: Selector
+    max_read_request: int | None = None
+
+    @field_validator("max_read_request")
+    @classmethod
+    def _power_of_two(cls, value: int | None) -> int | None:
+        if value is not None:
+            pcie.mrrs_field(value)
+        return value
+
+
+@dataclass(frozen=True)
+class PciDevice:
+    address: str  # 0000:41:00.0
+    vendor: int
+    device: int
+    class_code: int  # 24 bits: base class, subclass, programming interface
+    config: bytes
+
+    @property
+    def express(self) -> pcie.Express | None:
+        return pcie.express(self.config)
+
+
+def request_devices() -> Request:
+    return Request.of(*(f"{DEVICES}/*/{a}" for a in ATTRS))
+
+
+def pci_devices(files: Files) -> list[PciDevice]:
+    devices = []
+    for path in files.glob(f"{DEVICES}/*/vendor"):
+        base = path.rsplit("/", 1)[0]
+        try:
+            ids = [int(files.value(f"{base}/{a}") or "", 16) for a in ("vendor", "device", "class")]
+        except ValueError:
+            continue
+        devices.append(PciDevice(base.rsplit("/", 1)[1], *ids, files.read(f"{base}/config") or b""))
+    return sorted(devices, key=lambda d: d.address)
+
+
+class Pci(Kind[list[PciEntry]]):
+    section = "pci"
+    kind = "pci"
+    phase = Phase.RUNTIME
+
+    def request(self, spec: list[PciEntry]) -> Request:
+        return request_devices()
+
+    def compare(self, spec: list[PciEntry], files: Files) -> Outcome:
+        outcome = Outcome()
+        devices = pci_devices(files)
+        for item in spec:
+            if item.max_read_request is None:
+                continue
+            matched = [d for d in devices if item.select.matches(d)]
+            desired = str(item.max_read_request)
+            for device in matched:
+                cap = device.express
+                current = None if cap is None else str(cap.max_read_request)
+                outcome.changes.append(self._change(device.address, current, desired, item))
+                if cap is None:
+                    outcome.notes.append(Note(_no_express(device), f"pci:{device.address}"))
+            if not matched:
+                target = item.select.describe()
+                outcome.changes.append(self._change(target, None, desired, item))
+                outcome.notes.append(Note(f"No PCI device matches {target}.", f"pci:{target}"))
+        return outcome
+
+    def _change(self, subject: str, current: str | None, desired: str, item: PciEntry) -> Change:
+        return Change(
+            kind=self.kind, target=f"{subject}:max_read_request", current=current,
+            desired=desired, phase=self.phase, priority=item.priority, reason=item.reason,
+            setting="max_read_request", subject=subject,
+        )
+
+
+def _no_express(device: PciDevice) -> str:
+    if len(device.config) <= pcie.HEADER_BYTES:
+        return (f"{device.address}: only the {len(device.config)}-byte config header is readable; "
+                "reading PCI Express registers needs root.")
+    return f"{device.address} has no PCI Express capability."
+
+
+KIND = Pci()

@@ -1,0 +1,79 @@
+"""Kernel parameters under /proc/sys.
+
+```yaml
+sysctl:
+  kernel.numa_balancing: {value: 0, priority: P0, reason: "page migrations break GPU locality"}
+  vm.swappiness: 10
+  net.ipv4.tcp_rmem: "4096 87380 268435456"
+```
+Keys are the dotted names `sysctl` uses; a `/` in a key stands for a dot inside one component
+(`net.ipv4.conf.eth0/100.rp_filter`), as in sysctl.conf.
+"""
+
+from __future__ import annotations
+
+import difflib
+from ..host import Files, Request
+from ..model import Change, Note, Outcome, Phase
+from .base import Entry, KernelValue, Kind, entry, normalize_words, safe
+
+ROOT = "/proc/sys"
+
+SysctlKey = safe(
+    r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_/-]+)+",
+    "sysctl name",
+    "kernel.numa_balancing",
+)
+SysctlEntry = entry(KernelValue)
+SysctlSpec = dict[SysctlKey, SysctlEntry]  # type: ignore[valid-type]
+
+
+def path_of(key: str) -> str:
+    return ROOT + "/" + "/".join(part.replace("/", ".") for part in key.split("."))
+
+
+def key_of(path: str) -> str:
+    return ".".join(p.replace(".", "/") for p in path[len(ROOT) + 1 :].split("/"))
+
+
+class Sysctl(Kind[dict[str, Entry[str]]]):
+    section = "sysctl"
+    kind = "sysctl"
+    phase = Phase.RUNTIME
+
+    def request(self, spec: dict[str, Entry[str]]) -> Request:
+        # Names only, for "did you mean" when a key is missing; contents only for the profile's keys.
+        return Request.of(*(path_of(k) for k in spec), listings=[ROOT])
+
+    def compare(self, spec: dict[str, Entry[str]], files: Files) -> Outcome:
+        outcome = Outcome()
+        for key, item in spec.items():
+            path = path_of(key)
+            current = normalize_words(files.value(path))
+            outcome.changes.append(
+                Change(
+                    kind=self.kind,
+                    target=key,
+                    current=current,
+                    desired=normalize_words(str(item.value)),
+                    phase=self.phase,
+                    priority=item.priority,
+                    reason=item.reason,
+                    setting=key,
+                )
+            )
+            if current is None:
+                outcome.notes.append(Note(missing_message(key, path, files), about=f"sysctl:{key}"))
+        return outcome
+
+
+def missing_message(key: str, path: str, files: Files) -> str:
+    if path in files.errors:
+        return f"{key} exists but cannot be read: {files.errors[path]}."
+    names = [key_of(p) for p in files.listing(ROOT)]
+    close = difflib.get_close_matches(key, names, n=1, cutoff=0.75)
+    hint = f"; did you mean {close[0]}?" if close else "."
+    return f"{key} does not exist on this host (no {path}){hint}"
+
+
+KIND = Sysctl()

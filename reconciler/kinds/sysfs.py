@@ -1,0 +1,62 @@
+"""Arbitrary sysfs attributes, by path; globs apply the value to every match.
+
+```yaml
+sysfs:
+  /sys/kernel/mm/transparent_hugepage/enabled: madvise
+  /sys/block/nvme*/queue/scheduler: none
+```
+Choice files (`always [madvise] never`) compare by the bracketed, selected option.
+"""
+
+from __future__ import annotations
+
+from ..host import Files, Request, is_glob
+from ..model import Change, Note, Outcome, Phase
+from .base import Entry, KernelValue, Kind, entry, normalize_choice, safe
+
+SysfsPath = safe(
+    r"/sys(/(?!\.\.?(?:/|$))[A-Za-z0-9_.:*?\[\]-]+)+",
+    "sysfs path",
+    "/sys/kernel/mm/transparent_hugepage/enabled",
+)
+SysfsEntry = entry(KernelValue)
+SysfsSpec = dict[SysfsPath, SysfsEntry]  # type: ignore[valid-type]
+
+
+class Sysfs(Kind[dict[str, Entry[str]]]):
+    section = "sysfs"
+    kind = "sysfs"
+    phase = Phase.RUNTIME
+
+    def request(self, spec: dict[str, Entry[str]]) -> Request:
+        return Request.of(*spec)
+
+    def compare(self, spec: dict[str, Entry[str]], files: Files) -> Outcome:
+        outcome = Outcome()
+        for pattern, item in spec.items():
+            desired = normalize_choice(str(item.value))
+            paths = files.glob(pattern) or (pattern,)
+            for path in paths:
+                current = normalize_choice(files.value(path))
+                outcome.changes.append(
+                    Change(
+                        kind=self.kind,
+                        target=path,
+                        current=current,
+                        desired=desired,
+                        phase=self.phase,
+                        priority=item.priority,
+                        reason=item.reason,
+                        setting=pattern,
+                        subject=path if is_glob(pattern) else "",
+                    )
+                )
+                if current is None:
+                    what = "matches nothing" if is_glob(pattern) else "does not exist"
+                    if path in files.errors:
+                        what = f"cannot be read ({files.errors[path]})"
+                    outcome.notes.append(Note(f"{path} {what} on this host.", f"sysfs:{path}"))
+        return outcome
+
+
+KIND = Sysfs()

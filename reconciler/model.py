@@ -1,0 +1,179 @@
+"""The plan as data. Renderers, `apply` and `check` all consume these; nothing here reads a host."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from typing import Any
+
+# A knob's value as compared: a normalised string, a sorted list of lines (LXC allow lines),
+# or None when the host does not have the knob at all. None never equals "0".
+Value = str | tuple[str, ...] | None
+
+
+class Phase(str, Enum):
+    RUNTIME = "runtime"  # takes effect when written
+    REBOOT = "reboot"  # takes effect at the next boot or container restart
+
+
+class Priority(str, Enum):
+    P0 = "P0"
+    P1 = "P1"
+    P2 = "P2"
+
+
+@dataclass(frozen=True)
+class Change:
+    """One concrete target's current and desired value. In sync when they are equal."""
+
+    kind: str
+    target: str
+    current: Value
+    desired: Value
+    phase: Phase
+    priority: Priority = Priority.P1
+    reason: str = ""
+    # Changes that differ only in their subject (cpu3, 0000:41:00.0) fold into one text line:
+    # `setting` is what they share ("idle C2"), `subject` what differs.
+    setting: str = ""
+    subject: str = ""
+
+    @property
+    def id(self) -> str:
+        return f"{self.kind}:{self.target}"
+
+    @property
+    def in_sync(self) -> bool:
+        return self.current == self.desired
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "target": self.target,
+            "current": _jsonable(self.current),
+            "desired": _jsonable(self.desired),
+            "phase": self.phase.value,
+            "priority": self.priority.value,
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True)
+class Pending:
+    """Configured for the next boot but not yet running: reboot to apply."""
+
+    kind: str
+    target: str
+    running: Value
+    configured: Value
+
+    @property
+    def id(self) -> str:
+        return f"{self.kind}:{self.target}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "running": _jsonable(self.running),
+            "configured": _jsonable(self.configured),
+            "action": "reboot to apply",
+        }
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """An audit-only expectation: tune reports it and never changes it."""
+
+    name: str
+    ok: bool
+    observed: str | None
+    expected: str
+    remedy: str
+    subject: str = ""
+
+    @property
+    def id(self) -> str:
+        return f"check:{self.name}" + (f":{self.subject}" if self.subject else "")
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self) | {"id": self.id}
+
+
+@dataclass(frozen=True)
+class Note:
+    """Something the operator should know that is neither a change nor a failed check."""
+
+    message: str
+    about: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"about": self.about, "message": self.message}
+
+
+@dataclass
+class Outcome:
+    """What one knob kind or check found: comparisons, pending reboots, notes."""
+
+    changes: list[Change] = field(default_factory=list)
+    pending: list[Pending] = field(default_factory=list)
+    checks: list[CheckResult] = field(default_factory=list)
+    notes: list[Note] = field(default_factory=list)
+
+    def extend(self, other: Outcome) -> None:
+        self.changes.extend(other.changes)
+        self.pending.extend(other.pending)
+        self.checks.extend(other.checks)
+        self.notes.extend(other.notes)
+
+
+@dataclass(frozen=True)
+class HostFacts:
+    name: str
+    source: str
+    kernel: str | None
+    boot_id: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Plan:
+    profile: str
+    host: HostFacts
+    compared: tuple[Change, ...]
+    pending: tuple[Pending, ...]
+    checks: tuple[CheckResult, ...]
+    notes: tuple[Note, ...]
+
+    @property
+    def changes(self) -> tuple[Change, ...]:
+        return tuple(c for c in self.compared if not c.in_sync)
+
+    @property
+    def in_sync(self) -> tuple[Change, ...]:
+        return tuple(c for c in self.compared if c.in_sync)
+
+    @property
+    def failed_checks(self) -> tuple[CheckResult, ...]:
+        return tuple(c for c in self.checks if not c.ok)
+
+    @property
+    def is_clean(self) -> bool:
+        """No change to make and every check passes; pending reboots alone keep a host clean."""
+        return not self.changes and not self.failed_checks
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "profile": self.profile,
+            "host": self.host.to_json(),
+            "changes": [c.to_json() for c in self.changes],
+            "pending": [p.to_json() for p in self.pending],
+            "checks": [c.to_json() for c in self.checks],
+            "notes": [n.to_json() for n in self.notes],
+        }
+
+
+def _jsonable(value: Value) -> str | list[str] | None:
+    return list(value) if isinstance(value, tuple) else value

@@ -1,0 +1,41 @@
+"""Observation: everything a profile needs from a host, in one batched read."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import checks
+from .host import Files, Host, Request
+from .model import HostFacts
+from .profile import Profile
+
+HOSTNAME = "/proc/sys/kernel/hostname"
+OSRELEASE = "/proc/sys/kernel/osrelease"
+BOOT_ID = "/proc/sys/kernel/random/boot_id"
+IDENTITY = Request.of(HOSTNAME, OSRELEASE, BOOT_ID)
+
+
+@dataclass(frozen=True)
+class Observation:
+    host: HostFacts
+    files: Files
+
+
+def request(profile: Profile) -> Request:
+    wanted = IDENTITY
+    for kind, spec in profile.sections():
+        wanted |= kind.request(spec)
+    if profile.checks is not None:
+        wanted |= checks.request(profile.checks)
+    return wanted
+
+
+def observe(host: Host, profile: Profile) -> Observation:
+    files = host.fetch(request(profile))
+    facts = HostFacts(
+        name=files.value(HOSTNAME) or host.name,
+        source=host.describe(),
+        kernel=files.value(OSRELEASE),
+        boot_id=files.value(BOOT_ID),
+    )
+    return Observation(facts, files)

@@ -1,0 +1,272 @@
+"""Profiles: YAML files declaring a host's desired state, validated with pydantic, with every
+error pointing at a file, line and column."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, Field, ValidationError
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.error import MarkedYAMLError
+
+from .checks import ChecksSpec
+from .errors import Diagnostic, ProfileError
+from .kinds import REGISTRY
+from .kinds.base import Strict, safe
+from .kinds.cmdline import CmdlineSpec
+from .kinds.cpu import CpuSpec
+from .kinds.lxc import LxcEntry
+from .kinds.modules import ModulesSpec
+from .kinds.pci import PciEntry
+from .kinds.sysctl import SysctlSpec
+from .kinds.sysfs import SysfsSpec
+
+ProfileName = safe(r"[A-Za-z0-9_.-]+", "profile name", "blackwell-8x")
+
+
+def _listify(value: Any) -> Any:
+    return [value] if isinstance(value, str) else value
+
+
+class Profile(Strict):
+    """The whole desired state of a host. Sections are owned by knob kinds (`reconciler.kinds`)."""
+
+    name: ProfileName  # type: ignore[valid-type]
+    description: str = ""
+    extends: Annotated[list[str], BeforeValidator(_listify)] = Field(
+        default_factory=list, description="parent profiles, relative to this file; this file wins"
+    )
+    sysctl: SysctlSpec = Field(default_factory=dict)  # type: ignore[valid-type]
+    sysfs: SysfsSpec = Field(default_factory=dict)  # type: ignore[valid-type]
+    cpu: CpuSpec | None = None
+    modules: ModulesSpec = Field(default_factory=dict)  # type: ignore[valid-type]
+    pci: list[PciEntry] = Field(default_factory=list)
+    cmdline: CmdlineSpec | None = None
+    lxc: list[LxcEntry] = Field(default_factory=list)
+    checks: ChecksSpec | None = None
+
+    def sections(self) -> Iterator[tuple[Any, Any]]:
+        """(kind, spec) for every knob section the profile uses."""
+        for kind in REGISTRY:
+            spec = getattr(self, kind.section)
+            if spec:
+                yield kind, spec
+
+
+Position = tuple[str, int, int]  # file, 1-based line, 1-based column
+Path_ = tuple[Any, ...]
+
+
+@dataclass
+class Tree:
+    """Plain data from YAML, with where each value and each key came from."""
+
+    data: Any
+    values: dict[Path_, Position] = field(default_factory=dict)
+    keys: dict[Path_, Position] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LoadedProfile:
+    profile: Profile
+    path: str
+    files: tuple[str, ...]  # this file and every parent, in merge order
+    data: dict[str, Any]  # the resolved profile (extends applied), plain data
+    positions: dict[Path_, Position]
+
+    def locate(self, *path: Any) -> str:
+        """`FILE:LINE:COL` of a profile entry, or the file alone."""
+        pos = self.positions.get(tuple(path))
+        return f"{pos[0]}:{pos[1]}:{pos[2]}" if pos else self.path
+
+
+def _yaml() -> YAML:
+    yaml = YAML(typ="rt")
+    yaml.allow_duplicate_keys = False
+    return yaml
+
+
+def parse(path: Path) -> Tree:
+    name = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ProfileError([Diagnostic(name, 1, 1, f"cannot read profile: {exc.strerror}")]) from exc
+    try:
+        node = _yaml().load(text)
+    except MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+        problem = exc.problem or exc.context or "invalid YAML"
+        raise ProfileError([Diagnostic(name, line, col, f"YAML syntax error: {problem}")]) from exc
+    if not isinstance(node, CommentedMap):
+        raise ProfileError([Diagnostic(name, 1, 1, "a profile must be a YAML mapping of sections")])
+    tree = Tree(None)
+    tree.data = _plain(node, (), name, tree)
+    return tree
+
+
+def _plain(node: Any, path: Path_, name: str, tree: Tree) -> Any:
+    if isinstance(node, CommentedMap):
+        out = {}
+        for key in node:
+            key_line, key_col, val_line, val_col = node.lc.data[key]
+            tree.keys[(*path, key)] = (name, key_line + 1, key_col + 1)
+            tree.values[(*path, key)] = (name, val_line + 1, val_col + 1)
+            out[str(key) if not isinstance(key, str) else key] = _plain(
+                node[key], (*path, key), name, tree)
+        return out
+    if isinstance(node, CommentedSeq):
+        items = []
+        for index, item in enumerate(node):
+            line, col = node.lc.data[index]
+            tree.values[(*path, index)] = (name, line + 1, col + 1)
+            items.append(_plain(item, (*path, index), name, tree))
+        return items
+    if isinstance(node, bool | int | float | str) or node is None:
+        # ruamel's ScalarInt/ScalarFloat/ScalarString subclasses carry formatting; drop it.
+        return type(node).__mro__[-2](node) if type(node) not in (bool, int, float, str) else node
+    return node
+
+
+def _merge(base: Tree, top: Tree) -> Tree:
+    """`top` over `base`: mappings merge key by key, anything else (lists too) is replaced."""
+    merged = Tree(_merge_data(base.data, top.data), dict(base.values), dict(base.keys))
+    for table, new in ((merged.values, top.values), (merged.keys, top.keys)):
+        for path in list(table):
+            if _replaced(path, top.data):
+                del table[path]
+        table.update(new)
+    return merged
+
+
+def _merge_data(base: Any, top: Any) -> Any:
+    if isinstance(base, dict) and isinstance(top, dict):
+        out = dict(base)
+        for key, value in top.items():
+            out[key] = _merge_data(base[key], value) if key in base else value
+        return out
+    return top
+
+
+def _replaced(path: Path_, top: Any) -> bool:
+    """Whether `top` replaces (not merges) the value at `path` or one of its ancestors."""
+    node = top
+    for part in path:
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+        if not isinstance(node, dict):
+            return True
+    return False
+
+
+def _resolve(path: Path, stack: tuple[Path, ...]) -> Tree:
+    tree = parse(path)
+    parents = tree.data.get("extends")
+    if parents is None:
+        return tree
+    parent_list = [parents] if isinstance(parents, str) else parents
+    where = tree.values.get(("extends",), (str(path), 1, 1))
+    if not isinstance(parent_list, list) or not all(isinstance(p, str) for p in parent_list):
+        raise ProfileError([Diagnostic(*where, "extends: expected a path or a list of paths")])
+    merged = Tree({})
+    for index, parent in enumerate(parent_list):
+        at = tree.values.get(("extends", index), where)
+        target = (path.parent / parent).resolve()
+        if target in stack or target == path.resolve():
+            chain = " -> ".join(p.name for p in (*stack, path.resolve(), target))
+            raise ProfileError([Diagnostic(*at, f"extends cycle: {chain}")])
+        if not target.is_file():
+            raise ProfileError([Diagnostic(*at, f"extends: no such profile {parent!r}")])
+        merged = _merge(merged, _resolve(target, (*stack, path.resolve())))
+    return _merge(merged, tree)
+
+
+def load_profile(path: str | Path) -> LoadedProfile:
+    """Parse, resolve `extends`, validate. Raises ProfileError with every problem found."""
+    path = Path(path)
+    tree = _resolve(path, ())
+    data = {k: v for k, v in tree.data.items() if k != "extends"}
+    try:
+        profile = Profile.model_validate(data)
+    except ValidationError as exc:
+        raise ProfileError(_diagnostics(exc, tree, str(path))) from None
+    files = tuple(dict.fromkeys(p[0] for p in tree.values.values()))
+    return LoadedProfile(profile, str(path), files or (str(path),), data, tree.values)
+
+
+def _diagnostics(exc: ValidationError, tree: Tree, fallback: str) -> list[Diagnostic]:
+    found: dict[tuple[Position, str], None] = {}
+    for error in exc.errors():
+        loc = tuple(error["loc"])
+        is_key = bool(loc) and loc[-1] == "[key]"
+        path, position = _locate(loc[:-1] if is_key else loc, tree, is_key)
+        pos = position or (fallback, 1, 1)
+        found[(pos, _message(error, path, is_key))] = None
+    return [Diagnostic(*pos, msg) for pos, msg in found]
+
+
+def _locate(loc: Path_, tree: Tree, is_key: bool) -> tuple[Path_, Position | None]:
+    """The deepest position recorded along `loc`, skipping pydantic's union-member tags."""
+    path: Path_ = ()
+    position = tree.values.get(())
+    for part in loc:
+        if (*path, part) in tree.values:
+            path = (*path, part)
+            position = tree.values[path]
+    if is_key:
+        position = tree.keys.get(path, position)
+    return path, position
+
+
+def _message(error: Any, path: Path_, is_key: bool) -> str:
+    where = ".".join(str(p) for p in path)
+    kind = error["type"]
+    if kind == "extra_forbidden":
+        key = str(error["loc"][-1])
+        close = difflib.get_close_matches(key, _known_keys(), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        return f"unknown key {key!r}{hint}"
+    if kind == "missing":
+        return f"{where + ': ' if where else ''}missing required key {error['loc'][-1]!r}"
+    message = str(error["msg"])
+    if message.startswith("Value error, "):
+        message = message.removeprefix("Value error, ")
+    if is_key:
+        return f"{where}: key {message}"
+    return f"{where}: {message}" if where else message
+
+
+def _known_keys() -> list[str]:
+    keys: set[str] = set()
+
+    def walk(model: Any) -> None:
+        for name, info in model.model_fields.items():
+            keys.add(info.alias or name)
+            for arg in _models_in(info.annotation):
+                walk(arg)
+
+    walk(Profile)
+    return sorted(keys)
+
+
+def _models_in(annotation: Any) -> Iterator[Any]:
+    if isinstance(annotation, type) and issubclass(annotation, Strict):
+        yield annotation
+    for arg in getattr(annotation, "__args__", ()) or ():
+        yield from _models_in(arg)
+    for arg in getattr(annotation, "__metadata__", ()) or ():
+        yield from _models_in(arg) if isinstance(arg, type) else iter(())
+    origin = getattr(annotation, "__origin__", None)
+    if origin is not None and origin is not annotation:
+        yield from _models_in(origin) if isinstance(origin, type) else iter(())
+
+
+def schema() -> dict[str, Any]:
+    return Profile.model_json_schema()
