@@ -75,17 +75,28 @@ def kernel_ok(release: str, constraint: str) -> bool:
     assert match is not None  # the profile schema only admits this shape
     op, wanted = match.group(1) or ">=", version(match.group(2))
     have = version(release)[: len(wanted)]
-    return {">=": have >= wanted, "<=": have <= wanted, "==": have == wanted,
-            ">": have > wanted, "<": have < wanted}[op]
+    return {
+        ">=": have >= wanted,
+        "<=": have <= wanted,
+        "==": have == wanted,
+        ">": have > wanted,
+        "<": have < wanted,
+    }[op]
 
 
 def evaluate(spec: ChecksSpec, files: Files) -> Outcome:
     outcome = Outcome()
     if spec.kernel is not None:
         release = files.value(OSRELEASE)
-        outcome.checks.append(CheckResult(
-            "kernel", release is not None and kernel_ok(release, spec.kernel.value), release,
-            spec.kernel.value, f"install a kernel {spec.kernel.value} and reboot into it"))
+        outcome.checks.append(
+            CheckResult(
+                "kernel",
+                release is not None and kernel_ok(release, spec.kernel.value),
+                release,
+                spec.kernel.value,
+                f"install a kernel {spec.kernel.value} and reboot into it",
+            )
+        )
     if spec.cpufreq_driver is not None:
         outcome.checks.append(_cpufreq(spec.cpufreq_driver.value, files))
     if spec.iommu is not None:
@@ -112,8 +123,11 @@ def _iommu(mode: str, files: Files) -> CheckResult:
     types = sorted({files.value(p) or "" for p in files.glob(IOMMU_TYPES)})
     observed = ",".join(types) if types else None
     ok = bool(types) and all(t in IOMMU_MODES[mode] for t in types)
-    remedy = ("boot with iommu=pt (amd_iommu=on or intel_iommu=on as the platform needs)"
-              if mode == "passthrough" else "boot without iommu=pt")
+    remedy = (
+        "boot with iommu=pt (amd_iommu=on or intel_iommu=on as the platform needs)"
+        if mode == "passthrough"
+        else "boot without iommu=pt"
+    )
     return CheckResult("iommu", ok, observed, mode, remedy)
 
 
@@ -121,29 +135,56 @@ def _link(link: LinkCheck, devices: list[PciDevice], outcome: Outcome) -> None:
     matched = [d for d in devices if link.select.matches(d)]
     expected = " x".join(str(x) for x in (link.speed, link.width) if x is not None)
     if not matched:
-        outcome.checks.append(CheckResult(
-            "pci_link", False, None, expected, "no device matches; check the selector",
-            link.select.describe()))
+        outcome.checks.append(
+            CheckResult(
+                "pci_link",
+                False,
+                None,
+                expected,
+                "no device matches; check the selector",
+                link.select.describe(),
+            )
+        )
     idle = []
     for device in matched:
         cap = device.express
         if cap is None:
-            outcome.checks.append(CheckResult(
-                "pci_link", False, None, expected, "PCI Express registers unreadable (needs root)",
-                device.address))
+            outcome.checks.append(
+                CheckResult(
+                    "pci_link",
+                    False,
+                    None,
+                    expected,
+                    "PCI Express registers unreadable (needs root)",
+                    device.address,
+                )
+            )
             continue
         ok = (link.width is None or cap.link_width >= link.width) and (
-            link.speed is None or _gts(cap.link_speed_max) >= _gts(link.speed))
+            link.speed is None or _gts(cap.link_speed_max) >= _gts(link.speed)
+        )
         observed = f"{cap.link_speed_max} x{cap.link_width} (now {cap.link_speed})"
-        outcome.checks.append(CheckResult(
-            "pci_link", ok, observed, expected,
-            "reseat the card or check the slot, riser and BIOS link settings", device.address))
+        outcome.checks.append(
+            CheckResult(
+                "pci_link",
+                ok,
+                observed,
+                expected,
+                "reseat the card or check the slot, riser and BIOS link settings",
+                device.address,
+            )
+        )
         if ok and link.speed and _gts(cap.link_speed) < _gts(link.speed):
             idle.append(f"{device.address} ({cap.link_speed})")
     if idle:
-        outcome.notes.append(Note(
-            f"{len(idle)} devices run below {link.speed} now: " + ", ".join(idle)
-            + ". GPUs lower their link speed when idle; not a failure.", "check:pci_link"))
+        outcome.notes.append(
+            Note(
+                f"{len(idle)} devices run below {link.speed} now: "
+                + ", ".join(idle)
+                + ". GPUs lower their link speed when idle; not a failure.",
+                "check:pci_link",
+            )
+        )
 
 
 def _gts(speed: str | None) -> float:

@@ -141,7 +141,7 @@ class DirectoryHost(Host):
             files.errors[path] = exc.strerror or str(exc)
 
     def _walk(self, directory: str, prefix: int) -> list[str]:
-        names = []
+        names: list[str] = []
         for base, _dirs, filenames in os.walk(self._local(directory)):
             names.extend(os.path.join(base, f)[prefix:] for f in filenames)
         return sorted(names)
@@ -227,4 +227,3 @@ def write_archive(files: Files, target: str | os.PathLike[str]) -> int:
             info.mode = 0o644
             tar.addfile(info, io.BytesIO(data))
     return len(files.contents)
-

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 # A knob's value as compared: a normalised string, a sorted list of lines (LXC allow lines),
@@ -11,12 +11,12 @@ from typing import Any
 Value = str | tuple[str, ...] | None
 
 
-class Phase(str, Enum):
+class Phase(StrEnum):
     RUNTIME = "runtime"  # takes effect when written
     REBOOT = "reboot"  # takes effect at the next boot or container restart
 
 
-class Priority(str, Enum):
+class Priority(StrEnum):
     P0 = "P0"
     P1 = "P1"
     P2 = "P2"
@@ -37,6 +37,8 @@ class Change:
     # `setting` is what they share ("idle C2"), `subject` what differs.
     setting: str = ""
     subject: str = ""
+    # The exact command an operator would type to make this change by hand (reports only).
+    fix: str = ""
 
     @property
     def id(self) -> str:

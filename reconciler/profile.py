@@ -41,10 +41,10 @@ class Profile(Strict):
     extends: Annotated[list[str], BeforeValidator(_listify)] = Field(
         default_factory=list, description="parent profiles, relative to this file; this file wins"
     )
-    sysctl: SysctlSpec = Field(default_factory=dict)  # type: ignore[valid-type]
-    sysfs: SysfsSpec = Field(default_factory=dict)  # type: ignore[valid-type]
+    sysctl: SysctlSpec = Field(default_factory=dict)
+    sysfs: SysfsSpec = Field(default_factory=dict)
     cpu: CpuSpec | None = None
-    modules: ModulesSpec = Field(default_factory=dict)  # type: ignore[valid-type]
+    modules: ModulesSpec = Field(default_factory=dict)
     pci: list[PciEntry] = Field(default_factory=list)
     cmdline: CmdlineSpec | None = None
     lxc: list[LxcEntry] = Field(default_factory=list)
@@ -96,7 +96,9 @@ def parse(path: Path) -> Tree:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise ProfileError([Diagnostic(name, 1, 1, f"cannot read profile: {exc.strerror}")]) from exc
+        raise ProfileError(
+            [Diagnostic(name, 1, 1, f"cannot read profile: {exc.strerror}")]
+        ) from exc
     try:
         node = _yaml().load(text)
     except MarkedYAMLError as exc:
@@ -119,7 +121,8 @@ def _plain(node: Any, path: Path_, name: str, tree: Tree) -> Any:
             tree.keys[(*path, key)] = (name, key_line + 1, key_col + 1)
             tree.values[(*path, key)] = (name, val_line + 1, val_col + 1)
             out[str(key) if not isinstance(key, str) else key] = _plain(
-                node[key], (*path, key), name, tree)
+                node[key], (*path, key), name, tree
+            )
         return out
     if isinstance(node, CommentedSeq):
         items = []

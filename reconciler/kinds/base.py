@@ -11,7 +11,7 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 from pydantic_core import PydanticCustomError
 
 from ..host import Files, Request
-from ..model import Outcome, Phase, Priority
+from ..model import Change, Outcome, Phase, Priority, Value
 
 V = TypeVar("V")
 SpecT = TypeVar("SpecT")
@@ -43,7 +43,7 @@ def _long_form(data: Any) -> Any:
 def entry(value_type: Any, model: Any = None) -> Any:
     """`Entry[value_type]` (or a subclass `model`) that also accepts the short form: the bare
     value."""
-    long = model if model is not None else Entry[value_type]  # type: ignore[valid-type]
+    long = model if model is not None else Entry[value_type]
     return Annotated[long, BeforeValidator(_long_form, json_schema_input_type=value_type | long)]
 
 
@@ -90,7 +90,9 @@ def scalar_text(value: Any) -> str:
 
 # A value written into a kernel file: no quotes, no shell or glob metacharacters.
 KernelValue = safe_scalar(
-    r"[A-Za-z0-9 \t_.,:=/@%+\[\]-]*", "kernel value (letters, digits, spaces, _.,:=/@%+[]-)", "madvise"
+    r"[A-Za-z0-9 \t_.,:=/@%+\[\]-]*",
+    "kernel value (letters, digits, spaces, _.,:=/@%+[]-)",
+    "madvise",
 )
 
 
@@ -103,8 +105,12 @@ def normalize_words(raw: str | None) -> str | None:
     if raw is None:
         return None
     words = raw.split()
-    return " ".join(str(int(w, 0) if w.lower().startswith(("0x", "-0x")) else int(w))
-                    if _INT.fullmatch(w) else w for w in words)
+    return " ".join(
+        str(int(w, 0) if w.lower().startswith(("0x", "-0x")) else int(w))
+        if _INT.fullmatch(w)
+        else w
+        for w in words
+    )
 
 
 _SELECTED = re.compile(r"\[([^\]]+)\]")
@@ -135,3 +141,27 @@ class Kind(ABC, Generic[SpecT]):
     @abstractmethod
     def compare(self, spec: SpecT, files: Files) -> Outcome:
         """Desired against observed, for every concrete target; pure."""
+
+    def change(
+        self,
+        target: str,
+        current: Value,
+        desired: Value,
+        meta: Meta,
+        *,
+        setting: str = "",
+        subject: str = "",
+        fix: str = "",
+    ) -> Change:
+        return Change(
+            kind=self.kind,
+            target=target,
+            current=current,
+            desired=desired,
+            phase=self.phase,
+            priority=meta.priority,
+            reason=meta.reason,
+            setting=setting or target,
+            subject=subject,
+            fix=fix,
+        )

@@ -16,7 +16,7 @@ from pydantic import Field
 
 from ..formats import cmdline as fmt
 from ..host import Files, Request
-from ..model import Change, Note, Outcome, Pending, Phase
+from ..model import Note, Outcome, Pending, Phase
 from .base import Kind, Meta, Strict, entry, safe, safe_scalar
 
 ParamName = safe(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", "kernel parameter name", "amd_pstate")
@@ -41,11 +41,14 @@ class Cmdline(Kind[CmdlineSpec]):
         running = fmt.parameters(files.value(fmt.PROC_CMDLINE)) or {}
         boot = fmt.boot_config(files)
         if boot is None:
-            outcome.notes.append(Note(
-                "No supported boot configuration found (looked for "
-                + ", ".join(fmt.LOOKED_FOR) + "); comparing with the running command line.",
-                "cmdline",
-            ))
+            outcome.notes.append(
+                Note(
+                    "No supported boot configuration found (looked for "
+                    + ", ".join(fmt.LOOKED_FOR)
+                    + "); comparing with the running command line.",
+                    "cmdline",
+                )
+            )
         configured = fmt.parameters(boot.cmdline) if boot else running
         configured = configured or {}
         wanted: list[tuple[str, str | None, Meta]] = [
@@ -59,15 +62,32 @@ class Cmdline(Kind[CmdlineSpec]):
             if next_boot == desired and now != desired:
                 outcome.pending.append(Pending(self.kind, name, now, next_boot))
                 continue
-            outcome.changes.append(Change(
-                kind=self.kind, target=name, current=next_boot, desired=desired,
-                phase=self.phase, priority=meta.priority, reason=meta.reason, setting=name,
-            ))
+            outcome.changes.append(
+                self.change(name, next_boot, desired, meta, fix=_fix(name, desired, boot))
+            )
             if boot and next_boot != desired and now == desired:
-                outcome.notes.append(Note(
-                    f"{name} is on the running kernel but not in the {boot.tool} configuration: "
-                    "the next boot would lose it.", f"cmdline:{name}"))
+                outcome.notes.append(
+                    Note(
+                        f"{name} is on the running kernel but not in the {boot.tool} "
+                        "configuration: the next boot would lose it.",
+                        f"cmdline:{name}",
+                    )
+                )
         return outcome
+
+
+HOW = {
+    "grub": "GRUB_CMDLINE_LINUX_DEFAULT in /etc/default/grub (or a grub.d drop-in), then "
+    "update-grub and reboot",
+    "proxmox-boot-tool": "/etc/kernel/cmdline, then proxmox-boot-tool refresh and reboot",
+    "kernel-cmdline": "/etc/kernel/cmdline, then kernel-install (or bootctl) and reboot",
+}
+
+
+def _fix(name: str, desired: str | None, boot: fmt.BootConfig | None) -> str:
+    word = name if not desired else f"{name}={desired}"
+    where = HOW[boot.tool] if boot else "the boot loader's kernel command line, then reboot"
+    return f"{'remove' if desired is None else 'add'} {word} in {where}"
 
 
 KIND = Cmdline()

@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 
+from pydantic import Field
+
 from ..host import Files, Request
 from ..model import Change, Note, Outcome, Phase
 from .base import Entry, Kind, Meta, Strict, entry, safe
@@ -28,8 +30,8 @@ StateName = safe(r"[A-Za-z0-9_-]+", "cpuidle state name", "C2")
 
 
 class IdleStates(Meta):
-    disable: list[StateName] = []  # type: ignore[valid-type]
-    enable: list[StateName] = []  # type: ignore[valid-type]
+    disable: list[StateName] = Field(default_factory=list)  # type: ignore[valid-type]
+    enable: list[StateName] = Field(default_factory=list)  # type: ignore[valid-type]
 
 
 class CpuSpec(Strict):
@@ -80,28 +82,32 @@ class Cpu(Kind[CpuSpec]):
             self._idle(spec.idle_states, files, outcome)
         return outcome
 
-    def _change(self, subject: str, setting: str, current: str | None, desired: str,
-                meta: Meta) -> Change:
-        return Change(
-            kind=self.kind,
-            target=f"{subject}:{setting}",
-            current=current,
-            desired=desired,
-            phase=self.phase,
-            priority=meta.priority,
-            reason=meta.reason,
+    def _change(
+        self, subject: str, setting: str, current: str | None, desired: str, meta: Meta, fix: str
+    ) -> Change:
+        return self.change(
+            f"{subject}:{setting}",
+            current,
+            desired,
+            meta,
             setting=setting,
             subject=subject,
+            fix=fix,
         )
 
     def _governor(self, governor: Entry[str], files: Files, outcome: Outcome) -> None:
         paths = by_cpu(files.glob(GOVERNOR))
+        fix = f"echo {governor.value} | tee {GOVERNOR.replace('[0-9]', '')}"
         for path in paths:
             outcome.changes.append(
-                self._change(cpu_of(path), "governor", files.value(path), governor.value, governor)
+                self._change(
+                    cpu_of(path), "governor", files.value(path), governor.value, governor, fix
+                )
             )
         if not paths:
-            outcome.changes.append(self._change("cpu*", "governor", None, governor.value, governor))
+            outcome.changes.append(
+                self._change("cpu*", "governor", None, governor.value, governor, fix)
+            )
             outcome.notes.append(Note("No CPU exposes cpufreq/scaling_governor.", "cpu:governor"))
 
     def _idle(self, spec: IdleStates, files: Files, outcome: Outcome) -> None:
@@ -116,17 +122,27 @@ class Cpu(Kind[CpuSpec]):
                     missing += 1
                     continue
                 flag = files.value(dirs[name] + "/disable")
-                current = None if flag is None else ("disabled" if flag.strip() == "1" else "enabled")
-                outcome.changes.append(self._change(cpu, f"idle:{name}", current, desired, spec))
+                current = (
+                    None if flag is None else ("disabled" if flag.strip() == "1" else "enabled")
+                )
+                state = dirs[name].rsplit("/", 1)[1]
+                fix = f"echo {int(desired == 'disabled')} | tee {CPUS}/cpu*/cpuidle/{state}/disable"
+                outcome.changes.append(
+                    self._change(cpu, f"idle:{name}", current, desired, spec, fix)
+                )
             if missing and desired == "disabled":
                 outcome.notes.append(
-                    Note(f"{name} is not exposed on {missing} CPUs: in sync, it cannot be entered.",
-                         f"cpu:idle:{name}")
+                    Note(
+                        f"{name} is not exposed on {missing} CPUs: in sync, it cannot be entered.",
+                        f"cpu:idle:{name}",
+                    )
                 )
             elif missing:
                 outcome.notes.append(
-                    Note(f"{name} is not exposed on {missing} CPUs and cannot be enabled there.",
-                         f"cpu:idle:{name}")
+                    Note(
+                        f"{name} is not exposed on {missing} CPUs and cannot be enabled there.",
+                        f"cpu:idle:{name}",
+                    )
                 )
         return None
 

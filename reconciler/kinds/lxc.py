@@ -87,44 +87,68 @@ class Lxc(Kind[list[LxcEntry]]):
         for item in spec:
             config = files.text(item.config)
             if config is None:
-                outcome.notes.append(Note(f"{item.config} does not exist on this host.",
-                                          f"lxc:{item.name}"))
+                outcome.notes.append(
+                    Note(f"{item.config} does not exist on this host.", f"lxc:{item.name}")
+                )
             if item.memlock is not None:
                 current = None if config is None else fmt.last(config, fmt.MEMLOCK)
                 outcome.changes.append(
-                    self._change(item, fmt.MEMLOCK, current, item.memlock.value, item.memlock))
+                    self._change(item, fmt.MEMLOCK, current, item.memlock.value, item.memlock)
+                )
             if item.nvidia_devices is not None and item.nvidia_devices.value:
                 self._devices(item, config, devices, outcome)
         return outcome
 
-    def _devices(self, item: LxcEntry, config: str | None, devices: str,
-                 outcome: Outcome) -> None:
+    def _devices(self, item: LxcEntry, config: str | None, devices: str, outcome: Outcome) -> None:
         assert item.nvidia_devices is not None
         nvidia = fmt.nvidia_majors(devices)
         desired = tuple(fmt.allow_line(m) for m in sorted(nvidia))
         current = None if config is None else tuple(nvidia_allow_lines(config, devices))
-        outcome.changes.append(
-            self._change(item, fmt.ALLOW, current, desired, item.nvidia_devices))
+        outcome.changes.append(self._change(item, fmt.ALLOW, current, desired, item.nvidia_devices))
         if not nvidia:
-            outcome.notes.append(Note("/proc/devices lists no NVIDIA character device: is the "
-                                      "driver loaded?", f"lxc:{item.name}"))
+            outcome.notes.append(
+                Note(
+                    "/proc/devices lists no NVIDIA character device: is the driver loaded?",
+                    f"lxc:{item.name}",
+                )
+            )
         for major, name in sorted(nvidia.items()):
             if current is not None and fmt.allow_line(major) not in current:
-                outcome.notes.append(Note(
-                    f"{name} is now major {major}; {item.config} does not allow it.",
-                    f"lxc:{item.name}"))
+                outcome.notes.append(
+                    Note(
+                        f"{name} is now major {major}; {item.config} does not allow it.",
+                        f"lxc:{item.name}",
+                    )
+                )
         for line in current or ():
-            major = fmt.rule_major(line)
-            if major is not None and major not in nvidia:
-                outcome.notes.append(Note(
-                    f"{item.config} allows major {major}, which no NVIDIA device has now "
-                    "(stale after a kernel or driver upgrade).", f"lxc:{item.name}"))
+            allowed = fmt.rule_major(line)
+            if allowed is not None and allowed not in nvidia:
+                outcome.notes.append(
+                    Note(
+                        f"{item.config} allows major {allowed}, which no NVIDIA device has now "
+                        "(stale after a kernel or driver upgrade).",
+                        f"lxc:{item.name}",
+                    )
+                )
 
-    def _change(self, item: LxcEntry, key: str, current: str | tuple[str, ...] | None,
-                desired: str | tuple[str, ...], meta: Meta) -> Change:
-        return Change(kind=self.kind, target=f"{item.name}:{key}", current=current,
-                      desired=desired, phase=self.phase, priority=meta.priority,
-                      reason=meta.reason, setting=key, subject=item.name)
+    def _change(
+        self,
+        item: LxcEntry,
+        key: str,
+        current: str | tuple[str, ...] | None,
+        desired: str | tuple[str, ...],
+        meta: Meta,
+    ) -> Change:
+        lines = [desired] if isinstance(desired, str) else list(desired)
+        restart = f"pct reboot {item.container}" if item.container else "restart the container"
+        fix = (
+            f"in {item.config} set "
+            + "; ".join(f"{key}: {v}" for v in lines)
+            + f" (main section), then {restart}"
+        )
+        return self.change(
+            f"{item.name}:{key}", current, desired, meta, setting=key, subject=item.name, fix=fix
+        )
 
 
 KIND = Lxc()

@@ -11,10 +11,13 @@ Names compare with dashes and underscores as the same, as modprobe does.
 
 from __future__ import annotations
 
+import shlex
 from typing import Literal
 
+from pydantic import Field
+
 from ..host import Files, Request
-from ..model import Change, Outcome, Phase
+from ..model import Outcome, Phase
 from .base import Entry, KernelValue, Kind, entry, normalize_words, safe
 
 MODULES = "/proc/modules"
@@ -25,10 +28,11 @@ State = Literal["loaded", "absent"]
 
 
 class ModuleEntry(Entry[State]):
-    params: dict[ParamName, KernelValue] = {}  # type: ignore[valid-type]
+    params: dict[ParamName, KernelValue] = Field(default_factory=dict)  # type: ignore[valid-type]
 
 
-ModulesSpec = dict[ModuleName, entry(State, ModuleEntry)]  # type: ignore[valid-type]
+ModuleItem = entry(State, ModuleEntry)
+ModulesSpec = dict[ModuleName, ModuleItem]  # type: ignore[valid-type]
 
 
 def canonical(name: str) -> str:
@@ -58,23 +62,33 @@ class Modules(Kind[dict[str, ModuleEntry]]):
         text = files.text(MODULES)
         loaded = loaded_modules(text)
         for name, item in spec.items():
-            current = None if text is None else ("loaded" if canonical(name) in loaded else "absent")
-            outcome.changes.append(self._change(canonical(name), current, item.value, item))
+            current = (
+                None if text is None else ("loaded" if canonical(name) in loaded else "absent")
+            )
+            fix = (
+                f"modprobe {canonical(name)}"
+                if item.value == "loaded"
+                else f"modprobe -r {canonical(name)}"
+            )
+            outcome.changes.append(self.change(canonical(name), current, item.value, item, fix=fix))
             if item.value != "loaded":
                 continue
             for param, value in item.params.items():
                 observed = normalize_words(files.value(param_path(name, param)))
+                reload = (
+                    f"modprobe -r {canonical(name)} && "
+                    f"modprobe {canonical(name)} {param}={shlex.quote(str(value))}"
+                )
                 outcome.changes.append(
-                    self._change(f"{canonical(name)}:{param}", observed,
-                                 normalize_words(str(value)), item)
+                    self.change(
+                        f"{canonical(name)}:{param}",
+                        observed,
+                        normalize_words(str(value)),
+                        item,
+                        fix=reload,
+                    )
                 )
         return outcome
-
-    def _change(self, target: str, current: str | None, desired: str | None,
-                item: ModuleEntry) -> Change:
-        return Change(kind=self.kind, target=target, current=current, desired=desired,
-                      phase=self.phase, priority=item.priority, reason=item.reason,
-                      setting=target)
 
 
 KIND = Modules()

@@ -62,8 +62,10 @@ class Selector(Strict):
 
     def describe(self) -> str:
         parts = [
-            ("vendor", self.vendor, 4), ("device", self.device, 4),
-            ("class", self.class_, 4), ("class_prefix", self.class_prefix, 2),
+            ("vendor", self.vendor, 4),
+            ("device", self.device, 4),
+            ("class", self.class_, 4),
+            ("class_prefix", self.class_prefix, 2),
         ]
         return ",".join(f"{k}=0x{v:0{w}x}" for k, v, w in parts if v is not None)
 
@@ -102,10 +104,13 @@ def pci_devices(files: Files) -> list[PciDevice]:
     for path in files.glob(f"{DEVICES}/*/vendor"):
         base = path.rsplit("/", 1)[0]
         try:
-            ids = [int(files.value(f"{base}/{a}") or "", 16) for a in ("vendor", "device", "class")]
+            vendor, device, class_code = (
+                int(files.value(f"{base}/{a}") or "", 16) for a in ("vendor", "device", "class")
+            )
         except ValueError:
             continue
-        devices.append(PciDevice(base.rsplit("/", 1)[1], *ids, files.read(f"{base}/config") or b""))
+        config = files.read(f"{base}/config") or b""
+        devices.append(PciDevice(base.rsplit("/", 1)[1], vendor, device, class_code, config))
     return sorted(devices, key=lambda d: d.address)
 
 
@@ -138,17 +143,24 @@ class Pci(Kind[list[PciEntry]]):
         return outcome
 
     def _change(self, subject: str, current: str | None, desired: str, item: PciEntry) -> Change:
-        return Change(
-            kind=self.kind, target=f"{subject}:max_read_request", current=current,
-            desired=desired, phase=self.phase, priority=item.priority, reason=item.reason,
-            setting="max_read_request", subject=subject,
+        field = pcie.mrrs_field(int(desired)) << pcie.MRRS_SHIFT
+        return self.change(
+            f"{subject}:max_read_request",
+            current,
+            desired,
+            item,
+            setting="max_read_request",
+            subject=subject,
+            fix=f"setpci -s {subject} CAP_EXP+8.w={field:04x}:{pcie.MRRS_MASK:04x}",
         )
 
 
 def _no_express(device: PciDevice) -> str:
     if len(device.config) <= pcie.HEADER_BYTES:
-        return (f"{device.address}: only the {len(device.config)}-byte config header is readable; "
-                "reading PCI Express registers needs root.")
+        return (
+            f"{device.address}: only the {len(device.config)}-byte config header is readable; "
+            "reading PCI Express registers needs root."
+        )
     return f"{device.address} has no PCI Express capability."
 
 

@@ -13,8 +13,10 @@ Keys are the dotted names `sysctl` uses; a `/` in a key stands for a dot inside 
 from __future__ import annotations
 
 import difflib
+import shlex
+
 from ..host import Files, Request
-from ..model import Change, Note, Outcome, Phase
+from ..model import Note, Outcome, Phase
 from .base import Entry, KernelValue, Kind, entry, normalize_words, safe
 
 ROOT = "/proc/sys"
@@ -42,7 +44,7 @@ class Sysctl(Kind[dict[str, Entry[str]]]):
     phase = Phase.RUNTIME
 
     def request(self, spec: dict[str, Entry[str]]) -> Request:
-        # Names only, for "did you mean" when a key is missing; contents only for the profile's keys.
+        # Names of all sysctls (for "did you mean"); contents only of the profile's keys.
         return Request.of(*(path_of(k) for k in spec), listings=[ROOT])
 
     def compare(self, spec: dict[str, Entry[str]], files: Files) -> Outcome:
@@ -50,17 +52,9 @@ class Sysctl(Kind[dict[str, Entry[str]]]):
         for key, item in spec.items():
             path = path_of(key)
             current = normalize_words(files.value(path))
+            fix = f"sysctl -w {shlex.quote(f'{key}={item.value}')}"
             outcome.changes.append(
-                Change(
-                    kind=self.kind,
-                    target=key,
-                    current=current,
-                    desired=normalize_words(str(item.value)),
-                    phase=self.phase,
-                    priority=item.priority,
-                    reason=item.reason,
-                    setting=key,
-                )
+                self.change(key, current, normalize_words(str(item.value)), item, fix=fix)
             )
             if current is None:
                 outcome.notes.append(Note(missing_message(key, path, files), about=f"sysctl:{key}"))

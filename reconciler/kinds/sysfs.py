@@ -10,8 +10,10 @@ Choice files (`always [madvise] never`) compare by the bracketed, selected optio
 
 from __future__ import annotations
 
+import shlex
+
 from ..host import Files, Request, is_glob
-from ..model import Change, Note, Outcome, Phase
+from ..model import Note, Outcome, Phase
 from .base import Entry, KernelValue, Kind, entry, normalize_choice, safe
 
 SysfsPath = safe(
@@ -39,16 +41,14 @@ class Sysfs(Kind[dict[str, Entry[str]]]):
             for path in paths:
                 current = normalize_choice(files.value(path))
                 outcome.changes.append(
-                    Change(
-                        kind=self.kind,
-                        target=path,
-                        current=current,
-                        desired=desired,
-                        phase=self.phase,
-                        priority=item.priority,
-                        reason=item.reason,
+                    self.change(
+                        path,
+                        current,
+                        desired,
+                        item,
                         setting=pattern,
                         subject=path if is_glob(pattern) else "",
+                        fix=f"echo {shlex.quote(str(item.value))} > {pattern}",
                     )
                 )
                 if current is None:

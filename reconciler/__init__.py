@@ -1,0 +1,3 @@
+"""tune: tuning-as-code for Linux GPU inference hosts."""
+
+__version__ = "0.1.0"

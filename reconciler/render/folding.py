@@ -1,0 +1,90 @@
+"""Fold changes that differ only in their subject (128 CPUs, 8 GPUs) into one line."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from ..model import Change, Value
+
+
+@dataclass(frozen=True)
+class Group:
+    changes: tuple[Change, ...]
+
+    @property
+    def first(self) -> Change:
+        return self.changes[0]
+
+    @property
+    def label(self) -> str:
+        c = self.first
+        if len(self.changes) == 1:
+            return f"{c.kind} {c.target}"
+        return (
+            f"{c.kind} {c.setting} on {len(self.changes)} {noun(c.kind)} ({subjects(self.changes)})"
+        )
+
+    @property
+    def fixes(self) -> list[str]:
+        return list(dict.fromkeys(c.fix for c in self.changes if c.fix))
+
+
+def fold(changes: Iterable[Change]) -> list[Group]:
+    groups: dict[tuple[object, ...], list[Change]] = {}
+    for change in changes:
+        key: tuple[object, ...] = (
+            (
+                change.kind,
+                change.setting,
+                change.current,
+                change.desired,
+                change.priority,
+                change.reason,
+                change.phase,
+            )
+            if change.subject
+            else (change.id,)
+        )
+        groups.setdefault(key, []).append(change)
+    return [Group(tuple(g)) for g in groups.values()]
+
+
+def noun(kind: str) -> str:
+    return {"cpu": "CPUs", "pci": "devices", "sysfs": "paths", "lxc": "containers"}.get(
+        kind, "targets"
+    )
+
+
+def subjects(changes: tuple[Change, ...]) -> str:
+    """`cpu0-63,96-127` for CPUs; the addresses themselves for a few devices."""
+    names = [c.subject for c in changes]
+    numbers = [re.fullmatch(r"cpu(\d+)", n) for n in names]
+    if all(numbers):
+        return "cpu" + ranges(int(m.group(1)) for m in numbers if m)
+    if len(names) <= 4:
+        return ", ".join(names)
+    return f"{names[0]} ... {names[-1]}"
+
+
+def ranges(numbers: Iterable[int]) -> str:
+    out: list[str] = []
+    ordered = sorted(set(numbers))
+    start = prev = ordered[0]
+    for n in [*ordered[1:], None]:
+        if n is not None and n == prev + 1:
+            prev = n
+            continue
+        out.append(str(start) if start == prev else f"{start}-{prev}")
+        if n is not None:
+            start = prev = n
+    return ",".join(out)
+
+
+def show(value: Value) -> str:
+    if value is None:
+        return "(absent)"
+    if isinstance(value, tuple):
+        return "[" + ", ".join(value) + "]" if value else "[]"
+    return repr(value) if value == "" or value != value.strip() else value

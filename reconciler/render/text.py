@@ -1,0 +1,81 @@
+"""The plan for a terminal: by phase, then priority; identical changes folded."""
+
+from __future__ import annotations
+
+import click
+
+from ..model import Phase, Plan, Priority
+from .folding import fold, show
+
+HOW = {
+    Phase.RUNTIME: "live: tune apply --runtime-only",
+    Phase.REBOOT: "at boot or container restart: tune apply --reboot-phase",
+}
+
+
+def render(plan: Plan, color: bool = False) -> str:
+    def style(text: str, **kw: object) -> str:
+        return click.style(text, **kw) if color else text  # type: ignore[arg-type]
+
+    host = plan.host
+    lines = [
+        style(f"tune plan: {plan.profile} on {host.name}", bold=True)
+        + f" ({host.source}, kernel {host.kernel or 'unknown'})",
+        "",
+    ]
+    for phase in Phase:
+        changes = [c for c in plan.changes if c.phase is phase]
+        if not changes:
+            continue
+        lines.append(style(f"{phase.value.capitalize()} phase", bold=True) + f" ({HOW[phase]})")
+        for priority in Priority:
+            groups = fold(c for c in changes if c.priority is priority)
+            if not groups:
+                continue
+            lines.append(
+                f"  {style(priority.value, fg='red' if priority is Priority.P0 else 'yellow')}"
+            )
+            for group in groups:
+                c = group.first
+                arrow = f"{show(c.current)} -> {show(c.desired)}"
+                lines.append(f"    ~ {group.label}: {style(arrow, fg='cyan')}")
+                if c.reason:
+                    lines.append(f"        {style(c.reason, dim=True)}")
+        lines.append("")
+    if plan.pending:
+        lines.append(style("Pending reboot", bold=True) + " (configured for the next boot)")
+        for p in plan.pending:
+            lines.append(f"    {p.id}: running {show(p.running)}, next boot {show(p.configured)}")
+        lines.append("")
+    if plan.checks:
+        lines.append(style("Checks", bold=True) + " (reported, never changed by tune)")
+        for check in plan.checks:
+            mark = style("ok  ", fg="green") if check.ok else style("FAIL", fg="red")
+            line = f"    {mark} {check.id}: {check.observed or '(absent)'}"
+            line += f" (want {check.expected})"
+            if not check.ok:
+                line += f"; {check.remedy}"
+            lines.append(line)
+        lines.append("")
+    if plan.notes:
+        lines.append(style("Notes", bold=True))
+        lines.extend(f"    - {note.message}" for note in plan.notes)
+        lines.append("")
+    lines.append(summary(plan))
+    return "\n".join(lines) + "\n"
+
+
+def summary(plan: Plan) -> str:
+    changes = plan.changes
+    if plan.is_clean:
+        head = "In sync: nothing to change"
+    else:
+        runtime = sum(c.phase is Phase.RUNTIME for c in changes)
+        head = (
+            f"Plan: {len(changes)} to change ({runtime} runtime, {len(changes) - runtime} reboot)"
+        )
+    failed = len(plan.failed_checks)
+    return (
+        f"{head}, {len(plan.in_sync)} in sync; {len(plan.checks) - failed} of "
+        f"{len(plan.checks)} checks pass; {len(plan.pending)} pending reboot."
+    )
