@@ -9,8 +9,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from reconciler.cli import main
+
+# CI runs on 2 shared cores: judge properties by their examples, never by wall-clock deadlines.
+settings.register_profile(
+    "ci", deadline=None, suppress_health_check=[HealthCheck.too_slow], print_blob=True
+)
+settings.load_profile("ci")
 
 PROJECT = Path(__file__).resolve().parent.parent
 PROFILES = PROJECT / "profiles"
