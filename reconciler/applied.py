@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import posixpath
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from .errors import HostError
@@ -106,6 +106,8 @@ def parse_run(path: str, data: bytes) -> AppliedRun | None:
         finished_at = datetime.fromisoformat(finished)
     except ValueError:
         raise JournalError(f"{path}: end time {finished!r} is not ISO 8601.") from None
+    if finished_at.tzinfo is None:  # the contract records UTC; never read it as local time
+        finished_at = finished_at.replace(tzinfo=UTC)
     steps = [_step(path, r) for r in records if r.get("type") == "step"]
     return AppliedRun(
         run_id=_text(path, head, "run_id"),
