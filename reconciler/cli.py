@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from typing import Any
 
 import click
@@ -48,6 +49,49 @@ def plan(profile: str, root: str | None, fmt: str) -> int:
     color = fmt == "text" and sys.stdout.isatty() and "NO_COLOR" not in os.environ
     click.echo(RENDERERS[fmt](result, color), nl=False, color=color)
     return ExitCode.IN_SYNC if result.is_clean else ExitCode.CHANGES
+
+
+@cli.command("check")
+@click.argument(
+    "profile", required=False, type=click.Path(exists=True, dir_okay=False, readable=True)
+)
+@click.option("--root", metavar="PATH", help=ROOT_HELP)
+@click.option(
+    "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
+)
+@click.option("--quiet", is_flag=True, help="Print nothing when in sync; one line per drift.")
+@click.option(
+    "--prometheus", metavar="FILE", help="Write node_exporter textfile metrics to FILE atomically."
+)
+@click.option("--since-apply", is_flag=True, help="Also report knobs changed after the last apply.")
+def check_cmd(
+    profile: str | None,
+    root: str | None,
+    fmt: str,
+    quiet: bool,
+    prometheus: str | None,
+    since_apply: bool,
+) -> int:
+    """Report drift of the host from PROFILE (default: the profile last applied there).
+
+    Exit codes: 0 in sync (pending reboots included), 2 drift, 1 could not check,
+    65 invalid profile. Never writes to the host except the metrics FILE.
+    """
+    from . import metrics
+    from .check import run_check
+    from .render import check as render_check
+
+    try:
+        report = run_check(open_host(root), profile, since_apply=since_apply)
+    except TuneError:
+        if prometheus:
+            metrics.write_atomically(prometheus, metrics.exposition(None, time.time()))
+        raise
+    color = fmt == "text" and sys.stdout.isatty() and "NO_COLOR" not in os.environ
+    click.echo(render_check.render(report, fmt, quiet=quiet, color=color), nl=False, color=color)
+    if prometheus:
+        metrics.write_atomically(prometheus, metrics.exposition(report, time.time()))
+    return ExitCode.IN_SYNC if report.in_sync else ExitCode.CHANGES
 
 
 @cli.command()

@@ -30,6 +30,12 @@ class HostError(TuneError):
     exit_code = ExitCode.HOST_ERROR
 
 
+class OutputError(TuneError):
+    """A report or metrics file that could not be written."""
+
+    exit_code = ExitCode.HOST_ERROR
+
+
 @dataclass(frozen=True)
 class Diagnostic:
     """A problem at a place in a profile file; line and column are 1-based."""

@@ -35,13 +35,20 @@ class Request:
 
     patterns: frozenset[str] = frozenset()
     listings: frozenset[str] = frozenset()
+    # Patterns read in full, past MAX_FILE_BYTES: tune's own state (a run journal of 128 CPUs'
+    # steps outgrows the cap meant for kernel files, and a cut journal loses its end record).
+    whole: frozenset[str] = frozenset()
 
     @classmethod
-    def of(cls, *patterns: str, listings: Iterable[str] = ()) -> Request:
-        return cls(frozenset(patterns), frozenset(listings))
+    def of(cls, *patterns: str, listings: Iterable[str] = (), whole: Iterable[str] = ()) -> Request:
+        return cls(frozenset(patterns), frozenset(listings), frozenset(whole))
 
     def __or__(self, other: Request) -> Request:
-        return Request(self.patterns | other.patterns, self.listings | other.listings)
+        return Request(
+            self.patterns | other.patterns,
+            self.listings | other.listings,
+            self.whole | other.whole,
+        )
 
 
 @dataclass
@@ -114,15 +121,16 @@ class DirectoryHost(Host):
     def fetch(self, request: Request) -> Files:
         files = Files()
         prefix = len(str(self.root)) if str(self.root) != "/" else 0
-        for pattern in sorted(request.patterns):
+        for pattern in sorted(request.patterns | request.whole):
             if is_glob(pattern):
                 found = sorted(p[prefix:] for p in glob.glob(self._local(pattern)))
             else:
                 found = [pattern] if os.path.lexists(self._local(pattern)) else []
+            limit = None if pattern in request.whole else MAX_FILE_BYTES
             matched = []
             for path in found:
                 if path not in files.contents and path not in files.errors:
-                    self._read_into(files, path)
+                    self._read_into(files, path, limit)
                 if path in files.contents or path in files.errors:
                     matched.append(path)
             files.matches[pattern] = tuple(matched)
@@ -130,13 +138,13 @@ class DirectoryHost(Host):
             files.listings[directory] = tuple(self._walk(directory, prefix))
         return files
 
-    def _read_into(self, files: Files, path: str) -> None:
+    def _read_into(self, files: Files, path: str, limit: int | None) -> None:
         local = self._local(path)
         if os.path.isdir(local):
             return
         try:
             with open(local, "rb") as handle:
-                files.contents[path] = handle.read(MAX_FILE_BYTES)
+                files.contents[path] = handle.read(-1 if limit is None else limit)
         except OSError as exc:
             files.errors[path] = exc.strerror or str(exc)
 
@@ -186,7 +194,7 @@ class ArchiveHost(Host):
 
     def fetch(self, request: Request) -> Files:
         files = Files()
-        for pattern in sorted(request.patterns):
+        for pattern in sorted(request.patterns | request.whole):
             found = (
                 sorted(p for p in self._tree if path_matches(pattern, p))
                 if is_glob(pattern)

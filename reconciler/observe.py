@@ -31,7 +31,11 @@ def request(profile: Profile) -> Request:
 
 
 def observe(host: Host, profile: Profile) -> Observation:
-    files = host.fetch(request(profile))
+    return observation(host, host.fetch(request(profile)))
+
+
+def observation(host: Host, files: Files) -> Observation:
+    """An observation from files already fetched, e.g. in one batch with other reads."""
     facts = HostFacts(
         name=files.value(HOSTNAME) or host.name,
         source=host.describe(),

@@ -99,6 +99,11 @@ def parse(path: Path) -> Tree:
         raise ProfileError(
             [Diagnostic(name, 1, 1, f"cannot read profile: {exc.strerror}")]
         ) from exc
+    return parse_text(text, name)
+
+
+def parse_text(text: str, name: str) -> Tree:
+    """YAML text as a `Tree`; `name` is what diagnostics call the file."""
     try:
         node = _yaml().load(text)
     except MarkedYAMLError as exc:
@@ -194,14 +199,30 @@ def _resolve(path: Path, stack: tuple[Path, ...]) -> Tree:
 def load_profile(path: str | Path) -> LoadedProfile:
     """Parse, resolve `extends`, validate. Raises ProfileError with every problem found."""
     path = Path(path)
-    tree = _resolve(path, ())
+    return _validated(_resolve(path, ()), str(path))
+
+
+def load_profile_text(text: str, name: str) -> LoadedProfile:
+    """A resolved profile held as text, e.g. the one `tune apply` stored on a host; `name` (the
+    host path) is the file every diagnostic points at. Such a profile stands alone: `extends`
+    could only be resolved against files on the host, so it is refused."""
+    tree = parse_text(text, name)
+    if "extends" in tree.data:
+        where = tree.keys.get(("extends",), (name, 1, 1))
+        raise ProfileError(
+            [Diagnostic(*where, "a stored profile is already resolved; extends is not allowed")]
+        )
+    return _validated(tree, name)
+
+
+def _validated(tree: Tree, path: str) -> LoadedProfile:
     data = {k: v for k, v in tree.data.items() if k != "extends"}
     try:
         profile = Profile.model_validate(data)
     except ValidationError as exc:
-        raise ProfileError(_diagnostics(exc, tree, str(path))) from None
+        raise ProfileError(_diagnostics(exc, tree, path)) from None
     files = tuple(dict.fromkeys(p[0] for p in tree.values.values()))
-    return LoadedProfile(profile, str(path), files or (str(path),), data, tree.values)
+    return LoadedProfile(profile, path, files or (path,), data, tree.values)
 
 
 def _diagnostics(exc: ValidationError, tree: Tree, fallback: str) -> list[Diagnostic]:

@@ -1,0 +1,150 @@
+"""What tune last applied on a host, read back from the state `tune apply` keeps there.
+
+Everything lives under `/var/lib/tune` (inside `--root` for a snapshot):
+`profile.yaml`, the resolved profile of the last successful apply, and `runs/<run-id>.jsonl`,
+one journal per run: a `run` record, a `step` record before each write, and an `end` record
+with the outcome. This module only reads; it parses `Files`, never the host.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from .errors import HostError
+from .host import Files, Request
+
+STATE = "/var/lib/tune"
+STORED_PROFILE = STATE + "/profile.yaml"
+RUNS = STATE + "/runs"
+RUN_SUFFIX = ".jsonl"
+
+# A value as plan JSON writes it: a string, a list of lines, or null for absent.
+JsonValue = str | list[str] | None
+
+
+class JournalError(HostError):
+    """A run journal that exists but cannot be read or understood."""
+
+
+@dataclass(frozen=True)
+class AppliedStep:
+    id: str  # "sysctl:kernel.numa_balancing", as in plan JSON
+    kind: str
+    target: str
+    desired: JsonValue  # what the run wrote
+
+
+@dataclass(frozen=True)
+class AppliedRun:
+    """A run whose end record says `applied`."""
+
+    run_id: str
+    path: str
+    profile: str
+    phase: str
+    finished: str  # ISO 8601 UTC, as recorded
+    finished_at: datetime
+    steps: tuple[AppliedStep, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "profile": self.profile,
+            "phase": self.phase,
+            "finished": self.finished,
+            "steps": len(self.steps),
+        }
+
+
+def runs_request() -> Request:
+    """The names of the run journals; their contents are fetched newest first, as needed."""
+    return Request.of(listings=[RUNS])
+
+
+def run_paths(files: Files) -> list[str]:
+    """Journal paths from the listing, newest first (run ids sort by time)."""
+    paths = [
+        p for p in files.listing(RUNS) if posixpath.dirname(p) == RUNS and p.endswith(RUN_SUFFIX)
+    ]
+    return sorted(paths, key=posixpath.basename, reverse=True)
+
+
+def latest_applied(files: Files) -> AppliedRun | None:
+    """The newest fetched run that ended `applied`; interrupted and rolled-back runs are
+    skipped. Raises JournalError for a journal that is unreadable or not a journal."""
+    for path in run_paths(files):
+        if path in files.errors:
+            raise JournalError(f"{path}: cannot read run journal ({files.errors[path]}).")
+        data = files.read(path)
+        if data is None:
+            continue
+        run = parse_run(path, data)
+        if run is not None:
+            return run
+    return None
+
+
+def parse_run(path: str, data: bytes) -> AppliedRun | None:
+    """An applied run, or None for one that was interrupted, rolled back or failed."""
+    # Each record is fsynced with its newline; text after the last newline is a record cut
+    # short by a crash, so the run ended there without an end record.
+    lines = data.split(b"\n")[:-1]
+    records = [_record(path, n, line) for n, line in enumerate(lines, 1) if line.strip()]
+    if not records:
+        return None
+    head, end = records[0], records[-1]
+    if head.get("type") != "run":
+        raise JournalError(f"{path}:1: a run journal starts with a run record.")
+    if end.get("type") != "end" or end.get("outcome") != "applied":
+        return None
+    finished = _text(path, end, "finished")
+    try:
+        finished_at = datetime.fromisoformat(finished)
+    except ValueError:
+        raise JournalError(f"{path}: end time {finished!r} is not ISO 8601.") from None
+    if finished_at.tzinfo is None:  # the contract records UTC; never read it as local time
+        finished_at = finished_at.replace(tzinfo=UTC)
+    steps = [_step(path, r) for r in records if r.get("type") == "step"]
+    return AppliedRun(
+        run_id=_text(path, head, "run_id"),
+        path=path,
+        profile=_text(path, head, "profile"),
+        phase=_text(path, head, "phase"),
+        finished=finished,
+        finished_at=finished_at,
+        steps=tuple(steps),
+    )
+
+
+def _record(path: str, number: int, line: bytes) -> dict[str, Any]:
+    try:
+        record = json.loads(line)
+    except ValueError as exc:
+        raise JournalError(f"{path}:{number}: not a JSON record ({exc}).") from None
+    if not isinstance(record, dict):
+        raise JournalError(f"{path}:{number}: a journal record is a JSON object.")
+    return record
+
+
+def _text(path: str, record: dict[str, Any], key: str) -> str:
+    value = record.get(key)
+    if not isinstance(value, str):
+        raise JournalError(f"{path}: {record.get('type')} record has no {key}.")
+    return value
+
+
+def _step(path: str, record: dict[str, Any]) -> AppliedStep:
+    desired = record.get("desired")
+    is_lines = isinstance(desired, list) and all(isinstance(x, str) for x in desired)
+    if not (desired is None or isinstance(desired, str) or is_lines):
+        raise JournalError(f"{path}: step {record.get('id')!r} has an unreadable desired value.")
+    return AppliedStep(
+        id=_text(path, record, "id"),
+        kind=_text(path, record, "kind"),
+        target=_text(path, record, "target"),
+        desired=desired,
+    )

@@ -1,0 +1,102 @@
+"""Reading run journals (the apply contract) as data: bytes in, an applied run or an error out."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from applied_state import journal
+
+from reconciler.applied import JournalError, latest_applied, parse_run
+from reconciler.host import Files
+
+PATH = "/var/lib/tune/runs/20250601T120000Z-a1b2c3.jsonl"
+STEP = {
+    "id": "sysctl:vm.swappiness",
+    "kind": "sysctl",
+    "target": "vm.swappiness",
+    "current": "60",
+    "desired": "10",
+}
+
+
+def lines(*records: object) -> bytes:
+    return "".join(json.dumps(r) + "\n" for r in records).encode()
+
+
+def test_an_applied_run() -> None:
+    run = parse_run(PATH, journal(steps=(STEP,)).encode())
+    assert run is not None
+    assert (run.run_id, run.profile, run.phase, run.finished) == (
+        "20250601T120000Z-a1b2c3",
+        "blackwell-8x",
+        "all",
+        "2025-06-01T12:00:05Z",
+    )
+    assert [(s.id, s.desired) for s in run.steps] == [("sysctl:vm.swappiness", "10")]
+    assert run.finished_at.timestamp() == 1748779205
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"",
+        journal(outcome="rolled-back").encode(),
+        journal(outcome="rollback-failed").encode(),
+        journal(outcome=None).encode(),  # interrupted: no end record
+        journal().encode()[:-3],  # the end record cut short by a crash
+    ],
+    ids=["empty", "rolled-back", "rollback-failed", "interrupted", "cut-end"],
+)
+def test_runs_that_did_not_apply(data: bytes) -> None:
+    assert parse_run(PATH, data) is None
+
+
+def test_a_time_without_offset_is_utc() -> None:
+    run = parse_run(PATH, journal(finished="2025-06-01T12:00:05").encode())
+    assert run is not None and run.finished_at.timestamp() == 1748779205
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (lines({"type": "step"}), f"{PATH}:1: a run journal starts with a run record."),
+        (b"[1]\n", f"{PATH}:1: a journal record is a JSON object."),
+        (
+            journal(steps=({**STEP, "desired": 10},)).encode(),
+            f"{PATH}: step 'sysctl:vm.swappiness' has an unreadable desired value.",
+        ),
+        (journal(finished="yesterday").encode(), f"{PATH}: end time 'yesterday' is not ISO 8601."),
+        (
+            lines({"type": "run"}, {"type": "end", "outcome": "applied", "finished": "2025-06-01"}),
+            f"{PATH}: run record has no run_id.",
+        ),
+    ],
+)
+def test_journals_that_are_not_journals(data: bytes, message: str) -> None:
+    with pytest.raises(JournalError) as caught:
+        parse_run(PATH, data)
+    assert str(caught.value) == message
+
+
+def test_latest_applied_goes_newest_first_and_skips_what_did_not_apply() -> None:
+    older = "/var/lib/tune/runs/20250501T000000Z-000001.jsonl"
+    newer = "/var/lib/tune/runs/20250701T000000Z-000002.jsonl"
+    files = Files(
+        contents={
+            PATH: journal(steps=(STEP,)).encode(),
+            older: journal(run_id="20250501T000000Z-000001").encode(),
+            newer: journal(run_id="20250701T000000Z-000002", outcome="rolled-back").encode(),
+            "/var/lib/tune/runs/notes.txt": b"not a journal",
+        },
+        listings={"/var/lib/tune/runs": (older, newer, PATH, "/var/lib/tune/runs/notes.txt")},
+    )
+    run = latest_applied(files)
+    assert run is not None and run.run_id == "20250601T120000Z-a1b2c3"
+    assert latest_applied(Files()) is None
+
+
+def test_an_unreadable_journal_is_an_error() -> None:
+    files = Files(errors={PATH: "Permission denied"}, listings={"/var/lib/tune/runs": (PATH,)})
+    with pytest.raises(JournalError, match="cannot read run journal \\(Permission denied\\)"):
+        latest_applied(files)

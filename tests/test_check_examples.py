@@ -1,0 +1,55 @@
+"""The shipped cron and systemd examples run a `tune check` command line this tune accepts."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import pytest
+from applied_state import write_applied
+from conftest import PROJECT, run_tune, write
+
+EXAMPLES = PROJECT / "examples"
+TEXTFILE_DIR = "/var/lib/prometheus/node-exporter/"
+
+
+def cron_command() -> list[str]:
+    jobs = [
+        line
+        for line in (EXAMPLES / "cron/tune-check").read_text().splitlines()
+        if line.strip() and not line.startswith("#") and "=" not in line.split()[0]
+    ]
+    assert len(jobs) == 1
+    fields = shlex.split(jobs[0])
+    assert fields[:8] == ["*/5", "*", "*", "*", "*", "root", "flock", "-n"]
+    return fields[9:]
+
+
+def systemd_command() -> list[str]:
+    service = (EXAMPLES / "systemd/tune-check.service").read_text()
+    exec_start = next(line for line in service.splitlines() if line.startswith("ExecStart="))
+    return shlex.split(exec_start.removeprefix("ExecStart="))
+
+
+@pytest.mark.parametrize("command", [cron_command, systemd_command], ids=["cron", "systemd"])
+def test_example_runs_quietly_on_a_tuned_host_and_mails_drift(
+    tuned: Path, tmp_path: Path, command
+) -> None:
+    argv = command()
+    assert Path(argv[0]).name == "tune"
+    args = [a.replace(TEXTFILE_DIR, f"{tmp_path}/") for a in argv[1:]]
+    write_applied(tuned)
+    quiet = run_tune(*args, "--root", tuned)
+    assert (quiet.code, quiet.out, quiet.err) == (0, "", "")
+    assert (tmp_path / "tune.prom").is_file()
+    write(tuned, "/proc/sys/kernel/numa_balancing", "1\n")
+    drift = run_tune(*args, "--root", tuned)
+    assert drift.code == 2
+    assert drift.out.startswith("DRIFT sysctl kernel.numa_balancing: 1 (want 0) since ")
+
+
+def test_timer_is_persistent_and_spread() -> None:
+    timer = (EXAMPLES / "systemd/tune-check.timer").read_text().splitlines()
+    assert "Persistent=true" in timer
+    assert any(line.startswith("RandomizedDelaySec=") for line in timer)
+    assert any(line.startswith("OnCalendar=") for line in timer), "Persistent needs OnCalendar"
