@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import checks
+from . import checks, persist
 from .host import Files, Host, Request
 from .model import HostFacts
 from .profile import Profile
@@ -21,17 +21,19 @@ class Observation:
     files: Files
 
 
-def request(profile: Profile) -> Request:
+def request(profile: Profile, with_persistence: bool = True) -> Request:
     wanted = IDENTITY
     for kind, spec in profile.sections():
         wanted |= kind.request(spec)
     if profile.checks is not None:
         wanted |= checks.request(profile.checks)
+    if with_persistence:
+        wanted |= persist.KIND.request(profile)
     return wanted
 
 
-def observe(host: Host, profile: Profile) -> Observation:
-    files = host.fetch(request(profile))
+def observe(host: Host, profile: Profile, with_persistence: bool = True) -> Observation:
+    files = host.fetch(request(profile, with_persistence))
     facts = HostFacts(
         name=files.value(HOSTNAME) or host.name,
         source=host.describe(),
