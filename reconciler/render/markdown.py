@@ -46,7 +46,7 @@ def render(plan: Plan) -> str:
     if reboot or plan.pending:
         out += ["## Needs a reboot", ""]
         out += [
-            f"- {g.label}: `{shown(g.first, g.first.current)}` -> `{shown(g.first, g.first.desired)}`"
+            f"- {g.label}: `{show(g.first.current)}` -> `{show(g.first.desired)}`"
             for g in fold(reboot)
         ]
         out += [
