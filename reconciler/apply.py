@@ -17,11 +17,10 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
-from . import persist
 from .errors import ApplyFailed, HostError, TuneError
 from .host import Host
 from .journal import PROFILE, RUNS, Journal, Run, now_iso, read_run, run_ids
-from .kinds import REGISTRY
+from .kinds import REGISTRY, files
 from .kinds.base import Kind
 from .model import Phase, Plan
 from .observe import Observation, observe
@@ -30,7 +29,7 @@ from .profile import LoadedProfile
 from .saved import SavedPlan
 from .steps import DeleteFile, Need, Op, Probe, PutFile, Require, SetAttr, Step
 
-KINDS: dict[str, Kind[Any]] = {k.kind: k for k in (*REGISTRY, persist.KIND)}
+KINDS: dict[str, Kind[Any]] = {k.kind: k for k in (*REGISTRY, files.KIND)}
 
 
 @dataclass(frozen=True)
@@ -65,7 +64,7 @@ def prepare(
     if saved is not None:
         saved.check(plan, loaded, with_persistence)
     specs: dict[str, Any] = {k.kind: spec for k, spec in loaded.profile.sections()}
-    specs[persist.KIND.kind] = loaded.profile
+    specs[files.KIND.kind] = loaded.profile
     problems: list[str] = []
     steps: list[Step] = []
     for change in plan.changes:

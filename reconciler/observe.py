@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import checks, persist
+from . import checks
 from .host import Files, Host, Request
+from .kinds import files
 from .model import HostFacts
 from .profile import Profile
 
@@ -28,7 +29,7 @@ def request(profile: Profile, with_persistence: bool = True) -> Request:
     if profile.checks is not None:
         wanted |= checks.request(profile.checks)
     if with_persistence:
-        wanted |= persist.KIND.request(profile)
+        wanted |= files.KIND.request(profile)
     return wanted
 
 

@@ -1,10 +1,10 @@
 """Persistence: the files tune owns so that runtime values survive a reboot.
 
 Each knob kind says which lines it needs (`Kind.persist`); this module owns the files, their
-header and the comparison with what is on the host. The files are ordinary changes of kind
-`file` (`file:/etc/sysctl.d/90-tune.conf`): planned, journaled, read back and rolled back like
-any knob. tune owns each file entirely and never edits a file it does not own
-(`/etc/sysctl.conf` in particular, which Debian 13 no longer reads).
+header and contents, and the warning about other sysctl.d files. `kinds/files.py` turns them
+into ordinary changes of kind `file` (`file:/etc/sysctl.d/90-tune.conf`): planned, journaled,
+read back and rolled back like any knob. tune owns each file entirely and never edits a file
+it does not own (`/etc/sysctl.conf` in particular, which Debian 13 no longer reads).
 """
 
 from __future__ import annotations
@@ -13,11 +13,8 @@ import posixpath
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import HostError
-from .host import Files, Request
-from .kinds.base import Kind, Meta
-from .model import Change, Note, Outcome, Phase, Priority
-from .steps import DeleteFile, Need, Probe, PutFile, Read, Require, Step
+from .host import Files
+from .model import Note
 
 SYSCTL = "/etc/sysctl.d/90-tune.conf"
 MODULES_LOAD = "/etc/modules-load.d/tune.conf"
@@ -66,61 +63,6 @@ def contents(profile: Any, files: Files) -> dict[str, str]:
     }
 
 
-def _lines(text: str | None) -> tuple[str, ...] | None:
-    return None if text is None else tuple(text.splitlines())
-
-
-class Persistence(Kind[Any]):
-    """Not a profile section: derived from the whole profile, applied after the live knobs."""
-
-    section = ""
-    kind = "file"
-    phase = Phase.RUNTIME
-    meta = Meta(priority=Priority.P1, reason="")
-
-    def request(self, spec: Any) -> Request:
-        return Request.of(*OWNED, *(f"{d}/*.conf" for d in SYSCTL_DIRS))
-
-    def compare(self, spec: Any, files: Files) -> Outcome:
-        outcome = Outcome()
-        wanted = contents(spec, files)
-        for path in OWNED:
-            current, desired = _lines(files.text(path)), _lines(wanted.get(path))
-            if current is None and desired is None:
-                continue
-            meta = Meta(priority=Priority.P1, reason=WHY[path])
-            outcome.changes.append(self.change(path, current, desired, meta))
-        if SYSCTL in wanted:
-            outcome.notes.extend(later_sysctl_files(wanted[SYSCTL], files))
-        return outcome
-
-    def step(self, spec: Any, change: Change, files: Files) -> Step:
-        path = change.target
-        prior = files.read(path)
-        desired = contents(spec, files).get(path)
-        data = None if desired is None else desired.encode()
-        probe = Probe(path, Read.TEXT)
-
-        def op(content: bytes | None) -> PutFile | DeleteFile:
-            return DeleteFile(path) if content is None else PutFile(path, content)
-
-        if path in files.errors:
-            raise HostError(f"{change.id}: {path} cannot be read ({files.errors[path]}).")
-        return Step(
-            id=change.id,
-            kind=self.kind,
-            target=path,
-            prior=change.current,
-            desired=change.desired,
-            probe=probe,
-            expect=probe.value(data),
-            restored=probe.value(prior),
-            do=(op(data),),
-            undo=(op(prior),),
-            requires=(Require(Need.WRITABLE, posixpath.dirname(path)),),
-        )
-
-
 def sysctl_key(raw: str) -> str:
     """sysctl.d keys may use `/` as the separator (then a `.` is part of a name)."""
     key = raw.strip().lstrip("-")
@@ -164,6 +106,3 @@ def later_sysctl_files(ours: str, files: Files) -> list[Note]:
                     )
                 )
     return notes
-
-
-KIND = Persistence()

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from . import checks, persist
+from . import checks
+from .kinds import files as owned_files
 from .model import Change, Note, Outcome, Phase, Plan, Priority
 from .observe import Observation
 from .profile import LoadedProfile
@@ -21,7 +22,7 @@ def make_plan(loaded: LoadedProfile, observed: Observation, with_persistence: bo
         outcome.extend(kind.compare(spec, observed.files))
     if profile.checks is not None:
         outcome.extend(checks.evaluate(profile.checks, observed.files))
-    files = persist.KIND.compare(profile, observed.files) if with_persistence else Outcome()
+    files = owned_files.KIND.compare(profile, observed.files) if with_persistence else Outcome()
     outcome.notes.extend(files.notes)
     return Plan(
         profile=profile.name,
