@@ -127,7 +127,8 @@ def save(
     path = Path(target)
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(path.name + ".new")
-    temporary.write_text(json.dumps(data, indent=1) + "\n")
+    # Compact: json.dumps with indent falls back to the pure-Python encoder (slow on 100 KB).
+    temporary.write_text(json.dumps(data, separators=(",", ":")) + "\n")
     temporary.replace(path)
 
 
