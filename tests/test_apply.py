@@ -333,3 +333,33 @@ def test_later_sysctl_file_is_warned_about(untuned: Path) -> None:
         "/etc/sysctl.d/90-tune.conf: its value wins at boot." in result.out
     )
     assert "50-default.conf" not in result.out
+
+
+class StuckSwappiness(Clamping):
+    """rmem_max clamps (the run fails) and vm.swappiness then refuses to go back to 60."""
+
+    def set_attr(self, path: str, value: str) -> None:
+        if path.endswith("/swappiness") and value == "60":
+            raise HostError(f"{path}: the kernel refused '60' (Device or resource busy).")
+        super().set_attr(path, value)
+
+
+def test_a_failing_restore_is_reported_and_the_rest_still_restored(untuned: Path) -> None:
+    before = tree(untuned)
+    loaded = load_profile(BLACKWELL)
+    host = StuckSwappiness(untuned)
+    with pytest.raises(ApplyFailed, match=r"left 1 not restored: .*swappiness.*busy") as failed:
+        execute(host, prepare(host, loaded, runtime_only=True), loaded)
+    assert failed.value.exit_code == 3
+    after = tree(untuned)
+    assert after["proc/sys/vm/swappiness"] == b"10\n"
+    assert {k: v for k, v in after.items() if k != "proc/sys/vm/swappiness"} == {
+        k: v for k, v in before.items() if k != "proc/sys/vm/swappiness"
+    }
+    (run_id,) = run_ids(host)
+    run = read_run(host, run_id)
+    assert run is not None and run.outcome == "rollback-failed"
+    assert any(r["type"] == "restore-failed" for r in run.records)
+    # Once the kernel lets go, `tune rollback` finishes the job.
+    assert run_tune("rollback", "--root", untuned).code == 0
+    assert tree(untuned) == before
