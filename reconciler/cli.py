@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from . import __version__
+from . import __version__, apply_cli, saved
 from .errors import ExitCode, TuneError
 from .host import Host, open_host, write_archive
 from .observe import observe, request
@@ -19,9 +19,7 @@ from .profile import LoadedProfile, load_profile, schema
 from .render import RENDERERS
 
 ROOT_HELP = "Read the host from a snapshot directory or .tar.gz instead of this machine."
-profile_arg = click.argument(
-    "profile", type=click.Path(exists=True, dir_okay=False, readable=True)
-)
+profile_arg = click.argument("profile", type=click.Path(exists=True, dir_okay=False, readable=True))
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -41,13 +39,22 @@ def cli() -> None:
 @click.option(
     "--format", "fmt", type=click.Choice(sorted(RENDERERS)), default="text", show_default=True
 )
-def plan(profile: str, root: str | None, fmt: str) -> int:
-    """Show what differs between PROFILE and the host, and why. Changes nothing."""
+@click.option(
+    "-o", "--output", metavar="FILE.json", help="Save the plan here (default .tune/plan.json)."
+)
+@click.option("--no-persist", is_flag=True, help="Leave tune's boot-time files out of the plan.")
+def plan(profile: str, root: str | None, fmt: str, output: str | None, no_persist: bool) -> int:
+    """Show what differs between PROFILE and the host, and why. Changes nothing on the host;
+    saves the plan for `tune apply` (.tune/plan.json, or -o FILE)."""
     loaded = load_profile(profile)
     host = open_host(root)
-    result = make_plan(loaded, observe(host, loaded.profile))
+    result = make_plan(loaded, observe(host, loaded.profile, not no_persist), not no_persist)
     color = fmt == "text" and sys.stdout.isatty() and "NO_COLOR" not in os.environ
     click.echo(RENDERERS[fmt](result, color), nl=False, color=color)
+    try:
+        saved.save(output or saved.DEFAULT, loaded, result, root, not no_persist)
+    except OSError as exc:
+        click.echo(f"tune: could not save the plan ({exc.strerror}): {exc.filename}", err=True)
     return ExitCode.IN_SYNC if result.is_clean else ExitCode.CHANGES
 
 
@@ -125,6 +132,11 @@ def snapshot(profile: str, output: str, root: str | None) -> int:
     return ExitCode.IN_SYNC
 
 
+cli.add_command(apply_cli.apply)
+cli.add_command(apply_cli.rollback)
+cli.add_command(apply_cli.history)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: exit codes per the contract, errors as one line, never a traceback."""
     try:
@@ -144,11 +156,13 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         code = 130
-    except Exception as exc:  # noqa: BLE001 - the last line of defence against tracebacks
+    except Exception as exc:
         if os.environ.get("TUNE_DEBUG"):
             raise
-        click.echo(f"tune: internal error: {type(exc).__name__}: {exc} "
-                   "(set TUNE_DEBUG=1 for a traceback)", err=True)
+        click.echo(
+            f"tune: internal error: {type(exc).__name__}: {exc} (set TUNE_DEBUG=1 for a traceback)",
+            err=True,
+        )
         code = 70
     sys.exit(code if isinstance(code, int) else 0)
 

@@ -36,6 +36,24 @@ class OutputError(TuneError):
     exit_code = ExitCode.HOST_ERROR
 
 
+class LockHeld(HostError):
+    """Another `tune apply` or `tune rollback` holds the target's lock."""
+
+    def __init__(self, pid: str | None) -> None:
+        self.pid = pid
+        super().__init__(f"another tune apply is running (pid {pid or 'unknown'}).")
+
+
+class StalePlan(HostError):
+    """A saved plan whose observed values no longer hold on the host."""
+
+
+class ApplyFailed(TuneError):
+    """A write or read-back failed (or the run was interrupted); done steps were rolled back."""
+
+    exit_code = ExitCode.APPLY_FAILED
+
+
 @dataclass(frozen=True)
 class Diagnostic:
     """A problem at a place in a profile file; line and column are 1-based."""

@@ -8,16 +8,17 @@ snapshot directory: knobs parse `Files`, never the host.
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import glob
 import os
 import tarfile
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import HostError
+from .errors import HostError, LockHeld
 
 # sysfs and procfs files report 4096 bytes or 0 whatever they hold; cap reads so a profile glob
 # that matches something large (a log, a firmware blob) cannot balloon the observation.
@@ -93,8 +94,22 @@ def path_matches(pattern: str, path: str) -> bool:
     )
 
 
+@dataclass(frozen=True)
+class Completed:
+    """How a command ended."""
+
+    returncode: int
+    stdout: str = ""
+    stderr: str = ""
+
+
 class Host(ABC):
-    """A machine to observe: the local root, a snapshot, or (later) SSH."""
+    """A machine to observe and (for apply and rollback only) to write: the local root, a
+    snapshot, or (later) SSH.
+
+    The write side is a handful of primitives that `reconciler.steps` describes as data; a host
+    that cannot be written (an archive) keeps the defaults below, which refuse.
+    """
 
     name: str
 
@@ -104,6 +119,47 @@ class Host(ABC):
 
     def describe(self) -> str:
         return self.name
+
+    def _refuse(self) -> HostError:
+        return HostError(f"{self.describe()} cannot be written; apply to a directory or a host.")
+
+    def check_privileges(self) -> None:
+        """Raise unless this process may change the host's settings."""
+        raise self._refuse()
+
+    def read_file(self, path: str) -> bytes | None:
+        """A whole file of tune's own state (journals), uncapped; None when absent."""
+        raise self._refuse()
+
+    def set_attr(self, path: str, value: str) -> None:
+        """One write of `value` to an existing kernel attribute file."""
+        raise self._refuse()
+
+    def put_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
+        """Replace a file atomically and durably, creating its directory."""
+        raise self._refuse()
+
+    def delete_file(self, path: str) -> None:
+        raise self._refuse()
+
+    def append(self, path: str, data: bytes, *, sync: bool = True) -> None:
+        """Append to a file created with mode 0600; `sync` fsyncs before returning."""
+        raise self._refuse()
+
+    def run(self, argv: Sequence[str]) -> Completed:
+        raise self._refuse()
+
+    def has_command(self, name: str) -> bool:
+        return False
+
+    def writable(self, path: str) -> bool:
+        """Whether a write to `path` (or, for a path not yet there, to its nearest existing
+        directory) would be accepted."""
+        return False
+
+    def lock(self, path: str) -> contextlib.AbstractContextManager[None]:
+        """Hold an exclusive lock on `path` for the block; `LockHeld` when another has it."""
+        raise self._refuse()
 
 
 class DirectoryHost(Host):
@@ -117,6 +173,10 @@ class DirectoryHost(Host):
 
     def _local(self, path: str) -> str:
         return str(self.root) + path if str(self.root) != "/" else path
+
+    def local(self, path: str) -> str:
+        """Where the host's `path` lies on this machine."""
+        return self._local(path)
 
     def fetch(self, request: Request) -> Files:
         files = Files()
@@ -154,9 +214,118 @@ class DirectoryHost(Host):
             names.extend(os.path.join(base, f)[prefix:] for f in filenames)
         return sorted(names)
 
+    # The write side: plain file operations inside the root, shared by a live host ("/") and a
+    # snapshot. Commands and kernel-attribute semantics differ, so the subclasses supply them.
+
+    def read_file(self, path: str) -> bytes | None:
+        try:
+            with open(self._local(path), "rb") as handle:
+                return handle.read()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise HostError(f"{path}: cannot read ({exc.strerror}).") from exc
+
+    def set_attr(self, path: str, value: str) -> None:
+        try:
+            fd = os.open(self._local(path), os.O_WRONLY)
+        except OSError as exc:
+            raise HostError(f"{path}: cannot open for writing ({exc.strerror}).") from exc
+        try:
+            # One write(2): the kernel parses the whole value at once and reports EINVAL here.
+            os.write(fd, value.encode("utf-8"))
+        except OSError as exc:
+            raise HostError(f"{path}: the kernel refused {value!r} ({exc.strerror}).") from exc
+        finally:
+            os.close(fd)
+
+    def put_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
+        local = self._local(path)
+        directory = os.path.dirname(local)
+        temporary = os.path.join(directory, f".{os.path.basename(local)}.tune-new")
+        try:
+            os.makedirs(directory, exist_ok=True)
+            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+            try:
+                os.write(fd, data)
+                os.fchmod(fd, mode)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(temporary, local)
+            _sync_directory(directory)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+            raise HostError(f"{path}: cannot write ({exc.strerror}).") from exc
+
+    def delete_file(self, path: str) -> None:
+        local = self._local(path)
+        try:
+            os.unlink(local)
+            _sync_directory(os.path.dirname(local))
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise HostError(f"{path}: cannot delete ({exc.strerror}).") from exc
+
+    def append(self, path: str, data: bytes, *, sync: bool = True) -> None:
+        local = self._local(path)
+        try:
+            os.makedirs(os.path.dirname(local), exist_ok=True)
+            created = not os.path.exists(local)
+            fd = os.open(local, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                os.write(fd, data)
+                if sync:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+            if created and sync:
+                _sync_directory(os.path.dirname(local))
+        except OSError as exc:
+            raise HostError(f"{path}: cannot append ({exc.strerror}).") from exc
+
+    def writable(self, path: str) -> bool:
+        local = self._local(path)
+        while not os.path.lexists(local) and os.path.dirname(local) != local:
+            local = os.path.dirname(local)
+        return os.access(local, os.W_OK)
+
+    @contextlib.contextmanager
+    def lock(self, path: str) -> Iterator[None]:
+        import fcntl
+
+        local = self._local(path)
+        try:
+            os.makedirs(os.path.dirname(local), exist_ok=True)
+            fd = os.open(local, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise HostError(f"{path}: cannot create the lock ({exc.strerror}).") from exc
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+                raise LockHeld(holder or None) from None
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            yield
+        finally:
+            os.close(fd)
+
+
+def _sync_directory(directory: str) -> None:
+    """fsync a directory so a created, renamed or removed entry survives a crash."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
 
 class LocalHost(DirectoryHost):
-    """The machine tune runs on. Observation only reads."""
+    """The machine tune runs on. Never written by tests: they use snapshots."""
 
     def __init__(self) -> None:
         super().__init__("/", name=os.uname().nodename)
@@ -164,10 +333,68 @@ class LocalHost(DirectoryHost):
     def describe(self) -> str:
         return f"local ({self.name})"
 
+    def check_privileges(self) -> None:
+        if os.geteuid() != 0:
+            raise HostError("tune apply changes kernel settings and must run as root (sudo).")
+
+    def run(self, argv: Sequence[str]) -> Completed:
+        import subprocess
+
+        try:
+            done = subprocess.run(
+                list(argv), capture_output=True, text=True, check=False, timeout=120
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return Completed(127, "", f"{argv[0]}: {exc}")
+        return Completed(done.returncode, done.stdout, done.stderr)
+
+    def has_command(self, name: str) -> bool:
+        import shutil
+
+        return shutil.which(name) is not None
+
 
 class SnapshotHost(DirectoryHost):
+    """A directory laid out like a host's `/`, written as the kernel and the tools would write
+    the real files (see `reconciler.emulate`); no command ever runs on this machine."""
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        name: str | None = None,
+        commands: Iterable[str] | None = None,
+    ) -> None:
+        from . import emulate
+
+        super().__init__(root, name)
+        self.commands = frozenset(emulate.COMMANDS if commands is None else commands)
+
     def describe(self) -> str:
         return f"snapshot {self.root}"
+
+    def check_privileges(self) -> None:
+        return None
+
+    def set_attr(self, path: str, value: str) -> None:
+        from . import emulate
+
+        emulate.set_attr(self, path, value)
+
+    def writable(self, path: str) -> bool:
+        from . import emulate
+
+        return emulate.writable(self, path)
+
+    def run(self, argv: Sequence[str]) -> Completed:
+        from . import emulate
+
+        if not argv or argv[0] not in self.commands:
+            name = argv[0] if argv else ""
+            return Completed(127, "", f"{name}: command not found")
+        return emulate.run(self, list(argv))
+
+    def has_command(self, name: str) -> bool:
+        return name in self.commands
 
 
 class ArchiveHost(Host):

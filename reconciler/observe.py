@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from . import checks
 from .host import Files, Host, Request
+from .kinds import files as owned_files
 from .model import HostFacts
 from .profile import Profile
 
@@ -21,17 +22,19 @@ class Observation:
     files: Files
 
 
-def request(profile: Profile) -> Request:
+def request(profile: Profile, with_persistence: bool = True) -> Request:
     wanted = IDENTITY
     for kind, spec in profile.sections():
         wanted |= kind.request(spec)
     if profile.checks is not None:
         wanted |= checks.request(profile.checks)
+    if with_persistence:
+        wanted |= owned_files.KIND.request(profile)
     return wanted
 
 
-def observe(host: Host, profile: Profile) -> Observation:
-    return observation(host, host.fetch(request(profile)))
+def observe(host: Host, profile: Profile, with_persistence: bool = True) -> Observation:
+    return observation(host, host.fetch(request(profile, with_persistence)))
 
 
 def observation(host: Host, files: Files) -> Observation:

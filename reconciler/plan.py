@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from . import checks
+from .kinds import files as owned_files
 from .model import Change, Note, Outcome, Phase, Plan, Priority
 from .observe import Observation
 from .profile import LoadedProfile
@@ -13,17 +14,20 @@ PHASES = (Phase.RUNTIME, Phase.REBOOT)
 PRIORITIES = (Priority.P0, Priority.P1, Priority.P2)
 
 
-def make_plan(loaded: LoadedProfile, observed: Observation) -> Plan:
+def make_plan(loaded: LoadedProfile, observed: Observation, with_persistence: bool = True) -> Plan:
+    """`with_persistence` adds tune's boot-time files (`file:` changes), after every knob."""
     profile = loaded.profile
     outcome = Outcome()
     for kind, spec in profile.sections():
         outcome.extend(kind.compare(spec, observed.files))
     if profile.checks is not None:
         outcome.extend(checks.evaluate(profile.checks, observed.files))
+    files = owned_files.KIND.compare(profile, observed.files) if with_persistence else Outcome()
+    outcome.notes.extend(files.notes)
     return Plan(
         profile=profile.name,
         host=observed.host,
-        compared=tuple(sorted(outcome.changes, key=order)),
+        compared=(*sorted(outcome.changes, key=order), *files.changes),
         pending=tuple(outcome.pending),
         checks=tuple(outcome.checks),
         notes=tuple(_located(n, loaded) for n in outcome.notes),

@@ -27,6 +27,12 @@ UNTUNED = HOSTS / "rtx6000bw-untuned"
 TUNED = HOSTS / "rtx6000bw-tuned"
 
 
+@pytest.fixture(autouse=True)
+def _workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`tune plan` saves .tune/plan.json in the working directory: keep it out of the checkout."""
+    monkeypatch.chdir(tmp_path)
+
+
 @dataclass
 class Result:
     code: int

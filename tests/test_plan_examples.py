@@ -66,7 +66,8 @@ def test_text_plan_folds_cpus_and_devices() -> None:
     runtime, reboot = result.out.index("Runtime phase"), result.out.index("Reboot phase")
     assert runtime < result.out.index("kernel.numa_balancing") < reboot
     assert reboot < result.out.index("cmdline amd_pstate")
-    assert result.out.rstrip().splitlines()[-1].startswith("Plan: 281 to change")
+    assert "file /etc/sysctl.d/90-tune.conf: (absent) -> 12 lines" in result.out
+    assert result.out.rstrip().splitlines()[-1].startswith("Plan: 285 to change (281 runtime")
 
 
 def test_markdown_report_has_audit_sections() -> None:

@@ -89,7 +89,13 @@ class HostSpec:
     container_allow_majors: tuple[int, ...]
     container_memlock: bool
     gpu_mrrs: int
+    # Boot-time files `tune apply` owns (sysctl.d, modules-load.d, tmpfiles.d, udev rules).
+    tune_files: tuple[tuple[str, str], ...] = ()
 
+
+TUNE_HEADER = (
+    "# Written by tune for profile blackwell-8x. tune owns this file: edits are overwritten.\n"
+)
 
 UNTUNED = HostSpec(
     name="rtx6000bw-untuned",
@@ -166,6 +172,34 @@ TUNED = HostSpec(
     container_allow_majors=(195, 226, 508, 511),
     container_memlock=True,
     gpu_mrrs=4096,
+    tune_files=(
+        (
+            "etc/sysctl.d/90-tune.conf",
+            TUNE_HEADER
+            + "kernel.numa_balancing = 0\n"
+            "vm.swappiness = 10\n"
+            "kernel.nmi_watchdog = 0\n"
+            "kernel.sched_autogroup_enabled = 0\n"
+            "net.core.rmem_max = 268435456\n"
+            "net.core.wmem_max = 268435456\n"
+            "net.ipv4.tcp_rmem = 4096 87380 268435456\n"
+            "net.ipv4.tcp_wmem = 4096 65536 268435456\n"
+            "net.core.netdev_max_backlog = 250000\n"
+            "vm.dirty_ratio = 10\n"
+            "vm.dirty_background_ratio = 5\n",
+        ),
+        ("etc/modules-load.d/tune.conf", TUNE_HEADER + "nvidia_peermem\n"),
+        (
+            "etc/tmpfiles.d/tune.conf",
+            TUNE_HEADER + "w /sys/kernel/mm/transparent_hugepage/enabled - - - - madvise\n"
+            "w /sys/devices/system/cpu/cpu*/cpufreq/scaling_governor - - - - performance\n",
+        ),
+        (
+            "etc/udev/rules.d/90-tune-pci.rules",
+            TUNE_HEADER + 'ACTION=="add|bind", SUBSYSTEM=="pci", ATTR{vendor}=="0x10de", '
+            'ATTR{class}=="0x0302??", RUN+="/usr/bin/setpci -s $kernel CAP_EXP+8.w=5000:7000"\n',
+        ),
+    ),
 )
 
 HOSTS = (UNTUNED, TUNED)
@@ -932,6 +966,8 @@ def generate_host(host: HostSpec) -> Path:
     write_iommu_groups(root, host)
     write_pci(root, host)
     write_sys_modules(root, host)
+    for rel, text in host.tune_files:
+        write_text(root, rel, text)
     return root
 
 

@@ -5,13 +5,18 @@ from __future__ import annotations
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import Annotated, Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Generic, TypeVar
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictInt
 from pydantic_core import PydanticCustomError
 
+from ..errors import HostError
 from ..host import Files, Request
 from ..model import Change, Outcome, Phase, Priority, Value
+from ..steps import Need, Probe, Read, Require, SetAttr, Step
+
+if TYPE_CHECKING:
+    from ..persist import Persisted
 
 V = TypeVar("V")
 SpecT = TypeVar("SpecT")
@@ -125,9 +130,8 @@ def normalize_choice(raw: str | None) -> str | None:
 
 
 class Kind(ABC, Generic[SpecT]):
-    """A knob kind: which files it reads and how it compares desired with observed.
-
-    Later phases add how to write, persist and restore; the pure half lives here.
+    """A knob kind: which files it reads, how it compares desired with observed (pure), and for
+    `tune apply` how to make, undo and persist a change, as data (`reconciler.steps`).
     """
 
     section: ClassVar[str]  # the profile key, e.g. "sysctl"
@@ -165,3 +169,52 @@ class Kind(ABC, Generic[SpecT]):
             subject=subject,
             fix=fix,
         )
+
+    def step(self, spec: SpecT, change: Change, files: Files) -> Step:
+        """How to make `change` and undo it, from the observation; raises `HostError` (nothing
+        written yet) when it cannot be made on this host."""
+        raise HostError(
+            f"{change.id}: tune apply does not write {self.kind} settings yet "
+            "(reboot phase); use --runtime-only."
+        )
+
+    def persist(self, spec: SpecT, files: Files) -> list[Persisted]:
+        """Lines in tune's own boot-time files that make `spec` survive a reboot."""
+        return []
+
+    def explain(self, step: Step, output: str) -> str | None:
+        """A clearer sentence for a command of `step` that failed with `output`, if known."""
+        return None
+
+
+def attribute_step(
+    change: Change,
+    path: str,
+    files: Files,
+    read: Read,
+    written: Callable[[str], str] = str,
+) -> Step:
+    """The step for a knob that is one kernel file: write the desired value, restore the prior.
+
+    `written` turns a plan value into the text the file takes (`disabled` -> `1` for cpuidle).
+    """
+    if not isinstance(change.desired, str):
+        raise HostError(f"{change.id}: nothing to write.")
+    if not isinstance(change.current, str):
+        why = f"cannot be read ({files.errors[path]})" if path in files.errors else "does not exist"
+        raise HostError(f"{change.id} cannot be set: {path} {why} on this host.")
+    probe = Probe(path, read)
+    desired, prior = written(change.desired), written(change.current)
+    return Step(
+        id=change.id,
+        kind=change.kind,
+        target=change.target,
+        prior=change.current,
+        desired=change.desired,
+        probe=probe,
+        expect=probe.value(desired.encode()),
+        restored=probe.value(prior.encode()),
+        do=(SetAttr(path, desired),),
+        undo=(SetAttr(path, prior),),
+        requires=(Require(Need.WRITABLE, path),),
+    )

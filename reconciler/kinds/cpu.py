@@ -18,9 +18,12 @@ from pydantic import Field
 
 from ..host import Files, Request
 from ..model import Change, Note, Outcome, Phase
-from .base import Entry, Kind, Meta, Strict, entry, safe
+from ..persist import TMPFILES, Persisted
+from ..steps import Read, Step
+from .base import Entry, Kind, Meta, Strict, attribute_step, entry, safe
 
 CPUS = "/sys/devices/system/cpu"
+IDLE_FLAG = {"disabled": "1", "enabled": "0"}
 GOVERNOR = CPUS + "/cpu[0-9]*/cpufreq/scaling_governor"
 STATE_NAME = CPUS + "/cpu[0-9]*/cpuidle/state[0-9]*/name"
 STATE_DISABLE = CPUS + "/cpu[0-9]*/cpuidle/state[0-9]*/disable"
@@ -145,6 +148,35 @@ class Cpu(Kind[CpuSpec]):
                     )
                 )
         return None
+
+    def step(self, spec: CpuSpec, change: Change, files: Files) -> Step:
+        cpu, _, setting = change.target.partition(":")
+        if setting == "governor":
+            path = f"{CPUS}/{cpu}/cpufreq/scaling_governor"
+            return attribute_step(change, path, files, Read.WORDS)
+        name = setting.removeprefix("idle:")
+        state = idle_states(files).get(cpu, {}).get(name, f"{CPUS}/{cpu}/cpuidle/{name}")
+        return attribute_step(
+            change, state + "/disable", files, Read.WORDS, lambda v: IDLE_FLAG.get(v, v)
+        )
+
+    def persist(self, spec: CpuSpec, files: Files) -> list[Persisted]:
+        lines = []
+        if spec.governor is not None:
+            path = f"{CPUS}/cpu*/cpufreq/scaling_governor"
+            lines.append(f"w {path} - - - - {spec.governor.value}")
+        if spec.idle_states is not None:
+            states = idle_states(files)
+            wanted = [(n, "1") for n in spec.idle_states.disable]
+            wanted += [(n, "0") for n in spec.idle_states.enable]
+            for name, flag in wanted:
+                dirs = [d[name] for d in states.values() if name in d]
+                # One glob when every CPU numbers the state alike; per CPU otherwise.
+                shared = {d.rsplit("/", 1)[1] for d in dirs}
+                if len(shared) == 1:
+                    dirs = [f"{CPUS}/cpu*/cpuidle/{shared.pop()}"]
+                lines += [f"w {d}/disable - - - - {flag}" for d in dirs]
+        return [Persisted(TMPFILES, line) for line in lines]
 
 
 KIND = Cpu()

@@ -16,9 +16,12 @@ from typing import Literal
 
 from pydantic import Field
 
+from ..errors import HostError
 from ..host import Files, Request
-from ..model import Outcome, Phase
-from .base import Entry, KernelValue, Kind, entry, normalize_words, safe
+from ..model import Change, Outcome, Phase
+from ..persist import MODPROBE, MODULES_LOAD, Persisted
+from ..steps import Need, Probe, Read, Require, Run, Step
+from .base import Entry, KernelValue, Kind, attribute_step, entry, normalize_words, safe
 
 MODULES = "/proc/modules"
 
@@ -89,6 +92,77 @@ class Modules(Kind[dict[str, ModuleEntry]]):
                     )
                 )
         return outcome
+
+    def step(self, spec: dict[str, ModuleEntry], change: Change, files: Files) -> Step:
+        name, _, param = change.target.partition(":")
+        text = files.text(MODULES)
+        if text is None:
+            raise HostError(
+                f"{change.id} cannot be changed: {MODULES} does not exist on this host."
+            )
+        loaded = name in loaded_modules(text)
+        if param:
+            if loaded:
+                return attribute_step(change, param_path(name, param), files, Read.WORDS)
+            # Not loaded yet: the module's own step loads it with this parameter, and whichever
+            # of the two is rolled back first unloads it again.
+            probe = Probe(param_path(name, param), Read.WORDS)
+            value = change.desired if isinstance(change.desired, str) else ""
+            return Step(
+                id=change.id,
+                kind=self.kind,
+                target=change.target,
+                prior=change.current,
+                desired=change.desired,
+                probe=probe,
+                expect=probe.value(value.encode()),
+                restored=None,
+                do=(),
+                undo=(Run(("modprobe", "-r", name)),),
+            )
+        item = next(e for n, e in spec.items() if canonical(n) == name)
+        load = Run(("modprobe", name, *(f"{k}={v}" for k, v in item.params.items())))
+        unload = Run(("modprobe", "-r", name))
+        forward, backward = (load, unload) if change.desired == "loaded" else (unload, load)
+        return Step(
+            id=change.id,
+            kind=self.kind,
+            target=change.target,
+            prior=change.current,
+            desired=change.desired,
+            probe=Probe(MODULES, Read.MODULE, name),
+            expect=str(change.desired),
+            restored=str(change.current),
+            do=(forward,),
+            undo=(backward,),
+            requires=(Require(Need.MODULE, name),) if change.desired == "loaded" else (),
+        )
+
+    def persist(self, spec: dict[str, ModuleEntry], files: Files) -> list[Persisted]:
+        lines = []
+        for name, item in spec.items():
+            if item.value == "loaded":
+                lines.append(Persisted(MODULES_LOAD, canonical(name)))
+                if item.params:
+                    options = " ".join(f"{k}={v}" for k, v in item.params.items())
+                    lines.append(Persisted(MODPROBE, f"options {canonical(name)} {options}"))
+            else:
+                lines.append(Persisted(MODPROBE, f"blacklist {canonical(name)}"))
+        return lines
+
+    def explain(self, step: Step, output: str) -> str | None:
+        # The kernel logs "disagrees about version of symbol ib_register_peer_memory_client"
+        # when nvidia_peermem was built against another RDMA stack (MLNX_OFED vs inbox).
+        mismatch = "disagrees about version of symbol" in output or (
+            step.target == "nvidia_peermem"
+            and any(e in output for e in ("Invalid argument", "Exec format error"))
+        )
+        if mismatch:
+            return (
+                f"modprobe {step.target} failed because the NVIDIA driver and the RDMA stack "
+                f"do not match (rebuild or reinstall one against the other): {output.strip()}"
+            )
+        return None
 
 
 KIND = Modules()

@@ -18,12 +18,17 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field, field_validator, model_validator
 
+from ..errors import HostError
 from ..formats import pcie
 from ..host import Files, Request
 from ..model import Change, Note, Outcome, Phase
+from ..persist import UDEV, Persisted
+from ..steps import Need, Probe, Read, Require, Run, Step
 from .base import Kind, Meta, Strict
 
 DEVICES = "/sys/bus/pci/devices"
+# Debian, Ubuntu and Proxmox install it here; udev's RUN needs an absolute path.
+SETPCI = "/usr/bin/setpci"
 ATTRS = ("vendor", "device", "class", "config")
 
 
@@ -59,6 +64,19 @@ class Selector(Strict):
             and (self.class_ is None or device.class_code >> 8 == self.class_)
             and (self.class_prefix is None or device.class_code >> 16 == self.class_prefix)
         )
+
+    def udev_match(self) -> str:
+        """The same selection as udev ATTR matches (sysfs prints ids as 0x%04x, class 0x%06x)."""
+        parts = []
+        if self.vendor is not None:
+            parts.append(f'ATTR{{vendor}}=="0x{self.vendor:04x}"')
+        if self.device is not None:
+            parts.append(f'ATTR{{device}}=="0x{self.device:04x}"')
+        if self.class_ is not None:
+            parts.append(f'ATTR{{class}}=="0x{self.class_:04x}??"')
+        if self.class_prefix is not None:
+            parts.append(f'ATTR{{class}}=="0x{self.class_prefix:02x}????"')
+        return ", ".join(parts)
 
     def describe(self) -> str:
         parts = [
@@ -153,6 +171,50 @@ class Pci(Kind[list[PciEntry]]):
             subject=subject,
             fix=f"setpci -s {subject} CAP_EXP+8.w={field:04x}:{pcie.MRRS_MASK:04x}",
         )
+
+    def step(self, spec: list[PciEntry], change: Change, files: Files) -> Step:
+        return _step(change, files)
+
+    def persist(self, spec: list[PciEntry], files: Files) -> list[Persisted]:
+        return [
+            Persisted(
+                UDEV,
+                f'ACTION=="add|bind", SUBSYSTEM=="pci", {item.select.udev_match()}, '
+                f'RUN+="{SETPCI} -s $kernel {masked_write(item.max_read_request)}"',
+            )
+            for item in spec
+            if item.max_read_request is not None
+        ]
+
+
+def masked_write(size: int) -> str:
+    """`CAP_EXP+8.w=V:7000`: only Max_Read_Request_Size changes in Device Control."""
+    field = pcie.mrrs_field(size) << pcie.MRRS_SHIFT
+    return f"CAP_EXP+{pcie.DEVCTL:x}.w={field:04x}:{pcie.MRRS_MASK:04x}"
+
+
+def _step(change: Change, files: Files) -> Step:
+    address = change.target.rsplit(":", 1)[0]
+    device = next((d for d in pci_devices(files) if d.address == address), None)
+    if device is None:
+        raise HostError(f"No PCI device matches {address}.")
+    cap = device.express
+    if cap is None or change.current is None:
+        raise HostError(f"{change.id} cannot be set: {_no_express(device)}")
+    config = f"{DEVICES}/{address}/config"
+    return Step(
+        id=change.id,
+        kind=change.kind,
+        target=change.target,
+        prior=change.current,
+        desired=change.desired,
+        probe=Probe(config, Read.MRRS, str(cap.offset + pcie.DEVCTL)),
+        expect=str(change.desired),
+        restored=str(change.current),
+        do=(Run(("setpci", "-s", address, masked_write(int(str(change.desired))))),),
+        undo=(Run(("setpci", "-s", address, masked_write(int(str(change.current))))),),
+        requires=(Require(Need.COMMAND, "setpci"),),
+    )
 
 
 def _no_express(device: PciDevice) -> str:

@@ -16,8 +16,10 @@ import difflib
 import shlex
 
 from ..host import Files, Request
-from ..model import Note, Outcome, Phase
-from .base import Entry, KernelValue, Kind, entry, normalize_words, safe
+from ..model import Change, Note, Outcome, Phase
+from ..persist import SYSCTL, Persisted
+from ..steps import Read, Step
+from .base import Entry, KernelValue, Kind, attribute_step, entry, normalize_words, safe
 
 ROOT = "/proc/sys"
 
@@ -59,6 +61,12 @@ class Sysctl(Kind[dict[str, Entry[str]]]):
             if current is None:
                 outcome.notes.append(Note(missing_message(key, path, files), about=f"sysctl:{key}"))
         return outcome
+
+    def step(self, spec: dict[str, Entry[str]], change: Change, files: Files) -> Step:
+        return attribute_step(change, path_of(change.target), files, Read.WORDS)
+
+    def persist(self, spec: dict[str, Entry[str]], files: Files) -> list[Persisted]:
+        return [Persisted(SYSCTL, f"{key} = {item.value}") for key, item in spec.items()]
 
 
 def missing_message(key: str, path: str, files: Files) -> str:

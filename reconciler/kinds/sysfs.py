@@ -13,8 +13,10 @@ from __future__ import annotations
 import shlex
 
 from ..host import Files, Request, is_glob
-from ..model import Note, Outcome, Phase
-from .base import Entry, KernelValue, Kind, entry, normalize_choice, safe
+from ..model import Change, Note, Outcome, Phase
+from ..persist import TMPFILES, Persisted
+from ..steps import Read, Step
+from .base import Entry, KernelValue, Kind, attribute_step, entry, normalize_choice, safe
 
 SysfsPath = safe(
     r"/sys(/(?!\.\.?(?:/|$))[A-Za-z0-9_.:*?\[\]-]+)+",
@@ -57,6 +59,15 @@ class Sysfs(Kind[dict[str, Entry[str]]]):
                         what = f"cannot be read ({files.errors[path]})"
                     outcome.notes.append(Note(f"{path} {what} on this host.", f"sysfs:{path}"))
         return outcome
+
+    def step(self, spec: dict[str, Entry[str]], change: Change, files: Files) -> Step:
+        return attribute_step(change, change.target, files, Read.CHOICE)
+
+    def persist(self, spec: dict[str, Entry[str]], files: Files) -> list[Persisted]:
+        # tmpfiles.d `w` lines take globs, as the profile does.
+        return [
+            Persisted(TMPFILES, f"w {path} - - - - {item.value}") for path, item in spec.items()
+        ]
 
 
 KIND = Sysfs()

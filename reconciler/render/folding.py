@@ -88,3 +88,10 @@ def show(value: Value) -> str:
     if isinstance(value, tuple):
         return "[" + ", ".join(value) + "]" if value else "[]"
     return repr(value) if value == "" or value != value.strip() else value
+
+
+def shown(change: Change, value: Value) -> str:
+    """A value as a report shows it: a whole file (tune's boot-time files) by its size."""
+    if change.kind == "file" and isinstance(value, tuple):
+        return f"{len(value)} lines"
+    return show(value)

@@ -4,7 +4,7 @@ priority with the exact command, and what needs BIOS or an upgrade."""
 from __future__ import annotations
 
 from ..model import Phase, Plan, Priority
-from .folding import Group, fold, show
+from .folding import Group, fold, show, shown
 
 WHEN = {Phase.RUNTIME: "live (runtime)", Phase.REBOOT: "at next boot or container restart"}
 
@@ -26,7 +26,7 @@ def render(plan: Plan) -> str:
         "## Confirmed good",
         "",
     ]
-    good = [f"- {g.label}: `{show(g.first.current)}`" for g in fold(plan.in_sync)]
+    good = [f"- {g.label}: `{shown(g.first, g.first.current)}`" for g in fold(plan.in_sync)]
     good += [
         f"- check {c.id.removeprefix('check:')}: {c.observed} (want {c.expected})"
         for c in plan.checks
@@ -90,7 +90,7 @@ def _summary(plan: Plan) -> str:
 
 def _change(group: Group) -> list[str]:
     c = group.first
-    lines = [f"#### {group.label}: `{show(c.current)}` -> `{show(c.desired)}`", ""]
+    lines = [f"#### {group.label}: `{shown(c, c.current)}` -> `{shown(c, c.desired)}`", ""]
     if c.reason:
         lines.append(f"Why: {c.reason}.".replace("..", "."))
     lines.append(f"Takes effect: {WHEN[c.phase]}.")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ..model import Phase, Plan, Priority
+from ..model import Change, Phase, Plan, Priority
 from .folding import fold, show
 
 HOW = {
@@ -37,7 +37,9 @@ def render(plan: Plan, color: bool = False) -> str:
             )
             for group in groups:
                 c = group.first
-                arrow = f"{show(c.current)} -> {show(c.desired)}"
+                arrow = (
+                    file_arrow(c) if c.kind == "file" else f"{show(c.current)} -> {show(c.desired)}"
+                )
                 lines.append(f"    ~ {group.label}: {style(arrow, fg='cyan')}")
                 if c.reason:
                     lines.append(f"        {style(c.reason, dim=True)}")
@@ -63,6 +65,18 @@ def render(plan: Plan, color: bool = False) -> str:
         lines.append("")
     lines.append(summary(plan))
     return "\n".join(lines) + "\n"
+
+
+def file_arrow(change: Change) -> str:
+    """Whole files (tune's boot-time files) by size and difference, not content."""
+
+    def size(lines: object) -> str:
+        return "(absent)" if lines is None else f"{len(lines)} lines"  # type: ignore[arg-type]
+
+    old, new = change.current or (), change.desired or ()
+    added = len(set(new) - set(old))
+    removed = len(set(old) - set(new))
+    return f"{size(change.current)} -> {size(change.desired)} (+{added} -{removed})"
 
 
 def summary(plan: Plan) -> str:

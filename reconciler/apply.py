@@ -1,0 +1,332 @@
+"""The engine of `tune apply` and `tune rollback`.
+
+`prepare` is everything that can fail without writing: observe, refuse a stale plan, turn each
+change into a `Step` (data, from its kind) and check every step's requirements. `execute` then
+journals each step before its write, writes, reads back, and on any failure (or SIGINT/SIGTERM)
+restores every journaled step in reverse order. `rollback` does the same restore later, from the
+journal alone (after a crash, or to undo an applied run).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shlex
+import signal
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import Any
+
+from .errors import ApplyFailed, HostError, TuneError
+from .host import Host
+from .journal import PROFILE, RUNS, Journal, Run, now_iso, read_run, run_ids
+from .kinds import REGISTRY, files
+from .kinds.base import Kind
+from .model import Phase, Plan
+from .observe import Observation, observe
+from .plan import make_plan
+from .profile import LoadedProfile
+from .saved import SavedPlan
+from .steps import DeleteFile, Need, Op, Probe, PutFile, Require, SetAttr, Step
+
+KINDS: dict[str, Kind[Any]] = {k.kind: k for k in (*REGISTRY, files.KIND)}
+
+
+@dataclass(frozen=True)
+class Work:
+    """What an apply will do, decided before anything is written."""
+
+    plan: Plan
+    steps: tuple[Step, ...]
+    observation: Observation
+
+
+class Interrupted(Exception):
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+        super().__init__(f"interrupted by {signal.Signals(signum).name}")
+
+
+class StepFailed(HostError):
+    """A write or a read-back of one step failed; the message says which and how."""
+
+
+def prepare(
+    host: Host,
+    loaded: LoadedProfile,
+    *,
+    runtime_only: bool,
+    with_persistence: bool = True,
+    saved: SavedPlan | None = None,
+) -> Work:
+    observation = observe(host, loaded.profile, with_persistence)
+    plan = make_plan(loaded, observation, with_persistence)
+    if saved is not None:
+        saved.check(plan, loaded, with_persistence)
+    specs: dict[str, Any] = {k.kind: spec for k, spec in loaded.profile.sections()}
+    specs[files.KIND.kind] = loaded.profile
+    problems: list[str] = []
+    steps: list[Step] = []
+    for change in plan.changes:
+        if runtime_only and change.phase is not Phase.RUNTIME:
+            continue
+        try:
+            steps.append(KINDS[change.kind].step(specs[change.kind], change, observation.files))
+        except HostError as exc:
+            problems.append(str(exc))
+    if steps:
+        problems += preflight(host, steps)
+    if problems:
+        raise HostError("\n".join(dict.fromkeys(problems)))
+    return Work(plan, tuple(steps), observation)
+
+
+def preflight(host: Host, steps: tuple[Step, ...] | list[Step]) -> list[str]:
+    """Every requirement of every step, checked once, before the first write."""
+    problems = []
+    if not host.writable(RUNS):
+        problems.append(f"{RUNS} is not writable, so tune cannot keep its journal there.")
+    checked: set[Require] = set()
+    for step in steps:
+        for need in step.requires:
+            if need in checked:
+                continue
+            checked.add(need)
+            problem = _unmet(host, need, step)
+            if problem:
+                problems.append(problem)
+    return problems
+
+
+def _unmet(host: Host, need: Require, step: Step) -> str | None:
+    if need.need is Need.WRITABLE:
+        if host.writable(need.arg):
+            return None
+        return f"{step.id} cannot be changed: {need.arg} is read-only on this host."
+    if need.need is Need.COMMAND:
+        if host.has_command(need.arg):
+            return None
+        return f"{need.arg} is not installed on this host (package pciutils); {step.id} needs it."
+    done = host.run(["modprobe", "--dry-run", need.arg])
+    if done.returncode == 0:
+        return None
+    said = (done.stderr or done.stdout).strip().splitlines() or ["modprobe failed"]
+    return f"Module {need.arg} cannot be loaded on this host ({said[0]})."
+
+
+def perform(host: Host, step: Step, op: Op) -> None:
+    if isinstance(op, SetAttr):
+        host.set_attr(op.path, op.value)
+    elif isinstance(op, PutFile):
+        host.put_file(op.path, op.data, op.mode)
+    elif isinstance(op, DeleteFile):
+        host.delete_file(op.path)
+    else:
+        done = host.run(op.argv)
+        if done.returncode != 0:
+            output = (done.stderr or done.stdout).strip()
+            explained = KINDS[step.kind].explain(step, output) if step.kind in KINDS else None
+            raise StepFailed(explained or f"`{shlex.join(op.argv)}` failed: {output}")
+
+
+def read(host: Host, probe: Probe) -> str | None:
+    return probe.value(host.read_file(probe.path))
+
+
+def execute(
+    host: Host,
+    work: Work,
+    loaded: LoadedProfile,
+    *,
+    phase: str = "runtime",
+    sync: bool = True,
+    on_step: Callable[[int, Step], None] | None = None,
+) -> str:
+    """Apply `work.steps`; returns the run id. Raises `ApplyFailed` after rolling back."""
+    journal = Journal.start(
+        host,
+        profile=work.plan.profile,
+        phase=phase,
+        host_name=work.plan.host.name,
+        boot_id=work.plan.host.boot_id,
+        sync=sync,
+    )
+    done: list[tuple[int, Step]] = []
+    at = "the start"
+    try:
+        with _signals_raise():
+            for seq, step in enumerate(work.steps):
+                at = step.id
+                journal.step(seq, step)
+                done.append((seq, step))
+                for op in step.do:
+                    perform(host, step, op)
+                journal.record("written", seq=seq)
+                got = read(host, step.probe)
+                if got != step.expect:
+                    raise StepFailed(
+                        f"{step.id}: wrote {_show(step.expect)} but {step.probe.path} reads back "
+                        f"{_show(got)} (refused or clamped by the kernel)"
+                    )
+                journal.record("verified", seq=seq)
+                if on_step is not None:
+                    on_step(seq, step)
+            at = PROFILE
+            store_profile(host, journal, loaded)
+            journal.end("applied")
+    except (Exception, KeyboardInterrupt) as exc:
+        reason = str(exc) if not isinstance(exc, KeyboardInterrupt) else "interrupted by SIGINT"
+        with _signals_ignored():
+            with contextlib.suppress(Exception):
+                journal.record("failed", error=reason, at=at)
+            failures = restore(host, journal, done).failures
+            with contextlib.suppress(Exception):
+                journal.end("rollback-failed" if failures else "rolled-back")
+        raise ApplyFailed(_failed_message(reason, at, done, failures, journal.run_id)) from None
+    return journal.run_id
+
+
+def _show(value: str | None) -> str:
+    return "nothing (absent)" if value is None else repr(value)
+
+
+def _failed_message(
+    reason: str, at: str, done: list[tuple[int, Step]], failures: list[str], run_id: str
+) -> str:
+    head = reason if reason.startswith(at) else f"{at}: {reason}"
+    if failures:
+        return (
+            f"apply failed ({head}); rolling back {len(done)} changes left "
+            f"{len(failures)} not restored: {'; '.join(failures)} (run {run_id})."
+        )
+    return f"apply failed ({head}); rolled back {len(done)} changes (run {run_id})."
+
+
+@dataclass
+class Restored:
+    restored: int = 0
+    unchanged: int = 0
+    failures: list[str] = field(default_factory=list)
+
+
+def restore(host: Host, journal: Journal, steps: list[tuple[int, Step]]) -> Restored:
+    """Undo `steps` in reverse order, continuing past any failure."""
+    result = Restored()
+    failures = result.failures
+    for seq, step in reversed(steps):
+        try:
+            if read(host, step.probe) == step.restored:
+                journal.record("unchanged", seq=seq)
+                result.unchanged += 1
+                continue
+            for op in step.undo:
+                perform(host, step, op)
+            got = read(host, step.probe)
+            if got != step.restored:
+                raise StepFailed(
+                    f"{step.id}: restored {_show(step.restored)} but it reads back {_show(got)}"
+                )
+            journal.record("restored", seq=seq)
+            result.restored += 1
+        except Exception as exc:
+            failures.append(str(exc))
+            with contextlib.suppress(Exception):
+                journal.record("restore-failed", seq=seq, error=str(exc))
+    return result
+
+
+def profile_text(loaded: LoadedProfile) -> str:
+    import io
+
+    from ruamel.yaml import YAML
+
+    yaml = YAML(typ="safe", pure=True)
+    yaml.default_flow_style = False
+    yaml.sort_base_mapping_type_on_output = False  # type: ignore[assignment]
+    out = io.StringIO()
+    yaml.dump(loaded.data, out)
+    return (
+        "# The resolved profile (extends applied) of the last successful tune apply on this host.\n"
+        + out.getvalue()
+    )
+
+
+def store_profile(host: Host, journal: Journal | None, loaded: LoadedProfile) -> bool:
+    """Write /var/lib/tune/profile.yaml when it differs; the prior text goes to the journal."""
+    text = profile_text(loaded)
+    prior = host.read_file(PROFILE)
+    if prior is not None and prior.decode("utf-8", "replace") == text:
+        return False
+    if journal is not None:
+        journal.record("profile", prior=None if prior is None else prior.decode("utf-8", "replace"))
+    host.put_file(PROFILE, text.encode())
+    return True
+
+
+@dataclass(frozen=True)
+class RollbackResult:
+    run_id: str
+    result: Restored
+    already: bool = False
+
+
+def rollback(host: Host, run_id: str | None = None) -> RollbackResult:
+    """Restore the values a run recorded (the newest run by default), from its journal."""
+    ids = run_ids(host)
+    if not ids:
+        raise HostError(f"no tune runs on {host.describe()} to roll back.")
+    chosen = run_id or ids[-1]
+    run: Run | None = read_run(host, chosen) if chosen in ids else None
+    if run is None:
+        raise HostError(f"no run {chosen} on {host.describe()} (tune history lists them).")
+    if run.outcome == "rolled-back":
+        return RollbackResult(chosen, Restored(), already=True)
+    journal = Journal(host, chosen)
+    journal.record("rollback", started=now_iso())
+    with _signals_ignored():
+        result = restore(host, journal, run.steps)
+        failures = result.failures
+        replaced, prior = run.profile_prior
+        if replaced:
+            try:
+                if prior is None:
+                    host.delete_file(PROFILE)
+                else:
+                    host.put_file(PROFILE, prior.encode())
+            except TuneError as exc:
+                failures.append(str(exc))
+        journal.end("rollback-failed" if failures else "rolled-back")
+    return RollbackResult(chosen, result)
+
+
+@contextlib.contextmanager
+def _signals_raise() -> Iterator[None]:
+    """SIGTERM raises like Ctrl-C does, so either one rolls the run back."""
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise Interrupted(signum)
+
+    with _handlers(handler):
+        yield
+
+
+@contextlib.contextmanager
+def _signals_ignored() -> Iterator[None]:
+    """A rollback runs to its end: a second Ctrl-C must not leave the host half-restored."""
+    with _handlers(signal.SIG_IGN):
+        yield
+
+
+@contextlib.contextmanager
+def _handlers(handler: Any) -> Iterator[None]:
+    previous = {}
+    try:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            previous[signum] = signal.signal(signum, handler)
+    except ValueError:
+        pass  # not the main thread: signals cannot be handled here
+    try:
+        yield
+    finally:
+        for signum, old in previous.items():
+            signal.signal(signum, old)

@@ -1,0 +1,207 @@
+"""`tune apply`, `tune rollback` and `tune history`: the commands that write, and the record."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from . import saved as saved_plans
+from .errors import ApplyFailed, ExitCode, UsageError
+from .host import Host, open_host
+from .journal import LOCK, STATE, read_run, run_ids
+
+if TYPE_CHECKING:
+    from .apply import Work
+    from .steps import Step
+
+ROOT_HELP = "Apply to a snapshot directory laid out like the host's / instead of this machine."
+
+
+@click.command()
+@click.argument("target", required=False, metavar="[PROFILE|PLAN.json]")
+@click.option("--runtime-only", is_flag=True, help="Only live settings; never boot configuration.")
+@click.option("--root", metavar="DIR", help=ROOT_HELP)
+@click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation on a terminal.")
+@click.option("--dry-run", is_flag=True, help="Print the exact operations; write nothing.")
+@click.option("--no-persist", is_flag=True, help="Do not write tune's boot-time files.")
+def apply(
+    target: str | None,
+    runtime_only: bool,
+    root: str | None,
+    yes: bool,
+    dry_run: bool,
+    no_persist: bool,
+) -> int:
+    """Make the host match a profile, or a plan saved by `tune plan`.
+
+    \b
+    Without TARGET, applies the plan `tune plan` saved in .tune/plan.json,
+    after re-observing the host: a plan whose observed values moved is refused.
+    Each change is journaled on the host before it is written and read back
+    after; any failure (or Ctrl-C) restores every change made, and exits 3.
+    """
+    from .apply import execute, prepare, store_profile
+    from .profile import load_profile
+
+    saved = None
+    with_persistence = not no_persist
+    if target is None or saved_plans.is_saved_plan(target):
+        saved = saved_plans.load(target or saved_plans.DEFAULT)
+        root = _plan_root(saved, root)
+        profile_path = saved.profile_path
+        with_persistence = with_persistence and saved.persist
+    else:
+        profile_path = target
+    loaded = load_profile(profile_path)
+    host = open_host(root)
+    phase = "runtime" if runtime_only else "all"
+
+    def work_now() -> Work:
+        return prepare(
+            host,
+            loaded,
+            runtime_only=runtime_only,
+            with_persistence=with_persistence,
+            saved=saved,
+        )
+
+    if dry_run:
+        work = work_now()
+        click.echo(dry_run_text(work.steps, host), nl=False)
+        return ExitCode.IN_SYNC
+    host.check_privileges()
+    with host.lock(LOCK):
+        work = work_now()
+        if not work.steps:
+            store_profile(host, None, loaded)
+            click.echo(f"In sync: nothing to change on {host.describe()}.")
+            return ExitCode.IN_SYNC
+        click.echo(_summary(work), nl=False)
+        if not yes and sys.stdin.isatty():
+            click.confirm(f"Apply {len(work.steps)} changes to {host.describe()}?", abort=True)
+        run_id = execute(host, work, loaded, phase=phase)
+    click.echo(f"Applied {len(work.steps)} changes to {host.describe()} (run {run_id}).")
+    return ExitCode.IN_SYNC
+
+
+def _plan_root(saved: saved_plans.SavedPlan, root: str | None) -> str | None:
+    if root is None:
+        return saved.root
+    if saved.root is None or Path(root).resolve() != Path(saved.root):
+        made_for = saved.root or "this machine"
+        raise UsageError(f"{saved.path} was made for {made_for}, not {root}.")
+    return root
+
+
+def _summary(work: Work) -> str:
+    from .render.text import render
+
+    ids = {s.id for s in work.steps}
+    plan = replace(
+        work.plan,
+        compared=tuple(c for c in work.plan.compared if c.id in ids),
+        pending=(),
+        checks=(),
+        notes=(),
+    )
+    color = sys.stdout.isatty()
+    lines = render(plan, color).splitlines()
+    return "\n".join(lines[:-1]) + "\n"
+
+
+def dry_run_text(steps: tuple[Step, ...], host: Host) -> str:
+    from .model import Value
+
+    def show(value: Value) -> str:
+        if isinstance(value, tuple):
+            return f"{len(value)} lines"
+        return "(absent)" if value is None else repr(value)
+
+    lines = [
+        f"Dry run on {host.describe()}: {len(steps)} changes, nothing written.",
+        f"Each change is journaled under {STATE}/runs/ before its write, with {LOCK} held.",
+    ]
+    for step in steps:
+        lines.append(f"{step.id}: {show(step.prior)} -> {show(step.desired)}")
+        lines.extend(f"    {op.describe()}" for op in step.do)
+        if not step.do:
+            lines.append("    (made by the step before it)")
+    return "\n".join(lines) + "\n"
+
+
+@click.command()
+@click.argument("run_id", required=False)
+@click.option("--root", metavar="DIR", help=ROOT_HELP)
+def rollback(run_id: str | None, root: str | None) -> int:
+    """Restore the values a run recorded (the newest run by default), in reverse order."""
+    from .apply import rollback as roll_back
+
+    host = open_host(root)
+    host.check_privileges()
+    with host.lock(LOCK):
+        done = roll_back(host, run_id)
+    if done.already:
+        click.echo(f"Run {done.run_id} is already rolled back; nothing to do.")
+        return ExitCode.IN_SYNC
+    result = done.result
+    if result.failures:
+        raise ApplyFailed(
+            f"rollback of run {done.run_id} left {len(result.failures)} changes not restored: "
+            + "; ".join(result.failures)
+        )
+    click.echo(
+        f"Rolled back run {done.run_id} on {host.describe()}: {result.restored} restored, "
+        f"{result.unchanged} already at their prior value."
+    )
+    return ExitCode.IN_SYNC
+
+
+@click.command()
+@click.option("--root", metavar="DIR", help="Read a snapshot directory instead of this machine.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+def history(root: str | None, fmt: str) -> int:
+    """List the runs journaled on the host: time, profile, outcome, number of changes."""
+    host = open_host(root)
+    rows = []
+    for run_id in run_ids(host):
+        run = read_run(host, run_id)
+        if run is None:
+            continue
+        rows.append(
+            {
+                "run_id": run_id,
+                "started": run.header.get("started"),
+                "finished": run.finished,
+                "profile": run.header.get("profile"),
+                "phase": run.header.get("phase"),
+                "outcome": run.outcome,
+                "changes": len(run.steps),
+            }
+        )
+    if fmt == "json":
+        click.echo(json.dumps(rows, indent=2))
+        return ExitCode.IN_SYNC
+    if not rows:
+        click.echo(f"No tune runs on {host.describe()}.")
+        return ExitCode.IN_SYNC
+    header = ("RUN", "STARTED", "PROFILE", "PHASE", "OUTCOME", "CHANGES")
+    table = [header] + [
+        (
+            str(r["run_id"]),
+            str(r["started"]),
+            str(r["profile"]),
+            str(r["phase"]),
+            str(r["outcome"]),
+            str(r["changes"]),
+        )
+        for r in rows
+    ]
+    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+    for row in table:
+        click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    return ExitCode.IN_SYNC

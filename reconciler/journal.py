@@ -1,0 +1,141 @@
+"""The run journal on the target: `/var/lib/tune/runs/<run-id>.jsonl`, one fsynced JSON record
+per line, mode 0600, written through the host so it lives where the changes are.
+
+Records (the contract `tune check --since-apply` reads; see README "The run journal"):
+- `run` first: run_id, started, profile, phase, host, boot_id;
+- `step` BEFORE its write: seq, id, kind, target, prior, desired, and the step's data (probe,
+  expect, restored, do, undo) so that `tune rollback` needs nothing but this file;
+- markers: `written`, `verified`, `failed` (error), `rollback` (started), `restored`,
+  `unchanged` (already at its prior value), `restore-failed` (error), `profile` (prior text of
+  profile.yaml, before it is replaced);
+- `end`: outcome (applied | rolled-back | rollback-failed), finished. A rollback of an applied
+  run appends to that run's file, so the LAST `end` line is the run's outcome; a file whose last
+  record is not `end` was interrupted.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from .host import Host, Request
+from .steps import Step
+
+STATE = "/var/lib/tune"
+RUNS = f"{STATE}/runs"
+PROFILE = f"{STATE}/profile.yaml"
+LOCK = "/run/lock/tune.lock"
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def new_run_id() -> str:
+    """Sorts by time: `YYYYMMDDTHHMMSSZ-<6 hex>`."""
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
+
+
+def run_path(run_id: str) -> str:
+    return f"{RUNS}/{run_id}.jsonl"
+
+
+class Journal:
+    """Appends records to one run's file; each is on disk (fsync) before `record` returns."""
+
+    def __init__(self, host: Host, run_id: str, *, sync: bool = True) -> None:
+        self.host = host
+        self.run_id = run_id
+        self.path = run_path(run_id)
+        self.sync = sync
+
+    @classmethod
+    def start(
+        cls,
+        host: Host,
+        *,
+        profile: str,
+        phase: str,
+        host_name: str,
+        boot_id: str | None,
+        sync: bool = True,
+    ) -> Journal:
+        journal = cls(host, new_run_id(), sync=sync)
+        journal.record(
+            "run",
+            run_id=journal.run_id,
+            started=now_iso(),
+            profile=profile,
+            phase=phase,
+            host=host_name,
+            boot_id=boot_id,
+        )
+        return journal
+
+    def record(self, record_type: str, /, **fields: Any) -> None:
+        line = json.dumps({"type": record_type, **fields}, separators=(",", ":")) + "\n"
+        self.host.append(self.path, line.encode(), sync=self.sync)
+
+    def step(self, seq: int, step: Step) -> None:
+        self.record("step", seq=seq, **step.to_json())
+
+    def end(self, outcome: str) -> None:
+        self.record("end", outcome=outcome, finished=now_iso())
+
+
+@dataclass
+class Run:
+    """A run as read back from its journal."""
+
+    run_id: str
+    header: dict[str, Any]
+    steps: list[tuple[int, Step]] = field(default_factory=list)
+    records: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def outcome(self) -> str:
+        """The last `end` record's outcome, or "interrupted" when the file stops elsewhere."""
+        last = self.records[-1] if self.records else {}
+        return str(last.get("outcome")) if last.get("type") == "end" else "interrupted"
+
+    @property
+    def finished(self) -> str | None:
+        last = self.records[-1] if self.records else {}
+        return last.get("finished") if last.get("type") == "end" else None
+
+    @property
+    def profile_prior(self) -> tuple[bool, str | None]:
+        """(whether this run replaced profile.yaml, the text it had before)."""
+        for record in self.records:
+            if record.get("type") == "profile":
+                return True, record.get("prior")
+        return False, None
+
+
+def run_ids(host: Host) -> list[str]:
+    listing = host.fetch(Request(listings=frozenset([RUNS]))).listing(RUNS)
+    names = [p.rsplit("/", 1)[1] for p in listing if p.endswith(".jsonl")]
+    return sorted(n.removesuffix(".jsonl") for n in names)
+
+
+def read_run(host: Host, run_id: str) -> Run | None:
+    data = host.read_file(run_path(run_id))
+    if data is None:
+        return None
+    run = Run(run_id, {})
+    for line in data.decode("utf-8", "replace").splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a line torn by a crash mid-write: its step was never written
+        if not isinstance(record, dict):
+            continue
+        run.records.append(record)
+        if record.get("type") == "run" and not run.header:
+            run.header = record
+        elif record.get("type") == "step":
+            run.steps.append((int(record["seq"]), Step.from_json(record)))
+    return run

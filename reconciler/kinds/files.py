@@ -1,0 +1,79 @@
+"""tune's own boot-time files, as changes of kind `file`: derived from the whole profile (not a
+profile section), planned after every knob and applied after them.
+
+```
+file:/etc/sysctl.d/90-tune.conf    file:/etc/modules-load.d/tune.conf
+file:/etc/modprobe.d/tune.conf     file:/etc/tmpfiles.d/tune.conf
+file:/etc/udev/rules.d/90-tune-pci.rules
+```
+A file with no line to hold is removed (tune owns it entirely).
+"""
+
+from __future__ import annotations
+
+import posixpath
+from typing import Any
+
+from ..errors import HostError
+from ..host import Files, Request
+from ..model import Change, Outcome, Phase, Priority
+from ..persist import OWNED, SYSCTL, SYSCTL_DIRS, WHY, contents, later_sysctl_files
+from ..steps import DeleteFile, Need, Probe, PutFile, Read, Require, Step
+from .base import Kind, Meta
+
+
+def _lines(text: str | None) -> tuple[str, ...] | None:
+    return None if text is None else tuple(text.splitlines())
+
+
+class Persistence(Kind[Any]):
+    """Not a profile section: derived from the whole profile, applied after the live knobs."""
+
+    section = ""
+    kind = "file"
+    phase = Phase.RUNTIME
+
+    def request(self, spec: Any) -> Request:
+        return Request.of(*OWNED, *(f"{d}/*.conf" for d in SYSCTL_DIRS))
+
+    def compare(self, spec: Any, files: Files) -> Outcome:
+        outcome = Outcome()
+        wanted = contents(spec, files)
+        for path in OWNED:
+            current, desired = _lines(files.text(path)), _lines(wanted.get(path))
+            if current is None and desired is None:
+                continue
+            meta = Meta(priority=Priority.P1, reason=WHY[path])
+            outcome.changes.append(self.change(path, current, desired, meta))
+        if SYSCTL in wanted:
+            outcome.notes.extend(later_sysctl_files(wanted[SYSCTL], files))
+        return outcome
+
+    def step(self, spec: Any, change: Change, files: Files) -> Step:
+        path = change.target
+        prior = files.read(path)
+        desired = contents(spec, files).get(path)
+        data = None if desired is None else desired.encode()
+        probe = Probe(path, Read.TEXT)
+
+        def op(content: bytes | None) -> PutFile | DeleteFile:
+            return DeleteFile(path) if content is None else PutFile(path, content)
+
+        if path in files.errors:
+            raise HostError(f"{change.id}: {path} cannot be read ({files.errors[path]}).")
+        return Step(
+            id=change.id,
+            kind=self.kind,
+            target=path,
+            prior=change.current,
+            desired=change.desired,
+            probe=probe,
+            expect=probe.value(data),
+            restored=probe.value(prior),
+            do=(op(data),),
+            undo=(op(prior),),
+            requires=(Require(Need.WRITABLE, posixpath.dirname(path)),),
+        )
+
+
+KIND = Persistence()

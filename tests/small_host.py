@@ -1,0 +1,113 @@
+"""Small snapshot hosts built in a test, in the kernel's formats, for fast apply properties.
+
+The example hosts have 2000 files; a property that builds hundreds of hosts needs a few dozen.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from reconciler.formats import pcie
+
+CPUS = "sys/devices/system/cpu"
+MODULE_LINE = "{} 16384 0 - Live 0x0000000000000000\n"
+THP = "sys/kernel/mm/transparent_hugepage/enabled"
+THP_OPTIONS = ("always", "madvise", "never")
+GOVERNORS = ("performance", "schedutil", "powersave")
+
+
+@dataclass
+class SmallHost:
+    sysctls: dict[str, str] = field(default_factory=dict)  # "vm.swappiness": "60"
+    thp: str = "always"
+    governors: list[str] = field(default_factory=lambda: ["schedutil"])
+    c2_disabled: list[bool] = field(default_factory=lambda: [False])
+    modules: list[str] = field(default_factory=list)
+    gpus: list[int] = field(default_factory=list)  # MaxReadReq of each GPU
+    etc: dict[str, str] = field(default_factory=dict)  # extra files, e.g. existing sysctl.d
+
+
+def config_space(mrrs: int, other_bits: int = 0x2810) -> bytes:
+    """256 bytes: header with a capability list holding only PCI Express at 0x40."""
+    data = bytearray(256)
+    struct.pack_into("<HH", data, 0, 0x10DE, 0x2BB5)
+    struct.pack_into("<H", data, pcie.STATUS, pcie.STATUS_CAP_LIST)
+    data[0x09:0x0C] = bytes([0x00, 0x02, 0x03])
+    data[pcie.CAP_POINTER] = 0x40
+    data[0x40], data[0x41] = pcie.CAP_ID_EXP, 0
+    control = (other_bits & ~pcie.MRRS_MASK) | (pcie.mrrs_field(mrrs) << pcie.MRRS_SHIFT)
+    struct.pack_into("<H", data, 0x40 + pcie.DEVCTL, control)
+    struct.pack_into("<I", data, 0x40 + pcie.LNKCAP, 0x15 | (16 << 4))
+    struct.pack_into("<H", data, 0x40 + pcie.LNKSTA, 0x5 | (16 << 4))
+    return bytes(data)
+
+
+def sysctl_path(key: str) -> str:
+    return "proc/sys/" + key.replace(".", "/")
+
+
+def kernel_value(value: str) -> str:
+    words = value.split()
+    return ("\t".join(words) if all(w.isdigit() for w in words) else value) + "\n"
+
+
+def build(root: Path, host: SmallHost) -> Path:
+    files: dict[str, str | bytes] = {
+        "proc/sys/kernel/hostname": "small\n",
+        "proc/sys/kernel/osrelease": "6.14.8-2-pve\n",
+        "proc/sys/kernel/random/boot_id": "0d9b5f7c-1111-2222-3333-444455556666\n",
+        THP: " ".join(f"[{o}]" if o == host.thp else o for o in THP_OPTIONS) + "\n",
+        "proc/modules": "".join(MODULE_LINE.format(m) for m in host.modules),
+    }
+    for key, value in host.sysctls.items():
+        files[sysctl_path(key)] = kernel_value(value)
+    for cpu, governor in enumerate(host.governors):
+        base = f"{CPUS}/cpu{cpu}"
+        files[f"{base}/cpufreq/scaling_governor"] = governor + "\n"
+        for index, name in enumerate(("POLL", "C1", "C2")):
+            files[f"{base}/cpuidle/state{index}/name"] = name + "\n"
+            disabled = name == "C2" and host.c2_disabled[cpu % len(host.c2_disabled)]
+            files[f"{base}/cpuidle/state{index}/disable"] = "1\n" if disabled else "0\n"
+    for index, mrrs in enumerate(host.gpus):
+        base = f"sys/bus/pci/devices/0000:{index + 1:02x}:00.0"
+        files[f"{base}/vendor"] = "0x10de\n"
+        files[f"{base}/device"] = "0x2bb5\n"
+        files[f"{base}/class"] = "0x030200\n"
+        files[f"{base}/config"] = config_space(mrrs)
+    files.update(host.etc)
+    for rel, content in files.items():
+        target = root / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            target.write_bytes(content)
+        else:
+            target.write_text(content)
+    return root
+
+
+def write_profile(path: Path, data: dict[str, object]) -> Path:
+    """JSON is YAML: a profile from plain data."""
+    path.write_text(json.dumps({"name": "small", **data}, indent=1))
+    return path
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    """Every file of the host, except tune's own state (journal, lock, stored profile).
+
+    /proc/modules compares as its set of lines: the kernel lists modules newest first, so a
+    module unloaded and loaded again moves to the top on any host; which modules are loaded,
+    and how, is what a rollback restores.
+    """
+    out = {}
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root).as_posix()
+        if not path.is_file() or rel.startswith(("var/lib/tune/", "run/lock/")):
+            continue
+        data = path.read_bytes()
+        if rel == "proc/modules":
+            data = b"".join(sorted(data.splitlines(keepends=True)))
+        out[rel] = data
+    return out
