@@ -125,11 +125,12 @@ class Gathered:
     loaded: LoadedProfile
     observed: Observation
     runs: Files  # the journal listing and the journals fetched, newest first
+    with_persistence: bool = True  # judge tune's boot-time files too
 
 
-def gather(host: Host, profile_path: str | None) -> Gathered:
+def gather(host: Host, profile_path: str | None, with_persistence: bool = True) -> Gathered:
     loaded = load_profile(profile_path) if profile_path else stored_profile(host)
-    files = host.fetch(request(loaded.profile) | applied.runs_request())
+    files = host.fetch(request(loaded.profile, with_persistence) | applied.runs_request())
     runs = Files(listings={applied.RUNS: files.listing(applied.RUNS)})
     pending = applied.run_paths(runs)
     while pending:
@@ -142,7 +143,7 @@ def gather(host: Host, profile_path: str | None) -> Gathered:
                 break
         except JournalError:
             break  # judge decides what an unreadable journal means
-    return Gathered(loaded, observation(host, files), runs)
+    return Gathered(loaded, observation(host, files), runs, with_persistence)
 
 
 def stored_profile(host: Host) -> LoadedProfile:
@@ -173,7 +174,7 @@ def location(host: Host, path: str) -> str:
 
 def judge(gathered: Gathered, *, since_apply: bool) -> Report:
     """Pure: the plan, the last applied run, and (with `since_apply`) what changed after it."""
-    plan = make_plan(gathered.loaded, gathered.observed)
+    plan = make_plan(gathered.loaded, gathered.observed, gathered.with_persistence)
     notes = list(plan.notes)
     try:
         last = applied.latest_applied(gathered.runs)
@@ -216,5 +217,7 @@ def changed_after(plan: Plan, run: AppliedRun) -> tuple[tuple[Changed, ...], lis
     return tuple(changed), unseen
 
 
-def run_check(host: Host, profile_path: str | None, *, since_apply: bool) -> Report:
-    return judge(gather(host, profile_path), since_apply=since_apply)
+def run_check(
+    host: Host, profile_path: str | None, *, since_apply: bool, with_persistence: bool = True
+) -> Report:
+    return judge(gather(host, profile_path, with_persistence), since_apply=since_apply)

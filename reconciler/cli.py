@@ -71,6 +71,11 @@ def plan(profile: str, root: str | None, fmt: str, output: str | None, no_persis
     "--prometheus", metavar="FILE", help="Write node_exporter textfile metrics to FILE atomically."
 )
 @click.option("--since-apply", is_flag=True, help="Also report knobs changed after the last apply.")
+@click.option(
+    "--no-persist",
+    is_flag=True,
+    help="Ignore tune's boot-time files (for hosts applied with --no-persist).",
+)
 def check_cmd(
     profile: str | None,
     root: str | None,
@@ -78,6 +83,7 @@ def check_cmd(
     quiet: bool,
     prometheus: str | None,
     since_apply: bool,
+    no_persist: bool,
 ) -> int:
     """Report drift of the host from PROFILE (default: the profile last applied there).
 
@@ -89,7 +95,9 @@ def check_cmd(
     from .render import check as render_check
 
     try:
-        report = run_check(open_host(root), profile, since_apply=since_apply)
+        report = run_check(
+            open_host(root), profile, since_apply=since_apply, with_persistence=not no_persist
+        )
     except TuneError:
         if prometheus:
             metrics.write_atomically(prometheus, metrics.exposition(None, time.time()))

@@ -3,15 +3,14 @@ journal contract), so `tune check` is tested without apply."""
 
 from __future__ import annotations
 
-import io
 import json
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 from conftest import BLACKWELL, TUNED, UNTUNED, write
-from ruamel.yaml import YAML
 
+from reconciler.apply import profile_text
 from reconciler.host import SnapshotHost
 from reconciler.observe import observe
 from reconciler.plan import make_plan
@@ -22,12 +21,8 @@ RUN_ID = "20250601T120000Z-a1b2c3"
 
 
 def resolved_yaml(profile: Path = BLACKWELL) -> str:
-    """The profile with `extends` applied, as apply stores it."""
-    out = io.StringIO()
-    yaml = YAML(typ="safe", pure=True)
-    yaml.default_flow_style = False
-    yaml.dump(load_profile(profile).data, out)
-    return out.getvalue()
+    """The profile with `extends` applied, exactly as apply stores it."""
+    return profile_text(load_profile(profile))
 
 
 def _plan(root: Path) -> dict[str, dict[str, Any]]:

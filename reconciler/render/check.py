@@ -9,7 +9,7 @@ import click
 from ..applied import JsonValue
 from ..check import Report, Since
 from ..model import Change, CheckResult, Value
-from .folding import fold, show
+from .folding import fold, show, shown
 
 
 def render(report: Report, fmt: str, *, quiet: bool, color: bool) -> str:
@@ -68,7 +68,10 @@ def text(report: Report, color: bool = False) -> str:
     # Folded apart, so a folded line never mixes knobs changed after apply with the others.
     for group in fold(as_written) + fold(c for c in report.drift if c.id in changed):
         first = group.first
-        line = f"DRIFT {group.label}: {show(first.current)} (want {show(first.desired)})" + since
+        line = (
+            f"DRIFT {group.label}: {shown(first, first.current)} "
+            f"(want {shown(first, first.desired)})" + since
+        )
         body.append(style(line + _changed_suffix(report, first), fg="red"))
     body += [style(_failed(check) + since, fg="red") for check in report.failed_checks]
     changed_lines = [line for line in drift_lines(report) if line.startswith("CHANGED ")]
@@ -101,7 +104,8 @@ def summary(report: Report) -> str:
 
 def _drift(change: Change) -> str:
     return (
-        f"DRIFT {change.kind} {change.target}: {show(change.current)} (want {show(change.desired)})"
+        f"DRIFT {change.kind} {change.target}: {shown(change, change.current)} "
+        f"(want {shown(change, change.desired)})"
     )
 
 
