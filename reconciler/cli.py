@@ -18,9 +18,7 @@ from .profile import LoadedProfile, load_profile, schema
 from .render import RENDERERS
 
 ROOT_HELP = "Read the host from a snapshot directory or .tar.gz instead of this machine."
-profile_arg = click.argument(
-    "profile", type=click.Path(exists=True, dir_okay=False, readable=True)
-)
+profile_arg = click.argument("profile", type=click.Path(exists=True, dir_okay=False, readable=True))
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -100,11 +98,13 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         code = 130
-    except Exception as exc:  # noqa: BLE001 - the last line of defence against tracebacks
+    except Exception as exc:  # the last line of defence against tracebacks
         if os.environ.get("TUNE_DEBUG"):
             raise
-        click.echo(f"tune: internal error: {type(exc).__name__}: {exc} "
-                   "(set TUNE_DEBUG=1 for a traceback)", err=True)
+        click.echo(
+            f"tune: internal error: {type(exc).__name__}: {exc} (set TUNE_DEBUG=1 for a traceback)",
+            err=True,
+        )
         code = 70
     sys.exit(code if isinstance(code, int) else 0)
 
