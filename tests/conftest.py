@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -78,3 +80,19 @@ def profile(tmp_path: Path, text: str, name: str = "p.yaml") -> Path:
     target = tmp_path / name
     target.write_text(text)
     return target
+
+
+def plan_json(tmp_path: Path, root: Path, text: str) -> dict[str, Any]:
+    """`tune plan --format json` of the profile `text` against the snapshot `root`, with its exit
+    code under "code"; a plan never writes to stderr."""
+    result = run_tune("plan", profile(tmp_path, text), "--root", root, "--format", "json")
+    assert result.err == "", result.err
+    return {"code": result.code, **json.loads(result.out)}
+
+
+def by_id(plan: dict[str, Any], section: str = "changes") -> dict[str, dict[str, Any]]:
+    return {item["id"]: item for item in plan[section]}
+
+
+def notes(plan: dict[str, Any]) -> list[str]:
+    return [note["message"] for note in plan["notes"]]

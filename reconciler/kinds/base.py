@@ -96,21 +96,26 @@ KernelValue = safe_scalar(
 )
 
 
-_INT = re.compile(r"[+-]?(0x[0-9a-fA-F]+|\d+)")
+# An integer as the kernel parses one (kstrtoul and proc_dointvec use base 0): 0x hex, a leading
+# 0 octal, otherwise decimal; an optional sign.
+_INT = re.compile(r"([+-]?)(?:0[xX]([0-9a-fA-F]+)|0([0-7]+)|([1-9][0-9]*|0))")
+
+
+def _integer(word: str) -> str:
+    match = _INT.fullmatch(word)
+    if match is None:
+        return word
+    sign, hexa, octal, decimal = match.groups()
+    number = int(hexa, 16) if hexa else int(octal, 8) if octal else int(decimal)
+    return str(-number if sign == "-" else number)
 
 
 def normalize_words(raw: str | None) -> str | None:
-    """Multi-value kernel files: whitespace and tabs collapse; hex and leading zeros become
-    decimal, as the kernel prints them back (tcp_rmem comes back tab-separated)."""
+    """Multi-value kernel files: whitespace and tabs collapse; integers in any notation the
+    kernel accepts become decimal, as it prints them back (tcp_rmem comes back tab-separated)."""
     if raw is None:
         return None
-    words = raw.split()
-    return " ".join(
-        str(int(w, 0) if w.lower().startswith(("0x", "-0x")) else int(w))
-        if _INT.fullmatch(w)
-        else w
-        for w in words
-    )
+    return " ".join(_integer(word) for word in raw.split())
 
 
 _SELECTED = re.compile(r"\[([^\]]+)\]")
