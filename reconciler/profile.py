@@ -131,9 +131,11 @@ def _plain(node: Any, path: Path_, name: str, tree: Tree) -> Any:
             tree.values[(*path, index)] = (name, line + 1, col + 1)
             items.append(_plain(item, (*path, index), name, tree))
         return items
-    if isinstance(node, bool | int | float | str) or node is None:
+    if node is None or type(node) in (bool, int, float, str):
+        return node
+    if isinstance(node, bool | int | float | str):
         # ruamel's ScalarInt/ScalarFloat/ScalarString subclasses carry formatting; drop it.
-        return type(node).__mro__[-2](node) if type(node) not in (bool, int, float, str) else node
+        return type(node).__mro__[-2](node)
     return node
 
 
