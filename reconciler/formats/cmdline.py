@@ -40,14 +40,15 @@ def split(text: str) -> list[str]:
     return words[: words.index("--")] if "--" in words else words
 
 
-def parameters(text: str | None) -> dict[str, str | None] | None:
-    """Canonical name -> value (None for a bare flag such as `quiet`); the last one wins."""
+def parameters(text: str | None) -> dict[str, str] | None:
+    """Canonical name -> value; the last one wins. A bare flag such as `quiet` is present with
+    the empty value: None is kept for a parameter that is not there at all."""
     if text is None:
         return None
-    params: dict[str, str | None] = {}
+    params: dict[str, str] = {}
     for word in split(text):
-        name, sep, value = word.partition("=")
-        params[canonical(name)] = value if sep else None
+        name, _, value = word.partition("=")
+        params[canonical(name)] = value
     return params
 
 
