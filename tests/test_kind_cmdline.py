@@ -20,6 +20,7 @@ GRUB_CMDLINE_LINUX=""
 #GRUB_CMDLINE_LINUX="amd_pstate=disable"
 """
 RUNNING = "BOOT_IMAGE=/boot/vmlinuz-6.14.8-2-pve root=/dev/mapper/pve-root ro quiet\n"
+APPEND = 'GRUB_CMDLINE_LINUX_DEFAULT="$GRUB_CMDLINE_LINUX_DEFAULT {}"\n'
 WANT_PSTATE = "name: t\ncmdline:\n  set: {amd_pstate: active}\n"
 
 
@@ -43,7 +44,7 @@ def test_configured_but_not_running_is_pending_and_exits_0(tmp_path: Path) -> No
     root = grub_host(
         tmp_path / "host",
         **{
-            "90-tune.cfg": 'GRUB_CMDLINE_LINUX_DEFAULT="$GRUB_CMDLINE_LINUX_DEFAULT amd_pstate=active"\n'
+            "90-tune.cfg": APPEND.format("amd_pstate=active"),
         },
     )
     plan = plan_json(tmp_path, root, WANT_PSTATE)
@@ -91,7 +92,7 @@ def test_grub_dropins_in_order_expanding_the_default(tmp_path: Path) -> None:
         tmp_path / "host",
         **{
             "10-first.cfg": 'GRUB_CMDLINE_LINUX_DEFAULT="${GRUB_CMDLINE_LINUX_DEFAULT} iommu=pt"\n',
-            "90-last.cfg": "export GRUB_CMDLINE_LINUX_DEFAULT=\"$GRUB_CMDLINE_LINUX_DEFAULT 'a=b c'\"\n",
+            "90-last.cfg": "export " + APPEND.format("'a=b c'"),
             "50-middle.cfg": "if true; then\n  GRUB_CMDLINE_LINUX=amd_pstate=active # why\nfi\n",
             "99-ignored.cfg.dpkg-old": 'GRUB_CMDLINE_LINUX_DEFAULT="broken"\n',
         },
