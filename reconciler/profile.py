@@ -210,8 +210,11 @@ def _diagnostics(exc: ValidationError, tree: Tree, fallback: str) -> list[Diagno
     found: dict[tuple[Position, str], None] = {}
     for error in exc.errors():
         loc = tuple(error["loc"])
-        is_key = bool(loc) and loc[-1] == "[key]"
-        path, position = _locate(loc[:-1] if is_key else loc, tree, is_key)
+        # A key that fails its pattern (`[key]`) or is not allowed at all: point at the key.
+        if loc and loc[-1] == "[key]":
+            loc = loc[:-1]
+        is_key = len(loc) < len(error["loc"]) or error["type"] == "extra_forbidden"
+        path, position = _locate(loc, tree, is_key)
         pos = position or (fallback, 1, 1)
         found[(pos, _message(error, path, is_key))] = None
     return [Diagnostic(*pos, msg) for pos, msg in found]
@@ -231,7 +234,8 @@ def _locate(loc: Path_, tree: Tree, is_key: bool) -> tuple[Path_, Position | Non
 
 
 def _message(error: Any, path: Path_, is_key: bool) -> str:
-    where = ".".join(str(p) for p in path)
+    # A key error names the mapping it is in; the message quotes the key itself.
+    where = ".".join(str(p) for p in (path[:-1] if is_key else path))
     kind = error["type"]
     if kind == "extra_forbidden":
         key = str(error["loc"][-1])

@@ -7,7 +7,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Annotated, Any, ClassVar, Generic, TypeVar
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictInt
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 from pydantic_core import PydanticCustomError
 
 from ..host import Files, Request
@@ -55,8 +55,8 @@ def pattern_check(pattern: str, what: str, example: str) -> Callable[[str], str]
         if not compiled.fullmatch(value):
             raise PydanticCustomError(
                 "unsafe_value",
-                "{value!r} is not a valid {what} (expected something like {example})",
-                {"value": value, "what": what, "example": example},
+                "{value} is not a valid {what} (expected something like {example})",
+                {"value": repr(value), "what": what, "example": example},
             )
         return value
 
@@ -75,17 +75,29 @@ def safe_scalar(pattern: str, what: str, example: str, optional: bool = False) -
     check = pattern_check(pattern, what, example)
 
     def text(value: Any) -> str | None:
-        return None if value is None else check(scalar_text(value))
+        return None if value is None and optional else check(scalar_text(value))
 
-    base = StrictInt | str | None if optional else StrictInt | str
-    return Annotated[base, AfterValidator(text), Field(json_schema_extra={"pattern": pattern})]
+    schema_type = int | str | None if optional else int | str
+    return Annotated[
+        str | None if optional else str,
+        BeforeValidator(text, json_schema_input_type=schema_type),
+        Field(json_schema_extra={"pattern": pattern}),
+    ]
+
+
+_NOT_SCALAR = {"bool": "a boolean (write 1 or 0)", "float": "a fraction", "list": "a list"}
 
 
 def scalar_text(value: Any) -> str:
-    """Profile scalars (ints or strings) as the text a kernel file holds."""
-    if isinstance(value, bool):
-        raise PydanticCustomError("bool_value", "write 1 or 0, not a boolean", {})
-    return str(value)
+    """Profile scalars (integers or strings) as the text a kernel file holds; one clear error
+    for anything else, instead of one per member of a union."""
+    if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
+        return str(value)
+    raise PydanticCustomError(
+        "scalar_type",
+        "expected a number or a string, not {kind}",
+        {"kind": _NOT_SCALAR.get(type(value).__name__, "a mapping")},
+    )
 
 
 # A value written into a kernel file: no quotes, no shell or glob metacharacters.
