@@ -109,6 +109,9 @@ class DirectoryHost(Host):
         self.name = name or str(self.root)
 
     def _local(self, path: str) -> str:
+        # Profiles cannot name such paths; this keeps a snapshot's reads inside it regardless.
+        if not path.startswith("/") or any(p in (".", "..") for p in path.split("/")):
+            raise HostError(f"{path}: refusing to read a path that is not absolute and normal.")
         return str(self.root) + path if str(self.root) != "/" else path
 
     def fetch(self, request: Request) -> Files:

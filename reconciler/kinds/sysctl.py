@@ -21,8 +21,9 @@ from .base import Entry, KernelValue, Kind, entry, normalize_words, safe
 
 ROOT = "/proc/sys"
 
+# A component never starts with `/`: `kernel.//` would be the path /proc/sys/kernel/..
 SysctlKey = safe(
-    r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_/-]+)+",
+    r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-][A-Za-z0-9_/-]*)+",
     "sysctl name",
     "kernel.numa_balancing",
 )
