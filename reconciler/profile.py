@@ -94,11 +94,18 @@ def _yaml() -> YAML:
 def parse(path: Path) -> Tree:
     name = str(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
     except OSError as exc:
         raise ProfileError(
             [Diagnostic(name, 1, 1, f"cannot read profile: {exc.strerror}")]
         ) from exc
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        message = f"not UTF-8 text (byte 0x{raw[exc.start]:02x})"
+        raise ProfileError([Diagnostic(name, line, column, message)]) from exc
     try:
         node = _yaml().load(text)
     except MarkedYAMLError as exc:
@@ -118,11 +125,11 @@ def _plain(node: Any, path: Path_, name: str, tree: Tree) -> Any:
         out = {}
         for key in node:
             key_line, key_col, val_line, val_col = node.lc.data[key]
-            tree.keys[(*path, key)] = (name, key_line + 1, key_col + 1)
-            tree.values[(*path, key)] = (name, val_line + 1, val_col + 1)
-            out[str(key) if not isinstance(key, str) else key] = _plain(
-                node[key], (*path, key), name, tree
-            )
+            # Keys are text, as pydantic reports them (`1:` or `? [a, b]` too).
+            text_key = str(key)
+            tree.keys[(*path, text_key)] = (name, key_line + 1, key_col + 1)
+            tree.values[(*path, text_key)] = (name, val_line + 1, val_col + 1)
+            out[text_key] = _plain(node[key], (*path, text_key), name, tree)
         return out
     if isinstance(node, CommentedSeq):
         items = []
@@ -247,9 +254,8 @@ def _message(error: Any, path: Path_, is_key: bool) -> str:
     message = str(error["msg"])
     if message.startswith("Value error, "):
         message = message.removeprefix("Value error, ")
-    if is_key:
-        return f"{where}: key {message}"
-    return f"{where}: {message}" if where else message
+    prefix = f"{where}: " if where else ""
+    return f"{prefix}key {message}" if is_key else f"{prefix}{message}"
 
 
 def _known_keys() -> list[str]:

@@ -85,7 +85,15 @@ def safe_scalar(pattern: str, what: str, example: str, optional: bool = False) -
     ]
 
 
-_NOT_SCALAR = {"bool": "a boolean (write 1 or 0)", "float": "a fraction", "list": "a list"}
+_NOT_SCALAR = {
+    "bool": "a boolean (write 1 or 0)",
+    "float": "a fraction",
+    "list": "a list",
+    "dict": "a mapping",
+    "date": "a date",
+    "datetime": "a date",
+    "bytes": "binary data",
+}
 
 
 def scalar_text(value: Any) -> str:
@@ -96,7 +104,7 @@ def scalar_text(value: Any) -> str:
     raise PydanticCustomError(
         "scalar_type",
         "expected a number or a string, not {kind}",
-        {"kind": _NOT_SCALAR.get(type(value).__name__, "a mapping")},
+        {"kind": _NOT_SCALAR.get(type(value).__name__, type(value).__name__)},
     )
 
 
