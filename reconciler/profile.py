@@ -112,6 +112,15 @@ def parse(path: Path) -> Tree:
         mark = exc.problem_mark or exc.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
         problem = exc.problem or exc.context or "invalid YAML"
+        start = exc.context_mark
+        if (
+            exc.problem
+            and exc.context
+            and start
+            and (start.line, start.column) != (line - 1, col - 1)
+        ):
+            # Where an unclosed quote or bracket began is what the reader needs to find.
+            problem += f" ({exc.context} at line {start.line + 1}, column {start.column + 1})"
         raise ProfileError([Diagnostic(name, line, col, f"YAML syntax error: {problem}")]) from exc
     if not isinstance(node, CommentedMap):
         raise ProfileError([Diagnostic(name, 1, 1, "a profile must be a YAML mapping of sections")])
