@@ -112,7 +112,11 @@ def _variable(rest: str, i: int, env: dict[str, str]) -> tuple[int, str]:
         match = pattern.match(rest, i + 1)
         if match:
             return match.end(), env.get(match.group(match.lastindex or 0), "")
-    if rest.startswith(("$(", "${"), i):
+    # Command substitution, ${VAR:-x} and the like, and special parameters ($1, $@, $$): sh
+    # expands these to something this evaluator cannot know.
+    if rest.startswith(("$(", "${"), i) or (
+        i + 1 < len(rest) and rest[i + 1] in "0123456789@*#?$!-"
+    ):
         raise Unsupported(rest)
     return i + 1, "$"
 
