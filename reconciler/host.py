@@ -13,8 +13,6 @@ import glob
 import importlib
 import io
 import os
-import tarfile
-import zlib
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -209,6 +207,9 @@ _DECOMPRESS = (
 
 
 def _read_archive(archive: Path) -> dict[str, bytes]:
+    import tarfile  # only snapshots packed as archives need it
+    import zlib
+
     data = archive.read_bytes()
     for magic, module in _DECOMPRESS:
         if data.startswith(magic):
@@ -248,6 +249,7 @@ def open_host(root: str | None) -> Host:
 
 def write_archive(files: Files, target: str | os.PathLike[str]) -> int:
     """Pack observed files into a snapshot archive; returns how many files went in."""
+    import tarfile
     import time
 
     now = time.time()
