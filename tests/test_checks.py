@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import by_id, config_space, notes, pci_device, plan_json, write
+from conftest import TUNED, UNTUNED, by_id, config_space, notes, pci_device, plan_json, write
 
 from reconciler.checks import kernel_ok
 
@@ -172,12 +172,12 @@ def test_pci_link_list_of_checks(tmp_path: Path) -> None:
     assert len(plan["checks"]) == 2
 
 
-def test_example_hosts(tmp_path: Path, untuned: Path, tuned: Path) -> None:
+def test_example_hosts(tmp_path: Path) -> None:
     text = (
         "name: t\nchecks:\n  kernel: '>=6.14'\n  cpufreq_driver: amd-pstate-epp\n"
         "  iommu: passthrough\n"
         "  pci_link: {select: {vendor: 0x10de, class: 0x0302}, speed: 32GT/s, width: 16}\n"
     )
-    failed = {c["id"] for c in plan_json(tmp_path, untuned, text)["checks"] if not c["ok"]}
+    failed = {c["id"] for c in plan_json(tmp_path, UNTUNED, text)["checks"] if not c["ok"]}
     assert failed == {"check:kernel", "check:cpufreq_driver", "check:iommu"}
-    assert plan_json(tmp_path, tuned, text)["code"] == 0
+    assert plan_json(tmp_path, TUNED, text)["code"] == 0

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import by_id, notes, plan_json, write
+from conftest import TUNED, UNTUNED, by_id, notes, plan_json, write
 
 from reconciler.formats import cmdline as fmt
 from reconciler.host import Files
@@ -205,10 +205,10 @@ def test_set_a_bare_flag(tmp_path: Path) -> None:
     assert (change["current"], change["desired"]) == (None, "")
 
 
-def test_example_hosts(tmp_path: Path, untuned: Path, tuned: Path) -> None:
+def test_example_hosts(tmp_path: Path) -> None:
     text = "name: t\ncmdline:\n  set: {amd_pstate: active, processor.max_cstate: 1}\n"
-    assert sorted(by_id(plan_json(tmp_path, untuned, text))) == [
+    assert sorted(by_id(plan_json(tmp_path, UNTUNED, text))) == [
         "cmdline:amd_pstate",
         "cmdline:processor.max_cstate",
     ]
-    assert plan_json(tmp_path, tuned, text)["code"] == 0
+    assert plan_json(tmp_path, TUNED, text)["code"] == 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import by_id, notes, plan_json, write
+from conftest import TUNED, UNTUNED, by_id, notes, plan_json, write
 
 CPUS = "/sys/devices/system/cpu"
 
@@ -95,13 +95,13 @@ def test_state_exposed_on_some_cpus_only(tmp_path: Path) -> None:
     assert sorted(by_id(plan)) == ["cpu:cpu0:idle:C2"]
 
 
-def test_example_hosts(tmp_path: Path, untuned: Path, tuned: Path) -> None:
+def test_example_hosts(tmp_path: Path) -> None:
     text = "name: t\ncpu:\n  governor: performance\n  idle_states: {disable: [C2]}\n"
-    plan = plan_json(tmp_path, untuned, text)
+    plan = plan_json(tmp_path, UNTUNED, text)
     changes = by_id(plan)
     assert len(changes) == 256  # 128 governors and 128 C2 states
     assert changes["cpu:cpu64:idle:C2"]["current"] == "enabled"
-    assert plan_json(tmp_path, tuned, text)["code"] == 0
+    assert plan_json(tmp_path, TUNED, text)["code"] == 0
 
 
 def test_priority_and_reason_of_idle_states(tmp_path: Path) -> None:

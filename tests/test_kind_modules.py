@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import by_id, plan_json, write
+from conftest import TUNED, UNTUNED, by_id, plan_json, write
 
 PROC_MODULES = """\
 nvidia_uvm 1527808 4 - Live 0x0000000000000000 (POE)
@@ -103,7 +103,7 @@ def test_boolean_parameters_read_back_as_y_or_n(
         assert change["current"] != change["desired"]
 
 
-def test_example_host_lacks_nvidia_peermem(tmp_path: Path, untuned: Path, tuned: Path) -> None:
+def test_example_host_lacks_nvidia_peermem(tmp_path: Path) -> None:
     text = "name: t\nmodules:\n  nvidia_peermem: loaded\n  nvidia-uvm: loaded\n"
-    assert sorted(by_id(plan_json(tmp_path, untuned, text))) == ["module:nvidia_peermem"]
-    assert plan_json(tmp_path, tuned, text)["code"] == 0
+    assert sorted(by_id(plan_json(tmp_path, UNTUNED, text))) == ["module:nvidia_peermem"]
+    assert plan_json(tmp_path, TUNED, text)["code"] == 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import by_id, config_space, notes, pci_device, plan_json
+from conftest import TUNED, UNTUNED, by_id, config_space, notes, pci_device, plan_json
 
 from reconciler.formats import pcie
 
@@ -117,9 +117,9 @@ def test_setpci_fix_writes_only_the_mrrs_bits() -> None:
     assert sum(a != b for a, b in zip(before, after, strict=True)) == 1
 
 
-def test_example_host_gpus_and_not_the_nic(tmp_path: Path, untuned: Path, tuned: Path) -> None:
+def test_example_host_gpus_and_not_the_nic(tmp_path: Path) -> None:
     text = mrrs("{vendor: 0x10de, class: 0x0302}")
-    changes = by_id(plan_json(tmp_path, untuned, text))
+    changes = by_id(plan_json(tmp_path, UNTUNED, text))
     assert len(changes) == 8
     assert "pci:0000:c2:00.0:max_read_request" not in changes
-    assert plan_json(tmp_path, tuned, text)["code"] == 0
+    assert plan_json(tmp_path, TUNED, text)["code"] == 0

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import by_id, notes, plan_json, write
+from conftest import UNTUNED, by_id, notes, plan_json, write
 
 from reconciler.host import SnapshotHost
 from reconciler.kinds.sysctl import KIND, path_of
@@ -70,10 +70,10 @@ def test_zero_on_the_host_is_not_absent(tmp_path: Path) -> None:
 
 
 def test_missing_key_is_a_change_from_none_with_the_closest_key_and_where(
-    tmp_path: Path, untuned: Path
+    tmp_path: Path,
 ) -> None:
     text = "name: t\nsysctl:\n  vm.swappiness: 10\n  kernel.numa_balancin: 0\n"
-    plan = plan_json(tmp_path, untuned, text)
+    plan = plan_json(tmp_path, UNTUNED, text)
     change = by_id(plan)["sysctl:kernel.numa_balancin"]
     assert change["current"] is None
     assert change["desired"] == "0"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import by_id, notes, plan_json, write
+from conftest import TUNED, UNTUNED, by_id, notes, plan_json, write
 
 THP = "/sys/kernel/mm/transparent_hugepage/enabled"
 
@@ -21,10 +21,10 @@ def test_choice_file_compares_by_the_selected_option(tmp_path: Path) -> None:
     assert (change["current"], change["desired"]) == ("always", "madvise")
 
 
-def test_example_host_thp_is_always(tmp_path: Path, untuned: Path, tuned: Path) -> None:
+def test_example_host_thp_is_always(tmp_path: Path) -> None:
     text = f"name: t\nsysfs:\n  {THP}: madvise\n"
-    assert by_id(plan_json(tmp_path, untuned, text))[f"sysfs:{THP}"]["current"] == "always"
-    assert plan_json(tmp_path, tuned, text)["code"] == 0
+    assert by_id(plan_json(tmp_path, UNTUNED, text))[f"sysfs:{THP}"]["current"] == "always"
+    assert plan_json(tmp_path, TUNED, text)["code"] == 0
 
 
 def test_glob_gives_one_change_per_matched_path(tmp_path: Path) -> None:
