@@ -13,9 +13,9 @@ checks:
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import BeforeValidator, Field, StrictInt, model_validator
 
 from .host import Files, Request
 from .kinds.base import Meta, Strict, entry, safe
@@ -35,7 +35,7 @@ IOMMU_MODES = {"passthrough": ("identity",), "translated": ("DMA", "DMA-FQ")}
 class LinkCheck(Meta):
     select: Selector
     speed: Speed | None = None
-    width: int | None = Field(default=None, ge=1, le=32)
+    width: StrictInt | None = Field(default=None, ge=1, le=32)
 
     @model_validator(mode="after")
     def _something(self) -> LinkCheck:
@@ -44,11 +44,20 @@ class LinkCheck(Meta):
         return self
 
 
+def _listify(value: Any) -> Any:
+    return [value] if isinstance(value, dict) else value
+
+
 class ChecksSpec(Strict):
     kernel: entry(KernelConstraint) | None = None  # type: ignore[valid-type]
     cpufreq_driver: entry(DriverName) | None = None  # type: ignore[valid-type]
     iommu: entry(Literal["passthrough", "translated"]) | None = None  # type: ignore[valid-type]
-    pci_link: LinkCheck | list[LinkCheck] | None = None
+    # One check or a list; always a list once loaded, so that an error in a single check is
+    # reported once, not once per member of a union.
+    pci_link: Annotated[
+        list[LinkCheck] | None,
+        BeforeValidator(_listify, json_schema_input_type=LinkCheck | list[LinkCheck] | None),
+    ] = None
 
 
 def request(spec: ChecksSpec) -> Request:
@@ -101,9 +110,8 @@ def evaluate(spec: ChecksSpec, files: Files) -> Outcome:
         outcome.checks.append(_cpufreq(spec.cpufreq_driver.value, files))
     if spec.iommu is not None:
         outcome.checks.append(_iommu(spec.iommu.value, files))
-    links = spec.pci_link if isinstance(spec.pci_link, list) else [spec.pci_link]
-    devices = pci_devices(files) if spec.pci_link is not None else []
-    for link in (x for x in links if x is not None):
+    devices = pci_devices(files) if spec.pci_link else []
+    for link in spec.pci_link or ():
         _link(link, devices, outcome)
     return outcome
 

@@ -164,7 +164,7 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         code = 130
-    except Exception as exc:
+    except Exception as exc:  # the last line of defence against tracebacks
         if os.environ.get("TUNE_DEBUG"):
             raise
         click.echo(

@@ -11,8 +11,9 @@ from __future__ import annotations
 import contextlib
 import fnmatch
 import glob
+import importlib
+import io
 import os
-import tarfile
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -172,6 +173,9 @@ class DirectoryHost(Host):
         self.name = name or str(self.root)
 
     def _local(self, path: str) -> str:
+        # Profiles cannot name such paths; this keeps a snapshot's reads inside it regardless.
+        if not path.startswith("/") or any(p in (".", "..") for p in path.split("/")):
+            raise HostError(f"{path}: refusing to read a path that is not absolute and normal.")
         return str(self.root) + path if str(self.root) != "/" else path
 
     def local(self, path: str) -> str:
@@ -403,17 +407,9 @@ class ArchiveHost(Host):
     def __init__(self, archive: str | os.PathLike[str]) -> None:
         self.archive = Path(archive)
         self.name = str(self.archive)
-        self._tree: dict[str, bytes] = {}
         try:
-            with tarfile.open(self.archive, "r:*") as tar:
-                for member in tar.getmembers():
-                    if not member.isfile():
-                        continue
-                    extracted = tar.extractfile(member)
-                    if extracted is not None:
-                        path = "/" + os.path.normpath(member.name).lstrip("/")
-                        self._tree[path] = extracted.read(MAX_FILE_BYTES)
-        except (OSError, tarfile.TarError) as exc:
+            self._tree = _read_archive(self.archive)
+        except OSError as exc:
             raise HostError(f"{self.archive}: cannot read snapshot archive ({exc}).") from exc
 
     def describe(self) -> str:
@@ -436,6 +432,44 @@ class ArchiveHost(Host):
         return files
 
 
+# Compression by magic number. Each decompressor checks its own CRC, so a truncated or
+# corrupt archive is an error here rather than a snapshot with files silently missing.
+_DECOMPRESS = (
+    (b"\x1f\x8b", "gzip"),
+    (b"BZh", "bz2"),
+    (b"\xfd7zXZ\x00", "lzma"),
+)
+
+
+def _read_archive(archive: Path) -> dict[str, bytes]:
+    import tarfile  # only snapshots packed as archives need it
+    import zlib
+
+    data = archive.read_bytes()
+    for magic, module in _DECOMPRESS:
+        if data.startswith(magic):
+            try:
+                data = importlib.import_module(module).decompress(data)
+            except (OSError, EOFError, ValueError, zlib.error) as exc:
+                raise OSError(f"corrupt or truncated {module} data: {exc}") from exc
+            break
+    tree: dict[str, bytes] = {}
+    try:
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
+            for member in tar:
+                extracted = tar.extractfile(member) if member.isfile() else None
+                if extracted is not None:
+                    path = "/" + os.path.normpath(member.name).lstrip("/")
+                    tree[path] = extracted.read(MAX_FILE_BYTES)
+            # tarfile ends quietly at a damaged header; what follows the last member must be
+            # the zero blocks that end an archive.
+            if data[tar.offset :].strip(b"\0"):
+                raise OSError(f"damaged tar header at byte {tar.offset}")
+    except tarfile.TarError as exc:
+        raise OSError(f"not a tar archive: {exc}") from exc
+    return tree
+
+
 def open_host(root: str | None) -> Host:
     """`--root` as the CLI takes it: a directory, a `.tar.gz`, or nothing for this machine."""
     if root is None:
@@ -450,7 +484,7 @@ def open_host(root: str | None) -> Host:
 
 def write_archive(files: Files, target: str | os.PathLike[str]) -> int:
     """Pack observed files into a snapshot archive; returns how many files went in."""
-    import io
+    import tarfile
     import time
 
     now = time.time()

@@ -94,11 +94,18 @@ def _yaml() -> YAML:
 def parse(path: Path) -> Tree:
     name = str(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
     except OSError as exc:
         raise ProfileError(
             [Diagnostic(name, 1, 1, f"cannot read profile: {exc.strerror}")]
         ) from exc
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        message = f"not UTF-8 text (byte 0x{raw[exc.start]:02x})"
+        raise ProfileError([Diagnostic(name, line, column, message)]) from exc
     return parse_text(text, name)
 
 
@@ -110,6 +117,15 @@ def parse_text(text: str, name: str) -> Tree:
         mark = exc.problem_mark or exc.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
         problem = exc.problem or exc.context or "invalid YAML"
+        start = exc.context_mark
+        if (
+            exc.problem
+            and exc.context
+            and start
+            and (start.line, start.column) != (line - 1, col - 1)
+        ):
+            # Where an unclosed quote or bracket began is what the reader needs to find.
+            problem += f" ({exc.context} at line {start.line + 1}, column {start.column + 1})"
         raise ProfileError([Diagnostic(name, line, col, f"YAML syntax error: {problem}")]) from exc
     if not isinstance(node, CommentedMap):
         raise ProfileError([Diagnostic(name, 1, 1, "a profile must be a YAML mapping of sections")])
@@ -123,11 +139,11 @@ def _plain(node: Any, path: Path_, name: str, tree: Tree) -> Any:
         out = {}
         for key in node:
             key_line, key_col, val_line, val_col = node.lc.data[key]
-            tree.keys[(*path, key)] = (name, key_line + 1, key_col + 1)
-            tree.values[(*path, key)] = (name, val_line + 1, val_col + 1)
-            out[str(key) if not isinstance(key, str) else key] = _plain(
-                node[key], (*path, key), name, tree
-            )
+            # Keys are text, as pydantic reports them (`1:` or `? [a, b]` too).
+            text_key = str(key)
+            tree.keys[(*path, text_key)] = (name, key_line + 1, key_col + 1)
+            tree.values[(*path, text_key)] = (name, val_line + 1, val_col + 1)
+            out[text_key] = _plain(node[key], (*path, text_key), name, tree)
         return out
     if isinstance(node, CommentedSeq):
         items = []
@@ -136,9 +152,11 @@ def _plain(node: Any, path: Path_, name: str, tree: Tree) -> Any:
             tree.values[(*path, index)] = (name, line + 1, col + 1)
             items.append(_plain(item, (*path, index), name, tree))
         return items
-    if isinstance(node, bool | int | float | str) or node is None:
+    if node is None or type(node) in (bool, int, float, str):
+        return node
+    if isinstance(node, bool | int | float | str):
         # ruamel's ScalarInt/ScalarFloat/ScalarString subclasses carry formatting; drop it.
-        return type(node).__mro__[-2](node) if type(node) not in (bool, int, float, str) else node
+        return type(node).__mro__[-2](node)
     return node
 
 
@@ -229,8 +247,11 @@ def _diagnostics(exc: ValidationError, tree: Tree, fallback: str) -> list[Diagno
     found: dict[tuple[Position, str], None] = {}
     for error in exc.errors():
         loc = tuple(error["loc"])
-        is_key = bool(loc) and loc[-1] == "[key]"
-        path, position = _locate(loc[:-1] if is_key else loc, tree, is_key)
+        # A key that fails its pattern (`[key]`) or is not allowed at all: point at the key.
+        if loc and loc[-1] == "[key]":
+            loc = loc[:-1]
+        is_key = len(loc) < len(error["loc"]) or error["type"] == "extra_forbidden"
+        path, position = _locate(loc, tree, is_key)
         pos = position or (fallback, 1, 1)
         found[(pos, _message(error, path, is_key))] = None
     return [Diagnostic(*pos, msg) for pos, msg in found]
@@ -250,7 +271,8 @@ def _locate(loc: Path_, tree: Tree, is_key: bool) -> tuple[Path_, Position | Non
 
 
 def _message(error: Any, path: Path_, is_key: bool) -> str:
-    where = ".".join(str(p) for p in path)
+    # A key error names the mapping it is in; the message quotes the key itself.
+    where = ".".join(str(p) for p in (path[:-1] if is_key else path))
     kind = error["type"]
     if kind == "extra_forbidden":
         key = str(error["loc"][-1])
@@ -262,9 +284,8 @@ def _message(error: Any, path: Path_, is_key: bool) -> str:
     message = str(error["msg"])
     if message.startswith("Value error, "):
         message = message.removeprefix("Value error, ")
-    if is_key:
-        return f"{where}: key {message}"
-    return f"{where}: {message}" if where else message
+    prefix = f"{where}: " if where else ""
+    return f"{prefix}key {message}" if is_key else f"{prefix}{message}"
 
 
 def _known_keys() -> list[str]:

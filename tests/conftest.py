@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import shutil
+import struct
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -84,3 +87,58 @@ def profile(tmp_path: Path, text: str, name: str = "p.yaml") -> Path:
     target = tmp_path / name
     target.write_text(text)
     return target
+
+
+def plan_json(tmp_path: Path, root: Path, text: str) -> dict[str, Any]:
+    """`tune plan --format json` of the profile `text` against the snapshot `root`, with its exit
+    code under "code"; a plan never writes to stderr. Knob tests leave tune's boot-time files
+    out (`--no-persist`): those are planned and tested on their own (test_apply*)."""
+    result = run_tune(
+        "plan", profile(tmp_path, text), "--root", root, "--format", "json", "--no-persist"
+    )
+    assert result.err == "", result.err
+    return {"code": result.code, **json.loads(result.out)}
+
+
+def by_id(plan: dict[str, Any], section: str = "changes") -> dict[str, dict[str, Any]]:
+    return {item["id"]: item for item in plan[section]}
+
+
+def notes(plan: dict[str, Any]) -> list[str]:
+    return [note["message"] for note in plan["notes"]]
+
+
+def config_space(
+    *,
+    mrrs: int = 512,
+    speed_max: int = 5,
+    speed: int = 5,
+    width: int = 16,
+    express_at: int | None = 0x78,
+    size: int = 4096,
+) -> bytes:
+    """A type 0 function's binary config space as sysfs `config` holds it: a capability chain
+    power management (0x60) -> MSI (0x68) -> PCI Express (`express_at`), truncated to `size`
+    bytes (64 is what an unprivileged read returns)."""
+    cfg = bytearray(4096)
+    struct.pack_into("<HH", cfg, 0x04, 0x0006, 0x0010 if express_at else 0)
+    if express_at:
+        cfg[0x34] = 0x60
+        cfg[0x60:0x62] = bytes((0x01, 0x68))
+        cfg[0x68:0x6A] = bytes((0x05, express_at))
+        cfg[express_at : express_at + 2] = bytes((0x10, 0x00))
+        devctl = 0x0933 | ((mrrs.bit_length() - 8) << 12)
+        struct.pack_into("<H", cfg, express_at + 0x08, devctl)
+        struct.pack_into("<I", cfg, express_at + 0x0C, speed_max | width << 4)
+        struct.pack_into("<H", cfg, express_at + 0x12, speed | width << 4 | 1 << 13)
+    return bytes(cfg[:size])
+
+
+def pci_device(
+    root: Path, address: str, vendor: int, device: int, class_code: int, config: bytes
+) -> None:
+    base = f"/sys/bus/pci/devices/{address}"
+    write(root, f"{base}/vendor", f"0x{vendor:04x}\n")
+    write(root, f"{base}/device", f"0x{device:04x}\n")
+    write(root, f"{base}/class", f"0x{class_code:06x}\n")
+    write(root, f"{base}/config", config)

@@ -354,7 +354,7 @@ def test_unreadable_stored_profile_cannot_check(tuned: Path) -> None:
     [
         (
             "name: x\nsysctl:\n  kernel.numa_balancing: {value: 0, prio: P0}\n",
-            "3:43: unknown key 'prio'; did you mean 'priority'?",
+            "3:37: unknown key 'prio'; did you mean 'priority'?",
         ),
         (
             "name: x\nextends: base.yaml\n",

@@ -38,7 +38,11 @@ def test_untuned_host_has_every_audit_finding() -> None:
     assert changes["cpu:cpu127:governor"]["current"] == "schedutil"
     assert sum(c.startswith("cpu:") and c.endswith(":idle:C2") for c in changes) == 128
     assert changes["cmdline:amd_pstate"] == {
-        **changes["cmdline:amd_pstate"], "current": None, "desired": "active", "phase": "reboot"}
+        **changes["cmdline:amd_pstate"],
+        "current": None,
+        "desired": "active",
+        "phase": "reboot",
+    }
     allow = changes["lxc:101:lxc.cgroup2.devices.allow"]
     assert allow["current"] == ["c 195:* rwm", "c 510:* rwm", "c 511:* rwm"]
     assert allow["desired"] == ["c 195:* rwm", "c 509:* rwm", "c 510:* rwm"]
@@ -74,8 +78,14 @@ def test_markdown_report_has_audit_sections() -> None:
     result = run_tune("plan", BLACKWELL, "--root", UNTUNED, "--format", "markdown")
     assert result.code == 2
     text = result.out
-    for heading in ("# Host audit: gpu-node-07", "## Confirmed good", "## Actionable", "### P0",
-                    "## Needs a reboot", "## Needs BIOS, a kernel or a driver change"):
+    for heading in (
+        "# Host audit: gpu-node-07",
+        "## Confirmed good",
+        "## Actionable",
+        "### P0",
+        "## Needs a reboot",
+        "## Needs BIOS, a kernel or a driver change",
+    ):
         assert heading in text
     assert "setpci -s 0000:41:00.0 CAP_EXP+8.w=5000:7000" in text
     assert "sysctl -w kernel.numa_balancing=0" in text
@@ -98,7 +108,8 @@ def test_snapshot_captures_only_what_the_profile_reads(tmp_path) -> None:
 
     archive = tmp_path / "host.tar.gz"
     run_tune("snapshot", BLACKWELL, "--root", UNTUNED, "-o", archive)
-    names = set(tarfile.open(archive).getnames())
+    with tarfile.open(archive) as tar:
+        names = set(tar.getnames())
     assert "proc/sys/kernel/numa_balancing" in names
     assert "sys/bus/pci/devices/0000:41:00.0/config" in names
     assert "proc/sys/vm/max_map_count" not in names  # not in the profile

@@ -40,14 +40,15 @@ def split(text: str) -> list[str]:
     return words[: words.index("--")] if "--" in words else words
 
 
-def parameters(text: str | None) -> dict[str, str | None] | None:
-    """Canonical name -> value (None for a bare flag such as `quiet`); the last one wins."""
+def parameters(text: str | None) -> dict[str, str] | None:
+    """Canonical name -> value; the last one wins. A bare flag such as `quiet` is present with
+    the empty value: None is kept for a parameter that is not there at all."""
     if text is None:
         return None
-    params: dict[str, str | None] = {}
+    params: dict[str, str] = {}
     for word in split(text):
-        name, sep, value = word.partition("=")
-        params[canonical(name)] = value if sep else None
+        name, _, value = word.partition("=")
+        params[canonical(name)] = value
     return params
 
 
@@ -111,7 +112,11 @@ def _variable(rest: str, i: int, env: dict[str, str]) -> tuple[int, str]:
         match = pattern.match(rest, i + 1)
         if match:
             return match.end(), env.get(match.group(match.lastindex or 0), "")
-    if rest.startswith(("$(", "${"), i):
+    # Command substitution, ${VAR:-x} and the like, and special parameters ($1, $@, $$): sh
+    # expands these to something this evaluator cannot know.
+    if rest.startswith(("$(", "${"), i) or (
+        i + 1 < len(rest) and rest[i + 1] in "0123456789@*#?$!-"
+    ):
         raise Unsupported(rest)
     return i + 1, "$"
 

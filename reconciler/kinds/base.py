@@ -7,7 +7,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Generic, TypeVar
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictInt
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 from pydantic_core import PydanticCustomError
 
 from ..errors import HostError
@@ -60,8 +60,8 @@ def pattern_check(pattern: str, what: str, example: str) -> Callable[[str], str]
         if not compiled.fullmatch(value):
             raise PydanticCustomError(
                 "unsafe_value",
-                "{value!r} is not a valid {what} (expected something like {example})",
-                {"value": value, "what": what, "example": example},
+                "{value} is not a valid {what} (expected something like {example})",
+                {"value": repr(value), "what": what, "example": example},
             )
         return value
 
@@ -80,17 +80,37 @@ def safe_scalar(pattern: str, what: str, example: str, optional: bool = False) -
     check = pattern_check(pattern, what, example)
 
     def text(value: Any) -> str | None:
-        return None if value is None else check(scalar_text(value))
+        return None if value is None and optional else check(scalar_text(value))
 
-    base = StrictInt | str | None if optional else StrictInt | str
-    return Annotated[base, AfterValidator(text), Field(json_schema_extra={"pattern": pattern})]
+    schema_type = int | str | None if optional else int | str
+    return Annotated[
+        str | None if optional else str,
+        BeforeValidator(text, json_schema_input_type=schema_type),
+        Field(json_schema_extra={"pattern": pattern}),
+    ]
+
+
+_NOT_SCALAR = {
+    "bool": "a boolean (write 1 or 0)",
+    "float": "a fraction",
+    "list": "a list",
+    "dict": "a mapping",
+    "date": "a date",
+    "datetime": "a date",
+    "bytes": "binary data",
+}
 
 
 def scalar_text(value: Any) -> str:
-    """Profile scalars (ints or strings) as the text a kernel file holds."""
-    if isinstance(value, bool):
-        raise PydanticCustomError("bool_value", "write 1 or 0, not a boolean", {})
-    return str(value)
+    """Profile scalars (integers or strings) as the text a kernel file holds; one clear error
+    for anything else, instead of one per member of a union."""
+    if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
+        return str(value)
+    raise PydanticCustomError(
+        "scalar_type",
+        "expected a number or a string, not {kind}",
+        {"kind": _NOT_SCALAR.get(type(value).__name__, type(value).__name__)},
+    )
 
 
 # A value written into a kernel file: no quotes, no shell or glob metacharacters.
@@ -101,21 +121,26 @@ KernelValue = safe_scalar(
 )
 
 
-_INT = re.compile(r"[+-]?(0x[0-9a-fA-F]+|\d+)")
+# An integer as the kernel parses one (kstrtoul and proc_dointvec use base 0): 0x hex, a leading
+# 0 octal, otherwise decimal; an optional sign.
+_INT = re.compile(r"([+-]?)(?:0[xX]([0-9a-fA-F]+)|0([0-7]+)|([1-9][0-9]*|0))")
+
+
+def _integer(word: str) -> str:
+    match = _INT.fullmatch(word)
+    if match is None:
+        return word
+    sign, hexa, octal, decimal = match.groups()
+    number = int(hexa, 16) if hexa else int(octal, 8) if octal else int(decimal)
+    return str(-number if sign == "-" else number)
 
 
 def normalize_words(raw: str | None) -> str | None:
-    """Multi-value kernel files: whitespace and tabs collapse; hex and leading zeros become
-    decimal, as the kernel prints them back (tcp_rmem comes back tab-separated)."""
+    """Multi-value kernel files: whitespace and tabs collapse; integers in any notation the
+    kernel accepts become decimal, as it prints them back (tcp_rmem comes back tab-separated)."""
     if raw is None:
         return None
-    words = raw.split()
-    return " ".join(
-        str(int(w, 0) if w.lower().startswith(("0x", "-0x")) else int(w))
-        if _INT.fullmatch(w)
-        else w
-        for w in words
-    )
+    return " ".join(_integer(word) for word in raw.split())
 
 
 _SELECTED = re.compile(r"\[([^\]]+)\]")

@@ -24,7 +24,7 @@ from ..model import Change, Note, Outcome, Phase
 from .base import Kind, Meta, Strict, entry, safe
 
 ContainerId = safe(r"[0-9]{1,9}", "container id", '"101"')
-ConfigPath = safe(r"/(?!.*(^|/)\.\.?(/|$))[A-Za-z0-9_./-]+", "config path", "/var/lib/lxc/x/config")
+ConfigPath = safe(r"(?!.*/\.\.?(/|$))/[A-Za-z0-9_./-]+", "config path", "/var/lib/lxc/x/config")
 Memlock = safe(
     r"(unlimited|[0-9]+)(:(unlimited|[0-9]+))?", "memlock limit", "unlimited, 65536 or soft:hard"
 )

@@ -47,6 +47,22 @@ def loaded_modules(text: str | None) -> set[str]:
     return {canonical(line.split()[0]) for line in (text or "").splitlines() if line.strip()}
 
 
+# What kstrtobool accepts for a boolean parameter; the kernel prints it back as Y or N.
+_TRUE = {"1", "y", "Y", "on", "true"}
+_FALSE = {"0", "n", "N", "off", "false"}
+
+
+def param_value(value: str | None, observed: str | None) -> str | None:
+    """A desired parameter as the kernel would print it back: as Y or N where the parameter
+    is a boolean (it reads Y or N), otherwise with integers in decimal."""
+    if value is not None and observed in ("Y", "N"):
+        if value in _TRUE:
+            return "Y"
+        if value in _FALSE:
+            return "N"
+    return normalize_words(value)
+
+
 def param_path(module: str, param: str) -> str:
     return f"/sys/module/{canonical(module)}/parameters/{param}"
 
@@ -86,7 +102,7 @@ class Modules(Kind[dict[str, ModuleEntry]]):
                     self.change(
                         f"{canonical(name)}:{param}",
                         observed,
-                        normalize_words(str(value)),
+                        param_value(str(value), observed),
                         item,
                         fix=reload,
                     )

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from pydantic import BeforeValidator, Field, field_validator, model_validator
+from pydantic import BeforeValidator, Field, StrictInt, field_validator, model_validator
 
 from ..errors import HostError
 from ..formats import pcie
@@ -42,7 +42,8 @@ def _hex_or_int(value: Any) -> Any:
 
 
 def _id(bits: int) -> Any:
-    return Annotated[int, BeforeValidator(_hex_or_int), Field(ge=0, lt=1 << bits)]
+    # Strict: YAML `true` is not vendor 1.
+    return Annotated[StrictInt, BeforeValidator(_hex_or_int), Field(ge=0, lt=1 << bits)]
 
 
 class Selector(Strict):
@@ -90,7 +91,7 @@ class Selector(Strict):
 
 class PciEntry(Meta):
     select: Selector
-    max_read_request: int | None = None
+    max_read_request: StrictInt | None = None
 
     @field_validator("max_read_request")
     @classmethod

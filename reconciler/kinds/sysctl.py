@@ -23,8 +23,9 @@ from .base import Entry, KernelValue, Kind, attribute_step, entry, normalize_wor
 
 ROOT = "/proc/sys"
 
+# A component never starts with `/`: `kernel.//` would be the path /proc/sys/kernel/..
 SysctlKey = safe(
-    r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_/-]+)+",
+    r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-][A-Za-z0-9_/-]*)+",
     "sysctl name",
     "kernel.numa_balancing",
 )

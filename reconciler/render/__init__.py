@@ -1,4 +1,8 @@
-"""Renderers: consumers of the plan's data. None of them decides anything."""
+"""Renderers: consumers of the plan's data. None of them decides anything.
+
+Each renderer's module is imported when it is used: a JSON plan need not load the text and
+Markdown code (start-up time is most of a `tune plan`).
+"""
 
 from __future__ import annotations
 
@@ -6,15 +10,26 @@ import json
 from collections.abc import Callable
 
 from ..model import Plan
-from . import markdown, text
 
 
 def as_json(plan: Plan, color: bool = False) -> str:
     return json.dumps(plan.to_json(), indent=2) + "\n"
 
 
+def as_text(plan: Plan, color: bool = False) -> str:
+    from . import text
+
+    return text.render(plan, color)
+
+
+def as_markdown(plan: Plan, color: bool = False) -> str:
+    from . import markdown
+
+    return markdown.render(plan)
+
+
 RENDERERS: dict[str, Callable[[Plan, bool], str]] = {
-    "text": text.render,
+    "text": as_text,
     "json": as_json,
-    "markdown": lambda plan, color=False: markdown.render(plan),
+    "markdown": as_markdown,
 }

@@ -1,0 +1,106 @@
+"""How long a whole `tune plan` process takes on the example host, against a baseline process
+that only reads the same files in plain Python.
+
+    python benchmarks/plan.py [--runs 15] [--profile P] [--root DIR]
+
+Both are fresh interpreter processes, run alternately so that load on a shared machine hits
+both alike; the script prints each median and their ratio. The target for the bundled example
+is a `tune plan` median under 300 ms on a 2-core machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+PROJECT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(PROJECT))
+
+BASELINE = """
+import sys
+for path in open(sys.argv[1]).read().splitlines():
+    with open(path, "rb") as handle:
+        handle.read()
+"""
+
+
+def files_read(profile: Path, root: Path) -> list[str]:
+    """Every file a plan of `profile` reads: the profiles themselves and the host's files."""
+    from reconciler.host import SnapshotHost
+    from reconciler.observe import request
+    from reconciler.profile import load_profile
+
+    loaded = load_profile(profile)
+    files = SnapshotHost(root).fetch(request(loaded.profile))
+    host = [str(root) + path for path in sorted(files.contents)]
+    return [str(Path(p).resolve()) for p in loaded.files] + host
+
+
+def cpu_of_children() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """Wall-clock and CPU seconds of one process (CPU time varies less on a busy machine)."""
+    cpu, start = cpu_of_children(), time.perf_counter()
+    done = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    elapsed = time.perf_counter() - start
+    if done.returncode not in (0, 2):
+        sys.exit(f"{argv}: exit {done.returncode}: {done.stderr.decode()}")
+    return elapsed, cpu_of_children() - cpu
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=15)
+    parser.add_argument("--profile", type=Path, default=PROJECT / "profiles/blackwell-8x.yaml")
+    parser.add_argument("--root", type=Path, default=PROJECT / "examples/hosts/rtx6000bw-untuned")
+    args = parser.parse_args()
+
+    env = dict(os.environ, PYTHONPATH=str(PROJECT))
+    paths = files_read(args.profile, args.root)
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as listing:
+        listing.write("\n".join(paths))
+    tune = [
+        sys.executable,
+        "-m",
+        "reconciler.cli",
+        "plan",
+        str(args.profile),
+        "--root",
+        str(args.root),
+    ]
+    baseline = [sys.executable, "-c", BASELINE, listing.name]
+    try:
+        timed(tune, env), timed(baseline, env)  # warm the page cache and .pyc files
+        tune_s, baseline_s = [], []
+        for _ in range(args.runs):
+            tune_s.append(timed(tune, env))
+            baseline_s.append(timed(baseline, env))
+    finally:
+        os.unlink(listing.name)
+
+    def median_ms(runs: list[tuple[float, float]], which: int) -> float:
+        return statistics.median(run[which] for run in runs) * 1000
+
+    tune_ms, base_ms = median_ms(tune_s, 0), median_ms(baseline_s, 0)
+    tune_cpu, base_cpu = median_ms(tune_s, 1), median_ms(baseline_s, 1)
+    load = os.getloadavg()[0]
+    print(f"files read: {len(paths)}; {args.runs} runs each, alternating; load {load:.1f}")
+    print("                      wall median   CPU median")
+    print(f"baseline (read only)  {base_ms:8.1f} ms  {base_cpu:8.1f} ms")
+    print(f"tune plan             {tune_ms:8.1f} ms  {tune_cpu:8.1f} ms")
+    print(f"ratio tune/baseline   {tune_ms / base_ms:8.2f}x    {tune_cpu / base_cpu:8.2f}x")
+    print(f"target: tune plan under 300 ms median wall: {'met' if tune_ms < 300 else 'NOT met'}")
+
+
+if __name__ == "__main__":
+    main()

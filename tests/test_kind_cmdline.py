@@ -1,0 +1,214 @@
+"""cmdline: what the next boot passes (the boot tool's configuration) against the running
+kernel's command line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import TUNED, UNTUNED, by_id, notes, plan_json, write
+
+from reconciler.formats import cmdline as fmt
+from reconciler.host import Files
+
+GRUB = """\
+GRUB_DEFAULT=0
+GRUB_TIMEOUT=5
+GRUB_DISTRIBUTOR=`lsb_release -i -s 2> /dev/null || echo Debian`
+GRUB_CMDLINE_LINUX_DEFAULT="quiet"
+GRUB_CMDLINE_LINUX=""
+#GRUB_CMDLINE_LINUX="amd_pstate=disable"
+"""
+RUNNING = "BOOT_IMAGE=/boot/vmlinuz-6.14.8-2-pve root=/dev/mapper/pve-root ro quiet\n"
+APPEND = 'GRUB_CMDLINE_LINUX_DEFAULT="$GRUB_CMDLINE_LINUX_DEFAULT {}"\n'
+WANT_PSTATE = "name: t\ncmdline:\n  set: {amd_pstate: active}\n"
+
+
+def grub_host(root: Path, running: str = RUNNING, **dropins: str) -> Path:
+    write(root, "/proc/cmdline", running)
+    write(root, "/etc/default/grub", GRUB)
+    for name, text in dropins.items():
+        write(root, f"/etc/default/grub.d/{name}", text)
+    return root
+
+
+def configured(root: Path) -> str | None:
+    files = Files(
+        {"/" + str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    )
+    boot = fmt.boot_config(files)
+    return None if boot is None else f"{boot.tool}: {boot.cmdline}"
+
+
+def test_configured_but_not_running_is_pending_and_exits_0(tmp_path: Path) -> None:
+    root = grub_host(
+        tmp_path / "host",
+        **{
+            "90-tune.cfg": APPEND.format("amd_pstate=active"),
+        },
+    )
+    plan = plan_json(tmp_path, root, WANT_PSTATE)
+    assert plan["code"] == 0
+    assert plan["changes"] == []
+    assert plan["pending"] == [
+        {
+            "id": "cmdline:amd_pstate",
+            "running": None,
+            "configured": "active",
+            "action": "reboot to apply",
+        }
+    ]
+
+
+def test_neither_configured_nor_running_is_a_reboot_change(tmp_path: Path) -> None:
+    plan = plan_json(tmp_path, grub_host(tmp_path / "host"), WANT_PSTATE)
+    assert plan["code"] == 2
+    change = by_id(plan)["cmdline:amd_pstate"]
+    assert (change["current"], change["desired"], change["phase"]) == (None, "active", "reboot")
+    assert plan["pending"] == []
+
+
+def test_running_but_not_configured_is_a_change_the_next_boot_would_lose(tmp_path: Path) -> None:
+    root = grub_host(tmp_path / "host", running=RUNNING.strip() + " amd_pstate=active\n")
+    plan = plan_json(tmp_path, root, WANT_PSTATE)
+    assert plan["code"] == 2
+    assert by_id(plan)["cmdline:amd_pstate"]["current"] is None
+    assert any("the next boot would lose it" in n for n in notes(plan))
+
+
+def test_running_and_configured_is_in_sync(tmp_path: Path) -> None:
+    root = grub_host(
+        tmp_path / "host",
+        running=RUNNING.strip() + " amd_pstate=active\n",
+        **{"90-tune.cfg": 'GRUB_CMDLINE_LINUX="amd_pstate=active"\n'},
+    )
+    plan = plan_json(tmp_path, root, WANT_PSTATE)
+    assert plan["code"] == 0
+    assert plan["pending"] == []
+
+
+def test_grub_dropins_in_order_expanding_the_default(tmp_path: Path) -> None:
+    root = grub_host(
+        tmp_path / "host",
+        **{
+            "10-first.cfg": 'GRUB_CMDLINE_LINUX_DEFAULT="${GRUB_CMDLINE_LINUX_DEFAULT} iommu=pt"\n',
+            "90-last.cfg": "export " + APPEND.format("'a=b c'"),
+            "50-middle.cfg": "if true; then\n  GRUB_CMDLINE_LINUX=amd_pstate=active # why\nfi\n",
+            "99-ignored.cfg.dpkg-old": 'GRUB_CMDLINE_LINUX_DEFAULT="broken"\n',
+        },
+    )
+    assert configured(root) == "grub: amd_pstate=active quiet iommu=pt 'a=b c'"
+
+
+def test_grub_assignment_with_command_substitution_is_not_applied(tmp_path: Path) -> None:
+    root = grub_host(
+        tmp_path / "host",
+        **{"50-x.cfg": 'GRUB_CMDLINE_LINUX_DEFAULT="$(cat /etc/extra) quiet"\n'},
+    )
+    assert configured(root) == "grub: quiet"
+
+
+def test_proxmox_boot_tool_reads_etc_kernel_cmdline(tmp_path: Path) -> None:
+    root = grub_host(tmp_path / "host")
+    write(root, "/etc/kernel/proxmox-boot-uuids", "1234-ABCD\n")
+    write(root, "/etc/kernel/cmdline", "root=ZFS=rpool/ROOT/pve-1 boot=zfs amd_pstate=active\n")
+    assert (
+        configured(root)
+        == "proxmox-boot-tool: root=ZFS=rpool/ROOT/pve-1 boot=zfs amd_pstate=active"
+    )
+    plan = plan_json(tmp_path, root, WANT_PSTATE)
+    assert plan["code"] == 0
+    assert [p["id"] for p in plan["pending"]] == ["cmdline:amd_pstate"]
+
+
+def test_plain_etc_kernel_cmdline_without_grub(tmp_path: Path) -> None:
+    root = tmp_path / "host"
+    write(root, "/proc/cmdline", RUNNING)
+    write(root, "/etc/kernel/cmdline", "root=/dev/sda1 amd_pstate=passive\n")
+    assert configured(root) == "kernel-cmdline: root=/dev/sda1 amd_pstate=passive"
+    plan = plan_json(tmp_path, root, WANT_PSTATE)
+    change = by_id(plan)["cmdline:amd_pstate"]
+    assert (change["current"], change["desired"]) == ("passive", "active")
+
+
+def test_no_boot_configuration_compares_with_the_running_kernel(tmp_path: Path) -> None:
+    root = tmp_path / "host"
+    write(root, "/proc/cmdline", RUNNING.strip() + " amd_pstate=active\n")
+    plan = plan_json(tmp_path, root, WANT_PSTATE)
+    assert plan["code"] == 0
+    assert any("No supported boot configuration found" in n for n in notes(plan))
+
+
+@pytest.mark.parametrize(
+    ("line", "value"),
+    [
+        ("amd_pstate=passive amd_pstate=active", "active"),  # the last one wins
+        ("amd_pstate=active amd_pstate=passive", "passive"),
+        ('"amd_pstate=active"', "active"),
+        ('amd_pstate="active"', "active"),
+        ("amd-pstate=active", "active"),  # - and _ are one in parameter names
+        ("quiet -- amd_pstate=active", None),  # after -- it is init's
+        ("amd_pstate", ""),  # a bare flag is present, with an empty value
+        ("amd_pstate=", ""),
+        ("", None),
+    ],
+)
+def test_running_cmdline_parsing(tmp_path: Path, line: str, value: str | None) -> None:
+    assert (fmt.parameters(line) or {}).get("amd_pstate") == value
+
+
+def test_quoted_value_with_spaces() -> None:
+    assert fmt.parameters('dyndbg="file foo.c +p" quiet') == {
+        "dyndbg": "file foo.c +p",
+        "quiet": "",
+    }
+
+
+def test_remove_a_bare_flag_that_is_configured_and_running(tmp_path: Path) -> None:
+    plan = plan_json(
+        tmp_path, grub_host(tmp_path / "host"), "name: t\ncmdline:\n  remove: [quiet]\n"
+    )
+    assert plan["code"] == 2
+    change = by_id(plan)["cmdline:quiet"]
+    assert (change["current"], change["desired"]) == ("", None)
+
+
+def test_remove_of_a_parameter_that_is_not_there_is_in_sync(tmp_path: Path) -> None:
+    plan = plan_json(
+        tmp_path, grub_host(tmp_path / "host"), "name: t\ncmdline:\n  remove: [nomodeset]\n"
+    )
+    assert plan["code"] == 0
+
+
+def test_remove_configured_but_still_running_is_pending(tmp_path: Path) -> None:
+    root = grub_host(
+        tmp_path / "host",
+        running=RUNNING.strip() + " intel_iommu=on\n",
+    )
+    plan = plan_json(tmp_path, root, "name: t\ncmdline:\n  remove: [intel_iommu]\n")
+    assert plan["code"] == 0
+    assert plan["pending"] == [
+        {
+            "id": "cmdline:intel_iommu",
+            "running": "on",
+            "configured": None,
+            "action": "reboot to apply",
+        }
+    ]
+
+
+def test_set_a_bare_flag(tmp_path: Path) -> None:
+    root = grub_host(tmp_path / "host")
+    assert plan_json(tmp_path, root, "name: t\ncmdline:\n  set: {quiet: }\n")["code"] == 0
+    plan = plan_json(tmp_path, root, "name: t\ncmdline:\n  set: {nosmt: }\n")
+    change = by_id(plan)["cmdline:nosmt"]
+    assert (change["current"], change["desired"]) == (None, "")
+
+
+def test_example_hosts(tmp_path: Path) -> None:
+    text = "name: t\ncmdline:\n  set: {amd_pstate: active, processor.max_cstate: 1}\n"
+    assert sorted(by_id(plan_json(tmp_path, UNTUNED, text))) == [
+        "cmdline:amd_pstate",
+        "cmdline:processor.max_cstate",
+    ]
+    assert plan_json(tmp_path, TUNED, text)["code"] == 0

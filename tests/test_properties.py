@@ -1,0 +1,302 @@
+"""Parsers and normalisers under hypothesis: PCI capability chains, multi-value sysctls, the
+GRUB shell-assignment evaluator against the real /bin/sh, the kernel command line."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import struct
+import subprocess
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from reconciler.formats import cmdline, pcie
+from reconciler.kinds.base import normalize_words
+
+# ---------------------------------------------------------------------------------------------
+# PCI configuration space: capability chains
+
+ALIGNED = st.integers(0x40 // 4, 0xFC // 4).map(lambda n: n * 4)  # where capabilities live
+CAP_IDS = st.sampled_from([0x01, 0x05, 0x09, 0x11, 0x12, 0x13])  # PM, MSI, vendor, MSI-X, ...
+
+
+@st.composite
+def chains(draw: st.DrawFn) -> tuple[bytes, int | None]:
+    """Config space with a chain of distinct capabilities, the PCI Express one somewhere in it
+    or absent, ending in 0, in a loop back, or in a pointer into the header; then truncated.
+    Returns the bytes and the offset of the Express capability a correct walk finds."""
+    offsets = draw(st.lists(ALIGNED, min_size=0, max_size=12, unique=True))
+    express_at = draw(st.none() | st.integers(0, max(len(offsets) - 1, 0)))
+    ending = draw(st.sampled_from(["zero", "loop", "header", "garbage"]))
+    cfg = bytearray(draw(st.binary(min_size=256, max_size=256)))
+    struct.pack_into("<H", cfg, pcie.STATUS, draw(st.integers(0, 0xFFFF)) | pcie.STATUS_CAP_LIST)
+    cfg[pcie.CAP_POINTER] = offsets[0] if offsets else 0
+    ids = [draw(CAP_IDS) for _ in offsets]
+    if express_at is not None and offsets:
+        ids[express_at] = pcie.CAP_ID_EXP
+    for index, (offset, cap_id) in enumerate(zip(offsets, ids, strict=True)):
+        if index + 1 < len(offsets):
+            nxt = offsets[index + 1]
+        elif ending == "loop":
+            nxt = offsets[draw(st.integers(0, index))]
+        elif ending == "header":
+            nxt = draw(st.integers(0, 0x3F))
+        elif ending == "garbage":
+            nxt = draw(st.integers(0, 0xFF))
+        else:
+            nxt = 0
+        cfg[offset], cfg[offset + 1] = cap_id, nxt
+    size = draw(st.sampled_from([0, 16, 63, 64, 100, 200, 256, 4096]))
+    data = bytes(cfg) + bytes(4096 - 256)
+    data = data[:size]
+    found = None
+    if express_at is not None and offsets and size >= 64:
+        # Reachable when every capability before it is inside what was read.
+        walk = offsets[: express_at + 1]
+        if all(o + 2 <= size for o in walk) and pcie.CAP_ID_EXP not in ids[:express_at]:
+            found = offsets[express_at]
+    return data, found
+
+
+@given(chains())
+def test_capability_walk_finds_express_when_reachable(case: tuple[bytes, int | None]) -> None:
+    data, found = case
+    assert pcie.capabilities(data).get(pcie.CAP_ID_EXP) == found
+    cap = pcie.express(data)
+    if cap is not None:
+        assert cap.offset == found
+        # Encodings 6 and 7 are reserved; a device that reports one shows it as 8192 or 16384.
+        assert cap.max_read_request in {128 << n for n in range(8)}
+
+
+@given(st.binary(min_size=0, max_size=4096))
+def test_any_bytes_parse_without_crashing_or_looping(data: bytes) -> None:
+    caps = pcie.capabilities(data)
+    assert len(caps) <= 48  # at most one per aligned offset in 0x40..0xFC
+    assert all(pcie.HEADER_BYTES <= offset < 256 for offset in caps.values())
+    pcie.express(data)
+
+
+@given(st.binary(min_size=256, max_size=256), ALIGNED)
+def test_a_chain_that_points_to_itself_ends(prefix: bytes, offset: int) -> None:
+    cfg = bytearray(prefix)
+    struct.pack_into("<H", cfg, pcie.STATUS, pcie.STATUS_CAP_LIST)
+    cfg[pcie.CAP_POINTER] = offset
+    cfg[offset], cfg[offset + 1] = pcie.CAP_ID_EXP, offset
+    assert pcie.capabilities(bytes(cfg)) == {pcie.CAP_ID_EXP: offset}
+
+
+@given(st.sampled_from([128, 256, 512, 1024, 2048, 4096]), st.sampled_from([128, 512, 4096]))
+def test_mrrs_write_then_read(before: int, after: int) -> None:
+    from conftest import config_space
+
+    data = pcie.with_max_read_request(config_space(mrrs=before), after)
+    cap = pcie.express(data)
+    assert cap is not None
+    assert cap.max_read_request == after
+
+
+# ---------------------------------------------------------------------------------------------
+# Multi-value sysctls
+
+BLANKS = st.text(alphabet=" \t\n", min_size=1, max_size=4)
+
+
+@given(
+    st.lists(st.integers(-(2**40), 2**40), min_size=1, max_size=6),
+    st.lists(BLANKS, min_size=8, max_size=8),
+    st.lists(st.sampled_from(["dec", "hex", "oct", "plus"]), min_size=6, max_size=6),
+    st.booleans(),
+)
+def test_whitespace_and_notation_normalise_equal(
+    numbers: list[int], blanks: list[str], notations: list[str], edges: bool
+) -> None:
+    def notation(n: int, how: str) -> str:
+        sign = "-" if n < 0 else ("+" if how == "plus" else "")
+        return sign + {"hex": f"0x{abs(n):x}", "oct": f"0{abs(n):o}"}.get(how, str(abs(n)))
+
+    words = [notation(n, how) for n, how in zip(numbers, notations, strict=False)]
+    spaced = "".join(w + blanks[i] for i, w in enumerate(words)).rstrip(" \t\n")
+    if edges:
+        spaced = blanks[-1] + spaced + blanks[-2]
+    assert normalize_words(spaced) == " ".join(str(n) for n in numbers)
+
+
+@given(st.text(alphabet="abc019xX_ \t-+.", max_size=30))
+def test_normalising_is_idempotent_and_never_fails(text: str) -> None:
+    once = normalize_words(text)
+    assert once is not None
+    assert normalize_words(once) == once
+
+
+# ---------------------------------------------------------------------------------------------
+# GRUB's shell assignments against /bin/sh
+
+SH = shutil.which("sh")
+VARS = ["GRUB_CMDLINE_LINUX", "GRUB_CMDLINE_LINUX_DEFAULT", "A", "B"]
+PLAIN = st.text(alphabet="abcXYZ019_.,:=/+-@%#{}", min_size=1, max_size=6)
+VAR = st.sampled_from(VARS)
+
+
+def _after_name(part: str) -> bool:
+    return part[:1].isalnum() or part[:1] == "_"
+
+
+@st.composite
+def words(draw: st.DrawFn) -> str:
+    """One shell word of the kinds GRUB files use: plain text, 'single', "double" with $VAR,
+    ${VAR} and backslash escapes, unquoted $VAR and escapes."""
+    parts: list[str] = []
+    for _ in range(draw(st.integers(0, 5))):
+        kind = draw(st.sampled_from(["plain", "single", "double", "var", "braced", "escape"]))
+        if kind == "plain":
+            part = draw(PLAIN)
+            if parts and parts[-1].startswith("$") and not parts[-1].startswith("${"):
+                assume(not _after_name(part))  # `$A` then `x` would be `$Ax`
+        elif kind == "single":
+            part = "'" + draw(st.text(alphabet='ab "$\\`;&|()<>*?~\t', max_size=8)) + "'"
+        elif kind == "double":
+            inner = draw(
+                st.lists(
+                    st.sampled_from(
+                        [
+                            "a",
+                            " ",
+                            "\t",
+                            "'",
+                            ";",
+                            "|",
+                            "*",
+                            "~",
+                            "\\$",
+                            '\\"',
+                            "\\\\",
+                            "\\`",
+                            "\\a",
+                            "$A",
+                            "${B}",
+                            "${GRUB_CMDLINE_LINUX} ",
+                            "$GRUB_CMDLINE_LINUX_DEFAULT ",
+                        ]
+                    ),
+                    max_size=8,
+                )
+            )
+            part = '"' + "".join(inner) + '"'
+        elif kind == "var":
+            part = "$" + draw(VAR)
+        elif kind == "braced":
+            part = "${" + draw(VAR) + "}"
+        else:
+            part = "\\" + draw(st.sampled_from(list("a $\"';|&\\`()<>*")))
+        if parts and parts[-1].startswith("$") and not parts[-1].startswith("${"):
+            assume(not _after_name(part))
+        parts.append(part)
+    return "".join(parts)
+
+
+@st.composite
+def grub_files(draw: st.DrawFn) -> str:
+    lines = []
+    for _ in range(draw(st.integers(1, 6))):
+        kind = draw(st.sampled_from(["assign", "assign", "assign", "export", "comment", "blank"]))
+        if kind == "comment":
+            lines.append("# " + draw(PLAIN))
+        elif kind == "blank":
+            lines.append("")
+        else:
+            prefix = "export " if kind == "export" else draw(st.sampled_from(["", "  ", "\t"]))
+            trailer = draw(st.sampled_from(["", " # note", "  "]))
+            lines.append(f"{prefix}{draw(VAR)}={draw(words())}{trailer}")
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.skipif(SH is None, reason="no /bin/sh")
+@settings(max_examples=100, suppress_health_check=[HealthCheck.filter_too_much])
+@given(grub_files())
+def test_grub_evaluator_agrees_with_sh(tmp_path_factory: pytest.TempPathFactory, text: str) -> None:
+    path = tmp_path_factory.mktemp("grub") / "grub"
+    path.write_text(text)
+    script = '. "$1"; printf "%s\\0" ' + " ".join(f'"${name}"' for name in VARS)
+    shell = subprocess.run(
+        [SH, "-c", script, "sh", str(path)],
+        capture_output=True,
+        env={"PATH": os.defpath},
+        check=True,
+    )
+    expected = dict(zip(VARS, shell.stdout.decode().split("\0")[:-1], strict=True))
+    env: dict[str, str] = {}
+    cmdline.assign(text, env)
+    assert {name: env.get(name, "") for name in VARS} == expected
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        '"$(date) x"',
+        '"`date` x"',
+        '"${A:-x}"',
+        "$((1+1))",
+        '"unterminated',
+        "'unterminated",
+        '"$1 x"',
+        "$@",
+        '"pid $$"',
+    ],
+)
+def test_shell_the_evaluator_does_not_run_leaves_the_variable(value: str) -> None:
+    env = {"GRUB_CMDLINE_LINUX": "before"}
+    cmdline.assign(f"GRUB_CMDLINE_LINUX={value}\n", env)
+    assert env == {"GRUB_CMDLINE_LINUX": "before"}
+
+
+# ---------------------------------------------------------------------------------------------
+# The kernel command line
+
+NAMES = st.sampled_from(["quiet", "amd_pstate", "amd-pstate", "iommu", "processor.max_cstate"])
+VALUES = st.none() | st.text(alphabet="abc01=,.:/ ", max_size=8)
+
+
+@given(
+    st.lists(st.tuples(NAMES, VALUES, st.booleans()), max_size=10),
+    st.lists(BLANKS, min_size=11, max_size=11),
+)
+def test_cmdline_quoting_and_last_one_wins(
+    params: list[tuple[str, str | None, bool]], blanks: list[str]
+) -> None:
+    words = []
+    expected: dict[str, str] = {}
+    for name, value, quote_whole in params:
+        if value is None:
+            word = name
+        elif " " in value or value == "" or not quote_whole:
+            word = f'{name}="{value}"' if " " in value else f"{name}={value}"
+        else:
+            word = f'"{name}={value}"'
+        words.append(word)
+        expected[name.replace("-", "_")] = value or ""
+    line = "".join(w + blanks[i] for i, w in enumerate(words))
+    assert cmdline.parameters(line) == expected
+
+
+def test_grub_example_file_matches_sh(tmp_path: Path) -> None:
+    """The example host's GRUB files, sourced by sh and evaluated by tune, give one line."""
+    if SH is None:
+        pytest.skip("no /bin/sh")
+    from conftest import TUNED
+
+    sources = [TUNED / "etc/default/grub", *sorted((TUNED / "etc/default/grub.d").glob("*.cfg"))]
+    script = "".join(f'. "{p}"; ' for p in sources)
+    script += 'printf "%s %s" "$GRUB_CMDLINE_LINUX" "$GRUB_CMDLINE_LINUX_DEFAULT"'
+    shell = subprocess.run(
+        [SH, "-c", script], capture_output=True, env={"PATH": os.defpath}, check=True
+    )
+    env: dict[str, str] = {}
+    for source in sources:
+        cmdline.assign(source.read_text(), env)
+    ours = f"{env.get('GRUB_CMDLINE_LINUX', '')} {env.get('GRUB_CMDLINE_LINUX_DEFAULT', '')}"
+    assert ours == shell.stdout.decode()
+    assert "amd_pstate=active" in ours
