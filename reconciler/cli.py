@@ -5,18 +5,24 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
 from . import __version__
-from .errors import ExitCode, TuneError
+from .errors import ExitCode, TuneError, UsageError
+from .fleet import fleet_exit_code, for_each_host
 from .host import Host, open_host, write_archive
+from .model import Plan
 from .observe import observe, request
 from .plan import make_plan
 from .profile import LoadedProfile, load_profile, schema
+from .remote import RemoteOptions, progress_on_terminal, remote_options
 from .render import RENDERERS
+from .render import fleet as fleet_render
 
+T = TypeVar("T")
 ROOT_HELP = "Read the host from a snapshot directory or .tar.gz instead of this machine."
 profile_arg = click.argument(
     "profile", type=click.Path(exists=True, dir_okay=False, readable=True)
@@ -40,14 +46,39 @@ def cli() -> None:
 @click.option(
     "--format", "fmt", type=click.Choice(sorted(RENDERERS)), default="text", show_default=True
 )
-def plan(profile: str, root: str | None, fmt: str) -> int:
+@remote_options
+def plan(profile: str, root: str | None, fmt: str, remote: RemoteOptions) -> int:
     """Show what differs between PROFILE and the host, and why. Changes nothing."""
     loaded = load_profile(profile)
-    host = open_host(root)
-    result = make_plan(loaded, observe(host, loaded.profile))
     color = fmt == "text" and sys.stdout.isatty() and "NO_COLOR" not in os.environ
+
+    def plan_of(host: Host) -> Plan:
+        return make_plan(loaded, observe(host, loaded.profile))
+
+    if remote.is_fleet:
+        _no_root(root)
+        results = for_each_host(remote.open(), plan_of, remote.forks, progress_on_terminal())
+        click.echo(fleet_render.render(results, fmt, color), nl=False, color=color)
+        return fleet_exit_code(results, lambda p: p.is_clean)
+    result = _on_one_host(root, remote, plan_of)
     click.echo(RENDERERS[fmt](result, color), nl=False, color=color)
     return ExitCode.IN_SYNC if result.is_clean else ExitCode.CHANGES
+
+
+def _no_root(root: str | None) -> None:
+    if root is not None:
+        raise UsageError("--root reads a snapshot; it cannot be combined with -H or --inventory.")
+
+
+def _on_one_host(root: str | None, remote: RemoteOptions, work: Callable[[Host], T]) -> T:
+    """`work` on the one host the options name: a -H host, a snapshot, or this machine."""
+    if remote.wanted:
+        _no_root(root)
+    host = remote.open()[0] if remote.wanted else open_host(root)
+    try:
+        return work(host)
+    finally:
+        host.close()
 
 
 @cli.command()
@@ -71,13 +102,20 @@ def schema_cmd() -> int:
 @profile_arg
 @click.option("-o", "--output", required=True, metavar="FILE.tar.gz", help="Archive to write.")
 @click.option("--root", metavar="PATH", help=ROOT_HELP)
-def snapshot(profile: str, output: str, root: str | None) -> int:
+@remote_options
+def snapshot(profile: str, output: str, root: str | None, remote: RemoteOptions) -> int:
     """Capture exactly the files PROFILE reads from the host, for offline plans."""
     loaded: LoadedProfile = load_profile(profile)
-    host: Host = open_host(root)
-    files = host.fetch(request(loaded.profile))
-    count = write_archive(files, output)
-    click.echo(f"{output}: {count} files from {host.describe()}")
+    if remote.is_fleet:
+        raise UsageError("snapshot reads one host; give a single -H.")
+    source: list[str] = []
+
+    def capture(host: Host) -> int:
+        source.append(host.describe())
+        return write_archive(host.fetch(request(loaded.profile)), output)
+
+    count = _on_one_host(root, remote, capture)
+    click.echo(f"{output}: {count} files from {source[0]}")
     return ExitCode.IN_SYNC
 
 

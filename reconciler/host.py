@@ -87,7 +87,7 @@ def path_matches(pattern: str, path: str) -> bool:
 
 
 class Host(ABC):
-    """A machine to observe: the local root, a snapshot, or (later) SSH."""
+    """A machine to observe: the local root, a snapshot, or SSH (`ssh.SshHost`)."""
 
     name: str
 
@@ -97,6 +97,9 @@ class Host(ABC):
 
     def describe(self) -> str:
         return self.name
+
+    def close(self) -> None:
+        """Release what reading the host holds open (an SSH connection); files hold nothing."""
 
 
 class DirectoryHost(Host):
