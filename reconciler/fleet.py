@@ -8,6 +8,7 @@ stops or delays the others. Ctrl-C closes every connection and returns at once.
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 from collections.abc import Callable, Sequence
@@ -97,10 +98,8 @@ def _attempt(host: H, work: Callable[[H], T]) -> HostResult[T]:
 
 
 def _close_quietly(host: Host) -> None:
-    try:
+    with contextlib.suppress(Exception):  # best effort: the host's result is already decided
         host.close()
-    except Exception:  # closing is best effort: the result is already decided
-        pass
 
 
 def fleet_exit_code(results: Sequence[HostResult[T]], clean: Callable[[T], bool]) -> int:

@@ -13,6 +13,7 @@ changed keys, unless `--accept-new-host-keys` (ssh's `StrictHostKeyChecking=acce
 
 from __future__ import annotations
 
+import logging
 import os
 import shlex
 import socket
@@ -28,6 +29,11 @@ from fabric import Config, Connection
 from .errors import ConnectError, HostError, HostKeyError
 from .shell import Completed, ShellHost
 from .targets import Target
+
+# paramiko logs its transport thread's failures with tracebacks; tune reports each failure as
+# one sentence, so nothing of paramiko's log may reach the terminal.
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
+logging.getLogger("paramiko").propagate = False
 
 USER_KNOWN_HOSTS = "~/.ssh/known_hosts ~/.ssh/known_hosts2"
 GLOBAL_KNOWN_HOSTS = "/etc/ssh/ssh_known_hosts /etc/ssh/ssh_known_hosts2"
@@ -235,9 +241,13 @@ class SshHost(ShellHost):
         try:
             connection.open()
         except BaseException as exc:
+            # paramiko's transport thread keeps the first cause (a banner timeout, a reset);
+            # what connect() raises afterwards is often only "No existing session".
+            transport = connection.client.get_transport()
+            cause = (transport.get_exception() if transport is not None else None) or exc
             for hop in [connection, *opened.hops]:
                 hop.close()
-            raise self._explain(exc, connection) from exc
+            raise self._explain(cause, connection) from exc
         return opened
 
     def _verify_keys(self, connection: Connection, label: str) -> None:
@@ -280,6 +290,11 @@ class SshHost(ShellHost):
             )
         if isinstance(exc, socket.gaierror):
             return ConnectError(f"{self.name}: cannot resolve the host name {connection.host}.")
+        if isinstance(exc, paramiko.SSHException) and _unfinished_handshake(exc):
+            return ConnectError(
+                f"{self.name}: {where} accepted the connection but the SSH handshake did not "
+                f"finish within {timeout:g} s (connect timeout)."
+            )
         if isinstance(exc, paramiko.SSHException):
             return ConnectError(f"{self.name}: SSH handshake with {where} failed: {exc}.")
         if isinstance(exc, OSError):
@@ -295,6 +310,13 @@ def _hops(connection: Connection) -> list[Connection]:
         hops.append(gateway)
         gateway = gateway.gateway
     return hops
+
+
+def _unfinished_handshake(exc: Exception) -> bool:
+    """paramiko's words for a server that connects but does not speak SSH in time; which one
+    it raises depends on which of its timers runs out first."""
+    text = str(exc)
+    return any(t in text for t in ("banner", "No existing session", "Negotiation"))
 
 
 def _describe(key: paramiko.PKey) -> str:

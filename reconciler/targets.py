@@ -273,6 +273,9 @@ def _yaml_group(inventory: Inventory, name: str, body: Any) -> None:
         raise InventoryError(
             f"{inventory.source}: group {name!r} has unknown keys {', '.join(sorted(unknown))}."
         )
+    for key in ("hosts", "vars", "children"):
+        if not isinstance(body.get(key) or {}, dict):
+            raise InventoryError(f"{inventory.source}: {key} of group {name!r} must be a mapping.")
     for host, variables in (body.get("hosts") or {}).items():
         if variables is not None and not isinstance(variables, dict):
             raise InventoryError(f"{inventory.source}: host {host!r} variables must be a mapping.")
