@@ -33,6 +33,10 @@ class RemoteOptions:
     connect_timeout: float = 10.0
     command_timeout: float = 60.0
 
+    def __post_init__(self) -> None:
+        if self.limit is not None and self.inventory is None:
+            raise UsageError("--limit selects hosts of an --inventory; none was given.")
+
     @property
     def wanted(self) -> bool:
         return bool(self.hosts) or self.inventory is not None
@@ -43,8 +47,6 @@ class RemoteOptions:
         return self.inventory is not None or len(self.hosts) > 1
 
     def targets(self) -> list[Target]:
-        if self.limit is not None and self.inventory is None:
-            raise UsageError("--limit selects hosts of an --inventory; none was given.")
         found = [parse_host(h) for h in self.hosts]
         if self.inventory is not None:
             found += load_inventory(self.inventory).select(self.limit)

@@ -29,6 +29,8 @@ from .host import MAX_FILE_BYTES, Files, Host, Request
 MAGIC = b"TUNE-READ-1\0"
 ERRORS_MARK = b"TUNE-READ-ERRORS\n"
 SEPARATOR = b"\n==> "
+# Records before the file contents: (tag, pattern or listing index, path), all NUL-terminated.
+_RECORDS = re.compile(rb"(?:[mdnl]\0[0-9]+\0[^\0]*\0)*c\0")
 # A `cd` into `$TUNE_ROOT` that fails exits with this status.
 NO_ROOT = 97
 
@@ -231,25 +233,20 @@ class ReadScript:
         return self.build(answer, data, errors)
 
     def _records(self, host: str, out: bytes, pos: int) -> tuple[_Answer, bytes]:
+        """The NUL-separated records up to `c`, then the head stream after it."""
+        records = _RECORDS.match(out, pos)
+        if records is None:
+            raise HostError(f"{host}: the host's answer was cut short or is not tune's format.")
+        fields = out[pos : records.end() - 2].split(b"\0")
         answer = _Answer()
-        while True:
-            tag_end = out.find(b"\0", pos)
-            if tag_end < 0:
-                raise HostError(f"{host}: the host's answer was cut short.")
-            tag = out[pos:tag_end]
-            if tag == b"c":
-                return answer, out[tag_end + 1 :]
-            index_end = out.find(b"\0", tag_end + 1)
-            path_end = out.find(b"\0", index_end + 1)
-            if tag not in (b"m", b"d", b"n", b"l") or min(index_end, path_end) < 0:
-                raise HostError(f"{host}: the host's answer is not in tune's format.")
-            index = int(out[tag_end + 1 : index_end])
-            path = out[index_end + 1 : path_end].decode("utf-8", "surrogateescape")
+        for n in range(0, len(fields) - 1, 3):
+            tag, index = fields[n], int(fields[n + 1])
+            path = fields[n + 2].decode("utf-8", "surrogateescape")
             if tag == b"l":
                 answer.listed.setdefault(index, []).append(path)
             else:
                 answer.items.append(_Item(index, path, tag.decode()))
-            pos = path_end + 1
+        return answer, out[records.end() :]
 
     def build(self, answer: _Answer, data: dict[str, bytes], errors: dict[str, str]) -> Files:
         """The same `Files`, in the same order, that `DirectoryHost.fetch` builds."""

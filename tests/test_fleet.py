@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import json
 import threading
+from pathlib import Path
 
 import pytest
+from conftest import BLACKWELL, TUNED, UNTUNED, run_tune
 
 from reconciler.errors import HostError
 from reconciler.fleet import HostResult, fleet_exit_code, for_each_host
-from reconciler.host import Files, Host, Request
+from reconciler.host import Files, Host, Request, SnapshotHost
+from reconciler.model import Plan
+from reconciler.observe import observe
+from reconciler.plan import make_plan
+from reconciler.profile import load_profile
+from reconciler.render import fleet
 
 
 class CountingHost(Host):
@@ -84,3 +92,69 @@ def test_fleet_exit_code(values: list[bool], failed: bool, code: int) -> None:
     if failed:
         results.append(HostResult("down", error=HostError("down: connection refused.")))
     assert fleet_exit_code(results, clean=lambda clean: clean) == code
+
+
+def fleet_of_snapshots() -> list[HostResult[Plan]]:
+    loaded = load_profile(BLACKWELL)
+
+    def plan_of(root: Path) -> Plan:
+        return make_plan(loaded, observe(SnapshotHost(root, name=root.name), loaded.profile))
+
+    return [
+        HostResult("tuned-1", value=plan_of(TUNED)),
+        HostResult("untuned-1", value=plan_of(UNTUNED)),
+        HostResult("down-1", error=HostError("down-1: cannot connect to down-1:22: refused.")),
+    ]
+
+
+def test_fleet_text_is_a_table_then_details_of_hosts_not_in_sync() -> None:
+    out = fleet.render(fleet_of_snapshots(), "text", color=False)
+    table, _, details = out.partition("\n\n")
+    assert table.splitlines() == [
+        "HOST       STATUS                        RUNTIME  REBOOT  PENDING  CHECKS OK",
+        "tuned-1    in sync                             0       0        0      11/11",
+        "untuned-1  281 changes, 3 failed checks      277       4        0       8/11",
+        "down-1     error                               -       -        -          -",
+    ]
+    assert details.startswith("3 hosts: 1 in sync, 1 with changes, 1 unreachable or failed.")
+    assert "== untuned-1\ntune plan: blackwell-8x on gpu-node-07" in details
+    assert "== down-1: error\ndown-1: cannot connect to down-1:22: refused." in details
+    assert "== tuned-1" not in details, "hosts in sync have no details"
+
+
+def test_fleet_json_has_one_object_per_host() -> None:
+    objects = json.loads(fleet.render(fleet_of_snapshots(), "json", color=False))
+    assert [(o["host"], o["status"]) for o in objects] == [
+        ("tuned-1", "in sync"),
+        ("untuned-1", "281 changes, 3 failed checks"),
+        ("down-1", "error"),
+    ]
+    assert objects[0]["plan"]["changes"] == []
+    assert objects[2] == {
+        "host": "down-1",
+        "status": "error",
+        "error": "down-1: cannot connect to down-1:22: refused.",
+    }
+
+
+def test_fleet_markdown_has_the_summary_table_and_each_host_report() -> None:
+    out = fleet.render(fleet_of_snapshots(), "markdown", color=False)
+    assert "| untuned-1 | 281 changes, 3 failed checks | 277 | 4 | 0 | 8/11 |" in out
+    assert "# Host audit: gpu-node-07 against profile `blackwell-8x`" in out
+    assert "# down-1: error" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["plan", BLACKWELL, "--root", TUNED, "-H", "a"], "--root reads a snapshot"),
+        (["plan", BLACKWELL, "-H", "a", "-H", "b", "--root", TUNED], "--root reads a snapshot"),
+        (["plan", BLACKWELL, "--limit", "gpu"], "--limit selects hosts of an --inventory"),
+        (["plan", BLACKWELL, "-H", "a", "-H", "a"], "host a is given twice"),
+        (["snapshot", BLACKWELL, "-o", "x.tar.gz", "-H", "a", "-H", "b"], "snapshot reads one"),
+    ],
+)
+def test_remote_usage_errors(args: list[object], message: str) -> None:
+    result = run_tune(*args)  # type: ignore[arg-type]
+    assert result.code == 64
+    assert message in result.err
