@@ -165,6 +165,10 @@ class Reread:
     paths: tuple[str, ...]
     answer: _Answer
 
+    @classmethod
+    def of(cls, answer: _Answer) -> Reread:
+        return cls(tuple(dict.fromkeys(i.path for i in answer.items if i.kind == "m")), answer)
+
 
 @dataclass(frozen=True)
 class ReadScript:
@@ -206,7 +210,9 @@ class ReadScript:
         if start < 0:
             raise HostError(f"{host}: the host's answer does not start with tune's marker.")
         answer, stream = self._records(host, done.stdout, start + len(MAGIC))
-        problems = _head_errors(host, done.stderr, [f".{i.path}" for i in answer.items])
+        problems = _batch_errors(host, done.stderr, [f".{i.path}" for i in answer.items])
+        if problems is None:
+            return Reread.of(answer)
         opened = [
             (n, item) for n, item in enumerate(answer.items) if not problems.get(n, ("", False))[1]
         ]
@@ -223,8 +229,7 @@ class ReadScript:
                 if item.kind == "m" and n not in problems:
                     data.setdefault(item.path, chunk[len(head) :])
         if not headers_ok:
-            paths = tuple(dict.fromkeys(i.path for i in answer.items if i.kind == "m"))
-            return Reread(paths, answer)
+            return Reread.of(answer)
         for n, (reason, _not_opened) in problems.items():
             item = answer.items[n]
             if item.kind == "m":
@@ -322,6 +327,15 @@ def _head_errors(host: str, stderr: bytes, args: list[str]) -> dict[int, tuple[s
         else:
             raise HostError(f"{host}: unexpected error while reading files: {line}")
     return problems
+
+
+def _batch_errors(host: str, stderr: bytes, args: list[str]) -> dict[int, tuple[str, bool]] | None:
+    """`_head_errors`, or None when a message names no argument (an unusual file name, quoted
+    in a way not foreseen): reading file by file then tells which file failed."""
+    try:
+        return _head_errors(host, stderr, args)
+    except HostError:
+        return None
 
 
 def _quoted(arg: str) -> tuple[str, ...]:
