@@ -6,18 +6,24 @@ import json
 import os
 import sys
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
 from . import __version__, apply_cli, saved
-from .errors import ExitCode, TuneError
+from .errors import ExitCode, TuneError, UsageError
+from .fleet import fleet_exit_code, for_each_host
 from .host import Host, open_host, write_archive
+from .model import Plan
 from .observe import observe, request
 from .plan import make_plan
 from .profile import LoadedProfile, load_profile, schema
+from .remote import RemoteOptions, progress_on_terminal, remote_options
 from .render import RENDERERS
+from .render import fleet as fleet_render
 
+T = TypeVar("T")
 ROOT_HELP = "Read the host from a snapshot directory or .tar.gz instead of this machine."
 profile_arg = click.argument("profile", type=click.Path(exists=True, dir_okay=False, readable=True))
 
@@ -43,18 +49,37 @@ def cli() -> None:
     "-o", "--output", metavar="FILE.json", help="Save the plan here (default .tune/plan.json)."
 )
 @click.option("--no-persist", is_flag=True, help="Leave tune's boot-time files out of the plan.")
-def plan(profile: str, root: str | None, fmt: str, output: str | None, no_persist: bool) -> int:
-    """Show what differs between PROFILE and the host, and why. Changes nothing on the host;
-    saves the plan for `tune apply` (.tune/plan.json, or -o FILE)."""
+@remote_options
+def plan(
+    profile: str,
+    root: str | None,
+    fmt: str,
+    output: str | None,
+    no_persist: bool,
+    remote: RemoteOptions,
+) -> int:
+    """Show what differs between PROFILE and the host(s), and why. Changes nothing on a host;
+    for one host, saves the plan for `tune apply` (.tune/plan.json, or -o FILE)."""
     loaded = load_profile(profile)
-    host = open_host(root)
-    result = make_plan(loaded, observe(host, loaded.profile, not no_persist), not no_persist)
     color = fmt == "text" and sys.stdout.isatty() and "NO_COLOR" not in os.environ
+
+    def plan_of(host: Host) -> Plan:
+        return make_plan(loaded, observe(host, loaded.profile, not no_persist), not no_persist)
+
+    if remote.is_fleet:
+        _no_root(root)
+        results = for_each_host(remote.open(), plan_of, remote.forks, progress_on_terminal())
+        click.echo(fleet_render.render(results, fmt, color), nl=False, color=color)
+        return fleet_exit_code(results, lambda p: p.is_clean)
+    result = _on_one_host(root, remote, plan_of)
     click.echo(RENDERERS[fmt](result, color), nl=False, color=color)
-    try:
-        saved.save(output or saved.DEFAULT, loaded, result, root, not no_persist)
-    except OSError as exc:
-        click.echo(f"tune: could not save the plan ({exc.strerror}): {exc.filename}", err=True)
+    # A saved plan is applied where it was made; apply over SSH does not exist yet, so a remote
+    # plan is not saved (`tune apply` would otherwise take it for this machine's).
+    if not remote.wanted:
+        try:
+            saved.save(output or saved.DEFAULT, loaded, result, root, not no_persist)
+        except OSError as exc:
+            click.echo(f"tune: could not save the plan ({exc.strerror}): {exc.filename}", err=True)
     return ExitCode.IN_SYNC if result.is_clean else ExitCode.CHANGES
 
 
@@ -76,6 +101,7 @@ def plan(profile: str, root: str | None, fmt: str, output: str | None, no_persis
     is_flag=True,
     help="Ignore tune's boot-time files (for hosts applied with --no-persist).",
 )
+@remote_options
 def check_cmd(
     profile: str | None,
     root: str | None,
@@ -84,29 +110,55 @@ def check_cmd(
     prometheus: str | None,
     since_apply: bool,
     no_persist: bool,
+    remote: RemoteOptions,
 ) -> int:
-    """Report drift of the host from PROFILE (default: the profile last applied there).
+    """Report drift of the host(s) from PROFILE (default: the profile last applied there).
 
     Exit codes: 0 in sync (pending reboots included), 2 drift, 1 could not check,
-    65 invalid profile. Never writes to the host except the metrics FILE.
+    65 invalid profile. Never writes to a host except the metrics FILE (local).
     """
     from . import metrics
-    from .check import run_check
+    from .check import Report, run_check
     from .render import check as render_check
 
+    color = fmt == "text" and sys.stdout.isatty() and "NO_COLOR" not in os.environ
+
+    def check_of(host: Host) -> Report:
+        return run_check(host, profile, since_apply=since_apply, with_persistence=not no_persist)
+
+    if remote.is_fleet:
+        if prometheus:
+            raise UsageError("--prometheus describes one host; run it on each host instead.")
+        _no_root(root)
+        results = for_each_host(remote.open(), check_of, remote.forks, progress_on_terminal())
+        click.echo(render_check.fleet(results, fmt, quiet=quiet, color=color), nl=False)
+        return fleet_exit_code(results, lambda r: r.in_sync)
     try:
-        report = run_check(
-            open_host(root), profile, since_apply=since_apply, with_persistence=not no_persist
-        )
+        report = _on_one_host(root, remote, check_of)
     except TuneError:
         if prometheus:
             metrics.write_atomically(prometheus, metrics.exposition(None, time.time()))
         raise
-    color = fmt == "text" and sys.stdout.isatty() and "NO_COLOR" not in os.environ
     click.echo(render_check.render(report, fmt, quiet=quiet, color=color), nl=False, color=color)
     if prometheus:
         metrics.write_atomically(prometheus, metrics.exposition(report, time.time()))
     return ExitCode.IN_SYNC if report.in_sync else ExitCode.CHANGES
+
+
+def _no_root(root: str | None) -> None:
+    if root is not None:
+        raise UsageError("--root reads a snapshot; it cannot be combined with -H or --inventory.")
+
+
+def _on_one_host(root: str | None, remote: RemoteOptions, work: Callable[[Host], T]) -> T:
+    """`work` on the one host the options name: a -H host, a snapshot, or this machine."""
+    if remote.wanted:
+        _no_root(root)
+    host = remote.open()[0] if remote.wanted else open_host(root)
+    try:
+        return work(host)
+    finally:
+        host.close()
 
 
 @cli.command()
@@ -130,13 +182,20 @@ def schema_cmd() -> int:
 @profile_arg
 @click.option("-o", "--output", required=True, metavar="FILE.tar.gz", help="Archive to write.")
 @click.option("--root", metavar="PATH", help=ROOT_HELP)
-def snapshot(profile: str, output: str, root: str | None) -> int:
+@remote_options
+def snapshot(profile: str, output: str, root: str | None, remote: RemoteOptions) -> int:
     """Capture exactly the files PROFILE reads from the host, for offline plans."""
     loaded: LoadedProfile = load_profile(profile)
-    host: Host = open_host(root)
-    files = host.fetch(request(loaded.profile))
-    count = write_archive(files, output)
-    click.echo(f"{output}: {count} files from {host.describe()}")
+    if remote.is_fleet:
+        raise UsageError("snapshot reads one host; give a single -H.")
+    source: list[str] = []
+
+    def capture(host: Host) -> int:
+        source.append(host.describe())
+        return write_archive(host.fetch(request(loaded.profile)), output)
+
+    count = _on_one_host(root, remote, capture)
+    click.echo(f"{output}: {count} files from {source[0]}")
     return ExitCode.IN_SYNC
 
 

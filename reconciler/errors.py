@@ -54,6 +54,18 @@ class ApplyFailed(TuneError):
     exit_code = ExitCode.APPLY_FAILED
 
 
+class ConnectError(HostError):
+    """An SSH host could not be reached, refused us, or did not answer in time."""
+
+
+class HostKeyError(HostError):
+    """An SSH host presented a key known_hosts does not vouch for."""
+
+
+class InventoryError(UsageError):
+    """An inventory file tune cannot read, or a --limit that selects no host."""
+
+
 @dataclass(frozen=True)
 class Diagnostic:
     """A problem at a place in a profile file; line and column are 1-based."""

@@ -106,7 +106,7 @@ class Completed:
 
 class Host(ABC):
     """A machine to observe and (for apply and rollback only) to write: the local root, a
-    snapshot, or (later) SSH.
+    snapshot, or SSH (`ssh.SshHost`, observation only for now).
 
     The write side is a handful of primitives that `reconciler.steps` describes as data; a host
     that cannot be written (an archive) keeps the defaults below, which refuse.
@@ -161,6 +161,9 @@ class Host(ABC):
     def lock(self, path: str) -> contextlib.AbstractContextManager[None]:
         """Hold an exclusive lock on `path` for the block; `LockHeld` when another has it."""
         raise self._refuse()
+
+    def close(self) -> None:  # noqa: B027 - a hook: only hosts that connect hold anything
+        """Release what reading the host holds open (an SSH connection); files hold nothing."""
 
 
 class DirectoryHost(Host):

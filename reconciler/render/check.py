@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 import click
 
 from ..applied import JsonValue
 from ..check import Report, Since
+from ..fleet import HostResult
 from ..model import Change, CheckResult, Value
+from . import fleet as fleet_render
 from .folding import fold, show, shown
 
 
@@ -128,3 +131,32 @@ def _since(report: Report) -> str:
 def _show(value: JsonValue) -> str:
     as_value: Value = tuple(value) if isinstance(value, list) else value
     return show(as_value)
+
+
+def fleet(results: Sequence[HostResult[Report]], fmt: str, *, quiet: bool, color: bool) -> str:
+    """Many hosts: `--quiet` prefixes each drift line with its host (cron mails one list);
+    text is the fleet summary table then each drifted host's report; JSON one object a host."""
+    if fmt == "json":
+        objects = [
+            {"host": r.name, "status": "error", "error": str(r.error)}
+            if r.value is None
+            else {
+                "host": r.name,
+                "status": "in-sync" if r.value.in_sync else "drift",
+                "report": r.value.to_json(),
+            }
+            for r in results
+        ]
+        return json.dumps(objects, indent=2) + "\n"
+    if quiet:
+        lines = []
+        for r in results:
+            if r.value is None:
+                lines.append(f"{r.name}: ERROR {r.error}")
+            else:
+                lines += [f"{r.name}: {line}" for line in drift_lines(r.value)]
+        return "".join(line + "\n" for line in lines)
+    # The summary table reads plans; the details are each host's own check report.
+    reports = {id(r.value.plan): r.value for r in results if r.value is not None}
+    plans = [HostResult(r.name, r.value.plan if r.value else None, r.error) for r in results]
+    return fleet_render.text(plans, color, lambda plan, c: text(reports[id(plan)], c))

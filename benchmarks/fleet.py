@@ -1,0 +1,177 @@
+"""`tune plan` over N loopback SSH hosts against two baselines measured in the same run.
+
+    python benchmarks/fleet.py N [--forks 20]
+
+Needs root and openssh-server (as the SSH tests do). Sets up N hosts (copies of the tuned
+example host, cut to the files the Blackwell profile reads) behind private sshd servers on
+127.0.0.x, then runs, each in its own process:
+
+- tune: `tune plan PROFILE -H h1 ... -H hN --forks F --format json`;
+- fabric: the bare baseline, one fabric connection per host and one batched `cat` of the same
+  (already expanded) files, F hosts at a time, no host-key check, no globbing, no plan;
+- ssh: OpenSSH's client, `ssh hN 'cat ...'` per host, F at a time.
+
+For each it prints wall time, controller CPU (the process and its children), peak resident
+memory of the largest process, target CPU per host (sshd and everything it ran, from the
+servers' reaped-children times) and connections and exec requests per host from the sshd logs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+PROJECT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(PROJECT), str(PROJECT / "tests")]
+
+from ssh_fixture import SshLab, clone_host, minimal_host, sshd_available  # noqa: E402
+
+from reconciler.host import SnapshotHost  # noqa: E402
+from reconciler.observe import request  # noqa: E402
+from reconciler.profile import load_profile  # noqa: E402
+
+PROFILE = PROJECT / "profiles" / "blackwell-8x.yaml"
+TUNED = PROJECT / "examples" / "hosts" / "rtx6000bw-tuned"
+
+FABRIC_BASELINE = """
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from fabric import Config, Connection
+config_path, forks, command, *hosts = sys.argv[1:]
+config = Config(runtime_ssh_path=config_path)
+def read(host):
+    with Connection(host, config=config) as connection:
+        return len(connection.run(command, hide=True).stdout)
+with ThreadPoolExecutor(int(forks)) as pool:
+    sizes = list(pool.map(read, hosts))
+assert all(sizes), sizes
+"""
+
+SSH_BASELINE = """
+import subprocess, sys
+from concurrent.futures import ThreadPoolExecutor
+config_path, forks, command, *hosts = sys.argv[1:]
+def read(host):
+    done = subprocess.run(["ssh", "-F", config_path, host, command], capture_output=True)
+    return len(done.stdout) if done.returncode == 0 else 0
+with ThreadPoolExecutor(int(forks)) as pool:
+    sizes = list(pool.map(read, hosts))
+assert all(sizes), sizes
+"""
+
+
+@dataclass
+class Measured:
+    name: str
+    wall: float
+    cpu: float
+    rss_mb: float
+    target_cpu: float
+    connections: float
+    execs: float
+
+
+def target_cpu(lab: SshLab) -> float:
+    """CPU seconds of every sshd child the servers have reaped (sessions, shells, cat/head)."""
+    total = 0.0
+    for server in lab.servers:
+        assert server.process is not None
+        fields = Path(f"/proc/{server.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += (int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def measure(name: str, argv: list[str], lab: SshLab, hosts: int) -> Measured:
+    execs_before, conns_before = lab.exec_requests(), lab.connections()
+    cpu_before = target_cpu(lab)
+    env = {**os.environ, "PYTHONPATH": str(PROJECT)}
+    start = time.perf_counter()
+    child = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(child.pid, 0)
+    wall = time.perf_counter() - start
+    code = os.waitstatus_to_exitcode(status)
+    if code not in (0, 2):
+        raise SystemExit(
+            f"{name} failed ({code}): {child.stderr.read().decode() if child.stderr else ''}"
+        )
+    time.sleep(0.3)  # let sshd reap its last sessions before reading its counters
+    execs = sum((lab.exec_requests() - execs_before).values())
+    conns = sum((lab.connections() - conns_before).values())
+    return Measured(
+        name,
+        wall,
+        usage.ru_utime + usage.ru_stime,
+        usage.ru_maxrss / 1024,
+        (target_cpu(lab) - cpu_before) / hosts,
+        conns / hosts,
+        execs / hosts,
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("hosts", type=int)
+    parser.add_argument("--forks", type=int, default=20)
+    args = parser.parse_args()
+    if not sshd_available():
+        raise SystemExit("needs root, sshd and ssh-keygen (apt-get install openssh-server)")
+    with tempfile.TemporaryDirectory(prefix="tune-fleet-") as scratch:
+        base = Path(scratch)
+        template = minimal_host(TUNED, PROFILE, base / "template")
+        roots = {f"h{n}": clone_host(template, base / f"h{n}") for n in range(1, args.hosts + 1)}
+        files = SnapshotHost(template).fetch(request(load_profile(PROFILE).profile)).contents
+        cat = 'cd "$TUNE_ROOT" && cat -- ' + " ".join(shlex.quote(f".{p}") for p in files)
+        lab = SshLab(base / "lab", roots)
+        try:
+            lab.start()
+            names = list(roots)
+            forks = str(args.forks)
+            runs = [
+                measure(
+                    "tune plan",
+                    [sys.executable, "-m", "reconciler.cli", "plan", str(PROFILE)]
+                    + ["--ssh-config", str(lab.config), "--forks", forks, "--format", "json"]
+                    + [a for n in names for a in ("-H", n)],
+                    lab,
+                    len(names),
+                ),
+                measure(
+                    "bare fabric",
+                    [sys.executable, "-c", FABRIC_BASELINE, str(lab.config), forks, cat, *names],
+                    lab,
+                    len(names),
+                ),
+                measure(
+                    "plain ssh",
+                    [sys.executable, "-c", SSH_BASELINE, str(lab.config), forks, cat, *names],
+                    lab,
+                    len(names),
+                ),
+            ]
+        finally:
+            lab.stop()
+    fabric = runs[1]
+    cpus = os.cpu_count()
+    print(f"{args.hosts} hosts, forks {args.forks}, {len(files)} files per host, {cpus} CPUs")
+    print(
+        f"{'':12} {'wall s':>7} {'vs fabric':>9} {'ctl CPU s':>9} {'ctl ms/host':>11} "
+        f"{'peak MB':>8} {'target ms/host':>14} {'conn/host':>9} {'exec/host':>9}"
+    )
+    for run in runs:
+        print(
+            f"{run.name:12} {run.wall:7.2f} {run.wall / fabric.wall:8.2f}x {run.cpu:9.2f} "
+            f"{1000 * run.cpu / args.hosts:11.1f} {run.rss_mb:8.1f} "
+            f"{1000 * run.target_cpu:14.1f} {run.connections:9.2f} {run.execs:9.2f}"
+        )
+    print("(peak MB: the largest single process; plain ssh runs one ssh client per host)")
+
+
+if __name__ == "__main__":
+    main()

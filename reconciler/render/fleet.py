@@ -1,0 +1,122 @@
+"""Plans of many hosts: one summary table, then the details of every host that is not in sync.
+
+A consumer of the same per-host plans the single-host renderers show; JSON gives one object per
+host so a script can pick hosts by status.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import click
+
+from ..fleet import HostResult
+from ..model import Phase, Plan
+
+Renderer = Callable[[Plan, bool], str]
+
+
+def status(result: HostResult[Plan]) -> str:
+    """`error`, `in sync`, or how many changes (and failed checks) the host has."""
+    if result.error is not None or result.value is None:
+        return "error"
+    plan = result.value
+    if plan.is_clean:
+        return "in sync"
+    parts = []
+    if plan.changes:
+        parts.append(f"{len(plan.changes)} change{'s' * (len(plan.changes) != 1)}")
+    if plan.failed_checks:
+        failed = len(plan.failed_checks)
+        parts.append(f"{failed} failed check{'s' * (failed != 1)}")
+    return ", ".join(parts)
+
+
+def _row(result: HostResult[Plan]) -> list[str]:
+    plan = result.value
+    if plan is None:
+        return [result.name, "error", "-", "-", "-", "-"]
+    runtime = sum(c.phase is Phase.RUNTIME for c in plan.changes)
+    passed = len(plan.checks) - len(plan.failed_checks)
+    return [
+        result.name,
+        status(result),
+        str(runtime),
+        str(len(plan.changes) - runtime),
+        str(len(plan.pending)),
+        f"{passed}/{len(plan.checks)}",
+    ]
+
+
+HEADER = ["HOST", "STATUS", "RUNTIME", "REBOOT", "PENDING", "CHECKS OK"]
+
+
+def totals(results: Sequence[HostResult[Plan]]) -> str:
+    errors = sum(r.error is not None for r in results)
+    clean = sum(r.value is not None and r.value.is_clean for r in results)
+    changed = len(results) - errors - clean
+    return (
+        f"{len(results)} hosts: {clean} in sync, {changed} with changes, "
+        f"{errors} unreachable or failed."
+    )
+
+
+def text(results: Sequence[HostResult[Plan]], color: bool, each: Renderer) -> str:
+    rows = [HEADER, *(_row(r) for r in results)]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(HEADER))]
+
+    def line(row: list[str], index: int) -> str:
+        cells = [
+            cell.ljust(widths[i]) if i < 2 else cell.rjust(widths[i]) for i, cell in enumerate(row)
+        ]
+        rendered = "  ".join(cells).rstrip()
+        if not color or index == 0:
+            return click.style(rendered, bold=True) if color else rendered
+        shade = {"error": "red", "in sync": "green"}.get(row[1], "yellow")
+        return click.style(rendered, fg=shade)
+
+    out = [line(row, n) for n, row in enumerate(rows)]
+    out += ["", totals(results)]
+    for result in results:
+        if result.error is not None:
+            out += ["", f"== {result.name}: error", str(result.error)]
+        elif result.value is not None and not result.value.is_clean:
+            out += ["", f"== {result.name}", each(result.value, color).rstrip("\n")]
+    return "\n".join(out) + "\n"
+
+
+def markdown(results: Sequence[HostResult[Plan]], each: Renderer) -> str:
+    out = ["# Fleet audit", "", "| " + " | ".join(HEADER) + " |"]
+    out.append("|" + "---|" * len(HEADER))
+    out += ["| " + " | ".join(_row(r)) + " |" for r in results]
+    out += ["", totals(results)]
+    for result in results:
+        if result.error is not None:
+            out += ["", f"# {result.name}: error", "", str(result.error)]
+        elif result.value is not None and not result.value.is_clean:
+            out += ["", each(result.value, False).rstrip("\n")]
+    return "\n".join(out) + "\n"
+
+
+def as_json(results: Sequence[HostResult[Plan]]) -> str:
+    objects: list[dict[str, Any]] = []
+    for result in results:
+        entry: dict[str, Any] = {"host": result.name, "status": status(result)}
+        if result.error is not None:
+            entry["error"] = str(result.error)
+        if result.value is not None:
+            entry["plan"] = result.value.to_json()
+        objects.append(entry)
+    return json.dumps(objects, indent=2) + "\n"
+
+
+def render(results: Sequence[HostResult[Plan]], fmt: str, color: bool) -> str:
+    from . import RENDERERS
+
+    if fmt == "json":
+        return as_json(results)
+    if fmt == "markdown":
+        return markdown(results, RENDERERS["markdown"])
+    return text(results, color, RENDERERS["text"])

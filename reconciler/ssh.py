@@ -1,0 +1,330 @@
+"""SSH hosts: one connection and one exec request per observation, host keys verified.
+
+Only remote runs import this module (and with it fabric and paramiko); local and snapshot runs
+never pay for them. fabric resolves `~/.ssh/config` (HostName, User, Port, IdentityFile,
+ProxyJump) as ssh does; the bytes travel over a raw paramiko channel, because fabric's `run`
+decodes output as text and PCI config space is binary.
+
+fabric accepts unknown host keys silently and never reads known_hosts; here every connection,
+jump hosts included, checks the keys in the user's and the system's known_hosts files (or the
+`UserKnownHostsFile`/`GlobalKnownHostsFile` that ssh_config names) and refuses unknown or
+changed keys, unless `--accept-new-host-keys` (ssh's `StrictHostKeyChecking=accept-new`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shlex
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import paramiko
+from fabric import Config, Connection
+
+from .errors import ConnectError, HostError, HostKeyError
+from .shell import ScriptResult, ShellHost
+from .targets import Target
+
+# paramiko logs its transport thread's failures with tracebacks; tune reports each failure as
+# one sentence, so nothing of paramiko's log may reach the terminal.
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
+logging.getLogger("paramiko").propagate = False
+
+USER_KNOWN_HOSTS = "~/.ssh/known_hosts ~/.ssh/known_hosts2"
+GLOBAL_KNOWN_HOSTS = "/etc/ssh/ssh_known_hosts /etc/ssh/ssh_known_hosts2"
+
+
+@dataclass(frozen=True)
+class SshSettings:
+    """How to reach every host of a run (the command line's SSH options)."""
+
+    ssh_config: str | None = None  # like `ssh -F`; None reads ~/.ssh/config and the system's
+    sudo: bool = False  # run the remote shell through `sudo -n`
+    accept_new_host_keys: bool = False
+    connect_timeout: float = 10.0
+    command_timeout: float = 60.0
+
+
+class KnownHosts:
+    """known_hosts files parsed once and shared by every connection of a run."""
+
+    def __init__(self, paths: list[Path], write_to: Path, hash_names: bool) -> None:
+        self.keys = paramiko.HostKeys()
+        self.write_to = write_to
+        self.hash_names = hash_names
+        self._lock = threading.Lock()
+        for path in paths:
+            if path.is_file():
+                try:
+                    self.keys.load(str(path))
+                except (OSError, paramiko.SSHException) as exc:
+                    raise HostError(f"{path}: cannot read known hosts ({exc}).") from exc
+
+    def add(self, name: str, key: paramiko.PKey) -> None:
+        """Remember a new key, as ssh's accept-new does: append one line, keep the rest."""
+        entry = paramiko.HostKeys.hash_host(name) if self.hash_names else name
+        line = f"{entry} {key.get_name()} {key.get_base64()}\n"
+        with self._lock:
+            self.write_to.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            with open(self.write_to, "a") as handle:
+                handle.write(line)
+            self.keys.add(name, key.get_name(), key)
+
+
+class _Policy(paramiko.MissingHostKeyPolicy):
+    """Called by paramiko only for a host with no key at all in known_hosts."""
+
+    def __init__(self, label: str, known: KnownHosts, accept_new: bool) -> None:
+        self.label = label
+        self.known = known
+        self.accept_new = accept_new
+
+    def missing_host_key(
+        self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey
+    ) -> None:
+        if self.accept_new:
+            self.known.add(hostname, key)
+            return
+        host, port = _split_known_name(hostname)
+        scan = f"ssh-keyscan{f' -p {port}' if port != 22 else ''} {host}"
+        raise HostKeyError(
+            f"{self.label}: unknown host key for {hostname} ({_describe(key)}); tune refuses "
+            f"unknown keys: check the fingerprint with the host's owner, then add it with "
+            f"`{scan} >> {self.known.write_to}`, or pass --accept-new-host-keys."
+        )
+
+
+class SshSetup:
+    """The parsed ssh configuration and known_hosts shared by every host of one run."""
+
+    def __init__(self, settings: SshSettings) -> None:
+        self.settings = settings
+        timeout = settings.connect_timeout
+        overrides: dict[str, Any] = {
+            "timeouts": {"connect": timeout},
+            # Jump hosts get these too: their connections are built from this configuration.
+            "connect_kwargs": {"banner_timeout": timeout, "auth_timeout": timeout},
+        }
+        if settings.ssh_config is not None:
+            self.config = Config(overrides=overrides, runtime_ssh_path=settings.ssh_config)
+        else:
+            self.config = Config(overrides=overrides)
+        self._known: dict[tuple[str, str], KnownHosts] = {}
+        self._lock = threading.Lock()
+
+    def host(self, target: Target) -> SshHost:
+        return SshHost(target, self)
+
+    def known_hosts(self, ssh_config: dict[str, Any]) -> KnownHosts:
+        user = ssh_config.get("userknownhostsfile", USER_KNOWN_HOSTS)
+        system = ssh_config.get("globalknownhostsfile", GLOBAL_KNOWN_HOSTS)
+        with self._lock:
+            if (user, system) not in self._known:
+                users = [Path(os.path.expanduser(p)) for p in shlex.split(user)]
+                systems = [Path(os.path.expanduser(p)) for p in shlex.split(system)]
+                hashed = str(ssh_config.get("hashknownhosts", "no")).lower() == "yes"
+                self._known[(user, system)] = KnownHosts(users + systems, users[0], hashed)
+            return self._known[(user, system)]
+
+    def accept_new(self, ssh_config: dict[str, Any]) -> bool:
+        strict = str(ssh_config.get("stricthostkeychecking", "")).lower()
+        return self.settings.accept_new_host_keys or strict == "accept-new"
+
+
+@dataclass
+class _Open:
+    connection: Connection
+    hops: list[Connection] = field(default_factory=list)
+
+
+class SshHost(ShellHost):
+    """A host reached over SSH. Connects on first use; `close` ends the connection."""
+
+    def __init__(self, target: Target, setup: SshSetup) -> None:
+        self.target = target
+        self.setup = setup
+        self.name = target.name
+        self._open: _Open | None = None
+        self._lock = threading.Lock()
+
+    def describe(self) -> str:
+        return f"ssh {self.name}"
+
+    @property
+    def command(self) -> str:
+        """What the login shell runs: a POSIX sh that reads tune's script on standard input,
+        so the user's login shell (bash, zsh, fish) never parses the script itself."""
+        return "sudo -n -- sh" if self.setup.settings.sudo else "sh"
+
+    def run_script(self, script: str) -> ScriptResult:
+        transport = self._transport()
+        settings = self.setup.settings
+        deadline = time.monotonic() + settings.command_timeout
+        try:
+            channel = transport.open_session(timeout=settings.connect_timeout)
+            channel.exec_command(self.command)
+            channel.sendall(script.encode())
+            channel.shutdown_write()
+            stdout = []
+            while True:
+                channel.settimeout(max(0.01, deadline - time.monotonic()))
+                chunk = channel.recv(1 << 16)
+                if not chunk:
+                    break
+                stdout.append(chunk)
+            if not channel.status_event.wait(max(0.01, deadline - time.monotonic())):
+                raise TimeoutError
+            stderr = []
+            while channel.recv_stderr_ready():
+                stderr.append(channel.recv_stderr(1 << 16))
+            status = channel.recv_exit_status()
+        except TimeoutError as exc:
+            self.close()
+            raise ConnectError(
+                f"{self.name}: no complete answer within {settings.command_timeout:g} s "
+                "(command timeout)."
+            ) from exc
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            self.close()
+            raise ConnectError(
+                f"{self.name}: the connection broke ({exc or type(exc).__name__})."
+            ) from exc
+        return ScriptResult(b"".join(stdout), b"".join(stderr), status)
+
+    def close(self) -> None:
+        """End the connection; safe from another thread (Ctrl-C closes every host)."""
+        with self._lock:
+            opened, self._open = self._open, None
+        if opened is not None:
+            for connection in [opened.connection, *opened.hops]:
+                connection.close()
+
+    def _transport(self) -> paramiko.Transport:
+        with self._lock:
+            opened = self._open
+        if opened is None:
+            # Connect outside the lock, so that `close` from another thread never waits for it.
+            opened = self._connect()
+            with self._lock:
+                self._open = opened
+        client: paramiko.SSHClient = opened.connection.client
+        transport = client.get_transport()
+        if transport is None or not transport.is_active():
+            raise ConnectError(f"{self.name}: the connection is closed.")
+        return transport
+
+    def _connect(self) -> _Open:
+        target = self.target
+        kwargs: dict[str, Any] = {
+            "banner_timeout": self.setup.settings.connect_timeout,
+            "auth_timeout": self.setup.settings.connect_timeout,
+        }
+        if target.identity_file:
+            kwargs["key_filename"] = [os.path.expanduser(target.identity_file)]
+        connection = Connection(
+            target.host,
+            user=target.user,
+            port=target.port,
+            config=self.setup.config,
+            connect_timeout=self.setup.settings.connect_timeout,
+            connect_kwargs=kwargs,
+        )
+        opened = _Open(connection, _hops(connection))
+        self._verify_keys(connection, self.name)
+        for hop in opened.hops:
+            self._verify_keys(hop, f"{self.name} (jump host {hop.original_host})")
+        try:
+            connection.open()
+        except BaseException as exc:
+            # paramiko's transport thread keeps the first cause (a banner timeout, a reset);
+            # what connect() raises afterwards is often only "No existing session".
+            transport = connection.client.get_transport()
+            cause = (transport.get_exception() if transport is not None else None) or exc
+            for hop in [connection, *opened.hops]:
+                hop.close()
+            raise self._explain(cause, connection) from exc
+        return opened
+
+    def _verify_keys(self, connection: Connection, label: str) -> None:
+        known = self.setup.known_hosts(connection.ssh_config)
+        client = connection.client
+        # paramiko has no public way to share one parsed known_hosts between clients; its
+        # "system" table is only read during connect, which is all sharing needs.
+        client._system_host_keys = known.keys
+        accept_new = self.setup.accept_new(connection.ssh_config)
+        client.set_missing_host_key_policy(_Policy(label, known, accept_new))
+
+    def _explain(self, exc: BaseException, connection: Connection) -> BaseException:
+        where = f"{connection.host}:{connection.port}"
+        timeout = self.setup.settings.connect_timeout
+        if isinstance(exc, HostKeyError | KeyboardInterrupt):
+            return exc
+        if isinstance(exc, paramiko.BadHostKeyException):
+            name = (
+                connection.host
+                if connection.port == 22
+                else f"[{connection.host}]:{connection.port}"
+            )
+            known = self.setup.known_hosts(connection.ssh_config)
+            return HostKeyError(
+                f"{self.name}: the host key of {name} CHANGED: it presents "
+                f"{_describe(exc.key)}, known_hosts has {_describe(exc.expected_key)}; this "
+                "could be an attack, or the host was reinstalled: if you can confirm that, "
+                f"remove the old key with `ssh-keygen -f {known.write_to} -R '{name}'` and "
+                "connect again."
+            )
+        if isinstance(exc, paramiko.AuthenticationException):
+            return ConnectError(
+                f"{self.name}: {where} refused authentication as {connection.user} ({exc})."
+            )
+        if isinstance(exc, paramiko.ssh_exception.NoValidConnectionsError):
+            return ConnectError(f"{self.name}: cannot connect to {where}: connection refused.")
+        if isinstance(exc, TimeoutError):
+            return ConnectError(
+                f"{self.name}: no connection to {where} within {timeout:g} s (connect timeout)."
+            )
+        if isinstance(exc, socket.gaierror):
+            return ConnectError(f"{self.name}: cannot resolve the host name {connection.host}.")
+        if isinstance(exc, paramiko.SSHException) and _unfinished_handshake(exc):
+            return ConnectError(
+                f"{self.name}: {where} accepted the connection but the SSH handshake did not "
+                f"finish within {timeout:g} s (connect timeout)."
+            )
+        if isinstance(exc, paramiko.SSHException):
+            return ConnectError(f"{self.name}: SSH handshake with {where} failed: {exc}.")
+        if isinstance(exc, OSError):
+            return ConnectError(f"{self.name}: cannot connect to {where}: {exc.strerror or exc}.")
+        return exc
+
+
+def _hops(connection: Connection) -> list[Connection]:
+    """ProxyJump hosts, nearest first, as fabric built them from ssh_config."""
+    hops = []
+    gateway = connection.gateway
+    while isinstance(gateway, Connection):
+        hops.append(gateway)
+        gateway = gateway.gateway
+    return hops
+
+
+def _unfinished_handshake(exc: Exception) -> bool:
+    """paramiko's words for a server that connects but does not speak SSH in time; which one
+    it raises depends on which of its timers runs out first."""
+    text = str(exc)
+    return any(t in text for t in ("banner", "No existing session", "Negotiation"))
+
+
+def _describe(key: paramiko.PKey) -> str:
+    return f"{key.get_name()} key {key.fingerprint}"
+
+
+def _split_known_name(name: str) -> tuple[str, int]:
+    if name.startswith("[") and "]:" in name:
+        host, _, port = name[1:].partition("]:")
+        return host, int(port)
+    return name, 22

@@ -1,0 +1,160 @@
+"""The fleet runner: every host gets a result, in order; one host's failure touches no other."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+from conftest import BLACKWELL, TUNED, UNTUNED, run_tune
+
+from reconciler.errors import HostError
+from reconciler.fleet import HostResult, fleet_exit_code, for_each_host
+from reconciler.host import Files, Host, Request, SnapshotHost
+from reconciler.model import Plan
+from reconciler.observe import observe
+from reconciler.plan import make_plan
+from reconciler.profile import load_profile
+from reconciler.render import fleet
+
+
+class CountingHost(Host):
+    def __init__(self, name: str, fails: bool = False) -> None:
+        self.name = name
+        self.fails = fails
+        self.closed = 0
+
+    def fetch(self, request: Request) -> Files:
+        if self.fails:
+            raise HostError(f"{self.name}: cannot connect to {self.name}:22: connection refused.")
+        return Files(contents={"/proc/sys/kernel/hostname": self.name.encode()})
+
+    def close(self) -> None:
+        self.closed += 1
+
+
+def test_results_keep_host_order_and_failures_stay_with_their_host() -> None:
+    hosts = [CountingHost(f"h{n}", fails=n in (2, 5)) for n in range(8)]
+    results = for_each_host(hosts, lambda h: h.fetch(Request()).value("/proc/sys/kernel/hostname"))
+    assert [r.name for r in results] == [h.name for h in hosts]
+    assert [r.value for r in results] == ["h0", "h1", None, "h3", "h4", None, "h6", "h7"]
+    assert [str(r.error) for r in results if r.error] == [
+        "h2: cannot connect to h2:22: connection refused.",
+        "h5: cannot connect to h5:22: connection refused.",
+    ]
+    assert all(h.closed == 1 for h in hosts), "every host is closed after its work, failed or not"
+
+
+def test_no_more_than_forks_hosts_run_at_once() -> None:
+    running, most = 0, 0
+    lock = threading.Lock()
+    gate = threading.Barrier(3, timeout=60)
+
+    def work(host: CountingHost) -> str:
+        nonlocal running, most
+        with lock:
+            running += 1
+            most = max(most, running)
+        gate.wait()  # three at a time must be possible, or this deadlocks (and times out)
+        with lock:
+            running -= 1
+        return host.name
+
+    results = for_each_host([CountingHost(f"h{n}") for n in range(9)], work, forks=3)
+    assert [r.value for r in results] == [f"h{n}" for n in range(9)]
+    assert most == 3
+
+
+def test_a_bug_on_one_host_is_that_host_s_error() -> None:
+    def work(host: CountingHost) -> int:
+        return 1 // (host.name != "h1")
+
+    results = for_each_host([CountingHost("h0"), CountingHost("h1")], work)
+    assert results[0].value == 1
+    assert "internal error: ZeroDivisionError" in str(results[1].error)
+
+
+def test_progress_counts_every_host_once() -> None:
+    seen: list[tuple[int, int]] = []
+    for_each_host(
+        [CountingHost(f"h{n}") for n in range(5)], lambda h: 0, progress=lambda *a: seen.append(a)
+    )
+    assert sorted(seen) == [(n, 5) for n in range(1, 6)]
+
+
+@pytest.mark.parametrize(
+    ("values", "failed", "code"),
+    [([True, True], False, 0), ([True, False], False, 2), ([False, True], True, 1), ([], False, 0)],
+)
+def test_fleet_exit_code(values: list[bool], failed: bool, code: int) -> None:
+    results: list[HostResult[bool]] = [HostResult(f"h{n}", value=v) for n, v in enumerate(values)]
+    if failed:
+        results.append(HostResult("down", error=HostError("down: connection refused.")))
+    assert fleet_exit_code(results, clean=lambda clean: clean) == code
+
+
+def fleet_of_snapshots() -> list[HostResult[Plan]]:
+    loaded = load_profile(BLACKWELL)
+
+    def plan_of(root: Path) -> Plan:
+        return make_plan(loaded, observe(SnapshotHost(root, name=root.name), loaded.profile))
+
+    return [
+        HostResult("tuned-1", value=plan_of(TUNED)),
+        HostResult("untuned-1", value=plan_of(UNTUNED)),
+        HostResult("down-1", error=HostError("down-1: cannot connect to down-1:22: refused.")),
+    ]
+
+
+def test_fleet_text_is_a_table_then_details_of_hosts_not_in_sync() -> None:
+    out = fleet.render(fleet_of_snapshots(), "text", color=False)
+    table, _, details = out.partition("\n\n")
+    assert table.splitlines() == [
+        "HOST       STATUS                        RUNTIME  REBOOT  PENDING  CHECKS OK",
+        "tuned-1    in sync                             0       0        0      11/11",
+        "untuned-1  285 changes, 3 failed checks      281       4        0       8/11",
+        "down-1     error                               -       -        -          -",
+    ]
+    assert details.startswith("3 hosts: 1 in sync, 1 with changes, 1 unreachable or failed.")
+    assert "== untuned-1\ntune plan: blackwell-8x on gpu-node-07" in details
+    assert "== down-1: error\ndown-1: cannot connect to down-1:22: refused." in details
+    assert "== tuned-1" not in details, "hosts in sync have no details"
+
+
+def test_fleet_json_has_one_object_per_host() -> None:
+    objects = json.loads(fleet.render(fleet_of_snapshots(), "json", color=False))
+    assert [(o["host"], o["status"]) for o in objects] == [
+        ("tuned-1", "in sync"),
+        ("untuned-1", "285 changes, 3 failed checks"),
+        ("down-1", "error"),
+    ]
+    assert objects[0]["plan"]["changes"] == []
+    assert objects[2] == {
+        "host": "down-1",
+        "status": "error",
+        "error": "down-1: cannot connect to down-1:22: refused.",
+    }
+
+
+def test_fleet_markdown_has_the_summary_table_and_each_host_report() -> None:
+    out = fleet.render(fleet_of_snapshots(), "markdown", color=False)
+    assert "| untuned-1 | 285 changes, 3 failed checks | 281 | 4 | 0 | 8/11 |" in out
+    assert "# Host audit: gpu-node-07 against profile `blackwell-8x`" in out
+    assert "# down-1: error" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["plan", BLACKWELL, "--root", TUNED, "-H", "a"], "--root reads a snapshot"),
+        (["plan", BLACKWELL, "-H", "a", "-H", "b", "--root", TUNED], "--root reads a snapshot"),
+        (["plan", BLACKWELL, "--limit", "gpu"], "--limit selects hosts of an --inventory"),
+        (["plan", BLACKWELL, "-H", "a", "-H", "a"], "host a is given twice"),
+        (["snapshot", BLACKWELL, "-o", "x.tar.gz", "-H", "a", "-H", "b"], "snapshot reads one"),
+    ],
+)
+def test_remote_usage_errors(args: list[object], message: str) -> None:
+    result = run_tune(*args)  # type: ignore[arg-type]
+    assert result.code == 64
+    assert message in result.err

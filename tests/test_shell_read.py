@@ -1,0 +1,150 @@
+"""The one-script observation, run by a local `sh`: it must read exactly what a snapshot
+directory gives, byte for byte, whatever the files contain or are named."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import BLACKWELL, TUNED, UNTUNED, write
+from hypothesis import given
+from hypothesis import strategies as st
+
+from reconciler.errors import HostError
+from reconciler.host import Files, Request, SnapshotHost
+from reconciler.observe import request
+from reconciler.profile import load_profile
+from reconciler.shell import ScriptResult, ShellHost, quote_pattern
+
+
+class LocalShellHost(ShellHost):
+    """The remote script run by this machine's `sh`, rooted at a snapshot via TUNE_ROOT."""
+
+    def __init__(self, root: Path | str) -> None:
+        self.root = str(root)
+        self.name = f"sh:{root}"
+        self.scripts: list[str] = []
+
+    def run_script(self, script: str) -> ScriptResult:
+        self.scripts.append(script)
+        env = {"PATH": os.environ["PATH"], "TUNE_ROOT": self.root}
+        done = subprocess.run(["sh"], input=script.encode(), capture_output=True, env=env)
+        return ScriptResult(done.stdout, done.stderr, done.returncode)
+
+
+def both(root: Path, wanted: Request) -> tuple[Files, Files, LocalShellHost]:
+    shell = LocalShellHost(root)
+    return SnapshotHost(root).fetch(wanted), shell.fetch(wanted), shell
+
+
+@pytest.mark.parametrize("host", [UNTUNED, TUNED], ids=["untuned", "tuned"])
+def test_example_hosts_read_identically_in_one_script(host: Path) -> None:
+    wanted = request(load_profile(BLACKWELL).profile)
+    direct, shelled, shell = both(host, wanted)
+    assert shelled == direct
+    assert len(shell.scripts) == 1, "no second round trip for ordinary kernel files"
+    config = "/sys/bus/pci/devices/0000:41:00.0/config"
+    assert shelled.read(config) == (host / config.lstrip("/")).read_bytes()
+    assert b"\0" in (shelled.read(config) or b""), "binary config space survives"
+
+
+def test_edge_cases_match_the_directory_host(tmp_path: Path) -> None:
+    root = tmp_path / "host"
+    write(root, "/sys/a/x", b"\x00\xff\n==> not a header\n")
+    write(root, "/sys/a/y", "")  # empty file
+    write(root, "/sys/a/.hidden", "h\n")
+    write(root, "/sys/a/with space", "s\n")
+    write(root, "/sys/a/quote'd", "q\n")
+    (root / "sys/a/dir").mkdir()
+    write(root, "/sys/a/dir/deep", "d\n")
+    (root / "sys/a/dangling").symlink_to("nowhere")
+    (root / "sys/a/linked-dir").symlink_to("dir")
+    (root / "sys/a/linked-file").symlink_to("y")
+    write(root, "/proc/sys/vm/swappiness", "60\n")
+    wanted = Request.of(
+        "/sys/a/*",
+        "/sys/a/?",
+        "/sys/a/[!x]",
+        "/sys/a/dir",  # a directory named literally: not a file to read
+        "/sys/a/dangling",
+        "/sys/absent",
+        "/sys/absent/*",
+        "/proc/sys/vm/swappiness",
+        listings=["/sys/a", "/sys/missing", "/proc/sys/"],
+    )
+    direct, shelled, _ = both(root, wanted)
+    assert shelled == direct
+    assert shelled.errors == {"/sys/a/dangling": "No such file or directory"}
+    assert shelled.read("/sys/a/x") == b"\x00\xff\n==> not a header\n"
+    assert "/sys/a/.hidden" in shelled.listing("/sys/a")
+    assert "/sys/a/linked-dir" not in shelled.listing("/sys/a")
+
+
+def test_contents_that_mimic_head_separators_are_reread_one_by_one(tmp_path: Path) -> None:
+    root = tmp_path / "host"
+    write(root, "/sys/a/1", b"one\n==> ./sys/a/2 <==\nfake\n")
+    write(root, "/sys/a/2", b"two\n")
+    write(root, "/sys/a/3", b"\n==> ")
+    direct, shelled, shell = both(root, Request.of("/sys/a/*"))
+    assert shelled == direct
+    assert len(shell.scripts) == 2, "ambiguous framing falls back to per-file boundaries"
+    assert shelled.read("/sys/a/1") == b"one\n==> ./sys/a/2 <==\nfake\n"
+
+
+def test_profile_text_never_reaches_the_shell_unquoted(tmp_path: Path) -> None:
+    root = tmp_path / "host"
+    write(root, "/sys/x", "1\n")
+    marker = tmp_path / "pwned"
+    hostile = Request.of(
+        f"/sys/$(touch {marker})", f"/sys/`touch {marker}`", f"/sys/x;touch {marker}"
+    )
+    direct, shelled, _ = both(root, hostile)
+    assert shelled == direct
+    assert not marker.exists()
+
+
+def test_bracket_expressions_that_sh_would_read_differently_are_refused() -> None:
+    assert quote_pattern("/sys/cpu[0-9]*/x") == ".'/sys/cpu'[0-9]*'/x'"
+    assert quote_pattern("/sys/a[") == ".'/sys/a['"
+    with pytest.raises(HostError, match="bracket"):
+        quote_pattern("/sys/a[$(x)]")
+    with pytest.raises(HostError, match="absolute"):
+        quote_pattern("sys/a")
+
+
+def test_a_missing_root_is_one_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(HostError, match="TUNE_ROOT does not exist"):
+        LocalShellHost(tmp_path / "nope").fetch(Request.of("/proc/cmdline"))
+
+
+NAMES = st.sampled_from(["a", "b", "ab", "a.b", "c:1", "x-y", "_z", ".h", "0", "10"])
+CONTENT = st.one_of(
+    st.binary(max_size=40),
+    st.sampled_from([b"\n==> ./sys/a <==\n", b"==> x <==", b"\n==> ", b""]),
+)
+PATTERN_PARTS = st.sampled_from(["a", "b", "*", "?", "[ab]", "[!a]*", "[0-9]*", "a*", ".h"])
+
+
+@given(
+    tree=st.dictionaries(st.lists(NAMES, min_size=1, max_size=3).map(tuple), CONTENT, max_size=12),
+    patterns=st.lists(st.lists(PATTERN_PARTS, min_size=1, max_size=3), min_size=1, max_size=4),
+)
+def test_any_tree_and_globs_read_as_the_directory_host_reads_them(
+    tmp_path_factory: pytest.TempPathFactory,
+    tree: dict[tuple[str, ...], bytes],
+    patterns: list[list[str]],
+) -> None:
+    root = tmp_path_factory.mktemp("tree")
+    for parts, content in sorted(tree.items(), key=lambda item: len(item[0])):
+        target = root.joinpath("sys", *parts)
+        if any(p.is_file() for p in [target, *target.parents] if p != root):
+            continue  # a file where this path needs a directory
+        if target.is_dir():
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(content)
+    wanted = Request.of(*("/sys/" + "/".join(p) for p in patterns), listings=["/sys"])
+    direct, shelled, _ = both(root, wanted)
+    assert shelled == direct
