@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from . import __version__, apply_cli, saved
+from .audit.command import audit_cmd
 from .errors import ExitCode, TuneError
 from .host import Host, open_host, write_archive
 from .observe import observe, request
@@ -135,6 +136,7 @@ def snapshot(profile: str, output: str, root: str | None) -> int:
 cli.add_command(apply_cli.apply)
 cli.add_command(apply_cli.rollback)
 cli.add_command(apply_cli.history)
+cli.add_command(audit_cmd)
 
 
 def main(argv: list[str] | None = None) -> None:
