@@ -136,10 +136,13 @@ def markdown(report: Report, color: bool = False) -> str:
     if reboot:
         out += ["## Needs a reboot", ""]
         for finding in reboot:
-            when = "configured; reboot to apply" if finding.pending else "fix takes effect"
-            out.append(
-                f"- **{finding.id}** ({when} {TAKES_EFFECT[Phase.REBOOT]}): {finding.observed}"
+            restart = (
+                "restart the container"
+                if finding.changes and finding.changes[0].kind == "lxc"
+                else "reboot the host"
             )
+            when = "configured; reboot the host" if finding.pending else f"fix, then {restart}"
+            out.append(f"- **{finding.id}** ({when}): {finding.observed}")
         out.append("")
     cannot = [f for f in report.findings if f.phase is None]
     if cannot:
@@ -193,14 +196,13 @@ def _finding(finding: Finding) -> list[str]:
         *(f"- `{e}`" for e in finding.evidence),
         "",
         f"Why: {finding.reason}.",
+        "",
         f"Takes effect: {TAKES_EFFECT[finding.phase]}.",
         "",
-        "```sh",
-        *commands(finding),
-        "```",
-        "",
     ]
-    return lines
+    if finding.phase is Phase.RUNTIME:  # runtime fixes are commands; boot and container
+        return [*lines, "```sh", *commands(finding), "```", ""]  # fixes are edits to files
+    return [*lines, *(f"Fix: {line}" for line in commands(finding)), ""]
 
 
 RENDERERS: dict[str, Callable[[Report, bool], str]] = {
