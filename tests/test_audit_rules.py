@@ -279,7 +279,7 @@ def test_cpufreq_governor_fires_on_one_cpu(tuned: Path, tmp_path: Path) -> None:
     write(tuned, "/sys/devices/system/cpu/cpu5/cpufreq/scaling_governor", "powersave\n")
     report = run_audit(tuned)
     finding = only(report, "cpufreq-governor")
-    assert finding.observed == "governor powersave on 1 CPUs"
+    assert finding.observed == "governor powersave on 1 CPU"
     assert [c.subject for c in finding.changes] == ["cpu5"]
     closes_loop(tuned, report, tmp_path)
 

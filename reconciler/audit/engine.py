@@ -9,6 +9,8 @@ finding carries the rule's remedy instead.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from pydantic import ValidationError
 
 from ..errors import HostError
@@ -59,23 +61,18 @@ def audit(host: Host, limits: Thresholds | None = None, rules: list[Rule] | None
 
 def evaluate(rule: Rule, problem: Problem, facts: Facts) -> Finding:
     """A problem as a finding: what its fixes change on this host, according to the plan."""
-
-    def finding(fix: str, phase: Phase | None, **more: object) -> Finding:
-        return Finding(
-            rule.id,
-            rule.area,
-            problem.priority,
-            problem.observed,
-            problem.evidence,
-            problem.reason,
-            fix,
-            phase,
-            **more,  # type: ignore[arg-type]
-        )
-
-    cannot = problem.remedy or "tune has no setting for this"
+    cannot = Finding(
+        rule.id,
+        rule.area,
+        problem.priority,
+        problem.observed,
+        problem.evidence,
+        problem.reason,
+        fix=problem.remedy or "tune has no setting for this",
+        phase=None,
+    )
     if not problem.fixes:
-        return finding(cannot, None)
+        return cannot
     entry_meta = meta(problem.priority.value, problem.reason)
     data = profile_data((fix, entry_meta) for fix in problem.fixes)
     try:
@@ -83,7 +80,7 @@ def evaluate(rule: Rule, problem: Problem, facts: Facts) -> Finding:
     except ValidationError:
         # A name the profile format refuses (a container path with odd characters): tune
         # cannot manage it, so the remedy stands.
-        return finding(cannot, None)
+        return cannot
     outcome = Outcome()
     for kind, spec in profile.sections():
         unread = unfetched(kind.request(spec), facts.files)
@@ -94,9 +91,10 @@ def evaluate(rule: Rule, problem: Problem, facts: Facts) -> Finding:
         outcome.extend(kind.compare(spec, facts.files))
     changes = tuple(sorted((c for c in outcome.changes if not c.in_sync), key=order))
     if changes:
-        return finding(
-            _commands(changes),
-            max((c.phase for c in changes), key=list(Phase).index),
+        return replace(
+            cannot,
+            fix=_commands(changes),
+            phase=max((c.phase for c in changes), key=list(Phase).index),
             changes=changes,
             fixes=problem.fixes,
         )
@@ -105,10 +103,13 @@ def evaluate(rule: Rule, problem: Problem, facts: Facts) -> Finding:
             p.target if p.configured in (None, "") else f"{p.target}={p.configured}"
             for p in outcome.pending
         )
-        return finding(
-            f"reboot: {configured} is configured for the next boot", Phase.REBOOT, pending=True
+        return replace(
+            cannot,
+            fix=f"reboot: {configured} is configured for the next boot",
+            phase=Phase.REBOOT,
+            pending=True,
         )
-    return finding(cannot, None)
+    return cannot
 
 
 def unfetched(wanted: Request, files: Files) -> list[str]:

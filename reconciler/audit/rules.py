@@ -63,6 +63,10 @@ def rule(rule_id: str, area: Area, *reads: str) -> Callable[[Check], Check]:
     return register
 
 
+def count(number: int, noun: str) -> str:
+    return f"{number} {noun}" + ("" if number == 1 else "s")
+
+
 def cpus(names: Iterable[str]) -> str:
     """`cpu0-63,96-127` for a set of `cpuN` names."""
     return "cpu" + ranges(int(n.removeprefix("cpu")) for n in names)
@@ -154,7 +158,7 @@ def pcie_link_width(facts: Facts, limits: Thresholds) -> list[Verdict]:
     if not narrow:
         return [
             Good(
-                f"{len(checked)} GPU and RDMA NIC links at their full width",
+                f"{count(len(checked), 'GPU and RDMA NIC link')} at full width",
                 tuple(f"{config_of(d)}: LnkSta x{c.link_width}" for d, _, c in checked),
             )
         ]
@@ -182,7 +186,8 @@ def pcie_link_speed(facts: Facts, limits: Thresholds) -> list[Verdict]:
     speed is power saving. A GPU at a speed between, or a NIC below its maximum, is not."""
     lowest = SPEEDS[1]
     slow, idle, full = [], [], []
-    for device, what in _link_devices(facts):
+    links = _link_devices(facts)
+    for device, what in links:
         cap = device.express
         if cap is None or not cap.link_speed:
             continue
@@ -210,7 +215,7 @@ def pcie_link_speed(facts: Facts, limits: Thresholds) -> list[Verdict]:
     if full:
         out.append(
             Good(
-                f"{len(full)} GPU and RDMA NIC links at their maximum speed",
+                f"{len(full)} of {count(len(links), 'GPU and RDMA NIC link')} at full speed",
                 tuple(f"{config_of(d)}: LnkSta {c.link_speed}" for d, c in full),
             )
         )
@@ -445,7 +450,7 @@ def cstates_deep(facts: Facts, limits: Thresholds) -> list[Verdict]:
         Problem(
             P0,
             "; ".join(
-                f"{name} (exit latency {latency} us) enabled on {len(c)} CPUs"
+                f"{name} (exit latency {latency} us) enabled on {count(len(c), 'CPU')}"
                 for (name, _, latency), c in sorted(enabled.items())
             )
             + "; no processor.max_cstate or idle= on the command line",
@@ -508,14 +513,14 @@ def cpufreq_governor(facts: Facts, limits: Thresholds) -> list[Verdict]:
     if not others:
         return [
             Good(
-                f"governor performance on {len(governors)} CPUs",
+                f"governor performance on {count(len(governors), 'CPU')}",
                 (f"{cpu.GOVERNOR}: performance on {cpus(governors)}",),
             )
         ]
     return [
         Problem(
             P1,
-            "; ".join(f"governor {g} on {len(c)} CPUs" for g, c in sorted(others.items())),
+            "; ".join(f"governor {g} on {count(len(c), 'CPU')}" for g, c in sorted(others.items())),
             tuple(f"{cpu.GOVERNOR}: {g} on {cpus(c)}" for g, c in sorted(others.items())),
             "demand-based governors raise the frequency after the load arrives; kernel launches "
             "and tokenizer threads run in the ramp",

@@ -25,7 +25,8 @@ EVIDENCE_SHOWN = 3
 
 
 def profile_name(host: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", host).strip("-.") + "-audit" or "audit"
+    base = re.sub(r"[^A-Za-z0-9_.-]+", "-", host).strip("-.")
+    return f"{base}-audit" if base else "audit"
 
 
 def suggested_profile(report: Report) -> str:
