@@ -74,11 +74,13 @@ def main() -> None:
     reader = "import sys\nfor p in sys.argv[1:]:\n    with open(p, 'rb') as h: h.read()"
     python = best(process(sys.executable, "-c", "pass"), PROCESS_RUNS)
     plain_process = best(process(sys.executable, "-c", reader, *paths), PROCESS_RUNS)
+    cli = best(process(sys.executable, "-m", "reconciler.cli", "--version"), PROCESS_RUNS)
     whole = best(
         process(sys.executable, "-m", "reconciler.cli", "audit", "--root", str(HOST)),
         PROCESS_RUNS,
     )
     print(f"python startup alone:                           {python * 1000:7.1f} ms")
+    print(f"`tune --version` (python and tune's imports):  {cli * 1000:7.1f} ms")
     print(f"baseline process, plain reads of the same files: {plain_process * 1000:6.1f} ms")
     print(f"whole `tune audit --root {HOST.name}`: {whole * 1000:7.1f} ms"
           f"  ratio {whole / plain_process:.1f}x; budget {BUDGET_S * 1000:.0f} ms: "
