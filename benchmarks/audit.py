@@ -11,6 +11,7 @@ after a warm-up run), even where PYTHONDONTWRITEBYTECODE is set.
 from __future__ import annotations
 
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -21,7 +22,8 @@ from pathlib import Path
 PROJECT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT))
 
-from reconciler.audit import RULES, audit, request  # noqa: E402
+from reconciler.audit.engine import audit, request  # noqa: E402
+from reconciler.audit.rules import RULES  # noqa: E402
 from reconciler.host import SnapshotHost  # noqa: E402
 
 HOST = PROJECT / "examples" / "hosts" / "rtx6000bw-untuned"
@@ -37,6 +39,23 @@ def best(action: Callable[[], object], runs: int) -> float:
         action()
         times.append(time.perf_counter() - start)
     return min(times)
+
+
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def best_process(run: Callable[[], object], runs: int) -> tuple[float, float]:
+    """Least wall time and least CPU time (user + system) of `runs` runs of a process: CPU
+    time shows what the process costs when other work shares the machine."""
+    walls, cpus = [], []
+    for _ in range(runs):
+        cpu, start = children_cpu(), time.perf_counter()
+        run()
+        walls.append(time.perf_counter() - start)
+        cpus.append(children_cpu() - cpu)
+    return min(walls), min(cpus)
 
 
 def read_plainly(paths: list[str]) -> None:
@@ -72,19 +91,26 @@ def main() -> None:
           f"  ratio {audited / plain:.1f}x")  # fmt: skip
 
     reader = "import sys\nfor p in sys.argv[1:]:\n    with open(p, 'rb') as h: h.read()"
-    python = best(process(sys.executable, "-c", "pass"), PROCESS_RUNS)
-    plain_process = best(process(sys.executable, "-c", reader, *paths), PROCESS_RUNS)
-    cli = best(process(sys.executable, "-m", "reconciler.cli", "--version"), PROCESS_RUNS)
-    whole = best(
+    python = best_process(process(sys.executable, "-c", "pass"), PROCESS_RUNS)
+    plain_process = best_process(process(sys.executable, "-c", reader, *paths), PROCESS_RUNS)
+    cli = best_process(process(sys.executable, "-m", "reconciler.cli", "--version"), PROCESS_RUNS)
+    whole = best_process(
         process(sys.executable, "-m", "reconciler.cli", "audit", "--root", str(HOST)),
         PROCESS_RUNS,
     )
-    print(f"python startup alone:                           {python * 1000:7.1f} ms")
-    print(f"`tune --version` (python and tune's imports):  {cli * 1000:7.1f} ms")
-    print(f"baseline process, plain reads of the same files: {plain_process * 1000:6.1f} ms")
-    print(f"whole `tune audit --root {HOST.name}`: {whole * 1000:7.1f} ms"
-          f"  ratio {whole / plain_process:.1f}x; budget {BUDGET_S * 1000:.0f} ms: "
-          f"{'within' if whole < BUDGET_S else 'OVER'}")  # fmt: skip
+    print("processes (wall / CPU):")
+    for label, (wall, cpu) in (
+        ("python startup alone", python),
+        ("`tune --version`: python and tune's imports", cli),
+        ("baseline: plain reads of the same files", plain_process),
+        (f"whole `tune audit --root {HOST.name}`", whole),
+    ):
+        print(f"  {label:52} {wall * 1000:7.1f} ms / {cpu * 1000:6.1f} ms")
+    print(
+        f"whole audit against the baseline process: {whole[0] / plain_process[0]:.1f}x; "
+        f"budget {BUDGET_S * 1000:.0f} ms: {'within' if whole[0] < BUDGET_S else 'OVER'} "
+        f"(wall), {'within' if whole[1] < BUDGET_S else 'OVER'} (CPU)"
+    )
 
 
 if __name__ == "__main__":

@@ -8,9 +8,10 @@ from pathlib import Path
 
 from conftest import write
 
-from reconciler.audit import Report, Thresholds, audit
-from reconciler.audit.model import Finding
+from reconciler.audit.engine import audit
+from reconciler.audit.model import Finding, Report
 from reconciler.audit.suggest import suggested_profile
+from reconciler.audit.thresholds import Thresholds
 from reconciler.formats import pcie
 from reconciler.host import SnapshotHost
 from reconciler.observe import observe

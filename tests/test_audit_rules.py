@@ -26,8 +26,8 @@ from audit_support import (
 )
 from conftest import write
 
-from reconciler.audit import Area, Fix, audit
-from reconciler.audit.model import Problem
+from reconciler.audit.engine import audit
+from reconciler.audit.model import Area, Fix, Problem
 from reconciler.audit.rules import RULES, Rule
 from reconciler.host import Request, SnapshotHost
 from reconciler.model import Phase, Priority

@@ -22,7 +22,8 @@ from ..profile import Profile
 from .facts import READS, Facts
 from .fixes import meta, profile_data
 from .model import Finding, Good, NotIssue, Problem, Remark, Report
-from .rules import RULES, Rule, Thresholds
+from .rules import RULES, Rule
+from .thresholds import Thresholds
 
 
 def request(rules: list[Rule]) -> Request:

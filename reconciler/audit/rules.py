@@ -1,9 +1,10 @@
 """The audit's rules: one function each, registered with its stable id and area.
 
 A rule reads `Facts` (and only the files its registration declares, plus those `facts.READS`
-covers), compares with `Thresholds`, and returns verdicts: a `Problem` with the profile entries
-that fix it (or a remedy tune cannot apply), a `Good`, or a `NotIssue`. Rules never decide
-whether a fix is already configured: the audit runs each fix through the plan engine for that.
+covers), compares with `Thresholds` (thresholds.py), and returns verdicts: a `Problem` with the
+profile entries that fix it (or a remedy tune cannot apply), a `Good`, or a `NotIssue`. Rules
+never decide whether a fix is already configured: the audit runs each fix through the plan
+engine for that.
 """
 
 from __future__ import annotations
@@ -23,20 +24,9 @@ from ..model import Priority
 from ..render.folding import ranges
 from .facts import NODES_ONLINE, NVIDIA, SCALING_DRIVER, Facts, speed_gts
 from .model import Area, Fix, Good, NotIssue, Problem, Verdict
+from .thresholds import Thresholds
 
 P0, P1, P2 = Priority.P0, Priority.P1, Priority.P2
-
-
-@dataclass(frozen=True)
-class Thresholds:
-    """Every number the rules compare against, in one place. `min_kernel` is `--min-kernel`."""
-
-    min_read_request: int = 4096  # bytes; the PCIe maximum, what GPUs are designed for
-    deep_cstate_latency_us: int = 50  # exit latency above which an idle state is "deep"
-    max_swappiness: int = 10
-    min_socket_buffer: int = 64 << 20  # below this a socket buffer is "small"
-    socket_buffer: int = 256 << 20  # what the fix sets: a 400 Gb/s link's bandwidth-delay product
-    min_kernel: str = "6.14"
 
 
 Check = Callable[[Facts, Thresholds], Iterable[Verdict]]
