@@ -46,12 +46,16 @@ def remarks(report: Report, rule_id: str) -> tuple[list[str], list[str]]:
 
 
 def closes_loop(root: Path, report: Report, tmp_path: Path) -> None:
-    """`tune plan` of the suggested profile on the same host lists exactly the actionable
-    findings: the same change ids, one folded group per finding."""
+    """`tune plan --no-persist` of the suggested profile on the same host lists exactly the
+    actionable findings: the same change ids, one folded group per finding."""
     target = tmp_path / "suggested.yaml"
     target.write_text(suggested_profile(report))
     loaded = load_profile(target)
-    plan = make_plan(loaded, observe(SnapshotHost(root), loaded.profile))
+    persisted = make_plan(loaded, observe(SnapshotHost(root), loaded.profile))
+    plan = make_plan(loaded, observe(SnapshotHost(root), loaded.profile, False), False)
+    assert {c.id for c in persisted.changes} - {c.id for c in plan.changes} == {
+        c.id for c in persisted.changes if c.kind == "file"
+    }, "persistence adds tune's boot-time files and nothing else"
     owner = {c.id: f.id for f in report.actionable for c in f.changes}
     assert sum(len(f.changes) for f in report.actionable) == len(owner), "no change in two"
     assert {c.id for c in plan.changes} == set(owner)

@@ -123,20 +123,33 @@ def test_suggested_profile_is_valid_and_closes_the_loop(tmp_path: Path) -> None:
     assert "# - kernel-version (P1, not fixable by tune)" in text
     assert "vendor: 0x10de" in text
     assert not any(line != line.rstrip() for line in text.splitlines())
-    plan = run_tune("plan", suggested, "--root", UNTUNED, "--format", "json")
+    plan = run_tune("plan", suggested, "--root", UNTUNED, "--format", "json", "--no-persist")
     assert plan.code == 2
     planned = {c["id"] for c in json.loads(plan.out)["changes"]}
     report = run_audit(UNTUNED)
     assert planned == {c.id for f in report.actionable for c in f.changes}
     assert len(fold(c for f in report.actionable for c in f.changes)) == 17
     closes_loop(UNTUNED, report, tmp_path)
+    persisted = run_tune("plan", suggested, "--root", UNTUNED, "--format", "json")
+    files = {c["id"] for c in json.loads(persisted.out)["changes"]} - planned
+    assert files == {
+        "file:/etc/sysctl.d/90-tune.conf",
+        "file:/etc/modules-load.d/tune.conf",
+        "file:/etc/tmpfiles.d/tune.conf",
+        "file:/etc/udev/rules.d/90-tune-pci.rules",
+    }
 
 
-def test_suggested_profile_for_the_tuned_host_changes_nothing(tmp_path: Path) -> None:
+def test_suggested_profile_for_the_tuned_host_changes_no_knob(tmp_path: Path) -> None:
     suggested = tmp_path / "suggested.yaml"
     assert run_tune("audit", "--root", TUNED, "--write-profile", suggested).code == 0
-    assert "nothing actionable" in suggested.read_text()
-    assert run_tune("plan", suggested, "--root", TUNED).code == 0
+    text = suggested.read_text()
+    assert "nothing actionable" in text
+    assert "boot-time files from an earlier `tune apply`" in text, "applied alone it would "
+    "rewrite the files the Blackwell profile's apply left"
+    assert run_tune("plan", suggested, "--root", TUNED, "--no-persist").code == 0
+    _, report = audit_json(TUNED)
+    assert "/etc/sysctl.d/90-tune.conf" in report["host"]["tune_files"]
 
 
 def test_the_blackwell_profile_leaves_nothing_actionable_on_the_host_it_tuned() -> None:

@@ -14,6 +14,7 @@ from ..kinds import cpu, modules
 from ..kinds.pci import DEVICES, PciDevice, pci_devices, request_devices
 from ..model import HostFacts
 from ..observe import IDENTITY
+from ..persist import OWNED
 from .model import Device, HostSummary
 
 CPUINFO = "/proc/cpuinfo"
@@ -39,6 +40,7 @@ READS = (
     # sockets are counted over all of it.
     | Request.of(whole=[CPUINFO])
     | Request.of(modules.MODULES)
+    | Request.of(*OWNED)  # tune's own boot-time files: a host tune already manages
 )
 
 
@@ -158,6 +160,7 @@ class Facts:
             cpufreq_driver=",".join(sorted(drivers)) or None,
             governor=",".join(sorted(governors)) or None,
             nvidia_driver=self.files.value(NVIDIA_VERSION),
+            tune_files=tuple(p for p in OWNED if self.files.read(p) is not None),
             gpus=tuple(self.device(d) for d in self.gpus),
             nics=tuple(self.device(d) for d in self.nics),
         )

@@ -160,6 +160,7 @@ class HostSummary:
     cpufreq_driver: str | None
     governor: str | None
     nvidia_driver: str | None
+    tune_files: tuple[str, ...] = ()  # boot-time files an earlier `tune apply` wrote
     gpus: tuple[Device, ...] = ()
     nics: tuple[Device, ...] = ()
 

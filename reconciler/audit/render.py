@@ -115,6 +115,7 @@ def markdown(report: Report, color: bool = False) -> str:
         f"| Kernel | {host.kernel or 'unknown'} |",
         f"| cpufreq | driver {host.cpufreq_driver or 'none'}, governor {host.governor or 'none'} |",
         f"| NVIDIA driver | {host.nvidia_driver or 'not loaded'} |",
+        f"| tune's boot-time files | {', '.join(host.tune_files) or 'none'} |",
         "",
     ]
     for title, devices in (("GPUs", host.gpus), ("NICs", host.nics)):

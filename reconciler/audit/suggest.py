@@ -57,11 +57,19 @@ def _header(report: Report) -> list[str]:
     count = len(report.actionable)
     lines = [
         f"Written by `tune audit` on {host.name} ({host.source}, kernel {host.kernel or '?'}).",
-        f"Fixes the {count} actionable findings: `tune plan` of this file on that host lists "
-        "exactly them."
+        f"Fixes the {count} actionable findings: `tune plan --no-persist` of this file on that "
+        "host lists exactly them (`tune plan` adds the boot-time files that keep them)."
         if count
         else "The audit found nothing actionable: this profile changes nothing.",
     ]
+    if host.tune_files:
+        owned = ", ".join(host.tune_files)
+        lines.append("")
+        lines += _wrap(
+            f"This host has boot-time files from an earlier `tune apply` ({owned}). tune "
+            "rewrites them from the profile it applies: add these entries to the profile that "
+            "wrote them rather than applying this file alone."
+        )
     rest = [f for f in report.findings if not f.actionable]
     if rest:
         lines += ["", "Not fixed by this profile:"]
