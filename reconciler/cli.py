@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 import click
 
 from . import __version__, apply_cli, saved
+from .audit.command import audit_cmd
 from .errors import ExitCode, TuneError, UsageError
 from .fleet import fleet_exit_code, for_each_host
 from .host import Host, open_host, write_archive
@@ -202,6 +203,7 @@ def snapshot(profile: str, output: str, root: str | None, remote: RemoteOptions)
 cli.add_command(apply_cli.apply)
 cli.add_command(apply_cli.rollback)
 cli.add_command(apply_cli.history)
+cli.add_command(audit_cmd)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -48,6 +48,11 @@ def last(text: str, key: str) -> str | None:
     return values[-1] if values else None
 
 
+def mounts_nvidia(text: str) -> bool:
+    """Whether the main section bind-mounts NVIDIA device nodes into the container."""
+    return any(i.key == MOUNT and i.value.startswith("/dev/nvidia") for i in items(text))
+
+
 def char_majors(proc_devices: str) -> dict[int, list[str]]:
     """Major -> driver names, from the `Character devices:` part of /proc/devices."""
     majors: dict[int, list[str]] = {}

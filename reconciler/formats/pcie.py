@@ -17,6 +17,7 @@ CAP_ID_EXP = 0x10
 # Unprivileged reads of sysfs `config` stop after the 64-byte header.
 HEADER_BYTES = 64
 
+DEVCAP = 0x04
 DEVCTL = 0x08
 LNKCAP = 0x0C
 LNKSTA = 0x12
@@ -71,6 +72,7 @@ class Express:
     """The PCI Express capability of one function."""
 
     offset: int
+    device_capabilities: int
     device_control: int
     link_capabilities: int
     link_status: int
@@ -82,6 +84,10 @@ class Express:
     @property
     def max_payload(self) -> int:
         return 128 << ((self.device_control >> 5) & 0x7)
+
+    @property
+    def max_payload_supported(self) -> int:
+        return 128 << (self.device_capabilities & 0x7)
 
     @property
     def link_speed_max(self) -> str | None:
@@ -107,6 +113,7 @@ def express(config: bytes) -> Express | None:
         return None
     return Express(
         offset=offset,
+        device_capabilities=u32(config, offset + DEVCAP),
         device_control=u16(config, offset + DEVCTL),
         link_capabilities=u32(config, offset + LNKCAP),
         link_status=u16(config, offset + LNKSTA),

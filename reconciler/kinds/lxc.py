@@ -55,9 +55,7 @@ def nvidia_allow_lines(config: str, proc_devices: str) -> list[str]:
     """The allow lines in the main section that are NVIDIA's (see the module docstring)."""
     majors = fmt.char_majors(proc_devices)
     nvidia = fmt.nvidia_majors(proc_devices)
-    mounts_nvidia = any(
-        i.key == fmt.MOUNT and i.value.startswith("/dev/nvidia") for i in fmt.items(config)
-    )
+    mounts_nvidia = fmt.mounts_nvidia(config)
     lines = []
     for item in fmt.items(config):
         major = fmt.rule_major(item.value) if item.key == fmt.ALLOW else None

@@ -1,0 +1,83 @@
+"""The `tune audit` command: cli.py registers it."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+
+import click
+
+from ..errors import ExitCode, HostError, UsageError
+from .thresholds import Thresholds
+
+SUFFIX_FORMATS = {".md": "markdown", ".markdown": "markdown", ".json": "json"}
+
+
+@click.command("audit")
+@click.option(
+    "--root",
+    metavar="PATH",
+    help="Read the host from a snapshot directory or .tar.gz instead of this machine.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["json", "markdown", "text"]),
+    help="Report format  [default: from -o's suffix, else text]",
+)
+@click.option("-o", "--output", metavar="FILE", help="Write the report to FILE, not stdout.")
+@click.option(
+    "--write-profile",
+    metavar="FILE.yaml",
+    help="Write a profile that fixes every actionable finding.",
+)
+@click.option(
+    "--min-kernel",
+    metavar="VERSION",
+    default=Thresholds().min_kernel,
+    show_default=True,
+    help="Report a kernel older than this.",
+)
+def audit_cmd(
+    root: str | None,
+    fmt: str | None,
+    output: str | None,
+    write_profile: str | None,
+    min_kernel: str,
+) -> int:
+    """Find what is wrong with a GPU host, without a profile. Changes nothing.
+
+    \b
+    Exit codes: 0 nothing actionable, 2 actionable findings, 1 host unreadable,
+    64 usage error.
+    """
+    # The audit's modules load the knob kinds; import them only when auditing.
+    from ..host import open_host
+    from .engine import audit
+    from .render import RENDERERS, summary
+    from .suggest import suggested_profile
+
+    if not re.fullmatch(r"\d+(\.\d+){0,2}", min_kernel):
+        raise UsageError(f"--min-kernel: expected a version such as 6.14, not {min_kernel!r}.")
+    fmt = fmt or SUFFIX_FORMATS.get(Path(output).suffix.lower() if output else "", "text")
+    report = audit(open_host(root), Thresholds(min_kernel=min_kernel))
+    color = fmt == "text" and not output and sys.stdout.isatty() and "NO_COLOR" not in os.environ
+    rendered = RENDERERS[fmt](report, color)
+    if output:
+        _write(output, rendered)
+        click.echo(f"{output}: {summary(report)}")
+    else:
+        click.echo(rendered, nl=False, color=color)
+    if write_profile:
+        _write(write_profile, suggested_profile(report))
+        click.echo(f"{write_profile}: profile fixing {len(report.actionable)} findings", err=True)
+    return ExitCode.CHANGES if report.actionable else ExitCode.IN_SYNC
+
+
+def _write(path: str, content: str) -> None:
+    try:
+        Path(path).write_text(content, encoding="utf-8")
+    except OSError as exc:
+        raise HostError(f"{path}: cannot write ({exc.strerror}).") from exc

@@ -1,0 +1,182 @@
+"""What the rules share about a host, parsed once from the observed files with the parsers the
+knob kinds use: PCI devices, the running command line, loaded modules, CPU and NUMA layout."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+from functools import cached_property
+
+from ..formats import cmdline as cmdline_fmt
+from ..host import Files, Request
+from ..kinds import cpu, modules
+from ..kinds.pci import DEVICES, PciDevice, pci_devices, request_devices
+from ..model import HostFacts
+from ..observe import IDENTITY
+from ..persist import OWNED
+from .model import Device, HostSummary
+
+CPUINFO = "/proc/cpuinfo"
+NODES_ONLINE = "/sys/devices/system/node/online"
+NUMA_NODE = DEVICES + "/*/numa_node"
+NVIDIA_VERSION = "/sys/module/nvidia/version"
+SCALING_DRIVER = cpu.CPUS + "/cpu[0-9]*/cpufreq/scaling_driver"
+
+NVIDIA = 0x10DE
+MELLANOX = 0x15B3  # Mellanox, now NVIDIA networking: ConnectX and BlueField
+GPU_CLASSES = (0x0300, 0x0302)  # VGA-compatible and 3D controllers
+NETWORK_CLASS = 0x02
+VENDORS = {NVIDIA: "NVIDIA", MELLANOX: "Mellanox", 0x8086: "Intel", 0x14E4: "Broadcom"}
+
+# What every audit reads: the host summary's files, and those of the knob kinds fixes use most
+# (PCI devices, the running and configured command line, loaded modules).
+READS = (
+    IDENTITY
+    | request_devices()
+    | cmdline_fmt.request()
+    | Request.of(NODES_ONLINE, NUMA_NODE, NVIDIA_VERSION, SCALING_DRIVER, cpu.GOVERNOR)
+    # /proc/cpuinfo outgrows the cap on kernel files on a large host (1.4 KiB per CPU), and
+    # sockets are counted over all of it.
+    | Request.of(whole=[CPUINFO])
+    | Request.of(modules.MODULES)
+    | Request.of(*OWNED)  # tune's own boot-time files: a host tune already manages
+)
+
+
+def parse_list(text: str | None) -> tuple[int, ...]:
+    """A kernel cpulist or node list, `0-31,64-95`, as numbers; () when absent or malformed."""
+    numbers: list[int] = []
+    for part in (text or "").strip().split(","):
+        match = re.fullmatch(r"\s*(\d+)(?:-(\d+))?\s*", part)
+        if not match:
+            return ()
+        first = int(match.group(1))
+        numbers.extend(range(first, int(match.group(2) or first) + 1))
+    return tuple(numbers)
+
+
+@dataclass(frozen=True)
+class CpuInfo:
+    model: str | None
+    sockets: int | None
+    cpus: int
+    flags: frozenset[str]
+
+
+def cpu_info(text: str | None) -> CpuInfo:
+    """Model and flags of the first CPU, sockets as distinct `physical id`s, from /proc/cpuinfo."""
+    model: str | None = None
+    flags: frozenset[str] = frozenset()
+    sockets: set[str] = set()
+    cpus = 0
+    for line in (text or "").splitlines():
+        key, sep, value = line.partition(":")
+        if not sep:
+            continue
+        key, value = key.strip(), value.strip()
+        if key == "processor":
+            cpus += 1
+        elif key == "physical id":
+            sockets.add(value)
+        elif key == "model name" and model is None:
+            model = value
+        elif key == "flags" and not flags:
+            flags = frozenset(value.split())
+    return CpuInfo(model, len(sockets) or None, cpus, flags)
+
+
+def speed_gts(speed: str | None) -> float:
+    return float(speed.removesuffix("GT/s")) if speed else 0.0
+
+
+class Facts:
+    """One host's observation, parsed lazily and at most once per fact."""
+
+    def __init__(self, identity: HostFacts, files: Files) -> None:
+        self.identity = identity
+        self.files = files
+
+    @cached_property
+    def devices(self) -> list[PciDevice]:
+        return pci_devices(self.files)
+
+    @cached_property
+    def gpus(self) -> list[PciDevice]:
+        return [d for d in self.devices if d.vendor == NVIDIA and d.class_code >> 8 in GPU_CLASSES]
+
+    @cached_property
+    def nics(self) -> list[PciDevice]:
+        return [d for d in self.devices if d.class_code >> 16 == NETWORK_CLASS]
+
+    @cached_property
+    def rdma_nics(self) -> list[PciDevice]:
+        return [d for d in self.nics if d.vendor == MELLANOX]
+
+    @cached_property
+    def numa_nodes(self) -> tuple[int, ...]:
+        return parse_list(self.files.value(NODES_ONLINE))
+
+    @cached_property
+    def cpu(self) -> CpuInfo:
+        return cpu_info(self.files.text(CPUINFO))
+
+    @cached_property
+    def running_cmdline(self) -> dict[str, str]:
+        return cmdline_fmt.parameters(self.files.value(cmdline_fmt.PROC_CMDLINE)) or {}
+
+    @cached_property
+    def loaded_modules(self) -> set[str] | None:
+        text = self.files.text(modules.MODULES)
+        return None if text is None else modules.loaded_modules(text)
+
+    def per_cpu(self, pattern: str) -> dict[str, str]:
+        """cpuN -> value of a per-CPU file, in CPU order."""
+        return {
+            cpu.cpu_of(path): (self.files.value(path) or "").strip()
+            for path in cpu.by_cpu(self.files.glob(pattern))
+        }
+
+    def numa_node(self, device: PciDevice) -> int | None:
+        raw = self.files.value(f"{DEVICES}/{device.address}/numa_node")
+        try:
+            node = int(raw or "")
+        except ValueError:
+            return None
+        return node if node >= 0 else None  # -1: firmware did not say
+
+    def summary(self) -> HostSummary:
+        drivers = Counter(self.per_cpu(SCALING_DRIVER).values())
+        governors = Counter(self.per_cpu(cpu.GOVERNOR).values())
+        return HostSummary(
+            name=self.identity.name,
+            source=self.identity.source,
+            kernel=self.identity.kernel,
+            boot_id=self.identity.boot_id,
+            cpu_model=self.cpu.model,
+            sockets=self.cpu.sockets,
+            cpus=self.cpu.cpus,
+            numa_nodes=len(self.numa_nodes) or None,
+            cpufreq_driver=",".join(sorted(drivers)) or None,
+            governor=",".join(sorted(governors)) or None,
+            nvidia_driver=self.files.value(NVIDIA_VERSION),
+            tune_files=tuple(p for p in OWNED if self.files.read(p) is not None),
+            gpus=tuple(self.device(d) for d in self.gpus),
+            nics=tuple(self.device(d) for d in self.nics),
+        )
+
+    def device(self, device: PciDevice) -> Device:
+        cap = device.express
+        link = None
+        if cap is not None:
+            link = f"{cap.link_speed} x{cap.link_width}"
+            if (cap.link_speed, cap.link_width) != (cap.link_speed_max, cap.link_width_max):
+                link += f" (capable of {cap.link_speed_max} x{cap.link_width_max})"
+        vendor = VENDORS.get(device.vendor, f"vendor {device.vendor:04x}")
+        return Device(
+            address=device.address,
+            name=f"{vendor} {device.vendor:04x}:{device.device:04x}",
+            numa_node=self.numa_node(device),
+            link=link,
+            max_read_request=cap.max_read_request if cap else None,
+        )

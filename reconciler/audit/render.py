@@ -1,0 +1,213 @@
+"""The audit report for a terminal, as JSON, and as the Markdown an engineer writes after an
+audit. Consumers of `Report`; none of them decides anything."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import click
+
+from ..model import Phase, Priority
+from .model import Device, Finding, HostSummary, Remark, Report
+
+WHEN = {Phase.RUNTIME: "runtime", Phase.REBOOT: "reboot"}
+TAKES_EFFECT = {
+    Phase.RUNTIME: "live (runtime)",
+    Phase.REBOOT: "at the next boot or container restart",
+}
+
+
+def phase_label(finding: Finding) -> str:
+    if finding.pending:
+        return "configured, reboot to apply"
+    if finding.phase is None:
+        return "not fixable by tune"
+    return WHEN[finding.phase]
+
+
+def summary(report: Report) -> str:
+    actionable = report.actionable
+    runtime = sum(f.phase is Phase.RUNTIME for f in actionable)
+    pending = sum(f.pending for f in report.findings)
+    cannot = len(report.findings) - len(actionable) - pending
+    return (
+        f"{len(report.findings)} findings: {len(actionable)} actionable "
+        f"({runtime} runtime, {len(actionable) - runtime} reboot), {pending} pending a reboot, "
+        f"{cannot} tune cannot fix; {len(report.good)} good, {len(report.not_issues)} not an issue."
+    )
+
+
+def cpu_line(host: HostSummary) -> str:
+    sockets = f"{host.sockets} x " if host.sockets else ""
+    nodes = f", {host.numa_nodes} NUMA nodes" if host.numa_nodes else ""
+    return f"{sockets}{host.cpu_model or 'unknown CPU'} ({host.cpus} CPUs{nodes})"
+
+
+def commands(finding: Finding, limit: int | None = None) -> list[str]:
+    lines = finding.fix.splitlines()
+    if limit is not None and len(lines) > limit:
+        return [*lines[:limit], f"... and {len(lines) - limit} more"]
+    return lines
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def text(report: Report, color: bool = False) -> str:
+    def style(value: str, **kw: object) -> str:
+        return click.style(value, **kw) if color else value  # type: ignore[arg-type]
+
+    host = report.host
+    lines = [
+        style(f"tune audit: {host.name}", bold=True)
+        + f" ({host.source}, kernel {host.kernel or 'unknown'})",
+        f"{cpu_line(host)}, cpufreq {host.cpufreq_driver or 'none'}/{host.governor or 'none'}; "
+        f"GPUs: {len(host.gpus)}, NICs: {len(host.nics)}",
+        "",
+    ]
+    for priority in Priority:
+        findings = [f for f in report.findings if f.priority is priority]
+        if not findings:
+            continue
+        lines.append(style(priority.value, fg="red" if priority is Priority.P0 else "yellow"))
+        for finding in findings:
+            mark = "!" if finding.actionable else ("~" if finding.pending else "-")
+            lines.append(
+                f"  {mark} {style(finding.id, bold=True)} [{finding.area.value}, "
+                f"{phase_label(finding)}]: {finding.observed}"
+            )
+            lines.append(f"      {style('why: ' + finding.reason, dim=True)}")
+            label = "fix" if finding.actionable or finding.pending else "remedy"
+            for index, line in enumerate(commands(finding, 3)):
+                lead = f"{label}:" if index == 0 else " " * (len(label) + 1)
+                lines.append(f"      {lead} {line}")
+        lines.append("")
+    for title, remarks in (("Good", report.good), ("Not an issue", report.not_issues)):
+        if remarks:
+            lines.append(style(title, bold=True))
+            for remark in remarks:
+                lines.append(f"  {remark.id}: {remark.observed}")
+                if remark.reason:
+                    lines.append(f"      {style('why: ' + remark.reason, dim=True)}")
+            lines.append("")
+    lines.append(summary(report))
+    return "\n".join(lines) + "\n"
+
+
+def as_json(report: Report, color: bool = False) -> str:
+    return json.dumps(report.to_json(), indent=2) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def markdown(report: Report, color: bool = False) -> str:
+    host = report.host
+    out = [
+        f"# Host audit: {host.name}",
+        "",
+        "| | |",
+        "|---|---|",
+        f"| Host | {host.name} |",
+        f"| Observed from | {host.source} |",
+        f"| CPU | {cpu_line(host)} |",
+        f"| Kernel | {host.kernel or 'unknown'} |",
+        f"| cpufreq | driver {host.cpufreq_driver or 'none'}, governor {host.governor or 'none'} |",
+        f"| NVIDIA driver | {host.nvidia_driver or 'not loaded'} |",
+        f"| tune's boot-time files | {', '.join(host.tune_files) or 'none'} |",
+        "",
+    ]
+    for title, devices in (("GPUs", host.gpus), ("NICs", host.nics)):
+        if devices:
+            out += _devices(title, devices)
+    out += [f"**{summary(report)}**", "", "## Confirmed good", ""]
+    out += [_remark(r) for r in report.good] or ["Nothing the audit checks holds yet."]
+    out += ["", "## Actionable", ""]
+    actionable = report.actionable
+    if not actionable:
+        out += ["Nothing: tune finds nothing to change on this host.", ""]
+    for priority in Priority:
+        findings = [f for f in actionable if f.priority is priority]
+        if findings:
+            out += [f"### {priority.value}", ""]
+            for finding in findings:
+                out += _finding(finding)
+    reboot = [f for f in report.findings if f.phase is Phase.REBOOT]
+    if reboot:
+        out += ["## Needs a reboot", ""]
+        for finding in reboot:
+            restart = (
+                "restart the container"
+                if finding.changes and finding.changes[0].kind == "lxc"
+                else "reboot the host"
+            )
+            when = "configured; reboot the host" if finding.pending else f"fix, then {restart}"
+            out.append(f"- **{finding.id}** ({when}): {finding.observed}")
+        out.append("")
+    cannot = [f for f in report.findings if f.phase is None]
+    if cannot:
+        out += ["## Needs BIOS, hardware, a kernel or a driver change", ""]
+        out += ["tune reports these and cannot change them.", ""]
+        for finding in cannot:
+            out += [
+                f"- **{finding.id}** ({finding.priority.value}): {finding.observed}. "
+                f"Why: {finding.reason}. Remedy: {finding.fix}.",
+                *(f"  - `{e}`" for e in finding.evidence),
+            ]
+        out.append("")
+    if report.not_issues:
+        out += ["## Not an issue", ""]
+        for remark in report.not_issues:
+            out.append(f"- **{remark.id}**: {remark.observed}: {remark.reason}.")
+            out += [f"  - `{e}`" for e in remark.evidence]
+        out.append("")
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+def _devices(title: str, devices: tuple[Device, ...]) -> list[str]:
+    rows = [
+        f"| {d.address} | {d.name} | {'-' if d.numa_node is None else d.numa_node} | "
+        f"{d.link or 'unreadable'} | {d.max_read_request or 'unreadable'} |"
+        for d in devices
+    ]
+    return [
+        f"### {title}",
+        "",
+        "| Address | Device | NUMA node | Link now | MaxReadReq |",
+        "|---|---|---|---|---|",
+        *rows,
+        "",
+    ]
+
+
+def _remark(remark: Remark) -> str:
+    return f"- **{remark.id}**: {remark.observed} (`{'`, `'.join(remark.evidence[:2])}`" + (
+        f" and {len(remark.evidence) - 2} more)" if len(remark.evidence) > 2 else ")"
+    )
+
+
+def _finding(finding: Finding) -> list[str]:
+    assert finding.phase is not None
+    lines = [
+        f"#### {finding.id} ({finding.area.value}): {finding.observed}",
+        "",
+        "Evidence:",
+        "",
+        *(f"- `{e}`" for e in finding.evidence),
+        "",
+        f"Why: {finding.reason}.",
+        "",
+        f"Takes effect: {TAKES_EFFECT[finding.phase]}.",
+        "",
+    ]
+    if finding.phase is Phase.RUNTIME:  # runtime fixes are commands; boot and container
+        return [*lines, "```sh", *commands(finding), "```", ""]  # fixes are edits to files
+    return [*lines, *(f"Fix: {line}" for line in commands(finding)), ""]
+
+
+RENDERERS: dict[str, Callable[[Report, bool], str]] = {
+    "text": text,
+    "json": as_json,
+    "markdown": markdown,
+}

@@ -1,0 +1,417 @@
+"""Every audit rule on a snapshot where it fires and on one where it must not.
+
+"Fires" cases start from the tuned example host (no finding at all) and change one thing, so
+exactly one rule may fire; each also checks that the suggested profile closes the loop.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from audit_support import (
+    add_idle_state,
+    closes_loop,
+    edit,
+    edit_express,
+    findings,
+    only,
+    per_cpu,
+    remarks,
+    run_audit,
+    set_link,
+    set_mrrs,
+    set_vendor,
+    sysctl,
+)
+from conftest import write
+
+from reconciler.audit.engine import audit
+from reconciler.audit.model import Area, Fix, Problem
+from reconciler.audit.rules import RULES, Rule
+from reconciler.host import Request, SnapshotHost
+from reconciler.model import Phase, Priority
+
+GPU = "0000:41:00.0"
+NIC = "0000:c2:00.0"
+CONTAINER = "/etc/pve/lxc/101.conf"
+
+
+def test_tuned_host_has_no_finding_and_every_rule_has_a_verdict(tuned: Path) -> None:
+    report = run_audit(tuned)
+    assert report.findings == ()
+    judged = {r.id for r in report.good} | {r.id for r in report.not_issues}
+    assert judged == {r.id for r in RULES}
+    assert all(r.evidence for r in report.good + report.not_issues)
+
+
+def test_rule_ids_are_unique_and_kebab_case() -> None:
+    ids = [r.id for r in RULES]
+    assert len(ids) == len(set(ids))
+    assert all(i.replace("-", "").isalnum() and i == i.lower() for i in ids)
+
+
+def test_a_rule_that_does_not_declare_what_its_fix_reads_fails_loudly(tuned: Path) -> None:
+    ksm = Fix("sysfs", ("/sys/kernel/mm/ksm/run",), "0")
+    problem = Problem(Priority.P2, "ksm on", ("/sys/kernel/mm/ksm/run: 1",), "r", (ksm,))
+    hidden = Rule("hidden-reads", Area.MEMORY, Request(), lambda facts, limits: [problem])
+    with pytest.raises(RuntimeError, match="hidden-reads did not declare its reads"):
+        audit(SnapshotHost(tuned), rules=[hidden])
+
+
+# --- PCI Express ------------------------------------------------------------------------------
+
+
+def test_pcie_mrrs_fires_on_one_gpu_below_4096(tuned: Path, tmp_path: Path) -> None:
+    set_mrrs(tuned, GPU, 512)
+    report = run_audit(tuned)
+    finding = only(report, "pcie-mrrs")
+    assert (finding.priority, finding.phase, finding.actionable) == (
+        Priority.P0,
+        Phase.RUNTIME,
+        True,
+    )
+    assert "512 bytes on 1 of 8 NVIDIA GPUs" in finding.observed
+    assert finding.evidence == (f"/sys/bus/pci/devices/{GPU}/config: MaxReadReq 512",)
+    assert finding.fix == f"setpci -s {GPU} CAP_EXP+8.w=5000:7000"
+    closes_loop(tuned, report, tmp_path)
+
+
+def test_pcie_mrrs_covers_vga_class_gpus(tuned: Path, tmp_path: Path) -> None:
+    set_mrrs(tuned, GPU, 1024)
+    write(tuned, f"/sys/bus/pci/devices/{GPU}/class", "0x030000\n")
+    report = run_audit(tuned)
+    assert only(report, "pcie-mrrs").fixes[0].item == {
+        "select": {"vendor": 0x10DE, "class": 0x0300}
+    }
+    closes_loop(tuned, report, tmp_path)
+
+
+def test_pcie_mrrs_ignores_devices_that_are_not_nvidia_gpus(tuned: Path) -> None:
+    set_vendor(tuned, GPU, 0x1A03)  # an ASPEED display controller
+    set_mrrs(tuned, GPU, 512)
+    set_mrrs(tuned, NIC, 512)  # the NIC's own choice
+    report = run_audit(tuned)
+    assert "pcie-mrrs" not in findings(report)
+    assert remarks(report, "pcie-mrrs")[0] == ["MaxReadReq 4096 on 7 NVIDIA GPUs"]
+
+
+def test_pcie_link_width_fires_on_a_gpu_trained_narrow(tuned: Path) -> None:
+    set_link(tuned, GPU, width=8)
+    finding = only(run_audit(tuned), "pcie-link-width")
+    assert (finding.actionable, finding.phase, finding.priority) == (False, None, Priority.P0)
+    assert finding.observed == f"GPU {GPU} at x8 of x16"
+    assert "reseat" in finding.fix
+
+
+def test_pcie_link_width_fires_on_a_narrow_rdma_nic_and_ignores_other_nics(tuned: Path) -> None:
+    set_link(tuned, NIC, width=4)
+    assert only(run_audit(tuned), "pcie-link-width").observed == f"RDMA NIC {NIC} at x4 of x16"
+    set_vendor(tuned, NIC, 0x8086)
+    assert "pcie-link-width" not in findings(run_audit(tuned))
+
+
+def test_pcie_link_speed_fires_on_a_slow_nic(tuned: Path) -> None:
+    set_link(tuned, NIC, speed="16GT/s")
+    finding = only(run_audit(tuned), "pcie-link-speed")
+    assert (finding.priority, finding.actionable) == (Priority.P1, False)
+    assert finding.observed == f"RDMA NIC {NIC} at 16GT/s of 32GT/s"
+
+
+def test_pcie_link_speed_fires_on_a_gpu_between_idle_and_full_speed(tuned: Path) -> None:
+    set_link(tuned, GPU, speed="16GT/s")
+    finding = only(run_audit(tuned), "pcie-link-speed")
+    assert finding.priority is Priority.P2
+    assert finding.observed == f"GPU {GPU} at 16GT/s of 32GT/s"
+
+
+def test_pcie_link_speed_idle_gpus_are_not_an_issue(tuned: Path) -> None:
+    report = run_audit(tuned)  # every GPU idles at 2.5GT/s in the example
+    assert "pcie-link-speed" not in findings(report)
+    assert remarks(report, "pcie-link-speed")[1] == [
+        "8 NVIDIA GPUs at 2.5GT/s now, capable of 32GT/s"
+    ]
+
+
+def test_pcie_maxpayload_at_the_device_limit_is_not_an_issue(tuned: Path) -> None:
+    report = run_audit(tuned)
+    (not_issue,) = [r for r in report.not_issues if r.id == "pcie-maxpayload"]
+    assert not_issue.observed.startswith("MaxPayload 256 bytes on 9 GPUs and RDMA NICs")
+    assert "DevCtl MaxPayload 256, DevCap MaxPayload 256" in not_issue.evidence[0]
+
+
+def test_pcie_maxpayload_below_the_device_limit_is_not_called_a_limit(tuned: Path) -> None:
+    for address in ("0000:01:00.0", "0000:21:00.0"):
+        edit_express(tuned, address, 0x08, 0x7 << 5, 0)  # DevCtl payload 128 < DevCap 256
+    report = run_audit(tuned)
+    (not_issue,) = [r for r in report.not_issues if r.id == "pcie-maxpayload"]
+    assert "on 7 GPUs and RDMA NICs" in not_issue.observed
+    assert report.findings == ()
+
+
+# --- sysctl and sysfs -------------------------------------------------------------------------
+
+
+def test_numa_balancing_fires_with_two_nodes(tuned: Path, tmp_path: Path) -> None:
+    sysctl(tuned, "kernel.numa_balancing", "1")
+    report = run_audit(tuned)
+    finding = only(report, "numa-balancing")
+    assert finding.fix == "sysctl -w kernel.numa_balancing=0"
+    assert "/sys/devices/system/node/online: 0-1" in finding.evidence
+    closes_loop(tuned, report, tmp_path)
+
+
+def test_numa_balancing_on_one_node_is_not_an_issue(tuned: Path) -> None:
+    sysctl(tuned, "kernel.numa_balancing", "1")
+    write(tuned, "/sys/devices/system/node/online", "0\n")
+    report = run_audit(tuned)
+    assert report.findings == ()
+    assert remarks(report, "numa-balancing")[1] == [
+        "kernel.numa_balancing = 1 on a single NUMA node"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("rule_id", "key", "bad", "fine", "fixed"),
+    [
+        ("swappiness", "vm.swappiness", "60", "10", "10"),
+        ("nmi-watchdog", "kernel.nmi_watchdog", "1", "0", "0"),
+        ("sched-autogroup", "kernel.sched_autogroup_enabled", "1", "0", "0"),
+        ("net-rmem-max", "net.core.rmem_max", "212992", "67108864", "268435456"),
+        ("net-wmem-max", "net.core.wmem_max", "4194304", "67108864", "268435456"),
+        ("tcp-rmem", "net.ipv4.tcp_rmem", "4096\t131072\t6291456", "4096\t87380\t67108864",
+         "4096 131072 268435456"),
+        ("tcp-wmem", "net.ipv4.tcp_wmem", "4096\t16384\t4194304", "4096\t65536\t67108864",
+         "4096 16384 268435456"),
+    ],
+)  # fmt: skip
+def test_sysctl_rules(
+    tuned: Path, tmp_path: Path, rule_id: str, key: str, bad: str, fine: str, fixed: str
+) -> None:
+    sysctl(tuned, key, fine)
+    report = run_audit(tuned)
+    assert report.findings == ()
+    assert remarks(report, rule_id)[0] == [f"{key} = {' '.join(fine.split())}"]
+    sysctl(tuned, key, bad)
+    report = run_audit(tuned)
+    finding = only(report, rule_id)
+    assert finding.phase is Phase.RUNTIME
+    assert finding.changes[0].desired == fixed
+    assert finding.evidence == (f"/proc/sys/{key.replace('.', '/')}: {' '.join(bad.split())}",)
+    closes_loop(tuned, report, tmp_path)
+
+
+def test_thp_always_fires_and_never_does_not(tuned: Path, tmp_path: Path) -> None:
+    thp = "/sys/kernel/mm/transparent_hugepage/enabled"
+    write(tuned, thp, "[always] madvise never\n")
+    report = run_audit(tuned)
+    assert only(report, "thp-always").fix == f"echo madvise > {thp}"
+    closes_loop(tuned, report, tmp_path)
+    write(tuned, thp, "always madvise [never]\n")
+    assert run_audit(tuned).findings == ()
+
+
+# --- CPU --------------------------------------------------------------------------------------
+
+RUNNING_CMDLINE = "/proc/cmdline"
+
+
+def test_cstates_deep_fires_without_a_command_line_limit(tuned: Path, tmp_path: Path) -> None:
+    add_idle_state(tuned, 2, "C2", 400, disabled=False)
+    edit(tuned, RUNNING_CMDLINE, " processor.max_cstate=1", "")
+    report = run_audit(tuned)
+    finding = only(report, "cstates-deep")
+    assert finding.observed.startswith("C2 (exit latency 400 us) enabled on 128 CPUs")
+    assert finding.changes[0].desired == "disabled" and len(finding.changes) == 128
+    closes_loop(tuned, report, tmp_path)
+
+
+def test_cstates_deep_does_not_fire_with_a_limit_disabled_or_shallow_states(tuned: Path) -> None:
+    add_idle_state(tuned, 2, "C2", 400, disabled=False)
+    assert run_audit(tuned).findings == (), "processor.max_cstate=1 is on the command line"
+    edit(tuned, RUNNING_CMDLINE, " processor.max_cstate=1", " idle=poll")
+    assert run_audit(tuned).findings == ()
+    edit(tuned, RUNNING_CMDLINE, " idle=poll", "")
+    add_idle_state(tuned, 2, "C2", 400, disabled=True)
+    add_idle_state(tuned, 3, "C1E", 10, disabled=False)
+    report = run_audit(tuned)
+    assert report.findings == ()
+    assert remarks(report, "cstates-deep")[0] == [
+        "no idle state with exit latency above 50 us is enabled"
+    ]
+
+
+def test_cpufreq_driver_fires_on_acpi_cpufreq_with_cppc(untuned: Path) -> None:
+    finding = findings(run_audit(untuned))["cpufreq-driver"]
+    assert (finding.actionable, finding.phase) == (True, Phase.REBOOT)
+    assert finding.changes[0].desired == "active"
+    assert "/proc/cpuinfo: flags include cppc" in finding.evidence
+
+
+def test_cpufreq_driver_asks_for_intel_pstate_on_hwp(untuned: Path) -> None:
+    edit(untuned, "/proc/cpuinfo", " cppc ", " hwp ")
+    finding = findings(run_audit(untuned))["cpufreq-driver"]
+    assert finding.changes[0].target == "intel_pstate"
+
+
+def test_cpufreq_driver_configured_but_not_booted_is_pending(untuned: Path) -> None:
+    edit(untuned, "/etc/default/grub", 'DEFAULT="quiet"', 'DEFAULT="quiet amd_pstate=active"')
+    finding = findings(run_audit(untuned))["cpufreq-driver"]
+    assert (finding.actionable, finding.pending, finding.phase) == (False, True, Phase.REBOOT)
+    assert finding.fix == "reboot: amd_pstate=active is configured for the next boot"
+
+
+def test_cpufreq_driver_ignored_parameter_needs_the_bios(tuned: Path) -> None:
+    per_cpu(tuned, "cpufreq/scaling_driver", "acpi-cpufreq")
+    finding = only(run_audit(tuned), "cpufreq-driver")
+    assert (finding.actionable, finding.phase) == (False, None)
+    assert "enable CPPC" in finding.fix
+
+
+def test_cpufreq_driver_without_cppc_or_hwp_is_not_an_issue(untuned: Path) -> None:
+    edit(untuned, "/proc/cpuinfo", " cppc ", " ")
+    report = run_audit(untuned)
+    assert "cpufreq-driver" not in findings(report)
+    assert remarks(report, "cpufreq-driver")[1] == ["cpufreq driver acpi-cpufreq"]
+
+
+def test_cpufreq_governor_fires_on_one_cpu(tuned: Path, tmp_path: Path) -> None:
+    write(tuned, "/sys/devices/system/cpu/cpu5/cpufreq/scaling_governor", "powersave\n")
+    report = run_audit(tuned)
+    finding = only(report, "cpufreq-governor")
+    assert finding.observed == "governor powersave on 1 CPU"
+    assert [c.subject for c in finding.changes] == ["cpu5"]
+    closes_loop(tuned, report, tmp_path)
+
+
+def test_cpufreq_governor_is_silent_without_cpufreq(tuned: Path) -> None:
+    for path in tuned.glob("sys/devices/system/cpu/cpu*/cpufreq/scaling_governor"):
+        path.unlink()
+    report = run_audit(tuned)
+    assert report.findings == ()
+    assert remarks(report, "cpufreq-governor") == ([], [])
+
+
+# --- modules, IOMMU, kernel -------------------------------------------------------------------
+
+
+def test_peermem_missing_fires_with_a_mellanox_nic(tuned: Path, tmp_path: Path) -> None:
+    edit(tuned, "/proc/modules", "nvidia_peermem 16384 0 - Live 0x0000000000000000 (POE)\n", "")
+    report = run_audit(tuned)
+    finding = only(report, "peermem-missing")
+    assert finding.fix == "modprobe nvidia_peermem"
+    assert f"/sys/bus/pci/devices/{NIC}/vendor: 0x15b3" in finding.evidence
+    closes_loop(tuned, report, tmp_path)
+
+
+def test_peermem_missing_without_rdma_nic_is_not_an_issue(tuned: Path) -> None:
+    edit(tuned, "/proc/modules", "nvidia_peermem 16384 0 - Live 0x0000000000000000 (POE)\n", "")
+    set_vendor(tuned, NIC, 0x8086)
+    report = run_audit(tuned)
+    assert report.findings == ()
+    assert remarks(report, "peermem-missing")[1] == ["nvidia_peermem not loaded"]
+
+
+def test_iommu_translated_fires_and_asks_for_iommu_pt(untuned: Path) -> None:
+    finding = findings(run_audit(untuned))["iommu-translated"]
+    assert (finding.actionable, finding.phase) == (True, Phase.REBOOT)
+    assert [(c.target, c.desired) for c in finding.changes] == [("iommu", "pt")]
+
+
+def test_iommu_translated_despite_iommu_pt_needs_the_bios(tuned: Path) -> None:
+    for path in tuned.glob("sys/kernel/iommu_groups/*/type"):
+        path.write_text("DMA\n")
+    finding = only(run_audit(tuned), "iommu-translated")
+    assert (finding.actionable, finding.phase) == (False, None)
+    assert "BIOS" in finding.fix
+
+
+def test_iommu_passthrough_or_absent_does_not_fire(tuned: Path) -> None:
+    assert remarks(run_audit(tuned), "iommu-translated")[0] == ["IOMMU groups in identity mode"]
+    for path in tuned.glob("sys/kernel/iommu_groups/*/type"):
+        path.unlink()
+    assert "iommu-translated" not in findings(run_audit(tuned))
+
+
+def test_kernel_version_fires_below_the_minimum(tuned: Path) -> None:
+    sysctl(tuned, "kernel.osrelease", "6.8.12-9-pve")
+    finding = only(run_audit(tuned), "kernel-version")
+    assert (finding.actionable, finding.phase) == (False, None)
+    assert finding.fix == "install a kernel 6.14 or newer and reboot into it"
+
+
+def test_kernel_version_minimum_is_configurable_and_inclusive(tuned: Path) -> None:
+    sysctl(tuned, "kernel.osrelease", "6.8.12-9-pve")
+    assert run_audit(tuned, min_kernel="6.8").findings == ()
+    sysctl(tuned, "kernel.osrelease", "6.14.0-1-pve")
+    assert run_audit(tuned).findings == ()
+
+
+# --- LXC containers ---------------------------------------------------------------------------
+
+
+def test_lxc_memlock_fires_on_a_gpu_container_without_the_limit(
+    tuned: Path, tmp_path: Path
+) -> None:
+    edit(tuned, CONTAINER, "lxc.prlimit.memlock: unlimited\n", "")
+    report = run_audit(tuned)
+    finding = only(report, "lxc-memlock")
+    assert finding.phase is Phase.REBOOT
+    assert finding.evidence == (f"{CONTAINER}: no lxc.prlimit.memlock",)
+    closes_loop(tuned, report, tmp_path)
+
+
+def test_lxc_memlock_fires_on_a_finite_limit_in_a_plain_lxc_container(
+    tuned: Path, tmp_path: Path
+) -> None:
+    config = (tuned / CONTAINER.lstrip("/")).read_text().split("\n[")[0]
+    write(tuned, "/var/lib/lxc/infer/config",
+          config.replace("memlock: unlimited", "memlock: 65536:unlimited"))  # fmt: skip
+    report = run_audit(tuned)
+    finding = only(report, "lxc-memlock")
+    assert "container infer mounts NVIDIA devices with memlock 65536:unlimited" in finding.observed
+    assert finding.fixes[0].item == {"path": "/var/lib/lxc/infer/config"}
+    closes_loop(tuned, report, tmp_path)
+
+
+def test_lxc_memlock_ignores_containers_without_nvidia_mounts(tuned: Path) -> None:
+    write(tuned, "/etc/pve/lxc/200.conf", "arch: amd64\nhostname: web\nmemory: 2048\n")
+    report = run_audit(tuned)
+    assert report.findings == ()
+    assert remarks(report, "lxc-memlock")[0] == ["lxc.prlimit.memlock unlimited in 101"]
+
+
+def test_lxc_stale_majors_fires_after_a_driver_upgrade(tuned: Path, tmp_path: Path) -> None:
+    edit(tuned, "/proc/devices", "511 nvidia-uvm", "507 nvidia-uvm")
+    report = run_audit(tuned)
+    finding = only(report, "lxc-stale-majors")
+    assert finding.observed == (
+        "container 101 allows major 511, which no device has, and lacks 507 (nvidia-uvm)"
+    )
+    assert finding.changes[0].desired == ("c 195:* rwm", "c 507:* rwm", "c 508:* rwm")
+    closes_loop(tuned, report, tmp_path)
+
+
+def test_lxc_stale_majors_does_not_fire_on_allow_all_or_without_mounts(tuned: Path) -> None:
+    edit(tuned, "/proc/devices", "511 nvidia-uvm", "507 nvidia-uvm")
+    edit(tuned, CONTAINER, "lxc.cgroup2.devices.allow: c 195:* rwm\n",
+         "lxc.cgroup2.devices.allow: a\n")  # fmt: skip
+    assert run_audit(tuned).findings == ()
+    edit(tuned, CONTAINER, "lxc.cgroup2.devices.allow: a\n", "")
+    text = (tuned / CONTAINER.lstrip("/")).read_text()
+    main, snapshot = text.split("\n[", 1)
+    main = "\n".join(line for line in main.splitlines() if "/dev/nvidia" not in line)
+    write(tuned, CONTAINER, main + "\n[" + snapshot)
+    report = run_audit(tuned)
+    assert report.findings == ()
+    assert remarks(report, "lxc-stale-majors") == ([], [])
+
+
+def test_readme_table_lists_exactly_the_rules() -> None:
+    from conftest import PROJECT
+
+    readme = (PROJECT / "README.md").read_text()
+    table = readme.split("| id | area | fires when | fix |")[1].split("\n\n")[0]
+    rows = [line.split("|")[1:3] for line in table.splitlines()[2:]]
+    listed = {(i.strip("` "), area.strip()) for ids, area in rows for i in ids.split(",")}
+    assert listed == {(r.id, r.area.value) for r in RULES}
