@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
 
 from . import __version__
-from .errors import ExitCode, TuneError
+from .errors import ExitCode, TuneError, UsageError
 from .host import Host, open_host, write_archive
 from .observe import observe, request
 from .plan import make_plan
@@ -18,9 +19,7 @@ from .profile import LoadedProfile, load_profile, schema
 from .render import RENDERERS
 
 ROOT_HELP = "Read the host from a snapshot directory or .tar.gz instead of this machine."
-profile_arg = click.argument(
-    "profile", type=click.Path(exists=True, dir_okay=False, readable=True)
-)
+profile_arg = click.argument("profile", type=click.Path(exists=True, dir_okay=False, readable=True))
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -81,6 +80,53 @@ def snapshot(profile: str, output: str, root: str | None) -> int:
     return ExitCode.IN_SYNC
 
 
+@cli.command()
+@profile_arg
+@click.option("--root", metavar="PATH", help=ROOT_HELP)
+@click.option(
+    "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
+)
+def probe(profile: str, root: str | None, fmt: str) -> int:
+    """Run PROFILE's probes on the host and print median, min and max of each.
+
+    Probes run on the machine tune runs on; for a snapshot (--root DIR) they get TUNE_ROOT=DIR
+    in their environment, so a probe script can measure the snapshot's state.
+    """
+    from .probes.gates import judge
+    from .probes.runner import run_probe
+    from .probes.table import render
+
+    loaded = load_profile(profile)
+    open_host(root)  # refuse a missing snapshot before running anything
+    if not loaded.profile.probes:
+        raise UsageError(f"{profile} defines no probes.")
+    env = {"TUNE_ROOT": str(Path(root).resolve())} if root else {}
+    results = [run_probe(n, s, env=env) for n, s in loaded.profile.probes.items()]
+    failed_gates = [
+        (r.name, v.message)
+        for r in results
+        if (spec := loaded.profile.probes[r.name]).gate is not None
+        and not (v := judge(spec.gate, spec.better, None, r.median)).ok
+    ]
+    if fmt == "json":
+        click.echo(
+            json.dumps(
+                {
+                    "probes": [r.to_json() for r in results],
+                    "gates": [{"probe": n, "message": m} for n, m in failed_gates],
+                },
+                indent=2,
+            )
+        )
+    else:
+        click.echo(render(results), nl=False)
+        for name, message in failed_gates:
+            click.echo(f"gate failed: {name}: {message}")
+    if any(not r.ok for r in results):
+        return ExitCode.HOST_ERROR
+    return ExitCode.CHANGES if failed_gates else ExitCode.IN_SYNC
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: exit codes per the contract, errors as one line, never a traceback."""
     try:
@@ -100,11 +146,13 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         code = 130
-    except Exception as exc:  # noqa: BLE001 - the last line of defence against tracebacks
+    except Exception as exc:
         if os.environ.get("TUNE_DEBUG"):
             raise
-        click.echo(f"tune: internal error: {type(exc).__name__}: {exc} "
-                   "(set TUNE_DEBUG=1 for a traceback)", err=True)
+        click.echo(
+            f"tune: internal error: {type(exc).__name__}: {exc} (set TUNE_DEBUG=1 for a traceback)",
+            err=True,
+        )
         code = 70
     sys.exit(code if isinstance(code, int) else 0)
 

@@ -13,8 +13,12 @@ def as_json(plan: Plan, color: bool = False) -> str:
     return json.dumps(plan.to_json(), indent=2) + "\n"
 
 
+def as_markdown(plan: Plan, color: bool = False) -> str:
+    return markdown.render(plan)
+
+
 RENDERERS: dict[str, Callable[[Plan, bool], str]] = {
     "text": text.render,
     "json": as_json,
-    "markdown": lambda plan, color=False: markdown.render(plan),
+    "markdown": as_markdown,
 }
