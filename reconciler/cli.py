@@ -19,6 +19,7 @@ from .host import Host, open_host, write_archive
 from .model import Plan
 from .observe import observe, request
 from .plan import make_plan
+from .probes.command import probe_cmd
 from .profile import LoadedProfile, load_profile, schema
 from .remote import RemoteOptions, progress_on_terminal, remote_options
 from .render import RENDERERS
@@ -204,6 +205,7 @@ cli.add_command(apply_cli.apply)
 cli.add_command(apply_cli.rollback)
 cli.add_command(apply_cli.history)
 cli.add_command(audit_cmd)
+cli.add_command(probe_cmd)
 
 
 def main(argv: list[str] | None = None) -> None:

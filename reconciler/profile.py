@@ -25,6 +25,7 @@ from .kinds.modules import ModulesSpec
 from .kinds.pci import PciEntry
 from .kinds.sysctl import SysctlSpec
 from .kinds.sysfs import SysfsSpec
+from .probes.spec import ProbeName, ProbeSpec
 
 ProfileName = safe(r"[A-Za-z0-9_.-]+", "profile name", "blackwell-8x")
 
@@ -49,6 +50,7 @@ class Profile(Strict):
     cmdline: CmdlineSpec | None = None
     lxc: list[LxcEntry] = Field(default_factory=list)
     checks: ChecksSpec | None = None
+    probes: dict[ProbeName, ProbeSpec] = Field(default_factory=dict)
 
     def sections(self) -> Iterator[tuple[Any, Any]]:
         """(kind, spec) for every knob section the profile uses."""
