@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import sys
@@ -11,15 +12,13 @@ from typing import Any, TypeVar
 
 import click
 
-from . import __version__, apply_cli, saved
-from .audit.command import audit_cmd
+from . import __version__, saved
 from .errors import ExitCode, TuneError, UsageError
 from .fleet import fleet_exit_code, for_each_host
 from .host import Host, open_host, write_archive
 from .model import Plan
 from .observe import observe, request
 from .plan import make_plan
-from .probes.command import probe_cmd
 from .profile import LoadedProfile, load_profile, schema
 from .remote import RemoteOptions, progress_on_terminal, remote_options
 from .render import RENDERERS
@@ -30,7 +29,37 @@ ROOT_HELP = "Read the host from a snapshot directory or .tar.gz instead of this 
 profile_arg = click.argument("profile", type=click.Path(exists=True, dir_okay=False, readable=True))
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class LazyGroup(click.Group):
+    """A group whose commands from other modules load only when they run (or --help lists
+    them): `tune plan` on a fleet of hosts must not pay for importing apply, audit or probes."""
+
+    def __init__(self, *args: Any, lazy: dict[str, str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy = lazy
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *self.lazy])
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.lazy:
+            module, attr = self.lazy[cmd_name].split(":")
+            command = getattr(importlib.import_module(module, __package__), attr)
+            assert isinstance(command, click.Command)
+            return command
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(
+    cls=LazyGroup,
+    lazy={
+        "apply": ".apply_cli:apply",
+        "rollback": ".apply_cli:rollback",
+        "history": ".apply_cli:history",
+        "audit": ".audit.command:audit_cmd",
+        "probe": ".probes.command:probe_cmd",
+    },
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
 @click.version_option(__version__, prog_name="tune")
 def cli() -> None:
     """Tuning-as-code for Linux GPU inference hosts.
@@ -199,13 +228,6 @@ def snapshot(profile: str, output: str, root: str | None, remote: RemoteOptions)
     count = _on_one_host(root, remote, capture)
     click.echo(f"{output}: {count} files from {source[0]}")
     return ExitCode.IN_SYNC
-
-
-cli.add_command(apply_cli.apply)
-cli.add_command(apply_cli.rollback)
-cli.add_command(apply_cli.history)
-cli.add_command(audit_cmd)
-cli.add_command(probe_cmd)
 
 
 def main(argv: list[str] | None = None) -> None:

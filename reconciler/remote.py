@@ -11,14 +11,16 @@ import functools
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from .errors import UsageError
 from .fleet import DEFAULT_FORKS
 from .host import Host
-from .targets import Target, load_inventory, parse_host
+
+if TYPE_CHECKING:
+    from .targets import Target
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,8 @@ class RemoteOptions:
         return self.inventory is not None or len(self.hosts) > 1
 
     def targets(self) -> list[Target]:
+        from .targets import load_inventory, parse_host
+
         found = [parse_host(h) for h in self.hosts]
         if self.inventory is not None:
             found += load_inventory(self.inventory).select(self.limit)

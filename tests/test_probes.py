@@ -203,3 +203,12 @@ def test_runner_uses_no_shell_for_profile_argv(tmp_path: Path) -> None:
     result = run_probe("x", spec(run=["echo", f"1; touch {marker}"], metric=r"(\d+)"))
     assert result.values == (1.0,)
     assert not marker.exists()
+
+
+def test_probes_do_not_inherit_settings_tune_made_for_itself(tmp_path: Path) -> None:
+    import reconciler
+
+    script = 'echo "value: ${PYDANTIC_DISABLE_PLUGINS:-unset}" | sed "s/__all__/1/; s/unset/0/"'
+    result = run_probe("env", spec(run=["sh", "-c", script], metric=r"value: (\d)"))
+    expected = 0.0 if reconciler._OWN_SETTING else 1.0
+    assert result.values == (expected,)

@@ -25,7 +25,9 @@ SpecT = TypeVar("SpecT")
 class Strict(BaseModel):
     """Profile models reject unknown keys and are immutable once loaded."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # defer_build: only the Profile is ever validated as a whole; building a validator for every
+    # nested model at import is start-up time each `tune` process pays for nothing.
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class Meta(Strict):

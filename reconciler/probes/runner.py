@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import child_environment
 from .spec import ProbeSpec
 
 # Kept in the journal: enough to see what a probe printed, not a whole benchmark log.
@@ -43,7 +44,7 @@ def run_argv(argv: list[str], timeout: float, env: Mapping[str, str]) -> Complet
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            env={**os.environ, **env},
+            env={**child_environment(), **env},
             start_new_session=True,
         )
     except OSError as exc:
