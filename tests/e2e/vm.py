@@ -261,6 +261,8 @@ class GuestImage:
 
     def _build(self) -> None:
         started = time.monotonic()
+        for leftover in [*self.cache.glob("build-*"), *self.cache.glob("fetch-*")]:
+            shutil.rmtree(leftover, ignore_errors=True)  # from a build that was killed
         work = Path(tempfile.mkdtemp(prefix="build-", dir=self.cache))
         try:
             self._fetch_packages()
@@ -296,19 +298,10 @@ class GuestImage:
             part.unlink(missing_ok=True)
         log(f"packages downloaded in {time.monotonic() - t:.0f}s: {self.packages}")
 
-    def where(self, target: Path) -> list[str | Path]:
-        return [self.recipe.suite, target, MIRROR]
-
     def _debootstrap(self, action: str, target: Path) -> None:
-        packages = ",".join(self.recipe.packages)
+        options = ["--variant=minbase", "--include=" + ",".join(self.recipe.packages), action]
         run(
-            [
-                "debootstrap",
-                "--variant=minbase",
-                f"--include={packages}",
-                action,
-                *self.where(target),
-            ],
+            ["debootstrap", *options, self.recipe.suite, target, MIRROR],
             env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
         )
 
