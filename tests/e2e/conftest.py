@@ -1,0 +1,61 @@
+"""The e2e fixture: one real-kernel VM for the whole test session, always stopped.
+
+Every test in this directory is marked `e2e` (`pytest -m e2e` runs only these, `-m "not e2e"`
+skips them). They skip with the reason when this host cannot run a VM (no QEMU, no cached image
+and no root, no Debian mirror) or when `TUNE_E2E=0`.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from types import FrameType
+
+import pytest
+
+from .vm import Slot, Unavailable, Vm, preflight
+
+HERE = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if HERE in Path(str(item.path)).resolve().parents:
+            item.add_marker(pytest.mark.e2e)
+
+
+@pytest.fixture(scope="session")
+def vm() -> Iterator[Vm]:
+    """A booted guest, reachable with `vm.sh(...)`, `vm.run(...)` and `vm.ssh_argv()`."""
+    try:
+        image = preflight()
+        disk = image.ensure()
+    except Unavailable as exc:
+        pytest.skip(f"e2e: {exc}")
+    machine = Vm(disk)
+    slot = Slot(image.cache)
+    slot.claim(machine)
+
+    def stop() -> None:
+        machine.stop()
+        slot.release(machine)
+
+    def stop_then_die(signum: int, _frame: FrameType | None) -> None:
+        # SIGTERM (a CI timeout): stop the VM first, then die of the signal as usual. Raising
+        # instead would let a test's own cleanup, failing against a dead VM, swallow it.
+        stop()
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+    atexit.register(stop)
+    previous = signal.signal(signal.SIGTERM, stop_then_die)
+    try:
+        machine.start()
+        yield machine
+    finally:
+        stop()
+        signal.signal(signal.SIGTERM, previous)
+        atexit.unregister(stop)
