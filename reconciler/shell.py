@@ -26,6 +26,10 @@ from dataclasses import dataclass, field
 from .errors import HostError
 from .host import MAX_FILE_BYTES, Files, Host, Request
 
+# tune's own state read whole over SSH (run journals, the stored profile): far above any
+# journal tune writes, and still a bound on what one answer can bring back.
+WHOLE_MAX_BYTES = 64 << 20
+
 MAGIC = b"TUNE-READ-1\0"
 ERRORS_MARK = b"TUNE-READ-ERRORS\n"
 SEPARATOR = b"\n==> "
@@ -80,7 +84,7 @@ class ShellHost(Host):
         files = read.parse(self.name, self._checked(read.text, "reading files"))
         if isinstance(files, Files):
             return files
-        each = EachScript.of(files.paths)
+        each = EachScript.of(files.paths, read.cap)
         data, errors = each.parse(self.name, self._checked(each.text, "re-reading files"))
         return read.build(files.answer, data, errors)
 
@@ -177,11 +181,16 @@ class ReadScript:
     patterns: tuple[str, ...]
     listings: tuple[str, ...]
     text: str
+    whole: frozenset[str] = frozenset()  # patterns read past the usual cap (tune's own state)
+    cap: int = MAX_FILE_BYTES
 
     @classmethod
     def of(cls, request: Request) -> ReadScript:
-        patterns = tuple(sorted(request.patterns))
+        patterns = tuple(sorted(request.patterns | request.whole))
         listings = tuple(sorted(request.listings))
+        # One head reads every file, so one cap: the larger one when whole files are wanted;
+        # `build` cuts the others back to MAX_FILE_BYTES, as DirectoryHost reads them.
+        cap = WHOLE_MAX_BYTES if request.whole else MAX_FILE_BYTES
         words = [quote_pattern(p) for p in patterns]
         lines = [_PRELUDE, "printf 'TUNE-READ-1\\000'\n"]
         for index, word in enumerate(words):
@@ -201,9 +210,9 @@ class ReadScript:
         if words:
             # The same words again: head sees exactly the expansion listed above, directories
             # and non-matches included, and reports those on stderr.
-            lines.append(f"printf '\\n'\nhead -c {MAX_FILE_BYTES} -v -- {' '.join(words)}\n")
+            lines.append(f"printf '\\n'\nhead -c {cap} -v -- {' '.join(words)}\n")
         lines.append("exit 0\n")
-        return cls(patterns, listings, "".join(lines))
+        return cls(patterns, listings, "".join(lines), frozenset(request.whole), cap)
 
     def parse(self, host: str, done: ScriptResult) -> Files | Reread:
         start = done.stdout.find(MAGIC)
@@ -257,9 +266,13 @@ class ReadScript:
         """The same `Files`, in the same order, that `DirectoryHost.fetch` builds."""
         files = Files()
         by_pattern: dict[int, list[str]] = {}
+        whole_paths = set()
         for item in answer.items:
             if item.kind == "m":
                 by_pattern.setdefault(item.pattern, []).append(item.path)
+                if self.patterns[item.pattern] in self.whole:
+                    whole_paths.add(item.path)
+        data = {p: d if p in whole_paths else d[:MAX_FILE_BYTES] for p, d in data.items()}
         for index, pattern in enumerate(self.patterns):
             matched = []
             for path in sorted(set(by_pattern.get(index, ()))):
@@ -285,14 +298,14 @@ class EachScript:
     text: str
 
     @classmethod
-    def of(cls, paths: tuple[str, ...]) -> EachScript:
+    def of(cls, paths: tuple[str, ...], cap: int = MAX_FILE_BYTES) -> EachScript:
         boundary = f"TUNE-{secrets.token_hex(16)}"
         words = " ".join(_single_quoted(f".{p}") for p in paths)
         text = (
             f"{_PRELUDE}printf 'TUNE-READ-ERRORS\\n' >&2\n"
             f"for f in {words}; do\n"
             f"    printf '\\000{boundary}\\000'\n"
-            f'    head -c {MAX_FILE_BYTES} -- "$f"\n'
+            f'    head -c {cap} -- "$f"\n'
             f"done\nprintf '\\000{boundary}\\000'\nexit 0\n"
         )
         return cls(paths, f"\0{boundary}\0".encode(), text)

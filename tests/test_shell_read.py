@@ -148,3 +148,21 @@ def test_any_tree_and_globs_read_as_the_directory_host_reads_them(
     wanted = Request.of(*("/sys/" + "/".join(p) for p in patterns), listings=["/sys"])
     direct, shelled, _ = both(root, wanted)
     assert shelled == direct
+
+
+def test_whole_files_are_read_past_the_cap_and_others_are_not(tmp_path: Path) -> None:
+    from reconciler.host import MAX_FILE_BYTES
+
+    root = tmp_path / "host"
+    journal = b"".join(b'{"type": "step", "seq": %d}\n' % n for n in range(6000))
+    assert len(journal) > MAX_FILE_BYTES
+    write(root, "/var/lib/tune/runs/20250601T120000Z-a1b2c3.jsonl", journal)
+    write(root, "/proc/cpuinfo", b"x" * (MAX_FILE_BYTES + 10))
+    wanted = Request.of(
+        "/proc/cpuinfo", whole=["/var/lib/tune/runs/20250601T120000Z-a1b2c3.jsonl"]
+    )
+    direct, shelled, shell = both(root, wanted)
+    assert shelled == direct
+    assert shelled.read("/var/lib/tune/runs/20250601T120000Z-a1b2c3.jsonl") == journal
+    assert len(shelled.read("/proc/cpuinfo") or b"") == MAX_FILE_BYTES
+    assert len(shell.scripts) == 1

@@ -358,3 +358,20 @@ def test_check_over_ssh_prints_drift_per_host_for_cron(
     replace_file(roots["c2"], SWAPPINESS, "10\n")
     clean = run_tune("check", BLACKWELL, "--ssh-config", lab.config, *hosts, "--quiet")
     assert (clean.code, clean.out) == (0, "")
+
+
+def test_check_over_ssh_without_profile_reads_the_stored_one_and_the_journal(
+    start_lab: StartLab, templates: dict[str, Path], tmp_path: Path
+) -> None:
+    from applied_state import FINISHED, write_applied
+
+    root = clone_host(templates["tuned"], tmp_path / "s1")
+    write_applied(root)  # the stored profile and one applied run, as apply leaves them
+    replace_file(root, SWAPPINESS, "60\n")
+    lab = start_lab({"s1": root})
+    result = run_tune("check", "--ssh-config", lab.config, "-H", "s1", "--quiet", "--since-apply")
+    assert (result.code, result.err) == (2, "")
+    assert result.out == (
+        f"DRIFT sysctl vm.swappiness: 60 (want 10) since {FINISHED}; "
+        "changed after apply (tune wrote 10)\n"
+    )
