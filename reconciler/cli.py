@@ -7,24 +7,22 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 
 from . import __version__, saved
 from .errors import ExitCode, TuneError, UsageError
 from .fleet import fleet_exit_code, for_each_host
-from .host import Host, open_host, write_archive
+from .host import Host, write_archive
 from .model import Plan
 from .observe import observe, request
 from .plan import make_plan
 from .profile import LoadedProfile, load_profile, schema
-from .remote import RemoteOptions, progress_on_terminal, remote_options
+from .remote import RemoteOptions, no_root, on_one_host, progress_on_terminal, remote_options
 from .render import RENDERERS
 from .render import fleet as fleet_render
 
-T = TypeVar("T")
 ROOT_HELP = "Read the host from a snapshot directory or .tar.gz instead of this machine."
 profile_arg = click.argument("profile", type=click.Path(exists=True, dir_okay=False, readable=True))
 
@@ -98,11 +96,11 @@ def plan(
         return make_plan(loaded, observe(host, loaded.profile, not no_persist), not no_persist)
 
     if remote.is_fleet:
-        _no_root(root)
+        no_root(root)
         results = for_each_host(remote.open(), plan_of, remote.forks, progress_on_terminal())
         click.echo(fleet_render.render(results, fmt, color), nl=False, color=color)
         return fleet_exit_code(results, lambda p: p.is_clean)
-    result = _on_one_host(root, remote, plan_of)
+    result = on_one_host(root, remote, plan_of)
     click.echo(RENDERERS[fmt](result, color), nl=False, color=color)
     # A saved plan is applied where it was made; apply over SSH does not exist yet, so a remote
     # plan is not saved (`tune apply` would otherwise take it for this machine's).
@@ -160,12 +158,12 @@ def check_cmd(
     if remote.is_fleet:
         if prometheus:
             raise UsageError("--prometheus describes one host; run it on each host instead.")
-        _no_root(root)
+        no_root(root)
         results = for_each_host(remote.open(), check_of, remote.forks, progress_on_terminal())
         click.echo(render_check.fleet(results, fmt, quiet=quiet, color=color), nl=False)
         return fleet_exit_code(results, lambda r: r.in_sync)
     try:
-        report = _on_one_host(root, remote, check_of)
+        report = on_one_host(root, remote, check_of)
     except TuneError:
         if prometheus:
             metrics.write_atomically(prometheus, metrics.exposition(None, time.time()))
@@ -174,22 +172,6 @@ def check_cmd(
     if prometheus:
         metrics.write_atomically(prometheus, metrics.exposition(report, time.time()))
     return ExitCode.IN_SYNC if report.in_sync else ExitCode.CHANGES
-
-
-def _no_root(root: str | None) -> None:
-    if root is not None:
-        raise UsageError("--root reads a snapshot; it cannot be combined with -H or --inventory.")
-
-
-def _on_one_host(root: str | None, remote: RemoteOptions, work: Callable[[Host], T]) -> T:
-    """`work` on the one host the options name: a -H host, a snapshot, or this machine."""
-    if remote.wanted:
-        _no_root(root)
-    host = remote.open()[0] if remote.wanted else open_host(root)
-    try:
-        return work(host)
-    finally:
-        host.close()
 
 
 @cli.command()
@@ -225,7 +207,7 @@ def snapshot(profile: str, output: str, root: str | None, remote: RemoteOptions)
         source.append(host.describe())
         return write_archive(host.fetch(request(loaded.profile)), output)
 
-    count = _on_one_host(root, remote, capture)
+    count = on_one_host(root, remote, capture)
     click.echo(f"{output}: {count} files from {source[0]}")
     return ExitCode.IN_SYNC
 

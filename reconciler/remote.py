@@ -11,16 +11,18 @@ import functools
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from .errors import UsageError
 from .fleet import DEFAULT_FORKS
-from .host import Host
+from .host import Host, open_host
 
 if TYPE_CHECKING:
     from .targets import Target
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -153,3 +155,19 @@ def progress_on_terminal() -> Callable[[int, int], None] | None:
         sys.stderr.flush()
 
     return show
+
+
+def no_root(root: str | None) -> None:
+    if root is not None:
+        raise UsageError("--root reads a snapshot; it cannot be combined with -H or --inventory.")
+
+
+def on_one_host(root: str | None, remote: RemoteOptions, work: Callable[[Host], T]) -> T:
+    """`work` on the one host the options name: a -H host, a snapshot, or this machine."""
+    if remote.wanted:
+        no_root(root)
+    host = remote.open()[0] if remote.wanted else open_host(root)
+    try:
+        return work(host)
+    finally:
+        host.close()

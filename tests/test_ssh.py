@@ -375,3 +375,18 @@ def test_check_over_ssh_without_profile_reads_the_stored_one_and_the_journal(
         f"DRIFT sysctl vm.swappiness: 60 (want 10) since {FINISHED}; "
         "changed after apply (tune wrote 10)\n"
     )
+
+
+def test_audit_over_ssh_reads_the_host_in_one_exec_and_matches_its_snapshot(
+    start_lab: StartLab,
+) -> None:
+    lab = start_lab({"a1": UNTUNED})
+    remote = run_tune("audit", "--ssh-config", lab.config, "-H", "a1", "--format", "json")
+    local = run_tune("audit", "--root", UNTUNED, "--format", "json")
+    assert (remote.code, remote.err) == (2, "")
+    over_ssh, from_snapshot = json.loads(remote.out), json.loads(local.out)
+    assert over_ssh["findings"] == from_snapshot["findings"]
+    assert over_ssh["good"] == from_snapshot["good"]
+    assert lab.exec_requests() == {"a1": 1}
+    fleet = run_tune("audit", "--ssh-config", lab.config, "-H", "a1", "-H", "a1")
+    assert fleet.code == 64 and "one host" in fleet.err

@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from ..errors import ExitCode, HostError, UsageError
+from ..remote import RemoteOptions, on_one_host, remote_options
 from .thresholds import Thresholds
 
 SUFFIX_FORMATS = {".md": "markdown", ".markdown": "markdown", ".json": "json"}
@@ -40,12 +41,14 @@ SUFFIX_FORMATS = {".md": "markdown", ".markdown": "markdown", ".json": "json"}
     show_default=True,
     help="Report a kernel older than this.",
 )
+@remote_options
 def audit_cmd(
     root: str | None,
     fmt: str | None,
     output: str | None,
     write_profile: str | None,
     min_kernel: str,
+    remote: RemoteOptions,
 ) -> int:
     """Find what is wrong with a GPU host, without a profile. Changes nothing.
 
@@ -54,7 +57,6 @@ def audit_cmd(
     64 usage error.
     """
     # The audit's modules load the knob kinds; import them only when auditing.
-    from ..host import open_host
     from .engine import audit
     from .render import RENDERERS, summary
     from .suggest import suggested_profile
@@ -62,7 +64,10 @@ def audit_cmd(
     if not re.fullmatch(r"\d+(\.\d+){0,2}", min_kernel):
         raise UsageError(f"--min-kernel: expected a version such as 6.14, not {min_kernel!r}.")
     fmt = fmt or SUFFIX_FORMATS.get(Path(output).suffix.lower() if output else "", "text")
-    report = audit(open_host(root), Thresholds(min_kernel=min_kernel))
+    if remote.is_fleet:
+        raise UsageError("tune audit reads one host; give a single -H HOST.")
+    thresholds = Thresholds(min_kernel=min_kernel)
+    report = on_one_host(root, remote, lambda host: audit(host, thresholds))
     color = fmt == "text" and not output and sys.stdout.isatty() and "NO_COLOR" not in os.environ
     rendered = RENDERERS[fmt](report, color)
     if output:
