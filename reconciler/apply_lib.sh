@@ -161,7 +161,7 @@ has_command() {
 # A probe's normalised reading (steps.Probe.value) on stdout; status 1 when absent.
 reading() {
     f="$R$2"
-    [ -f "$f" ] || return 1
+    [ -e "$f" ] || return 1
     case "$1" in
     text) cat "$f" ;;
     words) tr -s '[:space:]' ' ' <"$f" | sed 's/^ //; s/ $//' ;;
