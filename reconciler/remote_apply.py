@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from .apply import Restored, RollbackResult, Work
-from .errors import ApplyFailed, HostError
+from .errors import ApplyFailed, ConnectError, HostError
 from .journal import (
     LOCK,
     PROFILE,
@@ -323,7 +323,13 @@ def apply_remote(
     }
     script = ApplyScript.of(work.steps, header, None if prior == text else (prior, text))
     start(host, script)
-    run = wait(host, script.run_id, timeout, interval)
+    try:
+        run = wait(host, script.run_id, timeout, interval)
+    except ConnectError as exc:
+        raise ConnectError(
+            f"{exc} Run {script.run_id} goes on without the connection: the host completes or "
+            f"rolls it back on its own; `tune history -H {host.name}` shows which."
+        ) from exc
     if run.outcome != "applied":
         raise outcome_error(run)
     return RemoteApplied(script.run_id, len(work.steps))

@@ -285,3 +285,18 @@ def test_sigterm_on_the_target_rolls_the_run_back(
     assert "interrupted by SIGTERM" in err
     assert tree(remote) == before
     assert [r["outcome"] for r in history(lab, "h1")] == ["rolled-back"]
+
+
+def test_an_unmet_requirement_is_found_on_the_target_before_any_write(
+    tmp_path: Path, start_lab: StartLab
+) -> None:
+    profile = small_profile(tmp_path / "p.yaml")
+    root = small(tmp_path / "host", 2)
+    (root / "proc/sys/vm/swappiness").chmod(0o444)  # read-only, as in a container
+    before = tree(root)
+    lab = start_lab({"h1": root})
+    code, _, err = tune(lab, "apply", "--runtime-only", "--no-persist", "-y", profile, "-H", "h1")
+    assert code == 1
+    assert "sysctl:vm.swappiness cannot be changed: /proc/sys/vm/swappiness is read-only" in err
+    assert tree(root) == before
+    assert not list((root / "var/lib/tune/runs").glob("*.jsonl"))
