@@ -10,7 +10,9 @@ EMU=
 ERR=
 
 jstr() { printf '%s' "$1" | tr '\n\t' '  ' | tr -d '\000-\037' | sed 's/\\/\\\\/g; s/"/\\"/g'; }
-rec() { printf '%s\n' "$1" >>"$J" && sync; }
+# fsync one file (coreutils >= 8.24); an older sync takes no operand: sync everything then.
+fsync() { sync -- "$@" 2>/dev/null || sync; }
+rec() { printf '%s\n' "$1" >>"$J" && fsync "$J"; }
 now() { date -u +%Y-%m-%dT%H:%M:%SZ; }
 
 # What the kernel prints back after V is written to a file (emulate.kernel_text).
@@ -63,12 +65,13 @@ set_attr() {
 
 put_file() {
     f="$R$1"; d="${f%/*}"; t="$d/.${f##*/}.tune-new"
-    if mkdir -p "$d" && printf "$3" >"$t" && chmod "$2" "$t" && sync && mv -f "$t" "$f" && sync
+    if mkdir -p "$d" && printf "$3" >"$t" && chmod "$2" "$t" && fsync "$t" && mv -f "$t" "$f" &&
+        fsync "$d"
     then return 0; fi
     rm -f "$t"; ERR="$1: cannot write."; return 1
 }
 
-delete_file() { rm -f "$R$1" && sync || { ERR="$1: cannot delete."; return 1; }; }
+delete_file() { rm -f "$R$1" && fsync "${R}${1%/*}/" || { ERR="$1: cannot delete."; return 1; }; }
 
 u8() { od -An -tu1 -j "$2" -N1 "$1" | tr -d ' \n'; }
 u16() { set -- $(od -An -tu1 -j "$2" -N2 "$1"); [ $# -eq 2 ] && echo $(($1 + 256 * $2)); }
