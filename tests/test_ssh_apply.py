@@ -300,3 +300,18 @@ def test_an_unmet_requirement_is_found_on_the_target_before_any_write(
     assert "sysctl:vm.swappiness cannot be changed: /proc/sys/vm/swappiness is read-only" in err
     assert tree(root) == before
     assert not list((root / "var/lib/tune/runs").glob("*.jsonl"))
+
+
+def test_dry_run_over_ssh_writes_nothing(tmp_path: Path, start_lab: StartLab) -> None:
+    profile = small_profile(tmp_path / "p.yaml")
+    root = small(tmp_path / "host", 2)
+    before = tree(root)
+    lab = start_lab({"h1": root})
+    code, out, err = tune(
+        lab, "apply", "--runtime-only", "--no-persist", "--dry-run", profile, "-H", "h1"
+    )
+    assert (code, err) == (0, "")
+    assert out.startswith("Dry run on ssh h1: 6 changes, nothing written.")
+    assert "run modprobe nvidia_peermem" in out
+    assert tree(root) == before and not (root / "var").exists()
+    assert lab.exec_requests()["h1"] == 1
