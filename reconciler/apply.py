@@ -58,7 +58,10 @@ def prepare(
     runtime_only: bool,
     with_persistence: bool = True,
     saved: SavedPlan | None = None,
+    preflight_here: bool = True,
 ) -> Work:
+    """`preflight_here=False` leaves the requirements to the caller (a remote apply checks them
+    on the target, in the script that starts the run)."""
     observation = observe(host, loaded.profile, with_persistence)
     plan = make_plan(loaded, observation, with_persistence)
     if saved is not None:
@@ -74,7 +77,7 @@ def prepare(
             steps.append(KINDS[change.kind].step(specs[change.kind], change, observation.files))
         except HostError as exc:
             problems.append(str(exc))
-    if steps:
+    if steps and preflight_here:
         problems += preflight(host, steps)
     if problems:
         raise HostError("\n".join(dict.fromkeys(problems)))

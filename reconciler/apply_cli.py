@@ -14,6 +14,7 @@ from . import saved as saved_plans
 from .errors import ApplyFailed, ExitCode, UsageError
 from .host import Host, open_host
 from .journal import LOCK, STATE, read_run, run_ids
+from .remote import RemoteOptions, remote_options
 
 if TYPE_CHECKING:
     from .apply import Work
@@ -29,6 +30,7 @@ ROOT_HELP = "Apply to a snapshot directory laid out like the host's / instead of
 @click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation on a terminal.")
 @click.option("--dry-run", is_flag=True, help="Print the exact operations; write nothing.")
 @click.option("--no-persist", is_flag=True, help="Do not write tune's boot-time files.")
+@remote_options
 def apply(
     target: str | None,
     runtime_only: bool,
@@ -36,6 +38,7 @@ def apply(
     yes: bool,
     dry_run: bool,
     no_persist: bool,
+    remote: RemoteOptions,
 ) -> int:
     """Make the host match a profile, or a plan saved by `tune plan`.
 
@@ -48,6 +51,8 @@ def apply(
     from .apply import execute, prepare, store_profile
     from .profile import load_profile
 
+    if remote.wanted:
+        return _apply_remote(target, runtime_only, root, yes, dry_run, no_persist, remote)
     saved = None
     with_persistence = not no_persist
     if target is None or saved_plans.is_saved_plan(target):
@@ -86,6 +91,60 @@ def apply(
             click.confirm(f"Apply {len(work.steps)} changes to {host.describe()}?", abort=True)
         run_id = execute(host, work, loaded, phase=phase)
     click.echo(f"Applied {len(work.steps)} changes to {host.describe()} (run {run_id}).")
+    return ExitCode.IN_SYNC
+
+
+def _one_remote(root: str | None, remote: RemoteOptions) -> Host:
+    if root is not None:
+        raise UsageError("--root and -H/--inventory name different hosts; give one.")
+    if remote.is_fleet:
+        raise UsageError("this command works on one -H host at a time.")
+    return remote.open()[0]
+
+
+def _apply_remote(
+    target: str | None,
+    runtime_only: bool,
+    root: str | None,
+    yes: bool,
+    dry_run: bool,
+    no_persist: bool,
+    remote: RemoteOptions,
+) -> int:
+    """The apply runs on the target as one detached sh script; see `reconciler.remote_apply`."""
+    from .apply import prepare
+    from .profile import load_profile
+    from .remote_apply import apply_remote
+    from .shell import ShellHost
+
+    if target is None or saved_plans.is_saved_plan(target):
+        raise UsageError("over SSH, tune apply takes a profile, not a saved plan.")
+    if not runtime_only:
+        raise UsageError("over SSH, tune apply needs --runtime-only (boot configuration is local).")
+    loaded = load_profile(target)
+    host = _one_remote(root, remote)
+    assert isinstance(host, ShellHost)
+    try:
+        work = prepare(
+            host,
+            loaded,
+            runtime_only=True,
+            with_persistence=not no_persist,
+            preflight_here=False,
+        )
+        if dry_run:
+            click.echo(dry_run_text(work.steps, host), nl=False)
+            return ExitCode.IN_SYNC
+        if not work.steps:
+            click.echo(f"In sync: nothing to change on {host.describe()}.")
+            return ExitCode.IN_SYNC
+        click.echo(_summary(work), nl=False)
+        if not yes and sys.stdin.isatty():
+            click.confirm(f"Apply {len(work.steps)} changes to {host.describe()}?", abort=True)
+        done = apply_remote(host, work, loaded, phase="runtime", timeout=remote.command_timeout)
+    finally:
+        host.close()
+    click.echo(f"Applied {done.changes} changes to {host.describe()} (run {done.run_id}).")
     return ExitCode.IN_SYNC
 
 
@@ -137,14 +196,28 @@ def dry_run_text(steps: tuple[Step, ...], host: Host) -> str:
 @click.command()
 @click.argument("run_id", required=False)
 @click.option("--root", metavar="DIR", help=ROOT_HELP)
-def rollback(run_id: str | None, root: str | None) -> int:
+@remote_options
+def rollback(run_id: str | None, root: str | None, remote: RemoteOptions) -> int:
     """Restore the values a run recorded (the newest run by default), in reverse order."""
+    from .apply import RollbackResult
     from .apply import rollback as roll_back
 
-    host = open_host(root)
-    host.check_privileges()
-    with host.lock(LOCK):
-        done = roll_back(host, run_id)
+    done: RollbackResult
+    if remote.wanted:
+        from .remote_apply import rollback_remote
+        from .shell import ShellHost
+
+        host = _one_remote(root, remote)
+        assert isinstance(host, ShellHost)
+        try:
+            done = rollback_remote(host, run_id)
+        finally:
+            host.close()
+    else:
+        host = open_host(root)
+        host.check_privileges()
+        with host.lock(LOCK):
+            done = roll_back(host, run_id)
     if done.already:
         click.echo(f"Run {done.run_id} is already rolled back; nothing to do.")
         return ExitCode.IN_SYNC
@@ -164,14 +237,19 @@ def rollback(run_id: str | None, root: str | None) -> int:
 @click.command()
 @click.option("--root", metavar="DIR", help="Read a snapshot directory instead of this machine.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
-def history(root: str | None, fmt: str) -> int:
+@remote_options
+def history(root: str | None, fmt: str, remote: RemoteOptions) -> int:
     """List the runs journaled on the host: time, profile, outcome, number of changes."""
-    host = open_host(root)
+    host = _one_remote(root, remote) if remote.wanted else open_host(root)
     rows = []
-    for run_id in run_ids(host):
-        run = read_run(host, run_id)
+    try:
+        runs = [read_run(host, run_id) for run_id in run_ids(host)]
+    finally:
+        host.close()
+    for run in runs:
         if run is None:
             continue
+        run_id = run.run_id
         rows.append(
             {
                 "run_id": run_id,

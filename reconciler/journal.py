@@ -123,8 +123,11 @@ def run_ids(host: Host) -> list[str]:
 
 def read_run(host: Host, run_id: str) -> Run | None:
     data = host.read_file(run_path(run_id))
-    if data is None:
-        return None
+    return None if data is None else parse_run(run_id, data)
+
+
+def parse_run(run_id: str, data: bytes) -> Run:
+    """A journal's bytes as a `Run` (what `read_run` reads, or a remote poll printed)."""
     run = Run(run_id, {})
     for line in data.decode("utf-8", "replace").splitlines():
         try:

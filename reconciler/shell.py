@@ -37,6 +37,8 @@ SEPARATOR = b"\n==> "
 _RECORDS = re.compile(rb"(?:[mdnl]\0[0-9]+\0[^\0]*\0)*c\0")
 # A `cd` into `$TUNE_ROOT` that fails exits with this status.
 NO_ROOT = 97
+# `read_file` of a file that does not exist exits with this status.
+ABSENT = 96
 
 # Inside a bracket expression only characters that mean the same to Python's fnmatch and to sh
 # and that no shell parses specially; the profile schema admits fewer still.
@@ -88,8 +90,20 @@ class ShellHost(Host):
         data, errors = each.parse(self.name, self._checked(each.text, "re-reading files"))
         return read.build(files.answer, data, errors)
 
+    def read_file(self, path: str) -> bytes | None:
+        """A whole file (a run journal), uncapped, in one round trip."""
+        done = self.run_script(
+            f"{_PRELUDE}[ -e {_single_quoted('.' + path)} ] || exit {ABSENT}\n"
+            f"exec cat -- {_single_quoted('.' + path)}\n"
+        )
+        if done.status == ABSENT:
+            return None
+        return self._checked_done(done, f"reading {path}").stdout
+
     def _checked(self, script: str, doing: str) -> ScriptResult:
-        done = self.run_script(script)
+        return self._checked_done(self.run_script(script), doing)
+
+    def _checked_done(self, done: ScriptResult, doing: str) -> ScriptResult:
         if done.status == NO_ROOT:
             raise HostError(f"{self.name}: the directory in TUNE_ROOT does not exist on the host.")
         if done.status != 0:

@@ -1,0 +1,365 @@
+"""`tune apply` and `tune rollback` on a host without Python: the steps rendered as one POSIX sh
+script that the target runs detached from the SSH connection.
+
+The steps stay the one description of the work (`reconciler.steps`): this module only renders
+their primitive operations (write an attribute, replace or delete a file, run an argv) and the
+five probe readings as calls of a fixed sh library, with every value single-quoted. The script
+keeps the local engine's guarantees on its own: it takes the lock, journals each step (same
+records, same file as `reconciler.journal`, synced before the write), writes, reads back, and on
+any failure or SIGTERM/SIGHUP/SIGINT restores every journaled step in reverse order before its
+`end` record. A dropped connection cannot stop it (setsid, nohup, stdin from /dev/null).
+
+One round trip uploads the script, checks the requirements (before any write) and starts it;
+the controller then polls the journal's `end` record, one round trip per poll: the number of
+round trips depends on time, never on the number of knobs.
+
+With `$TUNE_ROOT` set (a snapshot, as in the test lab) the library writes kernel attributes,
+`modprobe` and `setpci` the way `reconciler.emulate` does for a local snapshot, so both leave
+byte-identical trees.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .apply import Restored, RollbackResult, Work
+from .errors import ApplyFailed, ConnectError, HostError
+from .journal import (
+    LOCK,
+    PROFILE,
+    RUNS,
+    Run,
+    new_run_id,
+    now_iso,
+    parse_run,
+    read_run,
+    run_ids,
+    run_path,
+)
+from .profile import LoadedProfile
+from .shell import ShellHost
+from .steps import DeleteFile, Need, Op, Probe, PutFile, Require, SetAttr, Step
+
+# Exit status of the start script when a requirement is unmet (its stderr says which).
+UNMET = 90
+
+_SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789 ._,:;=/+-@#()")
+
+
+def quoted(text: str) -> str:
+    return "'" + text.replace("'", "'\\''") + "'"
+
+
+def printf_format(data: bytes) -> str:
+    """`data` as a single-quoted printf format that prints exactly these bytes (octal escapes
+    for everything but plain characters: binary, %, backslash and quotes survive)."""
+    return "'" + "".join(chr(b) if b in _SAFE else f"\\{b:03o}" for b in data) + "'"
+
+
+def record(record_type: str, **fields: Any) -> str:
+    """A journal line rendered now, as `Journal.record` would write it."""
+    return json.dumps({"type": record_type, **fields}, separators=(",", ":"))
+
+
+# The primitives. Everything profile-specific arrives as single-quoted arguments.
+LIBRARY = (Path(__file__).parent / "apply_lib.sh").read_text()
+
+
+def _probe_args(probe: Probe) -> str:
+    return f"{probe.read.value} {quoted(probe.path)} {quoted(probe.arg)}"
+
+
+def _check(probe: Probe, value: str | None) -> str:
+    if value is None:
+        return f"reads_absent {_probe_args(probe)}"
+    return f"reads {_probe_args(probe)} {quoted(value)}"
+
+
+def _op(op: Op) -> str:
+    if isinstance(op, SetAttr):
+        return f"set_attr {quoted(op.path)} {quoted(op.value)}"
+    if isinstance(op, PutFile):
+        return f"put_file {quoted(op.path)} {op.mode:o} {printf_format(op.data)}"
+    if isinstance(op, DeleteFile):
+        return f"delete_file {quoted(op.path)}"
+    return "run_argv " + " ".join(quoted(a) for a in op.argv)
+
+
+def _ops(ops: tuple[Op, ...]) -> str:
+    return " && ".join(_op(op) for op in ops) or ":"
+
+
+def _show(value: str | None) -> str:
+    return "nothing (absent)" if value is None else repr(value)
+
+
+def _step_functions(seq: int, step: Step) -> str:
+    probe = _probe_args(step.probe)
+    return (
+        f"do_{seq}() {{ {_ops(step.do)}; }}\n"
+        f"undo_{seq}() {{ {_ops(step.undo)}; }}\n"
+        f"expected_{seq}() {{ {_check(step.probe, step.expect)}; }}\n"
+        f"restored_{seq}() {{ {_check(step.probe, step.restored)}; }}\n"
+        f"step_id_{seq}() {{ printf '%s' {quoted(step.id)}; }}\n"
+        f"restored_shown_{seq}() {{ printf '%s' {quoted(_show(step.restored))}; }}\n"
+        f"shown_{seq}() {{ shown {probe}; }}\n"
+    )
+
+
+def _requirement(need: Require, step: Step) -> str:
+    if need.need is Need.WRITABLE:
+        problem = f"{step.id} cannot be changed: {need.arg} is read-only on this host."
+        test = (
+            f'{{ if [ -n "$EMU" ]; then emu_writable {quoted(need.arg)}; '
+            f'else [ -w "$R"{quoted(need.arg)} ]; fi; }}'
+        )
+    elif need.need is Need.COMMAND:
+        problem = (
+            f"{need.arg} is not installed on this host (package pciutils); {step.id} needs it."
+        )
+        test = f"has_command {quoted(need.arg)}"
+    else:
+        problem = f"Module {need.arg} cannot be loaded on this host."
+        test = f"run_argv modprobe --dry-run {quoted(need.arg)}"
+    return f"{test} || {{ echo {quoted(problem)} >&2; BAD=1; }}\n"
+
+
+@dataclass(frozen=True)
+class ApplyScript:
+    """The script that applies `steps` on the target, and the one that uploads and starts it."""
+
+    run_id: str
+    text: str
+
+    @classmethod
+    def of(
+        cls,
+        steps: tuple[Step, ...],
+        header: dict[str, Any],
+        profile: tuple[str | None, str] | None,
+    ) -> ApplyScript:
+        """`header`: the `run` record's fields; `profile`: (prior text, new text) of
+        profile.yaml when the run replaces it."""
+        run_id = str(header["run_id"])
+        parts = [
+            "#!/bin/sh\n# Written by tune apply: runs the apply of one run on this host.\n",
+            LIBRARY,
+            f'J="$R"{quoted(run_path(run_id))}\nLOCK={quoted(LOCK)}\n',
+        ]
+        parts += [_step_functions(seq, step) for seq, step in enumerate(steps)]
+        checks: dict[tuple[Require, str], str] = {}
+        for step in steps:
+            for need in step.requires:
+                checks.setdefault((need, ""), _requirement(need, step))
+        parts.append(
+            "check() {\n    BAD=\n"
+            f'    mkdir -p "$R"{quoted(RUNS)} && [ -w "$R"{quoted(RUNS)} ] || '
+            f"{{ echo {quoted(f'{RUNS} is not writable, so tune cannot keep its journal there.')}"
+            " >&2; BAD=1; }\n"
+            + "".join(f"    {line}" for line in checks.values())
+            + '    [ -z "$BAD" ]\n}\n'
+        )
+        body = [
+            "apply() {\n",
+            "    DONE=\n    AT='the start'\n",
+            '    (umask 077 && : >>"$J") || exit 1\n',
+            f"    rec {quoted(record('run', **header))}\n",
+            "    trap 'fail \"interrupted by SIGTERM\"' TERM\n",
+            "    trap 'fail \"interrupted by SIGHUP\"' HUP\n",
+            "    trap 'fail \"interrupted by SIGINT\"' INT\n",
+            "    take_lock || fail 'another tune run holds the lock'\n",
+        ]
+        for seq, step in enumerate(steps):
+            body += [
+                f"    AT={quoted(step.id)}\n",
+                f"    rec {quoted(record('step', seq=seq, **step.to_json()))}\n",
+                f'    DONE="{seq} $DONE"\n',
+                f'    ERR=; do_{seq} || fail "$ERR"\n',
+                f"    rec {quoted(record('written', seq=seq))}\n",
+                f'    expected_{seq} || fail "$(step_id_{seq}): wrote '
+                f"{_show(step.expect).replace(chr(34), '')} but "
+                f"{step.probe.path.replace(chr(34), '')} reads back $(shown_{seq}) "
+                '(refused or clamped by the kernel)"\n',
+                f"    rec {quoted(record('verified', seq=seq))}\n",
+            ]
+        if profile is not None:
+            prior, text = profile
+            body += [
+                f"    AT={quoted(PROFILE)}\n",
+                f"    rec {quoted(record('profile', prior=prior))}\n",
+                f"    ERR=; put_file {quoted(PROFILE)} 644 {printf_format(text.encode())}"
+                ' || fail "$ERR"\n',
+            ]
+        body += ["    trap '' TERM HUP INT\n", "    end applied\n}\n"]
+        parts += body
+        parts.append('case "$1" in\ncheck) check ;;\napply) apply ;;\nesac\n')
+        return cls(run_id, "".join(parts))
+
+    def starter(self) -> str:
+        """Upload the script next to its journal, check every requirement, start it detached."""
+        fence = f"TUNE_SCRIPT_{secrets.token_hex(8)}"
+        script = f"{RUNS}/{self.run_id}.sh"
+        return (
+            'R="${TUNE_ROOT:-}"; R="${R%/}"\n'
+            f'mkdir -p "$R"{quoted(RUNS)} || exit {UNMET}\n'
+            f'F="$R"{quoted(script)}\n'
+            f"cat >\"$F.new\" <<'{fence}'\n{self.text}{fence}\n"
+            'mv -f "$F.new" "$F" || exit 1\n'
+            f'sh "$F" check || exit {UNMET}\n'
+            "if command -v setsid >/dev/null 2>&1; then S=setsid; else S=; fi\n"
+            '$S nohup sh "$F" apply </dev/null >/dev/null 2>&1 &\n'
+            "echo started\n"
+        )
+
+
+def rollback_script(run: Run) -> str:
+    """Restore a journaled run from its journal alone, on the target (`tune rollback -H`)."""
+    parts = [LIBRARY, f'J="$R"{quoted(run_path(run.run_id))}\nLOCK={quoted(LOCK)}\n']
+    parts += [_step_functions(seq, step) for seq, step in run.steps]
+    replaced, prior = run.profile_prior
+    if not replaced:
+        profile = ":"
+    elif prior is None:
+        profile = f"delete_file {quoted(PROFILE)}"
+    else:
+        profile = f"put_file {quoted(PROFILE)} 644 {printf_format(prior.encode())}"
+    order = " ".join(str(seq) for seq, _ in reversed(run.steps))
+    parts.append(
+        "take_lock || { echo 'another tune run holds the lock' >&2; exit 1; }\n"
+        "trap '' TERM HUP INT\n"
+        f"rec {quoted(record('rollback', started=now_iso()))}\n"
+        f'FAILS=0\nfor n in {order}; do restore_step "$n"; done\n'
+        f'ERR=; {profile} || {{ FAILS=$((FAILS + 1)); echo "$ERR" >&2; }}\n'
+        'if [ "$FAILS" -eq 0 ]; then end rolled-back; else end rollback-failed; fi\n'
+    )
+    return "".join(parts)
+
+
+def start(host: ShellHost, script: ApplyScript) -> None:
+    """One round trip: upload, check requirements, start detached."""
+    done = host.run_script(script.starter())
+    if done.status == UNMET:
+        problems = done.stderr.decode("utf-8", "replace").strip()
+        raise HostError(problems or f"{host.name}: the apply script could not be stored.")
+    if done.status != 0 or b"started" not in done.stdout:
+        said = done.stderr.decode("utf-8", "replace").strip() or f"exit status {done.status}"
+        raise HostError(f"{host.name}: the apply could not be started: {said}.")
+
+
+def wait(host: ShellHost, run_id: str, timeout: float, interval: float = 0.2) -> Run:
+    """Long-poll the journal until its last record is `end`: each round trip waits on the target
+    for up to half the command timeout (at most 30 s), so a run costs round trips by its
+    duration, never by its number of steps."""
+    journal = quoted(f".{run_path(run_id)}")
+    deadline = time.monotonic() + timeout
+    ticks = max(1, int(min(timeout / 2, 30.0) / interval))
+    script = (
+        f'cd -- "${{TUNE_ROOT:-/}}" || exit 1\ni=0\n'
+        f"while [ $i -lt {ticks} ]; do\n"
+        f'    tail -n 1 {journal} 2>/dev/null | grep -q \'^{{"type":"end"\' && break\n'
+        f"    sleep {interval:g}; i=$((i + 1))\n"
+        f"done\n[ -e {journal} ] && exec cat -- {journal}\n"
+    )
+    while True:
+        done = host.run_script(script)
+        run = parse_run(run_id, done.stdout) if done.stdout else None
+        if run is not None and run.outcome != "interrupted":
+            return run
+        if time.monotonic() > deadline:
+            raise HostError(
+                f"{host.name}: run {run_id} has not finished within {timeout:g} s; it goes on "
+                f"on the host: `tune history -H {host.name}` shows its outcome."
+            )
+
+
+def outcome_error(run: Run) -> ApplyFailed:
+    failed = next((r for r in run.records if r.get("type") == "failed"), {})
+    reason = str(failed.get("error", "interrupted"))
+    at = str(failed.get("at", "the start"))
+    head = reason if reason.startswith(at) else f"{at}: {reason}"
+    problems = [str(r.get("error")) for r in run.records if r.get("type") == "restore-failed"]
+    done = len(run.steps)
+    if problems:
+        return ApplyFailed(
+            f"apply failed ({head}); rolling back {done} changes left {len(problems)} not "
+            f"restored: {'; '.join(problems)} (run {run.run_id})."
+        )
+    return ApplyFailed(f"apply failed ({head}); rolled back {done} changes (run {run.run_id}).")
+
+
+@dataclass(frozen=True)
+class RemoteApplied:
+    run_id: str
+    changes: int
+
+
+def apply_remote(
+    host: ShellHost,
+    work: Work,
+    loaded: LoadedProfile,
+    *,
+    phase: str,
+    timeout: float,
+    interval: float = 0.2,
+) -> RemoteApplied:
+    """Run `work` on the target; raises `ApplyFailed` (exit 3) when the target rolled back."""
+    from .apply import profile_text
+
+    text = profile_text(loaded)
+    prior_bytes = host.read_file(PROFILE)
+    prior = None if prior_bytes is None else prior_bytes.decode("utf-8", "replace")
+    header = {
+        "run_id": new_run_id(),
+        "started": now_iso(),
+        "profile": work.plan.profile,
+        "phase": phase,
+        "host": work.plan.host.name,
+        "boot_id": work.plan.host.boot_id,
+    }
+    script = ApplyScript.of(work.steps, header, None if prior == text else (prior, text))
+    start(host, script)
+    try:
+        run = wait(host, script.run_id, timeout, interval)
+    except ConnectError as exc:
+        raise ConnectError(
+            f"{exc} Run {script.run_id} goes on without the connection: the host completes or "
+            f"rolls it back on its own; `tune history -H {host.name}` shows which."
+        ) from exc
+    if run.outcome != "applied":
+        raise outcome_error(run)
+    return RemoteApplied(script.run_id, len(work.steps))
+
+
+def rollback_remote(host: ShellHost, run_id: str | None) -> RollbackResult:
+    """`tune rollback` on the target: one round trip to read, one to restore."""
+    ids = run_ids(host)
+    if not ids:
+        raise HostError(f"no tune runs on {host.describe()} to roll back.")
+    chosen = run_id or ids[-1]
+    run = read_run(host, chosen) if chosen in ids else None
+    if run is None:
+        raise HostError(f"no run {chosen} on {host.describe()} (tune history lists them).")
+    if run.outcome == "rolled-back":
+        return RollbackResult(chosen, Restored(), already=True)
+    done = host.run_script(rollback_script(run))
+    if done.status != 0:
+        said = done.stderr.decode("utf-8", "replace").strip() or f"exit status {done.status}"
+        raise HostError(f"{host.name}: the rollback could not run: {said}.")
+    after = read_run(host, chosen)
+    result = Restored()
+    for record_ in (after.records if after else [])[len(run.records) :]:
+        kind = record_.get("type")
+        if kind == "restored":
+            result.restored += 1
+        elif kind == "unchanged":
+            result.unchanged += 1
+        elif kind == "restore-failed":
+            result.failures.append(str(record_.get("error")))
+    if after is not None and after.outcome == "rollback-failed" and not result.failures:
+        result.failures.append(done.stderr.decode("utf-8", "replace").strip() or "profile.yaml")
+    return RollbackResult(chosen, result)

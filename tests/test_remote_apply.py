@@ -1,0 +1,72 @@
+"""The rendered apply script run by this machine's `sh` (no sshd needed): the primitives and the
+engine around them against a local snapshot apply."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from hypothesis import given
+from hypothesis import strategies as st
+from small_host import SmallHost, build, tree, write_profile
+from test_shell_read import LocalShellHost
+
+from reconciler.apply import execute, prepare
+from reconciler.host import SnapshotHost
+from reconciler.journal import read_run, run_ids
+from reconciler.profile import load_profile
+from reconciler.remote_apply import apply_remote, printf_format, quoted
+
+
+@given(st.binary(max_size=300))
+def test_printf_format_prints_exactly_the_bytes(data: bytes) -> None:
+    done = subprocess.run(["sh", "-c", f"printf {printf_format(data)}"], capture_output=True)
+    assert done.stdout == data
+
+
+@given(st.text(alphabet=st.characters(blacklist_characters="\0"), max_size=60))
+def test_quoted_is_one_literal_word(text: str) -> None:
+    done = subprocess.run(["sh", "-c", f"printf '%s' {quoted(text)}"], capture_output=True)
+    assert done.stdout == text.encode("utf-8", "surrogateescape")
+
+
+def host_and_profile(tmp_path: Path, name: str) -> tuple[Path, Path]:
+    root = build(
+        tmp_path / name,
+        SmallHost(
+            sysctls={"vm.swappiness": "60", "net.ipv4.tcp_rmem": "4096 131072 6291456"},
+            governors=["schedutil", "performance", "schedutil"],
+            thp="always",
+            modules=["nvidia"],
+            gpus=[512, 4096, 256],
+        ),
+    )
+    profile = write_profile(
+        tmp_path / "p.yaml",
+        {
+            "sysctl": {"vm.swappiness": 10, "net.ipv4.tcp_rmem": "4096 87380 0x1000000"},
+            "sysfs": {"/sys/kernel/mm/transparent_hugepage/enabled": "madvise"},
+            "cpu": {"governor": "performance"},
+            "modules": {"nvidia_peermem": "loaded", "nvidia": "loaded"},
+            "pci": [{"select": {"vendor": 0x10DE}, "max_read_request": 1024}],
+        },
+    )
+    return root, profile
+
+
+def test_the_script_leaves_the_tree_a_local_apply_leaves(tmp_path: Path) -> None:
+    remote, profile = host_and_profile(tmp_path, "remote")
+    local, _ = host_and_profile(tmp_path, "local")
+    loaded = load_profile(str(profile))
+    shell = LocalShellHost(remote)
+    work = prepare(shell, loaded, runtime_only=True, preflight_here=False)
+    done = apply_remote(shell, work, loaded, phase="runtime", timeout=60, interval=0.05)
+    snapshot = SnapshotHost(local)
+    execute(snapshot, prepare(snapshot, loaded, runtime_only=True), loaded)
+    assert tree(remote) == tree(local)
+    run = read_run(SnapshotHost(remote), done.run_id)
+    (local_id,) = run_ids(snapshot)
+    local_run = read_run(snapshot, local_id)
+    assert run is not None and local_run is not None
+    assert [s.to_json() for _, s in run.steps] == [s.to_json() for _, s in local_run.steps]
+    assert run.outcome == "applied"

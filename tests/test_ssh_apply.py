@@ -1,0 +1,317 @@
+"""`tune apply --runtime-only -H`, `tune history -H` and `tune rollback -H` against real sshd.
+
+The target runs the apply as one detached POSIX sh script (no Python there); with TUNE_ROOT set
+it emulates the kernel like a local snapshot does, so an apply over SSH must leave exactly the
+tree, and the journal, that `tune apply --root` leaves on a copy of the same snapshot.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import BLACKWELL, PROJECT, UNTUNED, copy_host, run_tune
+from small_host import SmallHost, build, tree, write_profile
+from ssh_fixture import SshLab, minimal_host, sshd_available
+
+from reconciler.host import SnapshotHost
+from reconciler.journal import read_run, run_ids
+
+pytestmark = pytest.mark.skipif(
+    not sshd_available(), reason="needs root and openssh-server (.ci/run installs it)"
+)
+
+StartLab = Callable[..., SshLab]
+# Fields that differ between any two runs: when, and which run.
+RUN_FIELDS = ("run_id", "started", "finished")
+
+
+@pytest.fixture
+def start_lab(tmp_path: Path) -> Iterator[StartLab]:
+    labs: list[SshLab] = []
+
+    def start(roots: dict[str, Path], first: int = 2) -> SshLab:
+        lab = SshLab(tmp_path / f"lab{len(labs)}", roots, first)
+        labs.append(lab)
+        return lab.start()
+
+    yield start
+    for lab in labs:
+        lab.stop()
+
+
+@pytest.fixture(scope="module")
+def blackwell_host(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The untuned example cut down to the files the Blackwell profile reads."""
+    return minimal_host(UNTUNED, BLACKWELL, tmp_path_factory.mktemp("t") / "untuned")
+
+
+def tune(lab: SshLab, *args: str | Path) -> tuple[int, str, str]:
+    result = run_tune(*args, "--ssh-config", lab.config)
+    return result.code, result.out, result.err
+
+
+def records(root: Path) -> list[dict[str, Any]]:
+    """Every journal record of the host's runs, without what differs between runs."""
+    host = SnapshotHost(root)
+    out = []
+    for run_id in run_ids(host):
+        run = read_run(host, run_id)
+        assert run is not None
+        for record in run.records:
+            out.append({k: v for k, v in record.items() if k not in RUN_FIELDS})
+    return out
+
+
+def history(lab: SshLab, name: str) -> list[dict[str, Any]]:
+    code, out, err = tune(lab, "history", "-H", name, "--format", "json")
+    assert (code, err) == (0, "")
+    rows: list[dict[str, Any]] = json.loads(out)
+    return rows
+
+
+def test_apply_over_ssh_equals_the_local_apply(
+    tmp_path: Path, start_lab: StartLab, blackwell_host: Path
+) -> None:
+    remote = copy_host(blackwell_host, tmp_path / "remote")
+    local = copy_host(blackwell_host, tmp_path / "local")
+    before = tree(remote)
+    lab = start_lab({"h1": remote})
+    code, out, err = tune(lab, "apply", "--runtime-only", "-y", BLACKWELL, "-H", "h1")
+    assert (code, err) == (0, "")
+    assert "Applied 281 changes to ssh h1" in out
+    assert run_tune("apply", "--runtime-only", "-y", BLACKWELL, "--root", local).code == 0
+    after = tree(remote)
+    assert after != before
+    assert after == tree(local)  # byte-identical, PCI config space and /proc/modules included
+    assert (remote / "var/lib/tune/profile.yaml").read_bytes() == (
+        local / "var/lib/tune/profile.yaml"
+    ).read_bytes()
+    assert records(remote) == records(local)
+    # Observe, read profile.yaml, upload-and-start, one long poll: none of them per knob.
+    assert lab.exec_requests()["h1"] == 4
+
+    code, out, _ = tune(lab, "apply", "--runtime-only", "-y", BLACKWELL, "-H", "h1")
+    assert code == 0 and "In sync: nothing to change on ssh h1." in out
+    assert tree(remote) == after
+    (row,) = history(lab, "h1")
+    assert (row["outcome"], row["changes"], row["phase"]) == ("applied", 281, "runtime")
+
+    code, out, err = tune(lab, "rollback", "-H", "h1")
+    assert (code, err) == (0, "")
+    assert "281 restored" in out
+    assert tree(remote) == before
+    assert not (remote / "var/lib/tune/profile.yaml").exists()
+    assert [r["outcome"] for r in history(lab, "h1")] == ["rolled-back"]
+    code, out, _ = tune(lab, "rollback", "-H", "h1")
+    assert code == 0 and "already rolled back" in out
+
+
+def small(root: Path, cpus: int) -> Path:
+    return build(
+        root,
+        SmallHost(
+            sysctls={"vm.swappiness": "60"},
+            governors=["schedutil"] * cpus,
+            modules=["nvidia"],
+            gpus=[512, 512],
+        ),
+    )
+
+
+def small_profile(path: Path) -> Path:
+    return write_profile(
+        path,
+        {
+            "sysctl": {"vm.swappiness": 10},
+            "cpu": {"governor": "performance"},
+            "modules": {"nvidia_peermem": "loaded"},
+            "pci": [{"select": {"vendor": 0x10DE}, "max_read_request": 4096}],
+        },
+    )
+
+
+def test_round_trips_do_not_grow_with_the_number_of_knobs(
+    tmp_path: Path, start_lab: StartLab
+) -> None:
+    profile = small_profile(tmp_path / "p.yaml")
+    few, many = small(tmp_path / "few", 1), small(tmp_path / "many", 64)
+    lab = start_lab({"few": few, "many": many})
+    for name, changes in (("few", 5), ("many", 68)):
+        code, out, err = tune(
+            lab, "apply", "--runtime-only", "--no-persist", "-y", profile, "-H", name
+        )
+        assert (code, err) == (0, ""), out
+        assert f"Applied {changes} changes" in out
+    counts = lab.exec_requests()
+    assert counts["few"] == counts["many"] == 4
+
+
+def test_a_value_that_does_not_read_back_rolls_everything_back(
+    tmp_path: Path, start_lab: StartLab
+) -> None:
+    """The module loads but never shows in /proc/modules: the read-back fails on the target,
+    which restores the changes made before it; exit 3, like a local apply."""
+    profile = small_profile(tmp_path / "p.yaml")
+    root = small(tmp_path / "host", 4)
+    modules = root / "proc/modules"
+    modules.unlink()
+    modules.symlink_to("/dev/null")
+    before = tree(root)
+    lab = start_lab({"h1": root})
+    code, _, err = tune(lab, "apply", "--runtime-only", "--no-persist", "-y", profile, "-H", "h1")
+    assert code == 3
+    assert "module:nvidia_peermem: wrote 'loaded' but /proc/modules reads back 'absent'" in err
+    assert "rolled back" in err
+    assert tree(root) == before
+    (row,) = history(lab, "h1")
+    assert row["outcome"] == "rolled-back"
+
+
+def test_values_reach_the_target_intact(tmp_path: Path, start_lab: StartLab) -> None:
+    """The schema keeps quotes and `$` out of kernel values; what it admits (printf's `%`, glob
+    brackets, runs of spaces) must still arrive as written, in the file and in profile.yaml."""
+    root = small(tmp_path / "host", 1)
+    (root / "proc/sys/kernel/domainname").write_text("(none)\n")
+    (root / "proc").joinpath("x").mkdir()  # something for a stray glob to match
+    local = copy_host(root, tmp_path / "local")
+    value = "a %s  [x] = /proc/@+:%%d"
+    profile = write_profile(tmp_path / "p.yaml", {"sysctl": {"kernel.domainname": value}})
+    lab = start_lab({"h1": root})
+    code, _, err = tune(lab, "apply", "--runtime-only", "--no-persist", "-y", profile, "-H", "h1")
+    assert (code, err) == (0, "")
+    assert "a %s [x] = /proc/@+:%%d" in (root / "proc/sys/kernel/domainname").read_text()
+    assert value in (root / "var/lib/tune/profile.yaml").read_text()
+    assert (
+        run_tune("apply", "--runtime-only", "--no-persist", "-y", profile, "--root", local).code
+        == 0
+    )
+    assert tree(root) == tree(local)
+
+
+def test_a_connection_cut_mid_apply_leaves_the_run_complete(
+    tmp_path: Path, start_lab: StartLab, blackwell_host: Path
+) -> None:
+    """The client dies (SIGKILL) while the target applies: the detached script finishes the run,
+    and `tune history -H` says how it ended; the tree is the applied one, not half of it."""
+    remote = copy_host(blackwell_host, tmp_path / "remote")
+    local = copy_host(blackwell_host, tmp_path / "local")
+    lab = start_lab({"h1": remote})
+    env = {**os.environ, "PYTHONPATH": str(PROJECT)}
+    client = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "reconciler.cli",
+            "apply",
+            "--runtime-only",
+            "-y",
+            str(BLACKWELL),
+            "-H",
+            "h1",
+            "--ssh-config",
+            str(lab.config),
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    runs = remote / "var/lib/tune/runs"
+    try:
+        # Not a timing assertion: a bound so a broken start fails instead of hanging.
+        for _ in range(600):
+            journals = list(runs.glob("*.jsonl")) if runs.exists() else []
+            if journals and b'"type":"step"' in journals[0].read_bytes():
+                break
+            time.sleep(0.05)
+        else:
+            pytest.fail("the apply never started on the target")
+    finally:
+        os.kill(client.pid, signal.SIGKILL)
+        client.wait()
+    (journal,) = runs.glob("*.jsonl")
+    assert b'"type":"end"' not in journal.read_bytes()  # cut mid-apply
+    for _ in range(1200):
+        if b'"type":"end"' in journal.read_bytes():
+            break
+        time.sleep(0.05)
+    (row,) = history(lab, "h1")
+    assert row["outcome"] == "applied"
+    assert run_tune("apply", "--runtime-only", "-y", BLACKWELL, "--root", local).code == 0
+    assert tree(remote) == tree(local)
+
+
+def test_apply_over_ssh_needs_runtime_only(tmp_path: Path, start_lab: StartLab) -> None:
+    lab = start_lab({"h1": small(tmp_path / "host", 1)})
+    code, _, err = tune(lab, "apply", "-y", BLACKWELL, "-H", "h1")
+    assert code == 64 and "--runtime-only" in err
+
+
+def test_sigterm_on_the_target_rolls_the_run_back(
+    tmp_path: Path, start_lab: StartLab, blackwell_host: Path
+) -> None:
+    """The script's pid is in the lock file: SIGTERM to it (a shutdown, an admin) restores
+    every step made so far, and the client reports the rollback with exit 3."""
+    remote = copy_host(blackwell_host, tmp_path / "remote")
+    before = tree(remote)
+    lab = start_lab({"h1": remote})
+    runs, lock = remote / "var/lib/tune/runs", remote / "run/lock/tune.lock"
+
+    def terminate() -> None:
+        for _ in range(600):
+            journals = list(runs.glob("*.jsonl")) if runs.exists() else []
+            if journals and b'"seq":3,' in journals[0].read_bytes() and lock.exists():
+                pid = lock.read_text().strip()
+                if pid:
+                    os.kill(int(pid), signal.SIGTERM)
+                    return
+            time.sleep(0.05)
+
+    import threading
+
+    killer = threading.Thread(target=terminate)
+    killer.start()
+    code, _, err = tune(lab, "apply", "--runtime-only", "-y", BLACKWELL, "-H", "h1")
+    killer.join()
+    assert code == 3
+    assert "interrupted by SIGTERM" in err
+    assert tree(remote) == before
+    assert [r["outcome"] for r in history(lab, "h1")] == ["rolled-back"]
+
+
+def test_an_unmet_requirement_is_found_on_the_target_before_any_write(
+    tmp_path: Path, start_lab: StartLab
+) -> None:
+    profile = small_profile(tmp_path / "p.yaml")
+    root = small(tmp_path / "host", 2)
+    (root / "proc/sys/vm/swappiness").chmod(0o444)  # read-only, as in a container
+    before = tree(root)
+    lab = start_lab({"h1": root})
+    code, _, err = tune(lab, "apply", "--runtime-only", "--no-persist", "-y", profile, "-H", "h1")
+    assert code == 1
+    assert "sysctl:vm.swappiness cannot be changed: /proc/sys/vm/swappiness is read-only" in err
+    assert tree(root) == before
+    assert not list((root / "var/lib/tune/runs").glob("*.jsonl"))
+
+
+def test_dry_run_over_ssh_writes_nothing(tmp_path: Path, start_lab: StartLab) -> None:
+    profile = small_profile(tmp_path / "p.yaml")
+    root = small(tmp_path / "host", 2)
+    before = tree(root)
+    lab = start_lab({"h1": root})
+    code, out, err = tune(
+        lab, "apply", "--runtime-only", "--no-persist", "--dry-run", profile, "-H", "h1"
+    )
+    assert (code, err) == (0, "")
+    assert out.startswith("Dry run on ssh h1: 6 changes, nothing written.")
+    assert "run modprobe nvidia_peermem" in out
+    assert tree(root) == before and not (root / "var").exists()
+    assert lab.exec_requests()["h1"] == 1
