@@ -158,9 +158,7 @@ def test_whole_files_are_read_past_the_cap_and_others_are_not(tmp_path: Path) ->
     assert len(journal) > MAX_FILE_BYTES
     write(root, "/var/lib/tune/runs/20250601T120000Z-a1b2c3.jsonl", journal)
     write(root, "/proc/cpuinfo", b"x" * (MAX_FILE_BYTES + 10))
-    wanted = Request.of(
-        "/proc/cpuinfo", whole=["/var/lib/tune/runs/20250601T120000Z-a1b2c3.jsonl"]
-    )
+    wanted = Request.of("/proc/cpuinfo", whole=["/var/lib/tune/runs/20250601T120000Z-a1b2c3.jsonl"])
     direct, shelled, shell = both(root, wanted)
     assert shelled == direct
     assert shelled.read("/var/lib/tune/runs/20250601T120000Z-a1b2c3.jsonl") == journal
