@@ -58,7 +58,12 @@ def quoted(text: str) -> str:
 def printf_format(data: bytes) -> str:
     """`data` as a single-quoted printf format that prints exactly these bytes (octal escapes
     for everything but plain characters: binary, %, backslash and quotes survive)."""
-    return "'" + "".join(chr(b) if b in _SAFE else f"\\{b:03o}" for b in data) + "'"
+    # A leading `-` would be read as an option by some printf implementations (dash's).
+    chars = [
+        chr(b) if b in _SAFE and not (i == 0 and b == 0x2D) else f"\\{b:03o}"
+        for i, b in enumerate(data)
+    ]
+    return "'" + "".join(chars) + "'"
 
 
 def record(record_type: str, **fields: Any) -> str:
