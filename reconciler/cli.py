@@ -24,6 +24,7 @@ from .profile import LoadedProfile, load_profile, schema
 from .remote import RemoteOptions, progress_on_terminal, remote_options
 from .render import RENDERERS
 from .render import fleet as fleet_render
+from .report.command import report_cmd
 
 T = TypeVar("T")
 ROOT_HELP = "Read the host from a snapshot directory or .tar.gz instead of this machine."
@@ -206,6 +207,7 @@ cli.add_command(apply_cli.rollback)
 cli.add_command(apply_cli.history)
 cli.add_command(audit_cmd)
 cli.add_command(probe_cmd)
+cli.add_command(report_cmd)
 
 
 def main(argv: list[str] | None = None) -> None:
