@@ -74,9 +74,5 @@ class PhaseProbes:
             if not verdict.ok:
                 self.failures.append(GateFailure(name, verdict))
         if self.failures and not self.keep_on_regression:
-            raise Regressed(
-                "probe gate failed after the "
-                + self.phase
-                + " phase: "
-                + "; ".join(f"{f.probe}: {f.verdict.message}" for f in self.failures)
-            )
+            failed = "; ".join(f"{f.probe}: {f.verdict.message}" for f in self.failures)
+            raise Regressed(f"probe gate failed: {failed}")
