@@ -101,3 +101,23 @@ def test_absolute_gate_judges_after_alone(tmp_path: Path) -> None:
     assert result.code == 3
     assert "score: 55 is below the minimum 60" in result.err
     assert tree(root) == before
+
+
+def test_probe_that_worked_before_and_fails_after_is_a_failed_gate(tmp_path: Path) -> None:
+    root = build(tmp_path / "host", SmallHost(sysctls={"vm.swappiness": "60"}))
+    # Fails once swappiness is no longer 60: the change broke what the probe runs.
+    check = 'test "$(cat "$TUNE_ROOT/proc/sys/vm/swappiness")" = 60 && echo "ok: 1"'
+    profile = write_profile(
+        tmp_path / "p.yaml",
+        {
+            "sysctl": {"vm.swappiness": 10},
+            "probes": {
+                "ok": {"run": ["sh", "-c", check], "metric": r"ok: (\d)", "gate": {"min": 0}}
+            },
+        },
+    )
+    before = tree(root)
+    result = run_tune("apply", profile, "--root", root, "--runtime-only", "--no-persist")
+    assert result.code == 3
+    assert "ok: measured 1 before, then exited with status 1" in result.err
+    assert tree(root) == before

@@ -58,9 +58,14 @@ class PhaseProbes:
         for name, spec in self.probes.items():
             if spec.gate is None:
                 continue
-            before = self.before_results[name].median if name in self.before_results else None
-            after = self.after_results[name].median
+            measured = self.before_results.get(name)
+            before = measured.median if measured is not None else None
+            result = self.after_results[name]
+            after = result.median
             verdict = judge(spec.gate, spec.better, before, after)
+            if result.error is not None and before is not None:
+                # It measured before the changes and cannot now: the changes broke what it runs.
+                verdict = Verdict(False, f"measured {before:g} before, then {result.error}")
             journal.record(
                 "gate",
                 probe=name,
