@@ -96,6 +96,9 @@ def apply(
         if not yes and sys.stdin.isatty():
             click.confirm(f"Apply {len(work.steps)} changes to {host.describe()}?", abort=True)
         around = _probes(loaded, phase, root, keep_on_regression) if not no_probes else None
+        if around is not None:
+            names = ", ".join(around.probes)
+            click.echo(f"Probes {names} run before the first change and after the last.")
         run_id = execute(host, work, loaded, phase=phase, around=around)
     click.echo(f"Applied {len(work.steps)} changes to {host.describe()} (run {run_id}).")
     for failure in around.failures if around is not None else []:

@@ -46,6 +46,7 @@ def test_improvement_within_the_gate_is_kept_and_both_measurements_journaled(
     root, profile = setup(tmp_path, 10, {"regress_max": "5%"})
     result = run_tune("apply", profile, "--root", root, "--runtime-only", "--no-persist")
     assert result.code == 0, result.err
+    assert "Probes score run before the first change and after the last." in result.out
     assert (root / "proc/sys/vm/swappiness").read_text() == "10\n"
     assert medians(root) == {"before": 40.0, "after": 90.0}
     [gate] = records(root, "gate")
