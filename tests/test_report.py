@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import run_tune
+from conftest import run_tune, write
 from small_host import SmallHost, build
 
 from reconciler.journal import RUNS
@@ -182,3 +182,46 @@ def test_no_runs_and_unknown_run_are_one_sentence_errors(tmp_path: Path) -> None
     applied_host(tmp_path / "b", 10)
     missing = run_tune("report", "20000101T000000Z-000000", "--root", tmp_path / "b" / "host")
     assert missing.code == 1 and "no run 20000101T000000Z-000000" in missing.err
+
+
+def test_reboot_phase_changes_a_run_made_are_listed_as_waiting_for_the_reboot(
+    tmp_path: Path,
+) -> None:
+    root = build(tmp_path / "host", SmallHost())
+    run_id = "20260101T000000Z-000001"
+    change = {
+        "id": "cmdline:processor.max_cstate",
+        "kind": "cmdline",
+        "current": None,
+        "desired": "1",
+        "phase": "reboot",
+        "priority": "P1",
+        "reason": "",
+        "applied_now": True,
+    }
+    pending = {
+        "id": "cmdline:iommu",
+        "running": None,
+        "configured": "pt",
+        "action": "reboot to apply",
+    }
+    journal = [
+        {
+            "type": "run",
+            "run_id": run_id,
+            "started": "2026-01-01T00:00:00Z",
+            "profile": "p",
+            "phase": "all",
+            "host": "small",
+            "boot_id": None,
+        },
+        {"type": "plan", "changes": [change], "pending": [pending], "failed_checks": []},
+        {"type": "end", "outcome": "applied", "finished": "2026-01-01T00:00:01Z"},
+    ]
+    write(root, f"{RUNS}/{run_id}.jsonl", "".join(json.dumps(r) + "\n" for r in journal))
+    text = report(root)
+    assert (
+        "### Made by this run, in effect after the next reboot\n\n"
+        "- **cmdline:processor.max_cstate** (P1): (absent) → `1`\n"
+    ) in text
+    assert "### Configured, waiting for a reboot\n\n- **cmdline:iommu**: running (absent), " in text

@@ -81,7 +81,14 @@ def _still_needed(run: Run) -> dict[str, Any] | None:
     if not plans:
         return None  # a run journaled before tune recorded its plan
     plan = plans[0]
+    applied = run.outcome == "applied"
     return {
+        # Written by this run but only read at the next boot (reboot-phase changes).
+        "configured": [
+            {k: c.get(k) for k in ("id", "current", "desired", "priority", "reason")}
+            for c in plan.get("changes", [])
+            if applied and c.get("applied_now") and c.get("phase") == "reboot"
+        ],
         "reboot": [
             {k: c.get(k) for k in ("id", "current", "desired", "priority", "reason")}
             for c in plan.get("changes", [])

@@ -97,8 +97,8 @@ def _still_needed(needed: dict[str, Any] | None) -> list[str]:
     if needed is None:
         return [*out, "Not recorded: this run was journaled before tune recorded its plan.", ""]
     reboot, pending, checks = needed["reboot"], needed["pending"], needed["checks"]
-    left = needed["not_applied"]
-    if not (reboot or pending or checks or left):
+    left, configured = needed["not_applied"], needed["configured"]
+    if not (reboot or pending or checks or left or configured):
         return [*out, "Nothing: after this run the host needs no reboot and no BIOS change.", ""]
     if reboot:
         out += ["### Boot-time changes this run did not make", ""]
@@ -108,6 +108,13 @@ def _still_needed(needed: dict[str, Any] | None) -> list[str]:
             for c in reboot
         ]
         out += ["", "Run `tune apply` without `--runtime-only`, then reboot.", ""]
+    if configured:
+        out += ["### Made by this run, in effect after the next reboot", ""]
+        out += [
+            f"- **{c['id']}** ({c['priority']}): {_value(c['current'])} → {_value(c['desired'])}"
+            for c in configured
+        ]
+        out.append("")
     if pending:
         out += ["### Configured, waiting for a reboot", ""]
         out += [
