@@ -15,7 +15,7 @@ import signal
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from types import FrameType
-from typing import Any
+from typing import Any, Protocol
 
 from .errors import ApplyFailed, HostError, TuneError
 from .host import Host
@@ -26,6 +26,7 @@ from .model import Phase, Plan
 from .observe import Observation, observe
 from .plan import make_plan
 from .profile import LoadedProfile
+from .run_record import contexts, plan_record
 from .saved import SavedPlan
 from .steps import DeleteFile, Need, Op, Probe, PutFile, Require, SetAttr, Step
 
@@ -39,6 +40,15 @@ class Work:
     plan: Plan
     steps: tuple[Step, ...]
     observation: Observation
+
+
+class PhaseHook(Protocol):
+    """Runs around a phase (probes): `before` ahead of the first write, `after` once every step
+    is verified; an exception from `after` rolls the phase back like a failed step does."""
+
+    def before(self, journal: Journal) -> None: ...
+
+    def after(self, journal: Journal) -> None: ...
 
 
 class Interrupted(Exception):
@@ -144,6 +154,7 @@ def execute(
     phase: str = "runtime",
     sync: bool = True,
     on_step: Callable[[int, Step], None] | None = None,
+    around: PhaseHook | None = None,
 ) -> str:
     """Apply `work.steps`; returns the run id. Raises `ApplyFailed` after rolling back."""
     journal = Journal.start(
@@ -156,11 +167,16 @@ def execute(
     )
     done: list[tuple[int, Step]] = []
     at = "the start"
+    about = contexts(work.plan, work.steps)
     try:
         with _signals_raise():
+            journal.record("plan", **plan_record(work.plan, work.steps))
+            if around is not None:
+                at = "the probes before the phase"
+                around.before(journal)
             for seq, step in enumerate(work.steps):
                 at = step.id
-                journal.step(seq, step)
+                journal.step(seq, step, **about.get(step.id, {}))
                 done.append((seq, step))
                 for op in step.do:
                     perform(host, step, op)
@@ -174,6 +190,9 @@ def execute(
                 journal.record("verified", seq=seq)
                 if on_step is not None:
                     on_step(seq, step)
+            if around is not None:
+                at = "the probes after the phase"
+                around.after(journal)
             at = PROFILE
             store_profile(host, journal, loaded)
             journal.end("applied")

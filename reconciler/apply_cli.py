@@ -18,6 +18,8 @@ from .remote import RemoteOptions, remote_options
 
 if TYPE_CHECKING:
     from .apply import Work
+    from .probes.phase import PhaseProbes
+    from .profile import LoadedProfile
     from .steps import Step
 
 ROOT_HELP = "Apply to a snapshot directory laid out like the host's / instead of this machine."
@@ -30,6 +32,10 @@ ROOT_HELP = "Apply to a snapshot directory laid out like the host's / instead of
 @click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation on a terminal.")
 @click.option("--dry-run", is_flag=True, help="Print the exact operations; write nothing.")
 @click.option("--no-persist", is_flag=True, help="Do not write tune's boot-time files.")
+@click.option("--no-probes", is_flag=True, help="Do not run the profile's probes around the phase.")
+@click.option(
+    "--keep-on-regression", is_flag=True, help="Keep the changes even when a probe gate fails."
+)
 @remote_options
 def apply(
     target: str | None,
@@ -38,6 +44,8 @@ def apply(
     yes: bool,
     dry_run: bool,
     no_persist: bool,
+    no_probes: bool,
+    keep_on_regression: bool,
     remote: RemoteOptions,
 ) -> int:
     """Make the host match a profile, or a plan saved by `tune plan`.
@@ -47,11 +55,25 @@ def apply(
     after re-observing the host: a plan whose observed values moved is refused.
     Each change is journaled on the host before it is written and read back
     after; any failure (or Ctrl-C) restores every change made, and exits 3.
+    With probes in the profile, they run before the first write and after the
+    last; a gate that fails afterwards rolls the changes back (exit 3) unless
+    --keep-on-regression. `tune report` shows the numbers.
     """
     from .apply import execute, prepare, store_profile
     from .profile import load_profile
 
     if remote.wanted:
+        probes = (
+            not no_probes
+            and target is not None
+            and not saved_plans.is_saved_plan(target)
+            and load_profile(target).profile.probes
+        )
+        if probes:
+            raise UsageError(
+                "probes run on this machine, not on the -H host; add --no-probes "
+                "(or run tune probe on the host)."
+            )
         return _apply_remote(target, runtime_only, root, yes, dry_run, no_persist, remote)
     saved = None
     with_persistence = not no_persist
@@ -89,8 +111,14 @@ def apply(
         click.echo(_summary(work), nl=False)
         if not yes and sys.stdin.isatty():
             click.confirm(f"Apply {len(work.steps)} changes to {host.describe()}?", abort=True)
-        run_id = execute(host, work, loaded, phase=phase)
+        around = _probes(loaded, phase, root, keep_on_regression) if not no_probes else None
+        if around is not None:
+            names = ", ".join(around.probes)
+            click.echo(f"Probes {names} run before the first change and after the last.")
+        run_id = execute(host, work, loaded, phase=phase, around=around)
     click.echo(f"Applied {len(work.steps)} changes to {host.describe()} (run {run_id}).")
+    for failure in around.failures if around is not None else []:
+        click.echo(f"gate failed, kept: {failure.probe}: {failure.verdict.message}", err=True)
     return ExitCode.IN_SYNC
 
 
@@ -146,6 +174,18 @@ def _apply_remote(
         host.close()
     click.echo(f"Applied {done.changes} changes to {host.describe()} (run {done.run_id}).")
     return ExitCode.IN_SYNC
+
+
+def _probes(
+    loaded: LoadedProfile, phase: str, root: str | None, keep_on_regression: bool
+) -> PhaseProbes | None:
+    from .probes.phase import PhaseProbes
+
+    if not loaded.profile.probes:
+        return None
+    # Probes run on this machine; for a snapshot they get its directory to measure.
+    env = {"TUNE_ROOT": str(Path(root).resolve())} if root else {}
+    return PhaseProbes(loaded.profile.probes, phase, env, keep_on_regression)
 
 
 def _plan_root(saved: saved_plans.SavedPlan, root: str | None) -> str | None:

@@ -55,6 +55,7 @@ class LazyGroup(click.Group):
         "history": ".apply_cli:history",
         "audit": ".audit.command:audit_cmd",
         "probe": ".probes.command:probe_cmd",
+        "report": ".report.command:report_cmd",
     },
     context_settings={"help_option_names": ["-h", "--help"]},
 )

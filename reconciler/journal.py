@@ -8,6 +8,11 @@ Records (the contract `tune check --since-apply` reads; see README "The run jour
 - markers: `written`, `verified`, `failed` (error), `rollback` (started), `restored`,
   `unchanged` (already at its prior value), `restore-failed` (error), `profile` (prior text of
   profile.yaml, before it is replaced);
+- `plan` after `run`: the plan's changes (each with applied_now), pending reboots and failed
+  checks, so a report can say what still needs a reboot or the BIOS;
+- `step` records also carry priority, reason, phase, operations (and fix) for `tune report`;
+- `probes` (when: before | after, phase, results) and `gate` (probe, phase, ok, message,
+  before, after, kept) when the profile has probes;
 - `end`: outcome (applied | rolled-back | rollback-failed), finished. A rollback of an applied
   run appends to that run's file, so the LAST `end` line is the run's outcome; a file whose last
   record is not `end` was interrupted.
@@ -79,8 +84,9 @@ class Journal:
         line = json.dumps({"type": record_type, **fields}, separators=(",", ":")) + "\n"
         self.host.append(self.path, line.encode(), sync=self.sync)
 
-    def step(self, seq: int, step: Step) -> None:
-        self.record("step", seq=seq, **step.to_json())
+    def step(self, seq: int, step: Step, **about: Any) -> None:
+        """`about`: why the step is made (priority, reason, operations), for `tune report`."""
+        self.record("step", seq=seq, **about, **step.to_json())
 
     def end(self, outcome: str) -> None:
         self.record("end", outcome=outcome, finished=now_iso())

@@ -42,6 +42,7 @@ from .journal import (
     run_path,
 )
 from .profile import LoadedProfile
+from .run_record import contexts, plan_record
 from .shell import ShellHost
 from .steps import DeleteFile, Need, Op, Probe, PutFile, Require, SetAttr, Step
 
@@ -147,9 +148,13 @@ class ApplyScript:
         steps: tuple[Step, ...],
         header: dict[str, Any],
         profile: tuple[str | None, str] | None,
+        plan: dict[str, Any] | None = None,
+        about: dict[str, dict[str, Any]] | None = None,
     ) -> ApplyScript:
         """`header`: the `run` record's fields; `profile`: (prior text, new text) of
-        profile.yaml when the run replaces it."""
+        profile.yaml when the run replaces it; `plan` and `about`: the `plan` record and each
+        step's context, as the local journal writes them (`reconciler.run_record`)."""
+        about = about or {}
         run_id = str(header["run_id"])
         parts = [
             "#!/bin/sh\n# Written by tune apply: runs the apply of one run on this host.\n",
@@ -174,15 +179,17 @@ class ApplyScript:
             "    DONE=\n    AT='the start'\n",
             '    (umask 077 && : >>"$J") || exit 1\n',
             f"    rec {quoted(record('run', **header))}\n",
+            *([f"    rec {quoted(record('plan', **plan))}\n"] if plan is not None else []),
             "    trap 'fail \"interrupted by SIGTERM\"' TERM\n",
             "    trap 'fail \"interrupted by SIGHUP\"' HUP\n",
             "    trap 'fail \"interrupted by SIGINT\"' INT\n",
             "    take_lock || fail 'another tune run holds the lock'\n",
         ]
         for seq, step in enumerate(steps):
+            step_record = record("step", seq=seq, **about.get(step.id, {}), **step.to_json())
             body += [
                 f"    AT={quoted(step.id)}\n",
-                f"    rec {quoted(record('step', seq=seq, **step.to_json()))}\n",
+                f"    rec {quoted(step_record)}\n",
                 f'    DONE="{seq} $DONE"\n',
                 f'    ERR=; do_{seq} || fail "$ERR"\n',
                 f"    rec {quoted(record('written', seq=seq))}\n",
@@ -326,7 +333,13 @@ def apply_remote(
         "host": work.plan.host.name,
         "boot_id": work.plan.host.boot_id,
     }
-    script = ApplyScript.of(work.steps, header, None if prior == text else (prior, text))
+    script = ApplyScript.of(
+        work.steps,
+        header,
+        None if prior == text else (prior, text),
+        plan_record(work.plan, work.steps),
+        contexts(work.plan, work.steps),
+    )
     start(host, script)
     try:
         run = wait(host, script.run_id, timeout, interval)

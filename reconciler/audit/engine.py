@@ -21,7 +21,7 @@ from ..plan import order
 from ..profile import Profile
 from .facts import READS, Facts
 from .fixes import meta, profile_data
-from .model import Finding, Good, NotIssue, Problem, Remark, Report
+from .model import Finding, Good, HostSummary, NotIssue, Problem, Remark, Report
 from .rules import RULES, Rule
 from .thresholds import Thresholds
 
@@ -58,6 +58,14 @@ def audit(host: Host, limits: Thresholds | None = None, rules: list[Rule] | None
                 )
     findings.sort(key=lambda f: (f.priority, not f.actionable))
     return Report(facts.summary(), tuple(findings), tuple(good), tuple(not_issues))
+
+
+def host_summary(host: Host) -> HostSummary | None:
+    """The audit's host summary alone (for `tune report`); None where none of its files exist."""
+    files = host.fetch(request(RULES))
+    if not files.contents:
+        return None
+    return Facts(observation(host, files).host, files).summary()
 
 
 def evaluate(rule: Rule, problem: Problem, facts: Facts) -> Finding:

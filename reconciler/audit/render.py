@@ -104,23 +104,7 @@ def as_json(report: Report, color: bool = False) -> str:
 
 def markdown(report: Report, color: bool = False) -> str:
     host = report.host
-    out = [
-        f"# Host audit: {host.name}",
-        "",
-        "| | |",
-        "|---|---|",
-        f"| Host | {host.name} |",
-        f"| Observed from | {host.source} |",
-        f"| CPU | {cpu_line(host)} |",
-        f"| Kernel | {host.kernel or 'unknown'} |",
-        f"| cpufreq | driver {host.cpufreq_driver or 'none'}, governor {host.governor or 'none'} |",
-        f"| NVIDIA driver | {host.nvidia_driver or 'not loaded'} |",
-        f"| tune's boot-time files | {', '.join(host.tune_files) or 'none'} |",
-        "",
-    ]
-    for title, devices in (("GPUs", host.gpus), ("NICs", host.nics)):
-        if devices:
-            out += _devices(title, devices)
+    out = [f"# Host audit: {host.name}", "", *host_section(host)]
     out += [f"**{summary(report)}**", "", "## Confirmed good", ""]
     out += [_remark(r) for r in report.good] or ["Nothing the audit checks holds yet."]
     out += ["", "## Actionable", ""]
@@ -163,6 +147,26 @@ def markdown(report: Report, color: bool = False) -> str:
             out += [f"  - `{e}`" for e in remark.evidence]
         out.append("")
     return "\n".join(out).rstrip("\n") + "\n"
+
+
+def host_section(host: HostSummary) -> list[str]:
+    """The host table and its GPUs and NICs: shared by `tune audit` and `tune report`."""
+    out = [
+        "| | |",
+        "|---|---|",
+        f"| Host | {host.name} |",
+        f"| Observed from | {host.source} |",
+        f"| CPU | {cpu_line(host)} |",
+        f"| Kernel | {host.kernel or 'unknown'} |",
+        f"| cpufreq | driver {host.cpufreq_driver or 'none'}, governor {host.governor or 'none'} |",
+        f"| NVIDIA driver | {host.nvidia_driver or 'not loaded'} |",
+        f"| tune's boot-time files | {', '.join(host.tune_files) or 'none'} |",
+        "",
+    ]
+    for title, devices in (("GPUs", host.gpus), ("NICs", host.nics)):
+        if devices:
+            out += _devices(title, devices)
+    return out
 
 
 def _devices(title: str, devices: tuple[Device, ...]) -> list[str]:

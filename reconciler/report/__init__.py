@@ -1,0 +1,1 @@
+"""`tune report`: the record of one run, read back from its journal."""

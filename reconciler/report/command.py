@@ -1,0 +1,55 @@
+"""`tune report`: write the record of a run, read from its journal."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ..errors import ExitCode, HostError
+from ..host import open_host
+
+ROOT_HELP = "Read the runs of a snapshot directory instead of this machine."
+
+
+@click.command("report")
+@click.argument("run_id", required=False)
+@click.option("--root", metavar="DIR", help=ROOT_HELP)
+@click.option("-o", "--output", metavar="FILE", help="Write the report to FILE, not stdout.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["markdown", "json"]),
+    default="markdown",
+    show_default=True,
+)
+def report_cmd(run_id: str | None, root: str | None, output: str | None, fmt: str) -> int:
+    """The record of a run (the newest by default): probes before and after, what was
+    changed and why, by priority, with the exact operations, and what still needs a reboot
+    or the BIOS.
+    """
+    from ..audit.engine import host_summary
+    from ..journal import read_run, run_ids
+    from .build import build
+    from .render import as_json, markdown
+
+    host = open_host(root)
+    ids = run_ids(host)
+    if not ids:
+        raise HostError(f"no tune runs on {host.describe()} to report.")
+    chosen = run_id or ids[-1]
+    run = read_run(host, chosen) if chosen in ids else None
+    if run is None:
+        raise HostError(f"no run {chosen} on {host.describe()} (tune history lists them).")
+    summary = host_summary(host)
+    data = build(run, None if summary is None else summary.to_json())
+    rendered = as_json(data) if fmt == "json" else markdown(data)
+    if output is None:
+        click.echo(rendered, nl=False)
+        return ExitCode.IN_SYNC
+    try:
+        Path(output).write_text(rendered, encoding="utf-8")
+    except OSError as exc:
+        raise HostError(f"{output}: cannot write ({exc.strerror}).") from exc
+    click.echo(f"{output}: run {chosen} ({data['run']['outcome']}).")
+    return ExitCode.IN_SYNC

@@ -1,0 +1,181 @@
+"""`tune report` as Markdown that reads well on GitHub, and as JSON (the same data)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+OUTCOMES = {
+    "applied": "applied",
+    "rolled-back": "rolled back",
+    "rollback-failed": "rollback FAILED: some changes are not restored",
+    "interrupted": "interrupted (no end record; `tune rollback` restores it)",
+}
+
+
+def as_json(report: dict[str, Any]) -> str:
+    return json.dumps(report, indent=2) + "\n"
+
+
+def markdown(report: dict[str, Any]) -> str:
+    run = report["run"]
+    out = [
+        f"# tune run {run['run_id']}: {run['profile']} on {run['host']}",
+        "",
+        "| | |",
+        "|---|---|",
+        f"| Profile | {_cell(run['profile'])} |",
+        f"| Phase | {run['phase']} |",
+        f"| Started | {run['started']} |",
+        f"| Finished | {run['finished'] or 'not finished'} |",
+        f"| Outcome | {_outcome(run['outcome'], report['probes'])} |",
+    ]
+    if run["failure"]:
+        out.append(f"| Why | {_cell(run['failure'])} |")
+    out += ["", *_probes(report["probes"]), *_changes(report["changes"], run["outcome"])]
+    out += _still_needed(report["still_needed"])
+    if report["host_summary"] is not None:
+        from ..audit.model import Device, HostSummary
+        from ..audit.render import host_section
+
+        data = dict(report["host_summary"])
+        gpus = tuple(Device(**d) for d in data.pop("gpus"))
+        nics = tuple(Device(**d) for d in data.pop("nics"))
+        data["tune_files"] = tuple(data["tune_files"])
+        summary = HostSummary(**data, gpus=gpus, nics=nics)
+        out += ["## Host (as observed for this report)", "", *host_section(summary)]
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+def _outcome(outcome: str, probes: list[dict[str, Any]]) -> str:
+    kept = [p["name"] for p in probes if p["gate"] is not None and p["gate"]["kept"]]
+    if outcome == "applied" and kept:
+        return f"applied, kept despite the failed gate of {', '.join(kept)} (--keep-on-regression)"
+    return OUTCOMES.get(outcome, outcome)
+
+
+def _probes(probes: list[dict[str, Any]]) -> list[str]:
+    out = ["## Probes before and after", ""]
+    if not probes:
+        return [*out, "No probes ran in this run.", ""]
+    out += ["| Probe | Before | After | Change | Gate |", "|---|---:|---:|---:|---|"]
+    for p in probes:
+        before = _measured(p["before"], p["unit"], p["before_note"])
+        after = _measured(p["after"], p["unit"], p["after_note"])
+        name = f"{p['name']} (`{p['metric']}`, {p['better']} is better)"
+        out.append(
+            f"| {_cell(name)} | {_cell(before)} | {_cell(after)} | "
+            f"{_change(p['change_percent'], p['better'])} | {_cell(_gate(p['gate']))} |"
+        )
+    return [*out, ""]
+
+
+def _changes(changes: list[dict[str, Any]], outcome: str) -> list[str]:
+    title = "## What was changed and why" if outcome == "applied" else "## What this run changed"
+    out = [title, ""]
+    if not changes:
+        return [*out, "Nothing: the run made no changes.", ""]
+    by_priority: dict[str, list[dict[str, Any]]] = {}
+    for change in changes:
+        by_priority.setdefault(change["priority"] or "unrecorded priority", []).append(change)
+    for priority, rows in by_priority.items():
+        out += [f"### {priority} ({len(rows)} {'change' if len(rows) == 1 else 'changes'})", ""]
+        for c in rows:
+            why = f" Why: {_sentence(c['reason'])}" if c["reason"] else ""
+            out.append(
+                f"- **{c['id']}**: {_value(c['prior'])} → {_value(c['desired'])} "
+                f"({c['status']}).{why}"
+            )
+            ops = c["operations"] or ["(made by the step before it)"]
+            out += ["", "  ```", *(f"  {line}" for op in ops for line in op.splitlines()), "  ```"]
+        out.append("")
+    return out
+
+
+def _still_needed(needed: dict[str, Any] | None) -> list[str]:
+    out = ["## Still needs a reboot or the BIOS", ""]
+    if needed is None:
+        return [*out, "Not recorded: this run was journaled before tune recorded its plan.", ""]
+    reboot, pending, checks = needed["reboot"], needed["pending"], needed["checks"]
+    left, configured = needed["not_applied"], needed["configured"]
+    if not (reboot or pending or checks or left or configured):
+        return [*out, "Nothing: after this run the host needs no reboot and no BIOS change.", ""]
+    if reboot:
+        out += ["### Boot-time changes this run did not make", ""]
+        out += [
+            f"- **{c['id']}** ({c['priority']}): {_value(c['current'])} → {_value(c['desired'])}"
+            + (f". Why: {_sentence(c['reason'])}" if c["reason"] else ".")
+            for c in reboot
+        ]
+        out += ["", "Run `tune apply` without `--runtime-only`, then reboot.", ""]
+    if configured:
+        out += ["### Made by this run, in effect after the next reboot", ""]
+        out += [
+            f"- **{c['id']}** ({c['priority']}): {_value(c['current'])} → {_value(c['desired'])}"
+            for c in configured
+        ]
+        out.append("")
+    if pending:
+        out += ["### Configured, waiting for a reboot", ""]
+        out += [
+            f"- **{p['id']}**: running {_value(p['running'])}, configured {_value(p['configured'])}"
+            for p in pending
+        ]
+        out.append("")
+    if checks:
+        out += ["### Needs the BIOS, hardware, a kernel or a driver change", ""]
+        out += [
+            f"- **{c['id']}**: {_value(c['observed'])}, expected {c['expected']}. "
+            f"Remedy: {_sentence(c['remedy'])}"
+            for c in checks
+        ]
+        out.append("")
+    if left:
+        out += ["### Other changes this run did not make", ""]
+        out += [f"- **{c['id']}**: {_value(c['current'])} → {_value(c['desired'])}" for c in left]
+        out.append("")
+    return out
+
+
+def _measured(value: float | None, unit: str, note: str | None) -> str:
+    if value is None:
+        return note or "no result"
+    return f"{_number(value)} {unit}".rstrip()
+
+
+def _number(value: float) -> str:
+    return f"{value:,.2f}".rstrip("0").rstrip(".")
+
+
+def _change(percent: float | None, better: str) -> str:
+    if percent is None:
+        return "n/a"
+    if percent == 0:
+        return "0.0% (no change)"
+    improved = percent > 0 if better == "higher" else percent < 0
+    return f"{percent:+.1f}% ({'better' if improved else 'worse'})"
+
+
+def _gate(gate: dict[str, Any] | None) -> str:
+    if gate is None:
+        return "none"
+    if gate["ok"]:
+        return f"passed: {gate['message']}"
+    return f"FAILED, {'kept' if gate['kept'] else 'rolled back'}: {gate['message']}"
+
+
+def _value(value: object) -> str:
+    if value is None:
+        return "(absent)"
+    if isinstance(value, list):
+        return f"{len(value)} lines"
+    return f"`{value}`"
+
+
+def _sentence(text: str) -> str:
+    text = text.strip()
+    return text if text.endswith((".", "!", "?")) else text + "."
+
+
+def _cell(text: object) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
