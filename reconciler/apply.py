@@ -27,8 +27,9 @@ from .observe import Observation, observe
 from .plan import make_plan
 from .profile import LoadedProfile
 from .saved import SavedPlan
-from .steps import DeleteFile, Need, Op, Probe, PutFile, Require, SetAttr, Step
+from .steps import BootTool, DeleteFile, Need, Op, Probe, PutFile, Require, SetAttr, Step
 
+PACKAGES = {"setpci": "pciutils", "grubby": "grubby"}
 KINDS: dict[str, Kind[Any]] = {k.kind: k for k in (*REGISTRY, files.KIND)}
 
 
@@ -58,7 +59,10 @@ def prepare(
     runtime_only: bool,
     with_persistence: bool = True,
     saved: SavedPlan | None = None,
+    reboot_phase: bool = False,
 ) -> Work:
+    """`runtime_only` leaves boot configuration alone; `reboot_phase` writes only it (runtime
+    knobs are verified by `tune verify`, never written); neither: runtime, then reboot."""
     observation = observe(host, loaded.profile, with_persistence)
     plan = make_plan(loaded, observation, with_persistence)
     if saved is not None:
@@ -67,8 +71,11 @@ def prepare(
     specs[files.KIND.kind] = loaded.profile
     problems: list[str] = []
     steps: list[Step] = []
-    for change in plan.changes:
+    # Runtime knobs and tune's boot-time files first; the boot configuration last.
+    for change in sorted(plan.changes, key=lambda c: c.phase is not Phase.RUNTIME):
         if runtime_only and change.phase is not Phase.RUNTIME:
+            continue
+        if reboot_phase and change.phase is not Phase.REBOOT:
             continue
         try:
             steps.append(KINDS[change.kind].step(specs[change.kind], change, observation.files))
@@ -106,7 +113,8 @@ def _unmet(host: Host, need: Require, step: Step) -> str | None:
     if need.need is Need.COMMAND:
         if host.has_command(need.arg):
             return None
-        return f"{need.arg} is not installed on this host (package pciutils); {step.id} needs it."
+        package = PACKAGES.get(need.arg, need.arg)
+        return f"{need.arg} is not installed on this host (package {package}); {step.id} needs it."
     done = host.run(["modprobe", "--dry-run", need.arg])
     if done.returncode == 0:
         return None
@@ -114,7 +122,11 @@ def _unmet(host: Host, need: Require, step: Step) -> str | None:
     return f"Module {need.arg} cannot be loaded on this host ({said[0]})."
 
 
-def perform(host: Host, step: Step, op: Op) -> None:
+def perform(host: Host, step: Step, op: Op, journal: Journal | None = None) -> None:
+    if isinstance(op, BootTool) and host.defers(op.argv):
+        if journal is not None:
+            journal.record("deferred", argv=list(op.argv), step=step.id)
+        return
     if isinstance(op, SetAttr):
         host.set_attr(op.path, op.value)
     elif isinstance(op, PutFile):
@@ -160,7 +172,7 @@ def execute(
                 journal.step(seq, step)
                 done.append((seq, step))
                 for op in step.do:
-                    perform(host, step, op)
+                    perform(host, step, op, journal)
                 journal.record("written", seq=seq)
                 got = read(host, step.probe)
                 if got != step.expect:
@@ -220,7 +232,7 @@ def restore(host: Host, journal: Journal, steps: list[tuple[int, Step]]) -> Rest
                 result.unchanged += 1
                 continue
             for op in step.undo:
-                perform(host, step, op)
+                perform(host, step, op, journal)
             got = read(host, step.probe)
             if got != step.restored:
                 raise StepFailed(

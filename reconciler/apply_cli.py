@@ -25,6 +25,10 @@ ROOT_HELP = "Apply to a snapshot directory laid out like the host's / instead of
 @click.command()
 @click.argument("target", required=False, metavar="[PROFILE|PLAN.json]")
 @click.option("--runtime-only", is_flag=True, help="Only live settings; never boot configuration.")
+@click.option(
+    "--reboot-phase", is_flag=True, help="Only boot configuration; never writes live settings."
+)
+@click.option("--reboot", is_flag=True, help="Reboot into the new configuration (not yet).")
 @click.option("--root", metavar="DIR", help=ROOT_HELP)
 @click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation on a terminal.")
 @click.option("--dry-run", is_flag=True, help="Print the exact operations; write nothing.")
@@ -32,6 +36,8 @@ ROOT_HELP = "Apply to a snapshot directory laid out like the host's / instead of
 def apply(
     target: str | None,
     runtime_only: bool,
+    reboot_phase: bool,
+    reboot: bool,
     root: str | None,
     yes: bool,
     dry_run: bool,
@@ -48,6 +54,20 @@ def apply(
     from .apply import execute, prepare, store_profile
     from .profile import load_profile
 
+    if runtime_only and reboot_phase:
+        raise UsageError("--runtime-only and --reboot-phase exclude each other.")
+    if reboot and runtime_only:
+        raise UsageError("--reboot needs the boot configuration: drop --runtime-only.")
+    if reboot and root is not None:
+        raise UsageError(
+            "--reboot is refused on a snapshot (--root): there is no machine to reboot; "
+            "the boot-tool commands are recorded in the run's journal."
+        )
+    if reboot:
+        raise UsageError(
+            "--reboot is not implemented yet: apply with --reboot-phase, reboot, then run "
+            "`tune verify`."
+        )
     saved = None
     with_persistence = not no_persist
     if target is None or saved_plans.is_saved_plan(target):
@@ -59,13 +79,14 @@ def apply(
         profile_path = target
     loaded = load_profile(profile_path)
     host = open_host(root)
-    phase = "runtime" if runtime_only else "all"
+    phase = "runtime" if runtime_only else "reboot" if reboot_phase else "all"
 
     def work_now() -> Work:
         return prepare(
             host,
             loaded,
             runtime_only=runtime_only,
+            reboot_phase=reboot_phase,
             with_persistence=with_persistence,
             saved=saved,
         )
