@@ -29,6 +29,7 @@ from .profile import LoadedProfile
 from .saved import SavedPlan
 from .steps import BootTool, DeleteFile, Need, Op, Probe, PutFile, Require, SetAttr, Step
 
+BOOT_KINDS = frozenset(k.kind for k in REGISTRY if k.phase is Phase.REBOOT)
 PACKAGES = {"setpci": "pciutils", "grubby": "grubby"}
 KINDS: dict[str, Kind[Any]] = {k.kind: k for k in (*REGISTRY, files.KIND)}
 
@@ -282,8 +283,9 @@ class RollbackResult:
     already: bool = False
 
 
-def rollback(host: Host, run_id: str | None = None) -> RollbackResult:
-    """Restore the values a run recorded (the newest run by default), from its journal."""
+def rollback(host: Host, run_id: str | None = None, *, boot_only: bool = False) -> RollbackResult:
+    """Restore the values a run recorded (the newest run by default), from its journal;
+    `boot_only` restores only its boot configuration (what `tune verify` undoes)."""
     ids = run_ids(host)
     if not ids:
         raise HostError(f"no tune runs on {host.describe()} to roll back.")
@@ -296,10 +298,11 @@ def rollback(host: Host, run_id: str | None = None) -> RollbackResult:
     journal = Journal(host, chosen)
     journal.record("rollback", started=now_iso())
     with _signals_ignored():
-        result = restore(host, journal, run.steps)
+        steps = [(seq, s) for seq, s in run.steps if not boot_only or s.kind in BOOT_KINDS]
+        result = restore(host, journal, steps)
         failures = result.failures
         replaced, prior = run.profile_prior
-        if replaced:
+        if replaced and not boot_only:
             try:
                 if prior is None:
                     host.delete_file(PROFILE)
@@ -307,7 +310,8 @@ def rollback(host: Host, run_id: str | None = None) -> RollbackResult:
                     host.put_file(PROFILE, prior.encode())
             except TuneError as exc:
                 failures.append(str(exc))
-        journal.end("rollback-failed" if failures else "rolled-back")
+        done = "boot-rolled-back" if boot_only else "rolled-back"
+        journal.end("rollback-failed" if failures else done)
     return RollbackResult(chosen, result)
 
 

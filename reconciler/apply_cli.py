@@ -14,6 +14,7 @@ from . import saved as saved_plans
 from .errors import ApplyFailed, ExitCode, UsageError
 from .host import Host, open_host
 from .journal import LOCK, STATE, read_run, run_ids
+from .verify import PENDING, pending_of
 
 if TYPE_CHECKING:
     from .apply import Work
@@ -96,6 +97,7 @@ def apply(
         click.echo(dry_run_text(work.steps, host), nl=False)
         return ExitCode.IN_SYNC
     host.check_privileges()
+    pending = None
     with host.lock(LOCK):
         work = work_now()
         if not work.steps:
@@ -106,7 +108,56 @@ def apply(
         if not yes and sys.stdin.isatty():
             click.confirm(f"Apply {len(work.steps)} changes to {host.describe()}?", abort=True)
         run_id = execute(host, work, loaded, phase=phase)
+        pending = pending_of(run_id, work.plan.host.boot_id, work.steps)
+        if pending is not None:
+            host.put_file(PENDING, pending.to_json().encode(), 0o600)
     click.echo(f"Applied {len(work.steps)} changes to {host.describe()} (run {run_id}).")
+    if pending is not None:
+        click.echo(
+            "The boot configuration changed: it takes effect at the next boot. Reboot, then "
+            "run `tune verify`."
+        )
+    return ExitCode.IN_SYNC
+
+
+@click.command()
+@click.option("--root", metavar="DIR", help="Verify a snapshot directory instead of this machine.")
+def verify(root: str | None) -> int:
+    """After the reboot that a reboot-phase apply prepared: check that the boot brought what it
+    must (kernel parameters, NVIDIA majors of each container, the runtime part still held).
+
+    \b
+    On failure, rolls the boot configuration back, says what did not hold, exits 3.
+    """
+    from .apply import rollback as roll_back
+    from .verify import read_pending
+    from .verify import verify as check_boot
+
+    host = open_host(root)
+    host.check_privileges()
+    with host.lock(LOCK):
+        pending = read_pending(host)
+        if pending is None:
+            click.echo(f"Nothing to verify on {host.describe()}: no reboot-phase apply pending.")
+            return ExitCode.IN_SYNC
+        verdict = check_boot(host, pending)
+        if verdict.failed:
+            done = roll_back(host, pending.run_id, boot_only=True)
+            host.delete_file(PENDING)
+            undone = (
+                f"{len(done.result.failures)} not restored: " + "; ".join(done.result.failures)
+                if done.result.failures
+                else f"rolled back {done.result.restored} boot-configuration changes"
+            )
+            raise ApplyFailed(
+                f"after the boot, {len(verdict.failed)} things did not hold: "
+                + "; ".join(verdict.failed)
+                + f". Run {pending.run_id}: {undone}; reboot again to boot the prior configuration."
+            )
+        host.delete_file(PENDING)
+    for line in verdict.held:
+        click.echo(f"ok  {line}")
+    click.echo(f"Verified run {pending.run_id} after the boot on {host.describe()}.")
     return ExitCode.IN_SYNC
 
 

@@ -204,6 +204,7 @@ def snapshot(profile: str, output: str, root: str | None, remote: RemoteOptions)
 cli.add_command(apply_cli.apply)
 cli.add_command(apply_cli.rollback)
 cli.add_command(apply_cli.history)
+cli.add_command(apply_cli.verify)
 cli.add_command(audit_cmd)
 cli.add_command(probe_cmd)
 

@@ -249,3 +249,76 @@ def test_boot_tool_steps_survive_the_journal(tmp_path: Path) -> None:
         data = json.loads(json.dumps(step.to_json()))
         assert data["do"][-1] == {"op": "boot", "argv": ["proxmox-boot-tool", "refresh"]}
         assert Step.from_json(data) == replace(step, requires=())
+
+
+def reboot(root: Path, move: tuple[str, str] | None = None) -> None:
+    """The snapshot "reboots": a new boot id, /proc/cmdline from the configured command line,
+    and optionally a device major moved (what a kernel or driver upgrade does)."""
+    host = SnapshotHost(root)
+    boot = fmt.boot_config(host.fetch(fmt.request()))
+    assert boot is not None and boot.cmdline is not None
+    write(root, fmt.PROC_CMDLINE, f"BOOT_IMAGE=/vmlinuz {boot.cmdline}\n")
+    write(root, "/proc/sys/kernel/random/boot_id", "00000000-0000-4000-8000-000000000002\n")
+    if move is not None:
+        devices = root / "proc/devices"
+        devices.write_text(devices.read_text().replace(*move))
+
+
+def pending(root: Path) -> dict[str, object]:
+    data = json.loads((root / "var/lib/tune/pending.json").read_text())
+    assert isinstance(data, dict)
+    return data
+
+
+def test_reboot_then_verify_passes_and_clears_pending(untuned: Path) -> None:
+    assert run_tune("apply", BLACKWELL, "--root", untuned, "-y").code == 0
+    recorded = pending(untuned)
+    assert recorded["cmdline"] == {"processor.max_cstate": "1", "amd_pstate": "active"}
+    assert recorded["majors"] == {"/etc/pve/lxc/101.conf": [195, 509, 510]}
+    reboot(untuned)
+    result = run_tune("verify", "--root", untuned)
+    assert result.code == 0, result.err
+    assert "ok  /proc/cmdline has amd_pstate=active" in result.out
+    assert not (untuned / "var/lib/tune/pending.json").exists()
+
+
+def test_verify_fails_on_a_moved_major_and_rolls_the_boot_configuration_back(
+    untuned: Path,
+) -> None:
+    before = tree(untuned)
+    assert run_tune("apply", BLACKWELL, "--root", untuned, "-y").code == 0
+    reboot(untuned, move=("509 nvidia-uvm", "508 nvidia-uvm"))
+    configured = tree(untuned)
+    result = run_tune("verify", "--root", untuned)
+    assert result.code == 3
+    assert (
+        "/etc/pve/lxc/101.conf allows majors [195, 509, 510] but /proc/devices now says "
+        "nvidia-frontend is 195, nvidia-uvm is 508, nvidia-caps is 510"
+    ) in result.err
+    after = tree(untuned)
+    boot_files = ("etc/default/grub.d/90-tune.cfg", "etc/pve/lxc/101.conf")
+    for path in boot_files:
+        assert after.get(path) == before.get(path)
+    # The runtime part stays applied: only the boot configuration is rolled back.
+    assert after["etc/sysctl.d/90-tune.conf"] == configured["etc/sysctl.d/90-tune.conf"]
+    assert not (untuned / "var/lib/tune/pending.json").exists()
+
+
+def test_verify_reports_a_parameter_the_boot_did_not_bring(untuned: Path) -> None:
+    assert run_tune("apply", BLACKWELL, "--reboot-phase", "--root", untuned, "-y").code == 0
+    reboot(untuned)
+    cmdline = untuned / "proc/cmdline"
+    cmdline.write_text(cmdline.read_text().replace(" amd_pstate=active", ""))
+    result = run_tune("verify", "--root", untuned)
+    assert result.code == 3
+    assert "/proc/cmdline has nothing, not amd_pstate=active" in result.err
+    # --reboot-phase never wrote the runtime part, and verify says so too.
+    assert "sysctl:vm.swappiness is" in result.err
+
+
+def test_verify_before_the_reboot_is_refused(untuned: Path) -> None:
+    assert run_tune("apply", BLACKWELL, "--reboot-phase", "--root", untuned, "-y").code == 0
+    result = run_tune("verify", "--root", untuned)
+    assert result.code == 1
+    assert "has not rebooted since run" in result.err
+    assert (untuned / "var/lib/tune/pending.json").exists()
