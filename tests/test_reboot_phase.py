@@ -322,3 +322,13 @@ def test_verify_before_the_reboot_is_refused(untuned: Path) -> None:
     assert result.code == 1
     assert "has not rebooted since run" in result.err
     assert (untuned / "var/lib/tune/pending.json").exists()
+
+
+def test_dry_run_shows_the_drop_in_and_the_boot_tool(untuned: Path) -> None:
+    before = tree(untuned)
+    result = run_tune("apply", BLACKWELL, "--reboot-phase", "--root", untuned, "--dry-run")
+    assert result.code == 0, result.err
+    assert "write file /etc/default/grub.d/90-tune.cfg" in result.out
+    assert "run update-grub (boot tool; journaled, not run, on a snapshot)" in result.out
+    assert "write /proc/sys" not in result.out
+    assert tree(untuned) == before
