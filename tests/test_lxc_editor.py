@@ -78,7 +78,7 @@ def outside(text: str) -> tuple[list[str], str]:
     kept = [
         line.rstrip("\n")
         for line in lines[:main]
-        if not any(i.key in OWNED for i in fmt.items(line)) and line.strip()
+        if not any(i.key in OWNED for i in fmt.items(line))
     ]
     return kept, "".join(lines[main:])
 
