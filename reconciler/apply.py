@@ -28,8 +28,10 @@ from .plan import make_plan
 from .profile import LoadedProfile
 from .run_record import contexts, plan_record
 from .saved import SavedPlan
-from .steps import DeleteFile, Need, Op, Probe, PutFile, Require, SetAttr, Step
+from .steps import BootTool, DeleteFile, Need, Op, Probe, PutFile, Require, SetAttr, Step
 
+BOOT_KINDS = frozenset(k.kind for k in REGISTRY if k.phase is Phase.REBOOT)
+PACKAGES = {"setpci": "pciutils", "grubby": "grubby"}
 KINDS: dict[str, Kind[Any]] = {k.kind: k for k in (*REGISTRY, files.KIND)}
 
 
@@ -69,8 +71,11 @@ def prepare(
     with_persistence: bool = True,
     saved: SavedPlan | None = None,
     preflight_here: bool = True,
+    reboot_phase: bool = False,
 ) -> Work:
-    """`preflight_here=False` leaves the requirements to the caller (a remote apply checks them
+    """`runtime_only` leaves boot configuration alone; `reboot_phase` writes only it (runtime
+    knobs are verified by `tune verify`, never written); neither: runtime, then reboot.
+    `preflight_here=False` leaves the requirements to the caller (a remote apply checks them
     on the target, in the script that starts the run)."""
     observation = observe(host, loaded.profile, with_persistence)
     plan = make_plan(loaded, observation, with_persistence)
@@ -80,8 +85,11 @@ def prepare(
     specs[files.KIND.kind] = loaded.profile
     problems: list[str] = []
     steps: list[Step] = []
-    for change in plan.changes:
+    # Runtime knobs and tune's boot-time files first; the boot configuration last.
+    for change in sorted(plan.changes, key=lambda c: c.phase is not Phase.RUNTIME):
         if runtime_only and change.phase is not Phase.RUNTIME:
+            continue
+        if reboot_phase and change.phase is not Phase.REBOOT:
             continue
         try:
             steps.append(KINDS[change.kind].step(specs[change.kind], change, observation.files))
@@ -119,7 +127,8 @@ def _unmet(host: Host, need: Require, step: Step) -> str | None:
     if need.need is Need.COMMAND:
         if host.has_command(need.arg):
             return None
-        return f"{need.arg} is not installed on this host (package pciutils); {step.id} needs it."
+        package = PACKAGES.get(need.arg, need.arg)
+        return f"{need.arg} is not installed on this host (package {package}); {step.id} needs it."
     done = host.run(["modprobe", "--dry-run", need.arg])
     if done.returncode == 0:
         return None
@@ -127,7 +136,11 @@ def _unmet(host: Host, need: Require, step: Step) -> str | None:
     return f"Module {need.arg} cannot be loaded on this host ({said[0]})."
 
 
-def perform(host: Host, step: Step, op: Op) -> None:
+def perform(host: Host, step: Step, op: Op, journal: Journal | None = None) -> None:
+    if isinstance(op, BootTool) and host.defers(op.argv):
+        if journal is not None:
+            journal.record("deferred", argv=list(op.argv), step=step.id)
+        return
     if isinstance(op, SetAttr):
         host.set_attr(op.path, op.value)
     elif isinstance(op, PutFile):
@@ -179,7 +192,7 @@ def execute(
                 journal.step(seq, step, **about.get(step.id, {}))
                 done.append((seq, step))
                 for op in step.do:
-                    perform(host, step, op)
+                    perform(host, step, op, journal)
                 journal.record("written", seq=seq)
                 got = read(host, step.probe)
                 if got != step.expect:
@@ -242,7 +255,7 @@ def restore(host: Host, journal: Journal, steps: list[tuple[int, Step]]) -> Rest
                 result.unchanged += 1
                 continue
             for op in step.undo:
-                perform(host, step, op)
+                perform(host, step, op, journal)
             got = read(host, step.probe)
             if got != step.restored:
                 raise StepFailed(
@@ -292,8 +305,9 @@ class RollbackResult:
     already: bool = False
 
 
-def rollback(host: Host, run_id: str | None = None) -> RollbackResult:
-    """Restore the values a run recorded (the newest run by default), from its journal."""
+def rollback(host: Host, run_id: str | None = None, *, boot_only: bool = False) -> RollbackResult:
+    """Restore the values a run recorded (the newest run by default), from its journal;
+    `boot_only` restores only its boot configuration (what `tune verify` undoes)."""
     ids = run_ids(host)
     if not ids:
         raise HostError(f"no tune runs on {host.describe()} to roll back.")
@@ -306,10 +320,11 @@ def rollback(host: Host, run_id: str | None = None) -> RollbackResult:
     journal = Journal(host, chosen)
     journal.record("rollback", started=now_iso())
     with _signals_ignored():
-        result = restore(host, journal, run.steps)
+        steps = [(seq, s) for seq, s in run.steps if not boot_only or s.kind in BOOT_KINDS]
+        result = restore(host, journal, steps)
         failures = result.failures
         replaced, prior = run.profile_prior
-        if replaced:
+        if replaced and not boot_only:
             try:
                 if prior is None:
                     host.delete_file(PROFILE)
@@ -317,7 +332,8 @@ def rollback(host: Host, run_id: str | None = None) -> RollbackResult:
                     host.put_file(PROFILE, prior.encode())
             except TuneError as exc:
                 failures.append(str(exc))
-        journal.end("rollback-failed" if failures else "rolled-back")
+        done = "boot-rolled-back" if boot_only else "rolled-back"
+        journal.end("rollback-failed" if failures else done)
     return RollbackResult(chosen, result)
 
 

@@ -15,6 +15,7 @@ from .errors import ApplyFailed, ExitCode, UsageError
 from .host import Host, open_host
 from .journal import LOCK, STATE, read_run, run_ids
 from .remote import RemoteOptions, remote_options
+from .verify import PENDING, pending_of
 
 if TYPE_CHECKING:
     from .apply import Work
@@ -28,6 +29,10 @@ ROOT_HELP = "Apply to a snapshot directory laid out like the host's / instead of
 @click.command()
 @click.argument("target", required=False, metavar="[PROFILE|PLAN.json]")
 @click.option("--runtime-only", is_flag=True, help="Only live settings; never boot configuration.")
+@click.option(
+    "--reboot-phase", is_flag=True, help="Only boot configuration; never writes live settings."
+)
+@click.option("--reboot", is_flag=True, help="Reboot into the new configuration (not yet).")
 @click.option("--root", metavar="DIR", help=ROOT_HELP)
 @click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation on a terminal.")
 @click.option("--dry-run", is_flag=True, help="Print the exact operations; write nothing.")
@@ -40,6 +45,8 @@ ROOT_HELP = "Apply to a snapshot directory laid out like the host's / instead of
 def apply(
     target: str | None,
     runtime_only: bool,
+    reboot_phase: bool,
+    reboot: bool,
     root: str | None,
     yes: bool,
     dry_run: bool,
@@ -62,6 +69,20 @@ def apply(
     from .apply import execute, prepare, store_profile
     from .profile import load_profile
 
+    if runtime_only and reboot_phase:
+        raise UsageError("--runtime-only and --reboot-phase exclude each other.")
+    if reboot and runtime_only:
+        raise UsageError("--reboot needs the boot configuration: drop --runtime-only.")
+    if reboot and root is not None:
+        raise UsageError(
+            "--reboot is refused on a snapshot (--root): there is no machine to reboot; "
+            "the boot-tool commands are recorded in the run's journal."
+        )
+    if reboot:
+        raise UsageError(
+            "--reboot is not implemented yet: apply with --reboot-phase, reboot, then run "
+            "`tune verify`."
+        )
     if remote.wanted:
         probes = (
             not no_probes
@@ -86,13 +107,14 @@ def apply(
         profile_path = target
     loaded = load_profile(profile_path)
     host = open_host(root)
-    phase = "runtime" if runtime_only else "all"
+    phase = "runtime" if runtime_only else "reboot" if reboot_phase else "all"
 
     def work_now() -> Work:
         return prepare(
             host,
             loaded,
             runtime_only=runtime_only,
+            reboot_phase=reboot_phase,
             with_persistence=with_persistence,
             saved=saved,
         )
@@ -102,6 +124,7 @@ def apply(
         click.echo(dry_run_text(work.steps, host), nl=False)
         return ExitCode.IN_SYNC
     host.check_privileges()
+    pending = None
     with host.lock(LOCK):
         work = work_now()
         if not work.steps:
@@ -116,9 +139,58 @@ def apply(
             names = ", ".join(around.probes)
             click.echo(f"Probes {names} run before the first change and after the last.")
         run_id = execute(host, work, loaded, phase=phase, around=around)
+        pending = pending_of(run_id, work.plan.host.boot_id, work.steps)
+        if pending is not None:
+            host.put_file(PENDING, pending.to_json().encode(), 0o600)
     click.echo(f"Applied {len(work.steps)} changes to {host.describe()} (run {run_id}).")
     for failure in around.failures if around is not None else []:
         click.echo(f"gate failed, kept: {failure.probe}: {failure.verdict.message}", err=True)
+    if pending is not None:
+        click.echo(
+            "The boot configuration changed: it takes effect at the next boot. Reboot, then "
+            "run `tune verify`."
+        )
+    return ExitCode.IN_SYNC
+
+
+@click.command()
+@click.option("--root", metavar="DIR", help="Verify a snapshot directory instead of this machine.")
+def verify(root: str | None) -> int:
+    """After the reboot that a reboot-phase apply prepared: check that the boot brought what it
+    must (kernel parameters, NVIDIA majors of each container, the runtime part still held).
+
+    \b
+    On failure, rolls the boot configuration back, says what did not hold, exits 3.
+    """
+    from .apply import rollback as roll_back
+    from .verify import read_pending
+    from .verify import verify as check_boot
+
+    host = open_host(root)
+    host.check_privileges()
+    with host.lock(LOCK):
+        pending = read_pending(host)
+        if pending is None:
+            click.echo(f"Nothing to verify on {host.describe()}: no reboot-phase apply pending.")
+            return ExitCode.IN_SYNC
+        verdict = check_boot(host, pending)
+        if verdict.failed:
+            done = roll_back(host, pending.run_id, boot_only=True)
+            host.delete_file(PENDING)
+            undone = (
+                f"{len(done.result.failures)} not restored: " + "; ".join(done.result.failures)
+                if done.result.failures
+                else f"rolled back {done.result.restored} boot-configuration changes"
+            )
+            raise ApplyFailed(
+                f"after the boot, {len(verdict.failed)} things did not hold: "
+                + "; ".join(verdict.failed)
+                + f". Run {pending.run_id}: {undone}; reboot again to boot the prior configuration."
+            )
+        host.delete_file(PENDING)
+    for line in verdict.held:
+        click.echo(f"ok  {line}")
+    click.echo(f"Verified run {pending.run_id} after the boot on {host.describe()}.")
     return ExitCode.IN_SYNC
 
 

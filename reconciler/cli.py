@@ -53,6 +53,7 @@ class LazyGroup(click.Group):
         "apply": ".apply_cli:apply",
         "rollback": ".apply_cli:rollback",
         "history": ".apply_cli:history",
+        "verify": ".apply_cli:verify",
         "audit": ".audit.command:audit_cmd",
         "probe": ".probes.command:probe_cmd",
         "report": ".report.command:report_cmd",

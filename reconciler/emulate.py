@@ -24,7 +24,7 @@ from .host import Completed
 if TYPE_CHECKING:
     from .host import DirectoryHost
 
-COMMANDS = ("modprobe", "setpci")
+COMMANDS = ("modprobe", "setpci", "grubby")
 MODULES = "/proc/modules"
 OSRELEASE = "/proc/sys/kernel/osrelease"
 DEVICES = "/sys/bus/pci/devices"
@@ -87,6 +87,8 @@ def _overwrite(local: str, data: bytes) -> None:
 def run(host: DirectoryHost, argv: list[str]) -> Completed:
     if argv[0] == "modprobe":
         return _modprobe(host, argv[1:])
+    if argv[0] == "grubby":
+        return _grubby(host, argv[1:])
     return _setpci(host, argv[1:])
 
 
@@ -169,4 +171,29 @@ def _setpci(host: DirectoryHost, args: list[str]) -> Completed:
     mask = int(match.group(3) or "ffff", 16)
     new = (old & ~mask) | (value & mask)
     _overwrite(local, config[:at] + struct.pack("<H", new) + config[at + 2 :])
+    return Completed(0)
+
+
+def _grubby(host: DirectoryHost, args: list[str]) -> Completed:
+    """`grubby --update-kernel=ALL --args=W | --remove-args=NAME`: edits every BLS entry's
+    `options` line, the way RHEL's grubby keeps the kernel command line."""
+    from .formats import cmdline
+
+    if len(args) != 2 or args[0] != "--update-kernel=ALL":
+        return Completed(1, "", f"grubby: unsupported arguments {' '.join(args)}")
+    option, _, word = args[1].partition("=")
+    if option == "--args":
+        name, _, value = word.partition("=")
+        sets, removes = {name: value}, set()
+    elif option == "--remove-args":
+        sets, removes = {}, {word}
+    else:
+        return Completed(1, "", f"grubby: unsupported option {option}")
+    directory = host.local(cmdline.LOADER_ENTRIES.rsplit("/", 1)[0])
+    names = sorted(n for n in os.listdir(directory) if n.endswith(".conf"))
+    for name in names:
+        local = os.path.join(directory, name)
+        with open(local, "rb") as handle:
+            text = handle.read().decode("utf-8", "replace")
+        _overwrite(local, cmdline.edit_entry(text, sets, removes).encode())
     return Completed(0)

@@ -153,6 +153,10 @@ class Host(ABC):
     def has_command(self, name: str) -> bool:
         return False
 
+    def defers(self, argv: Sequence[str]) -> bool:
+        """Whether a boot tool's `argv` is recorded in the journal rather than run here."""
+        return False
+
     def writable(self, path: str) -> bool:
         """Whether a write to `path` (or, for a path not yet there, to its nearest existing
         directory) would be accepted."""
@@ -402,6 +406,10 @@ class SnapshotHost(DirectoryHost):
 
     def has_command(self, name: str) -> bool:
         return name in self.commands
+
+    def defers(self, argv: Sequence[str]) -> bool:
+        """Boot tools are not emulated: the run's journal records them instead."""
+        return not argv or argv[0] not in self.commands
 
 
 class ArchiveHost(Host):

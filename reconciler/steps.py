@@ -120,7 +120,21 @@ class Run:
         return f"run {shlex.join(self.argv)}"
 
 
-Op = SetAttr | PutFile | DeleteFile | Run
+@dataclass(frozen=True)
+class BootTool:
+    """A command that regenerates boot configuration (`update-grub`, `proxmox-boot-tool
+    refresh`): run on a live host; on a snapshot, recorded in the run's journal instead, since
+    it would act on the machine tune runs on."""
+
+    argv: tuple[str, ...]
+
+    def describe(self) -> str:
+        import shlex
+
+        return f"run {shlex.join(self.argv)} (boot tool; journaled, not run, on a snapshot)"
+
+
+Op = SetAttr | PutFile | DeleteFile | Run | BootTool
 
 
 def op_to_json(op: Op) -> dict[str, Any]:
@@ -135,6 +149,8 @@ def op_to_json(op: Op) -> dict[str, Any]:
         return out
     if isinstance(op, DeleteFile):
         return {"op": "delete", "path": op.path}
+    if isinstance(op, BootTool):
+        return {"op": "boot", "argv": list(op.argv)}
     return {"op": "run", "argv": list(op.argv)}
 
 
@@ -151,6 +167,8 @@ def op_from_json(data: dict[str, Any]) -> Op:
         return DeleteFile(data["path"])
     if kind == "run":
         return Run(tuple(data["argv"]))
+    if kind == "boot":
+        return BootTool(tuple(data["argv"]))
     raise ValueError(f"unknown operation {kind!r}")
 
 

@@ -262,11 +262,11 @@ def test_not_root_on_a_live_host(monkeypatch: pytest.MonkeyPatch) -> None:
         LocalHost().check_privileges()
 
 
-def test_reboot_phase_kinds_are_not_written_without_runtime_only(untuned: Path) -> None:
+def test_reboot_phase_is_refused_with_runtime_only(untuned: Path) -> None:
     before = tree(untuned)
-    result = run_tune("apply", BLACKWELL, "--root", untuned)
-    assert result.code == 1
-    assert "cmdline:amd_pstate: tune apply does not write cmdline settings yet" in result.err
+    result = run_tune("apply", BLACKWELL, "--root", untuned, "--runtime-only", "--reboot-phase")
+    assert result.code == 64
+    assert "--runtime-only and --reboot-phase exclude each other" in result.err
     assert tree(untuned) == before
 
 

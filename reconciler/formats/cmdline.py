@@ -12,6 +12,10 @@ GRUB_DEFAULT = "/etc/default/grub"
 GRUB_DROPINS = "/etc/default/grub.d/*.cfg"
 KERNEL_CMDLINE = "/etc/kernel/cmdline"
 PROXMOX_BOOT_UUIDS = "/etc/kernel/proxmox-boot-uuids"
+DROPIN = "/etc/default/grub.d/90-tune.cfg"
+REDHAT_RELEASE = "/etc/redhat-release"
+LOADER_ENTRIES = "/boot/loader/entries/*.conf"
+OSRELEASE = "/proc/sys/kernel/osrelease"
 GRUB_VARS = ("GRUB_CMDLINE_LINUX", "GRUB_CMDLINE_LINUX_DEFAULT")
 
 
@@ -62,18 +66,29 @@ class BootConfig:
 
 
 def request() -> Request:
-    return Request.of(PROC_CMDLINE, GRUB_DEFAULT, GRUB_DROPINS, KERNEL_CMDLINE, PROXMOX_BOOT_UUIDS)
+    return Request.of(
+        PROC_CMDLINE,
+        GRUB_DEFAULT,
+        GRUB_DROPINS,
+        KERNEL_CMDLINE,
+        PROXMOX_BOOT_UUIDS,
+        REDHAT_RELEASE,
+        LOADER_ENTRIES,
+        OSRELEASE,
+    )
 
 
 def boot_config(files: Files) -> BootConfig | None:
     """Detect the boot tool the way the host itself decides, not by assumption."""
     if files.read(PROXMOX_BOOT_UUIDS) is not None:
         return BootConfig("proxmox-boot-tool", files.value(KERNEL_CMDLINE), (KERNEL_CMDLINE,))
+    entries = files.glob(LOADER_ENTRIES)
+    if files.read(REDHAT_RELEASE) is not None and entries:
+        # RHEL-like hosts keep the command line in the BLS entries, and grubby edits them all.
+        return BootConfig("grubby", entry_options(files.text(entries[0]) or ""), entries)
     if files.read(GRUB_DEFAULT) is not None:
         sources = (GRUB_DEFAULT, *files.glob(GRUB_DROPINS))
-        env: dict[str, str] = {}
-        for path in sources:
-            assign(files.text(path) or "", env)
+        env = grub_env(files)
         line = " ".join(env.get(v, "") for v in GRUB_VARS)
         return BootConfig("grub", " ".join(line.split()), sources)
     if files.read(KERNEL_CMDLINE) is not None:
@@ -81,7 +96,64 @@ def boot_config(files: Files) -> BootConfig | None:
     return None
 
 
-LOOKED_FOR = (PROXMOX_BOOT_UUIDS, GRUB_DEFAULT, KERNEL_CMDLINE)
+LOOKED_FOR = (PROXMOX_BOOT_UUIDS, REDHAT_RELEASE, GRUB_DEFAULT, KERNEL_CMDLINE)
+
+
+def grub_env(files: Files, without: str | None = None) -> dict[str, str]:
+    """The variables GRUB's scripts see: /etc/default/grub, then the drop-ins in order."""
+    env: dict[str, str] = {}
+    for path in (GRUB_DEFAULT, *files.glob(GRUB_DROPINS)):
+        if path != without:
+            assign(files.text(path) or "", env)
+    return env
+
+
+def word(name: str, value: str) -> str:
+    return name if value == "" else f"{name}={value}"
+
+
+def edit_words(words: list[str], sets: dict[str, str], removes: set[str]) -> list[str]:
+    """`words` without the parameters named in `removes`, each of `sets` replacing its
+    namesake in place (the first one; later duplicates go) or appended, as grubby does."""
+    gone = {canonical(n) for n in removes}
+    wanted = {canonical(n): (n, v) for n, v in sets.items()}
+    out: list[str] = []
+    placed: set[str] = set()
+    for item in words:
+        key = canonical(item.partition("=")[0])
+        if key in gone:
+            continue
+        if key in wanted:
+            if key not in placed:
+                out.append(word(*wanted[key]))
+                placed.add(key)
+            continue
+        out.append(item)
+    out += [word(n, v) for key, (n, v) in wanted.items() if key not in placed]
+    return out
+
+
+def entry_options(text: str) -> str:
+    """The `options` line of a Boot Loader Specification entry."""
+    for line in text.splitlines():
+        key, _, rest = line.strip().partition(" ")
+        if key == "options":
+            return rest.strip()
+    return ""
+
+
+def edit_entry(text: str, sets: dict[str, str], removes: set[str]) -> str:
+    """A BLS entry with its `options` line edited; every other byte kept."""
+    lines = text.splitlines(keepends=True)
+    for index, line in enumerate(lines):
+        key, _, rest = line.strip().partition(" ")
+        if key == "options":
+            end = "\n" if line.endswith("\n") else ""
+            words = edit_words(rest.split(), sets, removes)
+            lines[index] = "options " + " ".join(words) + end
+            return "".join(lines)
+    return text
+
 
 _ASSIGN = re.compile(r"\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

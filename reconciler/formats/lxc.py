@@ -95,3 +95,46 @@ DYNAMIC = (range(234, 255), range(384, 512))
 
 def is_dynamic(major: int) -> bool:
     return any(major in r for r in DYNAMIC)
+
+
+def _main_end(lines: list[str]) -> int:
+    """Index of the first snapshot section header, or len(lines)."""
+    for index, line in enumerate(lines):
+        if _SECTION.match(line):
+            return index
+    return len(lines)
+
+
+def _owned(line: str, key: str, values: frozenset[str] | None) -> bool:
+    if line.lstrip().startswith("#"):
+        return False
+    match = _ITEM.match(line)
+    if not match or match.group(1) != key:
+        return False
+    return values is None or match.group(2).strip() in values
+
+
+def replace_key(text: str, key: str, owned: frozenset[str] | None, lines: list[str]) -> str:
+    """`text` with the main-section `key` lines whose value is in `owned` (every `key` line when
+    `owned` is None) replaced by `key: line` for each of `lines`, at the first one's place (else
+    at the end of the main section). Comments, order, other keys and snapshot sections keep
+    every byte, so undoing an edit is putting the prior bytes back."""
+    kept = text.splitlines(keepends=True)
+    end = _main_end([line.rstrip("\r\n") for line in kept])
+    main, rest = kept[:end], kept[end:]
+    at: int | None = None
+    out: list[str] = []
+    for line in main:
+        if _owned(line.rstrip("\r\n"), key, owned):
+            if at is None:
+                at = len(out)
+            continue
+        out.append(line)
+    new = [f"{key}: {value}\n" for value in lines]
+    if at is None:
+        at = len(out)
+        while at > 0 and not out[at - 1].strip():
+            at -= 1  # before the blank lines that separate the main section from a snapshot
+        if at > 0 and not out[at - 1].endswith("\n"):
+            out[at - 1] += "\n"
+    return "".join(out[:at] + new + out[at:] + rest)

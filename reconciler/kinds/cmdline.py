@@ -12,11 +12,15 @@ value) compares as the empty string.
 
 from __future__ import annotations
 
+import posixpath
+
 from pydantic import Field
 
+from ..errors import HostError
 from ..formats import cmdline as fmt
 from ..host import Files, Request
-from ..model import Note, Outcome, Pending, Phase
+from ..model import Change, Note, Outcome, Pending, Phase, Priority
+from ..steps import BootTool, DeleteFile, Need, Op, Probe, PutFile, Read, Require, Run, Step
 from .base import Kind, Meta, Strict, entry, safe, safe_scalar
 
 ParamName = safe(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", "kernel parameter name", "amd_pstate")
@@ -75,12 +79,31 @@ class Cmdline(Kind[CmdlineSpec]):
                 )
         return outcome
 
+    def step(self, spec: CmdlineSpec, change: Change, files: Files) -> Step:
+        """One parameter through the host's boot tooling. Edits are cumulative: the k-th
+        parameter's step leaves the boot configuration with the first k edits made, so undoing
+        in reverse order passes through every earlier state byte for byte."""
+        boot = fmt.boot_config(files)
+        if boot is None:
+            raise HostError(
+                f"{change.id} cannot be made: no supported boot loader configuration found "
+                f"(looked for {', '.join(fmt.LOOKED_FOR)})."
+            )
+        edits = _edits(spec, files, boot)
+        upto = [name for name, _ in edits].index(change.target)
+        if boot.tool == "grub":
+            return _grub_step(change, spec, files, boot, edits, upto)
+        if boot.tool == "grubby":
+            return _grubby_step(change, files, boot, edits, upto)
+        return _kernel_cmdline_step(change, files, boot, edits, upto)
+
 
 HOW = {
     "grub": "GRUB_CMDLINE_LINUX_DEFAULT in /etc/default/grub (or a grub.d drop-in), then "
     "update-grub and reboot",
     "proxmox-boot-tool": "/etc/kernel/cmdline, then proxmox-boot-tool refresh and reboot",
     "kernel-cmdline": "/etc/kernel/cmdline, then kernel-install (or bootctl) and reboot",
+    "grubby": "grubby --update-kernel=ALL --args/--remove-args, then reboot",
 }
 
 
@@ -88,6 +111,178 @@ def _fix(name: str, desired: str | None, boot: fmt.BootConfig | None) -> str:
     word = name if not desired else f"{name}={desired}"
     where = HOW[boot.tool] if boot else "the boot loader's kernel command line, then reboot"
     return f"{'remove' if desired is None else 'add'} {word} in {where}"
+
+
+Edit = tuple[str, str | None]  # a parameter and its value after the edit (None: removed)
+
+
+def _wanted(spec: CmdlineSpec) -> list[Edit]:
+    found: list[Edit] = [
+        (name, item.value if item.value is not None else "") for name, item in spec.set.items()
+    ]
+    return found + [(item.value, None) for item in spec.remove]
+
+
+def _edits(spec: CmdlineSpec, files: Files, boot: fmt.BootConfig) -> list[Edit]:
+    """The parameters whose next-boot value differs from the profile, in the plan's order
+    (by priority, then the profile's order), which is the order apply makes them in."""
+    configured = fmt.parameters(boot.cmdline) or {}
+    metas = [*spec.set.values(), *spec.remove]
+    ranked = sorted(
+        zip(_wanted(spec), metas, strict=True),
+        key=lambda pair: list(Priority).index(pair[1].priority),
+    )
+    return [(n, v) for (n, v), _ in ranked if configured.get(fmt.canonical(n)) != v]
+
+
+def _apply(words: list[str], edits: list[Edit]) -> list[str]:
+    for name, value in edits:
+        if value is None:
+            words = fmt.edit_words(words, {}, {name})
+        else:
+            words = fmt.edit_words(words, {name: value}, set())
+    return words
+
+
+def _file_op(path: str, data: bytes | None) -> PutFile | DeleteFile:
+    return DeleteFile(path) if data is None else PutFile(path, data)
+
+
+def _file_step(
+    change: Change,
+    path: str,
+    before: bytes | None,
+    after: bytes | None,
+    tool: tuple[Op, ...],
+) -> Step:
+    probe = Probe(path, Read.TEXT)
+    return Step(
+        id=change.id,
+        kind=change.kind,
+        target=change.target,
+        prior=change.current,
+        desired=change.desired,
+        probe=probe,
+        expect=probe.value(after),
+        restored=probe.value(before),
+        do=(_file_op(path, after), *tool),
+        undo=(_file_op(path, before), *tool),
+        requires=(Require(Need.WRITABLE, posixpath.dirname(path)),),
+    )
+
+
+def _kernel_cmdline_step(
+    change: Change, files: Files, boot: fmt.BootConfig, edits: list[Edit], upto: int
+) -> Step:
+    prior = files.read(fmt.KERNEL_CMDLINE)
+    words = (boot.cmdline or "").split()
+
+    def line(count: int) -> bytes | None:
+        if count == 0:
+            return prior
+        return (" ".join(_apply(words, edits[:count])) + "\n").encode()
+
+    if boot.tool == "proxmox-boot-tool":
+        tool: tuple[str, ...] = ("proxmox-boot-tool", "refresh")
+    else:
+        release = files.value(fmt.OSRELEASE)
+        if not release:
+            raise HostError(
+                f"{change.id}: {fmt.OSRELEASE} is unreadable, so kernel-install "
+                "cannot be told which kernel to update."
+            )
+        tool = ("kernel-install", "add", release, f"/boot/vmlinuz-{release}")
+    return _file_step(change, fmt.KERNEL_CMDLINE, line(upto), line(upto + 1), (BootTool(tool),))
+
+
+DROPIN_HEADER = (
+    "# Written by tune: kernel command-line parameters of the profile.\n"
+    "# tune owns this file: edits are overwritten. `tune rollback` removes it.\n"
+)
+
+
+def _quoted(words: list[str]) -> str:
+    text = " ".join(words)
+    for char in '\\"$`':
+        text = text.replace(char, "\\" + char)
+    return f'"{text}"'
+
+
+def dropin(base: dict[str, str], sets: dict[str, str], removes: set[str]) -> bytes | None:
+    """The drop-in's bytes: append to GRUB_CMDLINE_LINUX_DEFAULT, unless a removed parameter
+    is in the base configuration; then both variables are given whole, without it."""
+    linux = fmt.split(base.get("GRUB_CMDLINE_LINUX", ""))
+    default = fmt.split(base.get("GRUB_CMDLINE_LINUX_DEFAULT", ""))
+    gone = {fmt.canonical(n) for n in removes}
+    if not any(fmt.canonical(w.partition("=")[0]) in gone for w in linux + default):
+        if not sets:
+            return None
+        words = " ".join(fmt.word(n, v) for n, v in sets.items())
+        body = f'GRUB_CMDLINE_LINUX_DEFAULT="$GRUB_CMDLINE_LINUX_DEFAULT {words}"\n'
+    else:
+        body = (
+            f"GRUB_CMDLINE_LINUX={_quoted(fmt.edit_words(linux, {}, removes))}\n"
+            f"GRUB_CMDLINE_LINUX_DEFAULT={_quoted(fmt.edit_words(default, sets, removes))}\n"
+        )
+    return (DROPIN_HEADER + body).encode()
+
+
+def _grub_step(
+    change: Change,
+    spec: CmdlineSpec,
+    files: Files,
+    boot: fmt.BootConfig,
+    edits: list[Edit],
+    upto: int,
+) -> Step:
+    base = fmt.grub_env(files, without=fmt.DROPIN)
+    in_sync = [e for e in _wanted(spec) if e not in edits]
+
+    def content(count: int) -> bytes | None:
+        if count == 0:
+            return files.read(fmt.DROPIN)
+        made = in_sync + edits[:count]
+        sets = {n: v for n, v in made if v is not None}
+        return dropin(base, sets, {n for n, v in made if v is None})
+
+    update = (BootTool(("update-grub",)),)
+    return _file_step(change, fmt.DROPIN, content(upto), content(upto + 1), update)
+
+
+def _grubby_step(
+    change: Change, files: Files, boot: fmt.BootConfig, edits: list[Edit], upto: int
+) -> Step:
+    """grubby edits every BLS entry itself; undo puts each entry's prior bytes back."""
+    entries = boot.sources
+
+    def texts(count: int) -> list[str]:
+        out = [files.text(path) or "" for path in entries]
+        for name, value in edits[:count]:
+            sets = {} if value is None else {name: value}
+            removes = {name} if value is None else set()
+            out = [fmt.edit_entry(text, sets, removes) for text in out]
+        return out
+
+    name, value = edits[upto]
+    arg = f"--remove-args={name}" if value is None else f"--args={fmt.word(name, value)}"
+    probe = Probe(entries[0], Read.TEXT)
+    before = texts(upto)
+    return Step(
+        id=change.id,
+        kind=change.kind,
+        target=change.target,
+        prior=change.current,
+        desired=change.desired,
+        probe=probe,
+        expect=texts(upto + 1)[0],
+        restored=before[0],
+        do=(Run(("grubby", "--update-kernel=ALL", arg)),),
+        undo=tuple(
+            PutFile(path, files.read(path) or b"" if upto == 0 else text.encode())
+            for path, text in zip(entries, before, strict=True)
+        ),
+        requires=(Require(Need.COMMAND, "grubby"),),
+    )
 
 
 KIND = Cmdline()

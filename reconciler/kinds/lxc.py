@@ -18,9 +18,11 @@ from __future__ import annotations
 
 from pydantic import model_validator
 
+from ..errors import HostError
 from ..formats import lxc as fmt
 from ..host import Files, Request
-from ..model import Change, Note, Outcome, Phase
+from ..model import Change, Note, Outcome, Phase, Priority
+from ..steps import Need, Probe, PutFile, Read, Require, Step
 from .base import Kind, Meta, Strict, entry, safe
 
 ContainerId = safe(r"[0-9]{1,9}", "container id", '"101"')
@@ -147,6 +149,61 @@ class Lxc(Kind[list[LxcEntry]]):
         return self.change(
             f"{item.name}:{key}", current, desired, meta, setting=key, subject=item.name, fix=fix
         )
+
+    def step(self, spec: list[LxcEntry], change: Change, files: Files) -> Step:
+        """Edits of one config are cumulative: the k-th change of a file writes the first k
+        edits, so undoing in reverse order passes through every earlier state exactly."""
+        name = change.subject
+        item = next(e for e in spec if e.name == name)
+        prior = files.read(item.config)
+        if prior is None:
+            raise HostError(f"{change.id} cannot be made: {item.config} does not exist.")
+        text = prior.decode("utf-8", "replace")
+        devices = files.text(fmt.PROC_DEVICES) or ""
+        edits = _edits(item, text, devices)
+        keys = [key for key, _, _ in edits]
+        upto = keys.index(change.setting)
+        before, after = text, text
+        for index, (key, owned, lines) in enumerate(edits[: upto + 1]):
+            if index == upto:
+                before = after
+            after = fmt.replace_key(after, key, owned, lines)
+        probe = Probe(item.config, Read.TEXT)
+        return Step(
+            id=change.id,
+            kind=self.kind,
+            target=change.target,
+            prior=change.current,
+            desired=change.desired,
+            probe=probe,
+            expect=after,
+            restored=before,
+            do=(PutFile(item.config, after.encode()),),
+            undo=(PutFile(item.config, prior if upto == 0 else before.encode()),),
+            requires=(Require(Need.WRITABLE, item.config),),
+        )
+
+
+Edit = tuple[str, frozenset[str] | None, list[str]]
+
+
+def _edits(item: LxcEntry, text: str, devices: str) -> list[Edit]:
+    """The edits `item` needs on `text`, in the order `compare` lists its changes."""
+    edits: list[Edit] = []
+    if item.memlock is not None and fmt.last(text, fmt.MEMLOCK) != item.memlock.value:
+        edits.append((fmt.MEMLOCK, None, [item.memlock.value]))
+    if item.nvidia_devices is not None and item.nvidia_devices.value:
+        current = nvidia_allow_lines(text, devices)
+        desired = [fmt.allow_line(m) for m in sorted(fmt.nvidia_majors(devices))]
+        if tuple(current) != tuple(desired):
+            edits.append((fmt.ALLOW, frozenset(current), desired))
+    # The plan's order (priority, then this order) is the order apply makes them in.
+    metas = {fmt.MEMLOCK: item.memlock, fmt.ALLOW: item.nvidia_devices}
+    return sorted(edits, key=lambda e: list(Priority).index(_priority(metas[e[0]])))
+
+
+def _priority(meta: Meta | None) -> Priority:
+    return meta.priority if meta is not None else Priority.P1
 
 
 KIND = Lxc()

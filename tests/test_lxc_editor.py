@@ -1,0 +1,141 @@
+"""The LXC config editor under hypothesis: for random configs (comments, blank lines, duplicate
+keys, snapshot sections) apply's edits then their undo give back the original bytes, and an edit
+changes nothing outside the keys it owns. Pure: the steps run on in-memory text."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from conftest import write
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from small_host import tree
+
+from reconciler.apply import execute, prepare, rollback
+from reconciler.formats import lxc as fmt
+from reconciler.host import Files, SnapshotHost
+from reconciler.kinds.lxc import KIND, LxcEntry
+from reconciler.profile import load_profile
+from reconciler.steps import PutFile
+
+CONFIG = "/etc/pve/lxc/101.conf"
+DEVICES = (
+    "Character devices:\n  1 mem\n195 nvidia-frontend\n226 drm\n509 nvidia-uvm\n510 nvidia-caps\n"
+)
+OWNED = (fmt.MEMLOCK, fmt.ALLOW)
+
+MAIN_LINES = st.sampled_from(
+    [
+        "# a comment\n",
+        "\n",
+        "arch: amd64\n",
+        "cores: 8\n",
+        "lxc.prlimit.memlock: 65536\n",
+        "lxc.prlimit.memlock = 1024:2048\n",
+        "lxc.cgroup2.devices.allow: c 195:* rwm\n",
+        "lxc.cgroup2.devices.allow: c 511:* rwm\n",
+        "lxc.cgroup2.devices.allow: c 226:0 rwm\n",
+        "lxc.cgroup2.devices.allow: c 10:200 rwm\n",
+        "# lxc.cgroup2.devices.allow: c 195:* rwm\n",
+        "lxc.mount.entry: /dev/nvidia0 dev/nvidia0 none bind,optional,create=file\n",
+        "unknown.key: value with  spaces  \n",
+    ]
+)
+SNAPSHOT_LINES = st.sampled_from(
+    [
+        "lxc.prlimit.memlock: 1\n",
+        "lxc.cgroup2.devices.allow: c 500:* rwm\n",
+        "snaptime: 1700000000\n",
+        "\n",
+        "# snapshot comment\n",
+    ]
+)
+
+
+@st.composite
+def configs(draw: st.DrawFn) -> str:
+    text = "".join(draw(st.lists(MAIN_LINES, max_size=12)))
+    for index in range(draw(st.integers(0, 2))):
+        text += f"[snap{index}]\n" + "".join(draw(st.lists(SNAPSHOT_LINES, max_size=4)))
+    if text and draw(st.booleans()):
+        text = text.rstrip("\n")  # a file without its final newline
+    return text
+
+
+def entries(memlock: bool, devices: bool) -> list[LxcEntry]:
+    data: dict[str, object] = {"container": "101"}
+    if memlock:
+        data["memlock"] = "unlimited"
+    if devices:
+        data["nvidia_devices"] = True
+    return [LxcEntry.model_validate(data)]
+
+
+def outside(text: str) -> tuple[list[str], str]:
+    """The main-section lines no edit owns, and everything from the first snapshot section."""
+    lines = text.splitlines(keepends=True)
+    main = len(fmt.main_section(text))
+    kept = [
+        line.rstrip("\n")
+        for line in lines[:main]
+        if not any(i.key in OWNED for i in fmt.items(line))
+    ]
+    return kept, "".join(lines[main:])
+
+
+@settings(max_examples=60, deadline=None)
+@given(configs(), st.booleans(), st.booleans())
+def test_edit_then_undo_is_byte_identical_and_touches_only_owned_keys(
+    config: str, memlock: bool, devices: bool
+) -> None:
+    spec = entries(memlock, devices)
+    files = Files(contents={fmt.PROC_DEVICES: DEVICES.encode(), CONFIG: config.encode()})
+    changes = [c for c in KIND.compare(spec, files).changes if c.current != c.desired]
+    steps = [KIND.step(spec, change, files) for change in changes]
+    text = config
+    for step in steps:
+        assert step.restored == text
+        (op,) = step.do
+        assert isinstance(op, PutFile)
+        text = op.data.decode()
+        assert step.expect == text
+    edited = Files(contents={fmt.PROC_DEVICES: DEVICES.encode(), CONFIG: text.encode()})
+    assert all(c.current == c.desired for c in KIND.compare(spec, edited).changes)
+    assert outside(text) == outside(config)
+    for step in reversed(steps):
+        (op,) = step.undo
+        assert isinstance(op, PutFile)
+        text = op.data.decode()
+        assert step.restored == text
+    assert text == config
+
+
+def test_edit_keeps_order_comments_and_snapshots(tmp_path: Path) -> None:
+    config = (
+        "# GPU container\narch: amd64\nlxc.prlimit.memlock: 65536\n"
+        "lxc.cgroup2.devices.allow: c 195:* rwm\n# keep me\n"
+        "lxc.cgroup2.devices.allow: c 511:* rwm\n"
+        "lxc.mount.entry: /dev/nvidia-uvm dev/nvidia-uvm none bind,optional,create=file\n"
+        "\n[before-upgrade]\nlxc.cgroup2.devices.allow: c 511:* rwm\n"
+    )
+    root = tmp_path / "host"
+    write(root, fmt.PROC_DEVICES, DEVICES)
+    write(root, CONFIG, config)
+    profile = tmp_path / "p.yaml"
+    profile.write_text(
+        "name: c\nlxc:\n  - container: '101'\n    memlock: unlimited\n    nvidia_devices: true\n"
+    )
+    host = SnapshotHost(root)
+    before = tree(root)
+    loaded = load_profile(str(profile))
+    execute(host, prepare(host, loaded, runtime_only=False, reboot_phase=True), loaded, sync=False)
+    assert (root / CONFIG.lstrip("/")).read_text() == (
+        "# GPU container\narch: amd64\nlxc.prlimit.memlock: unlimited\n"
+        "lxc.cgroup2.devices.allow: c 195:* rwm\n"
+        "lxc.cgroup2.devices.allow: c 509:* rwm\n"
+        "lxc.cgroup2.devices.allow: c 510:* rwm\n# keep me\n"
+        "lxc.mount.entry: /dev/nvidia-uvm dev/nvidia-uvm none bind,optional,create=file\n"
+        "\n[before-upgrade]\nlxc.cgroup2.devices.allow: c 511:* rwm\n"
+    )
+    rollback(host)
+    assert tree(root) == before

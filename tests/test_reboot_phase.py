@@ -1,0 +1,334 @@
+"""The reboot phase: the kernel command line through every supported boot-loader layout, with
+the boot tools replaced by fakes that record their argv and regenerate the boot menu from the
+snapshot's configuration as the real tools would; the journal and rollback of each."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from conftest import BLACKWELL, profile, run_tune, write
+from small_host import tree
+
+from reconciler.apply import execute, prepare, rollback
+from reconciler.errors import HostError
+from reconciler.formats import cmdline as fmt
+from reconciler.host import Completed, SnapshotHost
+from reconciler.journal import read_run, run_ids
+from reconciler.observe import observe
+from reconciler.plan import make_plan
+from reconciler.profile import load_profile
+from reconciler.steps import Step
+
+PROFILE = """\
+name: boot
+cmdline:
+  set:
+    amd_pstate: active
+    processor.max_cstate: {value: 1, priority: P0, reason: C-states add wake-up latency}
+  remove: [nomodeset]
+"""
+RUNNING = "BOOT_IMAGE=/vmlinuz-6.14.8-2-pve root=/dev/sda1 ro quiet nomodeset\n"
+GRUB_CFG = "/boot/grub/grub.cfg"
+ESP_ENTRY = "/boot/efi/loader/entries/linux.conf"
+
+
+class BootTools(SnapshotHost):
+    """update-grub, proxmox-boot-tool and kernel-install as small fakes: each records its argv
+    and writes the boot menu from the snapshot's configured command line."""
+
+    TOOLS = ("update-grub", "proxmox-boot-tool", "kernel-install")
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root, commands=("grubby", *self.TOOLS))
+        self.calls: list[tuple[str, ...]] = []
+
+    def run(self, argv: Sequence[str]) -> Completed:
+        if argv[0] not in self.TOOLS:
+            return super().run(argv)
+        self.calls.append(tuple(argv))
+        boot = fmt.boot_config(self.fetch(fmt.request()))
+        assert boot is not None and boot.cmdline is not None
+        if argv[0] == "update-grub":
+            self.put_file(GRUB_CFG, f"linux /vmlinuz {boot.cmdline}\n".encode())
+        else:
+            self.put_file(ESP_ENTRY, f"options {boot.cmdline}\n".encode())
+        return Completed(0)
+
+
+def grub(root: Path, dropin_dir: bool, saved: bool) -> None:
+    default = "GRUB_DEFAULT=saved\n" if saved else "GRUB_DEFAULT=0\n"
+    write(
+        root,
+        fmt.GRUB_DEFAULT,
+        f'# GRUB settings\n{default}GRUB_CMDLINE_LINUX_DEFAULT="quiet nomodeset"\n'
+        'GRUB_CMDLINE_LINUX="root=/dev/sda1 ro"\n',
+    )
+    if dropin_dir:
+        write(root, "/etc/default/grub.d/init-select.cfg", "GRUB_TIMEOUT=5\n")
+
+
+def kernel_cmdline(root: Path, proxmox: bool) -> None:
+    write(root, fmt.KERNEL_CMDLINE, "root=ZFS=rpool/ROOT/pve-1 boot=zfs quiet nomodeset\n")
+    if proxmox:
+        write(root, fmt.PROXMOX_BOOT_UUIDS, "# This file is managed by proxmox-boot-tool\nABCD\n")
+
+
+def grubby(root: Path) -> None:
+    write(root, fmt.REDHAT_RELEASE, "Rocky Linux release 9.4 (Blue Onyx)\n")
+    for name in ("a", "b"):
+        write(
+            root,
+            f"/boot/loader/entries/{name}.conf",
+            f"title Rocky {name}\nversion 5.14\nlinux /vmlinuz\n"
+            "options root=/dev/sda1 ro quiet nomodeset\ngrub_users $grub_users\n",
+        )
+
+
+LAYOUTS = {
+    "grub, drop-in dir": (lambda r: grub(r, True, False), ("update-grub",)),
+    "grub, no drop-in dir": (lambda r: grub(r, False, False), ("update-grub",)),
+    "grub, GRUB_DEFAULT=saved": (lambda r: grub(r, True, True), ("update-grub",)),
+    "proxmox-boot-tool": (lambda r: kernel_cmdline(r, True), ("proxmox-boot-tool", "refresh")),
+    "kernel-install": (
+        lambda r: kernel_cmdline(r, False),
+        ("kernel-install", "add", "6.14.8-2-pve", "/boot/vmlinuz-6.14.8-2-pve"),
+    ),
+    "grubby": (grubby, None),
+}
+
+
+def layout(tmp_path: Path, name: str) -> tuple[Path, BootTools]:
+    root = tmp_path / "host"
+    write(root, fmt.PROC_CMDLINE, RUNNING)
+    write(root, fmt.OSRELEASE, "6.14.8-2-pve\n")
+    LAYOUTS[name][0](root)
+    host = BootTools(root)
+    if LAYOUTS[name][1] is not None:
+        host.run(LAYOUTS[name][1])  # the boot menu as the host had it before tune
+        host.calls.clear()
+    return root, host
+
+
+def configured(host: BootTools) -> dict[str, str]:
+    boot = fmt.boot_config(host.fetch(fmt.request()))
+    assert boot is not None
+    return fmt.parameters(boot.cmdline) or {}
+
+
+def menu(root: Path) -> str:
+    """What the boot loader will actually read next boot."""
+    for path in (GRUB_CFG, ESP_ENTRY, "/boot/loader/entries/a.conf"):
+        if (root / path.lstrip("/")).exists():
+            return (root / path.lstrip("/")).read_text()
+    raise AssertionError("no boot menu")
+
+
+@pytest.mark.parametrize("name", sorted(LAYOUTS))
+def test_every_boot_layout_applies_verifies_and_rolls_back(tmp_path: Path, name: str) -> None:
+    root, host = layout(tmp_path, name)
+    before = tree(root)
+    loaded = load_profile(str(profile(tmp_path, PROFILE)))
+    work = prepare(host, loaded, runtime_only=False, reboot_phase=True)
+    # P0 first, as the plan orders them.
+    assert [s.id for s in work.steps] == [
+        "cmdline:processor.max_cstate",
+        "cmdline:amd_pstate",
+        "cmdline:nomodeset",
+    ]
+    execute(host, work, loaded, phase="reboot", sync=False)
+
+    params = configured(host)
+    assert params["amd_pstate"] == "active" and params["processor.max_cstate"] == "1"
+    assert "nomodeset" not in params and "quiet" in params
+    assert "amd_pstate=active" in menu(root) and "nomodeset" not in menu(root)
+    tool = LAYOUTS[name][1]
+    if tool is None:
+        assert "processor.max_cstate=1" in (root / "boot/loader/entries/b.conf").read_text()
+    else:
+        assert host.calls == [tool] * 3
+
+    plan = make_plan(loaded, observe(host, loaded.profile, True), True)
+    assert [c.id for c in plan.changes if c.kind == "cmdline"] == []
+    assert {p.target for p in plan.pending} == {
+        "amd_pstate",
+        "processor.max_cstate",
+        "nomodeset",
+    }
+
+    host.calls.clear()
+    rollback(host)
+    after = tree(root)
+    assert after == before
+    if tool is not None:
+        assert host.calls == [tool] * 3
+
+
+def test_grub_dropin_appends_unless_a_removed_parameter_is_in_the_base(tmp_path: Path) -> None:
+    root, host = layout(tmp_path, "grub, drop-in dir")
+    text = PROFILE.replace("  remove: [nomodeset]\n", "")
+    loaded = load_profile(str(profile(tmp_path, text)))
+    execute(host, prepare(host, loaded, runtime_only=False, reboot_phase=True), loaded, sync=False)
+    dropin = (root / fmt.DROPIN.lstrip("/")).read_text()
+    assert dropin.splitlines()[-1] == (
+        'GRUB_CMDLINE_LINUX_DEFAULT="$GRUB_CMDLINE_LINUX_DEFAULT processor.max_cstate=1 '
+        'amd_pstate=active"'
+    )
+    assert menu(root) == (
+        "linux /vmlinuz root=/dev/sda1 ro quiet nomodeset "
+        "processor.max_cstate=1 amd_pstate=active\n"
+    )
+
+
+def test_no_supported_boot_loader_names_the_files_looked_for(tmp_path: Path) -> None:
+    root = tmp_path / "host"
+    write(root, fmt.PROC_CMDLINE, RUNNING)
+    before = tree(root)
+    loaded = load_profile(str(profile(tmp_path, PROFILE)))
+    with pytest.raises(HostError) as caught:
+        prepare(SnapshotHost(root), loaded, runtime_only=False, reboot_phase=True)
+    message = str(caught.value)
+    for path in fmt.LOOKED_FOR:
+        assert path in message
+    assert "no supported boot loader configuration found" in message
+    assert tree(root) == before
+
+
+def test_snapshot_journals_boot_tools_and_never_writes_runtime(untuned: Path) -> None:
+    before = tree(untuned)
+    result = run_tune("apply", BLACKWELL, "--reboot-phase", "--root", untuned, "-y")
+    assert result.code == 0, result.err
+    (run_id,) = run_ids(SnapshotHost(untuned))
+    run = read_run(SnapshotHost(untuned), run_id)
+    assert run is not None and run.header["phase"] == "reboot"
+    assert {step.kind for _, step in run.steps} == {"cmdline", "lxc"}
+    deferred = [r["argv"] for r in run.records if r["type"] == "deferred"]
+    assert deferred and all(argv == ["update-grub"] for argv in deferred)
+    changed = {p for p, data in tree(untuned).items() if before.get(p) != data}
+    assert not any(p.startswith(("proc/", "sys/")) for p in changed)
+    assert "etc/default/grub.d/90-tune.cfg" in changed
+
+    assert run_tune("rollback", "--root", untuned).code == 0
+    assert tree(untuned) == before
+
+
+def test_apply_without_phase_flag_writes_runtime_then_reboot(untuned: Path) -> None:
+    result = run_tune("apply", BLACKWELL, "--root", untuned, "-y")
+    assert result.code == 0, result.err
+    host = SnapshotHost(untuned)
+    run = read_run(host, run_ids(host)[0])
+    assert run is not None
+    kinds = [step.kind for _, step in run.steps]
+    first_reboot = min(i for i, k in enumerate(kinds) if k in {"cmdline", "lxc"})
+    assert all(k in {"cmdline", "lxc"} for k in kinds[first_reboot:])
+    assert "sysctl" in kinds[:first_reboot]
+
+
+def test_reboot_is_refused_on_a_snapshot(untuned: Path) -> None:
+    before = tree(untuned)
+    result = run_tune("apply", BLACKWELL, "--reboot-phase", "--reboot", "--root", untuned)
+    assert result.code == 64
+    assert "--reboot is refused on a snapshot" in result.err
+    assert tree(untuned) == before
+
+
+def test_reboot_on_a_live_host_is_not_implemented_yet() -> None:
+    result = run_tune("apply", BLACKWELL, "--reboot-phase", "--reboot")
+    assert result.code == 64
+    assert "--reboot is not implemented yet" in result.err
+
+
+def test_boot_tool_steps_survive_the_journal(tmp_path: Path) -> None:
+    _, host = layout(tmp_path, "proxmox-boot-tool")
+    loaded = load_profile(str(profile(tmp_path, PROFILE)))
+    work = prepare(host, loaded, runtime_only=False, reboot_phase=True)
+    for step in work.steps:
+        data = json.loads(json.dumps(step.to_json()))
+        assert data["do"][-1] == {"op": "boot", "argv": ["proxmox-boot-tool", "refresh"]}
+        assert Step.from_json(data) == replace(step, requires=())
+
+
+def reboot(root: Path, move: tuple[str, str] | None = None) -> None:
+    """The snapshot "reboots": a new boot id, /proc/cmdline from the configured command line,
+    and optionally a device major moved (what a kernel or driver upgrade does)."""
+    host = SnapshotHost(root)
+    boot = fmt.boot_config(host.fetch(fmt.request()))
+    assert boot is not None and boot.cmdline is not None
+    write(root, fmt.PROC_CMDLINE, f"BOOT_IMAGE=/vmlinuz {boot.cmdline}\n")
+    write(root, "/proc/sys/kernel/random/boot_id", "00000000-0000-4000-8000-000000000002\n")
+    if move is not None:
+        devices = root / "proc/devices"
+        devices.write_text(devices.read_text().replace(*move))
+
+
+def pending(root: Path) -> dict[str, object]:
+    data = json.loads((root / "var/lib/tune/pending.json").read_text())
+    assert isinstance(data, dict)
+    return data
+
+
+def test_reboot_then_verify_passes_and_clears_pending(untuned: Path) -> None:
+    assert run_tune("apply", BLACKWELL, "--root", untuned, "-y").code == 0
+    recorded = pending(untuned)
+    assert recorded["cmdline"] == {"processor.max_cstate": "1", "amd_pstate": "active"}
+    assert recorded["majors"] == {"/etc/pve/lxc/101.conf": [195, 509, 510]}
+    reboot(untuned)
+    result = run_tune("verify", "--root", untuned)
+    assert result.code == 0, result.err
+    assert "ok  /proc/cmdline has amd_pstate=active" in result.out
+    assert not (untuned / "var/lib/tune/pending.json").exists()
+
+
+def test_verify_fails_on_a_moved_major_and_rolls_the_boot_configuration_back(
+    untuned: Path,
+) -> None:
+    before = tree(untuned)
+    assert run_tune("apply", BLACKWELL, "--root", untuned, "-y").code == 0
+    reboot(untuned, move=("509 nvidia-uvm", "508 nvidia-uvm"))
+    configured = tree(untuned)
+    result = run_tune("verify", "--root", untuned)
+    assert result.code == 3
+    assert (
+        "/etc/pve/lxc/101.conf allows majors [195, 509, 510] but /proc/devices now says "
+        "nvidia-frontend is 195, nvidia-uvm is 508, nvidia-caps is 510"
+    ) in result.err
+    after = tree(untuned)
+    boot_files = ("etc/default/grub.d/90-tune.cfg", "etc/pve/lxc/101.conf")
+    for path in boot_files:
+        assert after.get(path) == before.get(path)
+    # The runtime part stays applied: only the boot configuration is rolled back.
+    assert after["etc/sysctl.d/90-tune.conf"] == configured["etc/sysctl.d/90-tune.conf"]
+    assert not (untuned / "var/lib/tune/pending.json").exists()
+
+
+def test_verify_reports_a_parameter_the_boot_did_not_bring(untuned: Path) -> None:
+    assert run_tune("apply", BLACKWELL, "--reboot-phase", "--root", untuned, "-y").code == 0
+    reboot(untuned)
+    cmdline = untuned / "proc/cmdline"
+    cmdline.write_text(cmdline.read_text().replace(" amd_pstate=active", ""))
+    result = run_tune("verify", "--root", untuned)
+    assert result.code == 3
+    assert "/proc/cmdline has nothing, not amd_pstate=active" in result.err
+    # --reboot-phase never wrote the runtime part, and verify says so too.
+    assert "sysctl:vm.swappiness is" in result.err
+
+
+def test_verify_before_the_reboot_is_refused(untuned: Path) -> None:
+    assert run_tune("apply", BLACKWELL, "--reboot-phase", "--root", untuned, "-y").code == 0
+    result = run_tune("verify", "--root", untuned)
+    assert result.code == 1
+    assert "has not rebooted since run" in result.err
+    assert (untuned / "var/lib/tune/pending.json").exists()
+
+
+def test_dry_run_shows_the_drop_in_and_the_boot_tool(untuned: Path) -> None:
+    before = tree(untuned)
+    result = run_tune("apply", BLACKWELL, "--reboot-phase", "--root", untuned, "--dry-run")
+    assert result.code == 0, result.err
+    assert "write file /etc/default/grub.d/90-tune.cfg" in result.out
+    assert "run update-grub (boot tool; journaled, not run, on a snapshot)" in result.out
+    assert "write /proc/sys" not in result.out
+    assert tree(untuned) == before
