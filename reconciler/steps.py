@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from .model import Value
+from .model import Change, Value
 
 _SELECTED = re.compile(r"\[([^\]]+)\]")
 
@@ -202,6 +202,19 @@ class Step:
     do: tuple[Op, ...]
     undo: tuple[Op, ...]
     requires: tuple[Require, ...] = field(default=())
+
+    @classmethod
+    def of(cls, change: Change, **how: Any) -> Step:
+        """The step for `change`: its identity and values come from the change, `how` says
+        how to make it (probe, expect, restored, do, undo, requires)."""
+        return cls(
+            id=change.id,
+            kind=change.kind,
+            target=change.target,
+            prior=change.current,
+            desired=change.desired,
+            **how,
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -7,6 +7,7 @@ import io
 import json
 import shutil
 import struct
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -142,3 +143,20 @@ def pci_device(
     write(root, f"{base}/device", f"0x{device:04x}\n")
     write(root, f"{base}/class", f"0x{class_code:06x}\n")
     write(root, f"{base}/config", config)
+
+
+@pytest.fixture
+def start_lab(tmp_path: Path) -> Iterator[Callable[..., Any]]:
+    """Start labs inside a test (`start_lab({"h1": root})`); every one is stopped after it."""
+    from ssh_fixture import SshLab
+
+    labs: list[SshLab] = []
+
+    def start(roots: dict[str, Path], first: int = 2) -> Any:
+        lab = SshLab(tmp_path / f"lab{len(labs)}", roots, first)
+        labs.append(lab)
+        return lab.start()
+
+    yield start
+    for lab in labs:
+        lab.stop()

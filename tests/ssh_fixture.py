@@ -20,7 +20,7 @@ import socket
 import subprocess
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -268,3 +268,6 @@ def replace_file(root: Path, path: str, content: str | bytes) -> None:
         destination.write_bytes(content)
     else:
         destination.write_text(content)
+
+
+StartLab = Callable[..., SshLab]

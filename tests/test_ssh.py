@@ -15,12 +15,20 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from conftest import BLACKWELL, PROJECT, TUNED, UNTUNED, run_tune
-from ssh_fixture import SshLab, clone_host, keygen, minimal_host, replace_file, sshd_available
+from ssh_fixture import (
+    SshLab,
+    StartLab,
+    clone_host,
+    keygen,
+    minimal_host,
+    replace_file,
+    sshd_available,
+)
 
 from reconciler.host import SnapshotHost
 from reconciler.observe import request
@@ -32,22 +40,7 @@ pytestmark = pytest.mark.skipif(
     not sshd_available(), reason="needs root and openssh-server (.ci/run installs it)"
 )
 
-StartLab = Callable[..., SshLab]
 SWAPPINESS = "/proc/sys/vm/swappiness"
-
-
-@pytest.fixture
-def start_lab(tmp_path: Path) -> Iterator[StartLab]:
-    labs: list[SshLab] = []
-
-    def start(roots: dict[str, Path], first: int = 2) -> SshLab:
-        lab = SshLab(tmp_path / f"lab{len(labs)}", roots, first)
-        labs.append(lab)
-        return lab.start()
-
-    yield start
-    for lab in labs:
-        lab.stop()
 
 
 @pytest.fixture(scope="module")

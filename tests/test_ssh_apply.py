@@ -13,14 +13,13 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import BLACKWELL, PROJECT, UNTUNED, copy_host, run_tune
 from small_host import SmallHost, build, tree, write_profile
-from ssh_fixture import SshLab, minimal_host, sshd_available
+from ssh_fixture import SshLab, StartLab, minimal_host, sshd_available
 
 from reconciler.host import SnapshotHost
 from reconciler.journal import read_run, run_ids
@@ -29,23 +28,8 @@ pytestmark = pytest.mark.skipif(
     not sshd_available(), reason="needs root and openssh-server (.ci/run installs it)"
 )
 
-StartLab = Callable[..., SshLab]
 # Fields that differ between any two runs: when, and which run.
 RUN_FIELDS = ("run_id", "started", "finished")
-
-
-@pytest.fixture
-def start_lab(tmp_path: Path) -> Iterator[StartLab]:
-    labs: list[SshLab] = []
-
-    def start(roots: dict[str, Path], first: int = 2) -> SshLab:
-        lab = SshLab(tmp_path / f"lab{len(labs)}", roots, first)
-        labs.append(lab)
-        return lab.start()
-
-    yield start
-    for lab in labs:
-        lab.stop()
 
 
 @pytest.fixture(scope="module")

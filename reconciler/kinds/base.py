@@ -232,12 +232,8 @@ def attribute_step(
         raise HostError(f"{change.id} cannot be set: {path} {why} on this host.")
     probe = Probe(path, read)
     desired, prior = written(change.desired), written(change.current)
-    return Step(
-        id=change.id,
-        kind=change.kind,
-        target=change.target,
-        prior=change.current,
-        desired=change.desired,
+    return Step.of(
+        change,
         probe=probe,
         expect=probe.value(desired.encode()),
         restored=probe.value(prior.encode()),

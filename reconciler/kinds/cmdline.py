@@ -156,12 +156,8 @@ def _file_step(
     tool: tuple[Op, ...],
 ) -> Step:
     probe = Probe(path, Read.TEXT)
-    return Step(
-        id=change.id,
-        kind=change.kind,
-        target=change.target,
-        prior=change.current,
-        desired=change.desired,
+    return Step.of(
+        change,
         probe=probe,
         expect=probe.value(after),
         restored=probe.value(before),
@@ -267,12 +263,8 @@ def _grubby_step(
     arg = f"--remove-args={name}" if value is None else f"--args={fmt.word(name, value)}"
     probe = Probe(entries[0], Read.TEXT)
     before = texts(upto)
-    return Step(
-        id=change.id,
-        kind=change.kind,
-        target=change.target,
-        prior=change.current,
-        desired=change.desired,
+    return Step.of(
+        change,
         probe=probe,
         expect=texts(upto + 1)[0],
         restored=before[0],

@@ -61,12 +61,8 @@ class Persistence(Kind[Any]):
 
         if path in files.errors:
             raise HostError(f"{change.id}: {path} cannot be read ({files.errors[path]}).")
-        return Step(
-            id=change.id,
-            kind=self.kind,
-            target=path,
-            prior=change.current,
-            desired=change.desired,
+        return Step.of(
+            change,
             probe=probe,
             expect=probe.value(data),
             restored=probe.value(prior),

@@ -169,12 +169,8 @@ class Lxc(Kind[list[LxcEntry]]):
                 before = after
             after = fmt.replace_key(after, key, owned, lines)
         probe = Probe(item.config, Read.TEXT)
-        return Step(
-            id=change.id,
-            kind=self.kind,
-            target=change.target,
-            prior=change.current,
-            desired=change.desired,
+        return Step.of(
+            change,
             probe=probe,
             expect=after,
             restored=before,

@@ -124,12 +124,8 @@ class Modules(Kind[dict[str, ModuleEntry]]):
             # of the two is rolled back first unloads it again.
             probe = Probe(param_path(name, param), Read.WORDS)
             value = change.desired if isinstance(change.desired, str) else ""
-            return Step(
-                id=change.id,
-                kind=self.kind,
-                target=change.target,
-                prior=change.current,
-                desired=change.desired,
+            return Step.of(
+                change,
                 probe=probe,
                 expect=probe.value(value.encode()),
                 restored=None,
@@ -140,12 +136,8 @@ class Modules(Kind[dict[str, ModuleEntry]]):
         load = Run(("modprobe", name, *(f"{k}={v}" for k, v in item.params.items())))
         unload = Run(("modprobe", "-r", name))
         forward, backward = (load, unload) if change.desired == "loaded" else (unload, load)
-        return Step(
-            id=change.id,
-            kind=self.kind,
-            target=change.target,
-            prior=change.current,
-            desired=change.desired,
+        return Step.of(
+            change,
             probe=Probe(MODULES, Read.MODULE, name),
             expect=str(change.desired),
             restored=str(change.current),

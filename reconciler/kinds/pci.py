@@ -203,12 +203,8 @@ def _step(change: Change, files: Files) -> Step:
     if cap is None or change.current is None:
         raise HostError(f"{change.id} cannot be set: {_no_express(device)}")
     config = f"{DEVICES}/{address}/config"
-    return Step(
-        id=change.id,
-        kind=change.kind,
-        target=change.target,
-        prior=change.current,
-        desired=change.desired,
+    return Step.of(
+        change,
         probe=Probe(config, Read.MRRS, str(cap.offset + pcie.DEVCTL)),
         expect=str(change.desired),
         restored=str(change.current),
