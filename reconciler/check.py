@@ -17,7 +17,7 @@ from . import applied
 from .applied import AppliedRun, JournalError, JsonValue
 from .errors import HostError
 from .host import DirectoryHost, Files, Host, Request
-from .model import Change, CheckResult, Note, Pending, Plan
+from .model import Change, CheckResult, Knob, Note, Pending, Plan
 from .observe import Observation, observation, request
 from .plan import make_plan
 from .profile import LoadedProfile, load_profile, load_profile_text
@@ -36,17 +36,13 @@ class Since:
 
 
 @dataclass(frozen=True)
-class Changed:
+class Changed(Knob):
     """A knob whose value is no longer what the newest applied run wrote."""
 
     kind: str
     target: str
     current: JsonValue
     written: JsonValue
-
-    @property
-    def id(self) -> str:
-        return f"{self.kind}:{self.target}"
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -142,31 +142,17 @@ def _iommu(mode: str, files: Files) -> CheckResult:
 def _link(link: LinkCheck, devices: list[PciDevice], outcome: Outcome) -> None:
     matched = [d for d in devices if link.select.matches(d)]
     expected = " x".join(str(x) for x in (link.speed, link.width) if x is not None)
+
+    def unreadable(remedy: str, subject: str) -> None:
+        outcome.checks.append(CheckResult("pci_link", False, None, expected, remedy, subject))
+
     if not matched:
-        outcome.checks.append(
-            CheckResult(
-                "pci_link",
-                False,
-                None,
-                expected,
-                "no device matches; check the selector",
-                link.select.describe(),
-            )
-        )
+        unreadable("no device matches; check the selector", link.select.describe())
     idle = []
     for device in matched:
         cap = device.express
         if cap is None:
-            outcome.checks.append(
-                CheckResult(
-                    "pci_link",
-                    False,
-                    None,
-                    expected,
-                    "PCI Express registers unreadable (needs root)",
-                    device.address,
-                )
-            )
+            unreadable("PCI Express registers unreadable (needs root)", device.address)
             continue
         ok = (link.width is None or cap.link_width >= link.width) and (
             link.speed is None or _gts(cap.link_speed_max) >= _gts(link.speed)

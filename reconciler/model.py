@@ -22,8 +22,19 @@ class Priority(StrEnum):
     P2 = "P2"
 
 
+class Knob:
+    """Something about one knob target; its id is `kind:target`, as plan JSON names it."""
+
+    kind: str
+    target: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.kind}:{self.target}"
+
+
 @dataclass(frozen=True)
-class Change:
+class Change(Knob):
     """One concrete target's current and desired value. In sync when they are equal."""
 
     kind: str
@@ -39,10 +50,6 @@ class Change:
     subject: str = ""
     # The exact command an operator would type to make this change by hand (reports only).
     fix: str = ""
-
-    @property
-    def id(self) -> str:
-        return f"{self.kind}:{self.target}"
 
     @property
     def in_sync(self) -> bool:
@@ -62,17 +69,13 @@ class Change:
 
 
 @dataclass(frozen=True)
-class Pending:
+class Pending(Knob):
     """Configured for the next boot but not yet running: reboot to apply."""
 
     kind: str
     target: str
     running: Value
     configured: Value
-
-    @property
-    def id(self) -> str:
-        return f"{self.kind}:{self.target}"
 
     def to_json(self) -> dict[str, Any]:
         return {

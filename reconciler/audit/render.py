@@ -6,9 +6,8 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-import click
-
 from ..model import Phase, Priority
+from ..render.style import styler
 from .model import Device, Finding, HostSummary, Remark, Report
 
 WHEN = {Phase.RUNTIME: "runtime", Phase.REBOOT: "reboot"}
@@ -55,8 +54,7 @@ def commands(finding: Finding, limit: int | None = None) -> list[str]:
 
 
 def text(report: Report, color: bool = False) -> str:
-    def style(value: str, **kw: object) -> str:
-        return click.style(value, **kw) if color else value  # type: ignore[arg-type]
+    style = styler(color)
 
     host = report.host
     lines = [

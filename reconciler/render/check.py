@@ -5,14 +5,13 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-import click
-
 from ..applied import JsonValue
 from ..check import Report, Since
 from ..fleet import HostResult
 from ..model import Change, CheckResult, Value
 from . import fleet as fleet_render
 from .folding import fold, show, shown
+from .style import styler
 
 
 def render(report: Report, fmt: str, *, quiet: bool, color: bool) -> str:
@@ -50,8 +49,7 @@ def drift_lines(report: Report) -> list[str]:
 def text(report: Report, color: bool = False) -> str:
     """The same lines for a terminal, with identical CPU and device lines folded."""
 
-    def style(line: str, **kw: object) -> str:
-        return click.style(line, **kw) if color else line  # type: ignore[arg-type]
+    style = styler(color)
 
     plan, last = report.plan, report.last_apply
     out = [

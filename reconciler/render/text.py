@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import click
-
 from ..model import Change, Phase, Plan, Priority
 from .folding import fold, show
+from .style import styler
 
 HOW = {
     Phase.RUNTIME: "live: tune apply --runtime-only",
@@ -14,8 +13,7 @@ HOW = {
 
 
 def render(plan: Plan, color: bool = False) -> str:
-    def style(text: str, **kw: object) -> str:
-        return click.style(text, **kw) if color else text  # type: ignore[arg-type]
+    style = styler(color)
 
     host = plan.host
     lines = [
