@@ -236,12 +236,13 @@ def load_profile(path: str | Path) -> LoadedProfile:
     """Parse, resolve `extends`, validate (or reuse the result of the last time these files were
     read: `reconciler.profile_cache`). Raises ProfileError with every problem found."""
     path = Path(path)
-    cached = profile_cache.lookup(path)
+    key = profile_cache.path_key(path)
+    cached = profile_cache.lookup(key)
     if cached is not None:
         return cached
     read: list[str] = []
     loaded = _validated(_resolve(path, (), read), str(path))
-    profile_cache.store(path, loaded, tuple(read))
+    profile_cache.store(key, loaded, tuple(read))
     return loaded
 
 
@@ -249,13 +250,19 @@ def load_profile_text(text: str, name: str) -> LoadedProfile:
     """A resolved profile held as text, e.g. the one `tune apply` stored on a host; `name` (the
     host path) is the file every diagnostic points at. Such a profile stands alone: `extends`
     could only be resolved against files on the host, so it is refused."""
+    key = profile_cache.text_key(name, text)
+    cached = profile_cache.lookup(key)
+    if cached is not None:
+        return cached
     tree = parse_text(text, name)
     if "extends" in tree.data:
         where = tree.keys.get(("extends",), (name, 1, 1))
         raise ProfileError(
             [Diagnostic(*where, "a stored profile is already resolved; extends is not allowed")]
         )
-    return _validated(tree, name)
+    loaded = _validated(tree, name)
+    profile_cache.store(key, loaded)
+    return loaded
 
 
 def _validated(tree: Tree, path: str) -> LoadedProfile:

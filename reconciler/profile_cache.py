@@ -4,10 +4,10 @@ Reading a profile costs ruamel.yaml and pydantic (their import, the validator's 
 validation): most of the start-up of a `tune plan` or a cron `tune check`. The result depends
 only on the bytes of the profile and its parents and on tune's own code, so it is kept in the
 user's cache directory (`$TUNE_CACHE_DIR`, else `$XDG_CACHE_HOME/tune`, else `~/.cache/tune`),
-keyed by the path as given and tune's code, and reused while every file it was read from still
-has the same content. Only valid profiles are kept. A cache that cannot be read or written is
-ignored: it never changes what a run does, only how fast it starts. `TUNE_CACHE_DIR=` (empty)
-turns it off.
+keyed by tune's code and the path as given (or, for a profile held as text, its content), and
+reused while every file it was read from still has the same content. Only valid profiles are
+kept. A cache that cannot be read or written is ignored: it never changes what a run does, only
+how fast it starts. `TUNE_CACHE_DIR=` (empty) turns it off.
 
 The entries are pickles, so the directory is trusted only when it belongs to this user and
 nobody else can write to it (as ssh treats `~/.ssh`).
@@ -48,9 +48,20 @@ def code_fingerprint() -> str:
     return digest.hexdigest()
 
 
-def _entry(cache: Path, path: Path) -> Path:
-    key = f"{code_fingerprint()}\0{path}\0{path.resolve()}"
-    return cache / "profiles" / (hashlib.sha256(key.encode()).hexdigest() + ".pickle")
+def path_key(path: Path) -> str:
+    """The key of a profile file: where it is, as given and resolved (diagnostics and
+    parents' positions name it so)."""
+    return f"file\0{path}\0{path.resolve()}"
+
+
+def text_key(name: str, text: str) -> str:
+    """The key of a profile held as text (the one `tune apply` stored on a host)."""
+    return f"text\0{name}\0{hashlib.sha256(text.encode()).hexdigest()}"
+
+
+def _entry(cache: Path, key: str) -> Path:
+    digest = hashlib.sha256(f"{code_fingerprint()}\0{key}".encode()).hexdigest()
+    return cache / "profiles" / (digest + ".pickle")
 
 
 def _content(name: str) -> str | None:
@@ -70,11 +81,12 @@ def _trusted(path: Path) -> bool:
     return mine and not stat.S_ISLNK(info.st_mode) and not info.st_mode & 0o022
 
 
-def lookup(path: Path) -> LoadedProfile | None:
+def lookup(key: str) -> LoadedProfile | None:
+    """The profile kept under `key`, if every file it was read from is unchanged."""
     cache = directory()
     if cache is None:
         return None
-    entry = _entry(cache, path)
+    entry = _entry(cache, key)
     if not all(_trusted(p) for p in (cache, entry.parent, entry)):
         return None
     try:
@@ -93,12 +105,12 @@ def _ours(cache: Path) -> bool:
     return existing is not None and _trusted(existing)
 
 
-def store(path: Path, loaded: LoadedProfile, files: tuple[str, ...]) -> None:
-    """Keep `loaded`, read from `files` (every file parsed, parents included)."""
+def store(key: str, loaded: LoadedProfile, files: tuple[str, ...] = ()) -> None:
+    """Keep `loaded` under `key`, read from `files` (every file parsed, parents included)."""
     cache = directory()
     if cache is None or not _ours(cache):
         return
-    entry = _entry(cache, path)
+    entry = _entry(cache, key)
     hashes = [(name, _content(name)) for name in files]
     try:
         entry.parent.mkdir(mode=0o700, parents=True, exist_ok=True)

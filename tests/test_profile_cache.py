@@ -13,7 +13,7 @@ from conftest import PROJECT, UNTUNED, run_tune, write
 
 from reconciler import profile as profile_mod
 from reconciler import profile_cache
-from reconciler.profile import load_profile
+from reconciler.profile import load_profile, load_profile_text
 
 PARENT = "sysctl:\n  vm.swappiness: 10\n"
 CHILD = "name: child\nextends: parent.yaml\nsysctl:\n  kernel.numa_balancing: 0\n"
@@ -148,3 +148,14 @@ def test_a_cached_plan_never_imports_yaml_or_pydantic(tmp_path: Path, cache: Pat
     assert first == "LOADED ['pydantic', 'ruamel.yaml']"
     assert second == "LOADED []"
     assert runs[0].stdout == runs[1].stdout
+
+
+def test_a_stored_profile_text_is_kept_by_its_content(cache: Path, validations: list[str]) -> None:
+    """`tune check` without a profile reads the one apply stored on the host, as text."""
+    text = "name: stored\nsysctl:\n  vm.swappiness: 10\n"
+    first = load_profile_text(text, "/var/lib/tune/profile.yaml")
+    again = load_profile_text(text, "/var/lib/tune/profile.yaml")
+    changed = load_profile_text(text.replace("10", "1"), "/var/lib/tune/profile.yaml")
+    assert again == first
+    assert changed.profile.sysctl["vm.swappiness"].value == "1"
+    assert len(validations) == 2
