@@ -58,13 +58,19 @@ def _probes(probes: list[dict[str, Any]]) -> list[str]:
     out = ["## Probes before and after", ""]
     if not probes:
         return [*out, "No probes ran in this run.", ""]
-    out += ["| Probe | Before | After | Change | Gate |", "|---|---:|---:|---:|---|"]
+    # The after-boot column only for runs `tune verify` measured after the boot.
+    columns = [("before", "Before"), ("after", "After")]
+    if any(p["after_boot"] is not None or p["after_boot_note"] != "not measured" for p in probes):
+        columns.append(("after_boot", "After the boot"))
+    out += [
+        f"| Probe | {' | '.join(title for _, title in columns)} | Change | Gate |",
+        f"|---|{'---:|' * len(columns)}---:|---|",
+    ]
     for p in probes:
-        before = _measured(p["before"], p["unit"], p["before_note"])
-        after = _measured(p["after"], p["unit"], p["after_note"])
+        cells = [_measured(p[key], p["unit"], p[f"{key}_note"]) for key, _ in columns]
         name = f"{p['name']} (`{p['metric']}`, {p['better']} is better)"
         out.append(
-            f"| {_cell(name)} | {_cell(before)} | {_cell(after)} | "
+            f"| {_cell(name)} | {' | '.join(_cell(c) for c in cells)} | "
             f"{_change(p['change_percent'], p['better'])} | {_cell(_gate(p['gate']))} |"
         )
     return [*out, ""]
