@@ -15,6 +15,7 @@ import pytest
 from conftest import run_tune
 from small_host import SmallHost, build, tree, write_profile
 from test_reboot_phase import reboot
+from test_report import assert_golden, normalised
 
 from reconciler.host import SnapshotHost
 from reconciler.journal import read_run, run_ids
@@ -105,8 +106,7 @@ def test_verify_measures_after_the_boot_and_the_report_shows_both(tmp_path: Path
     assert (row["before"], row["after"], row["after_boot"]) == (9.0, None, 1.0)
     assert row["change_percent"] == pytest.approx(-88.888, abs=0.01)
     markdown = run_tune("report", "--root", root).out
-    assert "| Probe | Before | After | After the boot | Change | Gate |" in markdown
-    assert "| 9 | not measured | 1 | -88.9% (better) | passed: within the gate |" in markdown
+    assert_golden("after-boot.md", normalised(markdown, root))
 
 
 def test_a_gate_that_fails_after_the_boot_rolls_the_boot_configuration_back(
@@ -131,6 +131,8 @@ def test_a_gate_that_fails_after_the_boot_rolls_the_boot_configuration_back(
     }
     [row] = report(root)["probes"]
     assert row["gate"]["ok"] is False and row["gate"]["kept"] is False
+    markdown = run_tune("report", "--root", root).out
+    assert_golden("boot-rolled-back.md", normalised(markdown, root))
 
 
 def test_keep_on_regression_keeps_the_boot_configuration(tmp_path: Path) -> None:
@@ -153,3 +155,22 @@ def test_no_probes_at_apply_means_none_after_the_boot(tmp_path: Path) -> None:
     reboot(root)
     assert run_tune("verify", "--root", root).code == 0
     assert not [r for r in run_records(root) if r["type"] in ("probes", "gate")]
+
+
+def test_an_apply_of_both_phases_is_judged_after_the_boot_against_its_last_measurement(
+    tmp_path: Path,
+) -> None:
+    """Without a phase flag the runtime part takes effect at once and is measured after it;
+    the boot's gate then compares with that measurement, the state the boot started from."""
+    root, profile = setup(tmp_path, "lower", {"regress_max": "5%"})
+    result = run_tune("apply", profile, "--root", root, "-y")
+    assert result.code == 0, result.err
+    assert "Probes cstate run before the first change and after the last." in result.out
+    assert measured(root) == {"before": 9.0, "after": 9.0}
+    reboot(root)
+    assert run_tune("verify", "--root", root).code == 0
+    assert measured(root) == {"before": 9.0, "after": 9.0, "after-boot": 1.0}
+    gates = [(r["when"], r["before"], r["after"]) for r in run_records(root) if r["type"] == "gate"]
+    assert gates == [("after", 9, 9), ("after-boot", 9, 1)]
+    [row] = report(root)["probes"]
+    assert (row["before"], row["after"], row["after_boot"]) == (9.0, 9.0, 1.0)

@@ -14,6 +14,7 @@ from ..probes.phase import AFTER_BOOT
 
 # When a run measures its probes: around the phase, and after the boot (`tune verify`).
 WHEN = ("before", "after", AFTER_BOOT)
+NOT_MEASURED = "not measured"
 
 # The last marker of a step decides its status; a rolled-back run restores what it wrote.
 STATUS = {
@@ -154,5 +155,5 @@ def _probes(run: Run) -> list[dict[str, Any]]:
 
 def _note(result: dict[str, Any] | None) -> str | None:
     if result is None:
-        return "not measured"
+        return NOT_MEASURED
     return result.get("error") or result.get("skipped")

@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from .build import NOT_MEASURED
+
 OUTCOMES = {
     "applied": "applied",
     "rolled-back": "rolled back",
+    "boot-rolled-back": "boot configuration rolled back by `tune verify` after the boot",
     "rollback-failed": "rollback FAILED: some changes are not restored",
     "interrupted": "interrupted (no end record; `tune rollback` restores it)",
 }
@@ -58,10 +61,11 @@ def _probes(probes: list[dict[str, Any]]) -> list[str]:
     out = ["## Probes before and after", ""]
     if not probes:
         return [*out, "No probes ran in this run.", ""]
-    # The after-boot column only for runs `tune verify` measured after the boot.
-    columns = [("before", "Before"), ("after", "After")]
-    if any(p["after_boot"] is not None or p["after_boot_note"] != "not measured" for p in probes):
-        columns.append(("after_boot", "After the boot"))
+    # A reboot-phase run measures after the boot (tune verify), never right after the phase.
+    after_boot = _measured_at(probes, "after_boot")
+    columns = [("before", "Before")]
+    columns += [("after", "After")] if _measured_at(probes, "after") or not after_boot else []
+    columns += [("after_boot", "After the boot")] if after_boot else []
     out += [
         f"| Probe | {' | '.join(title for _, title in columns)} | Change | Gate |",
         f"|---|{'---:|' * len(columns)}---:|---|",
@@ -74,6 +78,10 @@ def _probes(probes: list[dict[str, Any]]) -> list[str]:
             f"{_change(p['change_percent'], p['better'])} | {_cell(_gate(p['gate']))} |"
         )
     return [*out, ""]
+
+
+def _measured_at(probes: list[dict[str, Any]], key: str) -> bool:
+    return any(p[key] is not None or p[f"{key}_note"] != NOT_MEASURED for p in probes)
 
 
 def _changes(changes: list[dict[str, Any]], outcome: str) -> list[str]:
