@@ -84,8 +84,17 @@ def apply(
             "`tune verify`."
         )
     if remote.wanted:
-        probed = None if no_probes else keep_on_regression
-        return _apply_remote(target, runtime_only, root, yes, dry_run, no_persist, remote, probed)
+        return _apply_remote(
+            target,
+            runtime_only,
+            root,
+            yes,
+            dry_run,
+            no_persist,
+            remote,
+            no_probes=no_probes,
+            keep_on_regression=keep_on_regression,
+        )
     saved = None
     with_persistence = not no_persist
     if target is None or saved_plans.is_saved_plan(target):
@@ -207,10 +216,11 @@ def _apply_remote(
     dry_run: bool,
     no_persist: bool,
     remote: RemoteOptions,
-    keep_on_regression: bool | None,
+    *,
+    no_probes: bool,
+    keep_on_regression: bool,
 ) -> int:
-    """The apply runs on the target as one detached sh script; see `reconciler.remote_apply`.
-    `keep_on_regression` None: --no-probes."""
+    """The apply runs on the target as one detached sh script; see `reconciler.remote_apply`."""
     from .apply import prepare
     from .profile import load_profile
     from .remote_apply import apply_remote
@@ -242,7 +252,7 @@ def _apply_remote(
             click.confirm(f"Apply {len(work.steps)} changes to {host.describe()}?", abort=True)
         around = (
             None
-            if keep_on_regression is None
+            if no_probes
             else _probes(host, loaded, "runtime", None, keep_on_regression, remote.command_timeout)
         )
         done = apply_remote(

@@ -13,6 +13,13 @@ One round trip uploads the script, checks the requirements (before any write) an
 the controller then polls the journal's `end` record, one round trip per poll: the number of
 round trips depends on time, never on the number of knobs.
 
+With probes, the script waits (lock held, after its `run` and `plan` records) for the
+measurement tune makes on the target before the phase, and after the last read-back for the
+measurement after it and the gates' verdict: each arrives as one file (`send_probes`) whose
+records the script appends to its journal, so the journal is the local one record for record.
+A failed gate, or no verdict within every probe's timeout and two command timeouts, makes the
+script roll back on its own.
+
 With `$TUNE_ROOT` set (a snapshot, as in the test lab) the library writes kernel attributes,
 `modprobe` and `setpci` the way `reconciler.emulate` does for a local snapshot, so both leave
 byte-identical trees.
