@@ -9,6 +9,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from small_host import SmallHost, build, tree, write_profile
 from test_shell_read import LocalShellHost
 
@@ -50,6 +52,31 @@ def commands(tmp_path: Path, *names: str) -> Path:
         assert found is not None, name
         os.symlink(found, bin_dir / name)
     return bin_dir
+
+
+WORDS = st.lists(
+    st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\0"), max_size=20),
+    max_size=5,
+)
+
+
+@settings(max_examples=40)
+@given(WORDS)
+def test_every_argv_reaches_the_probe_on_the_target_intact(words: list[str]) -> None:
+    """Quotes, `$`, backquotes, globs, newlines, leading dashes: each word arrives as itself."""
+    host = LocalShellHost("/")
+    done = remote_executor(host, 10.0)(
+        ["sh", "-c", 'printf "%s\\0" "$@"', "sh", "first", *words], 10, {}
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\0")[:-1] == ["first", *words]
+
+
+def test_the_environment_reaches_the_probe(tmp_path: Path) -> None:
+    done = remote_executor(LocalShellHost(tmp_path), 10.0)(
+        ["sh", "-c", 'printf "%s|%s" "$TUNE_X" "$TUNE_ROOT"'], 10, {"TUNE_X": "a b'$c"}
+    )
+    assert done.stdout == f"a b'$c|{tmp_path}"
 
 
 def test_gpu_p2p_on_a_host_without_python3_is_skipped_not_failed(tmp_path: Path) -> None:

@@ -106,6 +106,8 @@ def _still_needed(run: Run) -> dict[str, Any] | None:
         ],
         "pending": plan.get("pending", []),
         "checks": plan.get("failed_checks", []),
+        # tune verify restored the prior boot configuration: it runs from the next boot on.
+        "reboot_to_restore": run.outcome == "boot-rolled-back",
     }
 
 

@@ -112,7 +112,13 @@ def _still_needed(needed: dict[str, Any] | None) -> list[str]:
         return [*out, "Not recorded: this run was journaled before tune recorded its plan.", ""]
     reboot, pending, checks = needed["reboot"], needed["pending"], needed["checks"]
     left, configured = needed["not_applied"], needed["configured"]
-    if not (reboot or pending or checks or left or configured):
+    if needed.get("reboot_to_restore"):
+        out += [
+            "`tune verify` rolled the boot configuration back after the boot: reboot again "
+            "to boot the prior configuration.",
+            "",
+        ]
+    elif not (reboot or pending or checks or left or configured):
         return [*out, "Nothing: after this run the host needs no reboot and no BIOS change.", ""]
     if reboot:
         out += ["### Boot-time changes this run did not make", ""]
