@@ -19,7 +19,7 @@ from .verify import PENDING, pending_of
 
 if TYPE_CHECKING:
     from .apply import Work
-    from .probes.phase import PhaseProbes
+    from .probes.phase import GateFailure, PhaseProbes
     from .profile import LoadedProfile
     from .steps import Step
 
@@ -84,18 +84,17 @@ def apply(
             "`tune verify`."
         )
     if remote.wanted:
-        probes = (
-            not no_probes
-            and target is not None
-            and not saved_plans.is_saved_plan(target)
-            and load_profile(target).profile.probes
+        return _apply_remote(
+            target,
+            runtime_only,
+            root,
+            yes,
+            dry_run,
+            no_persist,
+            remote,
+            no_probes=no_probes,
+            keep_on_regression=keep_on_regression,
         )
-        if probes:
-            raise UsageError(
-                "probes run on this machine, not on the -H host; add --no-probes "
-                "(or run tune probe on the host)."
-            )
-        return _apply_remote(target, runtime_only, root, yes, dry_run, no_persist, remote)
     saved = None
     with_persistence = not no_persist
     if target is None or saved_plans.is_saved_plan(target):
@@ -134,17 +133,13 @@ def apply(
         click.echo(_summary(work), nl=False)
         if not yes and sys.stdin.isatty():
             click.confirm(f"Apply {len(work.steps)} changes to {host.describe()}?", abort=True)
-        around = _probes(loaded, phase, root, keep_on_regression) if not no_probes else None
-        if around is not None:
-            names = ", ".join(around.probes)
-            click.echo(f"Probes {names} run before the first change and after the last.")
+        around = None if no_probes else _probes(host, loaded, phase, root, keep_on_regression)
         run_id = execute(host, work, loaded, phase=phase, around=around)
         pending = pending_of(run_id, work.plan.host.boot_id, work.steps)
         if pending is not None:
             host.put_file(PENDING, pending.to_json().encode(), 0o600)
     click.echo(f"Applied {len(work.steps)} changes to {host.describe()} (run {run_id}).")
-    for failure in around.failures if around is not None else []:
-        click.echo(f"gate failed, kept: {failure.probe}: {failure.verdict.message}", err=True)
+    _kept(around.failures if around is not None else [])
     if pending is not None:
         click.echo(
             "The boot configuration changed: it takes effect at the next boot. Reboot, then "
@@ -155,15 +150,23 @@ def apply(
 
 @click.command()
 @click.option("--root", metavar="DIR", help="Verify a snapshot directory instead of this machine.")
-def verify(root: str | None) -> int:
+@click.option(
+    "--keep-on-regression",
+    is_flag=True,
+    help="Keep the boot configuration even when a probe gate fails after the boot.",
+)
+def verify(root: str | None, keep_on_regression: bool) -> int:
     """After the reboot that a reboot-phase apply prepared: check that the boot brought what it
     must (kernel parameters, NVIDIA majors of each container, the runtime part still held).
 
     \b
-    On failure, rolls the boot configuration back, says what did not hold, exits 3.
+    Then the probes the apply measured before run again; a gate that fails
+    counts as a failed check unless --keep-on-regression. On failure, rolls
+    the boot configuration back, says what did not hold, exits 3.
     """
     from .apply import rollback as roll_back
-    from .verify import read_pending
+    from .probes.remote import executor_for
+    from .verify import probe_after_boot, read_pending
     from .verify import verify as check_boot
 
     host = open_host(root)
@@ -174,6 +177,8 @@ def verify(root: str | None) -> int:
             click.echo(f"Nothing to verify on {host.describe()}: no reboot-phase apply pending.")
             return ExitCode.IN_SYNC
         verdict = check_boot(host, pending)
+        execute, env = executor_for(host, root, 0.0)
+        kept = probe_after_boot(host, pending, verdict, execute, env, keep_on_regression)
         if verdict.failed:
             done = roll_back(host, pending.run_id, boot_only=True)
             host.delete_file(PENDING)
@@ -190,6 +195,7 @@ def verify(root: str | None) -> int:
         host.delete_file(PENDING)
     for line in verdict.held:
         click.echo(f"ok  {line}")
+    _kept(kept)
     click.echo(f"Verified run {pending.run_id} after the boot on {host.describe()}.")
     return ExitCode.IN_SYNC
 
@@ -210,6 +216,9 @@ def _apply_remote(
     dry_run: bool,
     no_persist: bool,
     remote: RemoteOptions,
+    *,
+    no_probes: bool,
+    keep_on_regression: bool,
 ) -> int:
     """The apply runs on the target as one detached sh script; see `reconciler.remote_apply`."""
     from .apply import prepare
@@ -241,23 +250,51 @@ def _apply_remote(
         click.echo(_summary(work), nl=False)
         if not yes and sys.stdin.isatty():
             click.confirm(f"Apply {len(work.steps)} changes to {host.describe()}?", abort=True)
-        done = apply_remote(host, work, loaded, phase="runtime", timeout=remote.command_timeout)
+        around = (
+            None
+            if no_probes
+            else _probes(host, loaded, "runtime", None, keep_on_regression, remote.command_timeout)
+        )
+        done = apply_remote(
+            host, work, loaded, phase="runtime", timeout=remote.command_timeout, around=around
+        )
     finally:
         host.close()
     click.echo(f"Applied {done.changes} changes to {host.describe()} (run {done.run_id}).")
+    _kept(around.failures if around is not None else [])
     return ExitCode.IN_SYNC
 
 
 def _probes(
-    loaded: LoadedProfile, phase: str, root: str | None, keep_on_regression: bool
+    host: Host,
+    loaded: LoadedProfile,
+    phase: str,
+    root: str | None,
+    keep_on_regression: bool,
+    slack: float = 0.0,
 ) -> PhaseProbes | None:
+    """The profile's probes around the phase, running where `host` is (see `executor_for`)."""
     from .probes.phase import PhaseProbes
+    from .probes.remote import executor_for
 
     if not loaded.profile.probes:
         return None
-    # Probes run on this machine; for a snapshot they get its directory to measure.
-    env = {"TUNE_ROOT": str(Path(root).resolve())} if root else {}
-    return PhaseProbes(loaded.profile.probes, phase, env, keep_on_regression)
+    execute, env = executor_for(host, root, slack)
+    around = PhaseProbes(loaded.profile.probes, phase, env, keep_on_regression, execute)
+    names = ", ".join(around.probes)
+    if around.measured_after_boot:
+        click.echo(
+            f"Probes {names} run before the first change; `tune verify` runs them again "
+            "after the boot."
+        )
+    else:
+        click.echo(f"Probes {names} run before the first change and after the last.")
+    return around
+
+
+def _kept(failures: list[GateFailure]) -> None:
+    for failure in failures:
+        click.echo(f"gate failed, kept: {failure.probe}: {failure.verdict.message}", err=True)
 
 
 def _plan_root(saved: saved_plans.SavedPlan, root: str | None) -> str | None:

@@ -211,3 +211,16 @@ take_lock() {
     if command -v flock >/dev/null 2>&1; then flock -n 9 || return 1; fi
     echo $$ >"$R$LOCK"
 }
+
+# Wait up to $2 seconds for tune's probe results `$J.$1` (before | after): the verdict on its
+# first line ("ok", or why a gate failed), then the journal records of the measurement.
+await_probes() {
+    V="$J.$1"; i=0
+    while [ ! -e "$V" ]; do
+        [ "$i" -lt $(($2 * 5)) ] || fail "no probe results from tune within $2 s"
+        sleep 0.2; i=$((i + 1))
+    done
+    sed 1d "$V" >>"$J" && fsync "$J"
+    v=$(head -n 1 "$V"); rm -f "$V"
+    [ "$v" = ok ] || fail "$v"
+}

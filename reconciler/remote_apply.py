@@ -13,6 +13,13 @@ One round trip uploads the script, checks the requirements (before any write) an
 the controller then polls the journal's `end` record, one round trip per poll: the number of
 round trips depends on time, never on the number of knobs.
 
+With probes, the script waits (lock held, after its `run` and `plan` records) for the
+measurement tune makes on the target before the phase, and after the last read-back for the
+measurement after it and the gates' verdict: each arrives as one file (`send_probes`) whose
+records the script appends to its journal, so the journal is the local one record for record.
+A failed gate, or no verdict within every probe's timeout and two command timeouts, makes the
+script roll back on its own.
+
 With `$TUNE_ROOT` set (a snapshot, as in the test lab) the library writes kernel attributes,
 `modprobe` and `setpci` the way `reconciler.emulate` does for a local snapshot, so both leave
 byte-identical trees.
@@ -21,6 +28,7 @@ byte-identical trees.
 from __future__ import annotations
 
 import json
+import math
 import secrets
 import time
 from dataclasses import dataclass
@@ -41,6 +49,7 @@ from .journal import (
     run_ids,
     run_path,
 )
+from .probes.phase import PhaseProbes, Records, Regressed
 from .profile import LoadedProfile
 from .run_record import contexts, plan_record
 from .shell import ShellHost
@@ -150,10 +159,13 @@ class ApplyScript:
         profile: tuple[str | None, str] | None,
         plan: dict[str, Any] | None = None,
         about: dict[str, dict[str, Any]] | None = None,
+        probes_wait: int | None = None,
     ) -> ApplyScript:
         """`header`: the `run` record's fields; `profile`: (prior text, new text) of
         profile.yaml when the run replaces it; `plan` and `about`: the `plan` record and each
-        step's context, as the local journal writes them (`reconciler.run_record`)."""
+        step's context, as the local journal writes them (`reconciler.run_record`);
+        `probes_wait`: with probes, the seconds the script waits for tune's measurement before
+        the first write and after the last read-back (`send_probes`) before it rolls back."""
         about = about or {}
         run_id = str(header["run_id"])
         parts = [
@@ -184,6 +196,7 @@ class ApplyScript:
             "    trap 'fail \"interrupted by SIGHUP\"' HUP\n",
             "    trap 'fail \"interrupted by SIGINT\"' INT\n",
             "    take_lock || fail 'another tune run holds the lock'\n",
+            *_await("before", probes_wait),
         ]
         for seq, step in enumerate(steps):
             step_record = record("step", seq=seq, **about.get(step.id, {}), **step.to_json())
@@ -199,6 +212,7 @@ class ApplyScript:
                 '(refused or clamped by the kernel)"\n',
                 f"    rec {quoted(record('verified', seq=seq))}\n",
             ]
+        body += _await("after", probes_wait)
         if profile is not None:
             prior, text = profile
             body += [
@@ -227,6 +241,28 @@ class ApplyScript:
             '$S nohup sh "$F" apply </dev/null >/dev/null 2>&1 &\n'
             "echo started\n"
         )
+
+
+def _await(when: str, seconds: int | None) -> list[str]:
+    if seconds is None:
+        return []
+    return [
+        f"    AT={quoted(f'the probes {when} the phase')}\n",
+        f"    await_probes {when} {seconds}\n",
+    ]
+
+
+def send_probes(run_id: str, when: str, verdict: str, records: list[dict[str, Any]]) -> str:
+    """The script part that hands a probe measurement to the waiting apply script: the verdict
+    line, then the records, in one file that appears whole (rename)."""
+    lines = [" ".join(verdict.split()) or "ok"]
+    lines += [json.dumps(r, separators=(",", ":")) for r in records]
+    path = quoted(f".{run_path(run_id)}.{when}")
+    data = "".join(f"{line}\n" for line in lines).encode()
+    return (
+        f'cd -- "${{TUNE_ROOT:-/}}" || exit 1\n'
+        f"printf {printf_format(data)} >{path}.new && mv -f {path}.new {path} || exit 1\n"
+    )
 
 
 def rollback_script(run: Run) -> str:
@@ -263,30 +299,49 @@ def start(host: ShellHost, script: ApplyScript) -> None:
         raise HostError(f"{host.name}: the apply could not be started: {said}.")
 
 
-def wait(host: ShellHost, run_id: str, timeout: float, interval: float = 0.2) -> Run:
-    """Long-poll the journal until its last record is `end`: each round trip waits on the target
-    for up to half the command timeout (at most 30 s), so a run costs round trips by its
-    duration, never by its number of steps."""
+def wait(
+    host: ShellHost,
+    run_id: str,
+    timeout: float,
+    interval: float = 0.2,
+    *,
+    first: str = "",
+    pause_at: int | None = None,
+) -> Run:
+    """Long-poll the journal until its last record is `end` (or, with `pause_at`, the
+    `verified` record of that step, where the script waits for the probes after the phase):
+    each round trip waits on the target for up to half the command timeout (at most 30 s), so a
+    run costs round trips by its duration, never by its number of steps. `first`: script text
+    run before the first poll, in the same round trip (`send_probes`)."""
     journal = quoted(f".{run_path(run_id)}")
     deadline = time.monotonic() + timeout
     ticks = max(1, int(min(timeout / 2, 30.0) / interval))
+    marks = ['-e \'^{"type":"end"\'']
+    if pause_at is not None:
+        marks.append(f"-e '^{record('verified', seq=pause_at)}$'")
     script = (
         f'cd -- "${{TUNE_ROOT:-/}}" || exit 1\ni=0\n'
         f"while [ $i -lt {ticks} ]; do\n"
-        f'    tail -n 1 {journal} 2>/dev/null | grep -q \'^{{"type":"end"\' && break\n'
+        f"    tail -n 1 {journal} 2>/dev/null | grep -q {' '.join(marks)} && break\n"
         f"    sleep {interval:g}; i=$((i + 1))\n"
         f"done\n[ -e {journal} ] && exec cat -- {journal}\n"
     )
     while True:
-        done = host.run_script(script)
+        done = host.run_script(first + script)
+        first = ""
         run = parse_run(run_id, done.stdout) if done.stdout else None
-        if run is not None and run.outcome != "interrupted":
+        if run is not None and (run.outcome != "interrupted" or _paused(run, pause_at)):
             return run
         if time.monotonic() > deadline:
             raise HostError(
                 f"{host.name}: run {run_id} has not finished within {timeout:g} s; it goes on "
                 f"on the host: `tune history -H {host.name}` shows its outcome."
             )
+
+
+def _paused(run: Run, pause_at: int | None) -> bool:
+    last = run.records[-1] if run.records else {}
+    return pause_at is not None and last == {"type": "verified", "seq": pause_at}
 
 
 def outcome_error(run: Run) -> ApplyFailed:
@@ -318,8 +373,13 @@ def apply_remote(
     phase: str,
     timeout: float,
     interval: float = 0.2,
+    around: PhaseProbes | None = None,
 ) -> RemoteApplied:
-    """Run `work` on the target; raises `ApplyFailed` (exit 3) when the target rolled back."""
+    """Run `work` on the target; raises `ApplyFailed` (exit 3) when the target rolled back.
+
+    With probes (`around`, running on the target through its executor) the script waits, lock
+    held, for their records before the first write and for the verdict after the last
+    read-back; a failed gate (or no verdict in time) makes it roll back on its own."""
     from .apply import profile_text
 
     text = profile_text(loaded)
@@ -339,10 +399,14 @@ def apply_remote(
         None if prior == text else (prior, text),
         plan_record(work.plan, work.steps),
         contexts(work.plan, work.steps),
+        None if around is None else _probes_wait(around, timeout),
     )
     start(host, script)
     try:
-        run = wait(host, script.run_id, timeout, interval)
+        if around is None:
+            run = wait(host, script.run_id, timeout, interval)
+        else:
+            run = _wait_probed(host, script.run_id, len(work.steps), around, timeout, interval)
     except ConnectError as exc:
         raise ConnectError(
             f"{exc} Run {script.run_id} goes on without the connection: the host completes or "
@@ -351,6 +415,34 @@ def apply_remote(
     if run.outcome != "applied":
         raise outcome_error(run)
     return RemoteApplied(script.run_id, len(work.steps))
+
+
+def _probes_wait(around: PhaseProbes, timeout: float) -> int:
+    """How long the script waits for one measurement: every run of every probe at its
+    timeout, and a command timeout each way for the round trips around them."""
+    budget = sum(spec.timeout * spec.repeat for spec in around.probes.values())
+    return math.ceil(budget + 2 * timeout)
+
+
+def _wait_probed(
+    host: ShellHost, run_id: str, steps: int, around: PhaseProbes, timeout: float, interval: float
+) -> Run:
+    """Measure, hand the records over, wait for the last read-back; measure and judge, hand
+    the verdict over, wait for the end."""
+    before = Records()
+    around.before(before)
+    first = send_probes(run_id, "before", "ok", before.lines)
+    run = wait(host, run_id, timeout, interval, first=first, pause_at=steps - 1)
+    if run.outcome != "interrupted":
+        return run  # ended before the changes were all made: failed and rolled back
+    after = Records()
+    try:
+        around.after(after)
+        verdict = "ok"
+    except Regressed as exc:
+        verdict = str(exc)
+    first = send_probes(run_id, "after", verdict, after.lines)
+    return wait(host, run_id, timeout, interval, first=first)
 
 
 def rollback_remote(host: ShellHost, run_id: str | None) -> RollbackResult:

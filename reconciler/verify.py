@@ -10,8 +10,9 @@ part; on any failure the boot configuration is rolled back from the run's journa
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import HostError
 from .formats import cmdline as cmdline_fmt
@@ -21,6 +22,10 @@ from .journal import PROFILE, STATE
 from .model import Phase
 from .observe import BOOT_ID
 from .steps import Step
+
+if TYPE_CHECKING:
+    from .probes.phase import GateFailure
+    from .probes.runner import Executor
 
 PENDING = f"{STATE}/pending.json"
 
@@ -113,6 +118,49 @@ def verify(host: Host, pending: Pending) -> Verdict:
         )
     verdict.failed += _runtime_drift(host, files.text(PROFILE))
     return verdict
+
+
+def probe_after_boot(
+    host: Host,
+    pending: Pending,
+    verdict: Verdict,
+    execute: Executor,
+    env: Mapping[str, str],
+    keep_on_regression: bool,
+) -> list[GateFailure]:
+    """The probes the run measured before the boot, run again now and journaled in that run
+    (`probes` when after-boot, a `gate` each), judged against the last measurement before the
+    boot. A failed gate joins `verdict.failed` (the boot configuration is then rolled back)
+    unless `keep_on_regression`; the failures are returned either way. Nothing runs when the
+    boot checks failed already, or the run measured nothing (no probes, --no-probes)."""
+    from .journal import Journal, read_run
+    from .probes.phase import PhaseProbes
+    from .probes.runner import ProbeResult
+    from .profile import load_profile_text
+
+    run = read_run(host, pending.run_id)
+    measured = [r for r in (run.records if run else []) if r.get("type") == "probes"]
+    stored = host.read_file(PROFILE)
+    if verdict.failed or run is None or not measured or stored is None:
+        return []
+    baseline = {r["name"]: ProbeResult.from_json(r) for r in measured[-1].get("results", [])}
+    specs = load_profile_text(stored.decode("utf-8", "replace"), PROFILE).profile.probes
+    probes = PhaseProbes(
+        {name: spec for name, spec in specs.items() if name in baseline},
+        str(run.header.get("phase")),
+        env,
+        keep_on_regression,
+        execute,
+        before_results=baseline,
+    )
+    journal = Journal(host, pending.run_id)
+    failures = probes.after_boot(journal)
+    if failures and not keep_on_regression:
+        verdict.failed.append(f"probe gate failed: {probes.failed()}")
+    else:
+        # The records follow the run's `end`: a new one keeps its outcome the last record.
+        journal.end(run.outcome)
+    return failures
 
 
 def _runtime_drift(host: Host, stored: str | None) -> list[str]:
