@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -15,13 +16,15 @@ from .errors import ApplyFailed, ExitCode, UsageError
 from .host import Host, open_host
 from .journal import LOCK, STATE, read_run, run_ids
 from .remote import RemoteOptions, remote_options
-from .verify import PENDING, pending_of
+from .verify import PENDING, Pending, Verdict, pending_of
 
 if TYPE_CHECKING:
     from .apply import Work
     from .probes.phase import GateFailure, PhaseProbes
     from .profile import LoadedProfile
+    from .reboot import AfterBoot
     from .steps import Step
+    from .tryonce import Boot
 
 ROOT_HELP = "Apply to a snapshot directory laid out like the host's / instead of this machine."
 
@@ -32,7 +35,20 @@ ROOT_HELP = "Apply to a snapshot directory laid out like the host's / instead of
 @click.option(
     "--reboot-phase", is_flag=True, help="Only boot configuration; never writes live settings."
 )
-@click.option("--reboot", is_flag=True, help="Reboot into the new configuration (not yet).")
+@click.option(
+    "--reboot",
+    is_flag=True,
+    help="Reboot into the new boot configuration (once, where the boot loader allows), wait, "
+    "verify; roll it back if the boot did not bring it.",
+)
+@click.option(
+    "--reboot-timeout",
+    type=click.FloatRange(min=1),
+    default=600.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="How long --reboot waits for the host to come back.",
+)
 @click.option("--root", metavar="DIR", help=ROOT_HELP)
 @click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation on a terminal.")
 @click.option("--dry-run", is_flag=True, help="Print the exact operations; write nothing.")
@@ -47,6 +63,7 @@ def apply(
     runtime_only: bool,
     reboot_phase: bool,
     reboot: bool,
+    reboot_timeout: float,
     root: str | None,
     yes: bool,
     dry_run: bool,
@@ -78,15 +95,10 @@ def apply(
             "--reboot is refused on a snapshot (--root): there is no machine to reboot; "
             "the boot-tool commands are recorded in the run's journal."
         )
-    if reboot:
-        raise UsageError(
-            "--reboot is not implemented yet: apply with --reboot-phase, reboot, then run "
-            "`tune verify`."
-        )
     if remote.wanted:
         return _apply_remote(
             target,
-            runtime_only,
+            Phases(runtime_only, reboot_phase, reboot, reboot_timeout),
             root,
             yes,
             dry_run,
@@ -120,7 +132,7 @@ def apply(
 
     if dry_run:
         work = work_now()
-        click.echo(dry_run_text(work.steps, host), nl=False)
+        click.echo(_dry_run(work, reboot, host), nl=False)
         return ExitCode.IN_SYNC
     host.check_privileges()
     pending = None
@@ -130,22 +142,71 @@ def apply(
             store_profile(host, None, loaded)
             click.echo(f"In sync: nothing to change on {host.describe()}.")
             return ExitCode.IN_SYNC
+        boot = _boot(work, reboot)
         click.echo(_summary(work), nl=False)
         if not yes and sys.stdin.isatty():
             click.confirm(f"Apply {len(work.steps)} changes to {host.describe()}?", abort=True)
         around = None if no_probes else _probes(host, loaded, phase, root, keep_on_regression)
-        run_id = execute(host, work, loaded, phase=phase, around=around)
-        pending = pending_of(run_id, work.plan.host.boot_id, work.steps)
+        run_id = execute(host, replace(work, steps=boot.now), loaded, phase=phase, around=around)
+        pending = _pending(run_id, work, boot)
         if pending is not None:
             host.put_file(PENDING, pending.to_json().encode(), 0o600)
-    click.echo(f"Applied {len(work.steps)} changes to {host.describe()} (run {run_id}).")
+    click.echo(f"Applied {len(boot.now)} changes to {host.describe()} (run {run_id}).")
     _kept(around.failures if around is not None else [])
-    if pending is not None:
+    if pending is not None and reboot:
+        from .reboot import LocalTarget
+
+        click.echo(f"Rebooting {host.describe()}; after the boot, run `tune verify`.")
+        LocalTarget(host).reboot()
+    elif pending is not None:
         click.echo(
             "The boot configuration changed: it takes effect at the next boot. Reboot, then "
             "run `tune verify`."
         )
+    elif reboot:
+        click.echo("No boot configuration changed: not rebooting.")
     return ExitCode.IN_SYNC
+
+
+@dataclass(frozen=True)
+class Phases:
+    """Which phases an apply writes, and whether it reboots after them."""
+
+    runtime_only: bool
+    reboot_phase: bool
+    reboot: bool = False
+    reboot_timeout: float = 600.0
+
+    @property
+    def name(self) -> str:
+        return "runtime" if self.runtime_only else "reboot" if self.reboot_phase else "all"
+
+
+def _boot(work: Work, reboot: bool) -> Boot:
+    """The steps of the run, with a one-time boot in place of the command-line steps when
+    rebooting and the boot loader allows it; says which before the user confirms."""
+    from .tryonce import Boot, arrange
+
+    if not reboot:
+        return Boot(None, "", work.steps)
+    boot = arrange(work.steps, work.observation.files)
+    click.echo(f"Reboot: {boot.why}.")
+    return boot
+
+
+def _pending(run_id: str, work: Work, boot: Boot) -> Pending | None:
+    pending = pending_of(run_id, work.plan.host.boot_id, work.steps)
+    if pending is None:
+        return None
+    return replace(pending, try_once=boot.try_once, promote=boot.promote)
+
+
+def _dry_run(work: Work, reboot: bool, host: Host) -> str:
+    boot = _boot(work, reboot)
+    text = dry_run_text(boot.now, host)
+    if boot.promote:
+        text += dry_run_text(boot.promote, host, "Once the boot is verified, appended to the run")
+    return text
 
 
 @click.command()
@@ -155,49 +216,73 @@ def apply(
     is_flag=True,
     help="Keep the boot configuration even when a probe gate fails after the boot.",
 )
-def verify(root: str | None, keep_on_regression: bool) -> int:
+@remote_options
+def verify(root: str | None, keep_on_regression: bool, remote: RemoteOptions) -> int:
     """After the reboot that a reboot-phase apply prepared: check that the boot brought what it
     must (kernel parameters, NVIDIA majors of each container, the runtime part still held).
 
     \b
     Then the probes the apply measured before run again; a gate that fails
     counts as a failed check unless --keep-on-regression. On failure, rolls
-    the boot configuration back, says what did not hold, exits 3.
+    the boot configuration back, says what did not hold, exits 3. After a
+    one-time boot (`tune apply --reboot`), success makes the new configuration
+    the default.
     """
-    from .apply import rollback as roll_back
-    from .probes.remote import executor_for
-    from .verify import probe_after_boot, read_pending
-    from .verify import verify as check_boot
+    from .reboot import BootTarget, LocalTarget, RemoteTarget, conclude
+    from .shell import ShellHost
+    from .verify import read_pending
 
-    host = open_host(root)
-    host.check_privileges()
-    with host.lock(LOCK):
-        pending = read_pending(host)
-        if pending is None:
-            click.echo(f"Nothing to verify on {host.describe()}: no reboot-phase apply pending.")
-            return ExitCode.IN_SYNC
-        verdict = check_boot(host, pending)
-        execute, env = executor_for(host, root, 0.0)
-        kept = probe_after_boot(host, pending, verdict, execute, env, keep_on_regression)
-        if verdict.failed:
-            done = roll_back(host, pending.run_id, boot_only=True)
-            host.delete_file(PENDING)
-            undone = (
-                f"{len(done.result.failures)} not restored: " + "; ".join(done.result.failures)
-                if done.result.failures
-                else f"rolled back {done.result.restored} boot-configuration changes"
-            )
-            raise ApplyFailed(
-                f"after the boot, {len(verdict.failed)} things did not hold: "
-                + "; ".join(verdict.failed)
-                + f". Run {pending.run_id}: {undone}; reboot again to boot the prior configuration."
-            )
-        host.delete_file(PENDING)
+    target: BootTarget
+    lock: contextlib.AbstractContextManager[None]
+    kept: list[GateFailure] = []
+    after_boot = None
+    if remote.wanted:
+        host = _one_remote(root, remote)
+        assert isinstance(host, ShellHost)
+        target, lock = RemoteTarget(host), contextlib.nullcontext()  # its scripts lock
+    else:
+        host = open_host(root)
+        host.check_privileges()
+        target, lock = LocalTarget(host), host.lock(LOCK)
+        after_boot = _probes_after_boot(host, root, keep_on_regression, kept)
+    try:
+        with lock:
+            pending = read_pending(host)
+            if pending is None:
+                click.echo(
+                    f"Nothing to verify on {host.describe()}: no reboot-phase apply pending."
+                )
+                return ExitCode.IN_SYNC
+            verdict = conclude(target, pending, after_boot)
+    finally:
+        host.close()
+    _verified(verdict, pending, host)
+    _kept(kept)
+    return ExitCode.IN_SYNC
+
+
+def _probes_after_boot(
+    host: Host, root: str | None, keep_on_regression: bool, kept: list[GateFailure]
+) -> AfterBoot:
+    """The probes of the run, measured again after the boot on `host`; kept failures go to
+    `kept`."""
+    from .probes.remote import executor_for
+    from .verify import probe_after_boot
+
+    execute, env = executor_for(host, root, 0.0)
+
+    def after_boot(pending: Pending, verdict: Verdict) -> None:
+        kept.extend(probe_after_boot(host, pending, verdict, execute, env, keep_on_regression))
+
+    return after_boot
+
+
+def _verified(verdict: Verdict, pending: Pending, host: Host) -> None:
     for line in verdict.held:
         click.echo(f"ok  {line}")
-    _kept(kept)
+    if pending.promote:
+        click.echo("The new boot configuration is now the default.")
     click.echo(f"Verified run {pending.run_id} after the boot on {host.describe()}.")
-    return ExitCode.IN_SYNC
 
 
 def _one_remote(root: str | None, remote: RemoteOptions) -> Host:
@@ -210,7 +295,7 @@ def _one_remote(root: str | None, remote: RemoteOptions) -> Host:
 
 def _apply_remote(
     target: str | None,
-    runtime_only: bool,
+    phases: Phases,
     root: str | None,
     yes: bool,
     dry_run: bool,
@@ -220,16 +305,18 @@ def _apply_remote(
     no_probes: bool,
     keep_on_regression: bool,
 ) -> int:
-    """The apply runs on the target as one detached sh script; see `reconciler.remote_apply`."""
+    """The apply runs on the target as one detached sh script; see `reconciler.remote_apply`.
+    With --reboot, tune then reboots the target, waits for its new boot id and verifies it."""
     from .apply import prepare
+    from .journal import new_run_id
     from .profile import load_profile
+    from .reboot import RemoteTarget, conclude, wait_for_new_boot
     from .remote_apply import apply_remote
     from .shell import ShellHost
+    from .steps import PutFile
 
     if target is None or saved_plans.is_saved_plan(target):
         raise UsageError("over SSH, tune apply takes a profile, not a saved plan.")
-    if not runtime_only:
-        raise UsageError("over SSH, tune apply needs --runtime-only (boot configuration is local).")
     loaded = load_profile(target)
     host = _one_remote(root, remote)
     assert isinstance(host, ShellHost)
@@ -237,31 +324,62 @@ def _apply_remote(
         work = prepare(
             host,
             loaded,
-            runtime_only=True,
+            runtime_only=phases.runtime_only,
+            reboot_phase=phases.reboot_phase,
             with_persistence=not no_persist,
             preflight_here=False,
         )
         if dry_run:
-            click.echo(dry_run_text(work.steps, host), nl=False)
+            click.echo(_dry_run(work, phases.reboot, host), nl=False)
             return ExitCode.IN_SYNC
         if not work.steps:
             click.echo(f"In sync: nothing to change on {host.describe()}.")
             return ExitCode.IN_SYNC
+        boot = _boot(work, phases.reboot)
         click.echo(_summary(work), nl=False)
         if not yes and sys.stdin.isatty():
             click.confirm(f"Apply {len(work.steps)} changes to {host.describe()}?", abort=True)
+        slack = remote.command_timeout
         around = (
             None
             if no_probes
-            else _probes(host, loaded, "runtime", None, keep_on_regression, remote.command_timeout)
+            else _probes(host, loaded, phases.name, None, keep_on_regression, slack)
         )
+        run_id = new_run_id()
+        pending = _pending(run_id, work, boot)
+        record = () if pending is None else (PutFile(PENDING, pending.to_json().encode(), 0o600),)
         done = apply_remote(
-            host, work, loaded, phase="runtime", timeout=remote.command_timeout, around=around
+            host,
+            replace(work, steps=boot.now),
+            loaded,
+            phase=phases.name,
+            timeout=remote.command_timeout,
+            around=around,
+            run_id=run_id,
+            after=record,
         )
+        click.echo(f"Applied {done.changes} changes to {host.describe()} (run {done.run_id}).")
+        _kept(around.failures if around is not None else [])
+        if pending is None:
+            if phases.reboot:
+                click.echo("No boot configuration changed: not rebooting.")
+            return ExitCode.IN_SYNC
+        if not phases.reboot:
+            click.echo(
+                "The boot configuration changed: it takes effect at the next boot. Reboot, "
+                f"then run `tune verify -H {host.name}`."
+            )
+            return ExitCode.IN_SYNC
+        reboot_target = RemoteTarget(host)
+        reboot_target.reboot()
+        click.echo(
+            f"Rebooting {host.describe()}; waiting up to {phases.reboot_timeout:g} s for it."
+        )
+        wait_for_new_boot(host, pending.boot_id, phases.reboot_timeout)
+        verdict = conclude(reboot_target, pending)
     finally:
         host.close()
-    click.echo(f"Applied {done.changes} changes to {host.describe()} (run {done.run_id}).")
-    _kept(around.failures if around is not None else [])
+    _verified(verdict, pending, host)
     return ExitCode.IN_SYNC
 
 
@@ -322,7 +440,7 @@ def _summary(work: Work) -> str:
     return "\n".join(lines[:-1]) + "\n"
 
 
-def dry_run_text(steps: tuple[Step, ...], host: Host) -> str:
+def dry_run_text(steps: tuple[Step, ...], host: Host, later: str | None = None) -> str:
     from .model import Value
 
     def show(value: Value) -> str:
@@ -330,10 +448,14 @@ def dry_run_text(steps: tuple[Step, ...], host: Host) -> str:
             return f"{len(value)} lines"
         return "(absent)" if value is None else repr(value)
 
-    lines = [
-        f"Dry run on {host.describe()}: {len(steps)} changes, nothing written.",
-        f"Each change is journaled under {STATE}/runs/ before its write, with {LOCK} held.",
-    ]
+    lines = (
+        [f"{later}: {len(steps)} changes."]
+        if later
+        else [
+            f"Dry run on {host.describe()}: {len(steps)} changes, nothing written.",
+            f"Each change is journaled under {STATE}/runs/ before its write, with {LOCK} held.",
+        ]
+    )
     for step in steps:
         lines.append(f"{step.id}: {show(step.prior)} -> {show(step.desired)}")
         lines.extend(f"    {op.describe()}" for op in step.do)

@@ -156,6 +156,35 @@ run_argv() {
     return 1
 }
 
+# A boot tool (update-grub, grub-reboot): run it; on a snapshot, journal it instead ($1 is the
+# `deferred` record), as a local snapshot does, since it would act on this machine's boot.
+boot_tool() {
+    if [ -n "$EMU" ]; then rec "$1"; return; fi
+    shift
+    run_argv "$@"
+}
+
+# The reboot `tune apply --reboot` asks for, detached: an SSH session open across a reboot can
+# hang (NAT and QEMU's user networking keep the dead TCP connection open).
+reboot_detached() {
+    if [ -n "$EMU" ]; then emu_reboot; return; fi
+    if command -v setsid >/dev/null 2>&1; then S=setsid; else S=; fi
+    $S nohup sh -c 'sleep 1; systemctl reboot || reboot' </dev/null >/dev/null 2>&1 &
+}
+
+# A snapshot "boots": a new boot id; /proc/cmdline from tune's one-time GRUB entry while it
+# exists (grub-reboot points the boot there), else the running line; files staged for the next
+# boot under $R/.next-boot/ (a /proc/devices with a moved major) replace their namesakes.
+emu_reboot() {
+    cat /proc/sys/kernel/random/uuid >"$R/proc/sys/kernel/random/boot_id" || return 1
+    try="$R/etc/grub.d/42_tune_try"
+    if [ -f "$try" ]; then
+        line=$(sed -n 's/^# tune-cmdline: //p' "$try")
+        printf 'BOOT_IMAGE=/vmlinuz %s\n' "$line" >"$R/proc/cmdline"
+    fi
+    if [ -d "$R/.next-boot" ]; then cp -R "$R/.next-boot/." "$R/" && rm -rf "$R/.next-boot"; fi
+}
+
 has_command() {
     if [ -n "$EMU" ]; then case "$1" in modprobe | setpci) return 0 ;; *) return 1 ;; esac; fi
     command -v "$1" >/dev/null 2>&1
@@ -191,7 +220,7 @@ fail() {
     rec "{\"type\":\"failed\",\"error\":\"$(jstr "$1")\",\"at\":\"$(jstr "$AT")\"}"
     FAILS=0
     for n in $DONE; do restore_step "$n"; done
-    if [ "$FAILS" -eq 0 ]; then end rolled-back; else end rollback-failed; fi
+    if [ "$FAILS" -eq 0 ]; then end "${FAILED_END:-rolled-back}"; else end rollback-failed; fi
     exit 3
 }
 

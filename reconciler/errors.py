@@ -10,6 +10,7 @@ class ExitCode:
     HOST_ERROR = 1
     CHANGES = 2
     APPLY_FAILED = 3
+    REBOOT_TIMEOUT = 4
     USAGE = 64
     INVALID_PROFILE = 65
 
@@ -52,6 +53,12 @@ class ApplyFailed(TuneError):
     """A write or read-back failed (or the run was interrupted); done steps were rolled back."""
 
     exit_code = ExitCode.APPLY_FAILED
+
+
+class RebootTimeout(HostError):
+    """A rebooted host did not come back with a new boot id within the timeout."""
+
+    exit_code = ExitCode.REBOOT_TIMEOUT
 
 
 class ConnectError(HostError):

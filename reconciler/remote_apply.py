@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .apply import Restored, RollbackResult, Work
+from .apply import BOOT_KINDS, Restored, RollbackResult, Work
 from .errors import ApplyFailed, ConnectError, HostError
 from .journal import (
     LOCK,
@@ -53,7 +53,7 @@ from .probes.phase import PhaseProbes, Records, Regressed
 from .profile import LoadedProfile
 from .run_record import contexts, plan_record
 from .shell import ShellHost
-from .steps import DeleteFile, Need, Op, Probe, PutFile, Require, SetAttr, Step
+from .steps import BootTool, DeleteFile, Need, Op, Probe, PutFile, Require, SetAttr, Step
 
 # Exit status of the start script when a requirement is unmet (its stderr says which).
 UNMET = 90
@@ -95,18 +95,23 @@ def _check(probe: Probe, value: str | None) -> str:
     return f"reads {_probe_args(probe)} {quoted(value)}"
 
 
-def _op(op: Op) -> str:
+def _op(op: Op, step_id: str = "") -> str:
     if isinstance(op, SetAttr):
         return f"set_attr {quoted(op.path)} {quoted(op.value)}"
     if isinstance(op, PutFile):
         return f"put_file {quoted(op.path)} {op.mode:o} {printf_format(op.data)}"
     if isinstance(op, DeleteFile):
         return f"delete_file {quoted(op.path)}"
-    return "run_argv " + " ".join(quoted(a) for a in op.argv)
+    argv = " ".join(quoted(a) for a in op.argv)
+    if isinstance(op, BootTool):
+        # On a snapshot (TUNE_ROOT) the library journals it instead, as a local snapshot does.
+        deferred = record("deferred", argv=list(op.argv), step=step_id)
+        return f"boot_tool {quoted(deferred)} {argv}"
+    return f"run_argv {argv}"
 
 
-def _ops(ops: tuple[Op, ...]) -> str:
-    return " && ".join(_op(op) for op in ops) or ":"
+def _ops(ops: tuple[Op, ...], step_id: str = "") -> str:
+    return " && ".join(_op(op, step_id) for op in ops) or ":"
 
 
 def _show(value: str | None) -> str:
@@ -116,8 +121,8 @@ def _show(value: str | None) -> str:
 def _step_functions(seq: int, step: Step) -> str:
     probe = _probe_args(step.probe)
     return (
-        f"do_{seq}() {{ {_ops(step.do)}; }}\n"
-        f"undo_{seq}() {{ {_ops(step.undo)}; }}\n"
+        f"do_{seq}() {{ {_ops(step.do, step.id)}; }}\n"
+        f"undo_{seq}() {{ {_ops(step.undo, step.id)}; }}\n"
         f"expected_{seq}() {{ {_check(step.probe, step.expect)}; }}\n"
         f"restored_{seq}() {{ {_check(step.probe, step.restored)}; }}\n"
         f"step_id_{seq}() {{ printf '%s' {quoted(step.id)}; }}\n"
@@ -160,20 +165,30 @@ class ApplyScript:
         plan: dict[str, Any] | None = None,
         about: dict[str, dict[str, Any]] | None = None,
         probes_wait: int | None = None,
+        *,
+        after: tuple[Op, ...] = (),
+        extends: Run | None = None,
     ) -> ApplyScript:
         """`header`: the `run` record's fields; `profile`: (prior text, new text) of
         profile.yaml when the run replaces it; `plan` and `about`: the `plan` record and each
         step's context, as the local journal writes them (`reconciler.run_record`);
         `probes_wait`: with probes, the seconds the script waits for tune's measurement before
-        the first write and after the last read-back (`send_probes`) before it rolls back."""
+        the first write and after the last read-back (`send_probes`) before it rolls back;
+        `after`: operations after the last step, before the `end` record (pending.json).
+
+        With `extends`, the steps are appended to that applied run (`apply.extend`), with no
+        `run` record; a failure restores them and the run's boot configuration."""
         about = about or {}
         run_id = str(header["run_id"])
+        first = max((seq for seq, _ in extends.steps), default=-1) + 1 if extends else 0
+        earlier = [(q, s) for q, s in extends.steps if s.kind in BOOT_KINDS] if extends else []
         parts = [
             "#!/bin/sh\n# Written by tune apply: runs the apply of one run on this host.\n",
             LIBRARY,
             f'J="$R"{quoted(run_path(run_id))}\nLOCK={quoted(LOCK)}\n',
         ]
-        parts += [_step_functions(seq, step) for seq, step in enumerate(steps)]
+        parts += [_step_functions(seq, step) for seq, step in earlier]
+        parts += [_step_functions(seq, step) for seq, step in enumerate(steps, first)]
         checks: dict[tuple[Require, str], str] = {}
         for step in steps:
             for need in step.requires:
@@ -186,19 +201,21 @@ class ApplyScript:
             + "".join(f"    {line}" for line in checks.values())
             + '    [ -z "$BAD" ]\n}\n'
         )
+        seeded = " ".join(str(seq) for seq, _ in reversed(earlier))
         body = [
             "apply() {\n",
-            "    DONE=\n    AT='the start'\n",
+            f"    DONE={quoted(seeded)}\n    AT='the start'\n",
             '    (umask 077 && : >>"$J") || exit 1\n',
-            f"    rec {quoted(record('run', **header))}\n",
+            *([f"    rec {quoted(record('run', **header))}\n"] if extends is None else []),
             *([f"    rec {quoted(record('plan', **plan))}\n"] if plan is not None else []),
+            *(["    FAILED_END=boot-rolled-back\n"] if extends is not None else []),
             "    trap 'fail \"interrupted by SIGTERM\"' TERM\n",
             "    trap 'fail \"interrupted by SIGHUP\"' HUP\n",
             "    trap 'fail \"interrupted by SIGINT\"' INT\n",
             "    take_lock || fail 'another tune run holds the lock'\n",
             *_await("before", probes_wait),
         ]
-        for seq, step in enumerate(steps):
+        for seq, step in enumerate(steps, first):
             step_record = record("step", seq=seq, **about.get(step.id, {}), **step.to_json())
             body += [
                 f"    AT={quoted(step.id)}\n",
@@ -221,6 +238,7 @@ class ApplyScript:
                 f"    ERR=; put_file {quoted(PROFILE)} 644 {printf_format(text.encode())}"
                 ' || fail "$ERR"\n',
             ]
+        body += [f'    ERR=; {_op(op)} || fail "$ERR"\n' for op in after]
         body += ["    trap '' TERM HUP INT\n", "    end applied\n}\n"]
         parts += body
         parts.append('case "$1" in\ncheck) check ;;\napply) apply ;;\nesac\n')
@@ -265,25 +283,28 @@ def send_probes(run_id: str, when: str, verdict: str, records: list[dict[str, An
     )
 
 
-def rollback_script(run: Run) -> str:
-    """Restore a journaled run from its journal alone, on the target (`tune rollback -H`)."""
+def rollback_script(run: Run, *, boot_only: bool = False) -> str:
+    """Restore a journaled run from its journal alone, on the target (`tune rollback -H`);
+    `boot_only`: only its boot configuration (what a failed verification undoes)."""
+    steps = [(seq, s) for seq, s in run.steps if not boot_only or s.kind in BOOT_KINDS]
     parts = [LIBRARY, f'J="$R"{quoted(run_path(run.run_id))}\nLOCK={quoted(LOCK)}\n']
-    parts += [_step_functions(seq, step) for seq, step in run.steps]
+    parts += [_step_functions(seq, step) for seq, step in steps]
     replaced, prior = run.profile_prior
-    if not replaced:
+    if not replaced or boot_only:
         profile = ":"
     elif prior is None:
         profile = f"delete_file {quoted(PROFILE)}"
     else:
         profile = f"put_file {quoted(PROFILE)} 644 {printf_format(prior.encode())}"
-    order = " ".join(str(seq) for seq, _ in reversed(run.steps))
+    order = " ".join(str(seq) for seq, _ in reversed(steps))
+    done = "boot-rolled-back" if boot_only else "rolled-back"
     parts.append(
         "take_lock || { echo 'another tune run holds the lock' >&2; exit 1; }\n"
         "trap '' TERM HUP INT\n"
         f"rec {quoted(record('rollback', started=now_iso()))}\n"
         f'FAILS=0\nfor n in {order}; do restore_step "$n"; done\n'
         f'ERR=; {profile} || {{ FAILS=$((FAILS + 1)); echo "$ERR" >&2; }}\n'
-        'if [ "$FAILS" -eq 0 ]; then end rolled-back; else end rollback-failed; fi\n'
+        f'if [ "$FAILS" -eq 0 ]; then end {done}; else end rollback-failed; fi\n'
     )
     return "".join(parts)
 
@@ -374,8 +395,11 @@ def apply_remote(
     timeout: float,
     interval: float = 0.2,
     around: PhaseProbes | None = None,
+    run_id: str | None = None,
+    after: tuple[Op, ...] = (),
 ) -> RemoteApplied:
     """Run `work` on the target; raises `ApplyFailed` (exit 3) when the target rolled back.
+    `after`: operations once every step holds, inside the run (pending.json).
 
     With probes (`around`, running on the target through its executor) the script waits, lock
     held, for their records before the first write and for the verdict after the last
@@ -386,7 +410,7 @@ def apply_remote(
     prior_bytes = host.read_file(PROFILE)
     prior = None if prior_bytes is None else prior_bytes.decode("utf-8", "replace")
     header = {
-        "run_id": new_run_id(),
+        "run_id": run_id or new_run_id(),
         "started": now_iso(),
         "profile": work.plan.profile,
         "phase": phase,
@@ -400,6 +424,7 @@ def apply_remote(
         plan_record(work.plan, work.steps),
         contexts(work.plan, work.steps),
         None if around is None else _probes_wait(around, timeout),
+        after=after,
     )
     start(host, script)
     try:
@@ -445,7 +470,9 @@ def _wait_probed(
     return wait(host, run_id, timeout, interval, first=first)
 
 
-def rollback_remote(host: ShellHost, run_id: str | None) -> RollbackResult:
+def rollback_remote(
+    host: ShellHost, run_id: str | None, *, boot_only: bool = False
+) -> RollbackResult:
     """`tune rollback` on the target: one round trip to read, one to restore."""
     ids = run_ids(host)
     if not ids:
@@ -456,7 +483,7 @@ def rollback_remote(host: ShellHost, run_id: str | None) -> RollbackResult:
         raise HostError(f"no run {chosen} on {host.describe()} (tune history lists them).")
     if run.outcome == "rolled-back":
         return RollbackResult(chosen, Restored(), already=True)
-    done = host.run_script(rollback_script(run))
+    done = host.run_script(rollback_script(run, boot_only=boot_only))
     if done.status != 0:
         said = done.stderr.decode("utf-8", "replace").strip() or f"exit status {done.status}"
         raise HostError(f"{host.name}: the rollback could not run: {said}.")
@@ -473,3 +500,38 @@ def rollback_remote(host: ShellHost, run_id: str | None) -> RollbackResult:
     if after is not None and after.outcome == "rollback-failed" and not result.failures:
         result.failures.append(done.stderr.decode("utf-8", "replace").strip() or "profile.yaml")
     return RollbackResult(chosen, result)
+
+
+def extend_remote(host: ShellHost, run_id: str, steps: tuple[Step, ...]) -> None:
+    """`apply.extend` on the target, in one round trip to read the run and one to run the
+    steps (a short script, run attached: a dropped connection's SIGHUP rolls it back)."""
+    run = read_run(host, run_id)
+    if run is None:
+        raise HostError(f"no run {run_id} on {host.describe()} (tune history lists them).")
+    script = ApplyScript.of(steps, {"run_id": run_id}, None, extends=run)
+    done = host.run_script("set -- apply\n" + script.text)
+    if done.status == 0:
+        return
+    after_run = read_run(host, run_id)
+    if after_run is None or after_run.outcome == "applied":
+        said = done.stderr.decode("utf-8", "replace").strip() or f"exit status {done.status}"
+        raise HostError(f"{host.name}: the promotion of run {run_id} could not run: {said}.")
+    raise outcome_error(after_run)
+
+
+def run_ops(host: ShellHost, ops: tuple[Op, ...], doing: str) -> None:
+    """Primitive operations outside any run (clear pending.json, start a reboot), in one
+    round trip; the first that fails stops the rest."""
+    body = "".join(f'ERR=; {_op(op)} || {{ echo "$ERR" >&2; exit 1; }}\n' for op in ops)
+    done = host.run_script(LIBRARY + body)
+    if done.status != 0:
+        said = done.stderr.decode("utf-8", "replace").strip() or f"exit status {done.status}"
+        raise HostError(f"{host.name}: {doing} failed: {said}.")
+
+
+def start_reboot(host: ShellHost) -> None:
+    """Ask the target to reboot, detached from this connection (see `reboot_detached`)."""
+    done = host.run_script(LIBRARY + "reboot_detached\n")
+    if done.status != 0:
+        said = done.stderr.decode("utf-8", "replace").strip() or f"exit status {done.status}"
+        raise HostError(f"{host.name}: the reboot could not be started: {said}.")

@@ -36,6 +36,10 @@ class Pending:
     boot_id: str | None
     cmdline: dict[str, str | None]
     majors: dict[str, list[int]]  # container config -> NVIDIA majors it allows
+    # A one-time boot (`reconciler.tryonce`): its mechanism, and the steps that make the new
+    # configuration the default once the boot is verified.
+    try_once: str | None = None
+    promote: tuple[Step, ...] = ()
 
     def to_json(self) -> str:
         data = {
@@ -43,12 +47,21 @@ class Pending:
             "boot_id": self.boot_id,
             "cmdline": self.cmdline,
             "majors": self.majors,
+            "try_once": self.try_once,
+            "promote": [step.to_json() for step in self.promote],
         }
         return json.dumps(data, indent=2) + "\n"
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Pending:
-        return cls(data["run_id"], data.get("boot_id"), data["cmdline"], data["majors"])
+        return cls(
+            data["run_id"],
+            data.get("boot_id"),
+            data["cmdline"],
+            data["majors"],
+            data.get("try_once"),
+            tuple(Step.from_json(step) for step in data.get("promote", ())),
+        )
 
 
 def pending_of(run_id: str, boot_id: str | None, steps: tuple[Step, ...]) -> Pending | None:

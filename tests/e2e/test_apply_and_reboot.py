@@ -25,18 +25,6 @@ def test_apply_max_read_request_mismatch_rolls_back_the_whole_run() -> None:
     pytest.skip("needs tune apply with read-back and rollback over SSH: issues 3 and 6")
 
 
-def test_reboot_phase_applies_cmdline_through_grub_try_once_boot() -> None:
-    """`tune apply --reboot-phase --reboot`: update-grub, grub-reboot with GRUB_DEFAULT=saved,
-    detached reboot, new boot id, /proc/cmdline verified, pending state cleared."""
-    pytest.skip("needs the reboot phase: issue 4 (and SSH hosts: issue 6)")
-
-
-def test_reboot_phase_rolls_back_a_failed_verification() -> None:
-    """A parameter stripped on the next boot (or an unbootable try-once entry): verification
-    fails, the boot configuration is rolled back, exit 3."""
-    pytest.skip("needs the reboot phase: issue 4 (and SSH hosts: issue 6)")
-
-
 def test_check_is_clean_after_apply_and_reports_drift() -> None:
     """`tune check`: 0 after apply; 2 after a `sysctl -w` behind tune's back."""
     pytest.skip("needs tune check: issue 5 (and apply: issue 3, SSH hosts: issue 6)")
