@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any, Protocol
 
-from .errors import ApplyFailed, HostError, TuneError
+from .errors import ApplyFailed, HostError, Refused, TuneError
 from .host import Host
 from .journal import PROFILE, RUNS, Journal, Run, now_iso, read_run, run_ids
 from .kinds import REGISTRY, files
@@ -191,8 +191,14 @@ def execute(
                 at = step.id
                 journal.step(seq, step, **about.get(step.id, {}))
                 done.append((seq, step))
-                for op in step.do:
-                    perform(host, step, op, journal)
+                try:
+                    for op in step.do:
+                        perform(host, step, op, journal)
+                except Refused as exc:
+                    if not step.optional:
+                        raise StepFailed(unsupported_message(step, str(exc))) from None
+                    journal.record("unsupported", seq=seq, error=str(exc))
+                    continue
                 journal.record("written", seq=seq)
                 got = read(host, step.probe)
                 if got != step.expect:
@@ -219,6 +225,14 @@ def execute(
                 journal.end("rollback-failed" if failures else "rolled-back")
         raise ApplyFailed(_failed_message(reason, at, done, failures, journal.run_id)) from None
     return journal.run_id
+
+
+def unsupported_message(step: Step, refused: str) -> str:
+    """The one line that says a knob cannot be set on this host, whatever applied it."""
+    return (
+        f"{step.id} is not supported on this host: {refused.rstrip('.')}; mark the entry "
+        "`optional: true` to apply the rest without it."
+    )
 
 
 def _show(value: str | None) -> str:

@@ -142,7 +142,10 @@ def apply(
         pending = pending_of(run_id, work.plan.host.boot_id, work.steps)
         if pending is not None:
             host.put_file(PENDING, pending.to_json().encode(), 0o600)
-    click.echo(f"Applied {len(work.steps)} changes to {host.describe()} (run {run_id}).")
+    skipped = _skipped(host, run_id)
+    click.echo(
+        f"Applied {len(work.steps) - len(skipped)} changes to {host.describe()} (run {run_id})."
+    )
     for failure in around.failures if around is not None else []:
         click.echo(f"gate failed, kept: {failure.probe}: {failure.verdict.message}", err=True)
     if pending is not None:
@@ -244,8 +247,20 @@ def _apply_remote(
         done = apply_remote(host, work, loaded, phase="runtime", timeout=remote.command_timeout)
     finally:
         host.close()
-    click.echo(f"Applied {done.changes} changes to {host.describe()} (run {done.run_id}).")
+    for line in done.unsupported:
+        click.echo(line)
+    changes = done.changes - len(done.unsupported)
+    click.echo(f"Applied {changes} changes to {host.describe()} (run {done.run_id}).")
     return ExitCode.IN_SYNC
+
+
+def _skipped(host: Host, run_id: str) -> list[str]:
+    """Print, and return, the optional knobs the kernel refused in the run."""
+    run = read_run(host, run_id)
+    lines = run.unsupported if run is not None else []
+    for line in lines:
+        click.echo(line)
+    return lines
 
 
 def _probes(

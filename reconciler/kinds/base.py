@@ -35,6 +35,11 @@ class Meta(Strict):
 
     priority: Priority = Priority.P1
     reason: str = ""
+    optional: bool = Field(
+        default=False,
+        description="a kernel that refuses the write (EINVAL, EOPNOTSUPP, ENOTSUPP) skips this "
+        "entry instead of failing the run",
+    )
 
 
 class Entry(Meta, Generic[V]):
@@ -195,6 +200,7 @@ class Kind(ABC, Generic[SpecT]):
             setting=setting or target,
             subject=subject,
             fix=fix,
+            optional=meta.optional,
         )
 
     def step(self, spec: SpecT, change: Change, files: Files) -> Step:
