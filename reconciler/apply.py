@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any, Protocol
 
-from .errors import ApplyFailed, HostError, TuneError
+from .errors import ApplyFailed, HostError, Refused, TuneError
 from .host import Host
 from .journal import PROFILE, RUNS, Journal, Run, now_iso, read_run, run_ids
 from .kinds import REGISTRY, files
@@ -218,11 +218,19 @@ def make(
     done: list[tuple[int, Step]],
     about: dict[str, Any],
 ) -> None:
-    """Journal one step, count it in `done` (what a failure restores), write it, read it back."""
+    """Journal one step, count it in `done` (what a failure restores), write it, read it back.
+    A write the kernel refuses (`Refused`) fails the run unless the entry is optional; an
+    optional one is journaled as unsupported and skipped."""
     journal.step(seq, step, **about)
     done.append((seq, step))
-    for op in step.do:
-        perform(host, step, op, journal)
+    try:
+        for op in step.do:
+            perform(host, step, op, journal)
+    except Refused as exc:
+        if not step.optional:
+            raise StepFailed(unsupported_message(step, str(exc))) from None
+        journal.record("unsupported", seq=seq, error=str(exc))
+        return
     journal.record("written", seq=seq)
     got = read(host, step.probe)
     if got != step.expect:
@@ -255,6 +263,14 @@ def extend(host: Host, run_id: str, steps: tuple[Step, ...]) -> None:
         raise ApplyFailed(
             _failed_message(reason, "the promotion", done, failures, run_id)
         ) from None
+
+
+def unsupported_message(step: Step, refused: str) -> str:
+    """The one line that says a knob cannot be set on this host, whatever applied it."""
+    return (
+        f"{step.id} is not supported on this host: {refused.rstrip('.')}; mark the entry "
+        "`optional: true` to apply the rest without it."
+    )
 
 
 def _show(value: str | None) -> str:

@@ -151,7 +151,10 @@ def apply(
         pending = _pending(run_id, work, boot)
         if pending is not None:
             host.put_file(PENDING, pending.to_json().encode(), 0o600)
-    click.echo(f"Applied {len(boot.now)} changes to {host.describe()} (run {run_id}).")
+    skipped = _skipped(host, run_id)
+    click.echo(
+        f"Applied {len(boot.now) - len(skipped)} changes to {host.describe()} (run {run_id})."
+    )
     _kept(around.failures if around is not None else [])
     if pending is not None and reboot:
         from .reboot import LocalTarget
@@ -358,7 +361,10 @@ def _apply_remote(
             run_id=run_id,
             after=record,
         )
-        click.echo(f"Applied {done.changes} changes to {host.describe()} (run {done.run_id}).")
+        for line in done.unsupported:
+            click.echo(line)
+        changes = done.changes - len(done.unsupported)
+        click.echo(f"Applied {changes} changes to {host.describe()} (run {done.run_id}).")
         _kept(around.failures if around is not None else [])
         if pending is None:
             if phases.reboot:
@@ -381,6 +387,15 @@ def _apply_remote(
         host.close()
     _verified(verdict, pending, host)
     return ExitCode.IN_SYNC
+
+
+def _skipped(host: Host, run_id: str) -> list[str]:
+    """Print, and return, the optional knobs the kernel refused in the run."""
+    run = read_run(host, run_id)
+    lines = run.unsupported if run is not None else []
+    for line in lines:
+        click.echo(line)
+    return lines
 
 
 def _probes(

@@ -50,16 +50,38 @@ emu_writable() {
     return 1
 }
 
+# A write the kernel rejects (host.refusal): REFUSED=1 for EINVAL, EOPNOTSUPP and ENOTSUPP (524),
+# which say the knob cannot take the value here at all, with their C-locale strerror text.
+refused() {
+    case "$3" in
+    *"Invalid argument"* | *"Operation not supported"* | *"Unknown error 524"*) REFUSED=1 ;;
+    esac
+    ERR="$1: the kernel refused '$2' ($3)."
+    return 1
+}
+
+strerror() {
+    case "$1" in
+    22) echo "Invalid argument" ;; 95) echo "Operation not supported" ;; *) echo "Unknown error $1" ;;
+    esac
+}
+
 set_attr() {
     f="$R$1"
+    REFUSED=
     if [ -n "$EMU" ]; then
         [ -f "$f" ] || { ERR="$1: cannot open for writing (No such file or directory)."; return 1; }
         emu_writable "$1" || { ERR="$1: cannot open for writing (Permission denied)."; return 1; }
-        new=$(V="$2" awk "$KTEXT" "$f") || { ERR="$1: the kernel refused '$2' (Invalid argument)."; return 1; }
+        m="$R/.tune-emulate/refuses$1"
+        [ -f "$m" ] && { refused "$1" "$2" "$(strerror "$(tr -d ' \n' <"$m")")"; return 1; }
+        new=$(V="$2" awk "$KTEXT" "$f") || { refused "$1" "$2" "Invalid argument"; return 1; }
         printf '%s\n' "$new" >"$f" || { ERR="$1: cannot write."; return 1; }
     else
         [ -e "$f" ] || { ERR="$1: cannot open for writing (No such file or directory)."; return 1; }
-        printf '%s' "$2" 2>/dev/null >"$f" || { ERR="$1: the kernel refused '$2'."; return 1; }
+        # tee, not the shell's printf: dash reports every failed write as "I/O error", tee
+        # gives the kernel's errno. One short value arrives in one write(2).
+        out=$(printf '%s' "$2" | tee "$f" 2>&1 >/dev/null) && return 0
+        refused "$1" "$2" "${out##*: }"
     fi
 }
 
@@ -232,6 +254,9 @@ restore_step() {
     FAILS=$((FAILS + 1))
     rec "{\"type\":\"restore-failed\",\"seq\":$1,\"error\":\"$(jstr "$ERR")\"}"
 }
+
+# An optional step whose write the kernel refused: journaled, nothing to restore.
+skip() { rec "{\"type\":\"unsupported\",\"seq\":$1,\"error\":\"$(jstr "$ERR")\"}"; }
 
 end() { rec "{\"type\":\"end\",\"outcome\":\"$1\",\"finished\":\"$(now)\"}"; }
 

@@ -31,6 +31,12 @@ class HostError(TuneError):
     exit_code = ExitCode.HOST_ERROR
 
 
+class Refused(HostError):
+    """The kernel rejected a write to an attribute it has: EINVAL, EOPNOTSUPP, or ENOTSUPP (524,
+    e.g. `kernel.nmi_watchdog` without perf counters). Unlike a value read back different, this
+    knob cannot be set on this host at all."""
+
+
 class OutputError(TuneError):
     """A report or metrics file that could not be written."""
 

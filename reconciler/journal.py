@@ -114,12 +114,26 @@ class Run:
         return last.get("finished") if last.get("type") == "end" else None
 
     @property
+    def unsupported(self) -> list[str]:
+        """One line for each optional step the kernel refused, which the run skipped."""
+        ids = {seq: step.id for seq, step in self.steps}
+        return [
+            skipped_line(ids.get(int(r.get("seq", -1)), "?"), str(r.get("error")))
+            for r in self.records
+            if r.get("type") == "unsupported"
+        ]
+
+    @property
     def profile_prior(self) -> tuple[bool, str | None]:
         """(whether this run replaced profile.yaml, the text it had before)."""
         for record in self.records:
             if record.get("type") == "profile":
                 return True, record.get("prior")
         return False, None
+
+
+def skipped_line(knob: str, refused: str) -> str:
+    return f"{knob} is not supported on this host, skipped (optional): {refused}"
 
 
 def run_ids(host: Host) -> list[str]:

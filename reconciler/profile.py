@@ -15,7 +15,7 @@ from . import profile_cache
 from .checks import ChecksSpec
 from .errors import Diagnostic, ProfileError
 from .kinds import REGISTRY
-from .kinds.base import Strict, safe
+from .kinds.base import Meta, Strict, safe
 from .kinds.cmdline import CmdlineSpec
 from .kinds.cpu import CpuSpec
 from .kinds.lxc import LxcEntry
@@ -63,6 +63,25 @@ class Profile(Strict):
             spec = getattr(self, kind.section)
             if spec:
                 yield kind, spec
+
+    def entries(self) -> Iterator[Meta]:
+        """Every entry of the knob sections that has priority, reason and `optional`."""
+        for _kind, spec in self.sections():
+            yield from _metas(spec)
+
+
+def _metas(value: Any) -> Iterator[Meta]:
+    if isinstance(value, Meta):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _metas(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from _metas(item)
+    elif isinstance(value, Strict):
+        for info in dataclasses.fields(value):
+            yield from _metas(getattr(value, info.name))
 
 
 # pydantic's error types for a key the model does not have (models, dataclasses).

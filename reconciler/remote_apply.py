@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .apply import BOOT_KINDS, Restored, RollbackResult, Work
+from .apply import BOOT_KINDS, Restored, RollbackResult, Work, unsupported_message
 from .errors import ApplyFailed, ConnectError, HostError
 from .journal import (
     LOCK,
@@ -149,6 +149,17 @@ def _requirement(need: Require, step: Step) -> str:
     return f"{test} || {{ echo {quoted(problem)} >&2; BAD=1; }}\n"
 
 
+def _refused(seq: int, step: Step) -> list[str]:
+    """The branch for a write the kernel refused (`set_attr` set REFUSED): an optional step is
+    journaled `unsupported` and skipped, any other fails the run with the local engine's line."""
+    if step.optional:
+        return [f'    elif [ -n "$REFUSED" ]; then skip {seq}\n', '    else fail "$ERR"; fi\n']
+    # The step id comes from its function: no value of the profile is spliced into sh text.
+    message = unsupported_message(step, "${ERR%.}").replace(step.id, f"$(step_id_{seq})", 1)
+    message = message.replace("`", "\\`")
+    return [f'    elif [ -n "$REFUSED" ]; then fail "{message}"\n', '    else fail "$ERR"; fi\n']
+
+
 @dataclass(frozen=True)
 class ApplyScript:
     """The script that applies `steps` on the target, and the one that uploads and starts it."""
@@ -221,13 +232,14 @@ class ApplyScript:
                 f"    AT={quoted(step.id)}\n",
                 f"    rec {quoted(step_record)}\n",
                 f'    DONE="{seq} $DONE"\n',
-                f'    ERR=; do_{seq} || fail "$ERR"\n',
+                f"    ERR=; REFUSED=; if do_{seq}; then\n",
                 f"    rec {quoted(record('written', seq=seq))}\n",
                 f'    expected_{seq} || fail "$(step_id_{seq}): wrote '
                 f"{_show(step.expect).replace(chr(34), '')} but "
                 f"{step.probe.path.replace(chr(34), '')} reads back $(shown_{seq}) "
                 '(refused or clamped by the kernel)"\n',
                 f"    rec {quoted(record('verified', seq=seq))}\n",
+                *_refused(seq, step),
             ]
         body += _await("after", probes_wait)
         if profile is not None:
@@ -384,6 +396,7 @@ def outcome_error(run: Run) -> ApplyFailed:
 class RemoteApplied:
     run_id: str
     changes: int
+    unsupported: tuple[str, ...] = ()  # a line for each optional knob the kernel refused
 
 
 def apply_remote(
@@ -439,7 +452,7 @@ def apply_remote(
         ) from exc
     if run.outcome != "applied":
         raise outcome_error(run)
-    return RemoteApplied(script.run_id, len(work.steps))
+    return RemoteApplied(script.run_id, len(work.steps), tuple(run.unsupported))
 
 
 def _probes_wait(around: PhaseProbes, timeout: float) -> int:

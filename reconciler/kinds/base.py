@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Generic, TypeVar
 
 from ..errors import HostError
@@ -29,6 +29,13 @@ class Meta(Strict):
 
     priority: Priority = Priority.P1
     reason: str = ""
+    optional: bool = field(
+        default=False,
+        metadata={
+            "description": "a kernel that refuses the write (EINVAL, EOPNOTSUPP, ENOTSUPP) "
+            "skips this entry instead of failing the run"
+        },
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -175,6 +182,7 @@ class Kind(ABC, Generic[SpecT]):
             setting=setting or target,
             subject=subject,
             fix=fix,
+            optional=meta.optional,
         )
 
     def step(self, spec: SpecT, change: Change, files: Files) -> Step:
