@@ -19,6 +19,7 @@ from .verify import PENDING, pending_of
 
 if TYPE_CHECKING:
     from .apply import Work
+    from .model import Plan
     from .probes.phase import PhaseProbes
     from .profile import LoadedProfile
     from .steps import Step
@@ -131,7 +132,7 @@ def apply(
             store_profile(host, None, loaded)
             click.echo(f"In sync: nothing to change on {host.describe()}.")
             return ExitCode.IN_SYNC
-        click.echo(_summary(work), nl=False)
+        click.echo(summary(work), nl=False)
         if not yes and sys.stdin.isatty():
             click.confirm(f"Apply {len(work.steps)} changes to {host.describe()}?", abort=True)
         around = _probes(loaded, phase, root, keep_on_regression) if not no_probes else None
@@ -211,41 +212,18 @@ def _apply_remote(
     no_persist: bool,
     remote: RemoteOptions,
 ) -> int:
-    """The apply runs on the target as one detached sh script; see `reconciler.remote_apply`."""
-    from .apply import prepare
+    """The apply runs on each target as one detached sh script; see `reconciler.apply_fleet`."""
+    from .apply_fleet import RemoteApply, apply_hosts
     from .profile import load_profile
-    from .remote_apply import apply_remote
-    from .shell import ShellHost
 
     if target is None or saved_plans.is_saved_plan(target):
         raise UsageError("over SSH, tune apply takes a profile, not a saved plan.")
     if not runtime_only:
         raise UsageError("over SSH, tune apply needs --runtime-only (boot configuration is local).")
-    loaded = load_profile(target)
-    host = _one_remote(root, remote)
-    assert isinstance(host, ShellHost)
-    try:
-        work = prepare(
-            host,
-            loaded,
-            runtime_only=True,
-            with_persistence=not no_persist,
-            preflight_here=False,
-        )
-        if dry_run:
-            click.echo(dry_run_text(work.steps, host), nl=False)
-            return ExitCode.IN_SYNC
-        if not work.steps:
-            click.echo(f"In sync: nothing to change on {host.describe()}.")
-            return ExitCode.IN_SYNC
-        click.echo(_summary(work), nl=False)
-        if not yes and sys.stdin.isatty():
-            click.confirm(f"Apply {len(work.steps)} changes to {host.describe()}?", abort=True)
-        done = apply_remote(host, work, loaded, phase="runtime", timeout=remote.command_timeout)
-    finally:
-        host.close()
-    click.echo(f"Applied {done.changes} changes to {host.describe()} (run {done.run_id}).")
-    return ExitCode.IN_SYNC
+    if root is not None:
+        raise UsageError("--root and -H/--inventory name different hosts; give one.")
+    job = RemoteApply(load_profile(target), not no_persist, remote.command_timeout)
+    return apply_hosts(remote.open(), job, forks=remote.forks, yes=yes, dry_run=dry_run)
 
 
 def _probes(
@@ -269,19 +247,23 @@ def _plan_root(saved: saved_plans.SavedPlan, root: str | None) -> str | None:
     return root
 
 
-def _summary(work: Work) -> str:
-    from .render.text import render
-
+def applied_part(work: Work) -> Plan:
+    """The plan cut to what the apply will change (no checks, notes or pending reboots)."""
     ids = {s.id for s in work.steps}
-    plan = replace(
+    return replace(
         work.plan,
         compared=tuple(c for c in work.plan.compared if c.id in ids),
         pending=(),
         checks=(),
         notes=(),
     )
+
+
+def summary(work: Work) -> str:
+    from .render.text import render
+
     color = sys.stdout.isatty()
-    lines = render(plan, color).splitlines()
+    lines = render(applied_part(work), color).splitlines()
     return "\n".join(lines[:-1]) + "\n"
 
 
