@@ -60,9 +60,11 @@ class AppliedRun:
         }
 
 
-def runs_request() -> Request:
-    """The names of the run journals; their contents are fetched newest first, as needed."""
-    return Request.of(listings=[RUNS])
+def runs_request(newest: int = 0) -> Request:
+    """The names of the run journals, and the contents of the `newest` ones; the others are
+    fetched newest first, as needed."""
+    journals = [(f"{RUNS}/*{RUN_SUFFIX}", newest)] if newest else []
+    return Request.of(listings=[RUNS], newest=journals)
 
 
 def run_paths(files: Files) -> list[str]:

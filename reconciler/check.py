@@ -125,21 +125,31 @@ class Gathered:
 
 
 def gather(host: Host, profile_path: str | None, with_persistence: bool = True) -> Gathered:
+    """One batch reads the observation, the journal names and the newest journals; older
+    journals cost one more batch each JOURNAL_BATCH, only while no applied run turned up."""
     loaded = load_profile(profile_path) if profile_path else stored_profile(host)
-    files = host.fetch(request(loaded.profile, with_persistence) | applied.runs_request())
+    wanted = request(loaded.profile, with_persistence) | applied.runs_request(JOURNAL_BATCH)
+    files = host.fetch(wanted)
     runs = Files(listings={applied.RUNS: files.listing(applied.RUNS)})
-    pending = applied.run_paths(runs)
-    while pending:
+    paths = applied.run_paths(runs)
+    _keep(runs, files, paths)
+    pending = [p for p in paths if p not in runs.contents and p not in runs.errors]
+    while pending and not _found(runs):
         batch, pending = pending[:JOURNAL_BATCH], pending[JOURNAL_BATCH:]
-        fetched = host.fetch(Request.of(whole=batch))
-        runs.contents.update(fetched.contents)
-        runs.errors.update(fetched.errors)
-        try:
-            if applied.latest_applied(runs) is not None:
-                break
-        except JournalError:
-            break  # judge decides what an unreadable journal means
+        _keep(runs, host.fetch(Request.of(whole=batch)), batch)
     return Gathered(loaded, observation(host, files), runs, with_persistence)
+
+
+def _keep(runs: Files, fetched: Files, paths: list[str]) -> None:
+    runs.contents.update((p, fetched.contents[p]) for p in paths if p in fetched.contents)
+    runs.errors.update((p, fetched.errors[p]) for p in paths if p in fetched.errors)
+
+
+def _found(runs: Files) -> bool:
+    try:
+        return applied.latest_applied(runs) is not None
+    except JournalError:
+        return True  # judge decides what an unreadable journal means
 
 
 def stored_profile(host: Host) -> LoadedProfile:
