@@ -30,6 +30,7 @@ import argparse
 import ctypes
 import json
 import os
+import pwd
 import shlex
 import subprocess
 import sys
@@ -50,6 +51,10 @@ from reconciler.profile import load_profile  # noqa: E402
 PROFILE = PROJECT / "profiles" / "blackwell-8x.yaml"
 ANSIBLE = PROJECT / "benchmarks" / ".venv" / "bin" / "ansible-playbook"
 PR_SET_CHILD_SUBREAPER = 36
+# What a login session sets and a bare `sudo` or container shell may not: without it
+# getpass.getuser() reads the password database for every Host block of ssh_config that
+# paramiko matches (twice per host), which measures the environment, not the tools.
+LOGIN = dict.fromkeys(("USER", "LOGNAME"), pwd.getpwuid(os.getuid()).pw_name)
 TUNED = PROJECT / "examples" / "hosts" / "rtx6000bw-tuned"
 
 FABRIC_BASELINE = """
@@ -110,7 +115,7 @@ def measure(
 ) -> Measured:
     execs_before, conns_before = lab.exec_requests(), lab.connections()
     cpu_before = target_cpu(lab)
-    env = {**os.environ, "PYTHONPATH": str(PROJECT), **(env or {})}
+    env = {**LOGIN, **os.environ, "PYTHONPATH": str(PROJECT), **(env or {})}
     start = time.perf_counter()
     # A file, not a pipe: a chatty tool must never block on a full pipe nobody reads.
     with tempfile.TemporaryFile() as errors:
