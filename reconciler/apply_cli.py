@@ -223,7 +223,9 @@ def _apply_remote(
     if root is not None:
         raise UsageError("--root and -H/--inventory name different hosts; give one.")
     job = RemoteApply(load_profile(target), not no_persist, remote.command_timeout)
-    return apply_hosts(remote.open(), job, forks=remote.forks, yes=yes, dry_run=dry_run)
+    return apply_hosts(
+        remote.open(), job, fleet=remote.is_fleet, forks=remote.forks, yes=yes, dry_run=dry_run
+    )
 
 
 def _probes(

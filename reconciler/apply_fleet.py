@@ -66,11 +66,12 @@ class RemoteApply:
 
 
 def apply_hosts(
-    hosts: Sequence[Host], job: RemoteApply, *, forks: int, yes: bool, dry_run: bool
+    hosts: Sequence[Host], job: RemoteApply, *, fleet: bool, forks: int, yes: bool, dry_run: bool
 ) -> int:
-    """Apply `job` to one host (messages and exit codes of a single apply) or to a fleet."""
+    """Apply `job` to a fleet, or to one host with the messages and exit codes of a single
+    apply (`fleet` False: one -H)."""
     try:
-        if len(hosts) == 1:
+        if not fleet:
             return _one(hosts[0], job, yes=yes, dry_run=dry_run)
         return _fleet(hosts, job, forks=forks, yes=yes, dry_run=dry_run)
     finally:

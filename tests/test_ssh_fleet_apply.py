@@ -124,17 +124,27 @@ def test_one_confirmation_for_the_whole_fleet_and_no_writes_when_declined(
     assert lab.exec_requests() == {"a": 1, "b": 1}, "observed once, nothing started"
 
 
-def test_a_fleet_dry_run_shows_every_host_s_operations_and_writes_nothing(
+def test_a_fleet_dry_run_from_an_inventory_shows_every_host_s_operations_and_writes_nothing(
     tmp_path: Path, start_lab: StartLab
 ) -> None:
     profile = small_profile(tmp_path / "p.yaml")
     roots = {"a": small(tmp_path / "a", 1), "b": small(tmp_path / "b", 2)}
     before = {name: tree(root) for name, root in roots.items()}
     lab = start_lab(roots)
+    inventory = tmp_path / "hosts.ini"
+    inventory.write_text("[gpu]\na\nb\n")
     code, out, err = tune(
-        lab, "apply", "--runtime-only", "--no-persist", "--dry-run", profile, "-H", "a", "-H", "b"
+        lab,
+        "apply",
+        "--runtime-only",
+        "--no-persist",
+        "--dry-run",
+        profile,
+        "--inventory",
+        inventory,
     )
     assert (code, err) == (0, "")
     assert "Dry run on ssh a: 5 changes, nothing written." in out
     assert "Dry run on ssh b: 6 changes, nothing written." in out
     assert {name: tree(root) for name, root in roots.items()} == before
+    assert lab.exec_requests() == {"a": 1, "b": 1}
