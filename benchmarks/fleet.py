@@ -32,6 +32,7 @@ import json
 import os
 import pwd
 import shlex
+import signal
 import subprocess
 import sys
 import tempfile
@@ -143,13 +144,15 @@ def measure(
 
 
 def reap_orphans(lab: SshLab) -> float:
-    """Wait for the processes a run left behind (reparented to this subreaper); their CPU."""
+    """End the processes a run left behind (reparented to this subreaper: ssh control masters
+    idling out their ControlPersist) and return the CPU they used."""
     servers = {s.process.pid for s in lab.servers if s.process is not None}
     total = 0.0
     while True:
         left = [pid for pid in children() if pid not in servers]
         if not left:
             return total
+        os.kill(left[0], signal.SIGTERM)
         _, _, usage = os.wait4(left[0], 0)
         total += usage.ru_utime + usage.ru_stime
 
@@ -195,7 +198,7 @@ def ansible_run(
     (base / "cp").mkdir()
     env = {
         "ANSIBLE_PIPELINING": "True",
-        "ANSIBLE_SSH_ARGS": "-o ControlMaster=auto -o ControlPersist=2s",
+        "ANSIBLE_SSH_ARGS": "-o ControlMaster=auto -o ControlPersist=60s",
         "ANSIBLE_SSH_CONTROL_PATH_DIR": str(base / "cp"),
         "ANSIBLE_LOCAL_TEMP": str(base / "tmp"),
         "ANSIBLE_HOME": str(base / "home"),
