@@ -9,18 +9,30 @@ example host, cut to the files the Blackwell profile reads) behind private sshd 
 - tune: `tune plan PROFILE -H h1 ... -H hN --forks F --format json`;
 - fabric: the bare baseline, one fabric connection per host and one batched `cat` of the same
   (already expanded) files, F hosts at a time, no host-key check, no globbing, no plan;
-- ssh: OpenSSH's client, `ssh hN 'cat ...'` per host, F at a time.
+- ssh: OpenSSH's client, `ssh hN 'cat ...'` per host, F at a time;
+- ansible: `ansible-playbook --check` with the same forks, reading the same files with one
+  `shell: cat` task per profile section (plus one for identity, checks and tune's own files),
+  `check_mode: false` so that check mode still reads; pipelining and ControlPersist on, facts
+  off: Ansible at its fastest. Installed only into the benchmark's own venv:
+  `python3 -m venv benchmarks/.venv && benchmarks/.venv/bin/pip install ansible-core`
+  (skipped, with a note, when that venv is missing; `--no-ansible` skips it anyway).
 
 For each it prints wall time, controller CPU (the process and its children), peak resident
 memory of the largest process, target CPU per host (sshd and everything it ran, from the
 servers' reaped-children times) and connections and exec requests per host from the sshd logs.
+Controller CPU includes the processes a tool leaves behind (Ansible's ssh control masters):
+this process is their subreaper and waits for them.
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
+import json
 import os
+import pwd
 import shlex
+import signal
 import subprocess
 import sys
 import tempfile
@@ -38,6 +50,12 @@ from reconciler.observe import request  # noqa: E402
 from reconciler.profile import load_profile  # noqa: E402
 
 PROFILE = PROJECT / "profiles" / "blackwell-8x.yaml"
+ANSIBLE = PROJECT / "benchmarks" / ".venv" / "bin" / "ansible-playbook"
+PR_SET_CHILD_SUBREAPER = 36
+# What a login session sets and a bare `sudo` or container shell may not: without it
+# getpass.getuser() reads the password database for every Host block of ssh_config that
+# paramiko matches (twice per host), which measures the environment, not the tools.
+LOGIN = dict.fromkeys(("USER", "LOGNAME"), pwd.getpwuid(os.getuid()).pw_name)
 TUNED = PROJECT / "examples" / "hosts" / "rtx6000bw-tuned"
 
 FABRIC_BASELINE = """
@@ -88,26 +106,36 @@ def target_cpu(lab: SshLab) -> float:
     return total
 
 
-def measure(name: str, argv: list[str], lab: SshLab, hosts: int) -> Measured:
+def measure(
+    name: str,
+    argv: list[str],
+    lab: SshLab,
+    hosts: int,
+    env: dict[str, str] | None = None,
+    success: tuple[int, ...] = (0, 2),
+) -> Measured:
     execs_before, conns_before = lab.exec_requests(), lab.connections()
     cpu_before = target_cpu(lab)
-    env = {**os.environ, "PYTHONPATH": str(PROJECT)}
+    env = {**LOGIN, **os.environ, "PYTHONPATH": str(PROJECT), **(env or {})}
     start = time.perf_counter()
-    child = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(child.pid, 0)
-    wall = time.perf_counter() - start
-    code = os.waitstatus_to_exitcode(status)
-    if code not in (0, 2):
-        raise SystemExit(
-            f"{name} failed ({code}): {child.stderr.read().decode() if child.stderr else ''}"
-        )
+    # A file, not a pipe: a chatty tool must never block on a full pipe nobody reads.
+    with tempfile.TemporaryFile() as errors:
+        child = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=errors)
+        _, status, usage = os.wait4(child.pid, 0)
+        wall = time.perf_counter() - start
+        code = os.waitstatus_to_exitcode(status)
+        if code not in success:
+            errors.seek(0)
+            said = errors.read().decode(errors="replace")[-2000:]
+            raise SystemExit(f"{name} failed ({code}): {said}")
+    cpu = usage.ru_utime + usage.ru_stime + reap_orphans(lab)
     time.sleep(0.3)  # let sshd reap its last sessions before reading its counters
     execs = sum((lab.exec_requests() - execs_before).values())
     conns = sum((lab.connections() - conns_before).values())
     return Measured(
         name,
         wall,
-        usage.ru_utime + usage.ru_stime,
+        cpu,
         usage.ru_maxrss / 1024,
         (target_cpu(lab) - cpu_before) / hosts,
         conns / hosts,
@@ -115,11 +143,96 @@ def measure(name: str, argv: list[str], lab: SshLab, hosts: int) -> Measured:
     )
 
 
+def reap_orphans(lab: SshLab) -> float:
+    """End the processes a run left behind (reparented to this subreaper: ssh control masters
+    idling out their ControlPersist) and return the CPU they used."""
+    servers = {s.process.pid for s in lab.servers if s.process is not None}
+    total = 0.0
+    while True:
+        left = [pid for pid in children() if pid not in servers]
+        if not left:
+            return total
+        os.kill(left[0], signal.SIGTERM)
+        _, _, usage = os.wait4(left[0], 0)
+        total += usage.ru_utime + usage.ru_stime
+
+
+def children() -> list[int]:
+    me = str(os.getpid())
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if stat[1] == me:
+                found.append(int(entry))
+    return found
+
+
+def ansible_run(
+    base: Path, lab: SshLab, names: list[str], sections: list[list[str]], forks: int
+) -> tuple[list[str], dict[str, str]]:
+    """The playbook, the inventory and the settings of `ansible-playbook --check`."""
+    tasks = [
+        {
+            "name": f"read section {n}",
+            # base64: a module's answer must be UTF-8, and PCI config space is binary.
+            "ansible.builtin.shell": 'cd "$TUNE_ROOT" && cat -- '
+            + " ".join(shlex.quote(f".{p}") for p in paths)
+            + " | base64",
+            "check_mode": False,
+            "changed_when": False,
+        }
+        for n, paths in enumerate(sections)
+    ]
+    playbook = base / "read.yml"
+    playbook.write_text(json.dumps([{"hosts": "all", "gather_facts": False, "tasks": tasks}]))
+    inventory = base / "inventory.ini"
+    inventory.write_text(
+        "\n".join(names)
+        + f"\n[all:vars]\nansible_ssh_common_args=-F {lab.config}\n"
+        + "ansible_python_interpreter=/usr/bin/python3\n"
+    )
+    (base / "cp").mkdir()
+    env = {
+        "ANSIBLE_PIPELINING": "True",
+        "ANSIBLE_SSH_ARGS": "-o ControlMaster=auto -o ControlPersist=60s",
+        "ANSIBLE_SSH_CONTROL_PATH_DIR": str(base / "cp"),
+        "ANSIBLE_LOCAL_TEMP": str(base / "tmp"),
+        "ANSIBLE_HOME": str(base / "home"),
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_HOST_KEY_CHECKING": "True",
+    }
+    argv = [str(ANSIBLE), "--check", "-i", str(inventory), "-f", str(forks), str(playbook)]
+    return argv, env
+
+
+def sections_of(template: Path) -> list[list[str]]:
+    """The files of each profile section, then the rest of what tune reads (identity, checks,
+    tune's own files), expanded on the template host."""
+    profile = load_profile(PROFILE).profile
+    host = SnapshotHost(template)
+    everything = list(host.fetch(request(profile)).contents)
+    sections, seen = [], set()
+    for kind, spec in profile.sections():
+        paths = list(host.fetch(kind.request(spec)).contents)
+        sections.append(paths)
+        seen.update(paths)
+    sections.append([p for p in everything if p not in seen])
+    return [s for s in sections if s]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("hosts", type=int)
     parser.add_argument("--forks", type=int, default=20)
+    parser.add_argument("--no-ansible", action="store_true", help="Skip ansible-playbook.")
     args = parser.parse_args()
+    with_ansible = not args.no_ansible and ANSIBLE.exists()
+    # Ansible's ssh control masters outlive it; as their subreaper this process counts them.
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     if not sshd_available():
         raise SystemExit("needs root, sshd and ssh-keygen (apt-get install openssh-server)")
     with tempfile.TemporaryDirectory(prefix="tune-fleet-") as scratch:
@@ -155,6 +268,9 @@ def main() -> None:
                     len(names),
                 ),
             ]
+            if with_ansible:
+                argv, env = ansible_run(base, lab, names, sections_of(template), args.forks)
+                runs.append(measure("ansible", argv, lab, len(names), env, success=(0,)))
         finally:
             lab.stop()
     fabric = runs[1]
@@ -171,6 +287,8 @@ def main() -> None:
             f"{1000 * run.target_cpu:14.1f} {run.connections:9.2f} {run.execs:9.2f}"
         )
     print("(peak MB: the largest single process; plain ssh runs one ssh client per host)")
+    if not with_ansible:
+        print(f"(ansible skipped: {ANSIBLE} missing or --no-ansible)")
 
 
 if __name__ == "__main__":

@@ -71,9 +71,11 @@ class AppliedRun:
         }
 
 
-def runs_request() -> Request:
-    """The names of the run journals; their contents are fetched newest first, as needed."""
-    return Request.of(listings=[RUNS])
+def runs_request(newest: int = 0) -> Request:
+    """The names of the run journals, and the contents of the `newest` ones; the others are
+    fetched newest first, as needed."""
+    journals = [(f"{RUNS}/*{RUN_SUFFIX}", newest)] if newest else []
+    return Request.of(listings=[RUNS], newest=journals)
 
 
 # Journals fetched per round trip while looking for the newest applied run: usually the first
@@ -82,21 +84,29 @@ JOURNAL_BATCH = 4
 
 
 def fetch_journals(host: Host, listed: Files) -> Files:
-    """The journal listing in `listed` (fetched with `runs_request`), plus the journals fetched
-    newest first until an applied run turns up: what `latest_applied` needs."""
+    """The journal listing in `listed` (fetched with `runs_request`) and the journals it holds
+    already (the newest), plus older ones fetched newest first, JOURNAL_BATCH per round trip,
+    until an applied run turns up: what `latest_applied` needs."""
     runs = Files(listings={RUNS: listed.listing(RUNS)})
-    pending = run_paths(runs)
-    while pending:
+    paths = run_paths(runs)
+    _keep(runs, listed, paths)
+    pending = [p for p in paths if p not in runs.contents and p not in runs.errors]
+    while pending and not _found(runs):
         batch, pending = pending[:JOURNAL_BATCH], pending[JOURNAL_BATCH:]
-        fetched = host.fetch(Request.of(whole=batch))
-        runs.contents.update(fetched.contents)
-        runs.errors.update(fetched.errors)
-        try:
-            if latest_applied(runs) is not None:
-                break
-        except JournalError:
-            break  # the caller decides what an unreadable journal means
+        _keep(runs, host.fetch(Request.of(whole=batch)), batch)
     return runs
+
+
+def _keep(runs: Files, fetched: Files, paths: list[str]) -> None:
+    runs.contents.update((p, fetched.contents[p]) for p in paths if p in fetched.contents)
+    runs.errors.update((p, fetched.errors[p]) for p in paths if p in fetched.errors)
+
+
+def _found(runs: Files) -> bool:
+    try:
+        return latest_applied(runs) is not None
+    except JournalError:
+        return True  # the caller decides what an unreadable journal means
 
 
 def unsupported_notes(host: Host, listed: Files) -> list[Note]:

@@ -20,6 +20,7 @@ from .verify import PENDING, Pending, Verdict, pending_of
 
 if TYPE_CHECKING:
     from .apply import Work
+    from .model import Plan
     from .probes.phase import GateFailure, PhaseProbes
     from .profile import LoadedProfile
     from .reboot import AfterBoot
@@ -143,7 +144,7 @@ def apply(
             click.echo(f"In sync: nothing to change on {host.describe()}.")
             return ExitCode.IN_SYNC
         boot = _boot(work, reboot)
-        click.echo(_summary(work), nl=False)
+        click.echo(summary(work), nl=False)
         if not yes and sys.stdin.isatty():
             click.confirm(f"Apply {len(work.steps)} changes to {host.describe()}?", abort=True)
         around = None if no_probes else _probes(host, loaded, phase, root, keep_on_regression)
@@ -321,6 +322,8 @@ def _apply_remote(
     if target is None or saved_plans.is_saved_plan(target):
         raise UsageError("over SSH, tune apply takes a profile, not a saved plan.")
     loaded = load_profile(target)
+    if remote.is_fleet:
+        return _apply_fleet(loaded, phases, root, yes, dry_run, no_persist, remote, no_probes)
     host = _one_remote(root, remote)
     assert isinstance(host, ShellHost)
     try:
@@ -339,7 +342,7 @@ def _apply_remote(
             click.echo(f"In sync: nothing to change on {host.describe()}.")
             return ExitCode.IN_SYNC
         boot = _boot(work, phases.reboot)
-        click.echo(_summary(work), nl=False)
+        click.echo(summary(work), nl=False)
         if not yes and sys.stdin.isatty():
             click.confirm(f"Apply {len(work.steps)} changes to {host.describe()}?", abort=True)
         slack = remote.command_timeout
@@ -387,6 +390,34 @@ def _apply_remote(
         host.close()
     _verified(verdict, pending, host)
     return ExitCode.IN_SYNC
+
+
+def _apply_fleet(
+    loaded: LoadedProfile,
+    phases: Phases,
+    root: str | None,
+    yes: bool,
+    dry_run: bool,
+    no_persist: bool,
+    remote: RemoteOptions,
+    no_probes: bool,
+) -> int:
+    """Several hosts: the live settings only, each host through `reconciler.apply_fleet`."""
+    from .apply_fleet import RemoteApply, apply_hosts
+
+    if root is not None:
+        raise UsageError("--root and -H/--inventory name different hosts; give one.")
+    if not phases.runtime_only:
+        raise UsageError(
+            "over several hosts, tune apply needs --runtime-only: apply boot configuration "
+            "(and --reboot) one -H host at a time."
+        )
+    if loaded.profile.probes and not no_probes:
+        raise UsageError(
+            "probes run on one -H host at a time; add --no-probes to apply over several hosts."
+        )
+    job = RemoteApply(loaded, not no_persist, remote.command_timeout)
+    return apply_hosts(remote.open(), job, forks=remote.forks, yes=yes, dry_run=dry_run)
 
 
 def _skipped(host: Host, run_id: str) -> list[str]:
@@ -439,19 +470,23 @@ def _plan_root(saved: saved_plans.SavedPlan, root: str | None) -> str | None:
     return root
 
 
-def _summary(work: Work) -> str:
-    from .render.text import render
-
+def applied_part(work: Work) -> Plan:
+    """The plan cut to what the apply will change (no checks, notes or pending reboots)."""
     ids = {s.id for s in work.steps}
-    plan = replace(
+    return replace(
         work.plan,
         compared=tuple(c for c in work.plan.compared if c.id in ids),
         pending=(),
         checks=(),
         notes=(),
     )
+
+
+def summary(work: Work) -> str:
+    from .render.text import render
+
     color = sys.stdout.isatty()
-    lines = render(plan, color).splitlines()
+    lines = render(applied_part(work), color).splitlines()
     return "\n".join(lines[:-1]) + "\n"
 
 

@@ -127,8 +127,11 @@ class Gathered:
 
 
 def gather(host: Host, profile_path: str | None, with_persistence: bool = True) -> Gathered:
+    """One batch reads the observation, the journal names and the newest journals; older
+    journals cost one more batch each JOURNAL_BATCH, only while no applied run turned up."""
     loaded = load_profile(profile_path) if profile_path else stored_profile(host)
-    files = host.fetch(request(loaded.profile, with_persistence) | applied.runs_request())
+    wanted = request(loaded.profile, with_persistence) | applied.runs_request(applied.JOURNAL_BATCH)
+    files = host.fetch(wanted)
     runs = applied.fetch_journals(host, files)
     return Gathered(loaded, observation(host, files), runs, with_persistence)
 

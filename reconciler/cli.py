@@ -102,7 +102,8 @@ def plan(
     def plan_of(host: Host) -> Plan:
         if not optional:
             return make_plan(loaded, observe(host, loaded.profile, not no_persist), not no_persist)
-        files = host.fetch(request(loaded.profile, not no_persist) | applied.runs_request())
+        wanted = request(loaded.profile, not no_persist)
+        files = host.fetch(wanted | applied.runs_request(applied.JOURNAL_BATCH))
         made = make_plan(loaded, observation(host, files), not no_persist)
         notes = applied.unsupported_notes(host, files)
         return dataclasses.replace(made, notes=(*made.notes, *notes))

@@ -38,8 +38,12 @@ def for_each_host(
     work: Callable[[H], T],
     forks: int = DEFAULT_FORKS,
     progress: Callable[[int, int], None] | None = None,
+    *,
+    keep_open: bool = False,
 ) -> list[HostResult[T]]:
-    """`work(host)` for every host, `forks` at a time; each host is closed when its work ends.
+    """`work(host)` for every host, `forks` at a time; each host is closed when its work ends,
+    unless `keep_open` (a second round of work follows on the same connections: the caller
+    closes them).
 
     `progress(done, total)` is called (from worker threads, one call at a time) as hosts finish.
     Worker threads are daemons: after Ctrl-C nothing waits for a host stuck in a timeout.
@@ -60,7 +64,7 @@ def for_each_host(
                 index = pending.get_nowait()
             except queue.Empty:
                 return
-            result = _attempt(hosts[index], work)
+            result = _attempt(hosts[index], work, keep_open)
             with lock:
                 results[index] = result
                 done += 1
@@ -85,16 +89,20 @@ def for_each_host(
     return [r for r in results if r is not None]
 
 
-def _attempt(host: H, work: Callable[[H], T]) -> HostResult[T]:
+def _attempt(host: H, work: Callable[[H], T], keep_open: bool) -> HostResult[T]:
+    failed = True
     try:
-        return HostResult(host.name, value=work(host))
+        value = work(host)
+        failed = False
+        return HostResult(host.name, value=value)
     except TuneError as exc:
         return HostResult(host.name, error=exc)
     except Exception as exc:  # a bug on one host must not hide the results of the others
         message = f"{host.name}: internal error: {type(exc).__name__}: {exc}"
         return HostResult(host.name, error=HostError(message))
     finally:
-        _close_quietly(host)
+        if failed or not keep_open:
+            _close_quietly(host)
 
 
 def _close_quietly(host: Host) -> None:

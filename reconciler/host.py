@@ -41,17 +41,43 @@ class Request:
     # Patterns read in full, past MAX_FILE_BYTES: tune's own state (a run journal of 128 CPUs'
     # steps outgrows the cap meant for kernel files, and a cut journal loses its end record).
     whole: frozenset[str] = frozenset()
+    # (pattern, n): only the last n matches in name order, read whole (the newest run journals:
+    # run ids sort by time), so a check reads them in the same batch as the observation.
+    newest: frozenset[tuple[str, int]] = frozenset()
 
     @classmethod
-    def of(cls, *patterns: str, listings: Iterable[str] = (), whole: Iterable[str] = ()) -> Request:
-        return cls(frozenset(patterns), frozenset(listings), frozenset(whole))
+    def of(
+        cls,
+        *patterns: str,
+        listings: Iterable[str] = (),
+        whole: Iterable[str] = (),
+        newest: Iterable[tuple[str, int]] = (),
+    ) -> Request:
+        return cls(frozenset(patterns), frozenset(listings), frozenset(whole), frozenset(newest))
 
     def __or__(self, other: Request) -> Request:
         return Request(
             self.patterns | other.patterns,
             self.listings | other.listings,
             self.whole | other.whole,
+            self.newest | other.newest,
         )
+
+    def reads(self) -> list[tuple[str, int | None, int | None]]:
+        """Every pattern to read, in a fixed order: (pattern, how many of its last matches to
+        keep or None for all, the byte cap or None for whole)."""
+        return [
+            *(
+                (p, None, None if p in self.whole else MAX_FILE_BYTES)
+                for p in sorted(self.patterns | self.whole)
+            ),
+            *((p, n, None) for p, n in sorted(self.newest)),
+        ]
+
+
+def last(found: list[str], keep: int | None) -> list[str]:
+    """The last `keep` of the sorted matches (all of them for None)."""
+    return found if keep is None else found[max(0, len(found) - keep) :]
 
 
 @dataclass
@@ -207,12 +233,12 @@ class DirectoryHost(Host):
     def fetch(self, request: Request) -> Files:
         files = Files()
         prefix = len(str(self.root)) if str(self.root) != "/" else 0
-        for pattern in sorted(request.patterns | request.whole):
+        for pattern, keep, limit in request.reads():
             if is_glob(pattern):
                 found = sorted(p[prefix:] for p in glob.glob(self._local(pattern)))
             else:
                 found = [pattern] if os.path.lexists(self._local(pattern)) else []
-            limit = None if pattern in request.whole else MAX_FILE_BYTES
+            found = last(found, keep)
             matched = []
             for path in found:
                 if path not in files.contents and path not in files.errors:
@@ -443,11 +469,12 @@ class ArchiveHost(Host):
 
     def fetch(self, request: Request) -> Files:
         files = Files()
-        for pattern in sorted(request.patterns | request.whole):
-            found = (
+        for pattern, keep, _limit in request.reads():
+            found = last(
                 sorted(p for p in self._tree if path_matches(pattern, p))
                 if is_glob(pattern)
-                else [pattern] * (pattern in self._tree)
+                else [pattern] * (pattern in self._tree),
+                keep,
             )
             for path in found:
                 files.contents[path] = self._tree[path]

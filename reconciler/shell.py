@@ -202,17 +202,26 @@ class ReadScript:
 
     @classmethod
     def of(cls, request: Request) -> ReadScript:
-        patterns = tuple(sorted(request.patterns | request.whole))
+        reads = request.reads()
+        patterns = tuple(p for p, _, _ in reads)
+        whole = frozenset(p for p, _, limit in reads if limit is None)
         listings = tuple(sorted(request.listings))
         # One head reads every file, so one cap: the larger one when whole files are wanted;
         # `build` cuts the others back to MAX_FILE_BYTES, as DirectoryHost reads them.
-        cap = WHOLE_MAX_BYTES if request.whole else MAX_FILE_BYTES
-        words = [quote_pattern(p) for p in patterns]
+        cap = WHOLE_MAX_BYTES if whole else MAX_FILE_BYTES
+        words = [quote_pattern(p) for p, keep, _ in reads if keep is None]
+        # The newest n matches of a pattern: its expansion, cut to the last n, as "$@".
+        newest = [
+            f"set -- {quote_pattern(p)}\n[ $# -gt {keep} ] && shift $(($# - {keep}))\n"
+            for p, keep, _ in reads
+            if keep is not None
+        ]
         lines = [_PRELUDE, "printf 'TUNE-READ-1\\000'\n"]
-        for index, word in enumerate(words):
+        items = [*words, *newest]
+        for index, word in enumerate(items):
+            loop = f"for f in {word}; do\n" if index < len(words) else f'{word}for f in "$@"; do\n'
             lines.append(
-                f"for f in {word}; do\n"
-                '    if [ -d "$f" ]; then t=d\n'
+                loop + '    if [ -d "$f" ]; then t=d\n'
                 '    elif [ -e "$f" ] || [ -h "$f" ]; then t=m\n'
                 "    else t=n; fi\n"
                 f'    printf \'%s\\000%s\\000%s\\000\' "$t" {index} "${{f#.}}"\n'
@@ -227,8 +236,15 @@ class ReadScript:
             # The same words again: head sees exactly the expansion listed above, directories
             # and non-matches included, and reports those on stderr.
             lines.append(f"printf '\\n'\nhead -c {cap} -v -- {' '.join(words)}\n")
+        for expansion in newest:
+            # head prints a header only for a file it opens: the separator's newline goes out
+            # only then (a wrong guess, a race, costs the re-read, never a wrong answer).
+            lines.append(
+                f"{expansion}for f; do [ -r \"$f\" ] && {{ printf '\\n'; break; }}; done\n"
+                f'head -c {cap} -v -- "$@"\n'
+            )
         lines.append("exit 0\n")
-        return cls(patterns, listings, "".join(lines), frozenset(request.whole), cap)
+        return cls(patterns, listings, "".join(lines), whole, cap)
 
     def parse(self, host: str, done: ScriptResult) -> Files | Reread:
         start = done.stdout.find(MAGIC)

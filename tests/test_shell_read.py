@@ -164,3 +164,26 @@ def test_whole_files_are_read_past_the_cap_and_others_are_not(tmp_path: Path) ->
     assert shelled.read("/var/lib/tune/runs/20250601T120000Z-a1b2c3.jsonl") == journal
     assert len(shelled.read("/proc/cpuinfo") or b"") == MAX_FILE_BYTES
     assert len(shell.scripts) == 1
+
+
+@pytest.mark.parametrize("keep", [1, 2, 5])
+def test_the_newest_matches_read_whole_in_the_same_script(tmp_path: Path, keep: int) -> None:
+    root = tmp_path / "host"
+    for n in range(4):
+        write(root, f"/var/lib/tune/runs/2025060{n}T000000Z-aaaaaa.jsonl", "x" * 70000 + f"{n}\n")
+    write(root, "/var/lib/tune/runs/notes.txt", "not a journal\n")
+    write(root, "/proc/sys/vm/swappiness", "60\n")
+    wanted = Request.of(
+        "/proc/sys/vm/swappiness",
+        "/var/lib/tune/profile.yaml",  # absent
+        listings=["/var/lib/tune/runs"],
+        newest=[("/var/lib/tune/runs/*.jsonl", keep), ("/var/lib/tune/none/*.jsonl", 2)],
+    )
+    direct, shelled, shell = both(root, wanted)
+    assert shelled == direct
+    assert len(shell.scripts) == 1
+    kept = shelled.matches["/var/lib/tune/runs/*.jsonl"]
+    names = [f"/var/lib/tune/runs/2025060{n}T000000Z-aaaaaa.jsonl" for n in range(4)]
+    assert kept == tuple(names[-keep:])
+    assert all(len(shelled.contents[p]) == 70002 for p in kept), "read past the usual cap"
+    assert shelled.matches["/var/lib/tune/none/*.jsonl"] == ()

@@ -370,6 +370,32 @@ def test_check_over_ssh_without_profile_reads_the_stored_one_and_the_journal(
     )
 
 
+def test_check_over_ssh_reads_the_journals_with_the_observation_in_one_exec(
+    start_lab: StartLab, templates: dict[str, Path], tmp_path: Path
+) -> None:
+    """The newest journals come back in the observation's batch; older ones are fetched only
+    when none of the newest was applied (here: five rolled-back runs on top of it)."""
+    from applied_state import FINISHED, write_applied, write_run
+
+    from reconciler.applied import JOURNAL_BATCH
+
+    roots = {n: clone_host(templates["tuned"], tmp_path / n) for n in ("j1", "j2")}
+    for root in roots.values():
+        write_applied(root)
+        replace_file(root, SWAPPINESS, "60\n")
+    for n in range(JOURNAL_BATCH + 1):
+        write_run(roots["j2"], run_id=f"20250602T00000{n}Z-bbbbbb", outcome="rolled-back")
+    lab = start_lab(roots)
+    hosts = [a for name in roots for a in ("-H", name)]
+    result = run_tune(
+        "check", BLACKWELL, "--ssh-config", lab.config, *hosts, "--quiet", "--since-apply"
+    )
+    assert (result.code, result.err) == (2, "")
+    line = f"DRIFT sysctl vm.swappiness: 60 (want 10) since {FINISHED}; changed after apply"
+    assert result.out.splitlines() == [f"{name}: {line} (tune wrote 10)" for name in roots]
+    assert lab.exec_requests() == {"j1": 1, "j2": 2}
+
+
 def test_audit_over_ssh_reads_the_host_in_one_exec_and_matches_its_snapshot(
     start_lab: StartLab,
 ) -> None:

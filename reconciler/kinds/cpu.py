@@ -44,6 +44,7 @@ class CpuSpec(Strict):
 
 
 _CPU = re.compile(r"/cpu(\d+)/")
+_NUMBERS = re.compile(r"\d+")
 
 
 def cpu_of(path: str) -> str:
@@ -52,7 +53,7 @@ def cpu_of(path: str) -> str:
 
 
 def by_cpu(paths: tuple[str, ...]) -> list[str]:
-    return sorted(paths, key=lambda p: [int(n) for n in re.findall(r"\d+", p)])
+    return sorted(paths, key=lambda p: [int(n) for n in _NUMBERS.findall(p)])
 
 
 def idle_states(files: Files) -> dict[str, dict[str, str]]:

@@ -1,4 +1,5 @@
-"""Plans of many hosts: one summary table, then the details of every host that is not in sync.
+"""Plans of many hosts: one summary table, then the details of every host that is not in sync;
+and, after a fleet apply, what each host came to.
 
 A consumer of the same per-host plans the single-host renderers show; JSON gives one object per
 host so a script can pick hosts by status.
@@ -8,12 +9,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
+from ..errors import ApplyFailed
 from ..fleet import HostResult
 from ..model import Phase, Plan
+
+if TYPE_CHECKING:
+    from ..apply_fleet import HostApplied
 
 Renderer = Callable[[Plan, bool], str]
 
@@ -63,9 +68,10 @@ def totals(results: Sequence[HostResult[Plan]]) -> str:
     )
 
 
-def text(results: Sequence[HostResult[Plan]], color: bool, each: Renderer) -> str:
-    rows = [HEADER, *(_row(r) for r in results)]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(HEADER))]
+def table(header: list[str], rows: list[list[str]], color: bool) -> list[str]:
+    """Host and status left-aligned, counts right-aligned; each row shaded by its status."""
+    rows = [header, *rows]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
 
     def line(row: list[str], index: int) -> str:
         cells = [
@@ -74,10 +80,16 @@ def text(results: Sequence[HostResult[Plan]], color: bool, each: Renderer) -> st
         rendered = "  ".join(cells).rstrip()
         if not color or index == 0:
             return click.style(rendered, bold=True) if color else rendered
-        shade = {"error": "red", "in sync": "green"}.get(row[1], "yellow")
-        return click.style(rendered, fg=shade)
+        return click.style(rendered, fg=SHADES.get(row[1], "yellow"))
 
-    out = [line(row, n) for n, row in enumerate(rows)]
+    return [line(row, n) for n, row in enumerate(rows)]
+
+
+SHADES = {"error": "red", "rolled back": "red", "in sync": "green", "applied": "green"}
+
+
+def text(results: Sequence[HostResult[Plan]], color: bool, each: Renderer) -> str:
+    out = table(HEADER, [_row(r) for r in results], color)
     out += ["", totals(results)]
     for result in results:
         if result.error is not None:
@@ -110,6 +122,34 @@ def as_json(results: Sequence[HostResult[Plan]]) -> str:
             entry["plan"] = result.value.to_json()
         objects.append(entry)
     return json.dumps(objects, indent=2) + "\n"
+
+
+APPLIED_HEADER = ["HOST", "RESULT", "CHANGES", "RUN"]
+
+
+def applied(results: Sequence[HostResult[HostApplied]], color: bool) -> str:
+    """After a fleet apply: what each host came to, then why for each host that failed."""
+    rows = []
+    counts = dict.fromkeys(("applied", "in sync", "rolled back", "error"), 0)
+    for result in results:
+        done = result.value
+        if done is None:
+            state = "rolled back" if isinstance(result.error, ApplyFailed) else "error"
+            rows.append([result.name, state, "-", "-"])
+        else:
+            state = "in sync" if done.run_id is None else "applied"
+            rows.append([result.name, state, str(done.changes), done.run_id or "-"])
+        counts[state] += 1
+    out = table(APPLIED_HEADER, rows, color)
+    out += [
+        "",
+        f"{len(results)} hosts: {counts['applied']} applied, {counts['in sync']} already in "
+        f"sync, {counts['rolled back']} rolled back, {counts['error']} unreachable or failed.",
+    ]
+    for result, row in zip(results, rows, strict=True):
+        if result.error is not None:
+            out += ["", f"== {result.name}: {row[1]}", str(result.error)]
+    return "\n".join(out) + "\n"
 
 
 def render(results: Sequence[HostResult[Plan]], fmt: str, color: bool) -> str:

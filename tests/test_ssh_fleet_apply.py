@@ -1,0 +1,150 @@
+"""`tune apply --runtime-only` over a fleet of real sshd hosts in mixed states.
+
+Every host goes through the one per-host path a single -H takes; a host that is down, refuses
+the run or rolls it back is that host's row in the table and never stops the others.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+from conftest import copy_host, run_tune
+from small_host import tree
+from ssh_fixture import SshLab, StartLab, sshd_available
+from test_ssh_apply import history, small, small_profile, tune
+
+pytestmark = pytest.mark.skipif(
+    not sshd_available(), reason="needs root and openssh-server (.ci/run installs it)"
+)
+
+
+def mixed_fleet(tmp_path: Path, start_lab: StartLab) -> tuple[SshLab, Path, dict[str, Path]]:
+    profile = small_profile(tmp_path / "p.yaml")
+    roots = {
+        "fresh": small(tmp_path / "fresh", 1),
+        "tuned": small(tmp_path / "tuned", 2),
+        "readonly": small(tmp_path / "readonly", 2),
+        "broken": small(tmp_path / "broken", 2),
+        "wide": small(tmp_path / "wide", 8),
+    }
+    done = run_tune(
+        "apply", "--runtime-only", "--no-persist", "-y", profile, "--root", roots["tuned"]
+    )
+    assert done.code == 0, done.err
+    # Read-only, as in a container: refused on the target before any write.
+    (roots["readonly"] / "proc/sys/vm/swappiness").chmod(0o444)
+    # The module loads but never shows in /proc/modules: the read-back fails, the run rolls back.
+    modules = roots["broken"] / "proc/modules"
+    modules.unlink()
+    modules.symlink_to("/dev/null")
+    return start_lab(roots), profile, roots
+
+
+def test_a_fleet_apply_applies_each_host_alone_and_tells_each_outcome(
+    tmp_path: Path, start_lab: StartLab
+) -> None:
+    lab, profile, roots = mixed_fleet(tmp_path, start_lab)
+    local = {n: copy_host(roots[n], tmp_path / f"local-{n}") for n in ("fresh", "wide")}
+    before = {name: tree(root) for name, root in roots.items()}
+    down = f"127.0.0.250:{lab.port['fresh']}"
+    hosts = [a for name in [*roots, down] for a in ("-H", name)]
+    code, out, err = tune(
+        lab, "apply", "--runtime-only", "--no-persist", "-y", profile, *hosts, "--forks", "3"
+    )
+    assert (code, err) == (1, ""), out  # 1: a host failed
+    plans, _, applied = out.partition("\nHOST ")
+    # First what each host will change (the same table as tune plan), then what it came to.
+    assert [line.split() for line in plans.splitlines()[1:7]] == [
+        ["fresh", "5", "changes", "5", "0", "0", "0/0"],
+        ["tuned", "in", "sync", "0", "0", "0", "0/0"],
+        ["readonly", "6", "changes", "6", "0", "0", "0/0"],
+        ["broken", "6", "changes", "6", "0", "0", "0/0"],
+        ["wide", "12", "changes", "12", "0", "0", "0/0"],
+        [down, "error", "-", "-", "-", "-"],
+    ]
+    rows = [line.split() for line in ("HOST " + applied).splitlines()[1:7]]
+    assert [row[:3] for row in rows] == [
+        ["fresh", "applied", "5"],
+        ["tuned", "in", "sync"],
+        ["readonly", "error", "-"],
+        ["broken", "rolled", "back"],
+        ["wide", "applied", "12"],
+        [down, "error", "-"],
+    ]
+    assert "6 hosts: 2 applied, 1 already in sync, 1 rolled back, 2 unreachable or failed." in out
+    assert "== readonly: error\nsysctl:vm.swappiness cannot be changed" in out
+    assert "== broken: rolled back\napply failed (module:nvidia_peermem: wrote 'loaded'" in out
+    assert f"cannot connect to 127.0.0.250:{lab.port['fresh']}: connection refused." in out
+
+    # Each applied host ends exactly as a local apply leaves it; the others as they were.
+    for name in ("fresh", "wide"):
+        assert (
+            run_tune(
+                "apply", "--runtime-only", "--no-persist", "-y", profile, "--root", local[name]
+            ).code
+            == 0
+        )
+        assert tree(roots[name]) == tree(local[name])
+    for name in ("tuned", "readonly", "broken"):
+        assert tree(roots[name]) == before[name], name
+    # One connection per host for the whole run: the confirmation keeps them open.
+    assert lab.connections() == dict.fromkeys(roots, 1)
+
+    outcomes = {name: [r["outcome"] for r in history(lab, name)] for name in roots}
+    assert outcomes == {
+        "fresh": ["applied"],
+        "tuned": ["applied"],  # the local apply that tuned it; the fleet run started none
+        "readonly": [],
+        "broken": ["rolled-back"],
+        "wide": ["applied"],
+    }
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_one_confirmation_for_the_whole_fleet_and_no_writes_when_declined(
+    tmp_path: Path, start_lab: StartLab, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    profile = small_profile(tmp_path / "p.yaml")
+    roots = {"a": small(tmp_path / "a", 1), "b": small(tmp_path / "b", 2)}
+    before = {name: tree(root) for name, root in roots.items()}
+    lab = start_lab(roots)
+    monkeypatch.setattr("sys.stdin", Terminal("n\n"))
+    code, out, err = tune(
+        lab, "apply", "--runtime-only", "--no-persist", profile, "-H", "a", "-H", "b"
+    )
+    assert code == 130 and "aborted" in err
+    assert out.count("Apply 11 changes to 2 hosts? [y/N]") == 1
+    assert {name: tree(root) for name, root in roots.items()} == before
+    assert lab.exec_requests() == {"a": 1, "b": 1}, "observed once, nothing started"
+
+
+def test_a_fleet_dry_run_from_an_inventory_shows_every_host_s_operations_and_writes_nothing(
+    tmp_path: Path, start_lab: StartLab
+) -> None:
+    profile = small_profile(tmp_path / "p.yaml")
+    roots = {"a": small(tmp_path / "a", 1), "b": small(tmp_path / "b", 2)}
+    before = {name: tree(root) for name, root in roots.items()}
+    lab = start_lab(roots)
+    inventory = tmp_path / "hosts.ini"
+    inventory.write_text("[gpu]\na\nb\n")
+    code, out, err = tune(
+        lab,
+        "apply",
+        "--runtime-only",
+        "--no-persist",
+        "--dry-run",
+        profile,
+        "--inventory",
+        inventory,
+    )
+    assert (code, err) == (0, "")
+    assert "Dry run on ssh a: 5 changes, nothing written." in out
+    assert "Dry run on ssh b: 6 changes, nothing written." in out
+    assert {name: tree(root) for name, root in roots.items()} == before
+    assert lab.exec_requests() == {"a": 1, "b": 1}
