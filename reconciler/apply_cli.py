@@ -24,6 +24,10 @@ if TYPE_CHECKING:
     from .steps import Step
 
 ROOT_HELP = "Apply to a snapshot directory laid out like the host's / instead of this machine."
+RESTART_HELP = (
+    "After the boot is verified, restart the profile's containers and check that they see "
+    "/dev/nvidia*."
+)
 
 
 @click.command()
@@ -33,6 +37,7 @@ ROOT_HELP = "Apply to a snapshot directory laid out like the host's / instead of
     "--reboot-phase", is_flag=True, help="Only boot configuration; never writes live settings."
 )
 @click.option("--reboot", is_flag=True, help="Reboot into the new configuration (not yet).")
+@click.option("--restart-containers", is_flag=True, help=RESTART_HELP)
 @click.option("--root", metavar="DIR", help=ROOT_HELP)
 @click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation on a terminal.")
 @click.option("--dry-run", is_flag=True, help="Print the exact operations; write nothing.")
@@ -47,6 +52,7 @@ def apply(
     runtime_only: bool,
     reboot_phase: bool,
     reboot: bool,
+    restart_containers: bool,
     root: str | None,
     yes: bool,
     dry_run: bool,
@@ -73,6 +79,10 @@ def apply(
         raise UsageError("--runtime-only and --reboot-phase exclude each other.")
     if reboot and runtime_only:
         raise UsageError("--reboot needs the boot configuration: drop --runtime-only.")
+    if restart_containers and runtime_only:
+        raise UsageError(
+            "--restart-containers follows the boot configuration: drop --runtime-only."
+        )
     if reboot and root is not None:
         raise UsageError(
             "--reboot is refused on a snapshot (--root): there is no machine to reboot; "
@@ -139,7 +149,13 @@ def apply(
             names = ", ".join(around.probes)
             click.echo(f"Probes {names} run before the first change and after the last.")
         run_id = execute(host, work, loaded, phase=phase, around=around)
-        pending = pending_of(run_id, work.plan.host.boot_id, work.steps)
+        pending = pending_of(
+            run_id,
+            work.plan.host.boot_id,
+            work.steps,
+            [entry.config for entry in loaded.profile.lxc],
+            restart_containers,
+        )
         if pending is not None:
             host.put_file(PENDING, pending.to_json().encode(), 0o600)
     click.echo(f"Applied {len(work.steps)} changes to {host.describe()} (run {run_id}).")
@@ -155,14 +171,18 @@ def apply(
 
 @click.command()
 @click.option("--root", metavar="DIR", help="Verify a snapshot directory instead of this machine.")
-def verify(root: str | None) -> int:
+@click.option("--restart-containers", is_flag=True, help=RESTART_HELP)
+def verify(root: str | None, restart_containers: bool) -> int:
     """After the reboot that a reboot-phase apply prepared: check that the boot brought what it
     must (kernel parameters, NVIDIA majors of each container, the runtime part still held).
 
     \b
+    With --restart-containers (or when the apply asked for it), then restarts
+    each container of the profile and checks it sees every /dev/nvidia* node.
     On failure, rolls the boot configuration back, says what did not hold, exits 3.
     """
     from .apply import rollback as roll_back
+    from .containers import restart_after_boot
     from .verify import read_pending
     from .verify import verify as check_boot
 
@@ -174,6 +194,8 @@ def verify(root: str | None) -> int:
             click.echo(f"Nothing to verify on {host.describe()}: no reboot-phase apply pending.")
             return ExitCode.IN_SYNC
         verdict = check_boot(host, pending)
+        if not verdict.failed and (restart_containers or pending.restart_containers):
+            restart_after_boot(host, pending, verdict)
         if verdict.failed:
             done = roll_back(host, pending.run_id, boot_only=True)
             host.delete_file(PENDING)

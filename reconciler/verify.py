@@ -2,7 +2,8 @@
 
 `tune apply` (reboot phase) records `/var/lib/tune/pending.json` on the target: the run, the
 boot id before, the kernel command-line parameters the next boot must carry (null: must be
-absent) and, per container config, the NVIDIA majors its allow lines grant. After the reboot,
+absent), per container config, the NVIDIA majors its allow lines grant, and the profile's
+container configs with whether to restart them (`--restart-containers`). After the reboot,
 `verify` compares those with `/proc/cmdline`, `/proc/devices` and the stored profile's runtime
 part; on any failure the boot configuration is rolled back from the run's journal.
 """
@@ -10,6 +11,7 @@ part; on any failure the boot configuration is rolled back from the run's journa
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +33,8 @@ class Pending:
     boot_id: str | None
     cmdline: dict[str, str | None]
     majors: dict[str, list[int]]  # container config -> NVIDIA majors it allows
+    containers: list[str] = field(default_factory=list)  # the profile's container configs
+    restart_containers: bool = False  # restart them after the boot is verified
 
     def to_json(self) -> str:
         data = {
@@ -38,15 +42,30 @@ class Pending:
             "boot_id": self.boot_id,
             "cmdline": self.cmdline,
             "majors": self.majors,
+            "containers": self.containers,
+            "restart_containers": self.restart_containers,
         }
         return json.dumps(data, indent=2) + "\n"
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Pending:
-        return cls(data["run_id"], data.get("boot_id"), data["cmdline"], data["majors"])
+        return cls(
+            data["run_id"],
+            data.get("boot_id"),
+            data["cmdline"],
+            data["majors"],
+            list(data.get("containers", data["majors"])),
+            bool(data.get("restart_containers", False)),
+        )
 
 
-def pending_of(run_id: str, boot_id: str | None, steps: tuple[Step, ...]) -> Pending | None:
+def pending_of(
+    run_id: str,
+    boot_id: str | None,
+    steps: tuple[Step, ...],
+    containers: Sequence[str] = (),
+    restart_containers: bool = False,
+) -> Pending | None:
     """What the boot must bring, from the reboot-phase steps of a run; None when there is none."""
     cmdline: dict[str, str | None] = {}
     majors: dict[str, list[int]] = {}
@@ -57,9 +76,9 @@ def pending_of(run_id: str, boot_id: str | None, steps: tuple[Step, ...]) -> Pen
             lines = step.desired if isinstance(step.desired, tuple) else ()
             found = (lxc_fmt.rule_major(line) for line in lines)
             majors[step.probe.path] = sorted(m for m in found if m is not None)
-    if not cmdline and not majors:
+    if not cmdline and not majors and not (restart_containers and containers):
         return None
-    return Pending(run_id, boot_id, cmdline, majors)
+    return Pending(run_id, boot_id, cmdline, majors, list(containers), restart_containers)
 
 
 def read_pending(host: Host) -> Pending | None:
