@@ -194,7 +194,7 @@ def verify(root: str | None, restart_containers: bool) -> int:
             click.echo(f"Nothing to verify on {host.describe()}: no reboot-phase apply pending.")
             return ExitCode.IN_SYNC
         verdict = check_boot(host, pending)
-        if not verdict.failed and (restart_containers or pending.restart_containers):
+        if restart_containers or pending.restart_containers:
             restart_after_boot(host, pending, verdict)
         if verdict.failed:
             done = roll_back(host, pending.run_id, boot_only=True)

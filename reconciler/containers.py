@@ -62,8 +62,9 @@ class Container:
 def restart_after_boot(host: Host, pending: Pending, verdict: Verdict) -> None:
     """Restart the containers of `pending`'s run once its boot is verified; what held and what
     failed goes into `verdict`, the commands into the run's journal, which then ends `applied`
-    again unless something failed (a failure rolls the boot configuration back)."""
-    if not pending.containers:
+    again unless something failed (a failure rolls the boot configuration back). Nothing is
+    restarted after a boot that already failed its checks: the shape of an after-boot hook."""
+    if verdict.failed or not pending.containers:
         return
     journal = Journal(host, pending.run_id)
     restarted = restart_containers(host, pending.containers, journal)

@@ -180,3 +180,13 @@ def test_restart_containers_is_refused_with_runtime_only(untuned: Path) -> None:
     )
     assert result.code == 64
     assert "--restart-containers follows the boot configuration" in result.err
+
+
+def test_no_container_is_restarted_after_a_boot_that_failed_its_checks(untuned: Path) -> None:
+    assert run_tune("apply", BLACKWELL, "--root", untuned, "-y").code == 0
+    run_id = only_run(untuned)
+    reboot(untuned, move=("509 nvidia-uvm", "508 nvidia-uvm"))
+    result = run_tune("verify", "--restart-containers", "--root", untuned)
+    assert result.code == 3
+    assert "allows majors [195, 509, 510] but /proc/devices now says" in result.err
+    assert container_records(untuned, run_id) == []
