@@ -55,13 +55,13 @@ def test_apply_asks_verify_restarts_and_checks_every_node(untuned: Path) -> None
     assert result.code == 0, result.err
     assert pending(untuned)["containers"] == ["/etc/pve/lxc/101.conf"]
     assert pending(untuned)["restart_containers"] is True
+    run_id = only_run(untuned)
     reboot(untuned)
     # --reboot-phase wrote no runtime knob; make the runtime part hold as a persisted one would.
     assert run_tune("apply", BLACKWELL, "--runtime-only", "--root", untuned, "-y").code == 0
     result = run_tune("verify", "--root", untuned)
     assert result.code == 0, result.err
     assert "ok  container 101 restarted and sees 13 NVIDIA nodes" in result.out
-    run_id = run_ids(SnapshotHost(untuned))[0]
     argvs = [r["argv"] for r in container_records(untuned, run_id)]
     assert argvs == [["pct", "reboot", "101"], ["pct", "exec", "101", "--", "ls", "/dev"]]
     run = read_run(SnapshotHost(untuned), run_id)
@@ -168,8 +168,8 @@ def test_rollback_of_a_reboot_phase_run_clears_what_is_pending(untuned: Path) ->
 
 def test_rollback_of_another_run_keeps_what_is_pending(untuned: Path) -> None:
     assert run_tune("apply", BLACKWELL, "--runtime-only", "--root", untuned, "-y").code == 0
+    runtime_run = only_run(untuned)
     assert run_tune("apply", BLACKWELL, "--reboot-phase", "--root", untuned, "-y").code == 0
-    runtime_run = run_ids(SnapshotHost(untuned))[0]
     assert run_tune("rollback", runtime_run, "--root", untuned).code == 0
     assert pending(untuned)["run_id"] != runtime_run
 
