@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import json
 import posixpath
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from .errors import HostError
-from .host import Files, Request
+from .host import Files, Host, Request
+from .journal import skipped_line
+from .model import Note
 
 STATE = "/var/lib/tune"
 STORED_PROFILE = STATE + "/profile.yaml"
@@ -49,6 +51,15 @@ class AppliedRun:
     finished: str  # ISO 8601 UTC, as recorded
     finished_at: datetime
     steps: tuple[AppliedStep, ...]
+    # Optional knobs the kernel refused, which the run skipped: knob id -> the refusal.
+    unsupported: dict[str, str] = field(default_factory=dict)
+
+    def unsupported_notes(self) -> list[Note]:
+        """One line for each knob this run found the kernel refuses: not drift, nothing to do."""
+        return [
+            Note(skipped_line(knob, refused) + f" (run {self.run_id}).", knob)
+            for knob, refused in self.unsupported.items()
+        ]
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -63,6 +74,39 @@ class AppliedRun:
 def runs_request() -> Request:
     """The names of the run journals; their contents are fetched newest first, as needed."""
     return Request.of(listings=[RUNS])
+
+
+# Journals fetched per round trip while looking for the newest applied run: usually the first
+# is it; a few rolled-back or interrupted runs on top cost one more batch, not one each.
+JOURNAL_BATCH = 4
+
+
+def fetch_journals(host: Host, listed: Files) -> Files:
+    """The journal listing in `listed` (fetched with `runs_request`), plus the journals fetched
+    newest first until an applied run turns up: what `latest_applied` needs."""
+    runs = Files(listings={RUNS: listed.listing(RUNS)})
+    pending = run_paths(runs)
+    while pending:
+        batch, pending = pending[:JOURNAL_BATCH], pending[JOURNAL_BATCH:]
+        fetched = host.fetch(Request.of(whole=batch))
+        runs.contents.update(fetched.contents)
+        runs.errors.update(fetched.errors)
+        try:
+            if latest_applied(runs) is not None:
+                break
+        except JournalError:
+            break  # the caller decides what an unreadable journal means
+    return runs
+
+
+def unsupported_notes(host: Host, listed: Files) -> list[Note]:
+    """What the newest applied run found the kernel refuses (optional knobs it skipped); an
+    unreadable journal says nothing here (`tune check` reports it)."""
+    try:
+        last = latest_applied(fetch_journals(host, listed))
+    except JournalError:
+        return []
+    return last.unsupported_notes() if last is not None else []
 
 
 def run_paths(files: Files) -> list[str]:
@@ -108,7 +152,13 @@ def parse_run(path: str, data: bytes) -> AppliedRun | None:
         raise JournalError(f"{path}: end time {finished!r} is not ISO 8601.") from None
     if finished_at.tzinfo is None:  # the contract records UTC; never read it as local time
         finished_at = finished_at.replace(tzinfo=UTC)
-    steps = [_step(path, r) for r in records if r.get("type") == "step"]
+    steps = [_step(path, r) for r in _steps(records)]
+    ids = {r.get("seq"): step.id for r, step in zip(_steps(records), steps, strict=True)}
+    unsupported = {
+        ids[r.get("seq")]: str(r.get("error"))
+        for r in records
+        if r.get("type") == "unsupported" and r.get("seq") in ids
+    }
     return AppliedRun(
         run_id=_text(path, head, "run_id"),
         path=path,
@@ -117,7 +167,12 @@ def parse_run(path: str, data: bytes) -> AppliedRun | None:
         finished=finished,
         finished_at=finished_at,
         steps=tuple(steps),
+        unsupported=unsupported,
     )
+
+
+def _steps(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for r in records if r.get("type") == "step"]
 
 
 def _record(path: str, number: int, line: bytes) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any, Protocol
 
-from .errors import ApplyFailed, HostError, TuneError
+from .errors import ApplyFailed, HostError, Refused, TuneError
 from .host import Host
 from .journal import PROFILE, RUNS, Journal, Run, now_iso, read_run, run_ids
 from .kinds import REGISTRY, files
@@ -189,18 +189,7 @@ def execute(
                 around.before(journal)
             for seq, step in enumerate(work.steps):
                 at = step.id
-                journal.step(seq, step, **about.get(step.id, {}))
-                done.append((seq, step))
-                for op in step.do:
-                    perform(host, step, op, journal)
-                journal.record("written", seq=seq)
-                got = read(host, step.probe)
-                if got != step.expect:
-                    raise StepFailed(
-                        f"{step.id}: wrote {_show(step.expect)} but {step.probe.path} reads back "
-                        f"{_show(got)} (refused or clamped by the kernel)"
-                    )
-                journal.record("verified", seq=seq)
+                make(host, journal, seq, step, done, about.get(step.id, {}))
                 if on_step is not None:
                     on_step(seq, step)
             if around is not None:
@@ -219,6 +208,69 @@ def execute(
                 journal.end("rollback-failed" if failures else "rolled-back")
         raise ApplyFailed(_failed_message(reason, at, done, failures, journal.run_id)) from None
     return journal.run_id
+
+
+def make(
+    host: Host,
+    journal: Journal,
+    seq: int,
+    step: Step,
+    done: list[tuple[int, Step]],
+    about: dict[str, Any],
+) -> None:
+    """Journal one step, count it in `done` (what a failure restores), write it, read it back.
+    A write the kernel refuses (`Refused`) fails the run unless the entry is optional; an
+    optional one is journaled as unsupported and skipped."""
+    journal.step(seq, step, **about)
+    done.append((seq, step))
+    try:
+        for op in step.do:
+            perform(host, step, op, journal)
+    except Refused as exc:
+        if not step.optional:
+            raise StepFailed(unsupported_message(step, str(exc))) from None
+        journal.record("unsupported", seq=seq, error=str(exc))
+        return
+    journal.record("written", seq=seq)
+    got = read(host, step.probe)
+    if got != step.expect:
+        raise StepFailed(
+            f"{step.id}: wrote {_show(step.expect)} but {step.probe.path} reads back "
+            f"{_show(got)} (refused or clamped by the kernel)"
+        )
+    journal.record("verified", seq=seq)
+
+
+def extend(host: Host, run_id: str, steps: tuple[Step, ...]) -> None:
+    """Append `steps` to the applied run `run_id` (promoting a try-once boot configuration
+    after verification), so that one `tune rollback` undoes the whole run. On failure the
+    appended steps are restored and no `end` is written: the caller rolls back the rest."""
+    run = read_run(host, run_id)
+    if run is None:
+        raise HostError(f"no run {run_id} on {host.describe()} (tune history lists them).")
+    first = max((seq for seq, _ in run.steps), default=-1) + 1
+    journal = Journal(host, run_id)
+    done: list[tuple[int, Step]] = []
+    try:
+        with _signals_raise():
+            for seq, step in enumerate(steps, first):
+                make(host, journal, seq, step, done, {})
+            journal.end("applied")
+    except (Exception, KeyboardInterrupt) as exc:
+        with _signals_ignored():
+            failures = restore(host, journal, done).failures
+        reason = str(exc) if not isinstance(exc, KeyboardInterrupt) else "interrupted by SIGINT"
+        raise ApplyFailed(
+            _failed_message(reason, "the promotion", done, failures, run_id)
+        ) from None
+
+
+def unsupported_message(step: Step, refused: str) -> str:
+    """The one line that says a knob cannot be set on this host, whatever applied it."""
+    return (
+        f"{step.id} is not supported on this host: {refused.rstrip('.')}; mark the entry "
+        "`optional: true` to apply the rest without it."
+    )
 
 
 def _show(value: str | None) -> str:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
-from dataclasses import replace
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -15,13 +17,15 @@ from .errors import ApplyFailed, ExitCode, UsageError
 from .host import Host, open_host
 from .journal import LOCK, STATE, read_run, run_ids
 from .remote import RemoteOptions, remote_options
-from .verify import PENDING, pending_of
+from .verify import PENDING, Pending, Verdict, pending_of
 
 if TYPE_CHECKING:
     from .apply import Work
-    from .probes.phase import PhaseProbes
+    from .probes.phase import GateFailure, PhaseProbes
     from .profile import LoadedProfile
+    from .reboot import AfterBoot
     from .steps import Step
+    from .tryonce import Boot
 
 ROOT_HELP = "Apply to a snapshot directory laid out like the host's / instead of this machine."
 RESTART_HELP = (
@@ -36,7 +40,20 @@ RESTART_HELP = (
 @click.option(
     "--reboot-phase", is_flag=True, help="Only boot configuration; never writes live settings."
 )
-@click.option("--reboot", is_flag=True, help="Reboot into the new configuration (not yet).")
+@click.option(
+    "--reboot",
+    is_flag=True,
+    help="Reboot into the new boot configuration (once, where the boot loader allows), wait, "
+    "verify; roll it back if the boot did not bring it.",
+)
+@click.option(
+    "--reboot-timeout",
+    type=click.FloatRange(min=1),
+    default=600.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="How long --reboot waits for the host to come back.",
+)
 @click.option("--restart-containers", is_flag=True, help=RESTART_HELP)
 @click.option("--root", metavar="DIR", help=ROOT_HELP)
 @click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation on a terminal.")
@@ -52,6 +69,7 @@ def apply(
     runtime_only: bool,
     reboot_phase: bool,
     reboot: bool,
+    reboot_timeout: float,
     restart_containers: bool,
     root: str | None,
     yes: bool,
@@ -83,29 +101,25 @@ def apply(
         raise UsageError(
             "--restart-containers follows the boot configuration: drop --runtime-only."
         )
+    if restart_containers and remote.wanted:
+        raise UsageError("--restart-containers works on this machine's containers, not over -H.")
     if reboot and root is not None:
         raise UsageError(
             "--reboot is refused on a snapshot (--root): there is no machine to reboot; "
             "the boot-tool commands are recorded in the run's journal."
         )
-    if reboot:
-        raise UsageError(
-            "--reboot is not implemented yet: apply with --reboot-phase, reboot, then run "
-            "`tune verify`."
-        )
     if remote.wanted:
-        probes = (
-            not no_probes
-            and target is not None
-            and not saved_plans.is_saved_plan(target)
-            and load_profile(target).profile.probes
+        return _apply_remote(
+            target,
+            Phases(runtime_only, reboot_phase, reboot, reboot_timeout),
+            root,
+            yes,
+            dry_run,
+            no_persist,
+            remote,
+            no_probes=no_probes,
+            keep_on_regression=keep_on_regression,
         )
-        if probes:
-            raise UsageError(
-                "probes run on this machine, not on the -H host; add --no-probes "
-                "(or run tune probe on the host)."
-            )
-        return _apply_remote(target, runtime_only, root, yes, dry_run, no_persist, remote)
     saved = None
     with_persistence = not no_persist
     if target is None or saved_plans.is_saved_plan(target):
@@ -131,7 +145,7 @@ def apply(
 
     if dry_run:
         work = work_now()
-        click.echo(dry_run_text(work.steps, host), nl=False)
+        click.echo(_dry_run(work, reboot, host), nl=False)
         return ExitCode.IN_SYNC
     host.check_privileges()
     pending = None
@@ -141,79 +155,173 @@ def apply(
             store_profile(host, None, loaded)
             click.echo(f"In sync: nothing to change on {host.describe()}.")
             return ExitCode.IN_SYNC
+        boot = _boot(work, reboot)
         click.echo(_summary(work), nl=False)
         if not yes and sys.stdin.isatty():
             click.confirm(f"Apply {len(work.steps)} changes to {host.describe()}?", abort=True)
-        around = _probes(loaded, phase, root, keep_on_regression) if not no_probes else None
-        if around is not None:
-            names = ", ".join(around.probes)
-            click.echo(f"Probes {names} run before the first change and after the last.")
-        run_id = execute(host, work, loaded, phase=phase, around=around)
-        pending = pending_of(
-            run_id,
-            work.plan.host.boot_id,
-            work.steps,
-            [entry.config for entry in loaded.profile.lxc],
-            restart_containers,
-        )
+        around = None if no_probes else _probes(host, loaded, phase, root, keep_on_regression)
+        run_id = execute(host, replace(work, steps=boot.now), loaded, phase=phase, around=around)
+        containers = [entry.config for entry in loaded.profile.lxc]
+        pending = _pending(run_id, work, boot, containers, restart_containers)
         if pending is not None:
             host.put_file(PENDING, pending.to_json().encode(), 0o600)
-    click.echo(f"Applied {len(work.steps)} changes to {host.describe()} (run {run_id}).")
-    for failure in around.failures if around is not None else []:
-        click.echo(f"gate failed, kept: {failure.probe}: {failure.verdict.message}", err=True)
-    if pending is not None:
+    skipped = _skipped(host, run_id)
+    click.echo(
+        f"Applied {len(boot.now) - len(skipped)} changes to {host.describe()} (run {run_id})."
+    )
+    _kept(around.failures if around is not None else [])
+    if pending is not None and reboot:
+        from .reboot import LocalTarget
+
+        click.echo(f"Rebooting {host.describe()}; after the boot, run `tune verify`.")
+        LocalTarget(host).reboot()
+    elif pending is not None:
         click.echo(
             "The boot configuration changed: it takes effect at the next boot. Reboot, then "
             "run `tune verify`."
         )
+    elif reboot:
+        click.echo("No boot configuration changed: not rebooting.")
     return ExitCode.IN_SYNC
+
+
+@dataclass(frozen=True)
+class Phases:
+    """Which phases an apply writes, and whether it reboots after them."""
+
+    runtime_only: bool
+    reboot_phase: bool
+    reboot: bool = False
+    reboot_timeout: float = 600.0
+
+    @property
+    def name(self) -> str:
+        return "runtime" if self.runtime_only else "reboot" if self.reboot_phase else "all"
+
+
+def _boot(work: Work, reboot: bool) -> Boot:
+    """The steps of the run, with a one-time boot in place of the command-line steps when
+    rebooting and the boot loader allows it; says which before the user confirms."""
+    from .tryonce import Boot, arrange
+
+    if not reboot:
+        return Boot(None, "", work.steps)
+    boot = arrange(work.steps, work.observation.files)
+    click.echo(f"Reboot: {boot.why}.")
+    return boot
+
+
+def _pending(
+    run_id: str,
+    work: Work,
+    boot: Boot,
+    containers: Sequence[str] = (),
+    restart_containers: bool = False,
+) -> Pending | None:
+    pending = pending_of(run_id, work.plan.host.boot_id, work.steps, containers, restart_containers)
+    if pending is None:
+        return None
+    return replace(pending, try_once=boot.try_once, promote=boot.promote)
+
+
+def _dry_run(work: Work, reboot: bool, host: Host) -> str:
+    boot = _boot(work, reboot)
+    text = dry_run_text(boot.now, host)
+    if boot.promote:
+        text += dry_run_text(boot.promote, host, "Once the boot is verified, appended to the run")
+    return text
 
 
 @click.command()
 @click.option("--root", metavar="DIR", help="Verify a snapshot directory instead of this machine.")
+@click.option(
+    "--keep-on-regression",
+    is_flag=True,
+    help="Keep the boot configuration even when a probe gate fails after the boot.",
+)
 @click.option("--restart-containers", is_flag=True, help=RESTART_HELP)
-def verify(root: str | None, restart_containers: bool) -> int:
+@remote_options
+def verify(
+    root: str | None, keep_on_regression: bool, restart_containers: bool, remote: RemoteOptions
+) -> int:
     """After the reboot that a reboot-phase apply prepared: check that the boot brought what it
     must (kernel parameters, NVIDIA majors of each container, the runtime part still held).
 
     \b
     With --restart-containers (or when the apply asked for it), then restarts
     each container of the profile and checks it sees every /dev/nvidia* node.
-    On failure, rolls the boot configuration back, says what did not hold, exits 3.
+    Then the probes the apply measured before run again; a gate that fails
+    counts as a failed check unless --keep-on-regression. On failure, rolls
+    the boot configuration back, says what did not hold, exits 3. After a
+    one-time boot (`tune apply --reboot`), success makes the new configuration
+    the default.
     """
-    from .apply import rollback as roll_back
-    from .containers import restart_after_boot
+    from .reboot import BootTarget, LocalTarget, RemoteTarget, conclude
+    from .shell import ShellHost
     from .verify import read_pending
-    from .verify import verify as check_boot
 
-    host = open_host(root)
-    host.check_privileges()
-    with host.lock(LOCK):
-        pending = read_pending(host)
-        if pending is None:
-            click.echo(f"Nothing to verify on {host.describe()}: no reboot-phase apply pending.")
-            return ExitCode.IN_SYNC
-        verdict = check_boot(host, pending)
+    target: BootTarget
+    lock: contextlib.AbstractContextManager[None]
+    kept: list[GateFailure] = []
+    after_boot = None
+    if remote.wanted:
+        if restart_containers:
+            raise UsageError(
+                "--restart-containers works on this machine's containers, not over -H."
+            )
+        host = _one_remote(root, remote)
+        assert isinstance(host, ShellHost)
+        target, lock = RemoteTarget(host), contextlib.nullcontext()  # its scripts lock
+    else:
+        host = open_host(root)
+        host.check_privileges()
+        target, lock = LocalTarget(host), host.lock(LOCK)
+        after_boot = _after_boot(host, root, keep_on_regression, kept, restart_containers)
+    try:
+        with lock:
+            pending = read_pending(host)
+            if pending is None:
+                click.echo(
+                    f"Nothing to verify on {host.describe()}: no reboot-phase apply pending."
+                )
+                return ExitCode.IN_SYNC
+            verdict = conclude(target, pending, after_boot)
+    finally:
+        host.close()
+    _verified(verdict, pending, host)
+    _kept(kept)
+    return ExitCode.IN_SYNC
+
+
+def _after_boot(
+    host: Host,
+    root: str | None,
+    keep_on_regression: bool,
+    kept: list[GateFailure],
+    restart_containers: bool,
+) -> AfterBoot:
+    """Once the boot checks pass: the containers restarted (when asked, here or at apply),
+    then the probes of the run measured again on `host`; kept failures go to `kept`."""
+    from .containers import restart_after_boot
+    from .probes.remote import executor_for
+    from .verify import probe_after_boot
+
+    execute, env = executor_for(host, root, 0.0)
+
+    def after_boot(pending: Pending, verdict: Verdict) -> None:
         if restart_containers or pending.restart_containers:
             restart_after_boot(host, pending, verdict)
-        if verdict.failed:
-            done = roll_back(host, pending.run_id, boot_only=True)
-            host.delete_file(PENDING)
-            undone = (
-                f"{len(done.result.failures)} not restored: " + "; ".join(done.result.failures)
-                if done.result.failures
-                else f"rolled back {done.result.restored} boot-configuration changes"
-            )
-            raise ApplyFailed(
-                f"after the boot, {len(verdict.failed)} things did not hold: "
-                + "; ".join(verdict.failed)
-                + f". Run {pending.run_id}: {undone}; reboot again to boot the prior configuration."
-            )
-        host.delete_file(PENDING)
+        kept.extend(probe_after_boot(host, pending, verdict, execute, env, keep_on_regression))
+
+    return after_boot
+
+
+def _verified(verdict: Verdict, pending: Pending, host: Host) -> None:
     for line in verdict.held:
         click.echo(f"ok  {line}")
+    if pending.promote:
+        click.echo("The new boot configuration is now the default.")
     click.echo(f"Verified run {pending.run_id} after the boot on {host.describe()}.")
-    return ExitCode.IN_SYNC
 
 
 def _one_remote(root: str | None, remote: RemoteOptions) -> Host:
@@ -226,23 +334,28 @@ def _one_remote(root: str | None, remote: RemoteOptions) -> Host:
 
 def _apply_remote(
     target: str | None,
-    runtime_only: bool,
+    phases: Phases,
     root: str | None,
     yes: bool,
     dry_run: bool,
     no_persist: bool,
     remote: RemoteOptions,
+    *,
+    no_probes: bool,
+    keep_on_regression: bool,
 ) -> int:
-    """The apply runs on the target as one detached sh script; see `reconciler.remote_apply`."""
+    """The apply runs on the target as one detached sh script; see `reconciler.remote_apply`.
+    With --reboot, tune then reboots the target, waits for its new boot id and verifies it."""
     from .apply import prepare
+    from .journal import new_run_id
     from .profile import load_profile
+    from .reboot import RemoteTarget, conclude, wait_for_new_boot
     from .remote_apply import apply_remote
     from .shell import ShellHost
+    from .steps import PutFile
 
     if target is None or saved_plans.is_saved_plan(target):
         raise UsageError("over SSH, tune apply takes a profile, not a saved plan.")
-    if not runtime_only:
-        raise UsageError("over SSH, tune apply needs --runtime-only (boot configuration is local).")
     loaded = load_profile(target)
     host = _one_remote(root, remote)
     assert isinstance(host, ShellHost)
@@ -250,36 +363,107 @@ def _apply_remote(
         work = prepare(
             host,
             loaded,
-            runtime_only=True,
+            runtime_only=phases.runtime_only,
+            reboot_phase=phases.reboot_phase,
             with_persistence=not no_persist,
             preflight_here=False,
         )
         if dry_run:
-            click.echo(dry_run_text(work.steps, host), nl=False)
+            click.echo(_dry_run(work, phases.reboot, host), nl=False)
             return ExitCode.IN_SYNC
         if not work.steps:
             click.echo(f"In sync: nothing to change on {host.describe()}.")
             return ExitCode.IN_SYNC
+        boot = _boot(work, phases.reboot)
         click.echo(_summary(work), nl=False)
         if not yes and sys.stdin.isatty():
             click.confirm(f"Apply {len(work.steps)} changes to {host.describe()}?", abort=True)
-        done = apply_remote(host, work, loaded, phase="runtime", timeout=remote.command_timeout)
+        slack = remote.command_timeout
+        around = (
+            None
+            if no_probes
+            else _probes(host, loaded, phases.name, None, keep_on_regression, slack)
+        )
+        run_id = new_run_id()
+        pending = _pending(run_id, work, boot)
+        record = () if pending is None else (PutFile(PENDING, pending.to_json().encode(), 0o600),)
+        done = apply_remote(
+            host,
+            replace(work, steps=boot.now),
+            loaded,
+            phase=phases.name,
+            timeout=remote.command_timeout,
+            around=around,
+            run_id=run_id,
+            after=record,
+        )
+        for line in done.unsupported:
+            click.echo(line)
+        changes = done.changes - len(done.unsupported)
+        click.echo(f"Applied {changes} changes to {host.describe()} (run {done.run_id}).")
+        _kept(around.failures if around is not None else [])
+        if pending is None:
+            if phases.reboot:
+                click.echo("No boot configuration changed: not rebooting.")
+            return ExitCode.IN_SYNC
+        if not phases.reboot:
+            click.echo(
+                "The boot configuration changed: it takes effect at the next boot. Reboot, "
+                f"then run `tune verify -H {host.name}`."
+            )
+            return ExitCode.IN_SYNC
+        reboot_target = RemoteTarget(host)
+        reboot_target.reboot()
+        click.echo(
+            f"Rebooting {host.describe()}; waiting up to {phases.reboot_timeout:g} s for it."
+        )
+        wait_for_new_boot(host, pending.boot_id, phases.reboot_timeout)
+        verdict = conclude(reboot_target, pending)
     finally:
         host.close()
-    click.echo(f"Applied {done.changes} changes to {host.describe()} (run {done.run_id}).")
+    _verified(verdict, pending, host)
     return ExitCode.IN_SYNC
 
 
+def _skipped(host: Host, run_id: str) -> list[str]:
+    """Print, and return, the optional knobs the kernel refused in the run."""
+    run = read_run(host, run_id)
+    lines = run.unsupported if run is not None else []
+    for line in lines:
+        click.echo(line)
+    return lines
+
+
 def _probes(
-    loaded: LoadedProfile, phase: str, root: str | None, keep_on_regression: bool
+    host: Host,
+    loaded: LoadedProfile,
+    phase: str,
+    root: str | None,
+    keep_on_regression: bool,
+    slack: float = 0.0,
 ) -> PhaseProbes | None:
+    """The profile's probes around the phase, running where `host` is (see `executor_for`)."""
     from .probes.phase import PhaseProbes
+    from .probes.remote import executor_for
 
     if not loaded.profile.probes:
         return None
-    # Probes run on this machine; for a snapshot they get its directory to measure.
-    env = {"TUNE_ROOT": str(Path(root).resolve())} if root else {}
-    return PhaseProbes(loaded.profile.probes, phase, env, keep_on_regression)
+    execute, env = executor_for(host, root, slack)
+    around = PhaseProbes(loaded.profile.probes, phase, env, keep_on_regression, execute)
+    names = ", ".join(around.probes)
+    if around.measured_after_boot:
+        click.echo(
+            f"Probes {names} run before the first change; `tune verify` runs them again "
+            "after the boot."
+        )
+    else:
+        click.echo(f"Probes {names} run before the first change and after the last.")
+    return around
+
+
+def _kept(failures: list[GateFailure]) -> None:
+    for failure in failures:
+        click.echo(f"gate failed, kept: {failure.probe}: {failure.verdict.message}", err=True)
 
 
 def _plan_root(saved: saved_plans.SavedPlan, root: str | None) -> str | None:
@@ -307,7 +491,7 @@ def _summary(work: Work) -> str:
     return "\n".join(lines[:-1]) + "\n"
 
 
-def dry_run_text(steps: tuple[Step, ...], host: Host) -> str:
+def dry_run_text(steps: tuple[Step, ...], host: Host, later: str | None = None) -> str:
     from .model import Value
 
     def show(value: Value) -> str:
@@ -315,10 +499,14 @@ def dry_run_text(steps: tuple[Step, ...], host: Host) -> str:
             return f"{len(value)} lines"
         return "(absent)" if value is None else repr(value)
 
-    lines = [
-        f"Dry run on {host.describe()}: {len(steps)} changes, nothing written.",
-        f"Each change is journaled under {STATE}/runs/ before its write, with {LOCK} held.",
-    ]
+    lines = (
+        [f"{later}: {len(steps)} changes."]
+        if later
+        else [
+            f"Dry run on {host.describe()}: {len(steps)} changes, nothing written.",
+            f"Each change is journaled under {STATE}/runs/ before its write, with {LOCK} held.",
+        ]
+    )
     for step in steps:
         lines.append(f"{step.id}: {show(step.prior)} -> {show(step.desired)}")
         lines.extend(f"    {op.describe()}" for op in step.do)

@@ -50,16 +50,38 @@ emu_writable() {
     return 1
 }
 
+# A write the kernel rejects (host.refusal): REFUSED=1 for EINVAL, EOPNOTSUPP and ENOTSUPP (524),
+# which say the knob cannot take the value here at all, with their C-locale strerror text.
+refused() {
+    case "$3" in
+    *"Invalid argument"* | *"Operation not supported"* | *"Unknown error 524"*) REFUSED=1 ;;
+    esac
+    ERR="$1: the kernel refused '$2' ($3)."
+    return 1
+}
+
+strerror() {
+    case "$1" in
+    22) echo "Invalid argument" ;; 95) echo "Operation not supported" ;; *) echo "Unknown error $1" ;;
+    esac
+}
+
 set_attr() {
     f="$R$1"
+    REFUSED=
     if [ -n "$EMU" ]; then
         [ -f "$f" ] || { ERR="$1: cannot open for writing (No such file or directory)."; return 1; }
         emu_writable "$1" || { ERR="$1: cannot open for writing (Permission denied)."; return 1; }
-        new=$(V="$2" awk "$KTEXT" "$f") || { ERR="$1: the kernel refused '$2' (Invalid argument)."; return 1; }
+        m="$R/.tune-emulate/refuses$1"
+        [ -f "$m" ] && { refused "$1" "$2" "$(strerror "$(tr -d ' \n' <"$m")")"; return 1; }
+        new=$(V="$2" awk "$KTEXT" "$f") || { refused "$1" "$2" "Invalid argument"; return 1; }
         printf '%s\n' "$new" >"$f" || { ERR="$1: cannot write."; return 1; }
     else
         [ -e "$f" ] || { ERR="$1: cannot open for writing (No such file or directory)."; return 1; }
-        printf '%s' "$2" 2>/dev/null >"$f" || { ERR="$1: the kernel refused '$2'."; return 1; }
+        # tee, not the shell's printf: dash reports every failed write as "I/O error", tee
+        # gives the kernel's errno. One short value arrives in one write(2).
+        out=$(printf '%s' "$2" | tee "$f" 2>&1 >/dev/null) && return 0
+        refused "$1" "$2" "${out##*: }"
     fi
 }
 
@@ -156,6 +178,35 @@ run_argv() {
     return 1
 }
 
+# A boot tool (update-grub, grub-reboot): run it; on a snapshot, journal it instead ($1 is the
+# `deferred` record), as a local snapshot does, since it would act on this machine's boot.
+boot_tool() {
+    if [ -n "$EMU" ]; then rec "$1"; return; fi
+    shift
+    run_argv "$@"
+}
+
+# The reboot `tune apply --reboot` asks for, detached: an SSH session open across a reboot can
+# hang (NAT and QEMU's user networking keep the dead TCP connection open).
+reboot_detached() {
+    if [ -n "$EMU" ]; then emu_reboot; return; fi
+    if command -v setsid >/dev/null 2>&1; then S=setsid; else S=; fi
+    $S nohup sh -c 'sleep 1; systemctl reboot || reboot' </dev/null >/dev/null 2>&1 &
+}
+
+# A snapshot "boots": a new boot id; /proc/cmdline from tune's one-time GRUB entry while it
+# exists (grub-reboot points the boot there), else the running line; files staged for the next
+# boot under $R/.next-boot/ (a /proc/devices with a moved major) replace their namesakes.
+emu_reboot() {
+    cat /proc/sys/kernel/random/uuid >"$R/proc/sys/kernel/random/boot_id" || return 1
+    try="$R/etc/grub.d/42_tune_try"
+    if [ -f "$try" ]; then
+        line=$(sed -n 's/^# tune-cmdline: //p' "$try")
+        printf 'BOOT_IMAGE=/vmlinuz %s\n' "$line" >"$R/proc/cmdline"
+    fi
+    if [ -d "$R/.next-boot" ]; then cp -R "$R/.next-boot/." "$R/" && rm -rf "$R/.next-boot"; fi
+}
+
 has_command() {
     if [ -n "$EMU" ]; then case "$1" in modprobe | setpci) return 0 ;; *) return 1 ;; esac; fi
     command -v "$1" >/dev/null 2>&1
@@ -191,7 +242,7 @@ fail() {
     rec "{\"type\":\"failed\",\"error\":\"$(jstr "$1")\",\"at\":\"$(jstr "$AT")\"}"
     FAILS=0
     for n in $DONE; do restore_step "$n"; done
-    if [ "$FAILS" -eq 0 ]; then end rolled-back; else end rollback-failed; fi
+    if [ "$FAILS" -eq 0 ]; then end "${FAILED_END:-rolled-back}"; else end rollback-failed; fi
     exit 3
 }
 
@@ -204,10 +255,26 @@ restore_step() {
     rec "{\"type\":\"restore-failed\",\"seq\":$1,\"error\":\"$(jstr "$ERR")\"}"
 }
 
+# An optional step whose write the kernel refused: journaled, nothing to restore.
+skip() { rec "{\"type\":\"unsupported\",\"seq\":$1,\"error\":\"$(jstr "$ERR")\"}"; }
+
 end() { rec "{\"type\":\"end\",\"outcome\":\"$1\",\"finished\":\"$(now)\"}"; }
 
 take_lock() {
     mkdir -p "$R${LOCK%/*}" && exec 9>>"$R$LOCK" || return 1
     if command -v flock >/dev/null 2>&1; then flock -n 9 || return 1; fi
     echo $$ >"$R$LOCK"
+}
+
+# Wait up to $2 seconds for tune's probe results `$J.$1` (before | after): the verdict on its
+# first line ("ok", or why a gate failed), then the journal records of the measurement.
+await_probes() {
+    V="$J.$1"; i=0
+    while [ ! -e "$V" ]; do
+        [ "$i" -lt $(($2 * 5)) ] || fail "no probe results from tune within $2 s"
+        sleep 0.2; i=$((i + 1))
+    done
+    sed 1d "$V" >>"$J" && fsync "$J"
+    v=$(head -n 1 "$V"); rm -f "$V"
+    [ "$v" = ok ] || fail "$v"
 }

@@ -22,10 +22,6 @@ from .observe import Observation, observation, request
 from .plan import make_plan
 from .profile import LoadedProfile, load_profile, load_profile_text
 
-# Journals fetched per round trip while looking for the newest applied run: usually the first
-# is it; a few rolled-back or interrupted runs on top cost one more batch, not one each.
-JOURNAL_BATCH = 4
-
 
 class Since:
     """How a knob stands against the newest applied run (with `--since-apply`)."""
@@ -66,7 +62,13 @@ class Report:
 
     @property
     def drift(self) -> tuple[Change, ...]:
-        return self.plan.changes
+        """The plan's changes, less the optional knobs the last apply found the kernel refuses
+        (they cannot be set on this host, so they cannot drift)."""
+        return tuple(c for c in self.plan.changes if self.drifted(c))
+
+    def drifted(self, change: Change) -> bool:
+        unsupported = self.last_apply.unsupported if self.last_apply is not None else {}
+        return not change.in_sync and change.id not in unsupported
 
     @property
     def failed_checks(self) -> tuple[CheckResult, ...]:
@@ -79,7 +81,7 @@ class Report:
     @property
     def in_sync(self) -> bool:
         """Pending reboots alone keep a host in sync."""
-        return self.plan.is_clean and not self.changed
+        return not self.drift and not self.failed_checks and not self.changed
 
     def since(self, change_id: str) -> str | None:
         """How a knob stands against the last applied run; None without `since_apply`."""
@@ -127,18 +129,7 @@ class Gathered:
 def gather(host: Host, profile_path: str | None, with_persistence: bool = True) -> Gathered:
     loaded = load_profile(profile_path) if profile_path else stored_profile(host)
     files = host.fetch(request(loaded.profile, with_persistence) | applied.runs_request())
-    runs = Files(listings={applied.RUNS: files.listing(applied.RUNS)})
-    pending = applied.run_paths(runs)
-    while pending:
-        batch, pending = pending[:JOURNAL_BATCH], pending[JOURNAL_BATCH:]
-        fetched = host.fetch(Request.of(whole=batch))
-        runs.contents.update(fetched.contents)
-        runs.errors.update(fetched.errors)
-        try:
-            if applied.latest_applied(runs) is not None:
-                break
-        except JournalError:
-            break  # judge decides what an unreadable journal means
+    runs = applied.fetch_journals(host, files)
     return Gathered(loaded, observation(host, files), runs, with_persistence)
 
 
@@ -180,6 +171,8 @@ def judge(gathered: Gathered, *, since_apply: bool) -> Report:
         last = None
         notes.append(Note(f"{exc} Drift is shown without the time of the last apply.", "check"))
     changed: tuple[Changed, ...] = ()
+    if last is not None:
+        notes += last.unsupported_notes()
     if since_apply and last is None:
         notes.append(Note("No applied run is recorded on this host; nothing to compare.", "check"))
     elif since_apply and last is not None:

@@ -13,14 +13,14 @@ checks:
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
-
-from pydantic import BeforeValidator, Field, StrictInt, model_validator
 
 from .host import Files, Request
 from .kinds.base import Meta, Strict, entry, safe
 from .kinds.pci import PciDevice, Selector, pci_devices, request_devices
 from .model import CheckResult, Note, Outcome
+from .schema import Before, Constrain
 
 OSRELEASE = "/proc/sys/kernel/osrelease"
 CPUFREQ_DRIVER = "/sys/devices/system/cpu/cpu[0-9]*/cpufreq/scaling_driver"
@@ -32,22 +32,22 @@ Speed = Literal["2.5GT/s", "5GT/s", "8GT/s", "16GT/s", "32GT/s", "64GT/s"]
 IOMMU_MODES = {"passthrough": ("identity",), "translated": ("DMA", "DMA-FQ")}
 
 
+@dataclass(frozen=True, kw_only=True)
 class LinkCheck(Meta):
     select: Selector
     speed: Speed | None = None
-    width: StrictInt | None = Field(default=None, ge=1, le=32)
+    width: Annotated[int, Constrain(strict=True, ge=1, le=32)] | None = None
 
-    @model_validator(mode="after")
-    def _something(self) -> LinkCheck:
+    def __post_init__(self) -> None:
         if self.speed is None and self.width is None:
             raise ValueError("pci_link needs speed, width or both")
-        return self
 
 
 def _listify(value: Any) -> Any:
     return [value] if isinstance(value, dict) else value
 
 
+@dataclass(frozen=True, kw_only=True)
 class ChecksSpec(Strict):
     kernel: entry(KernelConstraint) | None = None  # type: ignore[valid-type]
     cpufreq_driver: entry(DriverName) | None = None  # type: ignore[valid-type]
@@ -55,8 +55,7 @@ class ChecksSpec(Strict):
     # One check or a list; always a list once loaded, so that an error in a single check is
     # reported once, not once per member of a union.
     pci_link: Annotated[
-        list[LinkCheck] | None,
-        BeforeValidator(_listify, json_schema_input_type=LinkCheck | list[LinkCheck] | None),
+        list[LinkCheck] | None, Before(_listify, accepts=LinkCheck | list[LinkCheck] | None)
     ] = None
 
 

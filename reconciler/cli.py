@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import json
 import os
@@ -11,12 +12,12 @@ from typing import Any
 
 import click
 
-from . import __version__, saved
+from . import __version__, applied, saved
 from .errors import ExitCode, TuneError, UsageError
 from .fleet import fleet_exit_code, for_each_host
 from .host import Host, write_archive
 from .model import Plan
-from .observe import observe, request
+from .observe import observation, observe, request
 from .plan import make_plan
 from .profile import LoadedProfile, load_profile, schema
 from .remote import RemoteOptions, no_root, on_one_host, progress_on_terminal, remote_options
@@ -94,8 +95,17 @@ def plan(
     loaded = load_profile(profile)
     color = fmt == "text" and sys.stdout.isatty() and "NO_COLOR" not in os.environ
 
+    # Only a profile with optional entries pays for reading the last run's journal: it says
+    # which of them the kernel refused there.
+    optional = any(entry.optional for entry in loaded.profile.entries())
+
     def plan_of(host: Host) -> Plan:
-        return make_plan(loaded, observe(host, loaded.profile, not no_persist), not no_persist)
+        if not optional:
+            return make_plan(loaded, observe(host, loaded.profile, not no_persist), not no_persist)
+        files = host.fetch(request(loaded.profile, not no_persist) | applied.runs_request())
+        made = make_plan(loaded, observation(host, files), not no_persist)
+        notes = applied.unsupported_notes(host, files)
+        return dataclasses.replace(made, notes=(*made.notes, *notes))
 
     if remote.is_fleet:
         no_root(root)

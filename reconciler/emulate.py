@@ -7,11 +7,16 @@ a file without write permission refuses (whoever runs tune, root included), `mod
 `/proc/modules`, the masked `setpci` write edits the device's binary `config`, and a container
 (`pct`, `lxc-*`) sees in its `/dev` what its config binds from the snapshot's. Otherwise the
 next `tune plan` of that snapshot, and every read-back, would compare against files no kernel
-prints. Faults (failed writes, clamped values, crashes) are the tests' business and live there.
+prints. Faults (failed writes, clamped values, crashes) are the tests' business and live there,
+except one a real kernel has: an attribute that refuses every write with an errno, as
+`kernel.nmi_watchdog` does without perf counters. A snapshot says so with a file holding the
+errno at `REFUSES` + the attribute's path (`/.tune-emulate/refuses/proc/sys/kernel/nmi_watchdog`
+containing `524`), outside every path a profile reads.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import shutil
@@ -20,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from .errors import HostError
 from .formats import pcie
-from .host import Completed
+from .host import Completed, refusal
 
 if TYPE_CHECKING:
     from .host import DirectoryHost
@@ -30,6 +35,7 @@ COMMANDS = ("modprobe", "setpci", "grubby", *CONTAINER_TOOLS)
 MODULES = "/proc/modules"
 OSRELEASE = "/proc/sys/kernel/osrelease"
 DEVICES = "/sys/bus/pci/devices"
+REFUSES = "/.tune-emulate/refuses"
 
 _INT = re.compile(r"[+-]?(0x[0-9a-fA-F]+|\d+)")
 _SETPCI = re.compile(r"CAP_EXP\+([0-9a-fA-F]+)\.w(?:=([0-9a-fA-F]{1,4})(?::([0-9a-fA-F]{1,4}))?)?")
@@ -68,12 +74,15 @@ def set_attr(host: DirectoryHost, path: str, value: str) -> None:
         raise HostError(f"{path}: cannot open for writing (No such file or directory).")
     if not writable(host, path):
         raise HostError(f"{path}: cannot open for writing (Permission denied).")
+    refuses = _read(host, REFUSES + path)
+    if refuses is not None:
+        raise refusal(path, value, int(refuses.strip()))
     with open(local, "rb") as handle:
         old = handle.read().decode("utf-8", "replace")
     try:
         new = kernel_text(old, value)
     except ValueError:
-        raise HostError(f"{path}: the kernel refused {value!r} (Invalid argument).") from None
+        raise refusal(path, value, errno.EINVAL) from None
     _overwrite(local, new.encode())
 
 

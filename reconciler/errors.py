@@ -10,6 +10,7 @@ class ExitCode:
     HOST_ERROR = 1
     CHANGES = 2
     APPLY_FAILED = 3
+    REBOOT_TIMEOUT = 4
     USAGE = 64
     INVALID_PROFILE = 65
 
@@ -28,6 +29,12 @@ class HostError(TuneError):
     """The host could not be read (missing snapshot, unreadable file, unreachable)."""
 
     exit_code = ExitCode.HOST_ERROR
+
+
+class Refused(HostError):
+    """The kernel rejected a write to an attribute it has: EINVAL, EOPNOTSUPP, or ENOTSUPP (524,
+    e.g. `kernel.nmi_watchdog` without perf counters). Unlike a value read back different, this
+    knob cannot be set on this host at all."""
 
 
 class OutputError(TuneError):
@@ -52,6 +59,12 @@ class ApplyFailed(TuneError):
     """A write or read-back failed (or the run was interrupted); done steps were rolled back."""
 
     exit_code = ExitCode.APPLY_FAILED
+
+
+class RebootTimeout(HostError):
+    """A rebooted host did not come back with a new boot id within the timeout."""
+
+    exit_code = ExitCode.REBOOT_TIMEOUT
 
 
 class ConnectError(HostError):

@@ -9,6 +9,7 @@ snapshot directory: knobs parse `Files`, never the host.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fnmatch
 import glob
 import importlib
@@ -19,7 +20,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import HostError, LockHeld
+from .errors import HostError, LockHeld, Refused
 
 # sysfs and procfs files report 4096 bytes or 0 whatever they hold; cap reads so a profile glob
 # that matches something large (a log, a firmware blob) cannot balloon the observation.
@@ -99,6 +100,20 @@ class Files:
 
     def node_paths(self, pattern: str) -> tuple[str, ...]:
         return self.nodes.get(pattern, ())
+
+
+# The errnos with which the kernel rejects a value or a knob outright; 524 is the kernel's
+# internal ENOTSUPP, which leaks to user space from a few handlers (proc_nmi_watchdog).
+ENOTSUPP = 524
+REFUSING_ERRNOS = frozenset({errno.EINVAL, errno.EOPNOTSUPP, ENOTSUPP})
+
+
+def refusal(path: str, value: str, code: int | None) -> HostError:
+    """The error of a failed write(2) to a kernel attribute: `Refused` for the errnos that say
+    the kernel rejected it, a plain `HostError` for anything else (EIO, EBUSY...)."""
+    reason = os.strerror(code) if code is not None else "write failed"
+    message = f"{path}: the kernel refused {value!r} ({reason})."
+    return Refused(message) if code in REFUSING_ERRNOS else HostError(message)
 
 
 def path_matches(pattern: str, path: str) -> bool:
@@ -266,7 +281,7 @@ class DirectoryHost(Host):
             # One write(2): the kernel parses the whole value at once and reports EINVAL here.
             os.write(fd, value.encode("utf-8"))
         except OSError as exc:
-            raise HostError(f"{path}: the kernel refused {value!r} ({exc.strerror}).") from exc
+            raise refusal(path, value, exc.errno) from exc
         finally:
             os.close(fd)
 

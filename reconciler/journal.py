@@ -11,8 +11,9 @@ Records (the contract `tune check --since-apply` reads; see README "The run jour
 - `plan` after `run`: the plan's changes (each with applied_now), pending reboots and failed
   checks, so a report can say what still needs a reboot or the BIOS;
 - `step` records also carry priority, reason, phase, operations (and fix) for `tune report`;
-- `probes` (when: before | after, phase, results) and `gate` (probe, phase, ok, message,
-  before, after, kept) when the profile has probes;
+- `probes` (when: before | after | after-boot, phase, results) and `gate` (probe, phase, when,
+  ok, message, before, after, kept) when the profile has probes; `tune verify` appends the
+  after-boot ones to the run it verifies, then a new `end`;
 - `end`: outcome (applied | rolled-back | rollback-failed), finished. A rollback of an applied
   run appends to that run's file, so the LAST `end` line is the run's outcome; a file whose last
   record is not `end` was interrupted.
@@ -113,12 +114,26 @@ class Run:
         return last.get("finished") if last.get("type") == "end" else None
 
     @property
+    def unsupported(self) -> list[str]:
+        """One line for each optional step the kernel refused, which the run skipped."""
+        ids = {seq: step.id for seq, step in self.steps}
+        return [
+            skipped_line(ids.get(int(r.get("seq", -1)), "?"), str(r.get("error")))
+            for r in self.records
+            if r.get("type") == "unsupported"
+        ]
+
+    @property
     def profile_prior(self) -> tuple[bool, str | None]:
         """(whether this run replaced profile.yaml, the text it had before)."""
         for record in self.records:
             if record.get("type") == "profile":
                 return True, record.get("prior")
         return False, None
+
+
+def skipped_line(knob: str, refused: str) -> str:
+    return f"{knob} is not supported on this host, skipped (optional): {refused}"
 
 
 def run_ids(host: Host) -> list[str]:

@@ -83,7 +83,7 @@ def _knobs(report: Report) -> Iterable[Family]:
             "target": change.target,
             "phase": change.phase.value,
         }
-        in_sync.samples.append((labels, 1 if change.in_sync else 0))
+        in_sync.samples.append((labels, 0 if report.drifted(change) else 1))
     for pending in plan.pending:
         labels = profile | {"kind": pending.kind, "target": pending.target, "phase": "reboot"}
         in_sync.samples.append((labels, 1))

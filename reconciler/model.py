@@ -50,13 +50,15 @@ class Change(Knob):
     subject: str = ""
     # The exact command an operator would type to make this change by hand (reports only).
     fix: str = ""
+    # The profile entry says `optional: true`: a kernel that refuses the write skips it.
+    optional: bool = False
 
     @property
     def in_sync(self) -> bool:
         return self.current == self.desired
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "id": self.id,
             "kind": self.kind,
             "target": self.target,
@@ -66,6 +68,7 @@ class Change(Knob):
             "priority": self.priority.value,
             "reason": self.reason,
         }
+        return out | {"optional": True} if self.optional else out
 
 
 @dataclass(frozen=True)

@@ -3,21 +3,19 @@ error pointing at a file, line and column."""
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
+import typing
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import BeforeValidator, Field, ValidationError
-from ruamel.yaml import YAML
-from ruamel.yaml.comments import CommentedMap, CommentedSeq
-from ruamel.yaml.error import MarkedYAMLError
-
+from . import profile_cache
 from .checks import ChecksSpec
 from .errors import Diagnostic, ProfileError
 from .kinds import REGISTRY
-from .kinds.base import Strict, safe
+from .kinds.base import Meta, Strict, safe
 from .kinds.cmdline import CmdlineSpec
 from .kinds.cpu import CpuSpec
 from .kinds.lxc import LxcEntry
@@ -26,6 +24,11 @@ from .kinds.pci import PciEntry
 from .kinds.sysctl import SysctlSpec
 from .kinds.sysfs import SysfsSpec
 from .probes.spec import ProbeName, ProbeSpec
+from .schema import Before, json_schema, validate
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
+    from ruamel.yaml import YAML
 
 ProfileName = safe(r"[A-Za-z0-9_.-]+", "profile name", "blackwell-8x")
 
@@ -34,23 +37,25 @@ def _listify(value: Any) -> Any:
     return [value] if isinstance(value, str) else value
 
 
+@dataclass(frozen=True, kw_only=True)
 class Profile(Strict):
     """The whole desired state of a host. Sections are owned by knob kinds (`reconciler.kinds`)."""
 
     name: ProfileName  # type: ignore[valid-type]
     description: str = ""
-    extends: Annotated[list[str], BeforeValidator(_listify)] = Field(
-        default_factory=list, description="parent profiles, relative to this file; this file wins"
+    extends: Annotated[list[str], Before(_listify)] = field(
+        default_factory=list,
+        metadata={"description": "parent profiles, relative to this file; this file wins"},
     )
-    sysctl: SysctlSpec = Field(default_factory=dict)
-    sysfs: SysfsSpec = Field(default_factory=dict)
+    sysctl: SysctlSpec = field(default_factory=dict)
+    sysfs: SysfsSpec = field(default_factory=dict)
     cpu: CpuSpec | None = None
-    modules: ModulesSpec = Field(default_factory=dict)
-    pci: list[PciEntry] = Field(default_factory=list)
+    modules: ModulesSpec = field(default_factory=dict)
+    pci: list[PciEntry] = field(default_factory=list)
     cmdline: CmdlineSpec | None = None
-    lxc: list[LxcEntry] = Field(default_factory=list)
+    lxc: list[LxcEntry] = field(default_factory=list)
     checks: ChecksSpec | None = None
-    probes: dict[ProbeName, ProbeSpec] = Field(default_factory=dict)
+    probes: dict[ProbeName, ProbeSpec] = field(default_factory=dict)
 
     def sections(self) -> Iterator[tuple[Any, Any]]:
         """(kind, spec) for every knob section the profile uses."""
@@ -59,6 +64,28 @@ class Profile(Strict):
             if spec:
                 yield kind, spec
 
+    def entries(self) -> Iterator[Meta]:
+        """Every entry of the knob sections that has priority, reason and `optional`."""
+        for _kind, spec in self.sections():
+            yield from _metas(spec)
+
+
+def _metas(value: Any) -> Iterator[Meta]:
+    if isinstance(value, Meta):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _metas(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from _metas(item)
+    elif isinstance(value, Strict):
+        for info in dataclasses.fields(value):
+            yield from _metas(getattr(value, info.name))
+
+
+# pydantic's error types for a key the model does not have (models, dataclasses).
+UNKNOWN_KEY = ("extra_forbidden", "unexpected_keyword_argument")
 
 Position = tuple[str, int, int]  # file, 1-based line, 1-based column
 Path_ = tuple[Any, ...]
@@ -88,6 +115,8 @@ class LoadedProfile:
 
 
 def _yaml() -> YAML:
+    from ruamel.yaml import YAML
+
     yaml = YAML(typ="rt")
     yaml.allow_duplicate_keys = False
     return yaml
@@ -113,6 +142,9 @@ def parse(path: Path) -> Tree:
 
 def parse_text(text: str, name: str) -> Tree:
     """YAML text as a `Tree`; `name` is what diagnostics call the file."""
+    from ruamel.yaml.comments import CommentedMap
+    from ruamel.yaml.error import MarkedYAMLError
+
     try:
         node = _yaml().load(text)
     except MarkedYAMLError as exc:
@@ -137,6 +169,8 @@ def parse_text(text: str, name: str) -> Tree:
 
 
 def _plain(node: Any, path: Path_, name: str, tree: Tree) -> Any:
+    from ruamel.yaml.comments import CommentedMap, CommentedSeq
+
     if isinstance(node, CommentedMap):
         out = {}
         for key in node:
@@ -194,8 +228,9 @@ def _replaced(path: Path_, top: Any) -> bool:
     return False
 
 
-def _resolve(path: Path, stack: tuple[Path, ...]) -> Tree:
+def _resolve(path: Path, stack: tuple[Path, ...], read: list[str]) -> Tree:
     tree = parse(path)
+    read.append(str(path))
     parents = tree.data.get("extends")
     if parents is None:
         return tree
@@ -212,33 +247,49 @@ def _resolve(path: Path, stack: tuple[Path, ...]) -> Tree:
             raise ProfileError([Diagnostic(*at, f"extends cycle: {chain}")])
         if not target.is_file():
             raise ProfileError([Diagnostic(*at, f"extends: no such profile {parent!r}")])
-        merged = _merge(merged, _resolve(target, (*stack, path.resolve())))
+        merged = _merge(merged, _resolve(target, (*stack, path.resolve()), read))
     return _merge(merged, tree)
 
 
 def load_profile(path: str | Path) -> LoadedProfile:
-    """Parse, resolve `extends`, validate. Raises ProfileError with every problem found."""
+    """Parse, resolve `extends`, validate (or reuse the result of the last time these files were
+    read: `reconciler.profile_cache`). Raises ProfileError with every problem found."""
     path = Path(path)
-    return _validated(_resolve(path, ()), str(path))
+    key = profile_cache.path_key(path)
+    cached = profile_cache.lookup(key)
+    if cached is not None:
+        return cached
+    read: list[str] = []
+    loaded = _validated(_resolve(path, (), read), str(path))
+    profile_cache.store(key, loaded, tuple(read))
+    return loaded
 
 
 def load_profile_text(text: str, name: str) -> LoadedProfile:
     """A resolved profile held as text, e.g. the one `tune apply` stored on a host; `name` (the
     host path) is the file every diagnostic points at. Such a profile stands alone: `extends`
     could only be resolved against files on the host, so it is refused."""
+    key = profile_cache.text_key(name, text)
+    cached = profile_cache.lookup(key)
+    if cached is not None:
+        return cached
     tree = parse_text(text, name)
     if "extends" in tree.data:
         where = tree.keys.get(("extends",), (name, 1, 1))
         raise ProfileError(
             [Diagnostic(*where, "a stored profile is already resolved; extends is not allowed")]
         )
-    return _validated(tree, name)
+    loaded = _validated(tree, name)
+    profile_cache.store(key, loaded)
+    return loaded
 
 
 def _validated(tree: Tree, path: str) -> LoadedProfile:
+    from pydantic import ValidationError
+
     data = {k: v for k, v in tree.data.items() if k != "extends"}
     try:
-        profile = Profile.model_validate(data)
+        profile = validate(Profile, data)
     except ValidationError as exc:
         raise ProfileError(_diagnostics(exc, tree, path)) from None
     files = tuple(dict.fromkeys(p[0] for p in tree.values.values()))
@@ -252,7 +303,7 @@ def _diagnostics(exc: ValidationError, tree: Tree, fallback: str) -> list[Diagno
         # A key that fails its pattern (`[key]`) or is not allowed at all: point at the key.
         if loc and loc[-1] == "[key]":
             loc = loc[:-1]
-        is_key = len(loc) < len(error["loc"]) or error["type"] == "extra_forbidden"
+        is_key = len(loc) < len(error["loc"]) or error["type"] in UNKNOWN_KEY
         path, position = _locate(loc, tree, is_key)
         pos = position or (fallback, 1, 1)
         found[(pos, _message(error, path, is_key))] = None
@@ -276,7 +327,7 @@ def _message(error: Any, path: Path_, is_key: bool) -> str:
     # A key error names the mapping it is in; the message quotes the key itself.
     where = ".".join(str(p) for p in (path[:-1] if is_key else path))
     kind = error["type"]
-    if kind == "extra_forbidden":
+    if kind in UNKNOWN_KEY:
         key = str(error["loc"][-1])
         close = difflib.get_close_matches(key, _known_keys(), n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ""
@@ -290,13 +341,19 @@ def _message(error: Any, path: Path_, is_key: bool) -> str:
     return f"{prefix}key {message}" if is_key else f"{prefix}{message}"
 
 
+def profile_keys(model: Any) -> list[str]:
+    """The keys a profile model takes, as written in YAML (`class`, not `class_`)."""
+    return [f.metadata.get("alias", f.name) for f in dataclasses.fields(model)]
+
+
 def _known_keys() -> list[str]:
     keys: set[str] = set()
 
     def walk(model: Any) -> None:
-        for name, info in model.model_fields.items():
-            keys.add(info.alias or name)
-            for arg in _models_in(info.annotation):
+        keys.update(profile_keys(model))
+        hints = typing.get_type_hints(model, include_extras=True)
+        for info in dataclasses.fields(model):
+            for arg in _models_in(hints[info.name]):
                 walk(arg)
 
     walk(Profile)
@@ -316,4 +373,4 @@ def _models_in(annotation: Any) -> Iterator[Any]:
 
 
 def schema() -> dict[str, Any]:
-    return Profile.model_json_schema()
+    return json_schema(Profile)

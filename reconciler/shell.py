@@ -78,8 +78,10 @@ class ShellHost(Host):
     """
 
     @abstractmethod
-    def run_script(self, script: str) -> ScriptResult:
-        """Run `script` with `sh` on the host (fed on standard input) and collect its output."""
+    def run_script(self, script: str, timeout: float | None = None) -> ScriptResult:
+        """Run `script` with `sh` on the host (fed on standard input) and collect its output;
+        `timeout`: seconds to wait for the answer, when a script (a probe) may run longer than
+        the host's command timeout."""
 
     def fetch(self, request: Request) -> Files:
         read = ReadScript.of(request)

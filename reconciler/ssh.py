@@ -161,10 +161,11 @@ class SshHost(ShellHost):
         so the user's login shell (bash, zsh, fish) never parses the script itself."""
         return "sudo -n -- sh" if self.setup.settings.sudo else "sh"
 
-    def run_script(self, script: str) -> ScriptResult:
+    def run_script(self, script: str, timeout: float | None = None) -> ScriptResult:
         transport = self._transport()
         settings = self.setup.settings
-        deadline = time.monotonic() + settings.command_timeout
+        limit = settings.command_timeout if timeout is None else timeout
+        deadline = time.monotonic() + limit
         try:
             channel = transport.open_session(timeout=settings.connect_timeout)
             channel.exec_command(self.command)
@@ -186,8 +187,8 @@ class SshHost(ShellHost):
         except TimeoutError as exc:
             self.close()
             raise ConnectError(
-                f"{self.name}: no complete answer within {settings.command_timeout:g} s "
-                "(command timeout)."
+                f"{self.name}: no complete answer within {limit:g} s "
+                f"({'command timeout' if timeout is None else 'the time this script is allowed'})."
             ) from exc
         except (paramiko.SSHException, OSError, EOFError) as exc:
             self.close()

@@ -202,6 +202,7 @@ class Step:
     do: tuple[Op, ...]
     undo: tuple[Op, ...]
     requires: tuple[Require, ...] = field(default=())
+    optional: bool = False  # a write the kernel refuses skips the step (`Refused`)
 
     @classmethod
     def of(cls, change: Change, **how: Any) -> Step:
@@ -213,11 +214,12 @@ class Step:
             target=change.target,
             prior=change.current,
             desired=change.desired,
+            optional=change.optional,
             **how,
         )
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "id": self.id,
             "kind": self.kind,
             "target": self.target,
@@ -229,6 +231,7 @@ class Step:
             "do": [op_to_json(op) for op in self.do],
             "undo": [op_to_json(op) for op in self.undo],
         }
+        return out | {"optional": True} if self.optional else out
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Step:
@@ -243,6 +246,7 @@ class Step:
             restored=data.get("restored"),
             do=tuple(op_from_json(op) for op in data.get("do", ())),
             undo=tuple(op_from_json(op) for op in data.get("undo", ())),
+            optional=bool(data.get("optional", False)),
         )
 
 

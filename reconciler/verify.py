@@ -11,9 +11,9 @@ part; on any failure the boot configuration is rolled back from the run's journa
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import HostError
 from .formats import cmdline as cmdline_fmt
@@ -24,6 +24,10 @@ from .model import Phase
 from .observe import BOOT_ID
 from .steps import Step
 
+if TYPE_CHECKING:
+    from .probes.phase import GateFailure
+    from .probes.runner import Executor
+
 PENDING = f"{STATE}/pending.json"
 
 
@@ -33,6 +37,10 @@ class Pending:
     boot_id: str | None
     cmdline: dict[str, str | None]
     majors: dict[str, list[int]]  # container config -> NVIDIA majors it allows
+    # A one-time boot (`reconciler.tryonce`): its mechanism, and the steps that make the new
+    # configuration the default once the boot is verified.
+    try_once: str | None = None
+    promote: tuple[Step, ...] = ()
     containers: list[str] = field(default_factory=list)  # the profile's container configs
     restart_containers: bool = False  # restart them after the boot is verified
 
@@ -42,6 +50,8 @@ class Pending:
             "boot_id": self.boot_id,
             "cmdline": self.cmdline,
             "majors": self.majors,
+            "try_once": self.try_once,
+            "promote": [step.to_json() for step in self.promote],
             "containers": self.containers,
             "restart_containers": self.restart_containers,
         }
@@ -54,6 +64,8 @@ class Pending:
             data.get("boot_id"),
             data["cmdline"],
             data["majors"],
+            data.get("try_once"),
+            tuple(Step.from_json(step) for step in data.get("promote", ())),
             list(data.get("containers", data["majors"])),
             bool(data.get("restart_containers", False)),
         )
@@ -78,7 +90,14 @@ def pending_of(
             majors[step.probe.path] = sorted(m for m in found if m is not None)
     if not cmdline and not majors and not (restart_containers and containers):
         return None
-    return Pending(run_id, boot_id, cmdline, majors, list(containers), restart_containers)
+    return Pending(
+        run_id,
+        boot_id,
+        cmdline,
+        majors,
+        containers=list(containers),
+        restart_containers=restart_containers,
+    )
 
 
 def read_pending(host: Host) -> Pending | None:
@@ -132,6 +151,49 @@ def verify(host: Host, pending: Pending) -> Verdict:
         )
     verdict.failed += _runtime_drift(host, files.text(PROFILE))
     return verdict
+
+
+def probe_after_boot(
+    host: Host,
+    pending: Pending,
+    verdict: Verdict,
+    execute: Executor,
+    env: Mapping[str, str],
+    keep_on_regression: bool,
+) -> list[GateFailure]:
+    """The probes the run measured before the boot, run again now and journaled in that run
+    (`probes` when after-boot, a `gate` each), judged against the last measurement before the
+    boot. A failed gate joins `verdict.failed` (the boot configuration is then rolled back)
+    unless `keep_on_regression`; the failures are returned either way. Nothing runs when the
+    boot checks failed already, or the run measured nothing (no probes, --no-probes)."""
+    from .journal import Journal, read_run
+    from .probes.phase import PhaseProbes
+    from .probes.runner import ProbeResult
+    from .profile import load_profile_text
+
+    run = read_run(host, pending.run_id)
+    measured = [r for r in (run.records if run else []) if r.get("type") == "probes"]
+    stored = host.read_file(PROFILE)
+    if verdict.failed or run is None or not measured or stored is None:
+        return []
+    baseline = {r["name"]: ProbeResult.from_json(r) for r in measured[-1].get("results", [])}
+    specs = load_profile_text(stored.decode("utf-8", "replace"), PROFILE).profile.probes
+    probes = PhaseProbes(
+        {name: spec for name, spec in specs.items() if name in baseline},
+        str(run.header.get("phase")),
+        env,
+        keep_on_regression,
+        execute,
+        before_results=baseline,
+    )
+    journal = Journal(host, pending.run_id)
+    failures = probes.after_boot(journal)
+    if failures and not keep_on_regression:
+        verdict.failed.append(f"probe gate failed: {probes.failed()}")
+    else:
+        # The records follow the run's `end`: a new one keeps its outcome the last record.
+        journal.end(run.outcome)
+    return failures
 
 
 def _runtime_drift(host: Host, stored: str | None) -> list[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import shutil
 import struct
 from collections.abc import Callable, Iterator
@@ -54,6 +55,12 @@ def run_tune(*args: str | Path) -> Result:
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else 1
     return Result(code, out.getvalue(), err.getvalue())
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _profile_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The session's own profile cache: never the user's, fresh on every run."""
+    os.environ["TUNE_CACHE_DIR"] = str(tmp_path_factory.mktemp("profile-cache"))
 
 
 def copy_host(source: Path, target: Path) -> Path:

@@ -17,6 +17,7 @@ from reconciler.formats import lxc as fmt
 from reconciler.host import Files, SnapshotHost
 from reconciler.kinds.lxc import KIND, LxcEntry
 from reconciler.profile import load_profile
+from reconciler.schema import validate
 from reconciler.steps import PutFile
 
 CONFIG = "/etc/pve/lxc/101.conf"
@@ -80,7 +81,7 @@ def entries(memlock: bool, devices: bool) -> list[LxcEntry]:
         data["memlock"] = "unlimited"
     if devices:
         data["nvidia_devices"] = True
-    return [LxcEntry.model_validate(data)]
+    return [validate(LxcEntry, data)]
 
 
 def owned(line: str) -> bool:

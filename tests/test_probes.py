@@ -16,10 +16,11 @@ from hypothesis import strategies as st
 from reconciler.probes.gates import judge
 from reconciler.probes.runner import run_probe
 from reconciler.probes.spec import Gate, ProbeSpec
+from reconciler.schema import validate
 
 
 def spec(**fields: object) -> ProbeSpec:
-    return ProbeSpec.model_validate(fields)
+    return validate(ProbeSpec, fields)
 
 
 def test_command_probe_median_of_repeats(tmp_path: Path) -> None:
@@ -135,7 +136,7 @@ def _cuda_available() -> bool:
 )
 def test_invalid_probe_specs(fields: dict[str, object], message: str) -> None:
     with pytest.raises(ValueError, match=None) as info:
-        ProbeSpec.model_validate(fields)
+        validate(ProbeSpec, fields)
     assert message in str(info.value)
 
 
@@ -147,8 +148,8 @@ def test_probe_errors_in_a_profile_have_positions(tmp_path: Path) -> None:
 
 
 def test_percent_gate_accepts_both_spellings() -> None:
-    assert Gate.model_validate({"regress_max": "5%"}).regress_max == 5.0
-    assert Gate.model_validate({"regress_max": 5}).regress_max == 5.0
+    assert validate(Gate, {"regress_max": "5%"}).regress_max == 5.0
+    assert validate(Gate, {"regress_max": 5}).regress_max == 5.0
 
 
 values = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False)

@@ -235,12 +235,6 @@ def test_reboot_is_refused_on_a_snapshot(untuned: Path) -> None:
     assert tree(untuned) == before
 
 
-def test_reboot_on_a_live_host_is_not_implemented_yet() -> None:
-    result = run_tune("apply", BLACKWELL, "--reboot-phase", "--reboot")
-    assert result.code == 64
-    assert "--reboot is not implemented yet" in result.err
-
-
 def test_boot_tool_steps_survive_the_journal(tmp_path: Path) -> None:
     _, host = layout(tmp_path, "proxmox-boot-tool")
     loaded = load_profile(str(profile(tmp_path, PROFILE)))

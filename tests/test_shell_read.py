@@ -27,7 +27,7 @@ class LocalShellHost(ShellHost):
         self.name = f"sh:{root}"
         self.scripts: list[str] = []
 
-    def run_script(self, script: str) -> ScriptResult:
+    def run_script(self, script: str, timeout: float | None = None) -> ScriptResult:
         self.scripts.append(script)
         env = {"PATH": os.environ["PATH"], "TUNE_ROOT": self.root}
         done = subprocess.run(["sh"], input=script.encode(), capture_output=True, env=env)

@@ -233,12 +233,6 @@ def test_a_connection_cut_mid_apply_leaves_the_run_complete(
     assert tree(remote) == tree(local)
 
 
-def test_apply_over_ssh_needs_runtime_only(tmp_path: Path, start_lab: StartLab) -> None:
-    lab = start_lab({"h1": small(tmp_path / "host", 1)})
-    code, _, err = tune(lab, "apply", "-y", BLACKWELL, "-H", "h1")
-    assert code == 64 and "--runtime-only" in err
-
-
 def test_sigterm_on_the_target_rolls_the_run_back(
     tmp_path: Path, start_lab: StartLab, blackwell_host: Path
 ) -> None:

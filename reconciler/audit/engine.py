@@ -19,6 +19,7 @@ from ..model import Change, Outcome, Phase
 from ..observe import observation
 from ..plan import order
 from ..profile import Profile
+from ..schema import validate
 from .facts import READS, Facts
 from .fixes import meta, profile_data
 from .model import Finding, Good, HostSummary, NotIssue, Problem, Remark, Report
@@ -85,7 +86,7 @@ def evaluate(rule: Rule, problem: Problem, facts: Facts) -> Finding:
     entry_meta = meta(problem.priority.value, problem.reason)
     data = profile_data((fix, entry_meta) for fix in problem.fixes)
     try:
-        profile = Profile.model_validate({"name": "audit", **data})
+        profile = validate(Profile, {"name": "audit", **data})
     except ValidationError:
         # A name the profile format refuses (a container path with odd characters): tune
         # cannot manage it, so the remedy stands.

@@ -13,6 +13,8 @@ GRUB_DROPINS = "/etc/default/grub.d/*.cfg"
 KERNEL_CMDLINE = "/etc/kernel/cmdline"
 PROXMOX_BOOT_UUIDS = "/etc/kernel/proxmox-boot-uuids"
 DROPIN = "/etc/default/grub.d/90-tune.cfg"
+# tune's one-time GRUB entry (see reconciler.tryonce): read so a leftover one is journaled.
+TRY_SCRIPT = "/etc/grub.d/42_tune_try"
 REDHAT_RELEASE = "/etc/redhat-release"
 LOADER_ENTRIES = "/boot/loader/entries/*.conf"
 OSRELEASE = "/proc/sys/kernel/osrelease"
@@ -75,6 +77,7 @@ def request() -> Request:
         REDHAT_RELEASE,
         LOADER_ENTRIES,
         OSRELEASE,
+        TRY_SCRIPT,
     )
 
 

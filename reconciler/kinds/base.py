@@ -5,14 +5,13 @@ from __future__ import annotations
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Generic, TypeVar
-
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
-from pydantic_core import PydanticCustomError
 
 from ..errors import HostError
 from ..host import Files, Request
 from ..model import Change, Outcome, Phase, Priority, Value
+from ..schema import After, Before, Constrain, Strict, invalid, pattern_check
 from ..steps import Need, Probe, Read, Require, SetAttr, Step
 
 if TYPE_CHECKING:
@@ -21,22 +20,25 @@ if TYPE_CHECKING:
 V = TypeVar("V")
 SpecT = TypeVar("SpecT")
 
-
-class Strict(BaseModel):
-    """Profile models reject unknown keys and are immutable once loaded."""
-
-    # defer_build: only the Profile is ever validated as a whole; building a validator for every
-    # nested model at import is start-up time each `tune` process pays for nothing.
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+__all__ = ["Entry", "Kind", "Meta", "Strict", "entry", "safe", "safe_scalar"]
 
 
+@dataclass(frozen=True, kw_only=True)
 class Meta(Strict):
     """Why an entry exists and how urgent it is; shown with every change it causes."""
 
     priority: Priority = Priority.P1
     reason: str = ""
+    optional: bool = field(
+        default=False,
+        metadata={
+            "description": "a kernel that refuses the write (EINVAL, EOPNOTSUPP, ENOTSUPP) "
+            "skips this entry instead of failing the run"
+        },
+    )
 
 
+@dataclass(frozen=True, kw_only=True)
 class Entry(Meta, Generic[V]):
     """The long form `{value, priority, reason}` of any profile entry."""
 
@@ -51,30 +53,14 @@ def entry(value_type: Any, model: Any = None) -> Any:
     """`Entry[value_type]` (or a subclass `model`) that also accepts the short form: the bare
     value."""
     long = model if model is not None else Entry[value_type]
-    return Annotated[long, BeforeValidator(_long_form, json_schema_input_type=value_type | long)]
-
-
-def pattern_check(pattern: str, what: str, example: str) -> Callable[[str], str]:
-    """A validator that accepts only strings matching `pattern` entirely."""
-    compiled = re.compile(pattern)
-
-    def check(value: str) -> str:
-        if not compiled.fullmatch(value):
-            raise PydanticCustomError(
-                "unsafe_value",
-                "{value} is not a valid {what} (expected something like {example})",
-                {"value": repr(value), "what": what, "example": example},
-            )
-        return value
-
-    return check
+    return Annotated[long, Before(_long_form, accepts=value_type | long)]
 
 
 def safe(pattern: str, what: str, example: str) -> Any:
     """A string type that must match `pattern` entirely: values that could reach a shell or a
     path are never free text."""
     check = pattern_check(pattern, what, example)
-    return Annotated[str, AfterValidator(check), Field(json_schema_extra={"pattern": pattern})]
+    return Annotated[str, Constrain(json_schema_extra={"pattern": pattern}), After(check)]
 
 
 def safe_scalar(pattern: str, what: str, example: str, optional: bool = False) -> Any:
@@ -84,11 +70,12 @@ def safe_scalar(pattern: str, what: str, example: str, optional: bool = False) -
     def text(value: Any) -> str | None:
         return None if value is None and optional else check(scalar_text(value))
 
+    pattern_only = Constrain(json_schema_extra={"pattern": pattern})
     schema_type = int | str | None if optional else int | str
     return Annotated[
         str | None if optional else str,
-        BeforeValidator(text, json_schema_input_type=schema_type),
-        Field(json_schema_extra={"pattern": pattern}),
+        pattern_only,
+        Before(text, accepts=Annotated[schema_type, pattern_only]),
     ]
 
 
@@ -108,10 +95,10 @@ def scalar_text(value: Any) -> str:
     for anything else, instead of one per member of a union."""
     if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
         return str(value)
-    raise PydanticCustomError(
+    raise invalid(
         "scalar_type",
         "expected a number or a string, not {kind}",
-        {"kind": _NOT_SCALAR.get(type(value).__name__, type(value).__name__)},
+        kind=_NOT_SCALAR.get(type(value).__name__, type(value).__name__),
     )
 
 
@@ -195,6 +182,7 @@ class Kind(ABC, Generic[SpecT]):
             setting=setting or target,
             subject=subject,
             fix=fix,
+            optional=meta.optional,
         )
 
     def step(self, spec: SpecT, change: Change, files: Files) -> Step:

@@ -13,8 +13,7 @@ value) compares as the empty string.
 from __future__ import annotations
 
 import posixpath
-
-from pydantic import Field
+from dataclasses import dataclass, field
 
 from ..errors import HostError
 from ..formats import cmdline as fmt
@@ -27,9 +26,10 @@ ParamName = safe(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", "kernel parameter name", "amd_p
 ParamValue = safe_scalar(r"[A-Za-z0-9_.,:=/+-]*", "kernel parameter value", "active", optional=True)
 
 
+@dataclass(frozen=True, kw_only=True)
 class CmdlineSpec(Strict):
-    set: dict[ParamName, entry(ParamValue)] = Field(default_factory=dict)  # type: ignore[valid-type]
-    remove: list[entry(ParamName)] = Field(default_factory=list)  # type: ignore[valid-type]
+    set: dict[ParamName, entry(ParamValue)] = field(default_factory=dict)  # type: ignore[valid-type]
+    remove: list[entry(ParamName)] = field(default_factory=list)  # type: ignore[valid-type]
 
 
 class Cmdline(Kind[CmdlineSpec]):

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-
-from pydantic import Field
+from dataclasses import dataclass, field
 
 from ..host import Files, Request
 from ..model import Change, Note, Outcome, Phase
@@ -32,11 +31,13 @@ Governor = safe(r"[a-z_]+", "cpufreq governor", "performance")
 StateName = safe(r"[A-Za-z0-9_-]+", "cpuidle state name", "C2")
 
 
+@dataclass(frozen=True, kw_only=True)
 class IdleStates(Meta):
-    disable: list[StateName] = Field(default_factory=list)  # type: ignore[valid-type]
-    enable: list[StateName] = Field(default_factory=list)  # type: ignore[valid-type]
+    disable: list[StateName] = field(default_factory=list)  # type: ignore[valid-type]
+    enable: list[StateName] = field(default_factory=list)  # type: ignore[valid-type]
 
 
+@dataclass(frozen=True, kw_only=True)
 class CpuSpec(Strict):
     governor: entry(Governor) | None = None  # type: ignore[valid-type]
     idle_states: IdleStates | None = None

@@ -22,7 +22,7 @@ exists goes. Every other mount entry is left alone.
 
 from __future__ import annotations
 
-from pydantic import model_validator
+from dataclasses import dataclass
 
 from ..errors import HostError
 from ..formats import lxc as fmt
@@ -38,17 +38,16 @@ Memlock = safe(
 )
 
 
+@dataclass(frozen=True, kw_only=True)
 class LxcEntry(Strict):
     container: ContainerId | None = None  # type: ignore[valid-type]
     path: ConfigPath | None = None  # type: ignore[valid-type]
     memlock: entry(Memlock) | None = None  # type: ignore[valid-type]
     nvidia_devices: entry(bool) | None = None  # type: ignore[valid-type]
 
-    @model_validator(mode="after")
-    def _one_config(self) -> LxcEntry:
+    def __post_init__(self) -> None:
         if (self.container is None) == (self.path is None):
             raise ValueError("give exactly one of container (a Proxmox id) or path")
-        return self
 
     @property
     def name(self) -> str:

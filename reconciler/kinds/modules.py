@@ -12,9 +12,8 @@ Names compare with dashes and underscores as the same, as modprobe does.
 from __future__ import annotations
 
 import shlex
+from dataclasses import dataclass, field
 from typing import Literal
-
-from pydantic import Field
 
 from ..errors import HostError
 from ..host import Files, Request
@@ -30,8 +29,10 @@ ParamName = safe(r"[A-Za-z0-9_]+", "module parameter", "NVreg_EnableGpuFirmware"
 State = Literal["loaded", "absent"]
 
 
+@dataclass(frozen=True, kw_only=True)
 class ModuleEntry(Entry[State]):
-    params: dict[ParamName, KernelValue] = Field(default_factory=dict)  # type: ignore[valid-type]
+    value: State  # restated: pydantic does not carry Entry[State]'s argument into a subclass
+    params: dict[ParamName, KernelValue] = field(default_factory=dict)  # type: ignore[valid-type]
 
 
 ModuleItem = entry(State, ModuleEntry)

@@ -13,16 +13,15 @@ the top byte (0x03: any display controller).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Any
-
-from pydantic import BeforeValidator, Field, StrictInt, field_validator, model_validator
 
 from ..errors import HostError
 from ..formats import pcie
 from ..host import Files, Request
 from ..model import Change, Note, Outcome, Phase
 from ..persist import UDEV, Persisted
+from ..schema import After, Before, Constrain
 from ..steps import Need, Probe, Read, Require, Run, Step
 from .base import Kind, Meta, Strict
 
@@ -43,20 +42,19 @@ def _hex_or_int(value: Any) -> Any:
 
 def _id(bits: int) -> Any:
     # Strict: YAML `true` is not vendor 1.
-    return Annotated[StrictInt, BeforeValidator(_hex_or_int), Field(ge=0, lt=1 << bits)]
+    return Annotated[int, Constrain(strict=True, ge=0, lt=1 << bits), Before(_hex_or_int)]
 
 
+@dataclass(frozen=True, kw_only=True)
 class Selector(Strict):
     vendor: _id(16) | None = None  # type: ignore[valid-type]
     device: _id(16) | None = None  # type: ignore[valid-type]
-    class_: _id(16) | None = Field(default=None, alias="class")  # type: ignore[valid-type]
+    class_: _id(16) | None = field(default=None, metadata={"alias": "class"})  # type: ignore[valid-type]
     class_prefix: _id(8) | None = None  # type: ignore[valid-type]
 
-    @model_validator(mode="after")
-    def _not_empty(self) -> Selector:
+    def __post_init__(self) -> None:
         if all(v is None for v in (self.vendor, self.device, self.class_, self.class_prefix)):
             raise ValueError("select needs at least one of vendor, device, class, class_prefix")
-        return self
 
     def matches(self, device: PciDevice) -> bool:
         return (
@@ -89,16 +87,15 @@ class Selector(Strict):
         return ",".join(f"{k}=0x{v:0{w}x}" for k, v, w in parts if v is not None)
 
 
+def _mrrs(value: int) -> int:
+    pcie.mrrs_field(value)  # raises ValueError unless 128..4096 and a power of two
+    return value
+
+
+@dataclass(frozen=True, kw_only=True)
 class PciEntry(Meta):
     select: Selector
-    max_read_request: StrictInt | None = None
-
-    @field_validator("max_read_request")
-    @classmethod
-    def _power_of_two(cls, value: int | None) -> int | None:
-        if value is not None:
-            pcie.mrrs_field(value)
-        return value
+    max_read_request: Annotated[int, Constrain(strict=True), After(_mrrs)] | None = None
 
 
 @dataclass(frozen=True)

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import click
 
 from ..errors import ExitCode, UsageError
-from ..host import open_host
+from ..host import Host
 from ..profile import load_profile
+from ..remote import RemoteOptions, on_one_host, remote_options
 
 ROOT_HELP = "Read the host from a snapshot directory instead of this machine."
 
@@ -20,22 +20,35 @@ ROOT_HELP = "Read the host from a snapshot directory instead of this machine."
 @click.option(
     "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
 )
-def probe_cmd(profile: str, root: str | None, fmt: str) -> int:
+@remote_options
+def probe_cmd(profile: str, root: str | None, fmt: str, remote: RemoteOptions) -> int:
     """Run PROFILE's probes on the host and print median, min and max of each.
 
-    Probes run on the machine tune runs on; for a snapshot (--root DIR) they get TUNE_ROOT=DIR
-    in their environment, so a probe script can measure the snapshot's state.
+    \b
+    Probes run where the host is: on this machine, or with -H on the
+    target over SSH (one round trip per run; the timeout kills the probe's
+    whole process group there; gpu-p2p uses the target's python3). For a
+    snapshot (--root DIR) they get TUNE_ROOT=DIR in their environment, so
+    a probe script can measure the snapshot's state.
     """
     from .gates import judge
-    from .runner import run_probe
+    from .remote import executor_for
+    from .runner import ProbeResult, run_probe
     from .table import render
 
     loaded = load_profile(profile)
-    open_host(root)  # refuse a missing snapshot before running anything
     if not loaded.profile.probes:
         raise UsageError(f"{profile} defines no probes.")
-    env = {"TUNE_ROOT": str(Path(root).resolve())} if root else {}
-    results = [run_probe(n, s, env=env) for n, s in loaded.profile.probes.items()]
+    if remote.is_fleet:
+        raise UsageError("tune probe measures one -H host at a time.")
+    probes = loaded.profile.probes
+
+    def measure(host: Host) -> list[ProbeResult]:
+        execute, env = executor_for(host, root, remote.command_timeout)
+        return [run_probe(name, spec, execute, env) for name, spec in probes.items()]
+
+    # Opening the host refuses a missing snapshot before anything runs.
+    results = on_one_host(root, remote, measure)
     failed_gates = [
         (r.name, v.message)
         for r in results

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from ..errors import HostError
-from ..journal import Journal
 from .gates import Verdict, judge
 from .runner import Executor, ProbeResult, run_argv, run_probe
 from .spec import ProbeSpec
+
+# `when` of the measurement `tune verify` makes after the boot a reboot-phase apply prepared.
+AFTER_BOOT = "after-boot"
 
 
 class Regressed(HostError):
@@ -24,9 +27,29 @@ class GateFailure:
     verdict: Verdict
 
 
+class Recorder(Protocol):
+    """Where the records go: the run's `Journal`, or a list a remote apply hands the target."""
+
+    def record(self, record_type: str, /, **fields: Any) -> None: ...
+
+
+@dataclass
+class Records:
+    """Records kept here to be written by the target's own apply script."""
+
+    lines: list[dict[str, Any]] = field(default_factory=list)
+
+    def record(self, record_type: str, /, **fields: Any) -> None:
+        self.lines.append({"type": record_type, **fields})
+
+
 @dataclass
 class PhaseProbes:
-    """The hook `apply.execute` calls around a phase (`before`, then `after`)."""
+    """The hook `apply.execute` calls around a phase (`before`, then `after`).
+
+    The reboot phase takes effect only at the next boot: `after` leaves it to `tune verify`,
+    which measures again after the boot (`after_boot`) against the last measurement the run
+    journaled before it."""
 
     probes: Mapping[str, ProbeSpec]
     phase: str
@@ -37,7 +60,11 @@ class PhaseProbes:
     after_results: dict[str, ProbeResult] = field(default_factory=dict)
     failures: list[GateFailure] = field(default_factory=list)
 
-    def _measure(self, journal: Journal, when: str) -> dict[str, ProbeResult]:
+    @property
+    def measured_after_boot(self) -> bool:
+        return self.phase == "reboot"
+
+    def _measure(self, journal: Recorder, when: str) -> dict[str, ProbeResult]:
         results = {
             name: run_probe(name, spec, self.execute, self.env)
             for name, spec in self.probes.items()
@@ -50,11 +77,26 @@ class PhaseProbes:
         )
         return results
 
-    def before(self, journal: Journal) -> None:
+    def before(self, journal: Recorder) -> None:
         self.before_results = self._measure(journal, "before")
 
-    def after(self, journal: Journal) -> None:
-        self.after_results = self._measure(journal, "after")
+    def after(self, journal: Recorder) -> None:
+        if self.measured_after_boot:
+            return
+        self.judge(journal, "after")
+        if self.failures and not self.keep_on_regression:
+            raise Regressed(f"probe gate failed: {self.failed()}")
+
+    def after_boot(self, journal: Recorder) -> list[GateFailure]:
+        """Measure after the boot and judge; the caller rolls back (or keeps) on failures."""
+        return self.judge(journal, AFTER_BOOT)
+
+    def failed(self) -> str:
+        return "; ".join(f"{f.probe}: {f.verdict.message}" for f in self.failures)
+
+    def judge(self, journal: Recorder, when: str) -> list[GateFailure]:
+        """Measure now, journal a `gate` record per gated probe against `before_results`."""
+        self.after_results = self._measure(journal, when)
         for name, spec in self.probes.items():
             if spec.gate is None:
                 continue
@@ -70,6 +112,7 @@ class PhaseProbes:
                 "gate",
                 probe=name,
                 phase=self.phase,
+                when=when,
                 ok=verdict.ok,
                 message=verdict.message,
                 before=before,
@@ -78,6 +121,4 @@ class PhaseProbes:
             )
             if not verdict.ok:
                 self.failures.append(GateFailure(name, verdict))
-        if self.failures and not self.keep_on_regression:
-            failed = "; ".join(f"{f.probe}: {f.verdict.message}" for f in self.failures)
-            raise Regressed(f"probe gate failed: {failed}")
+        return self.failures

@@ -20,6 +20,8 @@ from .spec import ProbeSpec
 
 # Kept in the journal: enough to see what a probe printed, not a whole benchmark log.
 OUTPUT_KEEP = 4096
+# The status of a command that is not there: sh's, and what `run_argv` reports for it.
+NOT_FOUND = 127
 GPU_P2P = Path(__file__).with_name("gpu_p2p.py")
 
 
@@ -48,7 +50,7 @@ def run_argv(argv: list[str], timeout: float, env: Mapping[str, str]) -> Complet
             start_new_session=True,
         )
     except OSError as exc:
-        return Completed(127, "", f"{argv[0]}: {exc.strerror}", 0.0)
+        return Completed(NOT_FOUND, "", f"{argv[0]}: {exc.strerror}", 0.0)
     try:
         out, err = proc.communicate(timeout=timeout)
         code: int | None = proc.returncode
@@ -135,6 +137,10 @@ def run_probe(
         output = _tail(done.stdout + (("\n" + done.stderr) if done.stderr else ""))
         if done.returncode is None:
             return _with(base, values, output, error=f"timed out after {spec.timeout:g} s")
+        if done.returncode == NOT_FOUND and spec.builtin is not None:
+            # The builtin needs the host's python3 by nature: a host without one has no GPU
+            # stack to measure, which is not a failure of the host.
+            return _with(base, values, output, skipped="skipped: no python3 on the host")
         if done.returncode != 0:
             last = (done.stderr.strip().splitlines() or ["no output"])[-1]
             return _with(

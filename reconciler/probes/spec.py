@@ -19,11 +19,11 @@ probes:
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field, model_validator
-
 from ..kinds.base import Strict, safe
+from ..schema import Before, Constrain
 
 ProbeName = safe(r"[A-Za-z0-9_-]+", "probe name", "decode_tps")
 
@@ -46,34 +46,35 @@ def _percent(value: Any) -> Any:
     return value
 
 
+@dataclass(frozen=True, kw_only=True)
 class Gate(Strict):
     """When a probe's result after a phase counts as a regression."""
 
-    regress_max: Annotated[float, BeforeValidator(_percent), Field(ge=0, le=100)] | None = None
+    regress_max: Annotated[float, Constrain(ge=0, le=100), Before(_percent)] | None = None
     min: float | None = None
     max: float | None = None
 
-    @model_validator(mode="after")
-    def _something(self) -> Gate:
+    def __post_init__(self) -> None:
         if self.regress_max is None and self.min is None and self.max is None:
             raise ValueError("a gate needs regress_max, min or max")
         if self.min is not None and self.max is not None and self.min > self.max:
             raise ValueError("gate min is above gate max")
-        return self
 
 
+@dataclass(frozen=True, kw_only=True)
 class ProbeSpec(Strict):
     builtin: Literal["gpu-p2p"] | None = None
-    run: list[Annotated[str, Field(min_length=1)]] | None = Field(default=None, min_length=1)
+    run: list[Annotated[str, Constrain(min_length=1)]] | None = field(
+        default=None, metadata={"min_length": 1}
+    )
     metric: str
     better: Literal["higher", "lower"] = "higher"
     gate: Gate | None = None
-    timeout: float = Field(default=120, gt=0, le=86400)
-    repeat: int = Field(default=1, ge=1, le=100)
+    timeout: float = field(default=120, metadata={"gt": 0, "le": 86400})
+    repeat: int = field(default=1, metadata={"ge": 1, "le": 100})
     unit: str = ""
 
-    @model_validator(mode="after")
-    def _one_source(self) -> ProbeSpec:
+    def __post_init__(self) -> None:
         if (self.builtin is None) == (self.run is None):
             raise ValueError("give exactly one of builtin or run")
         if self.builtin is not None:
@@ -90,7 +91,6 @@ class ProbeSpec(Strict):
                 raise ValueError(f"metric is not a valid regular expression: {exc}") from None
             if groups != 1:
                 raise ValueError(f"metric needs exactly one (group) for the number, not {groups}")
-        return self
 
     @property
     def unit_label(self) -> str:

@@ -10,6 +10,11 @@ from typing import Any
 from ..journal import Run
 from ..model import Priority
 from ..probes.gates import change_percent
+from ..probes.phase import AFTER_BOOT
+
+# When a run measures its probes: around the phase, and after the boot (`tune verify`).
+WHEN = ("before", "after", AFTER_BOOT)
+NOT_MEASURED = "not measured"
 
 # The last marker of a step decides its status; a rolled-back run restores what it wrote.
 STATUS = {
@@ -101,10 +106,14 @@ def _still_needed(run: Run) -> dict[str, Any] | None:
         ],
         "pending": plan.get("pending", []),
         "checks": plan.get("failed_checks", []),
+        # tune verify restored the prior boot configuration: it runs from the next boot on.
+        "reboot_to_restore": run.outcome == "boot-rolled-back",
     }
 
 
 def _probes(run: Run) -> list[dict[str, Any]]:
+    """One row per probe: its median before the run, after it, and after the boot (what
+    `tune verify` measured); the change from before to the last of those; the last gate."""
     measured: dict[str, dict[str, dict[str, Any]]] = {}
     gates: dict[str, dict[str, Any]] = {}
     for record in run.records:
@@ -115,10 +124,11 @@ def _probes(run: Run) -> list[dict[str, Any]]:
             gates[str(record.get("probe"))] = record
     rows = []
     for name, by_when in measured.items():
-        before, after = by_when.get("before"), by_when.get("after")
-        first = before or after or {}
-        b = before.get("median") if before else None
-        a = after.get("median") if after else None
+        before = by_when.get("before")
+        first = next(iter(by_when.values()))
+        medians = {when: by_when[when].get("median") if when in by_when else None for when in WHEN}
+        b = medians["before"]
+        last = medians[AFTER_BOOT] if AFTER_BOOT in by_when else medians["after"]
         gate = gates.get(name)
         rows.append(
             {
@@ -127,10 +137,12 @@ def _probes(run: Run) -> list[dict[str, Any]]:
                 "unit": first.get("unit", ""),
                 "better": first.get("better", "higher"),
                 "before": b,
-                "after": a,
-                "change_percent": None if a is None or b is None else change_percent(b, a),
+                "after": medians["after"],
+                "after_boot": medians[AFTER_BOOT],
+                "change_percent": None if last is None or b is None else change_percent(b, last),
                 "before_note": _note(before),
-                "after_note": _note(after),
+                "after_note": _note(by_when.get("after")),
+                "after_boot_note": _note(by_when.get(AFTER_BOOT)),
                 "gate": None
                 if gate is None
                 else {
@@ -145,5 +157,5 @@ def _probes(run: Run) -> list[dict[str, Any]]:
 
 def _note(result: dict[str, Any] | None) -> str | None:
     if result is None:
-        return "not measured"
+        return NOT_MEASURED
     return result.get("error") or result.get("skipped")

@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from ..errors import ExitCode, HostError
-from ..host import open_host
+from ..errors import ExitCode, HostError, UsageError
+from ..remote import RemoteOptions, on_one_host, remote_options
+
+if TYPE_CHECKING:
+    from ..audit.model import HostSummary
+    from ..host import Host
+    from ..journal import Run
 
 ROOT_HELP = "Read the runs of a snapshot directory instead of this machine."
 
@@ -23,25 +29,21 @@ ROOT_HELP = "Read the runs of a snapshot directory instead of this machine."
     default="markdown",
     show_default=True,
 )
-def report_cmd(run_id: str | None, root: str | None, output: str | None, fmt: str) -> int:
+@remote_options
+def report_cmd(
+    run_id: str | None, root: str | None, output: str | None, fmt: str, remote: RemoteOptions
+) -> int:
     """The record of a run (the newest by default): probes before and after, what was
     changed and why, by priority, with the exact operations, and what still needs a reboot
-    or the BIOS.
+    or the BIOS. With -H, the run is read from the target's journal.
     """
-    from ..audit.engine import host_summary
-    from ..journal import read_run, run_ids
     from .build import build
     from .render import as_json, markdown
 
-    host = open_host(root)
-    ids = run_ids(host)
-    if not ids:
-        raise HostError(f"no tune runs on {host.describe()} to report.")
-    chosen = run_id or ids[-1]
-    run = read_run(host, chosen) if chosen in ids else None
-    if run is None:
-        raise HostError(f"no run {chosen} on {host.describe()} (tune history lists them).")
-    summary = host_summary(host)
+    if remote.is_fleet:
+        raise UsageError("tune report reads one -H host at a time.")
+    run, summary = on_one_host(root, remote, lambda host: _read(host, run_id))
+    chosen = run.run_id
     data = build(run, None if summary is None else summary.to_json())
     rendered = as_json(data) if fmt == "json" else markdown(data)
     if output is None:
@@ -53,3 +55,18 @@ def report_cmd(run_id: str | None, root: str | None, output: str | None, fmt: st
         raise HostError(f"{output}: cannot write ({exc.strerror}).") from exc
     click.echo(f"{output}: run {chosen} ({data['run']['outcome']}).")
     return ExitCode.IN_SYNC
+
+
+def _read(host: Host, run_id: str | None) -> tuple[Run, HostSummary | None]:
+    """The run (the newest by default) and the host summary: three reads, whatever the host."""
+    from ..audit.engine import host_summary
+    from ..journal import read_run, run_ids
+
+    ids = run_ids(host)
+    if not ids:
+        raise HostError(f"no tune runs on {host.describe()} to report.")
+    chosen = run_id or ids[-1]
+    run = read_run(host, chosen) if chosen in ids else None
+    if run is None:
+        raise HostError(f"no run {chosen} on {host.describe()} (tune history lists them).")
+    return run, host_summary(host)

@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from .build import NOT_MEASURED
+
 OUTCOMES = {
     "applied": "applied",
     "rolled-back": "rolled back",
+    "boot-rolled-back": "boot configuration rolled back by `tune verify` after the boot",
     "rollback-failed": "rollback FAILED: some changes are not restored",
     "interrupted": "interrupted (no end record; `tune rollback` restores it)",
 }
@@ -58,16 +61,27 @@ def _probes(probes: list[dict[str, Any]]) -> list[str]:
     out = ["## Probes before and after", ""]
     if not probes:
         return [*out, "No probes ran in this run.", ""]
-    out += ["| Probe | Before | After | Change | Gate |", "|---|---:|---:|---:|---|"]
+    # A reboot-phase run measures after the boot (tune verify), never right after the phase.
+    after_boot = _measured_at(probes, "after_boot")
+    columns = [("before", "Before")]
+    columns += [("after", "After")] if _measured_at(probes, "after") or not after_boot else []
+    columns += [("after_boot", "After the boot")] if after_boot else []
+    out += [
+        f"| Probe | {' | '.join(title for _, title in columns)} | Change | Gate |",
+        f"|---|{'---:|' * len(columns)}---:|---|",
+    ]
     for p in probes:
-        before = _measured(p["before"], p["unit"], p["before_note"])
-        after = _measured(p["after"], p["unit"], p["after_note"])
+        cells = [_measured(p[key], p["unit"], p[f"{key}_note"]) for key, _ in columns]
         name = f"{p['name']} (`{p['metric']}`, {p['better']} is better)"
         out.append(
-            f"| {_cell(name)} | {_cell(before)} | {_cell(after)} | "
+            f"| {_cell(name)} | {' | '.join(_cell(c) for c in cells)} | "
             f"{_change(p['change_percent'], p['better'])} | {_cell(_gate(p['gate']))} |"
         )
     return [*out, ""]
+
+
+def _measured_at(probes: list[dict[str, Any]], key: str) -> bool:
+    return any(p[key] is not None or p[f"{key}_note"] != NOT_MEASURED for p in probes)
 
 
 def _changes(changes: list[dict[str, Any]], outcome: str) -> list[str]:
@@ -98,7 +112,13 @@ def _still_needed(needed: dict[str, Any] | None) -> list[str]:
         return [*out, "Not recorded: this run was journaled before tune recorded its plan.", ""]
     reboot, pending, checks = needed["reboot"], needed["pending"], needed["checks"]
     left, configured = needed["not_applied"], needed["configured"]
-    if not (reboot or pending or checks or left or configured):
+    if needed.get("reboot_to_restore"):
+        out += [
+            "`tune verify` rolled the boot configuration back after the boot: reboot again "
+            "to boot the prior configuration.",
+            "",
+        ]
+    elif not (reboot or pending or checks or left or configured):
         return [*out, "Nothing: after this run the host needs no reboot and no BIOS change.", ""]
     if reboot:
         out += ["### Boot-time changes this run did not make", ""]
