@@ -384,9 +384,24 @@ def rollback(host: Host, run_id: str | None = None, *, boot_only: bool = False) 
                     host.put_file(PROFILE, prior.encode())
             except TuneError as exc:
                 failures.append(str(exc))
+        if not boot_only and not failures:
+            _clear_pending(host, chosen, failures)
         done = "boot-rolled-back" if boot_only else "rolled-back"
         journal.end("rollback-failed" if failures else done)
     return RollbackResult(chosen, result)
+
+
+def _clear_pending(host: Host, run_id: str, failures: list[str]) -> None:
+    """A run rolled back leaves nothing for the next boot to bring: `tune verify` must not
+    check (or roll back again) what it had configured."""
+    from .verify import PENDING, read_pending
+
+    try:
+        pending = read_pending(host)
+        if pending is not None and pending.run_id == run_id:
+            host.delete_file(PENDING)
+    except TuneError as exc:
+        failures.append(str(exc))
 
 
 @contextlib.contextmanager

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -28,6 +29,10 @@ if TYPE_CHECKING:
     from .tryonce import Boot
 
 ROOT_HELP = "Apply to a snapshot directory laid out like the host's / instead of this machine."
+RESTART_HELP = (
+    "After the boot is verified, restart the profile's containers and check that they see "
+    "/dev/nvidia*."
+)
 
 
 @click.command()
@@ -50,6 +55,7 @@ ROOT_HELP = "Apply to a snapshot directory laid out like the host's / instead of
     metavar="SECONDS",
     help="How long --reboot waits for the host to come back.",
 )
+@click.option("--restart-containers", is_flag=True, help=RESTART_HELP)
 @click.option("--root", metavar="DIR", help=ROOT_HELP)
 @click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation on a terminal.")
 @click.option("--dry-run", is_flag=True, help="Print the exact operations; write nothing.")
@@ -65,6 +71,7 @@ def apply(
     reboot_phase: bool,
     reboot: bool,
     reboot_timeout: float,
+    restart_containers: bool,
     root: str | None,
     yes: bool,
     dry_run: bool,
@@ -91,6 +98,12 @@ def apply(
         raise UsageError("--runtime-only and --reboot-phase exclude each other.")
     if reboot and runtime_only:
         raise UsageError("--reboot needs the boot configuration: drop --runtime-only.")
+    if restart_containers and runtime_only:
+        raise UsageError(
+            "--restart-containers follows the boot configuration: drop --runtime-only."
+        )
+    if restart_containers and remote.wanted:
+        raise UsageError("--restart-containers works on this machine's containers, not over -H.")
     if reboot and root is not None:
         raise UsageError(
             "--reboot is refused on a snapshot (--root): there is no machine to reboot; "
@@ -149,7 +162,8 @@ def apply(
             click.confirm(f"Apply {len(work.steps)} changes to {host.describe()}?", abort=True)
         around = None if no_probes else _probes(host, loaded, phase, root, keep_on_regression)
         run_id = execute(host, replace(work, steps=boot.now), loaded, phase=phase, around=around)
-        pending = _pending(run_id, work, boot)
+        containers = [entry.config for entry in loaded.profile.lxc]
+        pending = _pending(run_id, work, boot, containers, restart_containers)
         if pending is not None:
             host.put_file(PENDING, pending.to_json().encode(), 0o600)
     skipped = _skipped(host, run_id)
@@ -198,8 +212,14 @@ def _boot(work: Work, reboot: bool) -> Boot:
     return boot
 
 
-def _pending(run_id: str, work: Work, boot: Boot) -> Pending | None:
-    pending = pending_of(run_id, work.plan.host.boot_id, work.steps)
+def _pending(
+    run_id: str,
+    work: Work,
+    boot: Boot,
+    containers: Sequence[str] = (),
+    restart_containers: bool = False,
+) -> Pending | None:
+    pending = pending_of(run_id, work.plan.host.boot_id, work.steps, containers, restart_containers)
     if pending is None:
         return None
     return replace(pending, try_once=boot.try_once, promote=boot.promote)
@@ -220,12 +240,17 @@ def _dry_run(work: Work, reboot: bool, host: Host) -> str:
     is_flag=True,
     help="Keep the boot configuration even when a probe gate fails after the boot.",
 )
+@click.option("--restart-containers", is_flag=True, help=RESTART_HELP)
 @remote_options
-def verify(root: str | None, keep_on_regression: bool, remote: RemoteOptions) -> int:
+def verify(
+    root: str | None, keep_on_regression: bool, restart_containers: bool, remote: RemoteOptions
+) -> int:
     """After the reboot that a reboot-phase apply prepared: check that the boot brought what it
     must (kernel parameters, NVIDIA majors of each container, the runtime part still held).
 
     \b
+    With --restart-containers (or when the apply asked for it), then restarts
+    each container of the profile and checks it sees every /dev/nvidia* node.
     Then the probes the apply measured before run again; a gate that fails
     counts as a failed check unless --keep-on-regression. On failure, rolls
     the boot configuration back, says what did not hold, exits 3. After a
@@ -241,6 +266,10 @@ def verify(root: str | None, keep_on_regression: bool, remote: RemoteOptions) ->
     kept: list[GateFailure] = []
     after_boot = None
     if remote.wanted:
+        if restart_containers:
+            raise UsageError(
+                "--restart-containers works on this machine's containers, not over -H."
+            )
         host = _one_remote(root, remote)
         assert isinstance(host, ShellHost)
         target, lock = RemoteTarget(host), contextlib.nullcontext()  # its scripts lock
@@ -248,7 +277,7 @@ def verify(root: str | None, keep_on_regression: bool, remote: RemoteOptions) ->
         host = open_host(root)
         host.check_privileges()
         target, lock = LocalTarget(host), host.lock(LOCK)
-        after_boot = _probes_after_boot(host, root, keep_on_regression, kept)
+        after_boot = _after_boot(host, root, keep_on_regression, kept, restart_containers)
     try:
         with lock:
             pending = read_pending(host)
@@ -265,17 +294,24 @@ def verify(root: str | None, keep_on_regression: bool, remote: RemoteOptions) ->
     return ExitCode.IN_SYNC
 
 
-def _probes_after_boot(
-    host: Host, root: str | None, keep_on_regression: bool, kept: list[GateFailure]
+def _after_boot(
+    host: Host,
+    root: str | None,
+    keep_on_regression: bool,
+    kept: list[GateFailure],
+    restart_containers: bool,
 ) -> AfterBoot:
-    """The probes of the run, measured again after the boot on `host`; kept failures go to
-    `kept`."""
+    """Once the boot checks pass: the containers restarted (when asked, here or at apply),
+    then the probes of the run measured again on `host`; kept failures go to `kept`."""
+    from .containers import restart_after_boot
     from .probes.remote import executor_for
     from .verify import probe_after_boot
 
     execute, env = executor_for(host, root, 0.0)
 
     def after_boot(pending: Pending, verdict: Verdict) -> None:
+        if restart_containers or pending.restart_containers:
+            restart_after_boot(host, pending, verdict)
         kept.extend(probe_after_boot(host, pending, verdict, execute, env, keep_on_regression))
 
     return after_boot

@@ -4,7 +4,8 @@ This lives with the snapshot host, not in a test helper: `tune apply --root DIR`
 support cases as well as tests, and a snapshot must still read like a host after an apply. A
 choice file keeps its `always [madvise] never` form, a vector sysctl comes back tab-separated,
 a file without write permission refuses (whoever runs tune, root included), `modprobe` edits
-`/proc/modules`, and the masked `setpci` write edits the device's binary `config`. Otherwise the
+`/proc/modules`, the masked `setpci` write edits the device's binary `config`, and a container
+(`pct`, `lxc-*`) sees in its `/dev` what its config binds from the snapshot's. Otherwise the
 next `tune plan` of that snapshot, and every read-back, would compare against files no kernel
 prints. Faults (failed writes, clamped values, crashes) are the tests' business and live there,
 except one a real kernel has: an attribute that refuses every write with an errno, as
@@ -29,7 +30,8 @@ from .host import Completed, refusal
 if TYPE_CHECKING:
     from .host import DirectoryHost
 
-COMMANDS = ("modprobe", "setpci", "grubby")
+CONTAINER_TOOLS = ("pct", "lxc-stop", "lxc-start", "lxc-attach")
+COMMANDS = ("modprobe", "setpci", "grubby", *CONTAINER_TOOLS)
 MODULES = "/proc/modules"
 OSRELEASE = "/proc/sys/kernel/osrelease"
 DEVICES = "/sys/bus/pci/devices"
@@ -98,6 +100,8 @@ def run(host: DirectoryHost, argv: list[str]) -> Completed:
         return _modprobe(host, argv[1:])
     if argv[0] == "grubby":
         return _grubby(host, argv[1:])
+    if argv[0] in CONTAINER_TOOLS:
+        return _container(host, argv)
     return _setpci(host, argv[1:])
 
 
@@ -206,3 +210,53 @@ def _grubby(host: DirectoryHost, args: list[str]) -> Completed:
             text = handle.read().decode("utf-8", "replace")
         _overwrite(local, cmdline.edit_entry(text, sets, removes).encode())
     return Completed(0)
+
+
+# What any container has in /dev besides what its config binds.
+CONTAINER_DEV = (
+    "console",
+    "full",
+    "null",
+    "ptmx",
+    "pts",
+    "random",
+    "shm",
+    "tty",
+    "urandom",
+    "zero",
+)
+
+
+def _container(host: DirectoryHost, argv: list[str]) -> Completed:
+    """`pct reboot ID`, `pct exec ID -- ls /dev`, and `lxc-stop|lxc-start|lxc-attach -n NAME
+    -P LXCPATH [-- ls /dev]`: the forms tune runs. A restart succeeds when the config exists;
+    `ls /dev` lists the mount entries of its main section whose source the snapshot has (they
+    are `optional`: a missing source is skipped, as LXC does). Stateless: the listing is what
+    a start with the current config would bind."""
+    from .formats import lxc
+
+    tool, args = argv[0], argv[1:]
+    command = args[args.index("--") + 1 :] if "--" in args else []
+    if tool == "pct" and len(args) >= 2 and args[0] in ("reboot", "exec"):
+        config = f"/etc/pve/lxc/{args[1]}.conf"
+    elif tool != "pct" and args[:1] == ["-n"] and args[2:3] == ["-P"] and len(args) >= 4:
+        config = f"{args[3]}/{args[1]}/config"
+    else:
+        return Completed(1, "", f"{tool}: unsupported arguments {' '.join(args)}")
+    text = _read(host, config)
+    if text is None:
+        return Completed(2, "", f"{tool}: configuration file '{config}' does not exist")
+    if (tool == "pct" and args[0] == "reboot") or tool in ("lxc-stop", "lxc-start"):
+        return Completed(0)
+    if command != ["ls", "/dev"]:
+        return Completed(1, "", f"{tool}: unsupported command {' '.join(command)}")
+    names = set(CONTAINER_DEV)
+    for item in lxc.items(text):
+        fields = item.value.split()
+        if item.key != lxc.MOUNT or len(fields) < 2 or not fields[0].startswith("/dev/"):
+            continue
+        target = fields[1]
+        directly_in_dev = target.startswith("dev/") and target.count("/") == 1
+        if directly_in_dev and os.path.lexists(host.local(fields[0])):
+            names.add(target.removeprefix("dev/"))
+    return Completed(0, "\n".join(sorted(names)) + "\n")

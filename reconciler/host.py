@@ -44,6 +44,9 @@ class Request:
     # (pattern, n): only the last n matches in name order, read whole (the newest run journals:
     # run ids sort by time), so a check reads them in the same batch as the observation.
     newest: frozenset[tuple[str, int]] = frozenset()
+    # Patterns of device nodes (`/dev/nvidia*`) that are listed, never opened: opening an NVIDIA
+    # node initialises the GPU, and what a container needs is only which nodes exist.
+    nodes: frozenset[str] = frozenset()
 
     @classmethod
     def of(
@@ -52,8 +55,15 @@ class Request:
         listings: Iterable[str] = (),
         whole: Iterable[str] = (),
         newest: Iterable[tuple[str, int]] = (),
+        nodes: Iterable[str] = (),
     ) -> Request:
-        return cls(frozenset(patterns), frozenset(listings), frozenset(whole), frozenset(newest))
+        return cls(
+            frozenset(patterns),
+            frozenset(listings),
+            frozenset(whole),
+            frozenset(newest),
+            frozenset(nodes),
+        )
 
     def __or__(self, other: Request) -> Request:
         return Request(
@@ -61,6 +71,7 @@ class Request:
             self.listings | other.listings,
             self.whole | other.whole,
             self.newest | other.newest,
+            self.nodes | other.nodes,
         )
 
     def reads(self) -> list[tuple[str, int | None, int | None]]:
@@ -89,6 +100,8 @@ class Files:
     listings: dict[str, tuple[str, ...]] = field(default_factory=dict)
     # Paths that exist but could not be read (EACCES, EIO), with the reason.
     errors: dict[str, str] = field(default_factory=dict)
+    # Node pattern -> the paths it matches, a directory with a trailing "/" (`/dev/nvidia-caps/`).
+    nodes: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def read(self, path: str) -> bytes | None:
         return self.contents.get(path)
@@ -111,6 +124,9 @@ class Files:
 
     def listing(self, directory: str) -> tuple[str, ...]:
         return self.listings.get(directory, ())
+
+    def node_paths(self, pattern: str) -> tuple[str, ...]:
+        return self.nodes.get(pattern, ())
 
 
 # The errnos with which the kernel rejects a value or a knob outright; 524 is the kernel's
@@ -248,6 +264,11 @@ class DirectoryHost(Host):
             files.matches[pattern] = tuple(matched)
         for directory in sorted(request.listings):
             files.listings[directory] = tuple(self._walk(directory, prefix))
+        for pattern in sorted(request.nodes):
+            found = glob.glob(self._local(pattern)) if is_glob(pattern) else [self._local(pattern)]
+            files.nodes[pattern] = tuple(
+                sorted(p[prefix:] + "/" * os.path.isdir(p) for p in found if os.path.lexists(p))
+            )
         return files
 
     def _read_into(self, files: Files, path: str, limit: int | None) -> None:
@@ -460,7 +481,7 @@ class ArchiveHost(Host):
         self.archive = Path(archive)
         self.name = str(self.archive)
         try:
-            self._tree = _read_archive(self.archive)
+            self._tree, self._directories = _read_archive(self.archive)
         except OSError as exc:
             raise HostError(f"{self.archive}: cannot read snapshot archive ({exc}).") from exc
 
@@ -482,6 +503,10 @@ class ArchiveHost(Host):
         for directory in sorted(request.listings):
             base = directory.rstrip("/") + "/"
             files.listings[directory] = tuple(sorted(p for p in self._tree if p.startswith(base)))
+        for pattern in sorted(request.nodes):
+            found = [p for p in self._tree if path_matches(pattern, p)]
+            found += [d + "/" for d in self._directories if path_matches(pattern, d)]
+            files.nodes[pattern] = tuple(sorted(found))
         return files
 
 
@@ -494,7 +519,8 @@ _DECOMPRESS = (
 )
 
 
-def _read_archive(archive: Path) -> dict[str, bytes]:
+def _read_archive(archive: Path) -> tuple[dict[str, bytes], set[str]]:
+    """The archive's files, and its directories (named, or implied by a file below them)."""
     import tarfile  # only snapshots packed as archives need it
     import zlib
 
@@ -507,20 +533,28 @@ def _read_archive(archive: Path) -> dict[str, bytes]:
                 raise OSError(f"corrupt or truncated {module} data: {exc}") from exc
             break
     tree: dict[str, bytes] = {}
+    directories: set[str] = set()
     try:
         with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
             for member in tar:
+                path = "/" + os.path.normpath(member.name).lstrip("/")
                 extracted = tar.extractfile(member) if member.isfile() else None
                 if extracted is not None:
-                    path = "/" + os.path.normpath(member.name).lstrip("/")
                     tree[path] = extracted.read(MAX_FILE_BYTES)
+                elif member.isdir():
+                    directories.add(path)
             # tarfile ends quietly at a damaged header; what follows the last member must be
             # the zero blocks that end an archive.
             if data[tar.offset :].strip(b"\0"):
                 raise OSError(f"damaged tar header at byte {tar.offset}")
     except tarfile.TarError as exc:
         raise OSError(f"not a tar archive: {exc}") from exc
-    return tree
+    for path in tree:
+        parent = os.path.dirname(path)
+        while parent not in directories and parent != "/":
+            directories.add(parent)
+            parent = os.path.dirname(parent)
+    return tree, directories
 
 
 def open_host(root: str | None) -> Host:
@@ -536,16 +570,24 @@ def open_host(root: str | None) -> Host:
 
 
 def write_archive(files: Files, target: str | os.PathLike[str]) -> int:
-    """Pack observed files into a snapshot archive; returns how many files went in."""
+    """Pack observed files into a snapshot archive; returns how many files went in. A device
+    node goes in as an empty file (a directory of them as a directory): the name is what was
+    observed, and the same layout in a snapshot directory reads back the same."""
     import tarfile
     import time
 
-    now = time.time()
+    now = int(time.time())
+    nodes = {p for found in files.nodes.values() for p in found}
+    entries = {**{p: b"" for p in nodes}, **files.contents}
     with tarfile.open(target, "w:gz") as tar:
-        for path, data in sorted(files.contents.items()):
-            info = tarfile.TarInfo(path.lstrip("/"))
+        for path, data in sorted(entries.items()):
+            info = tarfile.TarInfo(path.strip("/"))
+            info.mtime = now
+            if path.endswith("/"):
+                info.type, info.mode = tarfile.DIRTYPE, 0o755
+                tar.addfile(info)
+                continue
             info.size = len(data)
-            info.mtime = int(now)
             info.mode = 0o644
             tar.addfile(info, io.BytesIO(data))
-    return len(files.contents)
+    return sum(not p.endswith("/") for p in entries)

@@ -34,7 +34,7 @@ MAGIC = b"TUNE-READ-1\0"
 ERRORS_MARK = b"TUNE-READ-ERRORS\n"
 SEPARATOR = b"\n==> "
 # Records before the file contents: (tag, pattern or listing index, path), all NUL-terminated.
-_RECORDS = re.compile(rb"(?:[mdnl]\0[0-9]+\0[^\0]*\0)*c\0")
+_RECORDS = re.compile(rb"(?:[mdnle]\0[0-9]+\0[^\0]*\0)*c\0")
 # A `cd` into `$TUNE_ROOT` that fails exits with this status.
 NO_ROOT = 97
 # `read_file` of a file that does not exist exits with this status.
@@ -176,6 +176,7 @@ class _Item:
 class _Answer:
     items: list[_Item] = field(default_factory=list)
     listed: dict[int, list[str]] = field(default_factory=dict)
+    nodes: dict[int, list[str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -199,6 +200,7 @@ class ReadScript:
     text: str
     whole: frozenset[str] = frozenset()  # patterns read past the usual cap (tune's own state)
     cap: int = MAX_FILE_BYTES
+    nodes: tuple[str, ...] = ()  # device-node patterns: names and types, never opened
 
     @classmethod
     def of(cls, request: Request) -> ReadScript:
@@ -231,6 +233,15 @@ class ReadScript:
             lines.append(_WALK)
             for index, directory in enumerate(listings):
                 lines.append(f"w {quote_pattern(directory.rstrip('/') or '/')} {index}\n")
+        nodes = tuple(sorted(request.nodes))
+        for index, pattern in enumerate(nodes):
+            lines.append(
+                f"for f in {quote_pattern(pattern)}; do\n"
+                '    if [ -d "$f" ]; then s=/; elif [ -e "$f" ] || [ -h "$f" ]; then s=\n'
+                "    else continue; fi\n"
+                f'    printf \'e\\000%s\\000%s%s\\000\' {index} "${{f#.}}" "$s"\n'
+                "done\n"
+            )
         lines.append("printf 'c\\000'\nprintf 'TUNE-READ-ERRORS\\n' >&2\n")
         if words:
             # The same words again: head sees exactly the expansion listed above, directories
@@ -244,7 +255,7 @@ class ReadScript:
                 f'head -c {cap} -v -- "$@"\n'
             )
         lines.append("exit 0\n")
-        return cls(patterns, listings, "".join(lines), whole, cap)
+        return cls(patterns, listings, "".join(lines), whole, cap, nodes)
 
     def parse(self, host: str, done: ScriptResult) -> Files | Reread:
         start = done.stdout.find(MAGIC)
@@ -290,6 +301,8 @@ class ReadScript:
             path = fields[n + 2].decode("utf-8", "surrogateescape")
             if tag == b"l":
                 answer.listed.setdefault(index, []).append(path)
+            elif tag == b"e":
+                answer.nodes.setdefault(index, []).append(path)
             else:
                 answer.items.append(_Item(index, path, tag.decode()))
         return answer, out[records.end() :]
@@ -318,6 +331,8 @@ class ReadScript:
             files.matches[pattern] = tuple(matched)
         for index, directory in enumerate(self.listings):
             files.listings[directory] = tuple(sorted(answer.listed.get(index, ())))
+        for index, pattern in enumerate(self.nodes):
+            files.nodes[pattern] = tuple(sorted(answer.nodes.get(index, ())))
         return files
 
 

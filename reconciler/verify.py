@@ -2,7 +2,8 @@
 
 `tune apply` (reboot phase) records `/var/lib/tune/pending.json` on the target: the run, the
 boot id before, the kernel command-line parameters the next boot must carry (null: must be
-absent) and, per container config, the NVIDIA majors its allow lines grant. After the reboot,
+absent), per container config, the NVIDIA majors its allow lines grant, and the profile's
+container configs with whether to restart them (`--restart-containers`). After the reboot,
 `verify` compares those with `/proc/cmdline`, `/proc/devices` and the stored profile's runtime
 part; on any failure the boot configuration is rolled back from the run's journal.
 """
@@ -10,7 +11,7 @@ part; on any failure the boot configuration is rolled back from the run's journa
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +41,8 @@ class Pending:
     # configuration the default once the boot is verified.
     try_once: str | None = None
     promote: tuple[Step, ...] = ()
+    containers: list[str] = field(default_factory=list)  # the profile's container configs
+    restart_containers: bool = False  # restart them after the boot is verified
 
     def to_json(self) -> str:
         data = {
@@ -49,6 +52,8 @@ class Pending:
             "majors": self.majors,
             "try_once": self.try_once,
             "promote": [step.to_json() for step in self.promote],
+            "containers": self.containers,
+            "restart_containers": self.restart_containers,
         }
         return json.dumps(data, indent=2) + "\n"
 
@@ -61,10 +66,18 @@ class Pending:
             data["majors"],
             data.get("try_once"),
             tuple(Step.from_json(step) for step in data.get("promote", ())),
+            list(data.get("containers", data["majors"])),
+            bool(data.get("restart_containers", False)),
         )
 
 
-def pending_of(run_id: str, boot_id: str | None, steps: tuple[Step, ...]) -> Pending | None:
+def pending_of(
+    run_id: str,
+    boot_id: str | None,
+    steps: tuple[Step, ...],
+    containers: Sequence[str] = (),
+    restart_containers: bool = False,
+) -> Pending | None:
     """What the boot must bring, from the reboot-phase steps of a run; None when there is none."""
     cmdline: dict[str, str | None] = {}
     majors: dict[str, list[int]] = {}
@@ -75,9 +88,16 @@ def pending_of(run_id: str, boot_id: str | None, steps: tuple[Step, ...]) -> Pen
             lines = step.desired if isinstance(step.desired, tuple) else ()
             found = (lxc_fmt.rule_major(line) for line in lines)
             majors[step.probe.path] = sorted(m for m in found if m is not None)
-    if not cmdline and not majors:
+    if not cmdline and not majors and not (restart_containers and containers):
         return None
-    return Pending(run_id, boot_id, cmdline, majors)
+    return Pending(
+        run_id,
+        boot_id,
+        cmdline,
+        majors,
+        containers=list(containers),
+        restart_containers=restart_containers,
+    )
 
 
 def read_pending(host: Host) -> Pending | None:

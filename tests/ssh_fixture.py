@@ -246,7 +246,10 @@ def minimal_host(source: Path, profile: Path, target: Path) -> Path:
     wanted = request(load_profile(profile).profile)
     files = SnapshotHost(source).fetch(wanted)
     paths = set(files.contents) | {p for listed in files.listings.values() for p in listed}
-    for path in paths:
+    nodes = {p for found in files.nodes.values() for p in found}
+    for directory in (p for p in nodes if p.endswith("/")):
+        (target / directory.strip("/")).mkdir(parents=True, exist_ok=True)
+    for path in paths | {p for p in nodes if not p.endswith("/")}:
         destination = target / path.lstrip("/")
         destination.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(source / path.lstrip("/"), destination)

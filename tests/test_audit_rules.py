@@ -392,6 +392,19 @@ def test_lxc_stale_majors_fires_after_a_driver_upgrade(tuned: Path, tmp_path: Pa
     closes_loop(tuned, report, tmp_path)
 
 
+def test_lxc_stale_majors_fires_on_a_node_added_or_gone(tuned: Path, tmp_path: Path) -> None:
+    # A ninth GPU appeared and nvidia7 went away (moved to another host).
+    write(tuned, "/dev/nvidia8", "")
+    (tuned / "dev/nvidia7").unlink()
+    report = run_audit(tuned)
+    finding = only(report, "lxc-stale-majors")
+    assert finding.observed == (
+        "container 101 does not mount /dev/nvidia8, and mounts /dev/nvidia7, which does not exist"
+    )
+    assert [c.id for c in finding.changes] == ["lxc:101:lxc.mount.entry"]
+    closes_loop(tuned, report, tmp_path)
+
+
 def test_lxc_stale_majors_does_not_fire_on_allow_all_or_without_mounts(tuned: Path) -> None:
     edit(tuned, "/proc/devices", "511 nvidia-uvm", "507 nvidia-uvm")
     edit(tuned, CONTAINER, "lxc.cgroup2.devices.allow: c 195:* rwm\n",

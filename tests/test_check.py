@@ -114,7 +114,7 @@ def test_tuned_host_is_in_sync_and_quiet_prints_nothing(tuned: Path) -> None:
     loud = check(tuned)
     assert loud.code == 0
     assert (
-        loud.out.splitlines()[-1] == "In sync: 157 knobs; 11 of 11 checks pass; 0 pending reboot."
+        loud.out.splitlines()[-1] == "In sync: 158 knobs; 11 of 11 checks pass; 0 pending reboot."
     )
     assert "DRIFT" not in loud.out
 
@@ -170,7 +170,7 @@ def test_text_report_folds_cpus_and_names_the_last_apply(tuned: Path) -> None:
         result.out
     )
     assert result.out.splitlines()[-1] == (
-        "Drift: 4 of 157 knobs; 11 of 11 checks pass; 0 pending reboot."
+        "Drift: 4 of 158 knobs; 11 of 11 checks pass; 0 pending reboot."
     )
 
 
@@ -250,7 +250,7 @@ def test_since_apply_names_knobs_changed_after_tune_wrote_them(tuned: Path) -> N
         "profile": "blackwell-8x",
         "phase": "all",
         "finished": FINISHED,
-        "steps": 157,
+        "steps": 158,
     }
 
 

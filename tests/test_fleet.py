@@ -113,7 +113,7 @@ def test_fleet_text_is_a_table_then_details_of_hosts_not_in_sync() -> None:
     assert table.splitlines() == [
         "HOST       STATUS                        RUNTIME  REBOOT  PENDING  CHECKS OK",
         "tuned-1    in sync                             0       0        0      11/11",
-        "untuned-1  285 changes, 3 failed checks      281       4        0       8/11",
+        "untuned-1  286 changes, 3 failed checks      281       5        0       8/11",
         "down-1     error                               -       -        -          -",
     ]
     assert details.startswith("3 hosts: 1 in sync, 1 with changes, 1 unreachable or failed.")
@@ -126,7 +126,7 @@ def test_fleet_json_has_one_object_per_host() -> None:
     objects = json.loads(fleet.render(fleet_of_snapshots(), "json", color=False))
     assert [(o["host"], o["status"]) for o in objects] == [
         ("tuned-1", "in sync"),
-        ("untuned-1", "285 changes, 3 failed checks"),
+        ("untuned-1", "286 changes, 3 failed checks"),
         ("down-1", "error"),
     ]
     assert objects[0]["plan"]["changes"] == []
@@ -139,7 +139,7 @@ def test_fleet_json_has_one_object_per_host() -> None:
 
 def test_fleet_markdown_has_the_summary_table_and_each_host_report() -> None:
     out = fleet.render(fleet_of_snapshots(), "markdown", color=False)
-    assert "| untuned-1 | 285 changes, 3 failed checks | 281 | 4 | 0 | 8/11 |" in out
+    assert "| untuned-1 | 286 changes, 3 failed checks | 281 | 5 | 0 | 8/11 |" in out
     assert "# Host audit: gpu-node-07 against profile `blackwell-8x`" in out
     assert "# down-1: error" in out
 

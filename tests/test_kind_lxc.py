@@ -24,13 +24,23 @@ lxc.mount.entry: /dev/nvidia-uvm dev/nvidia-uvm none bind,optional,create=file
 """
 BOTH = "name: t\nlxc:\n  - container: '101'\n    memlock: unlimited\n    nvidia_devices: true\n"
 ALLOW = "lxc:101:lxc.cgroup2.devices.allow"
+MOUNT = "lxc:101:lxc.mount.entry"
 MEMLOCK = "lxc:101:lxc.prlimit.memlock"
 
 
-def host(tmp_path: Path, config: str, devices: str = DEVICES) -> Path:
+NODES = ("nvidia0", "nvidia-uvm")
+
+
+def host(
+    tmp_path: Path, config: str, devices: str = DEVICES, nodes: tuple[str, ...] = NODES
+) -> Path:
+    """A snapshot host; each of `nodes` is a /dev entry (an empty file, a directory for a name
+    ending in /), as `tune snapshot` captures device nodes."""
     root = tmp_path / "host"
     write(root, "/proc/devices", devices)
     write(root, "/etc/pve/lxc/101.conf", config)
+    for node in nodes:
+        write(root, f"/dev/{node}" + ("nvidia-cap1" if node.endswith("/") else ""), "")
     return root
 
 
@@ -73,7 +83,8 @@ def test_a_free_dynamic_major_is_only_stale_in_a_container_that_mounts_nvidia(
     tmp_path: Path,
 ) -> None:
     config = "lxc.prlimit.memlock: unlimited\n" + allow(195, 509, 510, 240)
-    assert plan_json(tmp_path, host(tmp_path, config.replace("240", "250")), BOTH)["code"] == 0
+    unmounted = host(tmp_path, config.replace("240", "250"), nodes=())
+    assert plan_json(tmp_path, unmounted, BOTH)["code"] == 0
     config = "lxc.prlimit.memlock: unlimited\n" + allow(195, 509, 510, 250) + MOUNTS
     change = by_id(plan_json(tmp_path, host(tmp_path, config), BOTH))[ALLOW]
     assert change["current"] == ["c 195:* rwm", "c 250:* rwm", "c 509:* rwm", "c 510:* rwm"]
@@ -112,10 +123,12 @@ def test_memlock_last_line_wins_and_comments_are_ignored(tmp_path: Path) -> None
 def test_missing_config_is_absent(tmp_path: Path) -> None:
     root = tmp_path / "host"
     write(root, "/proc/devices", DEVICES)
+    write(root, "/dev/nvidia0", "")
     plan = plan_json(tmp_path, root, BOTH)
     assert plan["code"] == 2
     assert by_id(plan)[MEMLOCK]["current"] is None
     assert by_id(plan)[ALLOW]["current"] is None
+    assert by_id(plan)[MOUNT]["current"] is None
     assert by_id(plan)[ALLOW]["desired"] == ["c 195:* rwm", "c 509:* rwm", "c 510:* rwm"]
     assert "/etc/pve/lxc/101.conf does not exist on this host." in notes(plan)
 
@@ -138,6 +151,59 @@ def test_plain_lxc_config_by_path(tmp_path: Path) -> None:
     assert plan_json(tmp_path, root, text)["code"] == 0
 
 
+def mount(node: str, create: str = "file") -> str:
+    return f"/dev/{node} dev/{node} none bind,optional,create={create}"
+
+
+def test_a_mount_entry_per_nvidia_node_directories_with_create_dir(tmp_path: Path) -> None:
+    nodes = ("nvidia10", "nvidia2", "nvidiactl", "nvidia-uvm", "nvidia-caps/", "nvidia-modeset")
+    config = "lxc.prlimit.memlock: unlimited\n" + allow(195, 509, 510)
+    plan = plan_json(tmp_path, host(tmp_path, config, nodes=nodes), BOTH)
+    change = by_id(plan)[MOUNT]
+    assert (change["current"], change["phase"]) == ([], "reboot")
+    # Numbers as numbers: nvidia2 before nvidia10.
+    assert change["desired"] == [
+        mount("nvidia2"),
+        mount("nvidia10"),
+        mount("nvidia-caps", "dir"),
+        mount("nvidia-modeset"),
+        mount("nvidia-uvm"),
+        mount("nvidiactl"),
+    ]
+
+
+def test_stale_mount_goes_other_mounts_stay(tmp_path: Path) -> None:
+    # nvidia1 was removed (a GPU went to another host); the NFS and the deeper caps mount are
+    # the user's own.
+    config = (
+        "lxc.prlimit.memlock: unlimited\n"
+        + allow(195, 509, 510)
+        + "lxc.mount.entry: /srv/models srv/models none bind,create=dir\n"
+        + "lxc.mount.entry: /dev/nvidia-caps/nvidia-cap1 dev/nvidia-caps/nvidia-cap1 none bind\n"
+        + "".join(f"lxc.mount.entry: {mount(n)}\n" for n in ("nvidia1", "nvidia0", "nvidia-uvm"))
+    )
+    plan = plan_json(tmp_path, host(tmp_path, config), BOTH)
+    change = by_id(plan)[MOUNT]
+    assert change["current"] == [mount("nvidia0"), mount("nvidia1"), mount("nvidia-uvm")]
+    assert change["desired"] == [mount("nvidia0"), mount("nvidia-uvm")]
+    assert (
+        "/etc/pve/lxc/101.conf mounts /dev/nvidia1, which does not exist on this host now."
+        in notes(plan)
+    )
+
+
+def test_no_node_yet_leaves_mounts_alone(tmp_path: Path) -> None:
+    # The driver is loaded but nothing created /dev/nvidia* yet: the entries are not stale.
+    config = "lxc.prlimit.memlock: unlimited\n" + allow(195, 509, 510) + MOUNTS
+    plan = plan_json(tmp_path, host(tmp_path, config, nodes=()), BOTH)
+    assert plan["code"] == 0
+    assert any("no /dev/nvidia* node exists yet" in n for n in notes(plan))
+
+
 def test_example_hosts(tmp_path: Path) -> None:
-    assert sorted(by_id(plan_json(tmp_path, UNTUNED, BOTH))) == [ALLOW, MEMLOCK]
+    # The untuned container lacks the nvidia-modeset node the loaded nvidia_modeset created.
+    plan = plan_json(tmp_path, UNTUNED, BOTH)
+    assert sorted(by_id(plan)) == [ALLOW, MOUNT, MEMLOCK]
+    added = set(by_id(plan)[MOUNT]["desired"]) - set(by_id(plan)[MOUNT]["current"])
+    assert added == {mount("nvidia-modeset")}
     assert plan_json(tmp_path, TUNED, BOTH)["code"] == 0

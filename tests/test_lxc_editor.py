@@ -1,6 +1,7 @@
 """The LXC config editor under hypothesis: for random configs (comments, blank lines, duplicate
-keys, snapshot sections) apply's edits then their undo give back the original bytes, and an edit
-changes nothing outside the keys it owns. Pure: the steps run on in-memory text."""
+keys, snapshot sections) and random sets of /dev/nvidia* nodes, apply's edits then their undo
+give back the original bytes, and an edit changes nothing outside the lines it owns (memlock,
+NVIDIA allow lines, NVIDIA mount entries). Pure: the steps run on in-memory text."""
 
 from __future__ import annotations
 
@@ -23,7 +24,11 @@ CONFIG = "/etc/pve/lxc/101.conf"
 DEVICES = (
     "Character devices:\n  1 mem\n195 nvidia-frontend\n226 drm\n509 nvidia-uvm\n510 nvidia-caps\n"
 )
-OWNED = (fmt.MEMLOCK, fmt.ALLOW)
+NODES = st.sets(
+    st.sampled_from(
+        ["/dev/nvidia0", "/dev/nvidia1", "/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-caps/"]
+    )
+)
 
 MAIN_LINES = st.sampled_from(
     [
@@ -39,6 +44,12 @@ MAIN_LINES = st.sampled_from(
         "lxc.cgroup2.devices.allow: c 10:200 rwm\n",
         "# lxc.cgroup2.devices.allow: c 195:* rwm\n",
         "lxc.mount.entry: /dev/nvidia0 dev/nvidia0 none bind,optional,create=file\n",
+        "lxc.mount.entry: /dev/nvidia1 dev/nvidia1 none bind,optional,create=file\n",
+        "lxc.mount.entry = /dev/nvidia-uvm dev/nvidia-uvm none bind,create=file\n",
+        "lxc.mount.entry: /dev/nvidia-caps dev/nvidia-caps none bind,optional,create=dir\n",
+        "lxc.mount.entry: /dev/nvidia-caps/nvidia-cap1 dev/nvidia-caps/nvidia-cap1 none bind\n",
+        "lxc.mount.entry: /srv/models srv/models none bind,create=dir\n",
+        "# lxc.mount.entry: /dev/nvidia2 dev/nvidia2 none bind,optional,create=file\n",
         "unknown.key: value with  spaces  \n",
     ]
 )
@@ -46,6 +57,7 @@ SNAPSHOT_LINES = st.sampled_from(
     [
         "lxc.prlimit.memlock: 1\n",
         "lxc.cgroup2.devices.allow: c 500:* rwm\n",
+        "lxc.mount.entry: /dev/nvidia0 dev/nvidia0 none bind,optional,create=file\n",
         "snaptime: 1700000000\n",
         "\n",
         "# snapshot comment\n",
@@ -72,25 +84,34 @@ def entries(memlock: bool, devices: bool) -> list[LxcEntry]:
     return [validate(LxcEntry, data)]
 
 
+def owned(line: str) -> bool:
+    """Whether an edit may touch `line`: memlock, any allow line, an NVIDIA node's mount."""
+    keys = {i.key for i in fmt.items(line)}
+    return bool(keys & {fmt.MEMLOCK, fmt.ALLOW}) or bool(fmt.nvidia_mount_lines(line))
+
+
 def outside(text: str) -> tuple[list[str], str]:
     """The main-section lines no edit owns, and everything from the first snapshot section."""
     lines = text.splitlines(keepends=True)
     main = len(fmt.main_section(text))
-    kept = [
-        line.rstrip("\n")
-        for line in lines[:main]
-        if not any(i.key in OWNED for i in fmt.items(line))
-    ]
+    kept = [line.rstrip("\n") for line in lines[:main] if not owned(line)]
     return kept, "".join(lines[main:])
 
 
-@settings(max_examples=60, deadline=None)
-@given(configs(), st.booleans(), st.booleans())
+def observed(config: str, nodes: set[str]) -> Files:
+    return Files(
+        contents={fmt.PROC_DEVICES: DEVICES.encode(), CONFIG: config.encode()},
+        nodes={fmt.NVIDIA_NODES: tuple(sorted(nodes))},
+    )
+
+
+@settings(max_examples=80, deadline=None)
+@given(configs(), NODES, st.booleans(), st.booleans())
 def test_edit_then_undo_is_byte_identical_and_touches_only_owned_keys(
-    config: str, memlock: bool, devices: bool
+    config: str, nodes: set[str], memlock: bool, devices: bool
 ) -> None:
     spec = entries(memlock, devices)
-    files = Files(contents={fmt.PROC_DEVICES: DEVICES.encode(), CONFIG: config.encode()})
+    files = observed(config, nodes)
     changes = [c for c in KIND.compare(spec, files).changes if c.current != c.desired]
     steps = [KIND.step(spec, change, files) for change in changes]
     text = config
@@ -100,8 +121,7 @@ def test_edit_then_undo_is_byte_identical_and_touches_only_owned_keys(
         assert isinstance(op, PutFile)
         text = op.data.decode()
         assert step.expect == text
-    edited = Files(contents={fmt.PROC_DEVICES: DEVICES.encode(), CONFIG: text.encode()})
-    assert all(c.current == c.desired for c in KIND.compare(spec, edited).changes)
+    assert all(c.current == c.desired for c in KIND.compare(spec, observed(text, nodes)).changes)
     assert outside(text) == outside(config)
     for step in reversed(steps):
         (op,) = step.undo
@@ -122,6 +142,7 @@ def test_edit_keeps_order_comments_and_snapshots(tmp_path: Path) -> None:
     root = tmp_path / "host"
     write(root, fmt.PROC_DEVICES, DEVICES)
     write(root, CONFIG, config)
+    write(root, "/dev/nvidia-uvm", "")
     profile = tmp_path / "p.yaml"
     profile.write_text(
         "name: c\nlxc:\n  - container: '101'\n    memlock: unlimited\n    nvidia_devices: true\n"

@@ -71,7 +71,7 @@ def test_text_plan_folds_cpus_and_devices() -> None:
     assert runtime < result.out.index("kernel.numa_balancing") < reboot
     assert reboot < result.out.index("cmdline amd_pstate")
     assert "file /etc/sysctl.d/90-tune.conf: (absent) -> 12 lines" in result.out
-    assert result.out.rstrip().splitlines()[-1].startswith("Plan: 285 to change (281 runtime")
+    assert result.out.rstrip().splitlines()[-1].startswith("Plan: 286 to change (281 runtime")
 
 
 def test_markdown_report_has_audit_sections() -> None:

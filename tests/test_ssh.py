@@ -98,7 +98,7 @@ def test_twenty_hosts_in_mixed_states_one_exec_request_each(
     hosts = {entry["host"]: entry for entry in json.loads(out)}
     assert list(hosts) == [f"h{n}" for n in range(1, 21)]
     expected = {
-        name: "285 changes, 3 failed checks" if n % 3 == 0 else "in sync"
+        name: "286 changes, 3 failed checks" if n % 3 == 0 else "in sync"
         for n, name in enumerate(roots, 1)
     }
     expected["h7"] = "1 change"
@@ -149,7 +149,7 @@ def test_down_and_hung_hosts_fail_alone(start_lab: StartLab) -> None:
         ["HOST", "STATUS"],
         ["h1", "in"],
         [down, "error"],
-        ["h2", "285"],
+        ["h2", "286"],
         [hung, "error"],
     ]
     assert "4 hosts: 1 in sync, 1 with changes, 2 unreachable or failed." in out
@@ -244,7 +244,7 @@ def test_ansible_inventory_with_limit(start_lab: StartLab, tmp_path: Path) -> No
     assert code == 2
     assert [(e["host"], e["status"]) for e in json.loads(out)] == [
         ("gpu-a", "in sync"),
-        ("gpu-b", "285 changes, 3 failed checks"),
+        ("gpu-b", "286 changes, 3 failed checks"),
         ("gpu-c", "in sync"),
     ]
     code, out, _ = plan(lab, "--inventory", inventory, "--limit", "gpu:!canary")
@@ -256,7 +256,7 @@ def test_snapshot_of_a_remote_host_plans_offline(start_lab: StartLab, tmp_path: 
     lab = start_lab({"h1": UNTUNED})
     archive = tmp_path / "h1.tar.gz"
     result = run_tune("snapshot", BLACKWELL, "-H", "h1", "--ssh-config", lab.config, "-o", archive)
-    assert (result.code, result.out) == (0, f"{archive}: 1101 files from ssh h1\n")
+    assert (result.code, result.out) == (0, f"{archive}: 1113 files from ssh h1\n")
     offline = run_tune("plan", BLACKWELL, "--root", archive, "--format", "json")
     online = plan(lab, "-H", "h1", "--format", "json")[1]
     assert without_source(json.loads(offline.out)) == without_source(json.loads(online))

@@ -88,6 +88,7 @@ class HostSpec:
     nvidia_majors: Mapping[int, str]
     container_allow_majors: tuple[int, ...]
     container_memlock: bool
+    container_mounts_modeset: bool
     gpu_mrrs: int
     # Boot-time files `tune apply` owns (sysctl.d, modules-load.d, tmpfiles.d, udev rules).
     tune_files: tuple[tuple[str, str], ...] = ()
@@ -129,6 +130,7 @@ UNTUNED = HostSpec(
     # 511 is the old nvidia-uvm major (stale); the current 509 is missing.
     container_allow_majors=(195, 226, 510, 511),
     container_memlock=False,
+    container_mounts_modeset=False,
     gpu_mrrs=512,
 )
 
@@ -171,6 +173,7 @@ TUNED = HostSpec(
     nvidia_majors={195: "nvidia-frontend", 508: "nvidia-caps", 511: "nvidia-uvm"},
     container_allow_majors=(195, 226, 508, 511),
     container_memlock=True,
+    container_mounts_modeset=True,
     gpu_mrrs=4096,
     tune_files=(
         (
@@ -624,10 +627,10 @@ def write_grub(root: Path, host: HostSpec) -> None:
 # --------------------------------------------------------------------------
 
 
-def nvidia_mount_entries(gpu_count: int) -> list[str]:
+def nvidia_mount_entries(gpu_count: int, modeset: bool = False) -> list[str]:
     """lxc.mount.entry lines that bind the NVIDIA device nodes."""
     files = [f"nvidia{i}" for i in range(gpu_count)]
-    files += ["nvidiactl", "nvidia-uvm", "nvidia-uvm-tools"]
+    files += ["nvidiactl", *(["nvidia-modeset"] * modeset), "nvidia-uvm", "nvidia-uvm-tools"]
     lines = [f"lxc.mount.entry: /dev/{f} dev/{f} none bind,optional,create=file" for f in files]
     lines.append("lxc.mount.entry: /dev/nvidia-caps dev/nvidia-caps none bind,optional,create=dir")
     return lines
@@ -656,7 +659,7 @@ def container_main_section(host: HostSpec) -> list[str]:
     lines += allow_lines(host.container_allow_majors)
     if host.container_memlock:
         lines.append("lxc.prlimit.memlock: unlimited")
-    lines += nvidia_mount_entries(8)
+    lines += nvidia_mount_entries(8, host.container_mounts_modeset)
     return lines
 
 
@@ -686,6 +689,26 @@ def container_snapshot_section() -> list[str]:
 def write_container(root: Path, host: HostSpec) -> None:
     lines = [*container_main_section(host), "", *container_snapshot_section()]
     write_text(root, "etc/pve/lxc/101.conf", "\n".join(lines) + "\n")
+
+
+# --------------------------------------------------------------------------
+# /dev/nvidia*: device nodes as empty files (tune lists their names, never opens them)
+# --------------------------------------------------------------------------
+
+NVIDIA_NODES = (
+    *(f"nvidia{i}" for i in range(8)),
+    "nvidiactl",
+    "nvidia-modeset",  # nvidia_modeset is loaded (nvidia_drm needs it)
+    "nvidia-uvm",
+    "nvidia-uvm-tools",
+    "nvidia-caps/nvidia-cap1",
+    "nvidia-caps/nvidia-cap2",
+)
+
+
+def write_dev(root: Path) -> None:
+    for name in NVIDIA_NODES:
+        write_text(root, f"dev/{name}", "")
 
 
 # --------------------------------------------------------------------------
@@ -961,6 +984,7 @@ def generate_host(host: HostSpec) -> Path:
     write_proc(root, host)
     write_grub(root, host)
     write_container(root, host)
+    write_dev(root)
     write_cpus(root, host)
     write_thp(root, host)
     write_iommu_groups(root, host)

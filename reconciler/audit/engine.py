@@ -124,7 +124,8 @@ def evaluate(rule: Rule, problem: Problem, facts: Facts) -> Finding:
 
 def unfetched(wanted: Request, files: Files) -> list[str]:
     """Patterns of `wanted` that the observation neither asked for nor read through a glob."""
-    return sorted(p for p in wanted.patterns if p not in files.matches and p not in files.contents)
+    unread = [p for p in wanted.patterns if p not in files.matches and p not in files.contents]
+    return sorted(unread + [p for p in wanted.nodes if p not in files.nodes])
 
 
 def _commands(changes: tuple[Change, ...]) -> str:

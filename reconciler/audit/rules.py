@@ -18,7 +18,7 @@ from ..formats.pcie import SPEEDS
 from ..host import Request
 from ..kinds import cpu, sysctl
 from ..kinds.base import normalize_choice
-from ..kinds.lxc import nvidia_allow_lines
+from ..kinds.lxc import device_lines, nvidia_allow_lines
 from ..kinds.pci import DEVICES, PciDevice
 from ..model import Priority
 from ..render.folding import ranges
@@ -43,11 +43,15 @@ class Rule:
 RULES: list[Rule] = []
 
 
-def rule(rule_id: str, area: Area, *reads: str) -> Callable[[Check], Check]:
-    """Register a rule; `reads` are the files it needs beyond `facts.READS`."""
+def rule(rule_id: str, area: Area, *reads: str | Request) -> Callable[[Check], Check]:
+    """Register a rule; `reads` are the files (or requests) it needs beyond `facts.READS`."""
+    wanted = Request.of(*(r for r in reads if isinstance(r, str)))
+    for read in reads:
+        if isinstance(read, Request):
+            wanted |= read
 
     def register(check: Check) -> Check:
-        RULES.append(Rule(rule_id, area, Request.of(*reads), check))
+        RULES.append(Rule(rule_id, area, wanted, check))
         return check
 
     return register
@@ -676,33 +680,79 @@ def lxc_memlock(facts: Facts, limits: Thresholds) -> list[Verdict]:
 ALLOW_ALL = ("a", "a *:* rwm", "c *:* rwm")
 
 
-def _stale_message(name: str, gone: list[int], missing: list[int], nvidia: dict[int, str]) -> str:
-    parts = []
-    if gone:
-        parts.append(f"allows major {', '.join(map(str, gone))}, which no device has")
-    if missing:
-        parts.append(f"lacks {', '.join(f'{m} ({nvidia[m]})' for m in missing)}")
-    return f"container {name} " + ", and ".join(parts)
+@dataclass(frozen=True)
+class Stale:
+    """What a GPU container's config lacks or has too much of, against the host."""
+
+    container: Container
+    gone: list[int]  # allowed majors no device has
+    missing: list[tuple[int, str]]  # NVIDIA majors (and their driver) not allowed
+    unmounted: list[str]  # /dev/nvidia* nodes not mounted
+    vanished: list[str]  # mounted /dev/nvidia* nodes that do not exist
+    reworded: bool  # NVIDIA mount entries in another form than tune writes
+
+    @property
+    def message(self) -> str:
+        parts = []
+        if self.gone:
+            parts.append(f"allows major {', '.join(map(str, self.gone))}, which no device has")
+        if self.missing:
+            parts.append(f"lacks {', '.join(f'{m} ({name})' for m, name in self.missing)}")
+        if self.unmounted:
+            parts.append(f"does not mount {', '.join(self.unmounted)}")
+        if self.vanished:
+            parts.append(f"mounts {', '.join(self.vanished)}, which does not exist")
+        if self.reworded and not (self.unmounted or self.vanished):
+            parts.append("mounts NVIDIA nodes with other options than bind,optional,create")
+        return f"container {self.container.name} " + ", and ".join(parts)
 
 
-@rule("lxc-stale-majors", Area.CONTAINER, PVE_CONFIGS, LXC_CONFIGS, lxc_fmt.PROC_DEVICES)
+def _stale(container: Container, devices: str, nodes: tuple[str, ...]) -> Stale | None:
+    """None when the container allows every NVIDIA major and mounts every NVIDIA node."""
+    nvidia = lxc_fmt.nvidia_majors(devices)
+    lines = device_lines(container.text, devices, nodes)
+    current, wanted = lines[lxc_fmt.ALLOW]
+    allows = [i.value.strip() for i in lxc_fmt.items(container.text) if i.key == lxc_fmt.ALLOW]
+    allowed = current == wanted or any(a in ALLOW_ALL for a in allows)
+    mounted, to_mount = lines.get(lxc_fmt.MOUNT, ([], []))
+    if allowed and mounted == to_mount:
+        return None
+    majors = [] if allowed else [lxc_fmt.rule_major(line) or 0 for line in current]
+    now = [lxc_fmt.mount_source(line) for line in mounted]
+    want = [lxc_fmt.mount_source(line) for line in to_mount]
+    return Stale(
+        container,
+        gone=[m for m in majors if m not in nvidia],
+        missing=[] if allowed else [(m, n) for m, n in sorted(nvidia.items()) if m not in majors],
+        unmounted=[n for n in want if n not in now],
+        vanished=[n for n in now if n not in want],
+        reworded=mounted != to_mount,
+    )
+
+
+@rule(
+    "lxc-stale-majors",
+    Area.CONTAINER,
+    PVE_CONFIGS,
+    LXC_CONFIGS,
+    lxc_fmt.PROC_DEVICES,
+    Request.of(nodes=[lxc_fmt.NVIDIA_NODES]),
+)
 def lxc_stale_majors(facts: Facts, limits: Thresholds) -> list[Verdict]:
-    devices = facts.files.text(lxc_fmt.PROC_DEVICES)
-    nvidia = lxc_fmt.nvidia_majors(devices or "")
+    devices = facts.files.text(lxc_fmt.PROC_DEVICES) or ""
+    nvidia = lxc_fmt.nvidia_majors(devices)
     if not nvidia:
         return []
-    wanted = [lxc_fmt.allow_line(m) for m in sorted(nvidia)]
+    nodes = facts.files.node_paths(lxc_fmt.NVIDIA_NODES)
     majors = ", ".join(f"{m} {n}" for m, n in sorted(nvidia.items()))
-    stale, fine = [], []
+    stale: list[Stale] = []
+    fine: list[Container] = []
     for container in gpu_containers(facts):
-        allows = [i.value.strip() for i in lxc_fmt.items(container.text) if i.key == lxc_fmt.ALLOW]
-        current = nvidia_allow_lines(container.text, devices or "")
-        if current == wanted or any(a in ALLOW_ALL for a in allows):
+        found = _stale(container, devices, nodes)
+        if found is None:
             fine.append(container)
-            continue
-        gone = [m for line in current if (m := lxc_fmt.rule_major(line) or 0) not in nvidia]
-        missing = [m for m in sorted(nvidia) if lxc_fmt.allow_line(m) not in current]
-        stale.append((container, gone, missing))
+        else:
+            stale.append(found)
     out: list[Verdict] = []
     if fine:
         out.append(
@@ -715,20 +765,22 @@ def lxc_stale_majors(facts: Facts, limits: Thresholds) -> list[Verdict]:
         out.append(
             Problem(
                 P0,
-                "; ".join(
-                    _stale_message(c.name, gone, missing, nvidia) for c, gone, missing in stale
-                ),
+                "; ".join(s.message for s in stale),
                 (
                     f"{lxc_fmt.PROC_DEVICES}: {majors}",
+                    f"{lxc_fmt.NVIDIA_NODES}: {' '.join(nodes) or 'none'}",
                     *(
-                        f"{c.config}: {lxc_fmt.ALLOW} "
-                        + ", ".join(nvidia_allow_lines(c.text, devices or ""))
-                        for c, _, _ in stale
+                        f"{s.container.config}: {lxc_fmt.ALLOW} "
+                        + ", ".join(nvidia_allow_lines(s.container.text, devices))
+                        for s in stale
                     ),
                 ),
                 "a kernel or driver upgrade moves the dynamic NVIDIA majors (nvidia-uvm, "
-                "nvidia-caps); the container's cgroup then denies them and CUDA fails inside",
-                tuple(Fix("lxc", ("nvidia_devices",), True, item=c.identity) for c, _, _ in stale),
+                "nvidia-caps) and can add or remove nodes; the container's cgroup then denies "
+                "them, or the node is not there, and CUDA fails inside",
+                tuple(
+                    Fix("lxc", ("nvidia_devices",), True, item=s.container.identity) for s in stale
+                ),
             )
         )
     return out

@@ -1,5 +1,6 @@
-"""LXC container configs (Proxmox `/etc/pve/lxc/<id>.conf` or a plain LXC `config`) and the
-character-device majors in `/proc/devices` that their `devices.allow` lines refer to."""
+"""LXC container configs (Proxmox `/etc/pve/lxc/<id>.conf` or a plain LXC `config`), the
+character-device majors in `/proc/devices` that their `devices.allow` lines refer to, and the
+`/dev/nvidia*` nodes their `mount.entry` lines bind into the container."""
 
 from __future__ import annotations
 
@@ -10,9 +11,14 @@ PROC_DEVICES = "/proc/devices"
 ALLOW = "lxc.cgroup2.devices.allow"
 MEMLOCK = "lxc.prlimit.memlock"
 MOUNT = "lxc.mount.entry"
+# Observed by name and type only (`Request.nodes`); a directory ends with "/".
+NVIDIA_NODES = "/dev/nvidia*"
 
 _ITEM = re.compile(r"\s*([A-Za-z0-9_.-]+)\s*[:=]\s?(.*?)\s*$")
 _SECTION = re.compile(r"\s*\[[^\]]+\]\s*$")
+# The bind source of an NVIDIA node directly under /dev (nvidia0, nvidia-uvm, nvidia-caps); a
+# mount of something deeper (one capability under nvidia-caps/) is the user's own.
+_NVIDIA_SOURCE = re.compile(r"/dev/nvidia[^/\s]*")
 _DEVICE_RULE = re.compile(r"([abc])\s+(\d+|\*):(\d+|\*)\s+([rwm]+)")
 
 
@@ -51,6 +57,36 @@ def last(text: str, key: str) -> str | None:
 def mounts_nvidia(text: str) -> bool:
     """Whether the main section bind-mounts NVIDIA device nodes into the container."""
     return any(i.key == MOUNT and i.value.startswith("/dev/nvidia") for i in items(text))
+
+
+def nvidia_mount_lines(text: str) -> list[str]:
+    """The main section's mount entries of NVIDIA nodes, in `node_order`."""
+    lines = {
+        i.value.strip()
+        for i in items(text)
+        if i.key == MOUNT and _NVIDIA_SOURCE.fullmatch(mount_source(i.value))
+    }
+    return sorted(lines, key=node_order)
+
+
+def mount_source(value: str) -> str:
+    """The bind source of a mount entry (its first field)."""
+    fields = value.split()
+    return fields[0] if fields else ""
+
+
+def mount_line(node: str) -> str:
+    """The entry that binds `node` (`/dev/nvidia0`, or `/dev/nvidia-caps/` for a directory)
+    at the same place in the container; `optional` so a node missing at start is skipped
+    rather than failing the container."""
+    path = node.rstrip("/")
+    create = "dir" if node.endswith("/") else "file"
+    return f"{path} {path.lstrip('/')} none bind,optional,create={create}"
+
+
+def node_order(text: str) -> list[str | int]:
+    """Numbers compare as numbers: nvidia2 before nvidia10."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text)]
 
 
 def char_majors(proc_devices: str) -> dict[int, list[str]]:

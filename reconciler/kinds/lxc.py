@@ -4,7 +4,8 @@
 lxc:
   - container: "101"             # Proxmox: /etc/pve/lxc/101.conf
     memlock: unlimited           # lxc.prlimit.memlock
-    nvidia_devices: true         # devices.allow for every NVIDIA char major in /proc/devices
+    nvidia_devices: true         # devices.allow for every NVIDIA char major in /proc/devices,
+                                 # mount.entry for every /dev/nvidia* node
   - path: /var/lib/lxc/infer/config
     memlock: {value: unlimited, priority: P0, reason: "NCCL and RDMA pin host memory"}
 ```
@@ -12,6 +13,11 @@ Which allow lines are NVIDIA's: those for a major /proc/devices lists as `nvidia
 fixed NVIDIA frontend), and, in a container that mounts `/dev/nvidia*`, those for a dynamic
 major that no device has any more; the last kind is what a kernel or driver upgrade leaves
 behind, and it goes. Every other allow line is left alone.
+
+Which mount entries are NVIDIA's: those that bind a node directly under /dev whose name starts
+with `nvidia`. The desired ones bind each `/dev/nvidia*` node that exists on the host
+(`create=file`, a directory such as nvidia-caps `create=dir`); one for a node that no longer
+exists goes. Every other mount entry is left alone.
 """
 
 from __future__ import annotations
@@ -52,11 +58,15 @@ class LxcEntry(Strict):
         return f"/etc/pve/lxc/{self.container}.conf" if self.container else str(self.path)
 
 
-def nvidia_allow_lines(config: str, proc_devices: str) -> list[str]:
-    """The allow lines in the main section that are NVIDIA's (see the module docstring)."""
+def nvidia_allow_lines(
+    config: str, proc_devices: str, mounts_nvidia: bool | None = None
+) -> list[str]:
+    """The allow lines in the main section that are NVIDIA's (see the module docstring);
+    `mounts_nvidia` when the container will mount NVIDIA nodes whatever `config` says now."""
     majors = fmt.char_majors(proc_devices)
     nvidia = fmt.nvidia_majors(proc_devices)
-    mounts_nvidia = fmt.mounts_nvidia(config)
+    if mounts_nvidia is None:
+        mounts_nvidia = fmt.mounts_nvidia(config)
     lines = []
     for item in fmt.items(config):
         major = fmt.rule_major(item.value) if item.key == fmt.ALLOW else None
@@ -78,7 +88,8 @@ class Lxc(Kind[list[LxcEntry]]):
     phase = Phase.REBOOT
 
     def request(self, spec: list[LxcEntry]) -> Request:
-        return Request.of(fmt.PROC_DEVICES, *(e.config for e in spec))
+        nodes = [fmt.NVIDIA_NODES] if any(_wants_devices(e) for e in spec) else []
+        return Request.of(fmt.PROC_DEVICES, *(e.config for e in spec), nodes=nodes)
 
     def compare(self, spec: list[LxcEntry], files: Files) -> Outcome:
         outcome = Outcome()
@@ -95,15 +106,20 @@ class Lxc(Kind[list[LxcEntry]]):
                     self._change(item, fmt.MEMLOCK, current, item.memlock.value, item.memlock)
                 )
             if item.nvidia_devices is not None and item.nvidia_devices.value:
-                self._devices(item, config, devices, outcome)
+                nodes = files.node_paths(fmt.NVIDIA_NODES)
+                lines = device_lines(config or "", devices, nodes)
+                for key, (now, desired) in lines.items():
+                    found = None if config is None else tuple(now)
+                    change = self._change(item, key, found, tuple(desired), item.nvidia_devices)
+                    outcome.changes.append(change)
+                self._device_notes(item, config, devices, lines[fmt.ALLOW][0], outcome)
+                self._mount_notes(item, config, devices, nodes, lines, outcome)
         return outcome
 
-    def _devices(self, item: LxcEntry, config: str | None, devices: str, outcome: Outcome) -> None:
-        assert item.nvidia_devices is not None
+    def _device_notes(
+        self, item: LxcEntry, config: str | None, devices: str, current: list[str], outcome: Outcome
+    ) -> None:
         nvidia = fmt.nvidia_majors(devices)
-        desired = tuple(fmt.allow_line(m) for m in sorted(nvidia))
-        current = None if config is None else tuple(nvidia_allow_lines(config, devices))
-        outcome.changes.append(self._change(item, fmt.ALLOW, current, desired, item.nvidia_devices))
         if not nvidia:
             outcome.notes.append(
                 Note(
@@ -112,20 +128,51 @@ class Lxc(Kind[list[LxcEntry]]):
                 )
             )
         for major, name in sorted(nvidia.items()):
-            if current is not None and fmt.allow_line(major) not in current:
+            if config is not None and fmt.allow_line(major) not in current:
                 outcome.notes.append(
                     Note(
                         f"{name} is now major {major}; {item.config} does not allow it.",
                         f"lxc:{item.name}",
                     )
                 )
-        for line in current or ():
+        for line in current:
             allowed = fmt.rule_major(line)
             if allowed is not None and allowed not in nvidia:
                 outcome.notes.append(
                     Note(
                         f"{item.config} allows major {allowed}, which no NVIDIA device has now "
                         "(stale after a kernel or driver upgrade).",
+                        f"lxc:{item.name}",
+                    )
+                )
+
+    def _mount_notes(
+        self,
+        item: LxcEntry,
+        config: str | None,
+        devices: str,
+        nodes: tuple[str, ...],
+        lines: dict[str, tuple[list[str], list[str]]],
+        outcome: Outcome,
+    ) -> None:
+        if fmt.MOUNT not in lines:
+            if fmt.nvidia_majors(devices):
+                outcome.notes.append(
+                    Note(
+                        f"no {fmt.NVIDIA_NODES} node exists yet (the driver creates them on first "
+                        f"use, or nvidia-modprobe does); {item.config} mount entries left as they "
+                        "are.",
+                        f"lxc:{item.name}",
+                    )
+                )
+            return
+        present = {node.rstrip("/") for node in nodes}
+        for line in lines[fmt.MOUNT][0]:
+            source = fmt.mount_source(line)
+            if source not in present:
+                outcome.notes.append(
+                    Note(
+                        f"{item.config} mounts {source}, which does not exist on this host now.",
                         f"lxc:{item.name}",
                     )
                 )
@@ -159,7 +206,7 @@ class Lxc(Kind[list[LxcEntry]]):
             raise HostError(f"{change.id} cannot be made: {item.config} does not exist.")
         text = prior.decode("utf-8", "replace")
         devices = files.text(fmt.PROC_DEVICES) or ""
-        edits = _edits(item, text, devices)
+        edits = _edits(item, text, devices, files.node_paths(fmt.NVIDIA_NODES))
         keys = [key for key, _, _ in edits]
         upto = keys.index(change.setting)
         before, after = text, text
@@ -182,18 +229,50 @@ class Lxc(Kind[list[LxcEntry]]):
 Edit = tuple[str, frozenset[str] | None, list[str]]
 
 
-def _edits(item: LxcEntry, text: str, devices: str) -> list[Edit]:
+def _wants_devices(item: LxcEntry) -> bool:
+    return item.nvidia_devices is not None and item.nvidia_devices.value
+
+
+def device_lines(
+    text: str, devices: str, nodes: tuple[str, ...]
+) -> dict[str, tuple[list[str], list[str]]]:
+    """Key -> (NVIDIA's lines in `text` now, the lines wanted) for the allow key and, when the
+    host has any /dev/nvidia* node, the mount key: with none at all (nothing has created them
+    yet, or a snapshot taken without /dev) the mounts are left as they are. A free dynamic
+    major is judged by the mounts the edit leaves, so one apply converges."""
+    lines: dict[str, tuple[list[str], list[str]]] = {}
+    after = text
+    if nodes:
+        mounts = (fmt.nvidia_mount_lines(text), mount_lines(nodes))
+        after = fmt.replace_key(text, fmt.MOUNT, frozenset(mounts[0]), mounts[1])
+        lines[fmt.MOUNT] = mounts
+    lines[fmt.ALLOW] = (
+        nvidia_allow_lines(text, devices, fmt.mounts_nvidia(after)),
+        [fmt.allow_line(m) for m in sorted(fmt.nvidia_majors(devices))],
+    )
+    return dict(sorted(lines.items(), key=lambda item: item[0] != fmt.ALLOW))
+
+
+def mount_lines(nodes: tuple[str, ...]) -> list[str]:
+    """The NVIDIA mount entries a container needs for the host's `/dev/nvidia*` nodes."""
+    return sorted((fmt.mount_line(node) for node in nodes), key=fmt.node_order)
+
+
+def _edits(item: LxcEntry, text: str, devices: str, nodes: tuple[str, ...]) -> list[Edit]:
     """The edits `item` needs on `text`, in the order `compare` lists its changes."""
     edits: list[Edit] = []
     if item.memlock is not None and fmt.last(text, fmt.MEMLOCK) != item.memlock.value:
         edits.append((fmt.MEMLOCK, None, [item.memlock.value]))
-    if item.nvidia_devices is not None and item.nvidia_devices.value:
-        current = nvidia_allow_lines(text, devices)
-        desired = [fmt.allow_line(m) for m in sorted(fmt.nvidia_majors(devices))]
-        if tuple(current) != tuple(desired):
-            edits.append((fmt.ALLOW, frozenset(current), desired))
+    if _wants_devices(item):
+        for key, (current, desired) in device_lines(text, devices, nodes).items():
+            if current != desired:
+                edits.append((key, frozenset(current), desired))
     # The plan's order (priority, then this order) is the order apply makes them in.
-    metas = {fmt.MEMLOCK: item.memlock, fmt.ALLOW: item.nvidia_devices}
+    metas = {
+        fmt.MEMLOCK: item.memlock,
+        fmt.ALLOW: item.nvidia_devices,
+        fmt.MOUNT: item.nvidia_devices,
+    }
     return sorted(edits, key=lambda e: list(Priority).index(_priority(metas[e[0]])))
 
 

@@ -35,10 +35,11 @@ def render(plan: Plan, color: bool = False) -> str:
             )
             for group in groups:
                 c = group.first
-                arrow = (
-                    file_arrow(c) if c.kind == "file" else f"{show(c.current)} -> {show(c.desired)}"
-                )
+                long = c.kind == "file" or _line_count(c) > LONG_LIST
+                arrow = file_arrow(c) if long else f"{show(c.current)} -> {show(c.desired)}"
                 lines.append(f"    ~ {group.label}: {style(arrow, fg='cyan')}")
+                if long and c.kind != "file":
+                    lines.extend(f"        {mark} {line}" for mark, line in line_changes(c))
                 if c.reason:
                     lines.append(f"        {style(c.reason, dim=True)}")
         lines.append("")
@@ -65,16 +66,33 @@ def render(plan: Plan, color: bool = False) -> str:
     return "\n".join(lines) + "\n"
 
 
+# A list of lines longer than this (13 mount entries of an 8-GPU container) shows as the lines
+# it adds and removes, not both lists in full.
+LONG_LIST = 4
+
+
+def _line_count(change: Change) -> int:
+    return max(len(v) if isinstance(v, tuple) else 0 for v in (change.current, change.desired))
+
+
+def line_changes(change: Change) -> list[tuple[str, str]]:
+    """("+", line) for each line `change` adds, ("-", line) for each it removes."""
+    old = change.current if isinstance(change.current, tuple) else ()
+    new = change.desired if isinstance(change.desired, tuple) else ()
+    return [("+", x) for x in new if x not in old] + [("-", x) for x in old if x not in new]
+
+
 def file_arrow(change: Change) -> str:
-    """Whole files (tune's boot-time files) by size and difference, not content."""
+    """Whole files (tune's boot-time files) and long lists by size and difference."""
 
     def size(lines: object) -> str:
         return "(absent)" if lines is None else f"{len(lines)} lines"  # type: ignore[arg-type]
 
-    old, new = change.current or (), change.desired or ()
-    added = len(set(new) - set(old))
-    removed = len(set(old) - set(new))
-    return f"{size(change.current)} -> {size(change.desired)} (+{added} -{removed})"
+    marks = [mark for mark, _ in line_changes(change)]
+    return (
+        f"{size(change.current)} -> {size(change.desired)} "
+        f"(+{marks.count('+')} -{marks.count('-')})"
+    )
 
 
 def summary(plan: Plan) -> str:
