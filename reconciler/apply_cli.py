@@ -264,7 +264,6 @@ def verify(
     target: BootTarget
     lock: contextlib.AbstractContextManager[None]
     kept: list[GateFailure] = []
-    after_boot = None
     if remote.wanted:
         if restart_containers:
             raise UsageError(
@@ -273,6 +272,8 @@ def verify(
         host = _one_remote(root, remote)
         assert isinstance(host, ShellHost)
         target, lock = RemoteTarget(host), contextlib.nullcontext()  # its scripts lock
+        slack = remote.command_timeout
+        after_boot = _after_boot(host, None, keep_on_regression, kept, False, slack)
     else:
         host = open_host(root)
         host.check_privileges()
@@ -300,6 +301,7 @@ def _after_boot(
     keep_on_regression: bool,
     kept: list[GateFailure],
     restart_containers: bool,
+    slack: float = 0.0,
 ) -> AfterBoot:
     """Once the boot checks pass: the containers restarted (when asked, here or at apply),
     then the probes of the run measured again on `host`; kept failures go to `kept`."""
@@ -307,7 +309,7 @@ def _after_boot(
     from .probes.remote import executor_for
     from .verify import probe_after_boot
 
-    execute, env = executor_for(host, root, 0.0)
+    execute, env = executor_for(host, root, slack)
 
     def after_boot(pending: Pending, verdict: Verdict) -> None:
         if restart_containers or pending.restart_containers:
@@ -421,10 +423,13 @@ def _apply_remote(
             f"Rebooting {host.describe()}; waiting up to {phases.reboot_timeout:g} s for it."
         )
         wait_for_new_boot(host, pending.boot_id, phases.reboot_timeout)
-        verdict = conclude(reboot_target, pending)
+        kept: list[GateFailure] = []
+        after_boot = _after_boot(host, None, keep_on_regression, kept, False, slack)
+        verdict = conclude(reboot_target, pending, after_boot)
     finally:
         host.close()
     _verified(verdict, pending, host)
+    _kept(kept)
     return ExitCode.IN_SYNC
 
 

@@ -52,29 +52,11 @@ from .journal import (
 from .probes.phase import PhaseProbes, Records, Regressed
 from .profile import LoadedProfile
 from .run_record import contexts, plan_record
-from .shell import ShellHost
+from .shell import ShellHost, printf_format, quoted
 from .steps import BootTool, DeleteFile, Need, Op, Probe, PutFile, Require, SetAttr, Step
 
 # Exit status of the start script when a requirement is unmet (its stderr says which).
 UNMET = 90
-
-_SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789 ._,:;=/+-@#()")
-
-
-def quoted(text: str) -> str:
-    return "'" + text.replace("'", "'\\''") + "'"
-
-
-def printf_format(data: bytes) -> str:
-    """`data` as a single-quoted printf format that prints exactly these bytes (octal escapes
-    for everything but plain characters: binary, %, backslash and quotes survive)."""
-    # A leading `-` would be read as an option by some printf implementations (dash's).
-    chars = [
-        chr(b) if b in _SAFE and not (i == 0 and b == 0x2D) else f"\\{b:03o}"
-        for i, b in enumerate(data)
-    ]
-    return "'" + "".join(chars) + "'"
-
 
 def record(record_type: str, **fields: Any) -> str:
     """A journal line rendered now, as `Journal.record` would write it."""

@@ -95,12 +95,20 @@ class ShellHost(Host):
     def read_file(self, path: str) -> bytes | None:
         """A whole file (a run journal), uncapped, in one round trip."""
         done = self.run_script(
-            f"{_PRELUDE}[ -e {_single_quoted('.' + path)} ] || exit {ABSENT}\n"
-            f"exec cat -- {_single_quoted('.' + path)}\n"
+            f"{_PRELUDE}[ -e {quoted('.' + path)} ] || exit {ABSENT}\n"
+            f"exec cat -- {quoted('.' + path)}\n"
         )
         if done.status == ABSENT:
             return None
         return self._checked_done(done, f"reading {path}").stdout
+
+    def append(self, path: str, data: bytes, *, sync: bool = True) -> None:
+        """Append to a file (created with mode 0600) in one round trip: the records a run
+        gains after its apply, such as the probes `tune verify -H` measures after the boot."""
+        target = quoted("." + path)
+        flush = f"sync -- {target} 2>/dev/null || sync\n" if sync else ""
+        script = f"{_PRELUDE}umask 077\nprintf {printf_format(data)} >>{target} || exit 1\n{flush}"
+        self._checked(script, f"appending to {path}")
 
     def _checked(self, script: str, doing: str) -> ScriptResult:
         return self._checked_done(self.run_script(script), doing)
@@ -124,7 +132,7 @@ def quote_pattern(pattern: str) -> str:
 
     def flush() -> None:
         if literal:
-            words.append(_single_quoted("".join(literal)))
+            words.append(quoted("".join(literal)))
             literal.clear()
 
     i, n = 0, len(pattern)
@@ -147,9 +155,24 @@ def quote_pattern(pattern: str) -> str:
     return "".join(words)
 
 
-def _single_quoted(text: str) -> str:
-    """Always quoted, even when shlex would leave the text bare: the script reads uniformly."""
+def quoted(text: str) -> str:
+    """One literal sh word, always quoted, even when shlex would leave the text bare: every
+    value tune puts in a script reads the same way."""
     return "'" + text.replace("'", "'\\''") + "'"
+
+
+_SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789 ._,:;=/+-@#()")
+
+
+def printf_format(data: bytes) -> str:
+    """`data` as a single-quoted printf format that prints exactly these bytes (octal escapes
+    for everything but plain characters: binary, %, backslash and quotes survive)."""
+    # A leading `-` would be read as an option by some printf implementations (dash's).
+    chars = [
+        chr(b) if b in _SAFE and not (i == 0 and b == 0x2D) else f"\\{b:03o}"
+        for i, b in enumerate(data)
+    ]
+    return "'" + "".join(chars) + "'"
 
 
 def _bracket_end(pattern: str, start: int) -> int | None:
@@ -347,7 +370,7 @@ class EachScript:
     @classmethod
     def of(cls, paths: tuple[str, ...], cap: int = MAX_FILE_BYTES) -> EachScript:
         boundary = f"TUNE-{secrets.token_hex(16)}"
-        words = " ".join(_single_quoted(f".{p}") for p in paths)
+        words = " ".join(quoted(f".{p}") for p in paths)
         text = (
             f"{_PRELUDE}printf 'TUNE-READ-ERRORS\\n' >&2\n"
             f"for f in {words}; do\n"

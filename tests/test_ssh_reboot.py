@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import BLACKWELL, UNTUNED, copy_host, run_tune, write
-from small_host import tree
+from small_host import SmallHost, build, tree, write_profile
 from ssh_fixture import SshLab, StartLab, minimal_host, sshd_available
 from test_reboot_phase import reboot
 
@@ -152,3 +152,78 @@ def test_reboot_without_a_one_time_boot_says_so_and_still_reboots(
     # No try entry, so the emulated boot keeps the running line: verification fails, exit 3.
     assert "Reboot: not try-once: GRUB_DEFAULT is '0', not 'saved'" in out
     assert code == 3 and "/proc/cmdline has nothing, not processor.max_cstate=1" in err
+
+
+# Prints the running processor.max_cstate (9 when the kernel was booted without it), read on
+# the target: the lab runs probes there with TUNE_ROOT naming the host's snapshot.
+CSTATE = [
+    "sh",
+    "-c",
+    'c=$(grep -o "processor.max_cstate=[0-9]*" "$TUNE_ROOT/proc/cmdline");'
+    ' c=${c#*=}; echo "cstate: ${c:-9}"',
+]
+
+
+def probed_boot(tmp_path: Path, better: str) -> tuple[Path, Path]:
+    """A GRUB host (GRUB_DEFAULT=saved) and a profile adding processor.max_cstate=1, with a
+    probe whose reading changes at the boot that brings it."""
+    root = build(
+        tmp_path / "h1",
+        SmallHost(
+            etc={
+                "etc/default/grub": 'GRUB_DEFAULT=saved\nGRUB_CMDLINE_LINUX_DEFAULT="quiet"\n',
+                "proc/cmdline": "BOOT_IMAGE=/vmlinuz root=/dev/sda1 ro quiet\n",
+            }
+        ),
+    )
+    probe = {"run": CSTATE, "metric": r"cstate: ([0-9]+)", "better": better}
+    profile = write_profile(
+        tmp_path / "p.yaml",
+        {
+            "cmdline": {"set": {"processor.max_cstate": 1}},
+            "probes": {"cstate": {**probe, "gate": {"regress_max": "5%"}}},
+        },
+    )
+    return root, profile
+
+
+def after_boot_readings(root: Path) -> list[float]:
+    host = SnapshotHost(root)
+    run = read_run(host, run_ids(host)[0])
+    assert run is not None
+    return [
+        result["median"]
+        for r in run.records
+        if r["type"] == "probes" and r.get("when") == "after-boot"
+        for result in r["results"]
+    ]
+
+
+def test_reboot_over_ssh_measures_the_probes_after_the_boot(
+    tmp_path: Path, start_lab: StartLab
+) -> None:
+    root, profile = probed_boot(tmp_path, better="lower")
+    lab = start_lab({"h1": root})
+    code, out, err = tune_plain(lab, "apply", profile, "--reboot", "-y", "-H", "h1")
+    assert (code, err) == (0, ""), out + err
+    assert "The new boot configuration is now the default." in out
+    assert after_boot_readings(root) == [1.0]
+    host = SnapshotHost(root)
+    run = read_run(host, run_ids(host)[0])
+    assert run is not None and run.outcome == "applied"
+
+
+def test_a_gate_failing_after_the_boot_over_ssh_rolls_the_boot_back(
+    tmp_path: Path, start_lab: StartLab
+) -> None:
+    root, profile = probed_boot(tmp_path, better="higher")
+    before = tree(root)
+    lab = start_lab({"h1": root})
+    code, out, err = tune_plain(lab, "apply", profile, "--reboot", "-y", "-H", "h1")
+    assert code == 3, out + err
+    assert "probe gate failed: cstate: 9 -> 1" in err
+    assert after_boot_readings(root) == [1.0]
+    after = tree(root)
+    for path in ("etc/default/grub", "etc/grub.d/42_tune_try", "etc/default/grub.d/90-tune.cfg"):
+        assert after.get(path) == before.get(path), path
+    assert not (root / "var/lib/tune/pending.json").exists()
