@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 from .errors import ApplyFailed, HostError, Refused, TuneError
 from .host import Host
-from .journal import PROFILE, RUNS, Journal, Run, now_iso, read_run, run_ids
+from .journal import PROFILE, RUNS, Journal, chosen_run, existing_run, now_iso
 from .kinds import REGISTRY, files
 from .kinds.base import Kind
 from .model import Phase, Plan
@@ -245,9 +245,7 @@ def extend(host: Host, run_id: str, steps: tuple[Step, ...]) -> None:
     """Append `steps` to the applied run `run_id` (promoting a try-once boot configuration
     after verification), so that one `tune rollback` undoes the whole run. On failure the
     appended steps are restored and no `end` is written: the caller rolls back the rest."""
-    run = read_run(host, run_id)
-    if run is None:
-        raise HostError(f"no run {run_id} on {host.describe()} (tune history lists them).")
+    run = existing_run(host, run_id)
     first = max((seq for seq, _ in run.steps), default=-1) + 1
     journal = Journal(host, run_id)
     done: list[tuple[int, Step]] = []
@@ -360,13 +358,8 @@ class RollbackResult:
 def rollback(host: Host, run_id: str | None = None, *, boot_only: bool = False) -> RollbackResult:
     """Restore the values a run recorded (the newest run by default), from its journal;
     `boot_only` restores only its boot configuration (what `tune verify` undoes)."""
-    ids = run_ids(host)
-    if not ids:
-        raise HostError(f"no tune runs on {host.describe()} to roll back.")
-    chosen = run_id or ids[-1]
-    run: Run | None = read_run(host, chosen) if chosen in ids else None
-    if run is None:
-        raise HostError(f"no run {chosen} on {host.describe()} (tune history lists them).")
+    run = chosen_run(host, run_id, "roll back")
+    chosen = run.run_id
     if run.outcome == "rolled-back":
         return RollbackResult(chosen, Restored(), already=True)
     journal = Journal(host, chosen)

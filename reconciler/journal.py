@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from .errors import HostError
 from .host import Host, Request
 from .steps import Step
 
@@ -145,6 +146,29 @@ def run_ids(host: Host) -> list[str]:
 def read_run(host: Host, run_id: str) -> Run | None:
     data = host.read_file(run_path(run_id))
     return None if data is None else parse_run(run_id, data)
+
+
+def existing_run(host: Host, run_id: str) -> Run:
+    """The run `run_id`; HostError when the host has no such run."""
+    run = read_run(host, run_id)
+    if run is None:
+        raise _no_run(host, run_id)
+    return run
+
+
+def chosen_run(host: Host, run_id: str | None, doing: str) -> Run:
+    """The run `run_id` names, the newest by default, for `doing` ("roll back", "report")."""
+    ids = run_ids(host)
+    if not ids:
+        raise HostError(f"no tune runs on {host.describe()} to {doing}.")
+    chosen = run_id or ids[-1]
+    if chosen not in ids:
+        raise _no_run(host, chosen)
+    return existing_run(host, chosen)
+
+
+def _no_run(host: Host, run_id: str) -> HostError:
+    return HostError(f"no run {run_id} on {host.describe()} (tune history lists them).")
 
 
 def parse_run(run_id: str, data: bytes) -> Run:

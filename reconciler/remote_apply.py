@@ -42,11 +42,12 @@ from .journal import (
     PROFILE,
     RUNS,
     Run,
+    chosen_run,
+    existing_run,
     new_run_id,
     now_iso,
     parse_run,
     read_run,
-    run_ids,
     run_path,
 )
 from .probes.phase import PhaseProbes, Records, Regressed
@@ -57,6 +58,7 @@ from .steps import BootTool, DeleteFile, Need, Op, Probe, PutFile, Require, SetA
 
 # Exit status of the start script when a requirement is unmet (its stderr says which).
 UNMET = 90
+
 
 def record(record_type: str, **fields: Any) -> str:
     """A journal line rendered now, as `Journal.record` would write it."""
@@ -469,13 +471,8 @@ def rollback_remote(
     host: ShellHost, run_id: str | None, *, boot_only: bool = False
 ) -> RollbackResult:
     """`tune rollback` on the target: one round trip to read, one to restore."""
-    ids = run_ids(host)
-    if not ids:
-        raise HostError(f"no tune runs on {host.describe()} to roll back.")
-    chosen = run_id or ids[-1]
-    run = read_run(host, chosen) if chosen in ids else None
-    if run is None:
-        raise HostError(f"no run {chosen} on {host.describe()} (tune history lists them).")
+    run = chosen_run(host, run_id, "roll back")
+    chosen = run.run_id
     if run.outcome == "rolled-back":
         return RollbackResult(chosen, Restored(), already=True)
     done = host.run_script(rollback_script(run, boot_only=boot_only))
@@ -500,9 +497,7 @@ def rollback_remote(
 def extend_remote(host: ShellHost, run_id: str, steps: tuple[Step, ...]) -> None:
     """`apply.extend` on the target, in one round trip to read the run and one to run the
     steps (a short script, run attached: a dropped connection's SIGHUP rolls it back)."""
-    run = read_run(host, run_id)
-    if run is None:
-        raise HostError(f"no run {run_id} on {host.describe()} (tune history lists them).")
+    run = existing_run(host, run_id)
     script = ApplyScript.of(steps, {"run_id": run_id}, None, extends=run)
     done = host.run_script("set -- apply\n" + script.text)
     if done.status == 0:

@@ -60,13 +60,6 @@ def report_cmd(
 def _read(host: Host, run_id: str | None) -> tuple[Run, HostSummary | None]:
     """The run (the newest by default) and the host summary: three reads, whatever the host."""
     from ..audit.engine import host_summary
-    from ..journal import read_run, run_ids
+    from ..journal import chosen_run
 
-    ids = run_ids(host)
-    if not ids:
-        raise HostError(f"no tune runs on {host.describe()} to report.")
-    chosen = run_id or ids[-1]
-    run = read_run(host, chosen) if chosen in ids else None
-    if run is None:
-        raise HostError(f"no run {chosen} on {host.describe()} (tune history lists them).")
-    return run, host_summary(host)
+    return chosen_run(host, run_id, "report"), host_summary(host)
