@@ -290,9 +290,7 @@ def verify(
             verdict = conclude(target, pending, after_boot)
     finally:
         host.close()
-    _verified(verdict, pending, host)
-    _kept(kept)
-    return ExitCode.IN_SYNC
+    return _verified(verdict, pending, host, kept)
 
 
 def _after_boot(
@@ -319,12 +317,15 @@ def _after_boot(
     return after_boot
 
 
-def _verified(verdict: Verdict, pending: Pending, host: Host) -> None:
+def _verified(verdict: Verdict, pending: Pending, host: Host, kept: list[GateFailure]) -> int:
+    """What a verification that held says: each check, a promotion, the gates kept failing."""
     for line in verdict.held:
         click.echo(f"ok  {line}")
     if pending.promote:
         click.echo("The new boot configuration is now the default.")
     click.echo(f"Verified run {pending.run_id} after the boot on {host.describe()}.")
+    _kept(kept)
+    return ExitCode.IN_SYNC
 
 
 def _one_remote(root: str | None, remote: RemoteOptions) -> Host:
@@ -428,9 +429,7 @@ def _apply_remote(
         verdict = conclude(reboot_target, pending, after_boot)
     finally:
         host.close()
-    _verified(verdict, pending, host)
-    _kept(kept)
-    return ExitCode.IN_SYNC
+    return _verified(verdict, pending, host, kept)
 
 
 def _apply_fleet(

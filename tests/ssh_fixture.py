@@ -23,6 +23,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
 # One sshd per host: its log then attributes every session to that host. (sshd's session lines
@@ -274,3 +275,22 @@ def replace_file(root: Path, path: str, content: str | bytes) -> None:
 
 
 StartLab = Callable[..., SshLab]
+
+
+# What differs between two runs of the same apply: compared without them.
+RUN_FIELDS = ("run_id", "started", "finished")
+
+
+def journal_records(root: Path) -> list[dict[str, Any]]:
+    """Every journal record of a snapshot host's runs, without what differs between runs: an
+    apply over SSH must leave the records a local apply leaves."""
+    from reconciler.host import SnapshotHost
+    from reconciler.journal import read_run, run_ids
+
+    host = SnapshotHost(root)
+    out = []
+    for run_id in run_ids(host):
+        run = read_run(host, run_id)
+        assert run is not None
+        out += [{k: v for k, v in r.items() if k not in RUN_FIELDS} for r in run.records]
+    return out

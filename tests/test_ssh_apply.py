@@ -19,17 +19,13 @@ from typing import Any
 import pytest
 from conftest import BLACKWELL, PROJECT, UNTUNED, copy_host, run_tune
 from small_host import SmallHost, build, tree, write_profile
-from ssh_fixture import SshLab, StartLab, minimal_host, sshd_available
-
-from reconciler.host import SnapshotHost
-from reconciler.journal import read_run, run_ids
+from ssh_fixture import SshLab, StartLab, journal_records, minimal_host, sshd_available
 
 pytestmark = pytest.mark.skipif(
     not sshd_available(), reason="needs root and openssh-server (.ci/run installs it)"
 )
 
 # Fields that differ between any two runs: when, and which run.
-RUN_FIELDS = ("run_id", "started", "finished")
 
 
 @pytest.fixture(scope="module")
@@ -41,18 +37,6 @@ def blackwell_host(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def tune(lab: SshLab, *args: str | Path) -> tuple[int, str, str]:
     result = run_tune(*args, "--ssh-config", lab.config)
     return result.code, result.out, result.err
-
-
-def records(root: Path) -> list[dict[str, Any]]:
-    """Every journal record of the host's runs, without what differs between runs."""
-    host = SnapshotHost(root)
-    out = []
-    for run_id in run_ids(host):
-        run = read_run(host, run_id)
-        assert run is not None
-        for record in run.records:
-            out.append({k: v for k, v in record.items() if k not in RUN_FIELDS})
-    return out
 
 
 def history(lab: SshLab, name: str) -> list[dict[str, Any]]:
@@ -79,7 +63,7 @@ def test_apply_over_ssh_equals_the_local_apply(
     assert (remote / "var/lib/tune/profile.yaml").read_bytes() == (
         local / "var/lib/tune/profile.yaml"
     ).read_bytes()
-    assert records(remote) == records(local)
+    assert journal_records(remote) == journal_records(local)
     # Observe, read profile.yaml, upload-and-start, one long poll: none of them per knob.
     assert lab.exec_requests()["h1"] == 4
 

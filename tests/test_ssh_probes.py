@@ -13,16 +13,12 @@ from typing import Any
 import pytest
 from conftest import copy_host, run_tune
 from small_host import SmallHost, build, tree, write_profile
-from ssh_fixture import SshLab, StartLab, sshd_available
-
-from reconciler.host import SnapshotHost
-from reconciler.journal import read_run, run_ids
+from ssh_fixture import SshLab, StartLab, journal_records, sshd_available
 
 pytestmark = pytest.mark.skipif(
     not sshd_available(), reason="needs root and openssh-server (.ci/run installs it)"
 )
 
-RUN_FIELDS = ("run_id", "started", "finished")
 # "score" is 100 - swappiness: lowering swappiness from 60 to 10 raises it from 40 to 90.
 SCORE = ["sh", "-c", 'echo "score: $((100 - $(cat "$TUNE_ROOT/proc/sys/vm/swappiness")))"']
 
@@ -42,17 +38,6 @@ def host_and_profile(
         {"sysctl": {"vm.swappiness": swappiness}, "probes": probes or {"score": gated}},
     )
     return root, profile
-
-
-def records(root: Path) -> list[dict[str, Any]]:
-    """The journal records of the host's runs, without what differs between two runs."""
-    host = SnapshotHost(root)
-    out = []
-    for run_id in run_ids(host):
-        run = read_run(host, run_id)
-        assert run is not None
-        out += [{k: v for k, v in r.items() if k not in RUN_FIELDS} for r in run.records]
-    return out
 
 
 def local_apply(tmp_path: Path, root: Path, profile: Path, *flags: str) -> tuple[Path, int]:
@@ -126,8 +111,8 @@ def test_apply_with_probes_over_ssh_journals_what_the_local_apply_does(
     assert (code, err) == (0, ""), out
     assert "Probes score run before the first change and after the last." in out
     assert tree(root) == tree(local)
-    assert records(root) == records(local)
-    probes = [r for r in records(root) if r["type"] == "probes"]
+    assert journal_records(root) == journal_records(local)
+    probes = [r for r in journal_records(root) if r["type"] == "probes"]
     assert [(p["when"], p["results"][0]["median"]) for p in probes] == [
         ("before", 40.0),
         ("after", 90.0),
@@ -160,8 +145,8 @@ def test_a_failed_gate_over_ssh_rolls_the_target_back(tmp_path: Path, start_lab:
     assert "rolled back" in err
     assert tree(root) == before
     assert not (root / "var/lib/tune/profile.yaml").exists()
-    assert records(root) == records(local)
-    assert records(root)[-1]["outcome"] == "rolled-back"
+    assert journal_records(root) == journal_records(local)
+    assert journal_records(root)[-1]["outcome"] == "rolled-back"
 
 
 def test_keep_on_regression_over_ssh_keeps_the_changes(tmp_path: Path, start_lab: StartLab) -> None:
@@ -174,7 +159,7 @@ def test_keep_on_regression_over_ssh_keeps_the_changes(tmp_path: Path, start_lab
     assert code == 0, err
     assert "gate failed, kept: score: 40 -> 10" in err
     assert (root / "proc/sys/vm/swappiness").read_text() == "90\n"
-    assert records(root) == records(local)
+    assert journal_records(root) == journal_records(local)
 
 
 def test_gpu_p2p_on_a_target_without_cuda_is_skipped(tmp_path: Path, start_lab: StartLab) -> None:
