@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from . import __version__, applied, saved
+from . import __version__, saved
 from .errors import ExitCode, TuneError, UsageError
 from .fleet import fleet_exit_code, for_each_host
 from .host import Host, write_archive
@@ -102,6 +102,8 @@ def plan(
     def plan_of(host: Host) -> Plan:
         if not optional:
             return make_plan(loaded, observe(host, loaded.profile, not no_persist), not no_persist)
+        from . import applied
+
         wanted = request(loaded.profile, not no_persist)
         files = host.fetch(wanted | applied.runs_request(applied.JOURNAL_BATCH))
         made = make_plan(loaded, observation(host, files), not no_persist)
