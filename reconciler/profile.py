@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import json
 import typing
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -256,7 +257,7 @@ def load_profile(path: str | Path) -> LoadedProfile:
     read: `reconciler.profile_cache`). Raises ProfileError with every problem found."""
     path = Path(path)
     key = profile_cache.path_key(path)
-    cached = profile_cache.lookup(key)
+    cached = profile_cache.lookup(key, LoadedProfile)
     if cached is not None:
         return cached
     read: list[str] = []
@@ -270,7 +271,7 @@ def load_profile_text(text: str, name: str) -> LoadedProfile:
     host path) is the file every diagnostic points at. Such a profile stands alone: `extends`
     could only be resolved against files on the host, so it is refused."""
     key = profile_cache.text_key(name, text)
-    cached = profile_cache.lookup(key)
+    cached = profile_cache.lookup(key, LoadedProfile)
     if cached is not None:
         return cached
     tree = parse_text(text, name)
@@ -282,6 +283,25 @@ def load_profile_text(text: str, name: str) -> LoadedProfile:
     loaded = _validated(tree, name)
     profile_cache.store(key, loaded)
     return loaded
+
+
+def profiles_of(data: list[dict[str, Any]]) -> list[Profile | None]:
+    """Profiles from plain data (what the audit's fixes would write), None for data the format
+    refuses; kept in the profile cache by content, as profile files are."""
+    key = profile_cache.text_key("data", json.dumps(data, sort_keys=True, default=str))
+    cached = profile_cache.lookup(key, list)
+    if cached is not None:
+        return cached
+    from pydantic import ValidationError
+
+    made: list[Profile | None] = []
+    for item in data:
+        try:
+            made.append(validate(Profile, item))
+        except ValidationError:
+            made.append(None)
+    profile_cache.store(key, made)
+    return made
 
 
 def _validated(tree: Tree, path: str) -> LoadedProfile:

@@ -15,15 +15,15 @@ nobody else can write to it (as ssh treats `~/.ssh`).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import pickle
 import stat
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TypeVar
 
-if TYPE_CHECKING:
-    from .profile import LoadedProfile
+T = TypeVar("T")
 
 FORMAT = 1
 PACKAGE = Path(__file__).resolve().parent
@@ -37,6 +37,7 @@ def directory() -> Path | None:
     return Path(base) / "tune"
 
 
+@functools.cache
 def code_fingerprint() -> str:
     """Changes whenever any module of tune changes (an upgrade, an edit in a checkout)."""
     digest = hashlib.sha256(str(FORMAT).encode())
@@ -55,7 +56,8 @@ def path_key(path: Path) -> str:
 
 
 def text_key(name: str, text: str) -> str:
-    """The key of a profile held as text (the one `tune apply` stored on a host)."""
+    """The key of a profile held as text (the one `tune apply` stored on a host), or of plain
+    data as JSON (`name` says what it is)."""
     return f"text\0{name}\0{hashlib.sha256(text.encode()).hexdigest()}"
 
 
@@ -81,8 +83,8 @@ def _trusted(path: Path) -> bool:
     return mine and not stat.S_ISLNK(info.st_mode) and not info.st_mode & 0o022
 
 
-def lookup(key: str) -> LoadedProfile | None:
-    """The profile kept under `key`, if every file it was read from is unchanged."""
+def lookup(key: str, expected: type[T]) -> T | None:
+    """What is kept under `key`, if every file it was read from is unchanged."""
     cache = directory()
     if cache is None:
         return None
@@ -90,12 +92,12 @@ def lookup(key: str) -> LoadedProfile | None:
     if not all(_trusted(p) for p in (cache, entry.parent, entry)):
         return None
     try:
-        version, hashes, loaded = pickle.loads(entry.read_bytes())
+        version, hashes, kept = pickle.loads(entry.read_bytes())
     except Exception:  # a damaged or foreign entry is a miss, never an error
         return None
     if version != FORMAT or any(_content(name) != digest for name, digest in hashes):
         return None
-    return loaded  # type: ignore[no-any-return]
+    return kept if isinstance(kept, expected) else None
 
 
 def _ours(cache: Path) -> bool:
@@ -105,8 +107,8 @@ def _ours(cache: Path) -> bool:
     return existing is not None and _trusted(existing)
 
 
-def store(key: str, loaded: LoadedProfile, files: tuple[str, ...] = ()) -> None:
-    """Keep `loaded` under `key`, read from `files` (every file parsed, parents included)."""
+def store(key: str, kept: object, files: tuple[str, ...] = ()) -> None:
+    """Keep `kept` under `key`, read from `files` (every file parsed, parents included)."""
     cache = directory()
     if cache is None or not _ours(cache):
         return
@@ -117,7 +119,7 @@ def store(key: str, loaded: LoadedProfile, files: tuple[str, ...] = ()) -> None:
         temporary = entry.with_suffix(f".{os.getpid()}.tmp")
         fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "wb") as handle:
-            pickle.dump((FORMAT, hashes, loaded), handle, protocol=pickle.HIGHEST_PROTOCOL)
+            pickle.dump((FORMAT, hashes, kept), handle, protocol=pickle.HIGHEST_PROTOCOL)
         os.replace(temporary, entry)
     except (OSError, pickle.PicklingError):
         return

@@ -59,7 +59,6 @@ def audit_cmd(
     # The audit's modules load the knob kinds; import them only when auditing.
     from .engine import audit
     from .render import RENDERERS, summary
-    from .suggest import suggested_profile
 
     if not re.fullmatch(r"\d+(\.\d+){0,2}", min_kernel):
         raise UsageError(f"--min-kernel: expected a version such as 6.14, not {min_kernel!r}.")
@@ -76,6 +75,8 @@ def audit_cmd(
     else:
         click.echo(rendered, nl=False, color=color)
     if write_profile:
+        from .suggest import suggested_profile  # ruamel.yaml: only when writing one
+
         _write(write_profile, suggested_profile(report))
         click.echo(f"{write_profile}: profile fixing {len(report.actionable)} findings", err=True)
     return ExitCode.CHANGES if report.actionable else ExitCode.IN_SYNC

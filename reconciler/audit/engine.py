@@ -10,16 +10,14 @@ finding carries the rule's remedy instead.
 from __future__ import annotations
 
 from dataclasses import replace
-
-from pydantic import ValidationError
+from typing import Any
 
 from ..errors import HostError
 from ..host import Files, Host, Request
 from ..model import Change, Outcome, Phase
 from ..observe import observation
 from ..plan import order
-from ..profile import Profile
-from ..schema import validate
+from ..profile import Profile, profiles_of
 from .facts import READS, Facts
 from .fixes import meta, profile_data
 from .model import Finding, Good, HostSummary, NotIssue, Problem, Remark, Report
@@ -44,19 +42,25 @@ def audit(host: Host, limits: Thresholds | None = None, rules: list[Rule] | None
             "is this the root of a Linux host?"
         )
     facts = Facts(observation(host, files).host, files)
-    findings: list[Finding] = []
+    problems: list[tuple[Rule, Problem]] = []
     good: list[Remark] = []
     not_issues: list[Remark] = []
     for rule in rules:
         for verdict in rule.check(facts, limits or Thresholds()):
             if isinstance(verdict, Problem):
-                findings.append(evaluate(rule, verdict, facts))
+                problems.append((rule, verdict))
             elif isinstance(verdict, Good):
                 good.append(Remark(rule.id, rule.area, verdict.observed, verdict.evidence))
             elif isinstance(verdict, NotIssue):
                 not_issues.append(
                     Remark(rule.id, rule.area, verdict.observed, verdict.evidence, verdict.reason)
                 )
+    # Every fix as a profile of its own, validated in one go (and cached by content).
+    fixing = profiles_of([fix_profile(problem) for _, problem in problems])
+    findings = [
+        evaluate(rule, problem, facts, profile)
+        for (rule, problem), profile in zip(problems, fixing, strict=True)
+    ]
     findings.sort(key=lambda f: (f.priority, not f.actionable))
     return Report(facts.summary(), tuple(findings), tuple(good), tuple(not_issues))
 
@@ -69,8 +73,15 @@ def host_summary(host: Host) -> HostSummary | None:
     return Facts(observation(host, files).host, files).summary()
 
 
-def evaluate(rule: Rule, problem: Problem, facts: Facts) -> Finding:
-    """A problem as a finding: what its fixes change on this host, according to the plan."""
+def fix_profile(problem: Problem) -> dict[str, Any]:
+    """The profile data of a problem's fixes alone."""
+    entry_meta = meta(problem.priority.value, problem.reason)
+    return {"name": "audit", **profile_data((fix, entry_meta) for fix in problem.fixes)}
+
+
+def evaluate(rule: Rule, problem: Problem, facts: Facts, profile: Profile | None) -> Finding:
+    """A problem as a finding: what its fixes (`profile`, None where the profile format refuses
+    them) change on this host, according to the plan."""
     cannot = Finding(
         rule.id,
         rule.area,
@@ -81,15 +92,9 @@ def evaluate(rule: Rule, problem: Problem, facts: Facts) -> Finding:
         fix=problem.remedy or "tune has no setting for this",
         phase=None,
     )
-    if not problem.fixes:
-        return cannot
-    entry_meta = meta(problem.priority.value, problem.reason)
-    data = profile_data((fix, entry_meta) for fix in problem.fixes)
-    try:
-        profile = validate(Profile, {"name": "audit", **data})
-    except ValidationError:
-        # A name the profile format refuses (a container path with odd characters): tune
-        # cannot manage it, so the remedy stands.
+    if not problem.fixes or profile is None:
+        # No fix, or one the profile format refuses (a container path with odd characters):
+        # tune cannot manage it, so the remedy stands.
         return cannot
     outcome = Outcome()
     for kind, spec in profile.sections():
