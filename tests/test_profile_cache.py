@@ -119,6 +119,29 @@ def test_an_invalid_profile_is_never_kept(tmp_path: Path, cache: Path) -> None:
     assert not (cache / "profiles").exists() or not list((cache / "profiles").iterdir())
 
 
+IMPORTS_AFTER_MAIN = (
+    "import sys\n"
+    "from reconciler.cli import main\n"
+    "try:\n"
+    "    main(sys.argv[1:])\n"
+    "except SystemExit:\n"
+    "    pass\n"
+    "loaded = [m for m in ('pydantic', 'ruamel.yaml') if m in sys.modules]\n"
+    "print('LOADED', loaded, file=sys.stderr)\n"
+)
+
+
+def test_a_second_audit_of_the_same_host_never_imports_pydantic(cache: Path) -> None:
+    """The audit validates its fixes as profiles; the same findings reuse them."""
+    argv = [sys.executable, "-c", IMPORTS_AFTER_MAIN, "audit", "--root", str(UNTUNED)]
+    env = {**os.environ, "PYTHONPATH": str(PROJECT)}
+    runs = [subprocess.run(argv, env=env, capture_output=True, text=True) for _ in range(2)]
+    first, second = (r.stderr.splitlines()[-1] for r in runs)
+    assert first == "LOADED ['pydantic']"
+    assert second == "LOADED []"
+    assert runs[0].stdout == runs[1].stdout
+
+
 def test_a_cached_plan_never_imports_yaml_or_pydantic(tmp_path: Path, cache: Path) -> None:
     """What the cache is for: the start-up cost of `tune plan` is mostly these imports."""
     probe = (
