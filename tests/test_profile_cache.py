@@ -144,20 +144,10 @@ def test_a_second_audit_of_the_same_host_never_imports_pydantic(cache: Path) -> 
 
 def test_a_cached_plan_never_imports_yaml_or_pydantic(tmp_path: Path, cache: Path) -> None:
     """What the cache is for: the start-up cost of `tune plan` is mostly these imports."""
-    probe = (
-        "import sys\n"
-        "from reconciler.cli import main\n"
-        "try:\n"
-        "    main(sys.argv[1:])\n"
-        "except SystemExit:\n"
-        "    pass\n"
-        "loaded = [m for m in ('pydantic', 'ruamel.yaml') if m in sys.modules]\n"
-        "print('LOADED', loaded, file=sys.stderr)\n"
-    )
     argv = [
         sys.executable,
         "-c",
-        probe,
+        IMPORTS_AFTER_MAIN,
         "plan",
         str(PROJECT / "profiles" / "blackwell-8x.yaml"),
         "--root",
