@@ -8,6 +8,7 @@ Each test leaves the guest as it found it: a run that applied is rolled back wit
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import subprocess
 import sys
@@ -19,13 +20,15 @@ from typing import Any
 import pytest
 from conftest import Result, run_tune
 
-from reconciler.persist import OWNED
+from reconciler.kinds.pci import SETPCI, masked_write
+from reconciler.persist import OWNED, UDEV
 
 from . import guest
 from .vm import Vm
 
 THP = "/sys/kernel/mm/transparent_hugepage/enabled"
-UDEV_DEBUG = "/etc/udev/udev.conf.d/90-tune-e2e-debug.conf"
+# systemd-udevd 252 (Debian 12) reads only this file, not udev.conf.d/ (added in a later systemd).
+UDEV_CONF = "/etc/udev/udev.conf"
 STATE = "/var/lib/tune"
 REPO = Path(__file__).resolve().parents[2]
 
@@ -105,10 +108,12 @@ pci:
 """,
     )
 
+    udev_conf = vm.run("cat", UDEV_CONF).stdout
     try:
-        applied_then_rebooted(vm, profile, nvme)
+        applied_then_rebooted(vm, profile, nvme, mrrs)
     finally:
-        vm.run("rm", "-f", UDEV_DEBUG)
+        guest.write_file(vm, UDEV_CONF, udev_conf)
+        vm.run("udevadm", "control", "--log-level=info")  # the running udevd, until the next boot
         back = tune(vm, "rollback")
     assert back.code == 0, back.err
     assert guest.sysctl(vm, "vm.swappiness") != "10"
@@ -117,7 +122,7 @@ pci:
     assert vm.run("test", "-e", "/etc/sysctl.d/90-tune.conf", check=False).returncode == 1
 
 
-def applied_then_rebooted(vm: Vm, profile: Path, nvme: str) -> None:
+def applied_then_rebooted(vm: Vm, profile: Path, nvme: str, mrrs: int) -> None:
     first = apply(vm, profile)
 
     assert first.code == 0, first.out + first.err
@@ -130,7 +135,7 @@ def applied_then_rebooted(vm: Vm, profile: Path, nvme: str) -> None:
         "/etc/sysctl.d/90-tune.conf": "vm.swappiness = 10",
         "/etc/modules-load.d/tune.conf": "dummy",
         "/etc/tmpfiles.d/tune.conf": f"w {THP} - - - - madvise",
-        "/etc/udev/rules.d/90-tune-pci.rules": "/usr/bin/setpci -s $kernel CAP_EXP+8.w=",
+        UDEV: f"{SETPCI} -s $kernel {masked_write(mrrs)}",
     }
     for path, line in persisted.items():
         assert line in vm.run("cat", path).stdout, path
@@ -141,23 +146,36 @@ def applied_then_rebooted(vm: Vm, profile: Path, nvme: str) -> None:
     assert second.out.startswith("In sync: nothing to change"), second.out
     assert [run["outcome"] for run in history(vm)] == ["applied"]
 
-    # Debug logging makes udev log each program it runs; the file is the harness's, not tune's.
-    vm.run("mkdir", "-p", UDEV_DEBUG.rsplit("/", 1)[0])
-    guest.write_file(vm, UDEV_DEBUG, "udev_log=debug\n")
+    # Debug logging makes udevd log each rule that matches and each program it runs.
+    guest.write_file(vm, UDEV_CONF, vm.run("cat", UDEV_CONF).stdout + "udev_log=debug\n")
     vm.reboot()
 
     assert guest.sysctl(vm, "vm.swappiness") == "10"  # systemd-sysctl
     assert guest.sysctl(vm, "net.ipv4.tcp_rmem") == "4096 87380 16777216"
     assert "dummy" in guest.loaded_modules(vm)  # systemd-modules-load
     assert "[madvise]" in vm.run("cat", THP).stdout  # systemd-tmpfiles
-    udev_log = vm.sh("journalctl -b -u systemd-udevd --no-pager -o cat").stdout
-    ran = [
-        line
-        for line in udev_log.splitlines()
-        if f"setpci -s {nvme} CAP_EXP+8.w=" in line and "succeeded" in line
-    ]
-    assert ran, "the udev rule did not run setpci for the NVMe at boot"
+    assert_udev_ran_setpci_at_boot(vm, nvme, mrrs)
     assert plan_json(vm, profile)["changes"] == []
+
+
+def assert_udev_ran_setpci_at_boot(vm: Vm, nvme: str, mrrs: int) -> None:
+    """This boot's systemd-udevd debug log shows tune's rule matching the NVMe, and only it,
+    and setpci run with the masked write for that address and exiting 0. (QEMU keeps the
+    MaxReadReq it has, so the value itself cannot show that the rule ran.)"""
+    log = vm.sh("journalctl -b -u systemd-udevd --no-pager -o cat").stdout.splitlines()
+    processed = f"{nvme}: Processing device "
+    assert any(line.startswith(processed) for line in log), (
+        f"systemd-udevd logged no debug lines this boot: udev_log=debug in {UDEV_CONF} not read"
+    )
+    rule = f"{SETPCI} -s $kernel {masked_write(mrrs)}"
+    matched = {
+        line.split(": ", 1)[0]
+        for line in log
+        if re.fullmatch(rf"\S+: {re.escape(UDEV)}:\d+ RUN '{re.escape(rule)}'", line)
+    }
+    assert matched == {nvme}, matched
+    ran = f"{nvme}: Process '{SETPCI} -s {nvme} {masked_write(mrrs)}' succeeded."
+    assert ran in log, "the udev rule did not run setpci for the NVMe at boot"
 
 
 @pytest.mark.usefixtures("clean_state")
