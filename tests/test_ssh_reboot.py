@@ -152,3 +152,38 @@ def test_reboot_without_a_one_time_boot_says_so_and_still_reboots(
     # No try entry, so the emulated boot keeps the running line: verification fails, exit 3.
     assert "Reboot: not try-once: GRUB_DEFAULT is '0', not 'saved'" in out
     assert code == 3 and "/proc/cmdline has nothing, not processor.max_cstate=1" in err
+
+
+def test_rollback_over_ssh_of_the_pending_run_clears_it_so_verify_has_nothing(
+    tmp_path: Path, start_lab: StartLab, saved_default: Path
+) -> None:
+    root = copy_host(saved_default, tmp_path / "h1")
+    before = boot_files(root)
+    lab = start_lab({"h1": root})
+    code, out, err = tune(lab, "apply", BLACKWELL, "-y", "-H", "h1")
+    assert (code, err) == (0, ""), out
+    assert (root / "var/lib/tune/pending.json").exists()
+    code, out, err = tune_plain(lab, "rollback", "-H", "h1")
+    assert (code, err) == (0, ""), out
+    assert boot_files(root) == before
+    assert not (root / "var/lib/tune/pending.json").exists()
+    code, out, err = tune_plain(lab, "verify", "-H", "h1")
+    assert (code, err) == (
+        0,
+        "",
+    ) and "Nothing to verify on ssh h1: no reboot-phase apply pending" in out
+
+
+def test_rollback_over_ssh_of_an_older_run_keeps_the_pending_one(
+    tmp_path: Path, start_lab: StartLab, saved_default: Path
+) -> None:
+    root = copy_host(saved_default, tmp_path / "h1")
+    lab = start_lab({"h1": root})
+    assert tune(lab, "apply", BLACKWELL, "--runtime-only", "-y", "-H", "h1")[0] == 0
+    code, out, err = tune(lab, "apply", BLACKWELL, "--reboot-phase", "-y", "-H", "h1")
+    assert (code, err) == (0, ""), out
+    pending = (root / "var/lib/tune/pending.json").read_bytes()
+    first = run_ids(SnapshotHost(root))[0]
+    code, out, err = tune_plain(lab, "rollback", first, "-H", "h1")
+    assert (code, err) == (0, ""), out
+    assert (root / "var/lib/tune/pending.json").read_bytes() == pending
