@@ -177,7 +177,7 @@ def _quoted(text: str) -> str:
 
 
 def _after(files: Files, last: Step) -> Files:
-    """`files` with the drop-in as the last command-line step leaves it."""
+    """`files` as the last command-line step leaves them (the GRUB drop-in, /etc/kernel/cmdline)."""
     contents = dict(files.contents)
     for op in last.do:
         if isinstance(op, PutFile):
