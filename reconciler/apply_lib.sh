@@ -194,9 +194,10 @@ reboot_detached() {
     $S nohup sh -c 'sleep 1; systemctl reboot || reboot' </dev/null >/dev/null 2>&1 &
 }
 
-# A snapshot "boots": a new boot id; /proc/cmdline from tune's one-time GRUB entry while it
-# exists (grub-reboot points the boot there), else the running line; files staged for the next
-# boot under $R/.next-boot/ (a /proc/devices with a moved major) replace their namesakes.
+# A snapshot "boots": a new boot id; /proc/cmdline from tune's one-time GRUB or systemd-boot
+# entry while it exists (grub-reboot or bootctl set-oneshot points the boot there), else the
+# running line; files staged for the next boot under $R/.next-boot/ (a /proc/devices with a
+# moved major) replace their namesakes.
 emu_reboot() {
     cat /proc/sys/kernel/random/uuid >"$R/proc/sys/kernel/random/boot_id" || return 1
     try="$R/etc/grub.d/42_tune_try"
@@ -204,6 +205,10 @@ emu_reboot() {
         line=$(sed -n 's/^# tune-cmdline: //p' "$try")
         printf 'BOOT_IMAGE=/vmlinuz %s\n' "$line" >"$R/proc/cmdline"
     fi
+    for try in "$R"/boot/efi/loader "$R"/efi/loader "$R"/boot/loader; do
+        try="$try/entries/tune-try.conf"
+        if [ -f "$try" ]; then sed -n 's/^options //p' "$try" >"$R/proc/cmdline" && break; fi
+    done
     if [ -d "$R/.next-boot" ]; then cp -R "$R/.next-boot/." "$R/" && rm -rf "$R/.next-boot"; fi
 }
 

@@ -55,6 +55,7 @@ from .profile import LoadedProfile
 from .run_record import contexts, plan_record
 from .shell import ShellHost, printf_format, quoted
 from .steps import BootTool, DeleteFile, Need, Op, Probe, PutFile, Require, SetAttr, Step
+from .verify import PENDING
 
 # Exit status of the start script when a requirement is unmet (its stderr says which).
 UNMET = 90
@@ -294,12 +295,21 @@ def rollback_script(run: Run, *, boot_only: bool = False) -> str:
         profile = f"put_file {quoted(PROFILE)} 644 {printf_format(prior.encode())}"
     order = " ".join(str(seq) for seq, _ in reversed(steps))
     done = "boot-rolled-back" if boot_only else "rolled-back"
+    # As `apply.rollback`: a run rolled back leaves nothing for `tune verify` to check.
+    mine = json.dumps({"run_id": run.run_id})[1:-1]
+    pending = (
+        ":"
+        if boot_only
+        else f'[ "$FAILS" -ne 0 ] || ! grep -qF {quoted(mine)} "$R"{quoted(PENDING)} 2>/dev/null '
+        f"|| delete_file {quoted(PENDING)}"
+    )
     parts.append(
         "take_lock || { echo 'another tune run holds the lock' >&2; exit 1; }\n"
         "trap '' TERM HUP INT\n"
         f"rec {quoted(record('rollback', started=now_iso()))}\n"
         f'FAILS=0\nfor n in {order}; do restore_step "$n"; done\n'
         f'ERR=; {profile} || {{ FAILS=$((FAILS + 1)); echo "$ERR" >&2; }}\n'
+        f'ERR=; {pending} || {{ FAILS=$((FAILS + 1)); echo "$ERR" >&2; }}\n'
         f'if [ "$FAILS" -eq 0 ]; then end {done}; else end rollback-failed; fi\n'
     )
     return "".join(parts)

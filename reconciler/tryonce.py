@@ -10,12 +10,21 @@ steps make it permanent (try entry removed, the usual drop-in and `update-grub`)
 the same run so one `tune rollback` undoes all of it; or it fails, the run's boot configuration
 is rolled back and the host already boots the old line again.
 
+With systemd-boot (a loader directory with Type #1 entries on the ESP: /boot/efi/loader,
+/efi/loader or /boot/loader, on hosts whose command line is /etc/kernel/cmdline, Proxmox's
+proxmox-boot-tool included), the try entry is `loader/entries/tune-try.conf`: a copy of the
+default entry (loader.conf's `default`, else the entry of the running kernel) whose `options`
+are the new command line, booted once by `bootctl set-oneshot tune-try.conf`. Promotion writes
+/etc/kernel/cmdline and runs the refresh tool as the cmdline kind does, and removes the entry.
+
 Where no one-time boot is possible, `Boot.try_once` is None and `Boot.why` says why, so the
 confirmation can say so before anything is written.
 """
 
 from __future__ import annotations
 
+import posixpath
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .formats import cmdline as fmt
@@ -29,11 +38,15 @@ UPDATE_GRUB = BootTool(("update-grub",))
 # GRUB reads the entry to boot once from `next_entry` in /boot/grub/grubenv.
 FORGET_NEXT = BootTool(("grub-editenv", "-", "unset", "next_entry"))
 
+# Boot tools that write systemd-boot entries from /etc/kernel/cmdline, where a loader directory
+# with entries means `bootctl set-oneshot` can boot a copy of the default entry once.
+SYSTEMD_BOOT_TOOLS = frozenset({"proxmox-boot-tool", "kernel-cmdline"})
+LOOKED_FOR_ENTRIES = ", ".join(f"{d}/entries" for d in fmt.LOADER_DIRS)
 NO_ONE_TIME_BOOT = {
     "proxmox-boot-tool": "proxmox-boot-tool regenerates every boot entry from "
-    "/etc/kernel/cmdline and has no one-time boot",
-    "kernel-cmdline": "kernel-install writes the default boot entry itself and tune has no "
-    "one-time entry for it",
+    f"/etc/kernel/cmdline and no systemd-boot default entry was found ({LOOKED_FOR_ENTRIES})",
+    "kernel-cmdline": "kernel-install writes the default boot entry itself and no "
+    f"systemd-boot default entry was found ({LOOKED_FOR_ENTRIES})",
     "grubby": "grubby changes every boot entry at once",
 }
 
@@ -42,7 +55,7 @@ NO_ONE_TIME_BOOT = {
 class Boot:
     """How the reboot phase of one apply reaches the next boot."""
 
-    try_once: str | None  # the one-time boot mechanism ("grub-reboot"), None when there is none
+    try_once: str | None  # the one-time boot mechanism ("grub-reboot", "bootctl"), else None
     why: str  # one line for the confirmation
     now: tuple[Step, ...]  # what the apply run writes before the reboot
     promote: tuple[Step, ...] = ()  # written after the boot is verified, appended to the run
@@ -56,8 +69,18 @@ def arrange(steps: tuple[Step, ...], files: Files) -> Boot:
         return Boot(None, "no kernel command-line change: the boot itself is not at risk", steps)
     boot = fmt.boot_config(files)
     assert boot is not None  # a cmdline step exists only where a boot configuration does
-    if boot.tool != "grub":
-        return Boot(None, f"not try-once: {NO_ONE_TIME_BOOT[boot.tool]}", steps)
+    others = tuple(s for s in steps if s.kind != "cmdline")
+    if boot.tool == "grub":
+        return _grub(steps, tuple(line), others, files)
+    loader = fmt.loader(files) if boot.tool in SYSTEMD_BOOT_TOOLS else None
+    if loader is not None:
+        return _systemd_boot(tuple(line), others, files, loader)
+    return Boot(None, f"not try-once: {NO_ONE_TIME_BOOT[boot.tool]}", steps)
+
+
+def _grub(
+    steps: tuple[Step, ...], line: tuple[Step, ...], others: tuple[Step, ...], files: Files
+) -> Boot:
     default = fmt.grub_env(files).get("GRUB_DEFAULT", "0")
     if default != "saved":
         return Boot(
@@ -70,16 +93,15 @@ def arrange(steps: tuple[Step, ...], files: Files) -> Boot:
     env = fmt.grub_env(_after(files, line[-1]))
     linux, default = env.get("GRUB_CMDLINE_LINUX", ""), env.get("GRUB_CMDLINE_LINUX_DEFAULT", "")
     script = entry_script(linux, default)
-    prior = files.read(fmt.TRY_SCRIPT)
-    install = _try_step(
+    entry = TryEntry(fmt.TRY_SCRIPT, 0o755, entry_cmdline)
+    install = entry.step(
         "try-once",
-        prior,
+        files.read(fmt.TRY_SCRIPT),
         script,
         do=(UPDATE_GRUB, BootTool(("grub-reboot", TRY_ENTRY))),
         undo=(UPDATE_GRUB, FORGET_NEXT),
     )
-    remove = _try_step("try-once-removed", script, None, do=(UPDATE_GRUB,), undo=(UPDATE_GRUB,))
-    others = tuple(s for s in steps if s.kind != "cmdline")
+    remove = entry.step("try-once-removed", script, None, do=(UPDATE_GRUB,), undo=(UPDATE_GRUB,))
     return Boot(
         "grub-reboot",
         "try-once: grub-reboot boots the new command line once (GRUB_DEFAULT=saved); it "
@@ -87,6 +109,37 @@ def arrange(steps: tuple[Step, ...], files: Files) -> Boot:
         (*others, install),
         (remove, *line),
     )
+
+
+def _systemd_boot(
+    line: tuple[Step, ...], others: tuple[Step, ...], files: Files, loader: fmt.Loader
+) -> Boot:
+    """A copy of the default entry with the new `options`, booted once by `bootctl
+    set-oneshot`; /etc/kernel/cmdline and the default entry wait for the promotion."""
+    after = _after(files, line[-1]).value(fmt.KERNEL_CMDLINE) or ""
+    text = fmt.try_entry(files.text(loader.default) or "", " ".join(after.split()))
+    entry = TryEntry(loader.try_entry, 0o644, _entry_options)
+    install = entry.step(
+        "try-once",
+        files.read(loader.try_entry),
+        text.encode(),
+        do=(BootTool(("bootctl", "set-oneshot", fmt.TRY_CONF)),),
+        # An empty id removes the LoaderEntryOneShot EFI variable.
+        undo=(BootTool(("bootctl", "set-oneshot", "")),),
+    )
+    remove = entry.step("try-once-removed", text.encode(), None, do=(), undo=())
+    return Boot(
+        "bootctl",
+        f"try-once: bootctl set-oneshot boots the new command line once (systemd-boot, "
+        f"{fmt.TRY_CONF} copied from {loader.default}); it becomes the default only after "
+        "verification",
+        (*others, install),
+        (remove, *line),
+    )
+
+
+def _entry_options(data: bytes | None) -> str | None:
+    return None if data is None else fmt.entry_options(data.decode("utf-8", "replace"))
 
 
 def entry_script(linux: str, default: str) -> bytes:
@@ -124,7 +177,7 @@ def _quoted(text: str) -> str:
 
 
 def _after(files: Files, last: Step) -> Files:
-    """`files` with the drop-in as the last command-line step leaves it."""
+    """`files` as the last command-line step leaves them (the GRUB drop-in, /etc/kernel/cmdline)."""
     contents = dict(files.contents)
     for op in last.do:
         if isinstance(op, PutFile):
@@ -135,33 +188,41 @@ def _after(files: Files, last: Step) -> Files:
     return Files(contents, {**files.matches, fmt.GRUB_DROPINS: dropins})
 
 
-def _file(data: bytes | None) -> Op:
-    return DeleteFile(fmt.TRY_SCRIPT) if data is None else PutFile(fmt.TRY_SCRIPT, data, 0o755)
+@dataclass(frozen=True)
+class TryEntry:
+    """The file that describes the one-time boot, and how to read back the line it boots."""
 
+    path: str
+    mode: int
+    booted_line: Callable[[bytes | None], str | None]
 
-def _try_step(
-    target: str,
-    before: bytes | None,
-    after: bytes | None,
-    *,
-    do: tuple[Op, ...],
-    undo: tuple[Op, ...],
-) -> Step:
-    probe = Probe(fmt.TRY_SCRIPT, Read.TEXT)
-    change = Change(
-        "cmdline",
-        target,
-        entry_cmdline(before),
-        entry_cmdline(after),
-        Phase.REBOOT,
-        reason="boot the new kernel command line once before making it the default",
-    )
-    return Step.of(
-        change,
-        probe=probe,
-        expect=probe.value(after),
-        restored=probe.value(before),
-        do=(_file(after), *do),
-        undo=(_file(before), *undo),
-        requires=(Require(Need.WRITABLE, "/etc/grub.d"),),
-    )
+    def _file(self, data: bytes | None) -> Op:
+        return DeleteFile(self.path) if data is None else PutFile(self.path, data, self.mode)
+
+    def step(
+        self,
+        target: str,
+        before: bytes | None,
+        after: bytes | None,
+        *,
+        do: tuple[Op, ...],
+        undo: tuple[Op, ...],
+    ) -> Step:
+        probe = Probe(self.path, Read.TEXT)
+        change = Change(
+            "cmdline",
+            target,
+            self.booted_line(before),
+            self.booted_line(after),
+            Phase.REBOOT,
+            reason="boot the new kernel command line once before making it the default",
+        )
+        return Step.of(
+            change,
+            probe=probe,
+            expect=probe.value(after),
+            restored=probe.value(before),
+            do=(self._file(after), *do),
+            undo=(self._file(before), *undo),
+            requires=(Require(Need.WRITABLE, posixpath.dirname(self.path)),),
+        )

@@ -227,3 +227,74 @@ def test_a_gate_failing_after_the_boot_over_ssh_rolls_the_boot_back(
     for path in ("etc/default/grub", "etc/grub.d/42_tune_try", "etc/default/grub.d/90-tune.cfg"):
         assert after.get(path) == before.get(path), path
     assert not (root / "var/lib/tune/pending.json").exists()
+
+
+def test_rollback_over_ssh_of_the_pending_run_clears_it_so_verify_has_nothing(
+    tmp_path: Path, start_lab: StartLab, saved_default: Path
+) -> None:
+    root = copy_host(saved_default, tmp_path / "h1")
+    before = boot_files(root)
+    lab = start_lab({"h1": root})
+    code, out, err = tune(lab, "apply", BLACKWELL, "-y", "-H", "h1")
+    assert (code, err) == (0, ""), out
+    assert (root / "var/lib/tune/pending.json").exists()
+    code, out, err = tune_plain(lab, "rollback", "-H", "h1")
+    assert (code, err) == (0, ""), out
+    assert boot_files(root) == before
+    assert not (root / "var/lib/tune/pending.json").exists()
+    code, out, err = tune_plain(lab, "verify", "-H", "h1")
+    assert (code, err) == (
+        0,
+        "",
+    ) and "Nothing to verify on ssh h1: no reboot-phase apply pending" in out
+
+
+def test_rollback_over_ssh_of_an_older_run_keeps_the_pending_one(
+    tmp_path: Path, start_lab: StartLab, saved_default: Path
+) -> None:
+    root = copy_host(saved_default, tmp_path / "h1")
+    lab = start_lab({"h1": root})
+    assert tune(lab, "apply", BLACKWELL, "--runtime-only", "-y", "-H", "h1")[0] == 0
+    code, out, err = tune(lab, "apply", BLACKWELL, "--reboot-phase", "-y", "-H", "h1")
+    assert (code, err) == (0, ""), out
+    pending = (root / "var/lib/tune/pending.json").read_bytes()
+    first = run_ids(SnapshotHost(root))[0]
+    code, out, err = tune_plain(lab, "rollback", first, "-H", "h1")
+    assert (code, err) == (0, ""), out
+    assert (root / "var/lib/tune/pending.json").read_bytes() == pending
+
+
+def test_reboot_over_ssh_with_systemd_boot_boots_the_try_entry_once_and_promotes(
+    tmp_path: Path, start_lab: StartLab, saved_default: Path
+) -> None:
+    root = copy_host(saved_default, tmp_path / "h1")
+    (root / "etc/default/grub").unlink()
+    release = (root / "proc/sys/kernel/osrelease").read_text().strip()
+    write(root, "/etc/kernel/cmdline", "root=ZFS=rpool/ROOT/pve-1 boot=zfs quiet\n")
+    write(root, "/etc/kernel/proxmox-boot-uuids", "ABCD-1234\n")
+    write(root, "/boot/efi/loader/loader.conf", "timeout 3\n")
+    default = f"boot/efi/loader/entries/proxmox-{release}.conf"
+    write(
+        root,
+        default,
+        f"title Proxmox VE\nlinux /EFI/proxmox/{release}/vmlinuz-{release}\n"
+        "options root=ZFS=rpool/ROOT/pve-1 boot=zfs quiet\n",
+    )
+    entry_before = (root / default).read_bytes()
+    lab = start_lab({"h1": root})
+    code, out, err = tune(lab, "apply", BLACKWELL, "--reboot", "-y", "-H", "h1")
+    assert (code, err) == (0, ""), out
+    assert "Reboot: try-once: bootctl set-oneshot boots the new command line once" in out
+    assert "The new boot configuration is now the default." in out
+    new_line = "root=ZFS=rpool/ROOT/pve-1 boot=zfs quiet amd_pstate=active processor.max_cstate=1"
+    assert (root / "proc/cmdline").read_text() == new_line + "\n"
+    assert (root / "etc/kernel/cmdline").read_text() == new_line + "\n"
+    assert not (root / "boot/efi/loader/entries/tune-try.conf").exists()
+    assert (root / default).read_bytes() == entry_before  # proxmox-boot-tool refresh rewrites it
+    host = SnapshotHost(root)
+    (run_id,) = run_ids(host)
+    run = read_run(host, run_id)
+    assert run is not None and run.outcome == "applied"
+    deferred = [r["argv"] for r in run.records if r["type"] == "deferred"]
+    assert deferred[0] == ["bootctl", "set-oneshot", "tune-try.conf"]
+    assert deferred[1:] == [["proxmox-boot-tool", "refresh"]] * (len(deferred) - 1)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from dataclasses import dataclass
 
@@ -17,6 +18,10 @@ DROPIN = "/etc/default/grub.d/90-tune.cfg"
 TRY_SCRIPT = "/etc/grub.d/42_tune_try"
 REDHAT_RELEASE = "/etc/redhat-release"
 LOADER_ENTRIES = "/boot/loader/entries/*.conf"
+# Where systemd-boot's Type #1 entries live: the ESP mounted at /boot/efi or /efi, or /boot
+# itself being the ESP (or the XBOOTLDR partition); `bootctl` looks in the same places.
+LOADER_DIRS = ("/boot/efi/loader", "/efi/loader", "/boot/loader")
+TRY_CONF = "tune-try.conf"
 OSRELEASE = "/proc/sys/kernel/osrelease"
 GRUB_VARS = ("GRUB_CMDLINE_LINUX", "GRUB_CMDLINE_LINUX_DEFAULT")
 
@@ -78,6 +83,8 @@ def request() -> Request:
         LOADER_ENTRIES,
         OSRELEASE,
         TRY_SCRIPT,
+        *(f"{d}/entries/*.conf" for d in LOADER_DIRS),
+        *(f"{d}/loader.conf" for d in LOADER_DIRS),
     )
 
 
@@ -134,6 +141,64 @@ def edit_words(words: list[str], sets: dict[str, str], removes: set[str]) -> lis
         out.append(item)
     out += [word(n, v) for key, (n, v) in wanted.items() if key not in placed]
     return out
+
+
+@dataclass(frozen=True)
+class Loader:
+    """systemd-boot's entries on this host, and the entry it boots by default."""
+
+    directory: str  # `.../loader`
+    default: str  # the default entry's path
+
+    @property
+    def try_entry(self) -> str:
+        return f"{self.directory}/entries/{TRY_CONF}"
+
+
+def loader(files: Files) -> Loader | None:
+    """The first loader directory with entries, and its default entry: the one loader.conf's
+    `default` names (an id or a glob, as systemd-boot matches it), else the first entry, in
+    name order, whose `linux` is the running kernel; None when neither finds one."""
+    release = files.value(OSRELEASE)
+    for directory in LOADER_DIRS:
+        entries = [
+            p for p in files.glob(f"{directory}/entries/*.conf") if not p.endswith("/" + TRY_CONF)
+        ]
+        if not entries:
+            continue
+        named = _key(files.text(f"{directory}/loader.conf") or "", "default")
+        if named and not named.startswith("@"):
+            for path in entries:
+                ident = path.rsplit("/", 1)[1]
+                if fnmatch.fnmatchcase(ident, named) or fnmatch.fnmatchcase(ident, named + ".conf"):
+                    return Loader(directory, path)
+        for path in entries:
+            linux = _key(files.text(path) or "", "linux")
+            if release and linux and (release in linux.split("/") or linux.endswith("-" + release)):
+                return Loader(directory, path)
+        return None
+    return None
+
+
+def _key(text: str, key: str) -> str | None:
+    """The value of a `key value` line (loader.conf, an entry), None when absent."""
+    for line in text.splitlines():
+        name, _, rest = line.strip().partition(" ")
+        if name == key:
+            return rest.strip()
+    return None
+
+
+def try_entry(text: str, line: str) -> str:
+    """A copy of a Type #1 entry that boots `line`: its own title and one `options` line."""
+    out: list[str] = ["title tune: try once\n"]
+    for item in text.splitlines(keepends=True):
+        key = item.strip().partition(" ")[0]
+        if key == "options":
+            continue
+        if key != "title":
+            out.append(item if item.endswith("\n") else item + "\n")
+    return "".join(out) + f"options {line}\n"
 
 
 def entry_options(text: str) -> str:
