@@ -123,33 +123,33 @@ def _still_needed(needed: dict[str, Any] | None) -> list[str]:
     if reboot:
         out += ["### Boot-time changes this run did not make", ""]
         out += [
-            f"- **{c['id']}** ({c['priority']}): {_value(c['current'])} → {_value(c['desired'])}"
-            + (f". Why: {_sentence(c['reason'])}" if c["reason"] else ".")
+            _change_line(c) + (f". Why: {_sentence(c['reason'])}" if c["reason"] else ".")
             for c in reboot
         ]
         out += ["", "Run `tune apply` without `--runtime-only`, then reboot.", ""]
     if configured:
-        out += ["### Made by this run, in effect after the next reboot", ""]
-        out += [
-            f"- **{c['id']}** ({c['priority']}): {_value(c['current'])} → {_value(c['desired'])}"
-            for c in configured
-        ]
-        out.append("")
+        out += _section(
+            "Made by this run, in effect after the next reboot",
+            [_change_line(c) for c in configured],
+        )
     if pending:
-        out += ["### Configured, waiting for a reboot", ""]
-        out += [
-            f"- **{p['id']}**: running {_value(p['running'])}, configured {_value(p['configured'])}"
-            for p in pending
-        ]
-        out.append("")
+        out += _section(
+            "Configured, waiting for a reboot",
+            [
+                f"- **{p['id']}**: running {_value(p['running'])}, "
+                f"configured {_value(p['configured'])}"
+                for p in pending
+            ],
+        )
     if checks:
-        out += ["### Needs the BIOS, hardware, a kernel or a driver change", ""]
-        out += [
-            f"- **{c['id']}**: {_value(c['observed'])}, expected {c['expected']}. "
-            f"Remedy: {_sentence(c['remedy'])}"
-            for c in checks
-        ]
-        out.append("")
+        out += _section(
+            "Needs the BIOS, hardware, a kernel or a driver change",
+            [
+                f"- **{c['id']}**: {_value(c['observed'])}, expected {c['expected']}. "
+                f"Remedy: {_sentence(c['remedy'])}"
+                for c in checks
+            ],
+        )
     if left:
         out += ["### Other changes this run did not make", ""]
         out += [f"- **{c['id']}**: {_value(c['current'])} → {_value(c['desired'])}" for c in left]
@@ -199,3 +199,15 @@ def _sentence(text: str) -> str:
 
 def _cell(text: object) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _section(title: str, lines: list[str]) -> list[str]:
+    """A third-level heading, its bullet lines and the blank line that ends them."""
+    return [f"### {title}", "", *lines, ""]
+
+
+def _change_line(change: dict[str, Any]) -> str:
+    return (
+        f"- **{change['id']}** ({change['priority']}): "
+        f"{_value(change['current'])} → {_value(change['desired'])}"
+    )
