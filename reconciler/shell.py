@@ -49,6 +49,16 @@ _PRELUDE = (
     f'cd -- "${{TUNE_ROOT:-/}}" || exit {NO_ROOT}\n'
 )
 
+
+def _batched(body: str) -> str:
+    """`body` with its standard output gathered into large writes. Each `printf` and each file
+    `head` prints is a write of its own, and sshd sends each write it reads as an SSH packet:
+    a thousand small packets cost the controller ~40 ms of CPU to decrypt and dispatch, where
+    the same bytes in full packets cost ~3 ms. POSIX dd with `obs` unlike `ibs` collects its
+    input into `obs`-sized output blocks; the script's status is then dd's (reads exit 0)."""
+    return f"{{\n{body}}} | dd ibs=64k obs=1M 2>/dev/null\n"
+
+
 # Every file below a directory, as `os.walk` lists them: hidden ones too, symlinks to files and
 # dangling symlinks, but not symlinks to directories and nothing below them.
 _WALK = r"""w() {
@@ -241,7 +251,7 @@ class ReadScript:
             for p, keep, _ in reads
             if keep is not None
         ]
-        lines = [_PRELUDE, "printf 'TUNE-READ-1\\000'\n"]
+        lines = ["printf 'TUNE-READ-1\\000'\n"]
         items = [*words, *newest]
         for index, word in enumerate(items):
             loop = f"for f in {word}; do\n" if index < len(words) else f'{word}for f in "$@"; do\n'
@@ -277,8 +287,8 @@ class ReadScript:
                 f"{expansion}for f; do [ -r \"$f\" ] && {{ printf '\\n'; break; }}; done\n"
                 f'head -c {cap} -v -- "$@"\n'
             )
-        lines.append("exit 0\n")
-        return cls(patterns, listings, "".join(lines), whole, cap, nodes)
+        text = _PRELUDE + _batched("".join(lines))
+        return cls(patterns, listings, text, whole, cap, nodes)
 
     def parse(self, host: str, done: ScriptResult) -> Files | Reread:
         start = done.stdout.find(MAGIC)
@@ -371,12 +381,12 @@ class EachScript:
     def of(cls, paths: tuple[str, ...], cap: int = MAX_FILE_BYTES) -> EachScript:
         boundary = f"TUNE-{secrets.token_hex(16)}"
         words = " ".join(quoted(f".{p}") for p in paths)
-        text = (
-            f"{_PRELUDE}printf 'TUNE-READ-ERRORS\\n' >&2\n"
+        text = _PRELUDE + _batched(
+            "printf 'TUNE-READ-ERRORS\\n' >&2\n"
             f"for f in {words}; do\n"
             f"    printf '\\000{boundary}\\000'\n"
             f'    head -c {cap} -- "$f"\n'
-            f"done\nprintf '\\000{boundary}\\000'\nexit 0\n"
+            f"done\nprintf '\\000{boundary}\\000'\n"
         )
         return cls(paths, f"\0{boundary}\0".encode(), text)
 
