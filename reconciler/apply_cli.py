@@ -64,6 +64,14 @@ RESTART_HELP = (
 @click.option(
     "--keep-on-regression", is_flag=True, help="Keep the changes even when a probe gate fails."
 )
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="json: one object per host (several hosts only).",
+)
 @remote_options
 def apply(
     target: str | None,
@@ -78,6 +86,7 @@ def apply(
     no_persist: bool,
     no_probes: bool,
     keep_on_regression: bool,
+    fmt: str,
     remote: RemoteOptions,
 ) -> int:
     """Make the host match a profile, or a plan saved by `tune plan`.
@@ -96,6 +105,11 @@ def apply(
 
     if runtime_only and reboot_phase:
         raise UsageError("--runtime-only and --reboot-phase exclude each other.")
+    if fmt == "json" and not remote.is_fleet:
+        raise UsageError(
+            "--format json is for several hosts (-H ... -H ... or --inventory); one host's run "
+            "is in `tune history --format json`."
+        )
     if reboot and runtime_only:
         raise UsageError("--reboot needs the boot configuration: drop --runtime-only.")
     if restart_containers and runtime_only:
@@ -120,6 +134,7 @@ def apply(
             remote,
             no_probes=no_probes,
             keep_on_regression=keep_on_regression,
+            fmt=fmt,
         )
     saved = None
     with_persistence = not no_persist
@@ -347,6 +362,7 @@ def _apply_remote(
     *,
     no_probes: bool,
     keep_on_regression: bool,
+    fmt: str = "text",
 ) -> int:
     """The apply runs on the target as one detached sh script; see `reconciler.remote_apply`.
     With --reboot, tune then reboots the target, waits for its new boot id and verifies it."""
@@ -362,7 +378,7 @@ def _apply_remote(
         raise UsageError("over SSH, tune apply takes a profile, not a saved plan.")
     loaded = load_profile(target)
     if remote.is_fleet:
-        return _apply_fleet(loaded, phases, root, yes, dry_run, no_persist, remote, no_probes)
+        return _apply_fleet(loaded, phases, root, yes, dry_run, no_persist, remote, no_probes, fmt)
     host = _one_remote(root, remote)
     assert isinstance(host, ShellHost)
     try:
@@ -441,6 +457,7 @@ def _apply_fleet(
     no_persist: bool,
     remote: RemoteOptions,
     no_probes: bool,
+    fmt: str,
 ) -> int:
     """Several hosts: the live settings only, each host through `reconciler.apply_fleet`."""
     from .apply_fleet import RemoteApply, apply_hosts
@@ -457,7 +474,9 @@ def _apply_fleet(
             "probes run on one -H host at a time; add --no-probes to apply over several hosts."
         )
     job = RemoteApply(loaded, not no_persist, remote.command_timeout)
-    return apply_hosts(remote.open(), job, forks=remote.forks, yes=yes, dry_run=dry_run)
+    return apply_hosts(
+        remote.open(), job, forks=remote.forks, yes=yes, dry_run=dry_run, as_json=fmt == "json"
+    )
 
 
 def _skipped(host: Host, run_id: str) -> list[str]:

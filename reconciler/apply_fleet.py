@@ -65,20 +65,30 @@ class RemoteApply:
 
 
 def apply_hosts(
-    hosts: Sequence[Host], job: RemoteApply, *, forks: int, yes: bool, dry_run: bool
+    hosts: Sequence[Host],
+    job: RemoteApply,
+    *,
+    forks: int,
+    yes: bool,
+    dry_run: bool,
+    as_json: bool = False,
 ) -> int:
-    """Apply `job` to every host; exit code 1 if any host failed, else 0."""
+    """Apply `job` to every host; exit code 1 if any host failed, else 0. `as_json`: standard
+    output is one JSON array (an object per host) and nothing else; a confirmation question
+    goes to standard error."""
     try:
-        return _fleet(hosts, job, forks=forks, yes=yes, dry_run=dry_run)
+        return _fleet(hosts, job, forks=forks, yes=yes, dry_run=dry_run, as_json=as_json)
     finally:
         for host in hosts:
             host.close()
 
 
-def _fleet(hosts: Sequence[Host], job: RemoteApply, *, forks: int, yes: bool, dry_run: bool) -> int:
+def _fleet(
+    hosts: Sequence[Host], job: RemoteApply, *, forks: int, yes: bool, dry_run: bool, as_json: bool
+) -> int:
     """Exit code: 1 if any host failed (unreachable, refused, rolled back), else 0."""
     progress = progress_on_terminal()
-    color = sys.stdout.isatty()
+    color = sys.stdout.isatty() and not as_json
     prepared = for_each_host(hosts, job.prepare, forks, progress, keep_open=True)
     works = {r.name: r.value for r in prepared if r.value is not None}
     plans = [
@@ -87,7 +97,11 @@ def _fleet(hosts: Sequence[Host], job: RemoteApply, *, forks: int, yes: bool, dr
         else HostResult(r.name, error=r.error)
         for r in prepared
     ]
-    click.echo(fleet_render.text(plans, color, RENDERERS["text"]), nl=False, color=color)
+    if as_json and dry_run:
+        click.echo(fleet_render.as_json(plans), nl=False)
+        return fleet_exit_code(prepared, lambda _: True)
+    if not as_json:
+        click.echo(fleet_render.text(plans, color, RENDERERS["text"]), nl=False, color=color)
     if dry_run:
         for host in hosts:
             work = works.get(host.name)
@@ -96,17 +110,24 @@ def _fleet(hosts: Sequence[Host], job: RemoteApply, *, forks: int, yes: bool, dr
         return fleet_exit_code(prepared, lambda _: True)
     changing = [h for h in hosts if (w := works.get(h.name)) is not None and w.steps]
     if not changing:
-        click.echo("Nothing to apply.")
+        if as_json:
+            click.echo(fleet_render.applied_json([_outcome(r, {}) for r in prepared], plans))
+        else:
+            click.echo("Nothing to apply.")
         return fleet_exit_code(prepared, lambda _: True)
     total = sum(len(works[h.name].steps) for h in changing)
     if not yes and sys.stdin.isatty():
-        click.confirm(f"\nApply {total} changes to {len(changing)} hosts?", abort=True)
+        question = f"Apply {total} changes to {len(changing)} hosts?"
+        click.confirm(question if as_json else f"\n{question}", abort=True, err=as_json)
     done = {
         r.name: r
         for r in for_each_host(changing, lambda h: job.apply(h, works[h.name]), forks, progress)
     }
     results = [_outcome(r, done) for r in prepared]
-    click.echo("\n" + fleet_render.applied(results, color), nl=False, color=color)
+    if as_json:
+        click.echo(fleet_render.applied_json(results, plans), nl=False)
+    else:
+        click.echo("\n" + fleet_render.applied(results, color), nl=False, color=color)
     return fleet_exit_code(results, lambda _: True)
 
 

@@ -22,6 +22,7 @@ import re
 import secrets
 from abc import abstractmethod
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from .errors import HostError
 from .host import MAX_FILE_BYTES, Files, Host, Request
@@ -196,8 +197,7 @@ def _bracket_end(pattern: str, start: int) -> int | None:
     return None if end == -1 else end
 
 
-@dataclass
-class _Item:
+class _Item(NamedTuple):
     """One word of a glob's expansion, in the order the shell (and then head) saw it."""
 
     pattern: int
@@ -329,9 +329,8 @@ class ReadScript:
             raise HostError(f"{host}: the host's answer was cut short or is not tune's format.")
         fields = out[pos : records.end() - 2].split(b"\0")
         answer = _Answer()
-        for n in range(0, len(fields) - 1, 3):
-            tag, index = fields[n], int(fields[n + 1])
-            path = fields[n + 2].decode("utf-8", "surrogateescape")
+        for tag, number, raw in zip(fields[0:-1:3], fields[1::3], fields[2::3], strict=True):
+            index, path = int(number), raw.decode("utf-8", "surrogateescape")
             if tag == b"l":
                 answer.listed.setdefault(index, []).append(path)
             elif tag == b"e":
@@ -407,19 +406,45 @@ def _head_errors(host: str, stderr: bytes, args: list[str]) -> dict[int, tuple[s
     mark = stderr.find(ERRORS_MARK)
     lines = stderr[mark + len(ERRORS_MARK) :].decode("utf-8", "surrogateescape").splitlines()
     problems: dict[int, tuple[str, bool]] = {}
-    position = 0
+    named = _Names(args)
     for line in lines if mark >= 0 else []:
-        for n in range(position, len(args)):
-            at = min((line.find(q) for q in _quoted(args[n]) if q in line), default=-1)
-            if at >= 0:
-                reason = line.rsplit(": ", 1)[-1]
-                # GNU: "cannot open 'x' for reading: E"; busybox: "can't open 'x': E".
-                problems[n] = (reason, line[:at].endswith("open "))
-                position = n + 1
-                break
-        else:
+        found = named.find(line)
+        if found is None:
             raise HostError(f"{host}: unexpected error while reading files: {line}")
+        n, at = found
+        # GNU: "cannot open 'x' for reading: E"; busybox: "can't open 'x': E".
+        problems[n] = (line.rsplit(": ", 1)[-1], line[:at].endswith("open "))
     return problems
+
+
+class _Names:
+    """Finds which argument an error line of head names, arguments taken in order: a thousand
+    arguments and a dozen errors must not cost a thousand string searches per line."""
+
+    _SINGLE = re.compile(r"'((?:[^']|'\\'')*)'")
+
+    def __init__(self, args: list[str]) -> None:
+        self.args = args
+        self.position = 0
+        self.at: dict[str, list[int]] = {}
+        for n, arg in enumerate(args):
+            self.at.setdefault(arg, []).append(n)
+
+    def find(self, line: str) -> tuple[int, int] | None:
+        """(argument index, where its quoted name starts in `line`), or None."""
+        for match in self._SINGLE.finditer(line):
+            name = match.group(1).replace("'\\''", "'")
+            for n in self.at.get(name, ()):
+                if n >= self.position:
+                    self.position = n + 1
+                    return n, match.start()
+        # A name quoted some other way (double quotes around a name with a quote in it).
+        for n in range(self.position, len(self.args)):
+            at = min((line.find(q) for q in _quoted(self.args[n]) if q in line), default=-1)
+            if at >= 0:
+                self.position = n + 1
+                return n, at
+        return None
 
 
 def _batch_errors(host: str, stderr: bytes, args: list[str]) -> dict[int, tuple[str, bool]] | None:

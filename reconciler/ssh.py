@@ -115,6 +115,7 @@ class SshSetup:
         else:
             self.config = Config(overrides=overrides)
         self._known: dict[tuple[str, str], KnownHosts] = {}
+        self._keys: dict[str, paramiko.PKey | None] = {}
         self._lock = threading.Lock()
 
     def host(self, target: Target) -> SshHost:
@@ -130,6 +131,19 @@ class SshSetup:
                 hashed = str(ssh_config.get("hashknownhosts", "no")).lower() == "yes"
                 self._known[(user, system)] = KnownHosts(users + systems, users[0], hashed)
             return self._known[(user, system)]
+
+    def private_key(self, path: str) -> paramiko.PKey | None:
+        """An identity file's key, read once per run. paramiko reads the file again for every
+        connection, trying one key type after the other; across a fleet that is ~1.5 ms of
+        CPU per host. None when it cannot be loaded here (a passphrase, for which cryptography
+        raises TypeError; an unknown type): then paramiko tries the file itself and says why."""
+        with self._lock:
+            if path not in self._keys:
+                try:
+                    self._keys[path] = paramiko.PKey.from_path(os.path.expanduser(path))
+                except (OSError, ValueError, TypeError, paramiko.SSHException):
+                    self._keys[path] = None
+            return self._keys[path]
 
     def accept_new(self, ssh_config: dict[str, Any]) -> bool:
         strict = str(ssh_config.get("stricthostkeychecking", "")).lower()
@@ -235,6 +249,7 @@ class SshHost(ShellHost):
             connect_timeout=self.setup.settings.connect_timeout,
             connect_kwargs=kwargs,
         )
+        self._preload_key(connection)
         opened = _Open(connection, _hops(connection))
         self._verify_keys(connection, self.name)
         for hop in opened.hops:
@@ -250,6 +265,19 @@ class SshHost(ShellHost):
                 hop.close()
             raise self._explain(cause, connection) from exc
         return opened
+
+    def _preload_key(self, connection: Connection) -> None:
+        """Hand paramiko the first identity file's key already loaded; it tries `pkey` first,
+        then the other files, in ssh's order."""
+        kwargs = connection.connect_kwargs
+        files = kwargs.get("key_filename") or []
+        files = [files] if isinstance(files, str) else list(files)
+        if "pkey" in kwargs or not files:
+            return
+        key = self.setup.private_key(files[0])
+        if key is not None:
+            kwargs["pkey"] = key
+            kwargs["key_filename"] = files[1:]
 
     def _verify_keys(self, connection: Connection, label: str) -> None:
         known = self.setup.known_hosts(connection.ssh_config)

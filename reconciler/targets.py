@@ -16,9 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ruamel.yaml import YAML
-from ruamel.yaml.error import YAMLError
-
 from .errors import InventoryError, UsageError
 
 
@@ -252,6 +249,10 @@ def _ini_value(value: str) -> str:
 
 
 def _parse_yaml(inventory: Inventory, text: str) -> None:
+    # Only YAML inventories pay for the YAML parser: `tune plan -H` over a fleet does not.
+    from ruamel.yaml import YAML
+    from ruamel.yaml.error import YAMLError
+
     try:
         data = YAML(typ="safe").load(text)
     except YAMLError as exc:

@@ -409,3 +409,19 @@ def test_audit_over_ssh_reads_the_host_in_one_exec_and_matches_its_snapshot(
     assert lab.exec_requests() == {"a1": 1}
     fleet = run_tune("audit", "--ssh-config", lab.config, "-H", "a1", "-H", "a1")
     assert fleet.code == 64 and "one host" in fleet.err
+
+
+def test_an_identity_file_is_read_once_per_run_and_left_to_paramiko_when_it_cannot_be(
+    tmp_path: Path,
+) -> None:
+    plain, locked = tmp_path / "id_plain", tmp_path / "id_locked"
+    for path, passphrase in ((plain, ""), (locked, "secret")):
+        keygen = ["ssh-keygen", "-q", "-t", "ed25519", "-N", passphrase, "-f", str(path)]
+        subprocess.run(keygen, check=True)
+    setup = SshSetup(SshSettings())
+    key = setup.private_key(str(plain))
+    assert key is not None and key.get_name() == "ssh-ed25519"
+    plain.unlink()
+    assert setup.private_key(str(plain)) is key  # not read again
+    assert setup.private_key(str(locked)) is None  # needs a passphrase: paramiko's to report
+    assert setup.private_key(str(tmp_path / "missing")) is None

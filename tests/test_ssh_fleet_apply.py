@@ -7,6 +7,7 @@ the run or rolls it back is that host's row in the table and never stops the oth
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 
 import pytest
@@ -148,3 +149,51 @@ def test_a_fleet_dry_run_from_an_inventory_shows_every_host_s_operations_and_wri
     assert "Dry run on ssh b: 6 changes, nothing written." in out
     assert {name: tree(root) for name, root in roots.items()} == before
     assert lab.exec_requests() == {"a": 1, "b": 1}
+
+
+def test_a_fleet_apply_in_json_is_one_object_per_host_and_nothing_else(
+    tmp_path: Path, start_lab: StartLab
+) -> None:
+    profile = small_profile(tmp_path / "p.yaml")
+    roots = {"a": small(tmp_path / "a", 1), "b": small(tmp_path / "b", 2)}
+    assert (
+        run_tune(
+            "apply", "--runtime-only", "--no-persist", "-y", profile, "--root", roots["b"]
+        ).code
+        == 0
+    )
+    lab = start_lab(roots)
+    down = f"127.0.0.250:{lab.port['a']}"
+    hosts = [a for name in [*roots, down] for a in ("-H", name)]
+    code, out, err = tune(
+        lab, "apply", "--runtime-only", "--no-persist", "-y", "--format", "json", profile, *hosts
+    )
+    assert (code, err) == (1, "")
+    objects = json.loads(out)
+    assert [(o["host"], o["result"], o["changes"]) for o in objects] == [
+        ("a", "applied", 5),
+        ("b", "in sync", 0),
+        (down, "error", None),
+    ]
+    (run,) = [r["run_id"] for r in history(lab, "a")]
+    assert objects[0]["run"] == run and objects[1]["run"] is None
+    assert len(objects[0]["plan"]["changes"]) == 5 and objects[1]["plan"]["changes"] == []
+    assert "connection refused" in objects[2]["error"] and "plan" not in objects[2]
+
+    # A second run has nothing to apply: the same shape, every host in sync, no run started.
+    code, out, _ = tune(
+        lab, "apply", "--runtime-only", "--no-persist", "-y", "--format", "json", profile,
+        *hosts[:4],
+    )  # fmt: skip
+    assert code == 0
+    assert [(o["host"], o["result"], o["run"]) for o in json.loads(out)] == [
+        ("a", "in sync", None),
+        ("b", "in sync", None),
+    ]
+
+
+def test_json_output_is_for_fleets_only(tmp_path: Path) -> None:
+    profile = small_profile(tmp_path / "p.yaml")
+    done = run_tune("apply", "--format", "json", profile, "--root", small(tmp_path / "a", 1))
+    assert done.code == 64, done.err
+    assert "--format json is for several hosts" in done.err

@@ -53,7 +53,11 @@ def cpu_of(path: str) -> str:
 
 
 def by_cpu(paths: tuple[str, ...]) -> list[str]:
-    return sorted(paths, key=lambda p: [int(n) for n in _NUMBERS.findall(p)])
+    return sorted(paths, key=_numbers)
+
+
+def _numbers(path: str) -> tuple[int, ...]:
+    return tuple(map(int, _NUMBERS.findall(path)))
 
 
 def idle_states(files: Files) -> dict[str, dict[str, str]]:

@@ -127,19 +127,22 @@ def as_json(results: Sequence[HostResult[Plan]]) -> str:
 APPLIED_HEADER = ["HOST", "RESULT", "CHANGES", "RUN"]
 
 
+def _applied_row(result: HostResult[HostApplied]) -> list[str]:
+    """Host, result (applied, in sync, rolled back, error), changes and run id."""
+    done = result.value
+    if done is None:
+        state = "rolled back" if isinstance(result.error, ApplyFailed) else "error"
+        return [result.name, state, "-", "-"]
+    state = "in sync" if done.run_id is None else "applied"
+    return [result.name, state, str(done.changes), done.run_id or "-"]
+
+
 def applied(results: Sequence[HostResult[HostApplied]], color: bool) -> str:
     """After a fleet apply: what each host came to, then why for each host that failed."""
-    rows = []
+    rows = [_applied_row(r) for r in results]
     counts = dict.fromkeys(("applied", "in sync", "rolled back", "error"), 0)
-    for result in results:
-        done = result.value
-        if done is None:
-            state = "rolled back" if isinstance(result.error, ApplyFailed) else "error"
-            rows.append([result.name, state, "-", "-"])
-        else:
-            state = "in sync" if done.run_id is None else "applied"
-            rows.append([result.name, state, str(done.changes), done.run_id or "-"])
-        counts[state] += 1
+    for row in rows:
+        counts[row[1]] += 1
     out = table(APPLIED_HEADER, rows, color)
     out += [
         "",
@@ -150,6 +153,29 @@ def applied(results: Sequence[HostResult[HostApplied]], color: bool) -> str:
         if result.error is not None:
             out += ["", f"== {result.name}: {row[1]}", str(result.error)]
     return "\n".join(out) + "\n"
+
+
+def applied_json(
+    results: Sequence[HostResult[HostApplied]], plans: Sequence[HostResult[Plan]]
+) -> str:
+    """One object per host: its result, the run it started, and the changes it was to make."""
+    planned = {p.name: p.value for p in plans}
+    objects: list[dict[str, Any]] = []
+    for result in results:
+        _, state, changes, run = _applied_row(result)
+        entry: dict[str, Any] = {
+            "host": result.name,
+            "result": state,
+            "changes": int(changes) if changes != "-" else None,
+            "run": None if run == "-" else run,
+        }
+        if result.error is not None:
+            entry["error"] = str(result.error)
+        plan = planned.get(result.name)
+        if plan is not None:
+            entry["plan"] = plan.to_json()
+        objects.append(entry)
+    return json.dumps(objects, indent=2) + "\n"
 
 
 def render(results: Sequence[HostResult[Plan]], fmt: str, color: bool) -> str:
