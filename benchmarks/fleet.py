@@ -1,6 +1,6 @@
 """`tune plan` over N loopback SSH hosts against two baselines measured in the same run.
 
-    python benchmarks/fleet.py N [--forks 20]
+    python benchmarks/fleet.py N [--forks 20] [--rounds 3] [--no-ansible]
 
 Needs root and openssh-server (as the SSH tests do). Sets up N hosts (copies of the tuned
 example host, cut to the files the Blackwell profile reads) behind private sshd servers on
@@ -117,6 +117,9 @@ def measure(
     execs_before, conns_before = lab.exec_requests(), lab.connections()
     cpu_before = target_cpu(lab)
     env = {**LOGIN, **os.environ, "PYTHONPATH": str(PROJECT), **(env or {})}
+    # Bytecode as an installed package has it (pip compiles at install): where the shell sets
+    # PYTHONDONTWRITEBYTECODE, every run would compile tune's changed modules again.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     start = time.perf_counter()
     # A file, not a pipe: a chatty tool must never block on a full pipe nobody reads.
     with tempfile.TemporaryFile() as errors:
@@ -229,6 +232,9 @@ def main() -> None:
     parser.add_argument("hosts", type=int)
     parser.add_argument("--forks", type=int, default=20)
     parser.add_argument("--no-ansible", action="store_true", help="Skip ansible-playbook.")
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="Runs of tune, fabric and ssh (median reported)."
+    )
     args = parser.parse_args()
     with_ansible = not args.no_ansible and ANSIBLE.exists()
     # Ansible's ssh control masters outlive it; as their subreaper this process counts them.
@@ -246,28 +252,26 @@ def main() -> None:
             lab.start()
             names = list(roots)
             forks = str(args.forks)
-            runs = [
-                measure(
-                    "tune plan",
-                    [sys.executable, "-m", "reconciler.cli", "plan", str(PROFILE)]
-                    + ["--ssh-config", str(lab.config), "--forks", forks, "--format", "json"]
-                    + [a for n in names for a in ("-H", n)],
-                    lab,
-                    len(names),
-                ),
-                measure(
-                    "bare fabric",
-                    [sys.executable, "-c", FABRIC_BASELINE, str(lab.config), forks, cat, *names],
-                    lab,
-                    len(names),
-                ),
-                measure(
-                    "plain ssh",
-                    [sys.executable, "-c", SSH_BASELINE, str(lab.config), forks, cat, *names],
-                    lab,
-                    len(names),
-                ),
-            ]
+            tune = [sys.executable, "-m", "reconciler.cli", "plan", str(PROFILE)]
+            tune += ["--ssh-config", str(lab.config), "--forks", forks, "--format", "json"]
+            commands = {
+                "tune plan": tune + [a for n in names for a in ("-H", n)],
+                "bare fabric": [
+                    sys.executable, "-c", FABRIC_BASELINE, str(lab.config), forks, cat, *names
+                ],
+                "plain ssh": [
+                    sys.executable, "-c", SSH_BASELINE, str(lab.config), forks, cat, *names
+                ],
+            }  # fmt: skip
+            # Warm-up, not measured: tune's profile cache and bytecode, as on any later run.
+            measure("warm-up", [*tune, "-H", names[0]], lab, 1)
+            # Alternating rounds, so that load on a shared machine hits every tool alike; each
+            # tool's round with the median wall time is reported.
+            rounds: dict[str, list[Measured]] = {name: [] for name in commands}
+            for _ in range(args.rounds):
+                for name, argv in commands.items():
+                    rounds[name].append(measure(name, argv, lab, len(names)))
+            runs = [sorted(r, key=lambda m: m.wall)[len(r) // 2] for r in rounds.values()]
             if with_ansible:
                 argv, env = ansible_run(base, lab, names, sections_of(template), args.forks)
                 runs.append(measure("ansible", argv, lab, len(names), env, success=(0,)))
@@ -275,7 +279,10 @@ def main() -> None:
             lab.stop()
     fabric = runs[1]
     cpus = os.cpu_count()
-    print(f"{args.hosts} hosts, forks {args.forks}, {len(files)} files per host, {cpus} CPUs")
+    print(
+        f"{args.hosts} hosts, forks {args.forks}, {len(files)} files per host, {cpus} CPUs, "
+        f"median of {args.rounds} rounds (ansible: one)"
+    )
     print(
         f"{'':12} {'wall s':>7} {'vs fabric':>9} {'ctl CPU s':>9} {'ctl ms/host':>11} "
         f"{'peak MB':>8} {'target ms/host':>14} {'conn/host':>9} {'exec/host':>9}"
