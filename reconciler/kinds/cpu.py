@@ -60,13 +60,22 @@ def _numbers(path: str) -> tuple[int, ...]:
     return tuple(map(int, _NUMBERS.findall(path)))
 
 
+_STATE = re.compile(r"/cpu(\d+)/cpuidle/state(\d+)/name$")
+
+
 def idle_states(files: Files) -> dict[str, dict[str, str]]:
-    """cpu -> state name -> its `stateN` directory."""
+    """cpu -> state name -> its `stateN` directory, CPUs and states in numeric order. One
+    match per path: a dual-socket host has a few thousand of them."""
+    found = []
+    for path in files.glob(STATE_NAME):
+        match = _STATE.search(path)
+        if match:
+            found.append((int(match[1]), int(match[2]), path))
     states: dict[str, dict[str, str]] = defaultdict(dict)
-    for path in by_cpu(files.glob(STATE_NAME)):
+    for cpu, _, path in sorted(found):
         name = files.value(path)
         if name:
-            states[cpu_of(path)][name.strip()] = path.rsplit("/", 1)[0]
+            states[f"cpu{cpu}"][name.strip()] = path[: -len("/name")]
     return states
 
 
