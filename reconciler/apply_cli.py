@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import click
 
 from . import saved as saved_plans
+from .cli_options import format_option
 from .errors import ApplyFailed, ExitCode, UsageError
 from .host import Host, open_host
 from .journal import LOCK, STATE, read_run, run_ids
@@ -64,14 +65,7 @@ RESTART_HELP = (
 @click.option(
     "--keep-on-regression", is_flag=True, help="Keep the changes even when a probe gate fails."
 )
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["text", "json"]),
-    default="text",
-    show_default=True,
-    help="json: one object per host (several hosts only).",
-)
+@format_option("text", "json", help="json: one object per host (several hosts only).")
 @remote_options
 def apply(
     target: str | None,
@@ -616,7 +610,7 @@ def rollback(run_id: str | None, root: str | None, remote: RemoteOptions) -> int
 
 @click.command()
 @click.option("--root", metavar="DIR", help="Read a snapshot directory instead of this machine.")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+@format_option("text", "json")
 @remote_options
 def history(root: str | None, fmt: str, remote: RemoteOptions) -> int:
     """List the runs journaled on the host: time, profile, outcome, number of changes."""

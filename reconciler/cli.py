@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from . import __version__, saved
+from .cli_options import format_option
 from .errors import ExitCode, TuneError, UsageError
 from .fleet import fleet_exit_code, for_each_host
 from .host import Host, write_archive
@@ -74,9 +75,7 @@ def cli() -> None:
 @cli.command()
 @profile_arg
 @click.option("--root", metavar="PATH", help=ROOT_HELP)
-@click.option(
-    "--format", "fmt", type=click.Choice(sorted(RENDERERS)), default="text", show_default=True
-)
+@format_option("text", *sorted(set(RENDERERS) - {"text"}))
 @click.option(
     "-o", "--output", metavar="FILE.json", help="Save the plan here (default .tune/plan.json)."
 )
@@ -132,9 +131,7 @@ def plan(
     "profile", required=False, type=click.Path(exists=True, dir_okay=False, readable=True)
 )
 @click.option("--root", metavar="PATH", help=ROOT_HELP)
-@click.option(
-    "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
-)
+@format_option("text", "json")
 @click.option("--quiet", is_flag=True, help="Print nothing when in sync; one line per drift.")
 @click.option(
     "--prometheus", metavar="FILE", help="Write node_exporter textfile metrics to FILE atomically."

@@ -6,6 +6,7 @@ import json
 
 import click
 
+from ..cli_options import format_option
 from ..errors import ExitCode, UsageError
 from ..host import Host
 from ..profile import load_profile
@@ -17,9 +18,7 @@ ROOT_HELP = "Read the host from a snapshot directory instead of this machine."
 @click.command("probe")
 @click.argument("profile", type=click.Path(exists=True, dir_okay=False, readable=True))
 @click.option("--root", metavar="PATH", help=ROOT_HELP)
-@click.option(
-    "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
-)
+@format_option("text", "json")
 @remote_options
 def probe_cmd(profile: str, root: str | None, fmt: str, remote: RemoteOptions) -> int:
     """Run PROFILE's probes on the host and print median, min and max of each.

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from ..cli_options import format_option
 from ..errors import ExitCode, HostError, UsageError
 from ..remote import RemoteOptions, on_one_host, remote_options
 
@@ -22,13 +23,7 @@ ROOT_HELP = "Read the runs of a snapshot directory instead of this machine."
 @click.argument("run_id", required=False)
 @click.option("--root", metavar="DIR", help=ROOT_HELP)
 @click.option("-o", "--output", metavar="FILE", help="Write the report to FILE, not stdout.")
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["markdown", "json"]),
-    default="markdown",
-    show_default=True,
-)
+@format_option("markdown", "json")
 @remote_options
 def report_cmd(
     run_id: str | None, root: str | None, output: str | None, fmt: str, remote: RemoteOptions
