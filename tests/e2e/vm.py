@@ -160,6 +160,11 @@ GUEST_FILES: dict[str, tuple[int, str]] = {
         "".join(f"blacklist {module}\n" for module in BLACKLISTED_MODULES),
     ),
     "/etc/systemd/system/tune-e2e-provision.service": (0o644, PROVISION_UNIT),
+    # The journal of this boot is all a test reads (`journalctl -b`): kept in /run, it needs no
+    # flush to disk on ssh's critical chain.
+    "/etc/systemd/journald.conf.d/tune-e2e.conf": (0o644, "[Journal]\nStorage=volatile\n"),
+    # sshd -t before each start: one more exec on ssh's critical chain, for a fixed config.
+    "/etc/systemd/system/ssh.service.d/tune-e2e.conf": (0o644, "[Service]\nExecStartPre=\n"),
 }
 ENABLED_UNITS = ("tune-e2e-net.service", "tune-e2e-provision.service")
 # Nothing periodic, nothing slow at boot.
@@ -175,8 +180,10 @@ MASKED_UNITS = (
     "getty-static.service",
     # The console is a log file, nobody logs in on it.
     "serial-getty@ttyS0.service",
-    # The image's users exist already; sysusers sat on ssh's critical chain.
+    # The image's users exist already; sysusers, and the utmp record after it, sat on ssh's
+    # critical chain.
     "systemd-sysusers.service",
+    "systemd-update-utmp.service",
     # Modules systemd loads early for features no test uses.
     "modprobe@dm_mod.service",
     "modprobe@drm.service",
