@@ -4,10 +4,11 @@ reboot (issue 9, points 2 and 4).
 The guest boots with `GRUB_DEFAULT=saved` (baked into the image), so `tune apply --reboot-phase
 --reboot` boots the new command line once through its `/etc/grub.d/42_tune_try` entry and
 `grub-reboot`, waits for the new boot id over SSH, verifies `/proc/cmdline` and only then makes
-the line the default (drop-in + update-grub). One reboot in all, shared: the runtime values an
-earlier `--runtime-only` apply persisted must hold after that same boot. The second test's
-try-once boot lacks its parameter (the harness strips it) and is rolled back; GRUB's own files
-then prove that the next boot would be the first test's default, without booting it.
+the line the default (drop-in + update-grub). Two reboots in all. The first test's verified boot
+is shared: the runtime values an earlier `--runtime-only` apply persisted must hold after it.
+The second test's try-once boot lacks its parameter (the harness strips it) and is rolled back;
+GRUB's own files then prove that the next boot would be the first test's default, without
+booting it.
 
 The tests run in this order: the second one starts from the default the first one left.
 """
