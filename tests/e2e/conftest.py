@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import shlex
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +17,9 @@ from types import FrameType
 
 import pytest
 
+from reconciler.persist import OWNED
+
+from .over_ssh import STATE
 from .vm import Slot, Unavailable, Vm, preflight
 
 HERE = Path(__file__).resolve().parent
@@ -59,3 +63,12 @@ def vm() -> Iterator[Vm]:
         stop()
         signal.signal(signal.SIGTERM, previous)
         atexit.unregister(stop)
+
+
+@pytest.fixture
+def clean_state(vm: Vm) -> Iterator[None]:
+    """No journal, stored profile or owned file from an earlier test, before and after."""
+    wipe = shlex.join(["rm", "-rf", STATE, *OWNED])
+    vm.sh(wipe)
+    yield
+    vm.sh(wipe)

@@ -1,5 +1,6 @@
 """`tune apply --runtime-only`, `tune check`, `tune history` and `tune rollback` on a real kernel,
-all through `tune -H tune-e2e` over SSH (issue 9, points 2, 3, 5 and 6).
+all through `tune -H tune-e2e` over SSH (issue 9, points 3, 5, 6 and 7). Point 2, runtime values
+that hold across a reboot, shares its reboot with point 4 in test_reboot_phase.py.
 
 Each test leaves the guest as it found it: a run that applied is rolled back with
 `tune rollback -H` (which also deletes tune's boot-time files and the stored profile).
@@ -7,175 +8,18 @@ Each test leaves the guest as it found it: a run that applied is rolled back wit
 
 from __future__ import annotations
 
-import json
-import re
-import shlex
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from conftest import Result, run_tune
-
-from reconciler.kinds.pci import SETPCI, masked_write
-from reconciler.persist import OWNED, UDEV
 
 from . import guest
+from .over_ssh import STATE, apply, history, nvme_select, plan_json, tune, write_profile
 from .vm import Vm
 
-THP = "/sys/kernel/mm/transparent_hugepage/enabled"
-# systemd-udevd 252 (Debian 12) reads only this file, not udev.conf.d/ (added in a later systemd).
-UDEV_CONF = "/etc/udev/udev.conf"
-STATE = "/var/lib/tune"
 REPO = Path(__file__).resolve().parents[2]
-
-
-def tune(vm: Vm, *args: str | Path) -> Result:
-    """`tune ARGS -H tune-e2e` with the VM's ssh config (host-key checking on)."""
-    return run_tune(*args, "-H", "tune-e2e", "--ssh-config", vm.ssh_config)
-
-
-def apply(vm: Vm, profile: Path) -> Result:
-    return tune(vm, "apply", profile, "--runtime-only", "--yes")
-
-
-def plan_json(vm: Vm, profile: Path) -> dict[str, Any]:
-    result = tune(vm, "plan", profile, "--format", "json")
-    assert result.code in (0, 2), result.err
-    plan: dict[str, Any] = json.loads(result.out)
-    return plan
-
-
-def history(vm: Vm) -> list[dict[str, Any]]:
-    result = tune(vm, "history", "--format", "json")
-    assert result.code == 0, result.err
-    rows: list[dict[str, Any]] = json.loads(result.out)
-    return rows
-
-
-@pytest.fixture
-def clean_state(vm: Vm) -> Iterator[None]:
-    """No journal, stored profile or owned file from an earlier test, before and after."""
-    wipe = shlex.join(["rm", "-rf", STATE, *OWNED])
-    vm.sh(wipe)
-    yield
-    vm.sh(wipe)
-
-
-def write_profile(tmp_path: Path, text: str, name: str = "e2e.yaml") -> Path:
-    path = tmp_path / name
-    path.write_text(text)
-    return path
-
-
-def nvme_select() -> str:
-    return f"{{vendor: 0x{guest.QEMU_NVME[:4]}, device: 0x{guest.QEMU_NVME[5:]}}}"
-
-
-@pytest.mark.usefixtures("clean_state")
-def test_apply_runtime_over_ssh_changes_then_changes_nothing_and_survives_a_reboot(
-    vm: Vm, tmp_path: Path
-) -> None:
-    """Real sysctl writes, `modprobe dummy`, a sysfs write; a second apply changes nothing; the
-    boot-time files exist and, after a reboot, systemd-sysctl, systemd-modules-load,
-    systemd-tmpfiles and the udev rule put the values back."""
-    (nvme,) = guest.pci_functions(vm, guest.QEMU_NVME)
-    mrrs = guest.max_read_request(vm, nvme)
-    thp_before = vm.run("cat", THP).stdout
-    assert "[madvise]" not in thp_before, "already madvise: the write would prove nothing"
-    assert guest.sysctl(vm, "vm.swappiness") != "10"
-    assert "dummy" not in guest.loaded_modules(vm)
-    profile = write_profile(
-        tmp_path,
-        f"""\
-name: e2e-apply
-sysctl:
-  vm.swappiness: 10
-  vm.max_map_count: 1048576
-  net.ipv4.tcp_rmem: "4096 87380 16777216"
-sysfs:
-  {THP}: madvise
-modules:
-  dummy: loaded
-pci:
-  # QEMU keeps MaxReadReq as it is, so only the value it has can be applied: this entry is
-  # here for the udev rule, which must run at boot.
-  - select: {nvme_select()}
-    max_read_request: {mrrs}
-""",
-    )
-
-    udev_conf = vm.run("cat", UDEV_CONF).stdout
-    try:
-        applied_then_rebooted(vm, profile, nvme, mrrs)
-    finally:
-        guest.write_file(vm, UDEV_CONF, udev_conf)
-        vm.run("udevadm", "control", "--log-level=info")  # the running udevd, until the next boot
-        back = tune(vm, "rollback")
-    assert back.code == 0, back.err
-    assert guest.sysctl(vm, "vm.swappiness") != "10"
-    assert "dummy" not in guest.loaded_modules(vm)
-    assert vm.run("cat", THP).stdout == thp_before
-    assert vm.run("test", "-e", "/etc/sysctl.d/90-tune.conf", check=False).returncode == 1
-
-
-def applied_then_rebooted(vm: Vm, profile: Path, nvme: str, mrrs: int) -> None:
-    first = apply(vm, profile)
-
-    assert first.code == 0, first.out + first.err
-    assert guest.sysctl(vm, "vm.swappiness") == "10"
-    assert guest.sysctl(vm, "vm.max_map_count") == "1048576"
-    assert guest.sysctl(vm, "net.ipv4.tcp_rmem") == "4096 87380 16777216"
-    assert "[madvise]" in vm.run("cat", THP).stdout
-    assert "dummy" in guest.loaded_modules(vm)
-    persisted = {
-        "/etc/sysctl.d/90-tune.conf": "vm.swappiness = 10",
-        "/etc/modules-load.d/tune.conf": "dummy",
-        "/etc/tmpfiles.d/tune.conf": f"w {THP} - - - - madvise",
-        UDEV: f"{SETPCI} -s $kernel {masked_write(mrrs)}",
-    }
-    for path, line in persisted.items():
-        assert line in vm.run("cat", path).stdout, path
-
-    second = apply(vm, profile)
-
-    assert second.code == 0, second.err
-    assert second.out.startswith("In sync: nothing to change"), second.out
-    assert [run["outcome"] for run in history(vm)] == ["applied"]
-
-    # Debug logging makes udevd log each rule that matches and each program it runs.
-    guest.write_file(vm, UDEV_CONF, vm.run("cat", UDEV_CONF).stdout + "udev_log=debug\n")
-    vm.reboot()
-
-    assert guest.sysctl(vm, "vm.swappiness") == "10"  # systemd-sysctl
-    assert guest.sysctl(vm, "net.ipv4.tcp_rmem") == "4096 87380 16777216"
-    assert "dummy" in guest.loaded_modules(vm)  # systemd-modules-load
-    assert "[madvise]" in vm.run("cat", THP).stdout  # systemd-tmpfiles
-    assert_udev_ran_setpci_at_boot(vm, nvme, mrrs)
-    assert plan_json(vm, profile)["changes"] == []
-
-
-def assert_udev_ran_setpci_at_boot(vm: Vm, nvme: str, mrrs: int) -> None:
-    """This boot's systemd-udevd debug log shows tune's rule matching the NVMe, and only it,
-    and setpci run with the masked write for that address and exiting 0. (QEMU keeps the
-    MaxReadReq it has, so the value itself cannot show that the rule ran.)"""
-    log = vm.sh("journalctl -b -u systemd-udevd --no-pager -o cat").stdout.splitlines()
-    processed = f"{nvme}: Processing device "
-    assert any(line.startswith(processed) for line in log), (
-        f"systemd-udevd logged no debug lines this boot: udev_log=debug in {UDEV_CONF} not read"
-    )
-    rule = f"{SETPCI} -s $kernel {masked_write(mrrs)}"
-    matched = {
-        line.split(": ", 1)[0]
-        for line in log
-        if re.fullmatch(rf"\S+: {re.escape(UDEV)}:\d+ RUN '{re.escape(rule)}'", line)
-    }
-    assert matched == {nvme}, matched
-    ran = f"{nvme}: Process '{SETPCI} -s {nvme} {masked_write(mrrs)}' succeeded."
-    assert ran in log, "the udev rule did not run setpci for the NVMe at boot"
 
 
 @pytest.mark.usefixtures("clean_state")
