@@ -132,7 +132,7 @@ def measure(
             said = errors.read().decode(errors="replace")[-2000:]
             raise SystemExit(f"{name} failed ({code}): {said}")
     cpu = usage.ru_utime + usage.ru_stime + reap_orphans(lab)
-    time.sleep(0.3)  # let sshd reap its last sessions before reading its counters
+    settle(lab)
     execs = sum((lab.exec_requests() - execs_before).values())
     conns = sum((lab.connections() - conns_before).values())
     return Measured(
@@ -144,6 +144,30 @@ def measure(
         conns / hosts,
         execs / hosts,
     )
+
+
+def settle(lab: SshLab, limit: float = 10.0) -> None:
+    """Wait until every sshd server has reaped its sessions: their CPU counts only then, and a
+    session reaped late must not count for the next tool measured."""
+    servers = {str(s.process.pid) for s in lab.servers if s.process is not None}
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        if not any(parent in servers for _, parent in processes()):
+            return
+        time.sleep(0.05)
+
+
+def processes() -> list[tuple[int, str]]:
+    """(pid, parent pid) of every process."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            found.append((int(entry), stat[1]))
+    return found
 
 
 def reap_orphans(lab: SshLab) -> float:
@@ -162,16 +186,7 @@ def reap_orphans(lab: SshLab) -> float:
 
 def children() -> list[int]:
     me = str(os.getpid())
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if stat[1] == me:
-                found.append(int(entry))
-    return found
+    return [pid for pid, parent in processes() if parent == me]
 
 
 def ansible_run(
