@@ -17,7 +17,7 @@ from .cli_options import format_option
 from .errors import ApplyFailed, ExitCode, UsageError
 from .host import Host, open_host
 from .journal import LOCK, STATE, read_run, run_ids
-from .remote import RemoteOptions, remote_options
+from .remote import RemoteOptions, no_root, remote_options
 from .verify import PENDING, Pending, Verdict, pending_of
 
 if TYPE_CHECKING:
@@ -338,8 +338,7 @@ def _verified(verdict: Verdict, pending: Pending, host: Host, kept: list[GateFai
 
 
 def _one_remote(root: str | None, remote: RemoteOptions) -> Host:
-    if root is not None:
-        raise UsageError("--root and -H/--inventory name different hosts; give one.")
+    no_root(root)
     if remote.is_fleet:
         raise UsageError("this command works on one -H host at a time.")
     return remote.open()[0]
@@ -356,7 +355,7 @@ def _apply_remote(
     *,
     no_probes: bool,
     keep_on_regression: bool,
-    fmt: str = "text",
+    fmt: str,
 ) -> int:
     """The apply runs on the target as one detached sh script; see `reconciler.remote_apply`.
     With --reboot, tune then reboots the target, waits for its new boot id and verifies it."""
@@ -372,7 +371,8 @@ def _apply_remote(
         raise UsageError("over SSH, tune apply takes a profile, not a saved plan.")
     loaded = load_profile(target)
     if remote.is_fleet:
-        return _apply_fleet(loaded, phases, root, yes, dry_run, no_persist, remote, no_probes, fmt)
+        no_root(root)
+        return _apply_fleet(loaded, phases, yes, dry_run, no_persist, remote, no_probes, fmt)
     host = _one_remote(root, remote)
     assert isinstance(host, ShellHost)
     try:
@@ -445,7 +445,6 @@ def _apply_remote(
 def _apply_fleet(
     loaded: LoadedProfile,
     phases: Phases,
-    root: str | None,
     yes: bool,
     dry_run: bool,
     no_persist: bool,
@@ -456,8 +455,6 @@ def _apply_fleet(
     """Several hosts: the live settings only, each host through `reconciler.apply_fleet`."""
     from .apply_fleet import RemoteApply, apply_hosts
 
-    if root is not None:
-        raise UsageError("--root and -H/--inventory name different hosts; give one.")
     if not phases.runtime_only:
         raise UsageError(
             "over several hosts, tune apply needs --runtime-only: apply boot configuration "

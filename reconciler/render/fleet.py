@@ -127,14 +127,17 @@ def as_json(results: Sequence[HostResult[Plan]]) -> str:
 APPLIED_HEADER = ["HOST", "RESULT", "CHANGES", "RUN"]
 
 
-def _applied_row(result: HostResult[HostApplied]) -> list[str]:
-    """Host, result (applied, in sync, rolled back, error), changes and run id."""
+def _applied(result: HostResult[HostApplied]) -> tuple[str, int | None, str | None]:
+    """Result (applied, in sync, rolled back, error), changes and run id of one host."""
     done = result.value
     if done is None:
-        state = "rolled back" if isinstance(result.error, ApplyFailed) else "error"
-        return [result.name, state, "-", "-"]
-    state = "in sync" if done.run_id is None else "applied"
-    return [result.name, state, str(done.changes), done.run_id or "-"]
+        return "rolled back" if isinstance(result.error, ApplyFailed) else "error", None, None
+    return "in sync" if done.run_id is None else "applied", done.changes, done.run_id
+
+
+def _applied_row(result: HostResult[HostApplied]) -> list[str]:
+    state, changes, run = _applied(result)
+    return [result.name, state, "-" if changes is None else str(changes), run or "-"]
 
 
 def applied(results: Sequence[HostResult[HostApplied]], color: bool) -> str:
@@ -162,13 +165,9 @@ def applied_json(
     planned = {p.name: p.value for p in plans}
     objects: list[dict[str, Any]] = []
     for result in results:
-        _, state, changes, run = _applied_row(result)
-        entry: dict[str, Any] = {
-            "host": result.name,
-            "result": state,
-            "changes": int(changes) if changes != "-" else None,
-            "run": None if run == "-" else run,
-        }
+        state, changes, run = _applied(result)
+        entry: dict[str, Any] = {"host": result.name, "result": state}
+        entry.update(changes=changes, run=run)
         if result.error is not None:
             entry["error"] = str(result.error)
         plan = planned.get(result.name)
