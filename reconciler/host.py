@@ -16,9 +16,10 @@ import importlib
 import io
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TypeVar
 
 from .errors import HostError, LockHeld, Refused
 
@@ -26,6 +27,8 @@ from .errors import HostError, LockHeld, Refused
 # that matches something large (a log, a firmware blob) cannot balloon the observation.
 MAX_FILE_BYTES = 1 << 16
 GLOB_CHARS = frozenset("*?[")
+
+View = TypeVar("View")
 
 
 def is_glob(pattern: str) -> bool:
@@ -102,6 +105,18 @@ class Files:
     errors: dict[str, str] = field(default_factory=dict)
     # Node pattern -> the paths it matches, a directory with a trailing "/" (`/dev/nvidia-caps/`).
     nodes: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    _views: dict[Callable[[Files], Any], Any] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+
+    def view(self, make: Callable[[Files], View]) -> View:
+        """`make(self)`, built once per answer: a plan asks for the same parsed view (every
+        CPU's idle states) from compare, persist and step, and over a fleet it adds up. Views
+        are shared: callers read them, never change them."""
+        if make not in self._views:
+            self._views[make] = make(self)
+        result: View = self._views[make]
+        return result
 
     def read(self, path: str) -> bytes | None:
         return self.contents.get(path)

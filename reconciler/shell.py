@@ -18,14 +18,16 @@ again with a per-file random boundary (a second round trip, for that rare case o
 
 from __future__ import annotations
 
+import errno
+import os
 import re
 import secrets
 from abc import abstractmethod
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from functools import lru_cache
 
 from .errors import HostError
-from .host import MAX_FILE_BYTES, Files, Host, Request
+from .host import MAX_FILE_BYTES, Files, Host, Request, path_matches
 
 # tune's own state read whole over SSH (run journals, the stored profile): far above any
 # journal tune writes, and still a bound on what one answer can bring back.
@@ -34,8 +36,6 @@ WHOLE_MAX_BYTES = 64 << 20
 MAGIC = b"TUNE-READ-1\0"
 ERRORS_MARK = b"TUNE-READ-ERRORS\n"
 SEPARATOR = b"\n==> "
-# Records before the file contents: (tag, pattern or listing index, path), all NUL-terminated.
-_RECORDS = re.compile(rb"(?:[mdnle]\0[0-9]+\0[^\0]*\0)*c\0")
 # A `cd` into `$TUNE_ROOT` that fails exits with this status.
 NO_ROOT = 97
 # `read_file` of a file that does not exist exits with this status.
@@ -64,8 +64,8 @@ def _batched(body: str) -> str:
 # dangling symlinks, but not symlinks to directories and nothing below them.
 _WALK = r"""w() {
     for e in "$1"/* "$1"/.[!.]* "$1"/..?*; do
-        if [ -d "$e" ]; then [ -h "$e" ] || w "$e" "$2"
-        elif [ -e "$e" ] || [ -h "$e" ]; then printf 'l\000%s\000%s\000' "$2" "${e#.}"
+        if [ -d "$e" ]; then [ -h "$e" ] || w "$e"
+        elif [ -e "$e" ] || [ -h "$e" ]; then printf '%s\000' "${e#.}"
         fi
     done
 }
@@ -100,8 +100,8 @@ class ShellHost(Host):
         if isinstance(files, Files):
             return files
         each = EachScript.of(files.paths, read.cap)
-        data, errors = each.parse(self.name, self._checked(each.text, "re-reading files"))
-        return read.build(files.answer, data, errors)
+        data, problems = each.parse(self.name, self._checked(each.text, "re-reading files"))
+        return read.build(files.answer, data, problems)
 
     def read_file(self, path: str) -> bytes | None:
         """A whole file (a run journal), uncapped, in one round trip."""
@@ -197,19 +197,26 @@ def _bracket_end(pattern: str, start: int) -> int | None:
     return None if end == -1 else end
 
 
-class _Item(NamedTuple):
-    """One word of a glob's expansion, in the order the shell (and then head) saw it."""
-
-    pattern: int
-    path: str
-    kind: str  # "m" a file to read, "d" a directory, "n" nothing there
-
-
 @dataclass
 class _Answer:
-    items: list[_Item] = field(default_factory=list)
+    """What the script listed: per read pattern, the arguments head got for it (paths with
+    the leading `.`) and where they came from; the listings' and node patterns' paths."""
+
+    words: list[list[str]] = field(default_factory=list)
+    # Per pattern: "g" words the shell found by expanding a glob; "u" a glob the shell left as
+    # it is (nothing matched); "p" a literal path that exists (or is a symlink); "n" one that
+    # does not.
+    origins: list[str] = field(default_factory=list)
     listed: dict[int, list[str]] = field(default_factory=dict)
     nodes: dict[int, list[str]] = field(default_factory=dict)
+
+    def arguments(self) -> list[str]:
+        """head's arguments, in order."""
+        return [word for words in self.words for word in words]
+
+
+# How coreutils' head, under LC_ALL=C, says that an argument it opened is a directory.
+_IS_A_DIRECTORY = os.strerror(errno.EISDIR)
 
 
 @dataclass(frozen=True)
@@ -221,12 +228,26 @@ class Reread:
 
     @classmethod
     def of(cls, answer: _Answer) -> Reread:
-        return cls(tuple(dict.fromkeys(i.path for i in answer.items if i.kind == "m")), answer)
+        paths = (
+            word[1:]
+            for words, origin in zip(answer.words, answer.origins, strict=True)
+            if origin != "n"
+            for word in words
+        )
+        return cls(tuple(dict.fromkeys(paths)), answer)
 
 
 @dataclass(frozen=True)
 class ReadScript:
-    """The observation script for a request, and how to turn its output into `Files`."""
+    """The observation script for a request, and how to turn its output into `Files`.
+
+    The script lists what head will read before head reads it: each glob's expansion with one
+    printf (the shell's own glob, which lists dangling symlinks and leaves an unmatched glob as
+    it is), and a test only for literal paths, whose existence the shell does not check. The
+    rest (a directory, a dangling symlink, a file that cannot be read) head's own errors say:
+    a test per expanded word would cost the target ~20 ms on a 64-CPU host. The parse works a
+    list at a time for the same reason on the controller's side.
+    """
 
     patterns: tuple[str, ...]
     listings: tuple[str, ...]
@@ -234,138 +255,168 @@ class ReadScript:
     whole: frozenset[str] = frozenset()  # patterns read past the usual cap (tune's own state)
     cap: int = MAX_FILE_BYTES
     nodes: tuple[str, ...] = ()  # device-node patterns: names and types, never opened
+    literal: tuple[bool, ...] = ()  # per pattern: a path the shell does not expand
 
     @classmethod
     def of(cls, request: Request) -> ReadScript:
-        reads = request.reads()
-        patterns = tuple(p for p, _, _ in reads)
-        whole = frozenset(p for p, _, limit in reads if limit is None)
-        listings = tuple(sorted(request.listings))
-        # One head reads every file, so one cap: the larger one when whole files are wanted;
-        # `build` cuts the others back to MAX_FILE_BYTES, as DirectoryHost reads them.
-        cap = WHOLE_MAX_BYTES if whole else MAX_FILE_BYTES
-        words = [quote_pattern(p) for p, keep, _ in reads if keep is None]
-        # The newest n matches of a pattern: its expansion, cut to the last n, as "$@".
-        newest = [
-            f"set -- {quote_pattern(p)}\n[ $# -gt {keep} ] && shift $(($# - {keep}))\n"
-            for p, keep, _ in reads
-            if keep is not None
-        ]
-        lines = ["printf 'TUNE-READ-1\\000'\n"]
-        items = [*words, *newest]
-        for index, word in enumerate(items):
-            loop = f"for f in {word}; do\n" if index < len(words) else f'{word}for f in "$@"; do\n'
-            lines.append(
-                loop + '    if [ -d "$f" ]; then t=d\n'
-                '    elif [ -e "$f" ] || [ -h "$f" ]; then t=m\n'
-                "    else t=n; fi\n"
-                f'    printf \'%s\\000%s\\000%s\\000\' "$t" {index} "${{f#.}}"\n'
-                "done\n"
-            )
-        if listings:
-            lines.append(_WALK)
-            for index, directory in enumerate(listings):
-                lines.append(f"w {quote_pattern(directory.rstrip('/') or '/')} {index}\n")
-        nodes = tuple(sorted(request.nodes))
-        for index, pattern in enumerate(nodes):
-            lines.append(
-                f"for f in {quote_pattern(pattern)}; do\n"
-                '    if [ -d "$f" ]; then s=/; elif [ -e "$f" ] || [ -h "$f" ]; then s=\n'
-                "    else continue; fi\n"
-                f'    printf \'e\\000%s\\000%s%s\\000\' {index} "${{f#.}}" "$s"\n'
-                "done\n"
-            )
-        lines.append("printf 'c\\000'\nprintf 'TUNE-READ-ERRORS\\n' >&2\n")
-        if words:
-            # The same words again: head sees exactly the expansion listed above, directories
-            # and non-matches included, and reports those on stderr.
-            lines.append(f"printf '\\n'\nhead -c {cap} -v -- {' '.join(words)}\n")
-        for expansion in newest:
-            # head prints a header only for a file it opens: the separator's newline goes out
-            # only then (a wrong guess, a race, costs the re-read, never a wrong answer).
-            lines.append(
-                f"{expansion}for f; do [ -r \"$f\" ] && {{ printf '\\n'; break; }}; done\n"
-                f'head -c {cap} -v -- "$@"\n'
-            )
-        text = _PRELUDE + _batched("".join(lines))
-        return cls(patterns, listings, text, whole, cap, nodes)
+        return _read_script(request)
 
     def parse(self, host: str, done: ScriptResult) -> Files | Reread:
         start = done.stdout.find(MAGIC)
         if start < 0:
             raise HostError(f"{host}: the host's answer does not start with tune's marker.")
         answer, stream = self._records(host, done.stdout, start + len(MAGIC))
-        problems = _batch_errors(host, done.stderr, [f".{i.path}" for i in answer.items])
+        arguments = answer.arguments()
+        problems = _batch_errors(host, done.stderr, arguments)
         if problems is None:
             return Reread.of(answer)
-        opened = [
-            (n, item) for n, item in enumerate(answer.items) if not problems.get(n, ("", False))[1]
-        ]
+        closed = {n for n, (_, not_opened) in problems.items() if not_opened}
+        # head printed a header for every argument it opened, and nothing for the others.
+        opened = [w for n, w in enumerate(arguments) if n not in closed] if closed else arguments
         chunks = stream.split(SEPARATOR)
-        headers_ok = chunks[0] == b"" and len(chunks) == len(opened) + 1
-        data: dict[str, bytes] = {}
-        errors: dict[str, str] = {}
-        if headers_ok:
-            for (n, item), chunk in zip(opened, chunks[1:], strict=True):
-                head = f".{item.path} <==\n".encode("utf-8", "surrogateescape")
-                if not chunk.startswith(head):
-                    headers_ok = False
-                    break
-                if item.kind == "m" and n not in problems:
-                    data.setdefault(item.path, chunk[len(head) :])
-        if not headers_ok:
+        if chunks[0] != b"" or len(chunks) != len(opened) + 1:
             return Reread.of(answer)
-        for n, (reason, _not_opened) in problems.items():
-            item = answer.items[n]
-            if item.kind == "m":
-                errors.setdefault(item.path, reason)
-                data.pop(item.path, None)
-        return self.build(answer, data, errors)
+        heads = [f"{word} <==\n".encode("utf-8", "surrogateescape") for word in opened]
+        if not all(map(bytes.startswith, chunks[1:], heads)):
+            return Reread.of(answer)
+        # The first read of a path wins, as DirectoryHost reads each path once: built from
+        # the last argument back.
+        bodies = [c[len(h) :] for c, h in zip(chunks[:0:-1], heads[::-1], strict=True)]
+        data = dict(zip([word[1:] for word in reversed(opened)], bodies, strict=True))
+        return self.build(answer, data, {arguments[n][1:]: p for n, p in problems.items()})
 
     def _records(self, host: str, out: bytes, pos: int) -> tuple[_Answer, bytes]:
-        """The NUL-separated records up to `c`, then the head stream after it."""
-        records = _RECORDS.match(out, pos)
-        if records is None:
+        """The NUL-terminated fields up to `:c`, then the head stream after it. A field that
+        starts with `:` opens a group (`:rN` read pattern N, `:nN` literal N is absent, `:lN`
+        listing N, `:eN` node pattern N); every other field is a path in the group."""
+        end = out.find(b"\0:c\0", pos - 1)
+        if end < 0:
             raise HostError(f"{host}: the host's answer was cut short or is not tune's format.")
-        fields = out[pos : records.end() - 2].split(b"\0")
+        groups: dict[str, list[str]] = {}
+        for group in out[pos - 1 : end].decode("utf-8", "surrogateescape").split("\0:")[1:]:
+            tag, *paths = group.split("\0")
+            groups[tag] = paths
         answer = _Answer()
-        for tag, number, raw in zip(fields[0:-1:3], fields[1::3], fields[2::3], strict=True):
-            index, path = int(number), raw.decode("utf-8", "surrogateescape")
-            if tag == b"l":
-                answer.listed.setdefault(index, []).append(path)
-            elif tag == b"e":
-                answer.nodes.setdefault(index, []).append(path)
-            else:
-                answer.items.append(_Item(index, path, tag.decode()))
-        return answer, out[records.end() :]
-
-    def build(self, answer: _Answer, data: dict[str, bytes], errors: dict[str, str]) -> Files:
-        """The same `Files`, in the same order, that `DirectoryHost.fetch` builds."""
-        files = Files()
-        by_pattern: dict[int, list[str]] = {}
-        whole_paths = set()
-        for item in answer.items:
-            if item.kind == "m":
-                by_pattern.setdefault(item.pattern, []).append(item.path)
-                if self.patterns[item.pattern] in self.whole:
-                    whole_paths.add(item.path)
-        data = {p: d if p in whole_paths else d[:MAX_FILE_BYTES] for p, d in data.items()}
         for index, pattern in enumerate(self.patterns):
-            matched = []
-            for path in sorted(set(by_pattern.get(index, ()))):
-                if path in errors:
-                    files.errors[path] = errors[path]
-                elif path in data:
-                    files.contents[path] = data[path]
-                else:
-                    continue
-                matched.append(path)
-            files.matches[pattern] = tuple(matched)
+            if self.literal[index]:
+                answer.words.append([f".{pattern}"])
+                answer.origins.append("n" if f"n{index}" in groups else "p")
+                continue
+            words = groups.get(f"r{index}")
+            if not words:
+                raise HostError(f"{host}: the host's answer lacks a pattern's expansion.")
+            answer.words.append(words)
+            answer.origins.append("u" if words == [f".{pattern}"] else "g")
+        for index in range(len(self.listings)):
+            answer.listed[index] = groups.get(f"l{index}", [])
+        for index in range(len(self.nodes)):
+            answer.nodes[index] = groups.get(f"e{index}", [])
+        return answer, out[end + 4 :]
+
+    def build(
+        self, answer: _Answer, data: dict[str, bytes], problems: dict[str, tuple[str, bool]]
+    ) -> Files:
+        """The same `Files`, in the same order, that `DirectoryHost.fetch` builds, from what
+        head read (`data`) and what it reported (path -> (reason, not even opened))."""
+        files = Files()
+        cut = bool(self.whole)  # head's cap was the larger one: cut the others back
+        for index, pattern in enumerate(self.patterns):
+            origin = answer.origins[index]
+            paths = [word[1:] for word in answer.words[index]]
+            if origin == "n" or (origin == "u" and not path_matches(pattern, paths[0])):
+                paths = []  # a file named like an unmatched glob is no match for it
+            if problems and not problems.keys().isdisjoint(paths):
+                paths = [p for p in paths if self._kept(p, origin, problems, files)]
+            else:
+                paths = [p for p in paths if p in data]
+            matched = tuple(sorted(set(paths)))
+            for path in matched:
+                if path not in files.errors:
+                    read = data[path]
+                    files.contents[path] = (
+                        read[:MAX_FILE_BYTES] if cut and pattern not in self.whole else read
+                    )
+            files.matches[pattern] = matched
         for index, directory in enumerate(self.listings):
-            files.listings[directory] = tuple(sorted(answer.listed.get(index, ())))
+            files.listings[directory] = tuple(sorted(answer.listed[index]))
         for index, pattern in enumerate(self.nodes):
-            files.nodes[pattern] = tuple(sorted(answer.nodes.get(index, ())))
+            files.nodes[pattern] = tuple(sorted(answer.nodes[index]))
         return files
+
+    @staticmethod
+    def _kept(path: str, origin: str, problems: dict[str, tuple[str, bool]], files: Files) -> bool:
+        """Whether a path head reported on is a match: a directory is not, nor an unmatched
+        glob; a dangling symlink or an unreadable file is, with the reason as its error."""
+        if path not in problems:
+            return True
+        reason, not_opened = problems[path]
+        if (origin == "u" and not_opened) or reason == _IS_A_DIRECTORY:
+            return False
+        files.errors[path] = reason
+        return True
+
+
+@lru_cache(maxsize=8)
+def _read_script(request: Request) -> ReadScript:
+    """Built once per request: every host of a fleet is sent the same script."""
+    reads = request.reads()
+    patterns = tuple(p for p, _, _ in reads)
+    whole = frozenset(p for p, _, limit in reads if limit is None)
+    listings = tuple(sorted(request.listings))
+    # One head reads every file, so one cap: the larger one when whole files are wanted;
+    # `build` cuts the others back to MAX_FILE_BYTES, as DirectoryHost reads them.
+    cap = WHOLE_MAX_BYTES if whole else MAX_FILE_BYTES
+    words = [quote_pattern(p) for p in patterns]
+    literal = tuple(w == "." + quoted(p) for p, w in zip(patterns, words, strict=True))
+    lines = ["printf 'TUNE-READ-1\\000'\n"]
+    head_words = []
+    newest = []
+    for index, ((_, keep, _), word) in enumerate(zip(reads, words, strict=True)):
+        if literal[index]:
+            # The shell passes a literal path on whether or not it exists: ask, as lexists.
+            lines.append(f"[ -e {word} ] || [ -h {word} ] || printf ':n{index}\\000'\n")
+            expansion = word
+        elif keep is None:
+            lines.append(f"printf '%s\\000' :r{index} {word}\n")
+            expansion = word
+        else:
+            # The newest `keep` matches: the expansion cut to its last ones, as "$@".
+            expansion = f"set -- {word}\n[ $# -gt {keep} ] && shift $(($# - {keep}))\n"
+            lines.append(f"{expansion}printf '%s\\000' :r{index} \"$@\"\n")
+        if keep is None:
+            head_words.append(expansion)
+        else:
+            newest.append(expansion)
+    if listings:
+        lines.append(_WALK)
+        for index, directory in enumerate(listings):
+            lines.append(
+                f"printf ':l{index}\\000'\nw {quote_pattern(directory.rstrip('/') or '/')}\n"
+            )
+    nodes = tuple(sorted(request.nodes))
+    for index, pattern in enumerate(nodes):
+        lines.append(
+            f"printf ':e{index}\\000'\n"
+            f"for f in {quote_pattern(pattern)}; do\n"
+            '    if [ -d "$f" ]; then s=/; elif [ -e "$f" ] || [ -h "$f" ]; then s=\n'
+            "    else continue; fi\n"
+            '    printf \'%s%s\\000\' "${f#.}" "$s"\n'
+            "done\n"
+        )
+    lines.append("printf ':c\\000'\nprintf 'TUNE-READ-ERRORS\\n' >&2\n")
+    if head_words:
+        # The same words again: head sees exactly the expansion listed above, directories
+        # and non-matches included, and reports those on stderr.
+        lines.append(f"printf '\\n'\nhead -c {cap} -v -- {' '.join(head_words)}\n")
+    for expansion in newest:
+        # head prints a header only for a file it opens: the separator's newline goes out
+        # only then (a wrong guess, a race, costs the re-read, never a wrong answer).
+        lines.append(
+            f"{expansion}for f; do [ -r \"$f\" ] && {{ printf '\\n'; break; }}; done\n"
+            f'head -c {cap} -v -- "$@"\n'
+        )
+    text = _PRELUDE + _batched("".join(lines))
+    return ReadScript(patterns, listings, text, whole, cap, nodes, literal)
 
 
 @dataclass(frozen=True)
@@ -389,15 +440,17 @@ class EachScript:
         )
         return cls(paths, f"\0{boundary}\0".encode(), text)
 
-    def parse(self, host: str, done: ScriptResult) -> tuple[dict[str, bytes], dict[str, str]]:
+    def parse(
+        self, host: str, done: ScriptResult
+    ) -> tuple[dict[str, bytes], dict[str, tuple[str, bool]]]:
         start = done.stdout.find(self.boundary)
         chunks = done.stdout[start:].split(self.boundary)[1:-1] if start >= 0 else []
         if len(chunks) != len(self.paths):
             raise HostError(f"{host}: the host's answer was cut short.")
-        problems = _head_errors(host, done.stderr, [f".{p}" for p in self.paths])
-        errors = {self.paths[n]: reason for n, (reason, _) in problems.items()}
-        data = {p: c for p, c in zip(self.paths, chunks, strict=True) if p not in errors}
-        return data, errors
+        found = _head_errors(host, done.stderr, [f".{p}" for p in self.paths])
+        problems = {self.paths[n]: problem for n, problem in found.items()}
+        data = {p: c for p, c in zip(self.paths, chunks, strict=True) if p not in problems}
+        return data, problems
 
 
 def _head_errors(host: str, stderr: bytes, args: list[str]) -> dict[int, tuple[str, bool]]:
@@ -418,26 +471,26 @@ def _head_errors(host: str, stderr: bytes, args: list[str]) -> dict[int, tuple[s
 
 
 class _Names:
-    """Finds which argument an error line of head names, arguments taken in order: a thousand
-    arguments and a dozen errors must not cost a thousand string searches per line."""
+    """Finds which argument an error line of head names, arguments taken in order: head
+    reports in argument order, so each search starts after the last argument found and a
+    thousand arguments cost one pass, however many lines name them."""
 
     _SINGLE = re.compile(r"'((?:[^']|'\\'')*)'")
 
     def __init__(self, args: list[str]) -> None:
         self.args = args
         self.position = 0
-        self.at: dict[str, list[int]] = {}
-        for n, arg in enumerate(args):
-            self.at.setdefault(arg, []).append(n)
 
     def find(self, line: str) -> tuple[int, int] | None:
         """(argument index, where its quoted name starts in `line`), or None."""
         for match in self._SINGLE.finditer(line):
             name = match.group(1).replace("'\\''", "'")
-            for n in self.at.get(name, ()):
-                if n >= self.position:
-                    self.position = n + 1
-                    return n, match.start()
+            try:
+                n = self.args.index(name, self.position)
+            except ValueError:
+                continue
+            self.position = n + 1
+            return n, match.start()
         # A name quoted some other way (double quotes around a name with a quote in it).
         for n in range(self.position, len(self.args)):
             at = min((line.find(q) for q in _quoted(self.args[n]) if q in line), default=-1)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 PROC_DEVICES = "/proc/devices"
 ALLOW = "lxc.cgroup2.devices.allow"
@@ -89,6 +90,9 @@ def node_order(text: str) -> list[str | int]:
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text)]
 
 
+# One /proc/devices text is asked for several times per plan (allow lines, mounts, notes),
+# and a fleet's hosts mostly share it: parsed once. The answers are shared, never changed.
+@lru_cache(maxsize=16)
 def char_majors(proc_devices: str) -> dict[int, list[str]]:
     """Major -> driver names, from the `Character devices:` part of /proc/devices."""
     majors: dict[int, list[str]] = {}
@@ -103,6 +107,7 @@ def char_majors(proc_devices: str) -> dict[int, list[str]]:
     return majors
 
 
+@lru_cache(maxsize=16)
 def nvidia_majors(proc_devices: str) -> dict[int, str]:
     return {
         major: next(n for n in names if n.startswith("nvidia"))

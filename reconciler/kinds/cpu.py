@@ -64,8 +64,13 @@ _STATE = re.compile(r"/cpu(\d+)/cpuidle/state(\d+)/name$")
 
 
 def idle_states(files: Files) -> dict[str, dict[str, str]]:
-    """cpu -> state name -> its `stateN` directory, CPUs and states in numeric order. One
-    match per path: a dual-socket host has a few thousand of them."""
+    """cpu -> state name -> its `stateN` directory, CPUs and states in numeric order (built
+    once per answer; do not change it)."""
+    return files.view(_idle_states)
+
+
+def _idle_states(files: Files) -> dict[str, dict[str, str]]:
+    # One match per path: a dual-socket host has a few thousand of them.
     found = []
     for path in files.glob(STATE_NAME):
         match = _STATE.search(path)
@@ -76,7 +81,7 @@ def idle_states(files: Files) -> dict[str, dict[str, str]]:
         name = files.value(path)
         if name:
             states[f"cpu{cpu}"][name.strip()] = path[: -len("/name")]
-    return states
+    return dict(states)  # shared: reading a missing CPU must not add it
 
 
 class Cpu(Kind[CpuSpec]):
