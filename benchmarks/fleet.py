@@ -13,7 +13,11 @@ example host, cut to the files the Blackwell profile reads) behind private sshd 
 - ansible: `ansible-playbook --check` with the same forks, reading the same files with one
   `shell: cat` task per profile section (plus one for identity, checks and tune's own files),
   `check_mode: false` so that check mode still reads; pipelining and ControlPersist on, facts
-  off: Ansible at its fastest. Installed only into the benchmark's own venv:
+  off: Ansible at its fastest;
+- ansible/knob: the same, with one task per profile entry (a sysctl key, a module, a PCI
+  selector, a container), as a playbook that checks knobs is usually written and as the
+  issue's measurement counted it (24 and more commands per host). Installed only into the
+  benchmark's own venv:
   `python3 -m venv benchmarks/.venv && benchmarks/.venv/bin/pip install ansible-core`
   (skipped, with a note, when that venv is missing; `--no-ansible` skips it anyway).
 
@@ -37,8 +41,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, is_dataclass
 from pathlib import Path
+from typing import Any
 
 PROJECT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(PROJECT), str(PROJECT / "tests")]
@@ -206,6 +211,7 @@ def ansible_run(
         for n, paths in enumerate(sections)
     ]
     playbook = base / "read.yml"
+    base.mkdir(parents=True, exist_ok=True)
     playbook.write_text(json.dumps([{"hosts": "all", "gather_facts": False, "tasks": tasks}]))
     inventory = base / "inventory.ini"
     inventory.write_text(
@@ -213,7 +219,7 @@ def ansible_run(
         + f"\n[all:vars]\nansible_ssh_common_args=-F {lab.config}\n"
         + "ansible_python_interpreter=/usr/bin/python3\n"
     )
-    (base / "cp").mkdir()
+    (base / "cp").mkdir(parents=True)
     env = {
         "ANSIBLE_PIPELINING": "True",
         "ANSIBLE_SSH_ARGS": "-o ControlMaster=auto -o ControlPersist=60s",
@@ -227,19 +233,39 @@ def ansible_run(
     return argv, env
 
 
-def sections_of(template: Path) -> list[list[str]]:
-    """The files of each profile section, then the rest of what tune reads (identity, checks,
-    tune's own files), expanded on the template host."""
+def sections_of(template: Path, per_knob: bool = False) -> list[list[str]]:
+    """The files of each profile section (or of each knob in it), then the rest of what tune
+    reads (identity, checks, tune's own files), expanded on the template host."""
     profile = load_profile(PROFILE).profile
     host = SnapshotHost(template)
     everything = list(host.fetch(request(profile)).contents)
     sections, seen = [], set()
     for kind, spec in profile.sections():
-        paths = list(host.fetch(kind.request(spec)).contents)
-        sections.append(paths)
-        seen.update(paths)
+        for part in knobs(spec) if per_knob else [spec]:
+            paths = list(host.fetch(kind.request(part)).contents)
+            sections.append(paths)
+            seen.update(paths)
     sections.append([p for p in everything if p not in seen])
     return [s for s in sections if s]
+
+
+def knobs(spec: Any) -> list[Any]:
+    """A section's spec cut into one spec per entry: a mapping per key, a list per item, a
+    section of named settings (cpu, cmdline) per setting and then per key or item."""
+    if isinstance(spec, dict):
+        return [{key: value} for key, value in spec.items()]
+    if isinstance(spec, list):
+        return [[item] for item in spec]
+    if is_dataclass(spec):
+        parts = []
+        for f in fields(spec):
+            value = getattr(spec, f.name)
+            if value is None or value == [] or value == {}:
+                continue
+            pieces = knobs(value) if isinstance(value, dict | list) else [value]
+            parts += [type(spec)(**{f.name: piece}) for piece in pieces]
+        return parts
+    return [spec]
 
 
 def main() -> None:
@@ -288,8 +314,10 @@ def main() -> None:
                     rounds[name].append(measure(name, argv, lab, len(names)))
             runs = [sorted(r, key=lambda m: m.wall)[len(r) // 2] for r in rounds.values()]
             if with_ansible:
-                argv, env = ansible_run(base, lab, names, sections_of(template), args.forks)
-                runs.append(measure("ansible", argv, lab, len(names), env, success=(0,)))
+                for name, per_knob in [("ansible", False), ("ansible/knob", True)]:
+                    tasks = sections_of(template, per_knob)
+                    argv, env = ansible_run(base / name, lab, names, tasks, args.forks)
+                    runs.append(measure(name, argv, lab, len(names), env, success=(0,)))
         finally:
             lab.stop()
     fabric = runs[1]
