@@ -39,7 +39,9 @@ def main_section(text: str) -> list[str]:
     return lines
 
 
-def items(text: str) -> list[Item]:
+@lru_cache(maxsize=16)
+def items(text: str) -> tuple[Item, ...]:
+    """The main section's `key: value` items (parsed once per text; a plan asks ~4 times)."""
     found = []
     for index, line in enumerate(main_section(text)):
         if line.lstrip().startswith("#"):
@@ -47,7 +49,7 @@ def items(text: str) -> list[Item]:
         match = _ITEM.match(line)
         if match:
             found.append(Item(match.group(1), match.group(2), index))
-    return found
+    return tuple(found)
 
 
 def last(text: str, key: str) -> str | None:
