@@ -217,6 +217,8 @@ class _Answer:
 
 # How coreutils' head, under LC_ALL=C, says that an argument it opened is a directory.
 _IS_A_DIRECTORY = os.strerror(errno.EISDIR)
+# The re-read's own line for a directory, with its number among the paths.
+_DIRECTORY = "tune-directory "
 
 
 @dataclass(frozen=True)
@@ -273,8 +275,13 @@ class ReadScript:
         closed = {n for n, (_, not_opened) in problems.items() if not_opened}
         # head printed a header for every argument it opened, and nothing for the others.
         opened = [w for n, w in enumerate(arguments) if n not in closed] if closed else arguments
-        chunks = stream.split(SEPARATOR)
-        if chunks[0] != b"" or len(chunks) != len(opened) + 1:
+        if opened:
+            chunks = stream.split(SEPARATOR)
+            framed = chunks[0] == b"" and len(chunks) == len(opened) + 1
+        else:  # at most the newline that would have come before head's first header
+            chunks = [b""]
+            framed = stream.strip(b"\n") == b""
+        if not framed:
             return Reread.of(answer)
         heads = [f"{word} <==\n".encode("utf-8", "surrogateescape") for word in opened]
         if not all(map(bytes.startswith, chunks[1:], heads)):
@@ -331,7 +338,8 @@ class ReadScript:
                 paths = [p for p in paths if p in data]
             matched = tuple(sorted(set(paths)))
             for path in matched:
-                if path not in files.errors:
+                # The first pattern that reads a path sets its cap, as in DirectoryHost.
+                if path not in files.errors and path not in files.contents:
                     read = data[path]
                     files.contents[path] = (
                         read[:MAX_FILE_BYTES] if cut and pattern not in self.whole else read
@@ -375,18 +383,16 @@ def _read_script(request: Request) -> ReadScript:
         if literal[index]:
             # The shell passes a literal path on whether or not it exists: ask, as lexists.
             lines.append(f"[ -e {word} ] || [ -h {word} ] || printf ':n{index}\\000'\n")
-            expansion = word
         elif keep is None:
             lines.append(f"printf '%s\\000' :r{index} {word}\n")
-            expansion = word
-        else:
-            # The newest `keep` matches: the expansion cut to its last ones, as "$@".
-            expansion = f"set -- {word}\n[ $# -gt {keep} ] && shift $(($# - {keep}))\n"
-            lines.append(f"{expansion}printf '%s\\000' :r{index} \"$@\"\n")
         if keep is None:
-            head_words.append(expansion)
-        else:
-            newest.append(expansion)
+            head_words.append(word)
+            continue
+        # The newest `keep` matches: the expansion cut to its last ones, as "$@".
+        expansion = f"set -- {word}\n[ $# -gt {keep} ] && shift $(($# - {keep}))\n"
+        if not literal[index]:
+            lines.append(f"{expansion}printf '%s\\000' :r{index} \"$@\"\n")
+        newest.append(expansion)
     if listings:
         lines.append(_WALK)
         for index, directory in enumerate(listings):
@@ -421,7 +427,9 @@ def _read_script(request: Request) -> ReadScript:
 
 @dataclass(frozen=True)
 class EachScript:
-    """Read files one `head` each, between random boundaries no file content can contain."""
+    """Read files one `head` each, between random boundaries no file content can contain. A
+    directory is not opened: its number goes to stderr, so that even a name head would quote
+    beyond recognition (a newline in it) is known for what it is."""
 
     paths: tuple[str, ...]
     boundary: bytes
@@ -433,9 +441,11 @@ class EachScript:
         words = " ".join(quoted(f".{p}") for p in paths)
         text = _PRELUDE + _batched(
             "printf 'TUNE-READ-ERRORS\\n' >&2\n"
-            f"for f in {words}; do\n"
+            f"n=0\nfor f in {words}; do\n"
             f"    printf '\\000{boundary}\\000'\n"
-            f'    head -c {cap} -- "$f"\n'
+            f'    if [ -d "$f" ]; then printf \'{_DIRECTORY}%s\\n\' "$n" >&2\n'
+            f'    else head -c {cap} -- "$f"; fi\n'
+            "    n=$((n + 1))\n"
             f"done\nprintf '\\000{boundary}\\000'\n"
         )
         return cls(paths, f"\0{boundary}\0".encode(), text)
@@ -447,7 +457,12 @@ class EachScript:
         chunks = done.stdout[start:].split(self.boundary)[1:-1] if start >= 0 else []
         if len(chunks) != len(self.paths):
             raise HostError(f"{host}: the host's answer was cut short.")
-        found = _head_errors(host, done.stderr, [f".{p}" for p in self.paths])
+        lines = done.stderr.split(b"\n")
+        mark = _DIRECTORY.encode()
+        directories = {int(line[len(mark) :]) for line in lines if line.startswith(mark)}
+        errors = b"\n".join(line for line in lines if not line.startswith(mark))
+        found = _head_errors(host, errors, [f".{p}" for p in self.paths])
+        found.update((n, (_IS_A_DIRECTORY, False)) for n in directories)
         problems = {self.paths[n]: problem for n, problem in found.items()}
         data = {p: c for p, c in zip(self.paths, chunks, strict=True) if p not in problems}
         return data, problems

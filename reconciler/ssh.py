@@ -184,7 +184,7 @@ class SshHost(ShellHost):
         try:
             channel = transport.open_session(timeout=settings.connect_timeout)
             channel.exec_command(self.command)
-            channel.sendall(script.encode())
+            channel.sendall(script.encode("utf-8", "surrogateescape"))  # names as read
             channel.shutdown_write()
             stdout = []
             while True:

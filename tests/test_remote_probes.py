@@ -37,9 +37,8 @@ class PathShellHost(LocalShellHost):
 
     def run_script(self, script: str, timeout: float | None = None) -> ScriptResult:
         env = {"PATH": self.bin, "TUNE_ROOT": self.root}
-        done = subprocess.run(
-            [self.bin + "/sh"], input=script.encode(), capture_output=True, env=env
-        )
+        data = script.encode("utf-8", "surrogateescape")  # file names as the host gave them
+        done = subprocess.run([self.bin + "/sh"], input=data, capture_output=True, env=env)
         return ScriptResult(done.stdout, done.stderr, done.returncode)
 
 

@@ -22,15 +22,17 @@ from reconciler.shell import ScriptResult, ShellHost, quote_pattern
 class LocalShellHost(ShellHost):
     """The remote script run by this machine's `sh`, rooted at a snapshot via TUNE_ROOT."""
 
-    def __init__(self, root: Path | str) -> None:
+    def __init__(self, root: Path | str, shell: str = "sh") -> None:
         self.root = str(root)
-        self.name = f"sh:{root}"
+        self.name = f"{shell}:{root}"
+        self.shell = shell
         self.scripts: list[str] = []
 
     def run_script(self, script: str, timeout: float | None = None) -> ScriptResult:
         self.scripts.append(script)
         env = {"PATH": os.environ["PATH"], "TUNE_ROOT": self.root}
-        done = subprocess.run(["sh"], input=script.encode(), capture_output=True, env=env)
+        data = script.encode("utf-8", "surrogateescape")  # file names as the host gave them
+        done = subprocess.run([self.shell], input=data, capture_output=True, env=env)
         return ScriptResult(done.stdout, done.stderr, done.returncode)
 
 
@@ -187,3 +189,74 @@ def test_the_newest_matches_read_whole_in_the_same_script(tmp_path: Path, keep: 
     assert kept == tuple(names[-keep:])
     assert all(len(shelled.contents[p]) == 70002 for p in kept), "read past the usual cap"
     assert shelled.matches["/var/lib/tune/none/*.jsonl"] == ()
+
+
+def test_literal_paths_of_every_kind_read_as_the_directory_host_reads_them(
+    tmp_path: Path,
+) -> None:
+    # The shell passes a literal word on whether or not it exists; the script asks, as lexists.
+    root = tmp_path / "host"
+    write(root, "/sys/a/x", "1\n")
+    (root / "sys/a/dir").mkdir()
+    (root / "sys/a/loop").symlink_to("loop")
+    (root / "sys/a/dangling").symlink_to("nowhere")
+    (root / "sys/a/linked-dir").symlink_to("dir")
+    wanted = Request.of(
+        *("/sys/a/x/through-a-file", "/sys/a/dir", "/sys/a/loop", "/sys/a/dangling"),
+        *("/sys/a/linked-dir", "/sys/a/x", "/sys/a/loop/x", "/sys/a/*/x", "/sys/a/x/*"),
+        newest=[("/sys/a/*", 2), ("/sys/a/l*", 1), ("/sys/a/x", 1), ("/sys/a/none", 1)],
+    )
+    direct, shelled, shell = both(root, wanted)
+    assert shelled == direct
+    assert set(shelled.errors) == {"/sys/a/loop", "/sys/a/dangling"}
+    assert len(shell.scripts) == 1
+
+
+@pytest.mark.parametrize("shell", ["dash", "bash"])
+def test_dash_and_bash_expand_alike(tmp_path: Path, shell: str) -> None:
+    root = tmp_path / "host"
+    write(root, "/sys/a/x", "1\n")
+    (root / "sys/a/dir").mkdir()
+    (root / "sys/a/dangling").symlink_to("nowhere")
+    (root / "sys/a/b/c").mkdir(parents=True)
+    (root / "sys/a/b/c/dangling").symlink_to("nowhere")
+    wanted = Request.of("/sys/a/*", "/sys/a/*/c/dangling", "/sys/a/[z]", "/sys/a/dangling")
+    host = LocalShellHost(root, shell)
+    assert host.fetch(wanted) == SnapshotHost(root).fetch(wanted)
+
+
+def test_names_that_head_quotes_oddly_fall_back_and_still_read_alike(tmp_path: Path) -> None:
+    root = tmp_path / "host"
+    write(root, "/sys/a/f", "1\n")
+    (root / "sys/a/dir\nwith a newline").mkdir()
+    os.mkdir(os.fsencode(root / "sys/a") + b"/dir-\xff")
+    (root / "sys/b").mkdir()
+    (root / "sys/b" / os.fsdecode(b"file-\xff")).write_bytes(b"2\n")
+    write(root, "/sys/b/separator", b"\n==> ")
+    for n in [":r0", ":c", ":n1", "a b", "q'd"]:
+        write(root, f"/sys/c/{n}", n + "\n")
+    os.symlink("nowhere", os.fsencode(root / "sys/c") + b"/:e0")
+    wanted = Request.of("/sys/a/*", "/sys/b/*", "/sys/c/*", "/sys/c/:c", nodes=["/sys/c/:*"])
+    direct, shelled, shell = both(root, wanted)
+    assert shelled == direct
+    assert len(shell.scripts) == 2, "re-read one by one"
+
+
+@pytest.mark.parametrize("whole_first", [True, False])
+def test_the_first_pattern_to_read_a_file_sets_its_cap(tmp_path: Path, whole_first: bool) -> None:
+    from reconciler.host import MAX_FILE_BYTES
+
+    root = tmp_path / "host"
+    write(root, "/d/A", b"y" * (MAX_FILE_BYTES + 5))
+    # reads() sorts patterns: "/d/*" before "/d/A" before "/d/[A]".
+    wanted = Request.of("/d/[A]" if whole_first else "/d/*", whole=["/d/A"])
+    direct, shelled, _ = both(root, wanted)
+    assert shelled == direct
+    assert len(shelled.contents["/d/A"]) == (MAX_FILE_BYTES + 5 if whole_first else MAX_FILE_BYTES)
+
+
+def test_a_request_that_opens_nothing_is_one_round_trip(tmp_path: Path) -> None:
+    (tmp_path / "host/sys").mkdir(parents=True)
+    direct, shelled, shell = both(tmp_path / "host", Request.of("/sys/none", "/sys/x/*"))
+    assert shelled == direct
+    assert len(shell.scripts) == 1
