@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import gc
 import importlib
 import json
 import os
@@ -251,6 +252,9 @@ def main(argv: list[str] | None = None) -> None:
             err=True,
         )
         code = 70
+    # The interpreter's last act is a full collection of every object, ~20-30 ms of CPU spent
+    # finding garbage the process's exit frees anyway.
+    gc.freeze()
     sys.exit(code if isinstance(code, int) else 0)
 
 
