@@ -76,6 +76,19 @@ class KnownHosts:
             self.keys.add(name, key.get_name(), key)
 
 
+class _Transport(paramiko.Transport):
+    """paramiko's transport with AES-GCM first among its ciphers (SSH uses the first of the
+    client's list the server also offers; every OpenSSH since 6.2 has it): an AEAD cipher that
+    cryptography runs in C, where paramiko's first choice, CTR with an HMAC, checks each
+    packet's MAC in Python (~0.7 ms of controller CPU per host)."""
+
+    _preferred_ciphers = (
+        "aes128-gcm@openssh.com",
+        "aes256-gcm@openssh.com",
+        *(c for c in paramiko.Transport._preferred_ciphers if "-gcm@" not in c),  # type: ignore[attr-defined]
+    )
+
+
 class _Policy(paramiko.MissingHostKeyPolicy):
     """Called by paramiko only for a host with no key at all in known_hosts."""
 
@@ -239,6 +252,7 @@ class SshHost(ShellHost):
         kwargs: dict[str, Any] = {
             "banner_timeout": self.setup.settings.connect_timeout,
             "auth_timeout": self.setup.settings.connect_timeout,
+            "transport_factory": _Transport,
         }
         if target.identity_file:
             kwargs["key_filename"] = [os.path.expanduser(target.identity_file)]

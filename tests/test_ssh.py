@@ -79,6 +79,9 @@ def test_one_host_over_ssh_plans_exactly_like_its_snapshot(start_lab: StartLab) 
     wanted = request(load_profile(BLACKWELL).profile)
     try:
         assert host.fetch(wanted) == SnapshotHost(UNTUNED).fetch(wanted)
+        transport = host._transport()
+        # AEAD, decrypted in C: paramiko's default CTR checks each packet's HMAC in Python.
+        assert (transport.local_cipher, transport.remote_cipher) == ("aes128-gcm@openssh.com",) * 2
     finally:
         host.close()
 
