@@ -50,6 +50,10 @@ class Request:
     # Patterns of device nodes (`/dev/nvidia*`) that are listed, never opened: opening an NVIDIA
     # node initialises the GPU, and what a container needs is only which nodes exist.
     nodes: frozenset[str] = frozenset()
+    # (directory, path): list the directory only when the path does not exist. The names to
+    # suggest for a path a profile got wrong, without listing thousands of them (/proc/sys on
+    # a host with many network interfaces) on every read.
+    listings_if_missing: frozenset[tuple[str, str]] = frozenset()
 
     @classmethod
     def of(
@@ -59,6 +63,7 @@ class Request:
         whole: Iterable[str] = (),
         newest: Iterable[tuple[str, int]] = (),
         nodes: Iterable[str] = (),
+        listings_if_missing: Iterable[tuple[str, str]] = (),
     ) -> Request:
         return cls(
             frozenset(patterns),
@@ -66,6 +71,7 @@ class Request:
             frozenset(whole),
             frozenset(newest),
             frozenset(nodes),
+            frozenset(listings_if_missing),
         )
 
     def __or__(self, other: Request) -> Request:
@@ -75,7 +81,23 @@ class Request:
             self.whole | other.whole,
             self.newest | other.newest,
             self.nodes | other.nodes,
+            self.listings_if_missing | other.listings_if_missing,
         )
+
+    def conditions(self) -> dict[str, tuple[str, ...]]:
+        """Each directory to list only when a path is missing, with those paths, in order; a
+        directory also listed unconditionally is not one of them."""
+        found: dict[str, list[str]] = {}
+        for directory, path in sorted(self.listings_if_missing):
+            if directory not in self.listings:
+                found.setdefault(directory, []).append(path)
+        return {directory: tuple(paths) for directory, paths in found.items()}
+
+    def listed(self, exists: Callable[[str], bool]) -> list[str]:
+        """The directories to list, given which paths exist."""
+        wanted = set(self.listings)
+        wanted.update(d for d, paths in self.conditions().items() if not all(map(exists, paths)))
+        return sorted(wanted)
 
     def reads(self) -> list[tuple[str, int | None, int | None]]:
         """Every pattern to read, in a fixed order: (pattern, how many of its last matches to
@@ -277,7 +299,7 @@ class DirectoryHost(Host):
                 if path in files.contents or path in files.errors:
                     matched.append(path)
             files.matches[pattern] = tuple(matched)
-        for directory in sorted(request.listings):
+        for directory in request.listed(lambda path: os.path.lexists(self._local(path))):
             files.listings[directory] = tuple(self._walk(directory, prefix))
         for pattern in sorted(request.nodes):
             found = glob.glob(self._local(pattern)) if is_glob(pattern) else [self._local(pattern)]
@@ -522,7 +544,7 @@ class ArchiveHost(Host):
             for path in found:
                 files.contents[path] = self._tree[path]
             files.matches[pattern] = tuple(found)
-        for directory in sorted(request.listings):
+        for directory in request.listed(lambda path: path in self._tree):
             base = directory.rstrip("/") + "/"
             files.listings[directory] = tuple(sorted(p for p in self._tree if p.startswith(base)))
         for pattern in sorted(request.nodes):

@@ -72,6 +72,14 @@ _WALK = r"""w() {
 """
 
 
+# Whether any of the paths does not exist (as lexists): for the listings needed only then.
+_GONE = r"""gone() {
+    for p; do [ -e "$p" ] || [ -h "$p" ] || return 0; done
+    return 1
+}
+"""
+
+
 @dataclass(frozen=True)
 class ScriptResult:
     """What a script printed, and how it exited."""
@@ -336,7 +344,8 @@ class ReadScript:
             answer.words.append(words)
             answer.origins.append("u" if words == [f".{pattern}"] else "g")
         for index in range(len(self.listings)):
-            answer.listed[index] = groups.get(f"l{index}", [])
+            if f"l{index}" in groups:  # a conditional listing that was not needed is absent
+                answer.listed[index] = groups[f"l{index}"]
         for index in range(len(self.nodes)):
             answer.nodes[index] = groups.get(f"e{index}", [])
         return answer, out[end + 4 :]
@@ -367,7 +376,8 @@ class ReadScript:
                     )
             files.matches[pattern] = matched
         for index, directory in enumerate(self.listings):
-            files.listings[directory] = tuple(sorted(answer.listed[index]))
+            if index in answer.listed:
+                files.listings[directory] = tuple(sorted(answer.listed[index]))
         for index, pattern in enumerate(self.nodes):
             files.nodes[pattern] = tuple(sorted(answer.nodes[index]))
         return files
@@ -391,7 +401,8 @@ def _read_script(request: Request) -> ReadScript:
     reads = request.reads()
     patterns = tuple(p for p, _, _ in reads)
     whole = frozenset(p for p, _, limit in reads if limit is None)
-    listings = tuple(sorted(request.listings))
+    conditions = request.conditions()
+    listings = tuple(sorted({*request.listings, *conditions}))
     # One head reads every file, so one cap: the larger one when whole files are wanted;
     # `build` cuts the others back to MAX_FILE_BYTES, as DirectoryHost reads them.
     cap = WHOLE_MAX_BYTES if whole else MAX_FILE_BYTES
@@ -414,10 +425,14 @@ def _read_script(request: Request) -> ReadScript:
         newest.append(expansion)
     if listings:
         lines.append(_WALK)
-        for index, directory in enumerate(listings):
-            lines.append(
-                f"printf ':l{index}\\000'\nw {quote_pattern(directory.rstrip('/') or '/')}\n"
-            )
+    if conditions:
+        lines.append(_GONE)
+    for index, directory in enumerate(listings):
+        walk = f"printf ':l{index}\\000'; w {quote_pattern(directory.rstrip('/') or '/')}"
+        if directory in conditions:
+            paths = " ".join(quoted("." + p) for p in conditions[directory])
+            walk = f"if gone {paths}; then {walk}; fi"
+        lines.append(walk + "\n")
     nodes = tuple(sorted(request.nodes))
     for index, pattern in enumerate(nodes):
         lines.append(

@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from reconciler.errors import HostError
-from reconciler.host import Files, Request, SnapshotHost
+from reconciler.host import ArchiveHost, Files, Request, SnapshotHost, write_archive
 from reconciler.observe import request
 from reconciler.profile import load_profile
 from reconciler.shell import ScriptResult, ShellHost, quote_pattern
@@ -260,3 +260,26 @@ def test_a_request_that_opens_nothing_is_one_round_trip(tmp_path: Path) -> None:
     direct, shelled, shell = both(tmp_path / "host", Request.of("/sys/none", "/sys/x/*"))
     assert shelled == direct
     assert len(shell.scripts) == 1
+
+
+@pytest.mark.parametrize("missing", [False, True])
+def test_a_directory_is_listed_only_when_one_of_its_paths_is_missing(
+    tmp_path: Path, missing: bool
+) -> None:
+    root = tmp_path / "host"
+    write(root, "/proc/sys/vm/swappiness", "60\n")
+    write(root, "/proc/sys/net/core/rmem_max", "212992\n")
+    (root / "proc/sys/vm/dangling").symlink_to("nowhere")
+    paths = ["/proc/sys/vm/swappiness", "/proc/sys/vm/dangling"]
+    paths += ["/proc/sys/vm/swapiness"] if missing else []
+    wanted = Request.of(*paths, listings_if_missing=[("/proc/sys", p) for p in paths])
+    direct, shelled, shell = both(root, wanted)
+    assert shelled == direct
+    assert ("/proc/sys" in shelled.listings) is missing
+    assert len(shell.scripts) == 1
+    # An archive holds what was read (a dangling symlink's error is not a file in it).
+    paths.remove("/proc/sys/vm/dangling")
+    wanted = Request.of(*paths, listings_if_missing=[("/proc/sys", p) for p in paths])
+    archived = tmp_path / "host.tar.gz"
+    write_archive(direct, archived)
+    assert ("/proc/sys" in ArchiveHost(archived).fetch(wanted).listings) is missing
