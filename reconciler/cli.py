@@ -252,9 +252,11 @@ def main(argv: list[str] | None = None) -> None:
             err=True,
         )
         code = 70
-    # The interpreter's last act is a full collection of every object, ~20-30 ms of CPU spent
-    # finding garbage the process's exit frees anyway.
-    gc.freeze()
+    if argv is None:
+        # Run as the program: the interpreter's last act is a full collection of every object,
+        # ~20-30 ms of CPU spent finding garbage the process's exit frees anyway. A caller in
+        # the same process (tests, an embedding tool) keeps its collector as it was.
+        gc.freeze()
     sys.exit(code if isinstance(code, int) else 0)
 
 

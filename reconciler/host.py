@@ -50,10 +50,11 @@ class Request:
     # Patterns of device nodes (`/dev/nvidia*`) that are listed, never opened: opening an NVIDIA
     # node initialises the GPU, and what a container needs is only which nodes exist.
     nodes: frozenset[str] = frozenset()
-    # (directory, path): list the directory only when the path does not exist. The names to
-    # suggest for a path a profile got wrong, without listing thousands of them (/proc/sys on
-    # a host with many network interfaces) on every read.
-    listings_if_missing: frozenset[tuple[str, str]] = frozenset()
+    # (directory, path): list the directory only when there is no file at the path (nothing,
+    # or a directory: a sysctl key one level short). The names to suggest for a path a profile
+    # got wrong, without listing thousands of them (/proc/sys on a host with many network
+    # interfaces) on every read.
+    listings_if_no_file: frozenset[tuple[str, str]] = frozenset()
 
     @classmethod
     def of(
@@ -63,7 +64,7 @@ class Request:
         whole: Iterable[str] = (),
         newest: Iterable[tuple[str, int]] = (),
         nodes: Iterable[str] = (),
-        listings_if_missing: Iterable[tuple[str, str]] = (),
+        listings_if_no_file: Iterable[tuple[str, str]] = (),
     ) -> Request:
         return cls(
             frozenset(patterns),
@@ -71,7 +72,7 @@ class Request:
             frozenset(whole),
             frozenset(newest),
             frozenset(nodes),
-            frozenset(listings_if_missing),
+            frozenset(listings_if_no_file),
         )
 
     def __or__(self, other: Request) -> Request:
@@ -81,22 +82,22 @@ class Request:
             self.whole | other.whole,
             self.newest | other.newest,
             self.nodes | other.nodes,
-            self.listings_if_missing | other.listings_if_missing,
+            self.listings_if_no_file | other.listings_if_no_file,
         )
 
     def conditions(self) -> dict[str, tuple[str, ...]]:
-        """Each directory to list only when a path is missing, with those paths, in order; a
+        """Each directory to list only when a path is not a file, with those paths, in order; a
         directory also listed unconditionally is not one of them."""
         found: dict[str, list[str]] = {}
-        for directory, path in sorted(self.listings_if_missing):
+        for directory, path in sorted(self.listings_if_no_file):
             if directory not in self.listings:
                 found.setdefault(directory, []).append(path)
         return {directory: tuple(paths) for directory, paths in found.items()}
 
-    def listed(self, exists: Callable[[str], bool]) -> list[str]:
-        """The directories to list, given which paths exist."""
+    def listed(self, is_file: Callable[[str], bool]) -> list[str]:
+        """The directories to list, given which paths are files (symlinks followed)."""
         wanted = set(self.listings)
-        wanted.update(d for d, paths in self.conditions().items() if not all(map(exists, paths)))
+        wanted.update(d for d, paths in self.conditions().items() if not all(map(is_file, paths)))
         return sorted(wanted)
 
     def reads(self) -> list[tuple[str, int | None, int | None]]:
@@ -299,7 +300,7 @@ class DirectoryHost(Host):
                 if path in files.contents or path in files.errors:
                     matched.append(path)
             files.matches[pattern] = tuple(matched)
-        for directory in request.listed(lambda path: os.path.lexists(self._local(path))):
+        for directory in request.listed(lambda path: os.path.isfile(self._local(path))):
             files.listings[directory] = tuple(self._walk(directory, prefix))
         for pattern in sorted(request.nodes):
             found = glob.glob(self._local(pattern)) if is_glob(pattern) else [self._local(pattern)]

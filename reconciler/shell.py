@@ -72,9 +72,9 @@ _WALK = r"""w() {
 """
 
 
-# Whether any of the paths does not exist (as lexists): for the listings needed only then.
+# Whether any of the paths is not a file (symlinks followed): for the listings needed only then.
 _GONE = r"""gone() {
-    for p; do [ -e "$p" ] || [ -h "$p" ] || return 0; done
+    for p; do [ -f "$p" ] || return 0; done
     return 1
 }
 """

@@ -34,6 +34,15 @@ class CountingHost(Host):
         self.closed += 1
 
 
+def test_a_run_in_process_leaves_the_garbage_collector_as_it_found_it() -> None:
+    import gc
+
+    before = gc.get_freeze_count()
+    for_each_host([CountingHost(f"h{n}") for n in range(3)], lambda h: h.fetch(Request()))
+    run_tune("plan", BLACKWELL, "--root", UNTUNED, "--format", "json")
+    assert gc.get_freeze_count() == before
+
+
 def test_results_keep_host_order_and_failures_stay_with_their_host() -> None:
     hosts = [CountingHost(f"h{n}", fails=n in (2, 5)) for n in range(8)]
     results = for_each_host(hosts, lambda h: h.fetch(Request()).value("/proc/sys/kernel/hostname"))

@@ -84,6 +84,14 @@ def test_missing_key_is_a_change_from_none_with_the_closest_key_and_where(
     assert "did you mean kernel.numa_balancing?" in note
 
 
+def test_a_key_one_level_short_names_the_files_below_it(tmp_path: Path) -> None:
+    # A directory is no sysctl: /proc/sys is listed for the hint as for a missing key.
+    write(tmp_path / "host", "/proc/sys/net/ipv4/conf/eth0/rp_filter", "1\n")
+    plan = plan_json(tmp_path, tmp_path / "host", "name: t\nsysctl:\n  net.ipv4.conf.eth0: 1\n")
+    [note] = notes(plan)
+    assert "did you mean net.ipv4.conf.eth0.rp_filter?" in note
+
+
 def test_missing_key_with_nothing_close_names_nothing(tmp_path: Path) -> None:
     write(tmp_path / "host", "/proc/sys/vm/swappiness", "60\n")
     plan = plan_json(tmp_path, tmp_path / "host", "name: t\nsysctl:\n  net.core.rmem_max: 1\n")

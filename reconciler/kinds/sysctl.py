@@ -47,9 +47,9 @@ class Sysctl(Kind[dict[str, Entry[str]]]):
     phase = Phase.RUNTIME
 
     def request(self, spec: dict[str, Entry[str]]) -> Request:
-        # The names of all sysctls, for "did you mean", only when one of the keys is missing.
+        # The names of all sysctls, for "did you mean", only when a key names no file.
         paths = [path_of(k) for k in spec]
-        return Request.of(*paths, listings_if_missing=[(ROOT, p) for p in paths])
+        return Request.of(*paths, listings_if_no_file=[(ROOT, p) for p in paths])
 
     def compare(self, spec: dict[str, Entry[str]], files: Files) -> Outcome:
         outcome = Outcome()
