@@ -217,16 +217,6 @@ class _Answer:
     origins: list[str] = field(default_factory=list)
     listed: dict[int, list[str]] = field(default_factory=dict)
     nodes: dict[int, list[str]] = field(default_factory=dict)
-    # Per pattern: its words are followed by `GROUP_END` in head's arguments.
-    ended: list[bool] = field(default_factory=list)
-
-    def arguments(self) -> list[str]:
-        """head's arguments, in order."""
-        return [
-            argument
-            for words, ended in zip(self.words, self.ended, strict=True)
-            for argument in ((*words, GROUP_END) if ended else words)
-        ]
 
 
 # Ends each pattern's words among head's arguments: a file every Linux host has, empty when
@@ -286,7 +276,7 @@ class ReadScript:
         if start < 0:
             raise HostError(f"{host}: the host's answer does not start with tune's marker.")
         answer, stream = self._records(host, done.stdout, start + len(MAGIC))
-        arguments = answer.arguments()
+        arguments = self._arguments(answer)
         problems = _batch_errors(host, done.stderr, arguments)
         if problems is None:
             return Reread.of(answer)
@@ -310,6 +300,14 @@ class ReadScript:
         data = dict(zip([word[1:] for word in reversed(opened)], bodies, strict=True))
         return self.build(answer, data, {arguments[n][1:]: p for n, p in problems.items()})
 
+    def _arguments(self, answer: _Answer) -> list[str]:
+        """head's arguments, in order: each pattern read with the others ended by GROUP_END."""
+        return [
+            argument
+            for words, newest in zip(answer.words, self.newest, strict=True)
+            for argument in (words if newest else (*words, GROUP_END))
+        ]
+
     def _records(self, host: str, out: bytes, pos: int) -> tuple[_Answer, bytes]:
         """The NUL-terminated fields up to `:c`, then the head stream after it. A field that
         starts with `:` opens a group (`:rN` read pattern N, `:nN` literal N is absent, `:lN`
@@ -332,9 +330,8 @@ class ReadScript:
         answer = _Answer()
         main = iter(together)
         for index, pattern in enumerate(self.patterns):
-            ended = not self.newest[index]
-            words = next(main)[1:].split("\0") if ended else groups.get(f"r{index}", [])
-            answer.ended.append(ended)
+            newest = self.newest[index]
+            words = groups.get(f"r{index}", []) if newest else next(main)[1:].split("\0")
             if self.literal[index]:
                 answer.words.append([f".{pattern}"])
                 answer.origins.append("n" if f"n{index}" in groups else "p")
@@ -363,7 +360,9 @@ class ReadScript:
             if origin == "n" or (origin == "u" and not path_matches(pattern, paths[0])):
                 paths = []  # a file named like an unmatched glob is no match for it
             if problems and not problems.keys().isdisjoint(paths):
-                paths = [p for p in paths if self._kept(p, origin, problems, files)]
+                reported = [(p, _reported(origin, problems.get(p))) for p in paths]
+                files.errors.update((p, error) for p, (_, error) in reported if error)
+                paths = [p for p, (kept, _) in reported if kept]
             else:
                 paths = [p for p in paths if p in data]
             matched = tuple(sorted(set(paths)))
@@ -382,17 +381,17 @@ class ReadScript:
             files.nodes[pattern] = tuple(sorted(answer.nodes[index]))
         return files
 
-    @staticmethod
-    def _kept(path: str, origin: str, problems: dict[str, tuple[str, bool]], files: Files) -> bool:
-        """Whether a path head reported on is a match: a directory is not, nor an unmatched
-        glob; a dangling symlink or an unreadable file is, with the reason as its error."""
-        if path not in problems:
-            return True
-        reason, not_opened = problems[path]
-        if (origin == "u" and not_opened) or reason == _IS_A_DIRECTORY:
-            return False
-        files.errors[path] = reason
-        return True
+
+def _reported(origin: str, problem: tuple[str, bool] | None) -> tuple[bool, str | None]:
+    """(a match?, its error) for a word and what head reported on it: a directory is no
+    match, nor an unmatched glob; a dangling symlink or an unreadable file is, with the reason
+    as its error."""
+    if problem is None:
+        return True, None
+    reason, not_opened = problem
+    if (origin == "u" and not_opened) or reason == _IS_A_DIRECTORY:
+        return False, None
+    return True, reason
 
 
 @lru_cache(maxsize=8)

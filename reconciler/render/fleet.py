@@ -166,8 +166,12 @@ def applied_json(
     objects: list[dict[str, Any]] = []
     for result in results:
         state, changes, run = _applied(result)
-        entry: dict[str, Any] = {"host": result.name, "result": state}
-        entry.update(changes=changes, run=run)
+        entry: dict[str, Any] = {
+            "host": result.name,
+            "result": state,
+            "changes": changes,
+            "run": run,
+        }
         if result.error is not None:
             entry["error"] = str(result.error)
         plan = planned.get(result.name)
