@@ -77,8 +77,7 @@ def set_attr(host: DirectoryHost, path: str, value: str) -> None:
     refuses = _read(host, REFUSES + path)
     if refuses is not None:
         raise refusal(path, value, int(refuses.strip()))
-    with open(local, "rb") as handle:
-        old = handle.read().decode("utf-8", "replace")
+    old = (host.read_file(path) or b"").decode("utf-8", "replace")
     try:
         new = kernel_text(old, value)
     except ValueError:
@@ -86,9 +85,12 @@ def set_attr(host: DirectoryHost, path: str, value: str) -> None:
     _overwrite(local, new.encode())
 
 
-def _overwrite(local: str, data: bytes) -> None:
-    """In place, keeping the file's mode, as a kernel attribute keeps its own."""
-    fd = os.open(local, os.O_WRONLY | os.O_TRUNC)
+def _overwrite(local: str, data: bytes, create: bool = False) -> None:
+    """In place, keeping the file's mode, as a kernel attribute keeps its own. `local` is
+    resolved in the snapshot (`DirectoryHost.local`): a link there now is not followed."""
+    # O_NONBLOCK: a FIFO planted there refuses (ENXIO) rather than waiting for a reader.
+    flags = os.O_WRONLY | os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK | (os.O_CREAT if create else 0)
+    fd = os.open(local, flags, 0o644)
     try:
         os.write(fd, data)
     finally:
@@ -148,7 +150,7 @@ def _modprobe(host: DirectoryHost, args: list[str]) -> Completed:
         if line.split()[2] != "0":
             return Completed(1, "", f"modprobe: FATAL: Module {name} is in use.")
         _overwrite(local, "".join(x for x in lines if x is not line).encode())
-        shutil.rmtree(host.local(f"/sys/module/{name}"), ignore_errors=True)
+        shutil.rmtree(host.local(f"/sys/module/{name}", follow=False), ignore_errors=True)
         return Completed(0)
     if line is not None:
         return Completed(0)
@@ -158,8 +160,7 @@ def _modprobe(host: DirectoryHost, args: list[str]) -> Completed:
         key, _, value = param.partition("=")
         target = host.local(f"/sys/module/{name}/parameters/{key}")
         os.makedirs(os.path.dirname(target), exist_ok=True)
-        with open(target, "wb") as handle:
-            handle.write(kernel_text("", value).encode())
+        _overwrite(target, kernel_text("", value).encode(), create=True)
     return Completed(0)
 
 
@@ -171,8 +172,7 @@ def _setpci(host: DirectoryHost, args: list[str]) -> Completed:
     local = host.local(f"{DEVICES}/{address}/config")
     if not os.path.isfile(local):
         return Completed(1, "", f"setpci: Warning: No devices selected for `{address}'.")
-    with open(local, "rb") as handle:
-        config = handle.read()
+    config = host.read_file(f"{DEVICES}/{address}/config") or b""
     cap = pcie.express(config)
     if cap is None:
         return Completed(1, "", f"setpci: Capability 0010 not found on {address}.")
@@ -202,13 +202,12 @@ def _grubby(host: DirectoryHost, args: list[str]) -> Completed:
         sets, removes = {}, {word}
     else:
         return Completed(1, "", f"grubby: unsupported option {option}")
-    directory = host.local(cmdline.LOADER_ENTRIES.rsplit("/", 1)[0])
-    names = sorted(n for n in os.listdir(directory) if n.endswith(".conf"))
+    entries = cmdline.LOADER_ENTRIES.rsplit("/", 1)[0]
+    names = sorted(n for n in os.listdir(host.local(entries)) if n.endswith(".conf"))
     for name in names:
-        local = os.path.join(directory, name)
-        with open(local, "rb") as handle:
-            text = handle.read().decode("utf-8", "replace")
-        _overwrite(local, cmdline.edit_entry(text, sets, removes).encode())
+        entry = f"{entries}/{name}"
+        text = (host.read_file(entry) or b"").decode("utf-8", "replace")
+        _overwrite(host.local(entry), cmdline.edit_entry(text, sets, removes).encode())
     return Completed(0)
 
 

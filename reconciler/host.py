@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import fnmatch
-import glob
 import importlib
 import io
 import os
@@ -21,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from .beneath import Beneath, Rooted
 from .errors import HostError, LockHeld, Refused
 
 # sysfs and procfs files report 4096 bytes or 0 whatever they hold; cap reads so a profile glob
@@ -273,25 +273,30 @@ class DirectoryHost(Host):
         if not self.root.is_dir():
             raise HostError(f"{self.root}: no such directory to read the host from.")
         self.name = name or str(self.root)
+        # Every lookup under a snapshot resolves beneath it (`reconciler.beneath`).
+        self.paths = Rooted() if str(self.root) == "/" else Beneath(self.root)
 
-    def _local(self, path: str) -> str:
-        # Profiles cannot name such paths; this keeps a snapshot's reads inside it regardless.
-        if not path.startswith("/") or any(p in (".", "..") for p in path.split("/")):
-            raise HostError(f"{path}: refusing to read a path that is not absolute and normal.")
-        return str(self.root) + path if str(self.root) != "/" else path
+    def _local(self, path: str, *, follow: bool = True) -> str:
+        _normal(path)
+        try:
+            return self.paths.local(path, follow=follow)
+        except OSError as exc:
+            raise HostError(f"{path}: {exc.strerror}.") from exc
 
-    def local(self, path: str) -> str:
-        """Where the host's `path` lies on this machine."""
-        return self._local(path)
+    def local(self, path: str, *, follow: bool = True) -> str:
+        """Where the host's `path` lies on this machine: in a snapshot, with every link
+        resolved inside it (HostError for one that leads out)."""
+        return self._local(path, follow=follow)
 
     def fetch(self, request: Request) -> Files:
         files = Files()
-        prefix = len(str(self.root)) if str(self.root) != "/" else 0
+        paths = self.paths
         for pattern, keep, limit in request.reads():
+            _normal(pattern)
             if is_glob(pattern):
-                found = sorted(p[prefix:] for p in glob.glob(self._local(pattern)))
+                found = sorted(paths.glob(pattern))
             else:
-                found = [pattern] if os.path.lexists(self._local(pattern)) else []
+                found = [pattern] if paths.lexists(pattern) else []
             found = last(found, keep)
             matched = []
             for path in found:
@@ -300,12 +305,12 @@ class DirectoryHost(Host):
                 if path in files.contents or path in files.errors:
                     matched.append(path)
             files.matches[pattern] = tuple(matched)
-        for directory in request.listed(lambda path: os.path.isfile(self._local(path))):
-            files.listings[directory] = tuple(self._walk(directory, prefix))
+        for directory in request.listed(paths.isfile):
+            files.listings[directory] = tuple(sorted(paths.walk(directory)))
         for pattern in sorted(request.nodes):
-            found = glob.glob(self._local(pattern)) if is_glob(pattern) else [self._local(pattern)]
+            found = paths.glob(pattern) if is_glob(pattern) else [pattern]
             files.nodes[pattern] = tuple(
-                sorted(p[prefix:] + "/" * os.path.isdir(p) for p in found if os.path.lexists(p))
+                sorted(p + "/" * paths.isdir(p) for p in found if paths.lexists(p))
             )
         return files
 
@@ -313,26 +318,19 @@ class DirectoryHost(Host):
         # A glob may match a directory: it is not a file to read. Asking open (not a stat
         # first) saves a system call per file, a thousand on a 128-CPU host.
         try:
-            with open(self._local(path), "rb") as handle:
-                files.contents[path] = handle.read(-1 if limit is None else limit)
+            files.contents[path] = self.paths.read(path, limit)
         except IsADirectoryError:
             return
         except OSError as exc:
             files.errors[path] = exc.strerror or str(exc)
 
-    def _walk(self, directory: str, prefix: int) -> list[str]:
-        names: list[str] = []
-        for base, _dirs, filenames in os.walk(self._local(directory)):
-            names.extend(os.path.join(base, f)[prefix:] for f in filenames)
-        return sorted(names)
-
     # The write side: plain file operations inside the root, shared by a live host ("/") and a
     # snapshot. Commands and kernel-attribute semantics differ, so the subclasses supply them.
 
     def read_file(self, path: str) -> bytes | None:
+        _normal(path)
         try:
-            with open(self._local(path), "rb") as handle:
-                return handle.read()
+            return self.paths.read(path, None)
         except FileNotFoundError:
             return None
         except OSError as exc:
@@ -352,12 +350,13 @@ class DirectoryHost(Host):
             os.close(fd)
 
     def put_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
-        local = self._local(path)
+        # A link at the path is replaced, never written through.
+        local = self._local(path, follow=False)
         directory = os.path.dirname(local)
         temporary = os.path.join(directory, f".{os.path.basename(local)}.tune-new")
         try:
             os.makedirs(directory, exist_ok=True)
-            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode)
             try:
                 os.write(fd, data)
                 os.fchmod(fd, mode)
@@ -372,7 +371,7 @@ class DirectoryHost(Host):
             raise HostError(f"{path}: cannot write ({exc.strerror}).") from exc
 
     def delete_file(self, path: str) -> None:
-        local = self._local(path)
+        local = self._local(path, follow=False)
         try:
             os.unlink(local)
             _sync_directory(os.path.dirname(local))
@@ -425,6 +424,12 @@ class DirectoryHost(Host):
             yield
         finally:
             os.close(fd)
+
+
+def _normal(path: str) -> None:
+    # Profiles cannot name such paths; this keeps a snapshot's reads inside it regardless.
+    if not path.startswith("/") or any(p in (".", "..") for p in path.split("/")):
+        raise HostError(f"{path}: refusing to read a path that is not absolute and normal.")
 
 
 def _sync_directory(directory: str) -> None:
