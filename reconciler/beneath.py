@@ -18,11 +18,13 @@ between the walk and the open is the threat of a shared directory, not of a snap
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fnmatch
 import glob
 import os
 import stat
+from collections.abc import Iterator
 from typing import NamedTuple
 
 # The kernel's MAXSYMLINKS: more links than this on one lookup is ELOOP.
@@ -54,6 +56,11 @@ class Found(NamedTuple):
 
 class Rooted:
     """`/`: host paths are this machine's paths."""
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """A block of reads with nothing written in between (see `Beneath.batch`)."""
+        yield
 
     def local(self, path: str, *, follow: bool = True) -> str:
         """Where `path` lies here; with `follow=False` a link at its last component is the
@@ -89,19 +96,44 @@ class Beneath(Rooted):
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = os.path.realpath(root)
+        # Inside `batch`: each directory of a host path, by its components, as resolved.
+        self._dirs: dict[tuple[str, ...], list[str]] | None = None
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """Remember resolved directories for the block: a fetch looks up a thousand files in
+        a few dozen directories, and nothing writes meanwhile."""
+        self._dirs = {}
+        try:
+            yield
+        finally:
+            self._dirs = None
 
     def _here(self, parts: list[str]) -> str:
-        return os.path.join(self.root, *parts) if parts else self.root
+        return self.root + "/" + "/".join(parts) if parts else self.root
 
     def find(self, path: str, *, follow: bool = True) -> Found:
         """Resolve `path` a component at a time (see the module). OSError: EXDEV for a link
         out of the snapshot, ELOOP past MAX_HOPS links."""
-        todo = [p for p in reversed(path.split("/")) if p and p != "."]
+        parts = tuple(p for p in path.split("/") if p and p != ".")
+        known = self._dirs
         done: list[str] = []
+        start = 0
+        if known is not None:
+            # From the deepest directory of the path resolved before in this batch.
+            start = next((i for i in range(len(parts) - 1, 0, -1) if parts[:i] in known), 0)
+            done = list(known.get(parts[:start], []))
+        todo = list(reversed(parts[start:]))
+        # How many of the path's own components are still to resolve: when the stack is back
+        # to them, the components before are resolved to `done` (a directory to remember).
+        left = len(todo)
         hops = 0
         link = path, path  # the last link followed, and its target: what a `..` climbed from
         while todo:
+            if known is not None and len(todo) == left:
+                known[parts[: len(parts) - left]] = list(done)
             name = todo.pop()
+            left = min(left, len(todo))
             if name == "..":
                 if not done:
                     raise outside(*link)
@@ -173,21 +205,27 @@ class Beneath(Rooted):
                 continue
             matched = []
             for base in bases:
-                for name in self._names(base or "/"):
+                for name, directory in self._entries(base or "/"):
                     if (name.startswith(".") and not part.startswith(".")) or not (
                         fnmatch.fnmatchcase(name, part)
                     ):
                         continue
                     path = f"{base}/{name}"
-                    if last or self.isdir(path):
+                    if last or (self.isdir(path) if directory is None else directory):
                         matched.append(path)
             bases = matched
         # A listed name is there; a literal last component is looked up.
         return bases if parts and _magic(parts[-1]) else [p for p in bases if self.lexists(p)]
 
-    def _names(self, directory: str) -> list[str]:
+    def _entries(self, directory: str) -> list[tuple[str, bool | None]]:
+        """The names in a directory, each with whether it is one (None for a link: where it
+        leads is for `find` to say)."""
         try:
-            return os.listdir(self.find(directory).local)
+            with os.scandir(self.find(directory).local) as entries:
+                return [
+                    (e.name, None if e.is_symlink() else e.is_dir(follow_symlinks=False))
+                    for e in entries
+                ]
         except OSError:
             return []
 
@@ -203,8 +241,15 @@ class Beneath(Rooted):
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 raise _error(errno.EINVAL, NOT_REGULAR)
-            with os.fdopen(fd, "rb", closefd=False) as handle:
-                return handle.read(-1 if limit is None else limit)
+            chunks = []
+            wanted = -1 if limit is None else limit
+            while wanted:
+                chunk = os.read(fd, 1 << 16 if wanted < 0 else min(wanted, 1 << 16))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                wanted -= 0 if wanted < 0 else len(chunk)
+            return b"".join(chunks)
         finally:
             os.close(fd)
 

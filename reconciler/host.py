@@ -289,6 +289,10 @@ class DirectoryHost(Host):
         return self._local(path, follow=follow)
 
     def fetch(self, request: Request) -> Files:
+        with self.paths.batch():
+            return self._fetch(request)
+
+    def _fetch(self, request: Request) -> Files:
         files = Files()
         paths = self.paths
         for pattern, keep, limit in request.reads():
