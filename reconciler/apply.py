@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import shlex
 import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any, Protocol
@@ -28,7 +28,18 @@ from .plan import make_plan
 from .profile import LoadedProfile
 from .run_record import contexts, plan_record
 from .saved import SavedPlan
-from .steps import BootTool, DeleteFile, Need, Op, Probe, PutFile, Require, SetAttr, Step
+from .steps import (
+    BootTool,
+    DeleteFile,
+    Need,
+    Op,
+    Probe,
+    PutFile,
+    Require,
+    SetAttr,
+    Step,
+    temporary,
+)
 
 BOOT_KINDS = frozenset(k.kind for k in REGISTRY if k.phase is Phase.REBOOT)
 PACKAGES = {"setpci": "pciutils", "grubby": "grubby"}
@@ -136,7 +147,10 @@ def _unmet(host: Host, need: Require, step: Step) -> str | None:
     return f"Module {need.arg} cannot be loaded on this host ({said[0]})."
 
 
-def perform(host: Host, step: Step, op: Op, journal: Journal | None = None) -> None:
+def perform(
+    host: Host, step: Step, op: Op, journal: Journal | None = None, seq: int | None = None
+) -> None:
+    """One operation of step `seq`; with a journal, what it defers or creates is journaled."""
     if isinstance(op, BootTool) and host.defers(op.argv):
         if journal is not None:
             journal.record("deferred", argv=list(op.argv), step=step.id)
@@ -144,6 +158,8 @@ def perform(host: Host, step: Step, op: Op, journal: Journal | None = None) -> N
     if isinstance(op, SetAttr):
         host.set_attr(op.path, op.value)
     elif isinstance(op, PutFile):
+        if journal is not None and seq is not None:
+            journal.creates(seq, host.missing_dirs(op.path))
         host.put_file(op.path, op.data, op.mode)
     elif isinstance(op, DeleteFile):
         host.delete_file(op.path)
@@ -203,7 +219,7 @@ def execute(
         with _signals_ignored():
             with contextlib.suppress(Exception):
                 journal.record("failed", error=reason, at=at)
-            failures = restore(host, journal, done).failures
+            failures = restore(host, journal, done, journal.made).failures
             with contextlib.suppress(Exception):
                 journal.end("rollback-failed" if failures else "rolled-back")
         raise ApplyFailed(_failed_message(reason, at, done, failures, journal.run_id)) from None
@@ -225,7 +241,7 @@ def make(
     done.append((seq, step))
     try:
         for op in step.do:
-            perform(host, step, op, journal)
+            perform(host, step, op, journal, seq)
     except Refused as exc:
         if not step.optional:
             raise StepFailed(unsupported_message(step, str(exc))) from None
@@ -256,7 +272,7 @@ def extend(host: Host, run_id: str, steps: tuple[Step, ...]) -> None:
             journal.end("applied")
     except (Exception, KeyboardInterrupt) as exc:
         with _signals_ignored():
-            failures = restore(host, journal, done).failures
+            failures = restore(host, journal, done, journal.made).failures
         reason = str(exc) if not isinstance(exc, KeyboardInterrupt) else "interrupted by SIGINT"
         raise ApplyFailed(
             _failed_message(reason, "the promotion", done, failures, run_id)
@@ -294,8 +310,14 @@ class Restored:
     failures: list[str] = field(default_factory=list)
 
 
-def restore(host: Host, journal: Journal, steps: list[tuple[int, Step]]) -> Restored:
-    """Undo `steps` in reverse order, continuing past any failure."""
+def restore(
+    host: Host,
+    journal: Journal,
+    steps: list[tuple[int, Step]],
+    made: Mapping[int, Sequence[str]],
+) -> Restored:
+    """Undo `steps` in reverse order, continuing past any failure; `made`: the directories
+    each step created (`Journal.creates`), removed after it while empty (`tidy`)."""
     result = Restored()
     failures = result.failures
     for seq, step in reversed(steps):
@@ -305,7 +327,7 @@ def restore(host: Host, journal: Journal, steps: list[tuple[int, Step]]) -> Rest
                 result.unchanged += 1
                 continue
             for op in step.undo:
-                perform(host, step, op, journal)
+                perform(host, step, op, journal, seq)
             got = read(host, step.probe)
             if got != step.restored:
                 raise StepFailed(
@@ -317,7 +339,23 @@ def restore(host: Host, journal: Journal, steps: list[tuple[int, Step]]) -> Rest
             failures.append(str(exc))
             with contextlib.suppress(Exception):
                 journal.record("restore-failed", seq=seq, error=str(exc))
+        finally:
+            tidy(host, step, made.get(seq, ()))
     return result
+
+
+def tidy(host: Host, step: Step, made: Sequence[str]) -> None:
+    """What a step's file writes leave besides their effect, after its restore (changed or
+    not): the temporary file of a write that a crash or a signal cut short, and the directories
+    it created, deepest first, each only while empty. Best effort, as `rmdir` is: what can stay
+    is an empty directory or a stray temporary file, never a setting."""
+    for op in (*step.do, *step.undo):
+        if isinstance(op, PutFile):
+            with contextlib.suppress(HostError):
+                host.delete_file(temporary(op.path))
+    for directory in made:
+        with contextlib.suppress(HostError):
+            host.remove_dir(directory)
 
 
 def profile_text(loaded: LoadedProfile) -> str:
@@ -366,7 +404,7 @@ def rollback(host: Host, run_id: str | None = None, *, boot_only: bool = False) 
     journal.record("rollback", started=now_iso())
     with _signals_ignored():
         steps = [(seq, s) for seq, s in run.steps if not boot_only or s.kind in BOOT_KINDS]
-        result = restore(host, journal, steps)
+        result = restore(host, journal, steps, run.made)
         failures = result.failures
         replaced, prior = run.profile_prior
         if replaced and not boot_only:

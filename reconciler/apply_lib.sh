@@ -8,6 +8,9 @@ R="${R%/}"
 EMU=
 [ -n "${TUNE_ROOT:-}" ] && EMU=1
 ERR=
+# "SEQ DIR" lines: the directories each step's file writes created (`mkdir` records), which
+# its restore removes again (apply.tidy); a rollback script starts with the journal's.
+MADE=
 
 jstr() { printf '%s' "$1" | tr '\n\t' '  ' | tr -d '\000-\037' | sed 's/\\/\\\\/g; s/"/\\"/g'; }
 # fsync one file (coreutils >= 8.24); an older sync takes no operand: sync everything then.
@@ -85,12 +88,31 @@ set_attr() {
     fi
 }
 
+# $4: the step's seq, inside a run: the directories about to be created are journaled first.
 put_file() {
     f="$R$1"; d="${f%/*}"; t="$d/.${f##*/}.tune-new"
-    if mkdir -p "$d" && printf "$3" >"$t" && chmod "$2" "$t" && fsync "$t" && mv -f "$t" "$f" &&
-        fsync "$d"
+    if { [ -z "${4:-}" ] || creates "$4" "${1%/*}"; } && mkdir -p "$d" && printf "$3" >"$t" &&
+        chmod "$2" "$t" && fsync "$t" && mv -f "$t" "$f" && fsync "$d"
     then return 0; fi
     rm -f "$t"; ERR="$1: cannot write."; return 1
+}
+
+# Journal.creates: step $1's record of the directories of $2 that do not exist, deepest first.
+creates() {
+    m=; e="$2"
+    while [ -n "$e" ] && [ ! -e "$R$e" ] && [ ! -h "$R$e" ]; do
+        m="$m,\"$(jstr "$e")\""; MADE="$MADE$1 $e
+"; e="${e%/*}"
+    done
+    [ -z "$m" ] || rec "{\"type\":\"mkdir\",\"seq\":$1,\"paths\":[${m#,}]}"
+}
+
+# apply.tidy after step $1's restore: its temporary files (tidy_N), then the directories it
+# created, each only while empty.
+tidy() {
+    "tidy_$1"
+    printf '%s' "$MADE" | while read -r s e; do [ "$s" != "$1" ] || rmdir "$R$e" 2>/dev/null; done
+    return 0
 }
 
 delete_file() { rm -f "$R$1" && fsync "${R}${1%/*}/" || { ERR="$1: cannot delete."; return 1; }; }
@@ -251,7 +273,9 @@ fail() {
     exit 3
 }
 
-restore_step() {
+restore_step() { restore_one "$1"; tidy "$1"; }
+
+restore_one() {
     if "restored_$1"; then rec "{\"type\":\"unchanged\",\"seq\":$1}"; return; fi
     ERR=
     if "undo_$1" && "restored_$1"; then rec "{\"type\":\"restored\",\"seq\":$1}"; return; fi

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 from .beneath import Beneath, Rooted
 from .errors import HostError, LockHeld, Refused
+from .steps import temporary as temporary_of
 
 # sysfs and procfs files report 4096 bytes or 0 whatever they hold; cap reads so a profile glob
 # that matches something large (a log, a firmware blob) cannot balloon the observation.
@@ -238,6 +239,15 @@ class Host(ABC):
     def delete_file(self, path: str) -> None:
         raise self._refuse()
 
+    def missing_dirs(self, path: str) -> list[str]:
+        """The directories above `path` that do not exist, deepest first: what a `put_file`
+        of it would create."""
+        raise self._refuse()
+
+    def remove_dir(self, path: str) -> None:
+        """Remove a directory tune created, only while it is empty; gone already is fine."""
+        raise self._refuse()
+
     def append(self, path: str, data: bytes, *, sync: bool = True) -> None:
         """Append to a file created with mode 0600; `sync` fsyncs before returning."""
         raise self._refuse()
@@ -357,7 +367,7 @@ class DirectoryHost(Host):
         # A link at the path is replaced, never written through.
         local = self._local(path, follow=False)
         directory = os.path.dirname(local)
-        temporary = os.path.join(directory, f".{os.path.basename(local)}.tune-new")
+        temporary = temporary_of(local)
         try:
             os.makedirs(directory, exist_ok=True)
             fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode)
@@ -369,10 +379,14 @@ class DirectoryHost(Host):
                 os.close(fd)
             os.replace(temporary, local)
             _sync_directory(directory)
-        except OSError as exc:
+        except BaseException as exc:
+            # A signal that rolls the run back (`apply.Interrupted`) as much as a failed write:
+            # the temporary file never outlives the write.
             with contextlib.suppress(OSError):
                 os.unlink(temporary)
-            raise HostError(f"{path}: cannot write ({exc.strerror}).") from exc
+            if isinstance(exc, OSError):
+                raise HostError(f"{path}: cannot write ({exc.strerror}).") from exc
+            raise
 
     def delete_file(self, path: str) -> None:
         local = self._local(path, follow=False)
@@ -383,6 +397,26 @@ class DirectoryHost(Host):
             return
         except OSError as exc:
             raise HostError(f"{path}: cannot delete ({exc.strerror}).") from exc
+
+    def missing_dirs(self, path: str) -> list[str]:
+        _normal(path)
+        missing = []
+        directory = path.rsplit("/", 1)[0]
+        while directory and not self.paths.lexists(directory):
+            missing.append(directory)
+            directory = directory.rsplit("/", 1)[0]
+        return missing
+
+    def remove_dir(self, path: str) -> None:
+        local = self._local(path, follow=False)
+        try:
+            os.rmdir(local)
+            _sync_directory(os.path.dirname(local))
+        except OSError as exc:
+            # Not empty (something not tune's is in it), gone, or no longer a directory: it
+            # stays as it is.
+            if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOENT, errno.ENOTDIR):
+                raise HostError(f"{path}: cannot remove ({exc.strerror}).") from exc
 
     def append(self, path: str, data: bytes, *, sync: bool = True) -> None:
         local = self._local(path)

@@ -7,7 +7,8 @@ Records (the contract `tune check --since-apply` reads; see README "The run jour
   expect, restored, do, undo) so that `tune rollback` needs nothing but this file;
 - markers: `written`, `verified`, `failed` (error), `rollback` (started), `restored`,
   `unchanged` (already at its prior value), `restore-failed` (error), `profile` (prior text of
-  profile.yaml, before it is replaced);
+  profile.yaml, before it is replaced), `mkdir` (seq, paths: the directories a step's file
+  write is about to create, deepest first, which a rollback removes again while empty);
 - `plan` after `run`: the plan's changes (each with applied_now), pending reboots and failed
   checks, so a report can say what still needs a reboot or the BIOS;
 - `step` records also carry priority, reason, phase, operations (and fix) for `tune report`;
@@ -58,6 +59,8 @@ class Journal:
         self.run_id = run_id
         self.path = run_path(run_id)
         self.sync = sync
+        # Step seq -> the directories its writes created, as journaled (`mkdir` records).
+        self.made: dict[int, list[str]] = {}
 
     @classmethod
     def start(
@@ -89,6 +92,12 @@ class Journal:
     def step(self, seq: int, step: Step, **about: Any) -> None:
         """`about`: why the step is made (priority, reason, operations), for `tune report`."""
         self.record("step", seq=seq, **about, **step.to_json())
+
+    def creates(self, seq: int, directories: list[str]) -> None:
+        """Journal the directories step `seq` is about to create, before it does."""
+        if directories:
+            self.record("mkdir", seq=seq, paths=directories)
+            self.made.setdefault(seq, []).extend(directories)
 
     def end(self, outcome: str) -> None:
         self.record("end", outcome=outcome, finished=now_iso())
@@ -123,6 +132,15 @@ class Run:
             for r in self.records
             if r.get("type") == "unsupported"
         ]
+
+    @property
+    def made(self) -> dict[int, list[str]]:
+        """Step seq -> the directories its writes created (`Journal.creates`)."""
+        made: dict[int, list[str]] = {}
+        for record in self.records:
+            if record.get("type") == "mkdir":
+                made.setdefault(int(record.get("seq", -1)), []).extend(record.get("paths", ()))
+        return made
 
     @property
     def profile_prior(self) -> tuple[bool, str | None]:

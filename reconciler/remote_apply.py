@@ -54,7 +54,18 @@ from .probes.phase import PhaseProbes, Records, Regressed
 from .profile import LoadedProfile
 from .run_record import contexts, plan_record
 from .shell import ShellHost, printf_format, quoted
-from .steps import BootTool, DeleteFile, Need, Op, Probe, PutFile, Require, SetAttr, Step
+from .steps import (
+    BootTool,
+    DeleteFile,
+    Need,
+    Op,
+    Probe,
+    PutFile,
+    Require,
+    SetAttr,
+    Step,
+    temporary,
+)
 from .verify import PENDING
 
 # Exit status of the start script when a requirement is unmet (its stderr says which).
@@ -80,11 +91,13 @@ def _check(probe: Probe, value: str | None) -> str:
     return f"reads {_probe_args(probe)} {quoted(value)}"
 
 
-def _op(op: Op, step_id: str = "") -> str:
+def _op(op: Op, step_id: str = "", seq: int | None = None) -> str:
+    """`seq`: the step's, inside a run (a file write journals the directories it creates)."""
     if isinstance(op, SetAttr):
         return f"set_attr {quoted(op.path)} {quoted(op.value)}"
     if isinstance(op, PutFile):
-        return f"put_file {quoted(op.path)} {op.mode:o} {printf_format(op.data)}"
+        at = "" if seq is None else f" {seq}"
+        return f"put_file {quoted(op.path)} {op.mode:o} {printf_format(op.data)}{at}"
     if isinstance(op, DeleteFile):
         return f"delete_file {quoted(op.path)}"
     argv = " ".join(quoted(a) for a in op.argv)
@@ -95,8 +108,8 @@ def _op(op: Op, step_id: str = "") -> str:
     return f"run_argv {argv}"
 
 
-def _ops(ops: tuple[Op, ...], step_id: str = "") -> str:
-    return " && ".join(_op(op, step_id) for op in ops) or ":"
+def _ops(ops: tuple[Op, ...], step_id: str = "", seq: int | None = None) -> str:
+    return " && ".join(_op(op, step_id, seq) for op in ops) or ":"
 
 
 def _show(value: str | None) -> str:
@@ -105,15 +118,25 @@ def _show(value: str | None) -> str:
 
 def _step_functions(seq: int, step: Step) -> str:
     probe = _probe_args(step.probe)
+    files = [op.path for op in (*step.do, *step.undo) if isinstance(op, PutFile)]
+    tidy = "rm -f " + " ".join(f'"$R"{quoted(temporary(f))}' for f in files) if files else ":"
     return (
-        f"do_{seq}() {{ {_ops(step.do, step.id)}; }}\n"
-        f"undo_{seq}() {{ {_ops(step.undo, step.id)}; }}\n"
+        f"do_{seq}() {{ {_ops(step.do, step.id, seq)}; }}\n"
+        f"undo_{seq}() {{ {_ops(step.undo, step.id, seq)}; }}\n"
+        f"tidy_{seq}() {{ {tidy}; }}\n"
         f"expected_{seq}() {{ {_check(step.probe, step.expect)}; }}\n"
         f"restored_{seq}() {{ {_check(step.probe, step.restored)}; }}\n"
         f"step_id_{seq}() {{ printf '%s' {quoted(step.id)}; }}\n"
         f"restored_shown_{seq}() {{ printf '%s' {quoted(_show(step.restored))}; }}\n"
         f"shown_{seq}() {{ shown {probe}; }}\n"
     )
+
+
+def _made(run: Run | None) -> str:
+    """`MADE` (see apply_lib.sh) as a run's journal has it: what its restores remove."""
+    made = run.made if run is not None else {}
+    lines = "".join(f"{seq} {d}\n" for seq, dirs in made.items() for d in dirs)
+    return f"MADE={quoted(lines)}\n"
 
 
 def _requirement(need: Require, step: Step) -> str:
@@ -182,6 +205,7 @@ class ApplyScript:
             "#!/bin/sh\n# Written by tune apply: runs the apply of one run on this host.\n",
             LIBRARY,
             f'J="$R"{quoted(run_path(run_id))}\nLOCK={quoted(LOCK)}\n',
+            _made(extends),
         ]
         parts += [_step_functions(seq, step) for seq, step in earlier]
         parts += [_step_functions(seq, step) for seq, step in enumerate(steps, first)]
@@ -284,7 +308,7 @@ def rollback_script(run: Run, *, boot_only: bool = False) -> str:
     """Restore a journaled run from its journal alone, on the target (`tune rollback -H`);
     `boot_only`: only its boot configuration (what a failed verification undoes)."""
     steps = [(seq, s) for seq, s in run.steps if not boot_only or s.kind in BOOT_KINDS]
-    parts = [LIBRARY, f'J="$R"{quoted(run_path(run.run_id))}\nLOCK={quoted(LOCK)}\n']
+    parts = [LIBRARY, f'J="$R"{quoted(run_path(run.run_id))}\nLOCK={quoted(LOCK)}\n', _made(run)]
     parts += [_step_functions(seq, step) for seq, step in steps]
     replaced, prior = run.profile_prior
     if not replaced or boot_only:

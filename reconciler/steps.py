@@ -86,9 +86,18 @@ class SetAttr:
         return f"write {self.path}: {self.value}"
 
 
+def temporary(path: str) -> str:
+    """Where a `PutFile` writes its bytes before the rename, in both engines: beside the file
+    (a rename is atomic only within one file system), hidden, and named after it, so a
+    rollback knows which one a write cut short left behind."""
+    directory, name = path.rsplit("/", 1)
+    return f"{directory}/.{name}.tune-new"
+
+
 @dataclass(frozen=True)
 class PutFile:
-    """Replace a whole file atomically (temporary file, fsync, rename)."""
+    """Replace a whole file atomically (temporary file, fsync, rename), creating its
+    directory; the engine journals the directories it creates (`mkdir`) before it does."""
 
     path: str
     data: bytes

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from conftest import run_tune
 from small_host import SmallHost, build, write_profile
+from ssh_fixture import StartLab, sshd_available
 
 from reconciler.errors import HostError
 from reconciler.host import SnapshotHost
@@ -267,3 +268,104 @@ def test_a_fifo_or_a_device_where_a_file_is_expected_is_a_read_error(
         assert "not a regular file" in result.out + result.err
     with pytest.raises(HostError, match="not a regular file"):
         SnapshotHost(root).read_file("/" + SWAPPINESS)
+
+
+# Item 16: a rollback restores the tree, the directories apply created included, and no
+# temporary file of a write outlives it.
+
+RUNTIME_AND_FILES = {"sysctl": {"vm.swappiness": 10}, "modules": {"nvidia_peermem": "loaded"}}
+
+
+def bare(tmp_path: Path) -> Path:
+    """A small host with tune's state directories (as any host has /var/lib and /run/lock)
+    and no /etc: apply creates /etc/sysctl.d and /etc/modules-load.d for its drop-ins."""
+    root = small(tmp_path / "host")
+    (root / "var/lib/tune/runs").mkdir(parents=True)
+    (root / "run/lock").mkdir(parents=True)
+    return root
+
+
+def host_tree(root: Path) -> dict[str, tuple[int, bytes | None]]:
+    """The whole tree, directories and modes included, but tune's own state (the journal stays
+    for `tune history`)."""
+    return {
+        path: entry
+        for path, entry in listing(root).items()
+        if not path.startswith(("var/lib/tune/", "run/lock/"))
+    }
+
+
+def test_a_rollback_leaves_the_tree_as_it_was_directories_included(tmp_path: Path) -> None:
+    root = bare(tmp_path)
+    profile = write_profile(tmp_path / "p.yaml", RUNTIME_AND_FILES)
+    before = host_tree(root)
+    assert run_tune("apply", profile, "--root", root, "-y").code == 0
+    assert (root / "etc/sysctl.d/90-tune.conf").exists()
+    rolled = run_tune("rollback", "--root", root)
+    assert rolled.code == 0, rolled.err
+    assert host_tree(root) == before
+
+
+class Crash(BaseException):
+    """The process dies here: no handler of tune's runs (what kill -9 does)."""
+
+
+def cut_renames(monkeypatch: pytest.MonkeyPatch, cut: BaseException) -> None:
+    """Every rename of a temporary file into place raises `cut` instead."""
+    rename = os.replace
+
+    def cut_short(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> None:
+        if os.fspath(source).endswith(".tune-new"):
+            raise cut
+        rename(source, target)
+
+    monkeypatch.setattr("reconciler.host.os.replace", cut_short)
+
+
+@pytest.mark.parametrize("how", ["signal", "crash"])
+def test_a_write_cut_short_leaves_neither_its_temporary_file_nor_its_directories(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    """The drop-in's rename is interrupted: by SIGTERM (the run rolls itself back), or by a
+    crash, after which `tune rollback` finds the temporary file a kill leaves."""
+    root = bare(tmp_path)
+    profile = write_profile(tmp_path / "p.yaml", RUNTIME_AND_FILES)
+    before = host_tree(root)
+    cut_renames(monkeypatch, Crash() if how == "crash" else KeyboardInterrupt())
+    if how == "crash":
+        with pytest.raises(Crash):
+            run_tune("apply", profile, "--root", root, "-y")
+        monkeypatch.undo()
+        # What a kill at that moment leaves behind.
+        (root / "etc/sysctl.d/.90-tune.conf.tune-new").write_text("vm.swappiness = 10\n")
+        assert run_tune("rollback", "--root", root).code == 0
+    else:
+        assert run_tune("apply", profile, "--root", root, "-y").code == 3
+    assert host_tree(root) == before
+
+
+@pytest.mark.skipif(not sshd_available(), reason="needs root and openssh-server")
+def test_a_rollback_over_ssh_leaves_the_tree_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, start_lab: StartLab
+) -> None:
+    """The sh engine: an apply and its rollback, then a run crashed by a local apply of the
+    same snapshot, rolled back over SSH from its journal alone."""
+    root = bare(tmp_path)
+    profile = write_profile(tmp_path / "p.yaml", RUNTIME_AND_FILES)
+    before = host_tree(root)
+    lab = start_lab({"h1": root})
+    ssh = ("--ssh-config", lab.config)
+    assert run_tune("apply", profile, "-H", "h1", "-y", *ssh).code == 0
+    assert (root / "etc/sysctl.d/90-tune.conf").exists()
+    rolled = run_tune("rollback", "-H", "h1", *ssh)
+    assert rolled.code == 0, rolled.err
+    assert host_tree(root) == before
+
+    cut_renames(monkeypatch, Crash())
+    with pytest.raises(Crash):
+        run_tune("apply", profile, "--root", root, "-y")
+    monkeypatch.undo()
+    (root / "etc/sysctl.d/.90-tune.conf.tune-new").write_text("vm.swappiness = 10\n")
+    rolled = run_tune("rollback", "-H", "h1", *ssh)
+    assert rolled.code == 0, rolled.err
+    assert host_tree(root) == before
