@@ -9,9 +9,10 @@ climb above the root is an error, never clamped: the source host resolved that l
 something the snapshot does not hold, so any file read instead would be a different one (and a
 link planted to reach this machine's files, `../../../../etc/shadow`, is exactly such a link).
 Python has no openat2(RESOLVE_IN_ROOT); an lstat per component is what the kernel does on a
-lookup anyway, and the final open never follows a link (O_NOFOLLOW), so what was resolved is
-what is opened. A snapshot is files at rest: another process swapping a directory for a link
-between the walk and the open is the threat of a shared directory, not of a snapshot.
+lookup anyway, and reads, temporary files and the emulated kernel writes open the resolved path
+with O_NOFOLLOW, so what was resolved is what is opened. A snapshot is files at rest: another
+process swapping a directory for a link between the walk and the open is the threat of a shared
+directory (the lock, the state directories), not of a snapshot.
 
 `Rooted` is `/` itself: nothing there to escape, so the plain path, at no extra system call.
 """
