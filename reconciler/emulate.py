@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from .errors import HostError
 from .formats import pcie
-from .host import Completed, refusal
+from .host import Completed, refusal, write_all
 
 if TYPE_CHECKING:
     from .host import DirectoryHost
@@ -90,7 +90,7 @@ def _overwrite(local: str, data: bytes) -> None:
     """In place, keeping the file's mode, as a kernel attribute keeps its own."""
     fd = os.open(local, os.O_WRONLY | os.O_TRUNC)
     try:
-        os.write(fd, data)
+        write_all(fd, data)
     finally:
         os.close(fd)
 

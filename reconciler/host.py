@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .errors import HostError, LockHeld, Refused
+from .errors import HostError, LockHeld, NoSpace, Refused
 
 # sysfs and procfs files report 4096 bytes or 0 whatever they hold; cap reads so a profile glob
 # that matches something large (a log, a firmware blob) cannot balloon the observation.
@@ -29,6 +29,28 @@ MAX_FILE_BYTES = 1 << 16
 GLOB_CHARS = frozenset("*?[")
 
 View = TypeVar("View")
+
+
+# What a full device (or a spent quota) makes a write fail with.
+FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Every byte of `data`, or OSError: write(2) may write less than it was given (a device
+    that fills up midway, RLIMIT_FSIZE), and the rest must not be dropped in silence."""
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        if written == 0:  # a regular file says why it takes nothing; be safe if one does not
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        view = view[written:]
+
+
+def write_error(path: str, doing: str, exc: OSError) -> HostError:
+    """The sentence for a write that failed; a full device is its own error (and exit code)."""
+    if exc.errno in FULL:
+        return NoSpace(f"{path}: no space left on the device to {doing}")
+    return HostError(f"{path}: cannot {doing} ({exc.strerror or exc}).")
 
 
 def is_glob(pattern: str) -> bool:
@@ -359,7 +381,7 @@ class DirectoryHost(Host):
             os.makedirs(directory, exist_ok=True)
             fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
             try:
-                os.write(fd, data)
+                write_all(fd, data)
                 os.fchmod(fd, mode)
                 os.fsync(fd)
             finally:
@@ -369,7 +391,7 @@ class DirectoryHost(Host):
         except OSError as exc:
             with contextlib.suppress(OSError):
                 os.unlink(temporary)
-            raise HostError(f"{path}: cannot write ({exc.strerror}).") from exc
+            raise write_error(path, "write", exc) from exc
 
     def delete_file(self, path: str) -> None:
         local = self._local(path)
@@ -382,21 +404,22 @@ class DirectoryHost(Host):
             raise HostError(f"{path}: cannot delete ({exc.strerror}).") from exc
 
     def append(self, path: str, data: bytes, *, sync: bool = True) -> None:
+        """`data` whole and (with `sync`) on disk, or nothing: a record a full device cut short
+        is cut off again, so the journal holds whole records only, and the write that record
+        announces does not happen."""
         local = self._local(path)
         try:
             os.makedirs(os.path.dirname(local), exist_ok=True)
             created = not os.path.exists(local)
             fd = os.open(local, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
             try:
-                os.write(fd, data)
-                if sync:
-                    os.fsync(fd)
+                _append_whole(fd, data, sync)
             finally:
                 os.close(fd)
             if created and sync:
                 _sync_directory(os.path.dirname(local))
         except OSError as exc:
-            raise HostError(f"{path}: cannot append ({exc.strerror}).") from exc
+            raise write_error(path, "append", exc) from exc
 
     def writable(self, path: str) -> bool:
         local = self._local(path)
@@ -425,6 +448,18 @@ class DirectoryHost(Host):
             yield
         finally:
             os.close(fd)
+
+
+def _append_whole(fd: int, data: bytes, sync: bool) -> None:
+    start = os.fstat(fd).st_size  # the only writer: the run holds the lock
+    try:
+        write_all(fd, data)
+        if sync:
+            os.fsync(fd)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, start)
+        raise
 
 
 def _sync_directory(directory: str) -> None:

@@ -8,16 +8,21 @@ and a memory limit."""
 
 from __future__ import annotations
 
+import errno
+import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import UNTUNED, Result
+from conftest import BLACKWELL, UNTUNED, Result, copy_host, run_tune
 
+import reconciler
 from reconciler import profile as profile_mod
+from reconciler.errors import ExitCode
 from reconciler.profile import load_profile
 
 # Generous for a machine of two busy cores: the unbounded cases take minutes or forever.
@@ -150,3 +155,141 @@ def test_an_edited_parent_is_not_served_from_the_cache_either(
     assert load_profile(child).data["sysctl"] == {"vm.swappiness": 10}
     monkeypatch.setattr(profile_mod, "_validated", real)
     assert load_profile(child).data["sysctl"] == {"vm.swappiness": 99}
+
+
+# A full disk: the journal's device fills up in the middle of an apply.
+
+LIBRARY = Path(reconciler.__file__).parent / "apply_lib.sh"
+
+JOURNALS = "var/lib/tune/runs"
+
+
+def host_files(root: Path) -> dict[str, bytes]:
+    """Every file of a snapshot except tune's own state: what an apply changes."""
+    return {
+        str(p.relative_to(root)): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and not str(p.relative_to(root)).startswith(("var/lib/tune", "run/lock"))
+    }
+
+
+def journal_lines(root: Path) -> list[bytes]:
+    (journal,) = (root / JOURNALS).glob("*.jsonl")
+    return journal.read_bytes().splitlines(keepends=True)
+
+
+def assert_whole_records(root: Path) -> None:
+    for line in journal_lines(root):
+        assert line.endswith(b"\n"), line
+        json.loads(line)
+
+
+def fill_up_at(monkeypatch: pytest.MonkeyPatch, nth_step: int) -> None:
+    """The journal's device fills up while the `nth_step`-th step record (0-based) is written:
+    write(2) takes half of it, then ENOSPC for everything after (sysfs is not on that device)."""
+    real = os.write
+    state = {"steps": 0, "full": False}
+
+    def write(fd: int, data: bytes | memoryview) -> int:
+        if not os.readlink(f"/proc/self/fd/{fd}").endswith(".jsonl"):
+            return real(fd, data)
+        if state["full"]:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        if bytes(data[:15]) == b'{"type":"step",':
+            state["steps"] += 1
+            if state["steps"] > nth_step:
+                state["full"] = True
+                return real(fd, data[: len(data) // 2])
+        return real(fd, data)
+
+    monkeypatch.setattr(os, "write", write)
+
+
+def test_a_step_whose_record_the_full_disk_cut_short_is_never_written(
+    untuned: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    before = host_files(untuned)
+    fill_up_at(monkeypatch, nth_step=2)
+    result = run_tune("apply", BLACKWELL, "--runtime-only", "--root", untuned, "--yes")
+    monkeypatch.undo()
+    assert result.code == ExitCode.NO_SPACE, result.err
+    assert "no space left on the device" in result.err
+    assert "rolled back 2 changes" in result.err
+    assert "not restored" not in result.err
+    assert host_files(untuned) == before
+    assert_whole_records(untuned)
+
+
+def test_no_room_for_the_first_record_changes_nothing_and_says_so(
+    untuned: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    before = host_files(untuned)
+    real = os.write
+
+    def full(fd: int, data: bytes | memoryview) -> int:
+        if os.readlink(f"/proc/self/fd/{fd}").endswith(".jsonl"):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(fd, data)
+
+    monkeypatch.setattr(os, "write", full)
+    result = run_tune("apply", BLACKWELL, "--runtime-only", "--root", untuned, "--yes")
+    monkeypatch.undo()
+    assert result.code == ExitCode.NO_SPACE, result.err
+    assert result.err.strip().endswith(
+        "no space left on the device to append; nothing was changed."
+    )
+    assert host_files(untuned) == before
+
+
+def test_a_real_short_write_of_the_kernel_stops_the_apply_before_the_step(
+    tmp_path: Path, untuned: Path
+) -> None:
+    """RLIMIT_FSIZE: the kernel itself writes part of the record that crosses the limit (then
+    EFBIG, SIGXFSZ being ignored by Python), as a device that fills up would."""
+    rehearsal = copy_host(UNTUNED, tmp_path / "rehearsal")
+    assert run_tune("apply", BLACKWELL, "--runtime-only", "--root", rehearsal, "--yes").code == 0
+    lines = journal_lines(rehearsal)
+    steps = [n for n, line in enumerate(lines) if line.startswith(b'{"type":"step",')]
+    third = steps[2]
+    limit = sum(map(len, lines[:third])) + len(lines[third]) // 2
+    shutil.rmtree(rehearsal)
+    before = host_files(untuned)
+
+    def small_files() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    args = ["--root", str(untuned), "--yes"]
+    done = subprocess.run(
+        [sys.executable, "-m", "reconciler.cli", "apply", str(BLACKWELL), "--runtime-only", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=small_files,
+        check=False,
+    )
+    assert done.returncode == ExitCode.APPLY_FAILED, done.stderr
+    assert "File too large" in done.stderr
+    assert "rolled back 2 changes" in done.stderr
+    assert "not restored" not in done.stderr
+    assert host_files(untuned) == before
+    assert_whole_records(untuned)
+
+
+@pytest.mark.parametrize("shell", ["sh", "bash"])
+def test_the_remote_engine_keeps_a_record_whole_or_not_at_all(tmp_path: Path, shell: str) -> None:
+    """apply_lib.sh's `rec` under a file size limit: the kernel takes part of the record; `rec`
+    must fail (so the step is not written) and leave only whole records behind."""
+    if shutil.which(shell) is None:
+        pytest.skip(f"no {shell} here")
+    journal = tmp_path / "run.jsonl"
+    journal.write_bytes(b'{"type":"run"}\n')
+    record = json.dumps({"type": "step", "seq": 0, "data": "x" * 1000})
+    script = (
+        f". {LIBRARY}\nJ={journal}\ntrap '' XFSZ\nulimit -f 1\n"  # 512 bytes
+        'if rec "$1"; then echo wrote; else echo "refused: $ERR"; fi\n'
+    )
+    done = subprocess.run(
+        [shell, "-c", script, shell, record], capture_output=True, text=True, timeout=60
+    )
+    assert done.stdout.startswith("refused: "), done.stdout + done.stderr
+    assert journal.read_bytes() == b'{"type":"run"}\n'
