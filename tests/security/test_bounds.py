@@ -15,14 +15,17 @@ import resource
 import shutil
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import pytest
 from conftest import BLACKWELL, UNTUNED, Result, copy_host, run_tune
 
 import reconciler
+from reconciler import host as host_mod
 from reconciler import profile as profile_mod
-from reconciler.errors import ExitCode
+from reconciler.errors import ExitCode, HostError
+from reconciler.host import ArchiveHost
 from reconciler.profile import load_profile
 
 # Generous for a machine of two busy cores: the unbounded cases take minutes or forever.
@@ -241,6 +244,24 @@ def test_no_room_for_the_first_record_changes_nothing_and_says_so(
     assert host_files(untuned) == before
 
 
+def tune_with_files_up_to(limit: int, *args: str | Path) -> subprocess.CompletedProcess[str]:
+    """`tune ARGS` in a child whose files cannot grow past `limit` bytes (RLIMIT_FSIZE):
+    the kernel writes what fits of the write that crosses it, then refuses with EFBIG (Python
+    ignores SIGXFSZ), as a device that fills up does."""
+
+    def small_files() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return subprocess.run(
+        [sys.executable, "-m", "reconciler.cli", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=small_files,
+        check=False,
+    )
+
+
 def test_a_real_short_write_of_the_kernel_stops_the_apply_before_the_step(
     tmp_path: Path, untuned: Path
 ) -> None:
@@ -255,18 +276,8 @@ def test_a_real_short_write_of_the_kernel_stops_the_apply_before_the_step(
     shutil.rmtree(rehearsal)
     before = host_files(untuned)
 
-    def small_files() -> None:
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
-
-    args = ["--root", str(untuned), "--yes"]
-    done = subprocess.run(
-        [sys.executable, "-m", "reconciler.cli", "apply", str(BLACKWELL), "--runtime-only", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        preexec_fn=small_files,
-        check=False,
-    )
+    args = ("--runtime-only", "--root", untuned, "--yes")
+    done = tune_with_files_up_to(limit, "apply", BLACKWELL, *args)
     assert done.returncode == ExitCode.APPLY_FAILED, done.stderr
     assert "File too large" in done.stderr
     assert "rolled back 2 changes" in done.stderr
@@ -293,3 +304,76 @@ def test_the_remote_engine_keeps_a_record_whole_or_not_at_all(tmp_path: Path, sh
     )
     assert done.stdout.startswith("refused: "), done.stdout + done.stderr
     assert journal.read_bytes() == b'{"type":"run"}\n'
+
+
+# Snapshot archives: a few hundred KB of gzip that unpack to hundreds of megabytes.
+
+BOMB_MEMBER = 300 << 20
+PEAK_KB = 200 << 10  # the interpreter and tune's imports take well under half of it
+
+
+def zeros_archive(path: Path, members: list[tuple[str, int, bytes]]) -> Path:
+    """A .tar.gz of members (name, size, tar type) whose contents are zeros."""
+    with tarfile.open(path, "w:gz", compresslevel=1) as tar, open("/dev/zero", "rb") as zero:
+        for name, size, kind in members:
+            info = tarfile.TarInfo(name)
+            info.size, info.type = size, kind
+            tar.addfile(info, zero)
+    return path
+
+
+def test_an_archive_member_that_unpacks_to_300_mb_is_refused_from_its_header(
+    tmp_path: Path,
+) -> None:
+    bomb = zeros_archive(
+        tmp_path / "bomb.tar.gz", [("proc/sys/vm/swappiness", BOMB_MEMBER, tarfile.REGTYPE)]
+    )
+    assert bomb.stat().st_size < 2 << 20
+    result, peak = tune_in_child("plan", BLACKWELL, "--root", bomb)
+    assert result.code == 1, result.err
+    assert result.err.strip() == (
+        f"{bomb}: cannot read snapshot archive (its member proc/sys/vm/swappiness is 300 MiB, "
+        "more than the 16 MiB tune reads of one file)."
+    )
+    assert peak < PEAK_KB
+
+
+def test_an_archive_whose_files_add_up_past_the_limit_is_refused(tmp_path: Path) -> None:
+    members = [(f"proc/f{n}", 15 << 20, tarfile.REGTYPE) for n in range(18)]
+    bomb = zeros_archive(tmp_path / "many.tar.gz", members)
+    result, peak = tune_in_child("plan", BLACKWELL, "--root", bomb)
+    assert result.code == 1, result.err
+    assert "its files hold more than 256 MiB, the most tune reads" in result.err
+    assert peak < PEAK_KB
+
+
+def test_a_long_name_header_of_300_mb_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    """tarfile reads a GNU long-name header whole, before it shows any member: the size of that
+    read is what stops it."""
+    bomb = zeros_archive(tmp_path / "name.tar.gz", [("x", BOMB_MEMBER, tarfile.GNUTYPE_LONGNAME)])
+    result, peak = tune_in_child("plan", BLACKWELL, "--root", bomb)
+    assert result.code == 1, result.err
+    assert (
+        "one of its headers is 300 MiB, more than the 16 MiB tune reads of one file" in result.err
+    )
+    assert peak < PEAK_KB
+
+
+def test_an_archive_of_too_many_files_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(host_mod, "MAX_ARCHIVE_MEMBERS", 10)
+    crowd = zeros_archive(
+        tmp_path / "crowd.tar.gz", [(f"f{n}", 1, tarfile.REGTYPE) for n in range(11)]
+    )
+    with pytest.raises(HostError, match=r"more than 10 members, the most tune reads"):
+        ArchiveHost(crowd)
+
+
+def test_a_snapshot_that_does_not_fit_says_so_and_leaves_no_half_archive(tmp_path: Path) -> None:
+    target = tmp_path / "snap.tar.gz"
+
+    done = tune_with_files_up_to(4096, "snapshot", BLACKWELL, "--root", UNTUNED, "-o", target)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.strip() == f"{target}: cannot write the snapshot (File too large)."
+    assert not target.exists()
