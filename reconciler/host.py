@@ -27,6 +27,11 @@ from .errors import HostError, LockHeld, NoSpace, Refused
 # sysfs and procfs files report 4096 bytes or 0 whatever they hold; cap reads so a profile glob
 # that matches something large (a log, a firmware blob) cannot balloon the observation.
 MAX_FILE_BYTES = 1 << 16
+# tune's own state read whole (run journals, the stored profile): far above any journal tune
+# writes (a 128-CPU host's run is a few MB), and still a bound on what a file planted or grown
+# there (a sparse file of 20 GiB) can make tune hold. Whole reads take one byte more, which is
+# how a reader tells a file past the limit from one at it.
+MAX_STATE_BYTES = 64 << 20
 GLOB_CHARS = frozenset("*?[")
 
 View = TypeVar("View")
@@ -337,7 +342,7 @@ class DirectoryHost(Host):
         # first) saves a system call per file, a thousand on a 128-CPU host.
         try:
             with open(self._local(path), "rb") as handle:
-                files.contents[path] = handle.read(-1 if limit is None else limit)
+                files.contents[path] = handle.read(MAX_STATE_BYTES + 1 if limit is None else limit)
         except IsADirectoryError:
             return
         except OSError as exc:

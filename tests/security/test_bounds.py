@@ -377,3 +377,21 @@ def test_a_snapshot_that_does_not_fit_says_so_and_leaves_no_half_archive(tmp_pat
     assert done.returncode == 1, done.stderr
     assert done.stderr.strip() == f"{target}: cannot write the snapshot (File too large)."
     assert not target.exists()
+
+
+# Run journals: a sparse file of 20 GiB where a journal should be.
+
+
+@pytest.mark.parametrize("command", ["history", "rollback", "report"])
+def test_a_sparse_20_gib_journal_is_refused_in_a_sentence(untuned: Path, command: str) -> None:
+    journal = untuned / JOURNALS / "20260101T000000Z-abcdef.jsonl"
+    journal.parent.mkdir(parents=True)
+    journal.touch()
+    os.truncate(journal, 20 << 30)
+    result, peak = tune_in_child(command, "--root", untuned)
+    assert result.code == 1, result.err
+    assert result.err.strip() == (
+        "/var/lib/tune/runs/20260101T000000Z-abcdef.jsonl: larger than 64 MiB, the most tune "
+        "reads of a run journal; it is not one tune wrote: move it out of the way to go on."
+    )
+    assert peak < PEAK_KB
