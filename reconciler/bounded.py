@@ -16,10 +16,10 @@ import stat
 # reads about 100 KB a second on a busy core, so 256 KiB keeps the worst case (tiny keys) at a
 # few seconds, where 2 MB of them took most of a minute.
 MAX_PROFILE_BYTES = 256 << 10
-# An Ansible inventory of thousands of hosts with their variables.
+# An Ansible inventory of thousands of hosts with their variables is a few MB.
 MAX_INVENTORY_BYTES = 16 << 20
-# A saved plan holds every observed value of its host: a 128-CPU host's plan is about 1 MB.
-MAX_SAVED_PLAN_BYTES = 64 << 20
+# A saved plan holds what it observed of its host: a 128-CPU host's plan is 86 KB.
+MAX_SAVED_PLAN_BYTES = 16 << 20
 
 
 class Unreadable(OSError):

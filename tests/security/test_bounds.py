@@ -395,3 +395,26 @@ def test_a_sparse_20_gib_journal_is_refused_in_a_sentence(untuned: Path, command
         "reads of a run journal; it is not one tune wrote: move it out of the way to go on."
     )
     assert peak < PEAK_KB
+
+
+# Other files tune reads on this machine.
+
+
+def test_a_fifo_as_the_inventory_is_refused_not_waited_on(tmp_path: Path) -> None:
+    fifo = tmp_path / "hosts.ini"
+    os.mkfifo(fifo)
+    result, _peak = tune_in_child("plan", BLACKWELL, "--inventory", fifo)
+    assert result.code == ExitCode.USAGE, result.err
+    assert result.err.strip() == (
+        f"{fifo}: cannot read the inventory (a FIFO is not a regular file)."
+    )
+
+
+def test_a_fifo_as_the_saved_plan_is_refused_not_waited_on(tmp_path: Path) -> None:
+    fifo = tmp_path / "plan.json"
+    os.mkfifo(fifo)
+    result, _peak = tune_in_child("apply", fifo, "--root", UNTUNED, "--yes")
+    assert result.code == ExitCode.USAGE, result.err
+    assert result.err.strip() == (
+        f"{fifo} is not a plan saved by tune plan (a FIFO is not a regular file)."
+    )
