@@ -398,7 +398,8 @@ def rollback(host: Host, run_id: str | None = None, *, boot_only: bool = False) 
         if not boot_only and not failures:
             _clear_pending(host, chosen, failures)
         done = "boot-rolled-back" if boot_only else "rolled-back"
-        _mark(journal, "end", outcome="rollback-failed" if failures else done, finished=now_iso())
+        with contextlib.suppress(TuneError):  # a marker, as those of `restore`
+            journal.end("rollback-failed" if failures else done)
     return RollbackResult(chosen, result)
 
 

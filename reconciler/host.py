@@ -604,11 +604,10 @@ _DECOMPRESS = (
     (b"\xfd7zXZ\x00", "lzma"),
 )
 
-# What a snapshot archive may unpack to. The example 8-GPU host (examples/hosts/
-# rtx6000bw-untuned) is 2,233 files, 3.7 MB, the largest 181 KB; a two-socket host with twice
-# the CPUs and GPUs and a long journal history stays under a tenth of these. A few KB of gzip
-# can unpack to gigabytes: these are checked from the tar headers, before a member is read, and
-# the stream itself is never unpacked past MAX_ARCHIVE_BYTES.
+# What a snapshot archive may unpack to. The example host of 128 CPUs and 8 GPUs
+# (examples/hosts/rtx6000bw-untuned) is 2,233 files, 3.7 MB, the largest 181 KB: these limits
+# are 70 to 90 times that. A few KB of gzip can unpack to gigabytes: the sizes are checked from
+# the tar headers, before a member is read, and the stream is never unpacked past the total.
 MAX_ARCHIVE_BYTES = 256 << 20
 MAX_ARCHIVE_MEMBER_BYTES = 16 << 20
 MAX_ARCHIVE_MEMBERS = 200_000
