@@ -418,3 +418,33 @@ def test_a_fifo_as_the_saved_plan_is_refused_not_waited_on(tmp_path: Path) -> No
     assert result.err.strip() == (
         f"{fifo} is not a plan saved by tune plan (a FIFO is not a regular file)."
     )
+
+
+def test_no_room_for_the_lock_is_a_sentence_not_an_internal_error(
+    untuned: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lock file takes the holder's pid before any change: a full device there (before:
+    exit 70, "internal error") changes nothing and says so."""
+    before = host_files(untuned)
+    real_write, real_pwrite = os.write, os.pwrite
+
+    def is_lock(fd: int) -> bool:
+        return os.readlink(f"/proc/self/fd/{fd}").endswith("tune.lock")
+
+    def write(fd: int, data: bytes | memoryview) -> int:
+        if is_lock(fd):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_write(fd, data)
+
+    def pwrite(fd: int, data: bytes | memoryview, offset: int) -> int:
+        if is_lock(fd):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_pwrite(fd, data, offset)
+
+    monkeypatch.setattr(os, "write", write)
+    monkeypatch.setattr(os, "pwrite", pwrite)
+    result = run_tune("apply", BLACKWELL, "--runtime-only", "--root", untuned, "--yes")
+    monkeypatch.undo()
+    assert result.code == ExitCode.NO_SPACE, result.err
+    assert result.err.strip().endswith("no space left on the device; nothing was changed.")
+    assert host_files(untuned) == before
