@@ -14,9 +14,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from .errors import HostError
 from .host import Files, Host, Request
-from .journal import skipped_line
+from .journal import JournalError, skipped_line, within_limit
 from .model import Note
 
 STATE = "/var/lib/tune"
@@ -26,10 +25,6 @@ RUN_SUFFIX = ".jsonl"
 
 # A value as plan JSON writes it: a string, a list of lines, or null for absent.
 JsonValue = str | list[str] | None
-
-
-class JournalError(HostError):
-    """A run journal that exists but cannot be read or understood."""
 
 
 @dataclass(frozen=True)
@@ -136,7 +131,7 @@ def latest_applied(files: Files) -> AppliedRun | None:
         data = files.read(path)
         if data is None:
             continue
-        run = parse_run(path, data)
+        run = parse_run(path, within_limit(path, data))
         if run is not None:
             return run
     return None

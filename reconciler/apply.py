@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any, Protocol
 
-from .errors import ApplyFailed, HostError, Refused, TuneError
+from .errors import ApplyFailed, ExitCode, HostError, NoSpace, Refused, TuneError
 from .host import Host
 from .journal import PROFILE, RUNS, Journal, chosen_run, existing_run, now_iso
 from .kinds import REGISTRY, files
@@ -186,14 +186,17 @@ def execute(
     around: PhaseHook | None = None,
 ) -> str:
     """Apply `work.steps`; returns the run id. Raises `ApplyFailed` after rolling back."""
-    journal = Journal.start(
-        host,
-        profile=work.plan.profile,
-        phase=phase,
-        host_name=work.plan.host.name,
-        boot_id=work.plan.host.boot_id,
-        sync=sync,
-    )
+    try:
+        journal = Journal.start(
+            host,
+            profile=work.plan.profile,
+            phase=phase,
+            host_name=work.plan.host.name,
+            boot_id=work.plan.host.boot_id,
+            sync=sync,
+        )
+    except NoSpace as exc:
+        raise NoSpace(f"{exc}; nothing was changed.") from None
     done: list[tuple[int, Step]] = []
     at = "the start"
     about = contexts(work.plan, work.steps)
@@ -222,8 +225,17 @@ def execute(
             failures = restore(host, journal, done, journal.made).failures
             with contextlib.suppress(Exception):
                 journal.end("rollback-failed" if failures else "rolled-back")
-        raise ApplyFailed(_failed_message(reason, at, done, failures, journal.run_id)) from None
+        raise _apply_failed(
+            exc, _failed_message(reason, at, done, failures, journal.run_id)
+        ) from None
     return journal.run_id
+
+
+def _apply_failed(cause: BaseException, message: str) -> ApplyFailed:
+    failed = ApplyFailed(message)
+    if isinstance(cause, NoSpace):  # rolled back all the same; the exit code says why
+        failed.exit_code = ExitCode.NO_SPACE
+    return failed
 
 
 def make(
@@ -274,8 +286,8 @@ def extend(host: Host, run_id: str, steps: tuple[Step, ...]) -> None:
         with _signals_ignored():
             failures = restore(host, journal, done, journal.made).failures
         reason = str(exc) if not isinstance(exc, KeyboardInterrupt) else "interrupted by SIGINT"
-        raise ApplyFailed(
-            _failed_message(reason, "the promotion", done, failures, run_id)
+        raise _apply_failed(
+            exc, _failed_message(reason, "the promotion", done, failures, run_id)
         ) from None
 
 
@@ -317,13 +329,15 @@ def restore(
     made: Mapping[int, Sequence[str]],
 ) -> Restored:
     """Undo `steps` in reverse order, continuing past any failure; `made`: the directories
-    each step created (`Journal.creates`), removed after it while empty (`tidy`)."""
+    each step created (`Journal.creates`), removed after it while empty (`tidy`). The journal's
+    markers are kept where they can be: a restore is counted by what the host reads back, never
+    by whether a full disk took its marker (restoring a step again later finds it unchanged)."""
     result = Restored()
     failures = result.failures
     for seq, step in reversed(steps):
         try:
             if read(host, step.probe) == step.restored:
-                journal.record("unchanged", seq=seq)
+                _mark(journal, "unchanged", seq=seq)
                 result.unchanged += 1
                 continue
             for op in step.undo:
@@ -333,15 +347,19 @@ def restore(
                 raise StepFailed(
                     f"{step.id}: restored {_show(step.restored)} but it reads back {_show(got)}"
                 )
-            journal.record("restored", seq=seq)
+            _mark(journal, "restored", seq=seq)
             result.restored += 1
         except Exception as exc:
             failures.append(str(exc))
-            with contextlib.suppress(Exception):
-                journal.record("restore-failed", seq=seq, error=str(exc))
+            _mark(journal, "restore-failed", seq=seq, error=str(exc))
         finally:
             tidy(host, step, made.get(seq, ()))
     return result
+
+
+def _mark(journal: Journal, record_type: str, /, **fields: Any) -> None:
+    with contextlib.suppress(TuneError):
+        journal.record(record_type, **fields)
 
 
 def tidy(host: Host, step: Step, made: Sequence[str]) -> None:
@@ -401,7 +419,7 @@ def rollback(host: Host, run_id: str | None = None, *, boot_only: bool = False) 
     if run.outcome == "rolled-back":
         return RollbackResult(chosen, Restored(), already=True)
     journal = Journal(host, chosen)
-    journal.record("rollback", started=now_iso())
+    _mark(journal, "rollback", started=now_iso())
     with _signals_ignored():
         steps = [(seq, s) for seq, s in run.steps if not boot_only or s.kind in BOOT_KINDS]
         result = restore(host, journal, steps, run.made)
@@ -418,7 +436,8 @@ def rollback(host: Host, run_id: str | None = None, *, boot_only: bool = False) 
         if not boot_only and not failures:
             _clear_pending(host, chosen, failures)
         done = "boot-rolled-back" if boot_only else "rolled-back"
-        journal.end("rollback-failed" if failures else done)
+        with contextlib.suppress(TuneError):  # a marker, as those of `restore`
+            journal.end("rollback-failed" if failures else done)
     return RollbackResult(chosen, result)
 
 

@@ -15,7 +15,17 @@ MADE=
 jstr() { printf '%s' "$1" | tr '\n\t' '  ' | tr -d '\000-\037' | sed 's/\\/\\\\/g; s/"/\\"/g'; }
 # fsync one file (coreutils >= 8.24); an older sync takes no operand: sync everything then.
 fsync() { sync -- "$@" 2>/dev/null || sync; }
-rec() { printf '%s\n' "$1" >>"$J" && fsync "$J"; }
+# Append one record, whole and on disk, or leave the journal as it was and fail: a device that
+# fills up takes part of a record, and the shell's printf does not always say so. A step whose
+# record is not whole is not written (`rec ... || fail`). LC_ALL=C: ${#1} counts bytes.
+rec() {
+    s=$(($(wc -c <"$J"))) || return 1
+    if printf '%s\n' "$1" >>"$J" && fsync "$J" && [ $(($(wc -c <"$J"))) -eq $((s + ${#1} + 1)) ]
+    then return 0; fi
+    truncate -s "$s" "$J" 2>/dev/null
+    ERR="$J: cannot append a whole record (is the device full?)"
+    return 1
+}
 now() { date -u +%Y-%m-%dT%H:%M:%SZ; }
 
 # What the kernel prints back after V is written to a file (emulate.kernel_text).

@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import applied
-from .applied import AppliedRun, JournalError, JsonValue
+from .applied import AppliedRun, JsonValue
 from .errors import HostError
 from .host import DirectoryHost, Files, Host, Request
+from .journal import JournalError
 from .model import Change, CheckResult, Knob, Note, Pending, Plan
 from .observe import Observation, observation, request
 from .plan import make_plan

@@ -17,7 +17,7 @@ from . import __version__, saved
 from .cli_options import format_option
 from .errors import ExitCode, TuneError, UsageError
 from .fleet import fleet_exit_code, for_each_host
-from .host import Host, write_archive
+from .host import FULL, Host, write_archive
 from .model import Plan
 from .observe import observation, observe, request
 from .plan import make_plan
@@ -247,11 +247,16 @@ def main(argv: list[str] | None = None) -> None:
     except Exception as exc:  # the last line of defence against tracebacks
         if os.environ.get("TUNE_DEBUG"):
             raise
-        click.echo(
-            f"tune: internal error: {type(exc).__name__}: {exc} (set TUNE_DEBUG=1 for a traceback)",
-            err=True,
-        )
-        code = 70
+        if isinstance(exc, OSError) and exc.errno in FULL:
+            # Every write that changes a host is journaled and rolled back where it fails;
+            # what reaches here is tune's own file (the lock, a saved plan, a report).
+            said = f"{exc.filename or 'tune'}: no space left on the device; nothing was changed."
+            code = ExitCode.NO_SPACE
+        else:
+            said = f"tune: internal error: {type(exc).__name__}: {exc}"
+            said += " (set TUNE_DEBUG=1 for a traceback)"
+            code = 70
+        click.echo(said, err=True)
     if argv is None:
         # Run as the program: the interpreter's last act is a full collection of every object,
         # ~20-30 ms of CPU spent finding garbage the process's exit frees anyway. A caller in

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from .errors import HostError
 from .formats import pcie
-from .host import Completed, refusal
+from .host import Completed, refusal, write_all
 
 if TYPE_CHECKING:
     from .host import DirectoryHost
@@ -92,7 +92,7 @@ def _overwrite(local: str, data: bytes, create: bool = False) -> None:
     flags = os.O_WRONLY | os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK | (os.O_CREAT if create else 0)
     fd = os.open(local, flags, 0o644)
     try:
-        os.write(fd, data)
+        write_all(fd, data)
     finally:
         os.close(fd)
 

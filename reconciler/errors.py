@@ -13,6 +13,7 @@ class ExitCode:
     REBOOT_TIMEOUT = 4
     USAGE = 64
     INVALID_PROFILE = 65
+    NO_SPACE = 74  # sysexits' EX_IOERR: the device (or the quota) is full
 
 
 class TuneError(Exception):
@@ -29,6 +30,13 @@ class HostError(TuneError):
     """The host could not be read (missing snapshot, unreadable file, unreachable)."""
 
     exit_code = ExitCode.HOST_ERROR
+
+
+class NoSpace(HostError):
+    """A write that found the device full (ENOSPC) or the user's quota spent (EDQUOT): nothing
+    a retry fixes, and nothing tune itself got wrong."""
+
+    exit_code = ExitCode.NO_SPACE
 
 
 class Refused(HostError):

@@ -21,15 +21,43 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from .beneath import Beneath, Rooted
-from .errors import HostError, LockHeld, Refused
+from .bounded import size_text
+from .errors import HostError, LockHeld, NoSpace, Refused
 from .steps import temporary as temporary_of
 
 # sysfs and procfs files report 4096 bytes or 0 whatever they hold; cap reads so a profile glob
 # that matches something large (a log, a firmware blob) cannot balloon the observation.
 MAX_FILE_BYTES = 1 << 16
+# tune's own state read whole (run journals, the stored profile): far above any journal tune
+# writes (a 128-CPU host's run is a few MB), and still a bound on what a file planted or grown
+# there (a sparse file of 20 GiB) can make tune hold. Whole reads take one byte more, which is
+# how a reader tells a file past the limit from one at it.
+MAX_STATE_BYTES = 64 << 20
 GLOB_CHARS = frozenset("*?[")
 
 View = TypeVar("View")
+
+
+# What a full device (or a spent quota) makes a write fail with.
+FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Every byte of `data`, or OSError: write(2) may write less than it was given (a device
+    that fills up midway, RLIMIT_FSIZE), and the rest must not be dropped in silence."""
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        if written == 0:  # a regular file says why it takes nothing; be safe if one does not
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        view = view[written:]
+
+
+def write_error(path: str, doing: str, exc: OSError) -> HostError:
+    """The sentence for a write that failed; a full device is its own error (and exit code)."""
+    if exc.errno in FULL:
+        return NoSpace(f"{path}: no space left on the device to {doing}")
+    return HostError(f"{path}: cannot {doing} ({exc.strerror or exc}).")
 
 
 def is_glob(pattern: str) -> bool:
@@ -225,7 +253,8 @@ class Host(ABC):
         raise self._refuse()
 
     def read_file(self, path: str) -> bytes | None:
-        """A whole file of tune's own state (journals), uncapped; None when absent."""
+        """A whole file of tune's own state (journals), up to one byte past MAX_STATE_BYTES;
+        None when absent."""
         raise self._refuse()
 
     def set_attr(self, path: str, value: str) -> None:
@@ -332,7 +361,9 @@ class DirectoryHost(Host):
         # A glob may match a directory: it is not a file to read. Asking open (not a stat
         # first) saves a system call per file, a thousand on a 128-CPU host.
         try:
-            files.contents[path] = self.paths.read(path, limit)
+            files.contents[path] = self.paths.read(
+                path, MAX_STATE_BYTES + 1 if limit is None else limit
+            )
         except IsADirectoryError:
             return
         except OSError as exc:
@@ -344,7 +375,8 @@ class DirectoryHost(Host):
     def read_file(self, path: str) -> bytes | None:
         _normal(path)
         try:
-            return self.paths.read(path, None)
+            # Whole reads stop one byte past the limit, for the reader to refuse (`journal`).
+            return self.paths.read(path, MAX_STATE_BYTES + 1)
         except FileNotFoundError:
             return None
         except OSError as exc:
@@ -372,7 +404,7 @@ class DirectoryHost(Host):
             os.makedirs(directory, exist_ok=True)
             fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode)
             try:
-                os.write(fd, data)
+                write_all(fd, data)
                 os.fchmod(fd, mode)
                 os.fsync(fd)
             finally:
@@ -385,7 +417,7 @@ class DirectoryHost(Host):
             with contextlib.suppress(OSError):
                 os.unlink(temporary)
             if isinstance(exc, OSError):
-                raise HostError(f"{path}: cannot write ({exc.strerror}).") from exc
+                raise write_error(path, "write", exc) from exc
             raise
 
     def delete_file(self, path: str) -> None:
@@ -419,21 +451,22 @@ class DirectoryHost(Host):
                 raise HostError(f"{path}: cannot remove ({exc.strerror}).") from exc
 
     def append(self, path: str, data: bytes, *, sync: bool = True) -> None:
+        """`data` whole and (with `sync`) on disk, or nothing: a record a full device cut short
+        is cut off again, so the journal holds whole records only, and the write that record
+        announces does not happen."""
         local = self._local(path)
         try:
             os.makedirs(os.path.dirname(local), exist_ok=True)
             created = not os.path.exists(local)
             fd = os.open(local, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
             try:
-                os.write(fd, data)
-                if sync:
-                    os.fsync(fd)
+                _append_whole(fd, data, sync)
             finally:
                 os.close(fd)
             if created and sync:
                 _sync_directory(os.path.dirname(local))
         except OSError as exc:
-            raise HostError(f"{path}: cannot append ({exc.strerror}).") from exc
+            raise write_error(path, "append", exc) from exc
 
     def writable(self, path: str) -> bool:
         local = self._local(path)
@@ -468,6 +501,18 @@ def _normal(path: str) -> None:
     # Profiles cannot name such paths; this keeps a snapshot's reads inside it regardless.
     if not path.startswith("/") or any(p in (".", "..") for p in path.split("/")):
         raise HostError(f"{path}: refusing to read a path that is not absolute and normal.")
+
+
+def _append_whole(fd: int, data: bytes, sync: bool) -> None:
+    start = os.fstat(fd).st_size  # the only writer: the run holds the lock
+    try:
+        write_all(fd, data)
+        if sync:
+            os.fsync(fd)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, start)
+        raise
 
 
 def _sync_directory(directory: str) -> None:
@@ -606,43 +651,132 @@ _DECOMPRESS = (
     (b"\xfd7zXZ\x00", "lzma"),
 )
 
+# What a snapshot archive may unpack to. The example host of 128 CPUs and 8 GPUs
+# (examples/hosts/rtx6000bw-untuned) is 2,233 files, 3.7 MB, the largest 181 KB: these limits
+# are 70 to 90 times that. A few KB of gzip can unpack to gigabytes: the sizes are checked from
+# the tar headers, before a member is read, and the stream is never unpacked past the total.
+MAX_ARCHIVE_BYTES = 256 << 20
+MAX_ARCHIVE_MEMBER_BYTES = 16 << 20
+MAX_ARCHIVE_MEMBERS = 200_000
+
+
+class ArchiveRefused(OSError):
+    """An archive larger than tune reads; the text says which limit."""
+
+
+class _Bounded:
+    """The unpacked tar stream for `tarfile`, refused past MAX_ARCHIVE_BYTES: reads come in
+    pieces (tarfile asks for a whole long-name header at once) and seeks stop at the cap. The
+    last read is kept: it holds the header block where tarfile stopped."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+        self.last: tuple[int, bytes] = (0, b"")
+
+    def _check(self, position: int) -> None:
+        if position > MAX_ARCHIVE_BYTES:
+            limit = size_text(MAX_ARCHIVE_BYTES)
+            raise ArchiveRefused(f"it unpacks to more than {limit}, the most tune reads")
+
+    def read(self, size: int = -1) -> bytes:
+        if size > MAX_ARCHIVE_MEMBER_BYTES:  # a long-name or pax header, read whole
+            raise _one_file_too_large("one of its headers", size)
+        start = self.tell()
+        chunks = []
+        while size != 0:
+            chunk = self.stream.read(1 << 20 if size < 0 else min(size, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size -= len(chunk) if size > 0 else 0
+            self._check(self.stream.tell())
+        self.last = (start, b"".join(chunks))
+        return self.last[1]
+
+    def rest_is_zeros(self, offset: int) -> bool:
+        """Whether everything from `offset` (where tarfile stopped) to the end is zeros."""
+        start, last = self.last
+        if start <= offset <= start + len(last):
+            tail = last[offset - start :]
+        else:
+            self.seek(offset)
+            tail = b""
+        zeros = not tail.strip(b"\0")
+        # Read to the end all the same: the decompressor checks its CRC there, and a corrupt
+        # stream is the better explanation of garbage where a header should be.
+        while chunk := self.read(1 << 20):
+            zeros = zeros and not chunk.strip(b"\0")
+        return zeros
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        if whence == io.SEEK_SET:
+            self._check(offset)
+        return int(self.stream.seek(offset, whence))
+
+    def tell(self) -> int:
+        return int(self.stream.tell())
+
+
+def _one_file_too_large(what: str, size: int) -> ArchiveRefused:
+    limit = size_text(MAX_ARCHIVE_MEMBER_BYTES)
+    return ArchiveRefused(
+        f"{what} is {size_text(size)}, more than the {limit} tune reads of one file"
+    )
+
 
 def _read_archive(archive: Path) -> tuple[dict[str, bytes], set[str]]:
     """The archive's files, and its directories (named, or implied by a file below them)."""
+    import lzma
     import tarfile  # only snapshots packed as archives need it
     import zlib
 
-    data = archive.read_bytes()
-    for magic, module in _DECOMPRESS:
-        if data.startswith(magic):
-            try:
-                data = importlib.import_module(module).decompress(data)
-            except (OSError, EOFError, ValueError, zlib.error) as exc:
-                raise OSError(f"corrupt or truncated {module} data: {exc}") from exc
-            break
     tree: dict[str, bytes] = {}
     directories: set[str] = set()
-    try:
-        with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
-            for member in tar:
-                path = "/" + os.path.normpath(member.name).lstrip("/")
-                extracted = tar.extractfile(member) if member.isfile() else None
-                if extracted is not None:
-                    tree[path] = extracted.read(MAX_FILE_BYTES)
-                elif member.isdir():
-                    directories.add(path)
-            # tarfile ends quietly at a damaged header; what follows the last member must be
-            # the zero blocks that end an archive.
-            if data[tar.offset :].strip(b"\0"):
-                raise OSError(f"damaged tar header at byte {tar.offset}")
-    except tarfile.TarError as exc:
-        raise OSError(f"not a tar archive: {exc}") from exc
+    with open(archive, "rb") as raw:
+        magic = raw.read(6)
+        raw.seek(0)
+        module = next((m for prefix, m in _DECOMPRESS if magic.startswith(prefix)), None)
+        stream = importlib.import_module(module).open(raw) if module else raw
+        bounded = _Bounded(stream)
+        try:
+            with tarfile.open(fileobj=bounded, mode="r:") as tar:  # type: ignore[call-overload]
+                _members(tar, tree, directories)
+                # tarfile ends quietly at a damaged header; what follows the last member must
+                # be the zero blocks that end an archive.
+                if not bounded.rest_is_zeros(tar.offset):
+                    raise ArchiveRefused(f"damaged tar header at byte {tar.offset}")
+        except ArchiveRefused:
+            raise
+        except tarfile.TarError as exc:
+            raise OSError(f"not a tar archive: {exc}") from exc
+        except (OSError, EOFError, ValueError, zlib.error, lzma.LZMAError) as exc:
+            raise OSError(f"corrupt or truncated {module or 'tar'} data: {exc}") from exc
     for path in tree:
         parent = os.path.dirname(path)
         while parent not in directories and parent != "/":
             directories.add(parent)
             parent = os.path.dirname(parent)
     return tree, directories
+
+
+def _members(tar: Any, tree: dict[str, bytes], directories: set[str]) -> None:
+    """Each member, its size checked from its header before anything of it is read."""
+    total = 0
+    for count, member in enumerate(tar, 1):
+        if count > MAX_ARCHIVE_MEMBERS:
+            raise ArchiveRefused(f"more than {MAX_ARCHIVE_MEMBERS:,} members, the most tune reads")
+        total += member.size
+        if member.size > MAX_ARCHIVE_MEMBER_BYTES:
+            raise _one_file_too_large(f"its member {member.name}", member.size)
+        if total > MAX_ARCHIVE_BYTES:
+            limit = size_text(MAX_ARCHIVE_BYTES)
+            raise ArchiveRefused(f"its files hold more than {limit}, the most tune reads")
+        path = "/" + os.path.normpath(member.name).lstrip("/")
+        extracted = tar.extractfile(member) if member.isfile() else None
+        if extracted is not None:
+            tree[path] = extracted.read(MAX_FILE_BYTES)
+        elif member.isdir():
+            directories.add(path)
 
 
 def open_host(root: str | None) -> Host:
@@ -667,15 +801,24 @@ def write_archive(files: Files, target: str | os.PathLike[str]) -> int:
     now = int(time.time())
     nodes = {p for found in files.nodes.values() for p in found}
     entries = {**{p: b"" for p in nodes}, **files.contents}
-    with tarfile.open(target, "w:gz") as tar:
-        for path, data in sorted(entries.items()):
-            info = tarfile.TarInfo(path.strip("/"))
-            info.mtime = now
-            if path.endswith("/"):
-                info.type, info.mode = tarfile.DIRTYPE, 0o755
-                tar.addfile(info)
-                continue
-            info.size = len(data)
-            info.mode = 0o644
-            tar.addfile(info, io.BytesIO(data))
+    try:
+        tar = tarfile.open(target, "w:gz")  # noqa: SIM115 - entered below, once it opened
+    except OSError as exc:
+        raise write_error(str(target), "write the snapshot", exc) from exc
+    try:
+        with tar:
+            for path, data in sorted(entries.items()):
+                info = tarfile.TarInfo(path.strip("/"))
+                info.mtime = now
+                if path.endswith("/"):
+                    info.type, info.mode = tarfile.DIRTYPE, 0o755
+                    tar.addfile(info)
+                    continue
+                info.size = len(data)
+                info.mode = 0o644
+                tar.addfile(info, io.BytesIO(data))
+    except OSError as exc:  # a full device: no half an archive left behind
+        with contextlib.suppress(OSError):
+            os.unlink(target)
+        raise write_error(str(target), "write the snapshot", exc) from exc
     return sum(not p.endswith("/") for p in entries)

@@ -28,8 +28,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from .bounded import size_text
 from .errors import HostError
-from .host import Host, Request
+from .host import MAX_STATE_BYTES, Host, Request
 from .steps import Step
 
 STATE = "/var/lib/tune"
@@ -155,6 +156,21 @@ def skipped_line(knob: str, refused: str) -> str:
     return f"{knob} is not supported on this host, skipped (optional): {refused}"
 
 
+class JournalError(HostError):
+    """A run journal that exists but cannot be read or understood."""
+
+
+def within_limit(path: str, data: bytes) -> bytes:
+    """A journal's bytes as read (whole reads stop one byte past MAX_STATE_BYTES), refused when
+    it is larger than tune reads."""
+    if len(data) > MAX_STATE_BYTES:
+        raise JournalError(
+            f"{path}: larger than {size_text(MAX_STATE_BYTES)}, the most tune reads of a run "
+            "journal; it is not one tune wrote: move it out of the way to go on."
+        )
+    return data
+
+
 def run_ids(host: Host) -> list[str]:
     listing = host.fetch(Request(listings=frozenset([RUNS]))).listing(RUNS)
     names = [p.rsplit("/", 1)[1] for p in listing if p.endswith(".jsonl")]
@@ -162,8 +178,12 @@ def run_ids(host: Host) -> list[str]:
 
 
 def read_run(host: Host, run_id: str) -> Run | None:
-    data = host.read_file(run_path(run_id))
-    return None if data is None else parse_run(run_id, data)
+    path = run_path(run_id)
+    files = host.fetch(Request.of(whole=[path]))
+    if path in files.errors:
+        raise JournalError(f"{path}: cannot read run journal ({files.errors[path]}).")
+    data = files.read(path)
+    return None if data is None else parse_run(run_id, within_limit(path, data))
 
 
 def existing_run(host: Host, run_id: str) -> Run:

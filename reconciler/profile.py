@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import json
 import typing
 from collections.abc import Iterator
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 from . import profile_cache
+from .bounded import MAX_PROFILE_BYTES, read_bounded, size_text
 from .checks import ChecksSpec
 from .errors import Diagnostic, ProfileError
 from .kinds import REGISTRY
@@ -30,6 +32,7 @@ from .schema import Before, json_schema, validate
 if TYPE_CHECKING:
     from pydantic import ValidationError
     from ruamel.yaml import YAML
+    from ruamel.yaml.composer import Composer
 
 ProfileName = safe(r"[A-Za-z0-9_.-]+", "profile name", "blackwell-8x")
 
@@ -120,17 +123,24 @@ def _yaml() -> YAML:
 
     yaml = YAML(typ="rt")
     yaml.allow_duplicate_keys = False
+    yaml.Composer = _counting_composer()
     return yaml
 
 
 def parse(path: Path) -> Tree:
-    name = str(path)
+    return parse_bytes(read(path), str(path))
+
+
+def read(path: Path) -> bytes:
+    """A profile file's bytes: a regular file of at most MAX_PROFILE_BYTES."""
     try:
-        raw = path.read_bytes()
+        return read_bounded(path, MAX_PROFILE_BYTES, "a profile")
     except OSError as exc:
-        raise ProfileError(
-            [Diagnostic(name, 1, 1, f"cannot read profile: {exc.strerror}")]
-        ) from exc
+        reason = exc.strerror or str(exc)
+        raise ProfileError([Diagnostic(str(path), 1, 1, f"cannot read profile: {reason}")]) from exc
+
+
+def parse_bytes(raw: bytes, name: str) -> Tree:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -141,13 +151,64 @@ def parse(path: Path) -> Tree:
     return parse_text(text, name)
 
 
+# What one profile may hold once its aliases are expanded: keys, values and list items. A
+# profile for eight GPUs holds a few hundred; a YAML alias bomb (each anchor repeating the one
+# before nine times) holds billions in a few hundred bytes, and tune copies every one.
+MAX_PROFILE_VALUES = 20_000
+
+
+class _TooManyValues(Exception):
+    def __init__(self, line: int, column: int) -> None:
+        self.line, self.column = line, column
+
+
+@functools.cache
+def _counting_composer() -> type[Composer]:
+    """ruamel's composer, counting the values the document expands to as it composes them (an
+    alias counts what it repeats), so a bomb is refused before anything is expanded."""
+    from ruamel.yaml.composer import Composer
+    from ruamel.yaml.events import AliasEvent
+
+    class Counting(Composer):
+        expanded = 0
+        sizes: dict[int, int] | None = (
+            None  # id(node) -> what it expands to (nodes keep no attributes)
+        )
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            sizes = self.sizes = {} if self.sizes is None else self.sizes
+            start = self.expanded
+            alias = self.parser.check_event(AliasEvent)
+            node = super().compose_node(parent, index)
+            if alias:
+                self.expanded += sizes.get(id(node), 1)
+            else:
+                self.expanded += 1
+                sizes[id(node)] = self.expanded - start
+            if self.expanded > MAX_PROFILE_VALUES:
+                raise _TooManyValues(node.start_mark.line + 1, node.start_mark.column + 1)
+            return node
+
+    return Counting
+
+
 def parse_text(text: str, name: str) -> Tree:
     """YAML text as a `Tree`; `name` is what diagnostics call the file."""
     from ruamel.yaml.comments import CommentedMap
     from ruamel.yaml.error import MarkedYAMLError
 
+    if len(text.encode()) > MAX_PROFILE_BYTES:  # a profile stored on a host, read as text
+        limit = size_text(MAX_PROFILE_BYTES)
+        message = f"larger than {limit}, the most tune reads for a profile"
+        raise ProfileError([Diagnostic(name, 1, 1, message)])
     try:
         node = _yaml().load(text)
+    except _TooManyValues as exc:
+        message = (
+            f"more than {MAX_PROFILE_VALUES:,} keys, values and list items (aliases count what "
+            "they repeat), the most tune reads in a profile"
+        )
+        raise ProfileError([Diagnostic(name, exc.line, exc.column, message)]) from None
     except MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
@@ -229,9 +290,12 @@ def _replaced(path: Path_, top: Any) -> bool:
     return False
 
 
-def _resolve(path: Path, stack: tuple[Path, ...], read: list[str]) -> Tree:
-    tree = parse(path)
-    read.append(str(path))
+def _resolve(path: Path, stack: tuple[Path, ...], parsed: list[tuple[str, str]]) -> Tree:
+    raw = read(path)
+    tree = parse_bytes(raw, str(path))
+    # The cache is keyed by these very bytes: a file edited after this read is a miss later,
+    # never the old profile under the new content's name.
+    parsed.append((str(path), profile_cache.digest(raw)))
     parents = tree.data.get("extends")
     if parents is None:
         return tree
@@ -248,7 +312,7 @@ def _resolve(path: Path, stack: tuple[Path, ...], read: list[str]) -> Tree:
             raise ProfileError([Diagnostic(*at, f"extends cycle: {chain}")])
         if not target.is_file():
             raise ProfileError([Diagnostic(*at, f"extends: no such profile {parent!r}")])
-        merged = _merge(merged, _resolve(target, (*stack, path.resolve()), read))
+        merged = _merge(merged, _resolve(target, (*stack, path.resolve()), parsed))
     return _merge(merged, tree)
 
 
@@ -260,9 +324,9 @@ def load_profile(path: str | Path) -> LoadedProfile:
     cached = profile_cache.lookup(key, LoadedProfile)
     if cached is not None:
         return cached
-    read: list[str] = []
-    loaded = _validated(_resolve(path, (), read), str(path))
-    profile_cache.store(key, loaded, tuple(read))
+    parsed: list[tuple[str, str]] = []
+    loaded = _validated(_resolve(path, (), parsed), str(path))
+    profile_cache.store(key, loaded, tuple(parsed))
     return loaded
 
 

@@ -23,6 +23,8 @@ import stat
 from pathlib import Path
 from typing import TypeVar
 
+from .bounded import MAX_PROFILE_BYTES, read_bounded
+
 T = TypeVar("T")
 
 FORMAT = 1
@@ -66,9 +68,14 @@ def _entry(cache: Path, key: str) -> Path:
     return cache / "profiles" / (digest + ".pickle")
 
 
+def digest(data: bytes) -> str:
+    """What identifies a file's content in an entry: the hash of the bytes parsed."""
+    return hashlib.sha256(data).hexdigest()
+
+
 def _content(name: str) -> str | None:
     try:
-        return hashlib.sha256(Path(name).read_bytes()).hexdigest()
+        return digest(read_bounded(name, MAX_PROFILE_BYTES, "a profile"))
     except OSError:
         return None
 
@@ -95,7 +102,7 @@ def lookup(key: str, expected: type[T]) -> T | None:
         version, hashes, kept = pickle.loads(entry.read_bytes())
     except Exception:  # a damaged or foreign entry is a miss, never an error
         return None
-    if version != FORMAT or any(_content(name) != digest for name, digest in hashes):
+    if version != FORMAT or any(_content(name) != known for name, known in hashes):
         return None
     return kept if isinstance(kept, expected) else None
 
@@ -107,13 +114,15 @@ def _ours(cache: Path) -> bool:
     return existing is not None and _trusted(existing)
 
 
-def store(key: str, kept: object, files: tuple[str, ...] = ()) -> None:
-    """Keep `kept` under `key`, read from `files` (every file parsed, parents included)."""
+def store(key: str, kept: object, files: tuple[tuple[str, str], ...] = ()) -> None:
+    """Keep `kept` under `key`, read from `files`: every file parsed, parents included, with the
+    `digest` of the bytes that were parsed (never of a second read, which an edit in between
+    would make the new content's hash over the old profile)."""
     cache = directory()
     if cache is None or not _ours(cache):
         return
     entry = _entry(cache, key)
-    hashes = [(name, _content(name)) for name in files]
+    hashes = list(files)
     try:
         entry.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         temporary = entry.with_suffix(f".{os.getpid()}.tmp")

@@ -239,7 +239,7 @@ class ApplyScript:
             step_record = record("step", seq=seq, **about.get(step.id, {}), **step.to_json())
             body += [
                 f"    AT={quoted(step.id)}\n",
-                f"    rec {quoted(step_record)}\n",
+                f'    rec {quoted(step_record)} || fail "$ERR"\n',
                 f'    DONE="{seq} $DONE"\n',
                 f"    ERR=; REFUSED=; if do_{seq}; then\n",
                 f"    rec {quoted(record('written', seq=seq))}\n",

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .bounded import MAX_SAVED_PLAN_BYTES, read_bounded
 from .errors import StalePlan, UsageError
 from .model import Plan
 from .profile import LoadedProfile
@@ -134,7 +135,7 @@ def save(
 
 def load(path: str | os.PathLike[str]) -> SavedPlan:
     try:
-        data = json.loads(Path(path).read_text())
+        data = json.loads(read_bounded(path, MAX_SAVED_PLAN_BYTES, "a saved plan"))
         return SavedPlan(
             path=str(path),
             profile_path=data["profile_path"],

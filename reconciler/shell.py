@@ -27,11 +27,11 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from .errors import HostError
-from .host import MAX_FILE_BYTES, Files, Host, Request, path_matches
+from .host import MAX_FILE_BYTES, MAX_STATE_BYTES, Files, Host, Request, path_matches
 
-# tune's own state read whole over SSH (run journals, the stored profile): far above any
-# journal tune writes, and still a bound on what one answer can bring back.
-WHOLE_MAX_BYTES = 64 << 20
+# tune's own state read whole over SSH (run journals, the stored profile), as DirectoryHost
+# reads it: one byte past the limit says the file is larger.
+WHOLE_MAX_BYTES = MAX_STATE_BYTES + 1
 
 MAGIC = b"TUNE-READ-1\0"
 ERRORS_MARK = b"TUNE-READ-ERRORS\n"

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .bounded import MAX_INVENTORY_BYTES, read_bounded
 from .errors import InventoryError, UsageError
 
 
@@ -186,7 +187,7 @@ def load_inventory(path: str | Path) -> Inventory:
     """An Ansible inventory file, INI or YAML (told apart by content, as Ansible does)."""
     source = str(path)
     try:
-        text = Path(path).read_text()
+        text = read_bounded(path, MAX_INVENTORY_BYTES, "an inventory").decode()
     except (OSError, UnicodeDecodeError) as exc:
         raise InventoryError(f"{source}: cannot read the inventory ({exc}).") from exc
     inventory = Inventory(source)

@@ -1,0 +1,78 @@
+"""Files tune is pointed at on this machine (a profile and its parents, an inventory, a saved
+plan), read so that the file cannot decide how long the read takes or how much it holds: a FIFO
+would block `open` or `read` for ever, a device or a sparse file never ends. Only a regular file
+is read, and at most one byte past its limit, which is how a file too large is told apart from
+one exactly at the limit. Symlinks are followed: a profile kept as a link is ordinary.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+
+# A hand-written profile is a few KB (the largest shipped one is 2.5 KB); one that lists every
+# attribute of eight GPUs and their switches is tens of KB. ruamel.yaml's round-trip parser
+# reads about 100 KB a second on a busy core, so 256 KiB keeps the worst case (tiny keys) at a
+# few seconds, where 2 MB of them took most of a minute.
+MAX_PROFILE_BYTES = 256 << 10
+# An Ansible inventory of thousands of hosts with their variables is a few MB.
+MAX_INVENTORY_BYTES = 16 << 20
+# A saved plan holds what it observed of its host: a 128-CPU host's plan is 86 KB.
+MAX_SAVED_PLAN_BYTES = 16 << 20
+
+
+class Unreadable(OSError):
+    """A file refused before it is read: not a regular file, or larger than tune reads. Its
+    text (`str` and `strerror` alike) is the reason, ready to follow "cannot read ...: "."""
+
+    def __str__(self) -> str:
+        return self.strerror or ""
+
+
+def size_text(size: int) -> str:
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if size >= 1 << shift:
+            return f"{size / (1 << shift):g} {unit}"
+    return f"{size} bytes"
+
+
+def read_bounded(path: str | os.PathLike[str], limit: int, what: str) -> bytes:
+    """The bytes of the regular file `path`, at most `limit` of them; `what` ("a profile") names
+    the file in the refusal. Raises OSError (`Unreadable` for a refusal)."""
+    # O_NONBLOCK: opening a FIFO for reading returns at once instead of waiting for a writer;
+    # fstat then refuses it. On a regular file the flag changes nothing.
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise Unreadable(errno.EINVAL, f"{_kind(info.st_mode)} is not a regular file")
+        too_large = Unreadable(
+            errno.EFBIG, f"larger than {size_text(limit)}, the most tune reads for {what}"
+        )
+        if info.st_size > limit:  # a sparse file is refused without reading it
+            raise too_large
+        chunks: list[bytes] = []
+        left = limit + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        if left <= 0:  # the file grew past the limit while it was read
+            raise too_large
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _kind(mode: int) -> str:
+    kinds = (
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISDIR, "a directory"),
+    )
+    return next((name for test, name in kinds if test(mode)), "this")
