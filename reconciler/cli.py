@@ -21,6 +21,7 @@ from .host import Host, write_archive
 from .model import Plan
 from .observe import observation, observe, request
 from .plan import make_plan
+from .printable import printable
 from .profile import LoadedProfile, load_profile, schema
 from .remote import RemoteOptions, no_root, on_one_host, progress_on_terminal, remote_options
 from .render import RENDERERS
@@ -239,7 +240,8 @@ def main(argv: list[str] | None = None) -> None:
         click.echo("aborted", err=True)
         code = 130
     except TuneError as exc:
-        click.echo(str(exc), err=True)
+        # Messages quote host paths and values: one line a problem, whatever they hold.
+        click.echo("\n".join(printable(p) for p in exc.problems()), err=True)
         code = exc.exit_code
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
@@ -248,7 +250,8 @@ def main(argv: list[str] | None = None) -> None:
         if os.environ.get("TUNE_DEBUG"):
             raise
         click.echo(
-            f"tune: internal error: {type(exc).__name__}: {exc} (set TUNE_DEBUG=1 for a traceback)",
+            f"tune: internal error: {type(exc).__name__}: {printable(str(exc))} "
+            "(set TUNE_DEBUG=1 for a traceback)",
             err=True,
         )
         code = 70

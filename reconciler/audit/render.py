@@ -7,6 +7,7 @@ import json
 from collections.abc import Callable
 
 from ..model import Phase, Priority
+from ..printable import printable_data
 from ..render.style import styler
 from .model import Device, Finding, HostSummary, Remark, Report
 
@@ -54,6 +55,7 @@ def commands(finding: Finding, limit: int | None = None) -> list[str]:
 
 
 def text(report: Report, color: bool = False) -> str:
+    report = printable_data(report)
     style = styler(color)
 
     host = report.host
@@ -101,6 +103,7 @@ def as_json(report: Report, color: bool = False) -> str:
 
 
 def markdown(report: Report, color: bool = False) -> str:
+    report = printable_data(report)
     host = report.host
     out = [f"# Host audit: {host.name}", "", *host_section(host)]
     out += [f"**{summary(report)}**", "", "## Confirmed good", ""]

@@ -1,0 +1,100 @@
+"""Text from a hostile host: file names, file contents and configs that try to act on the
+terminal or the reader instead of being shown."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from conftest import BLACKWELL, UNTUNED, copy_host, run_tune, write
+
+from reconciler.printable import printable
+
+FORGED = "    ~ sysctl vm.forged: 1 -> 2"
+# Terminal controls (ESC, CR, a newline that starts a forged plan line) and a bidi override.
+HOSTNAME = f"gpu01\x1b[2J\r\n{FORGED}\u202e"
+KERNEL = "6.14.8-2-pve\x1b]0;owned\x07"
+SWAPPINESS = "60\x1b[8m"  # conceal what follows
+RAW = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+@pytest.fixture
+def hostile(tmp_path: Path) -> Path:
+    root = copy_host(UNTUNED, tmp_path / "hostile")
+    write(root, "/proc/sys/kernel/hostname", HOSTNAME + "\n")
+    write(root, "/proc/sys/kernel/osrelease", KERNEL + "\n")
+    write(root, "/proc/sys/vm/swappiness", SWAPPINESS + "\n")
+    return root
+
+
+def assert_shown_not_acted_on(text: str) -> None:
+    assert not RAW.search(text), RAW.findall(text)
+    assert FORGED not in text.splitlines()
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("plan", BLACKWELL),
+        ("plan", BLACKWELL, "--format", "markdown"),
+        ("check", BLACKWELL),
+        ("check", BLACKWELL, "--quiet"),
+        ("audit",),
+        ("audit", "--format", "markdown"),
+    ],
+    ids=lambda c: " ".join(str(w) for w in c[:1] + c[2:]) or "text",
+)
+def test_host_text_reaches_the_terminal_escaped_never_as_controls(
+    hostile: Path, command: tuple[str | Path, ...]
+) -> None:
+    result = run_tune(*command, "--root", hostile)
+    assert result.code in (0, 2), result.err
+    assert_shown_not_acted_on(result.out + result.err)
+    shown = printable(SWAPPINESS if "--quiet" in command else KERNEL)
+    assert shown in result.out
+
+
+def test_json_keeps_the_hosts_exact_text(hostile: Path) -> None:
+    result = run_tune("plan", BLACKWELL, "--root", hostile, "--format", "json")
+    host = json.loads(result.out)["host"]
+    assert (host["name"], host["kernel"]) == (HOSTNAME, KERNEL)
+
+
+def test_a_file_name_on_the_host_cannot_forge_a_plan_line(tmp_path: Path) -> None:
+    root = copy_host(UNTUNED, tmp_path / "host")
+    name = f"nvme0n1\n{FORGED}\u202e"
+    write(root, f"/sys/block/{name}/queue/scheduler", "[none] mq-deadline\x1b[2J\n")
+    profile = write(tmp_path, "/p.yaml", "name: p\nsysfs:\n  /sys/block/*/queue/scheduler: kyber\n")
+    result = run_tune("plan", profile, "--root", root, "--no-persist")
+    assert result.code == 2, result.err
+    assert_shown_not_acted_on(result.out)
+    assert printable(f"/sys/block/{name}/queue/scheduler") in result.out
+
+
+def test_an_error_quoting_a_value_is_one_line_a_problem(tmp_path: Path) -> None:
+    profile = write(
+        tmp_path, "/p.yaml", 'name: p\nsysctl: {a: 1, a: "x\\n' + FORGED + '\\u001b[2J"}\n'
+    )
+    result = run_tune("validate", profile)
+    assert result.code == 65
+    assert_shown_not_acted_on(result.err)
+    assert len(result.err.splitlines()) == 1, result.err
+
+
+def test_printable_text_never_confuses_two_values() -> None:
+    values = [
+        "\x1b",
+        "\\x1b",
+        "\\\x1b",
+        "\\\\x1b",
+        "a\\",
+        "a\\\\",
+        "\n",
+        "\\n",
+        "\u202e",
+        "\\u202e",
+    ]
+    shown = [printable(v) for v in values]
+    assert len(set(shown)) == len(values), shown
