@@ -98,3 +98,23 @@ def test_printable_text_never_confuses_two_values() -> None:
     ]
     shown = [printable(v) for v in values]
     assert len(set(shown)) == len(values), shown
+
+
+SECRET = "root:$y$j9T$SeCrEtHaSh:19000:0:99999:7:::\nsvc:*Tok3nS3cret*:19000::::::\n"
+
+
+@pytest.mark.parametrize(
+    "secret",
+    [SECRET, "key: {a: *Tok3nS3cret}\n", "k: v\nk: SeCrEt\n"],
+    ids=["shadow", "alias", "dup"],
+)
+def test_extends_never_shows_the_text_of_a_file_that_is_not_a_profile(
+    tmp_path: Path, secret: str
+) -> None:
+    target = write(tmp_path, "/secret", secret)
+    target.chmod(0o600)
+    profile = write(tmp_path, "/p.yaml", f"name: p\nextends: {target}\n")
+    for command in ("validate", "plan"):
+        result = run_tune(command, profile, *(("--root", UNTUNED) if command == "plan" else ()))
+        assert result.code == 65, result.err
+        assert "SeCrEt" not in result.err and "Tok3n" not in result.err, result.err
