@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 from conftest import BLACKWELL, UNTUNED, copy_host, run_tune, write
+from small_host import SmallHost, build
 
 from reconciler.printable import printable
 
@@ -118,3 +121,30 @@ def test_extends_never_shows_the_text_of_a_file_that_is_not_a_profile(
         result = run_tune(command, profile, *(("--root", UNTUNED) if command == "plan" else ()))
         assert result.code == 65, result.err
         assert "SeCrEt" not in result.err and "Tok3n" not in result.err, result.err
+
+
+TMPFILES = shutil.which("systemd-tmpfiles")
+
+
+def test_a_percent_in_a_sysfs_value_is_written_as_it_is_at_boot(tmp_path: Path) -> None:
+    """systemd-tmpfiles expands `%a` (to the architecture) and refuses unknown specifiers; the
+    boot-time line tune writes must give the kernel the profile's value, and stay in sync."""
+    root = build(tmp_path / "host", SmallHost())
+    attribute = "/sys/module/nvme_core/parameters/note"
+    write(root, attribute, "none\n")
+    value = "50%a %q 1"
+    profile = write(tmp_path, "/p.yaml", f"name: p\nsysfs:\n  {attribute}: '{value}'\n")
+    assert run_tune("apply", profile, "--runtime-only", "--root", root, "--yes").code == 0
+    assert run_tune("plan", profile, "--root", root).code == 0  # applied is in sync
+    if TMPFILES is None:
+        pytest.skip("systemd-tmpfiles is not installed: cannot replay the boot")
+    # The boot, replayed by systemd-tmpfiles itself inside a scratch root (never this host).
+    boot = tmp_path / "boot"
+    write(boot, attribute, "")
+    config = (root / "etc/tmpfiles.d/tune.conf").read_text()
+    replay = subprocess.run(
+        [TMPFILES, f"--root={boot}", "--create", "/dev/stdin"],
+        input=config, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert replay.returncode == 0, replay.stderr
+    assert (boot / attribute.lstrip("/")).read_text() == value
