@@ -148,3 +148,45 @@ def test_a_percent_in_a_sysfs_value_is_written_as_it_is_at_boot(tmp_path: Path) 
     )  # fmt: skip
     assert replay.returncode == 0, replay.stderr
     assert (boot / attribute.lstrip("/")).read_text() == value
+
+
+PASSWD = (
+    "root:x:0:0:root:/root:/bin/bash\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+)
+
+
+def test_an_lxc_path_to_a_file_that_is_not_a_container_config_is_never_edited(
+    tmp_path: Path,
+) -> None:
+    root = build(tmp_path / "host", SmallHost())
+    write(root, "/etc/passwd", PASSWD)
+    profile = write(
+        tmp_path, "/p.yaml", "name: p\nlxc:\n  - {path: /etc/passwd, memlock: unlimited}\n"
+    )
+    assert run_tune("validate", profile).code == 0  # a path is a path; the host decides
+    planned = run_tune("plan", profile, "--root", root)
+    assert planned.code == 1
+    assert "/etc/passwd is not an LXC container config (line 1 is neither" in planned.err
+    applied = run_tune("apply", profile, "--root", root, "--yes")
+    assert applied.code == 1, applied.out
+    assert (root / "etc/passwd").read_text() == PASSWD
+
+
+@pytest.mark.parametrize(
+    ("path", "text", "code"),
+    [
+        ("/srv/ct/web.conf", "lxc.uts.name = web\nlxc.rootfs.path = dir:/srv/ct/web\n", 2),
+        ("/srv/ct/101.conf", "arch: amd64\nhostname: web\n\n[snap1]\narch: amd64\n", 2),
+        ("/srv/ct/missing.conf", None, 1),
+        ("/var/lib/lxc/web/config", None, 2),  # LXC's own place: absent is a note, as before
+    ],
+)
+def test_an_lxc_path_elsewhere_is_edited_only_when_it_reads_as_a_config(
+    tmp_path: Path, path: str, text: str | None, code: int
+) -> None:
+    root = build(tmp_path / "host", SmallHost())
+    if text is not None:
+        write(root, path, text)
+    profile = write(tmp_path, "/p.yaml", f"name: p\nlxc:\n  - {{path: {path}, memlock: '1'}}\n")
+    planned = run_tune("plan", profile, "--root", root, "--no-persist")
+    assert planned.code == code, planned.out + planned.err
