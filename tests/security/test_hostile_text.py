@@ -3,6 +3,9 @@ terminal or the reader instead of being shown."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import json
 import re
 import shutil
@@ -10,9 +13,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import BLACKWELL, UNTUNED, copy_host, run_tune, write
+from conftest import BLACKWELL, TUNED, UNTUNED, copy_host, run_tune, write
 from small_host import SmallHost, build
+from ssh_fixture import SshLab, StartLab, sshd_available
 
+from reconciler import known_hosts
 from reconciler.printable import printable
 
 FORGED = "    ~ sysctl vm.forged: 1 -> 2"
@@ -190,3 +195,102 @@ def test_an_lxc_path_elsewhere_is_edited_only_when_it_reads_as_a_config(
     profile = write(tmp_path, "/p.yaml", f"name: p\nlxc:\n  - {{path: {path}, memlock: '1'}}\n")
     planned = run_tune("plan", profile, "--root", root, "--no-persist")
     assert planned.code == code, planned.out + planned.err
+
+
+# ---------------------------------------------------------------------------------------------
+# known_hosts as OpenSSH reads it
+
+
+def hashed(name: str, salt: bytes = b"0123456789abcdefghij") -> str:
+    digest = hmac.new(salt, name.encode(), hashlib.sha1).digest()
+    return f"|1|{base64.b64encode(salt).decode()}|{base64.b64encode(digest).decode()}"
+
+
+@pytest.mark.parametrize(
+    ("patterns", "host", "matched"),
+    [
+        ("gpu01,gpu02", "gpu02", True),
+        ("gpu*", "GPU17", True),
+        ("gpu?", "gpu17", False),
+        ("[gpu01]:2222", "[gpu01]:2222", True),
+        ("gpu01", "[gpu01]:2222", False),
+        ("*.lab,!bad.lab", "bad.lab", False),  # a negated match rules the whole line out
+        ("!bad.lab,*.lab", "good.lab", True),
+        ("!gpu01", "gpu01", False),
+        ("!gpu01", "gpu02", False),  # a negation alone matches nothing
+        (hashed("gpu01"), "gpu01", True),
+        (hashed("gpu01"), "gpu02", False),
+        ("|1|garbage", "gpu01", False),
+    ],
+)
+def test_a_known_hosts_line_matches_a_host_as_openssh_matches_it(
+    patterns: str, host: str, matched: bool
+) -> None:
+    assert known_hosts.matches(tuple(patterns.split(",")), host) is matched
+
+
+def test_known_hosts_lines_openssh_skips_are_skipped_not_fatal() -> None:
+    key = base64.b64encode(b"\0\0\0\x0bssh-ed25519").decode()
+    parsed = known_hosts.parse(
+        "# comment\n\n"
+        f"@cert-authority *.lab ssh-ed25519 {key} ca\n"
+        f"@revoked * ssh-ed25519 {key}\n"
+        f"@bogus gpu01 ssh-ed25519 {key}\n"
+        "gpu01 ssh-ed25519\n"
+        "gpu01 ssh-ed25519 not*base64\n"
+        f"  gpu02   ssh-ed25519   {key}   comment with words\n",
+        "kh",
+    )
+    assert [(k.marker, k.patterns, k.where) for k in parsed.keys] == [
+        ("@cert-authority", ("*.lab",), "kh:3"),
+        ("@revoked", ("*",), "kh:4"),
+        (None, ("gpu02",), "kh:8"),
+    ]
+    assert [s.split(":")[1] for s in parsed.skipped] == ["5", "6", "7"]
+
+
+needs_sshd = pytest.mark.skipif(not sshd_available(), reason="needs root and openssh-server")
+
+
+def lab_key(lab: SshLab) -> str:
+    return " ".join((lab.base / "ssh_host_ed25519_key.pub").read_text().split()[:2])
+
+
+@needs_sshd
+def test_bad_and_certificate_lines_in_known_hosts_lock_no_host_out(start_lab: StartLab) -> None:
+    lab = start_lab({"h1": TUNED})
+    with lab.known_hosts.open("a") as lines:
+        lines.write(f"@cert-authority *.example.org {lab_key(lab)}\n")
+        lines.write("gpu01 ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAAAAQC7\n")  # a torn RSA key
+        lines.write("garbage\n@bogus x y z\n")
+    result = run_tune("plan", BLACKWELL, "--ssh-config", lab.config, "-H", "h1")
+    assert result.code == 0, result.out + result.err
+    assert result.err.count("line ignored") == 3, result.err
+
+
+@needs_sshd
+def test_a_revoked_host_key_is_refused_even_where_another_line_accepts_it(
+    start_lab: StartLab,
+) -> None:
+    lab = start_lab({"h1": TUNED})
+    with lab.known_hosts.open("a") as lines:
+        lines.write(f"@revoked * {lab_key(lab)}\n")
+    for extra in ((), ("--accept-new-host-keys",)):
+        result = run_tune("plan", BLACKWELL, "--ssh-config", lab.config, "-H", "h1", *extra)
+        assert result.code == 1
+        assert f"the host key of [127.0.0.2]:{lab.port['h1']} (ssh-ed25519 key" in result.err
+        assert "is REVOKED" in result.err
+    assert lab.exec_requests() == {}, "nothing runs on a host with a revoked key"
+
+
+@needs_sshd
+def test_a_negated_pattern_keeps_its_line_from_vouching_for_the_host(
+    start_lab: StartLab,
+) -> None:
+    lab = start_lab({"h1": TUNED})
+    name = f"[127.0.0.2]:{lab.port['h1']}"
+    lab.known_hosts.write_text(f"{name},!{name} {lab_key(lab)}\n")
+    result = run_tune("plan", BLACKWELL, "--ssh-config", lab.config, "-H", "h1")
+    assert result.code == 1
+    assert f"unknown host key for {name}" in result.err
+    assert lab.exec_requests() == {}
