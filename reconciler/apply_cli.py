@@ -547,7 +547,8 @@ def dry_run_text(steps: tuple[Step, ...], host: Host, later: str | None = None) 
     def show(value: Value) -> str:
         if isinstance(value, tuple):
             return f"{len(value)} lines"
-        return "(absent)" if value is None else repr(value)
+        # Quoted, not repr(): the line is made printable as a whole, once.
+        return "(absent)" if value is None else f"'{value}'"
 
     lines = (
         [f"{later}: {len(steps)} changes."]

@@ -294,3 +294,14 @@ def test_a_negated_pattern_keeps_its_line_from_vouching_for_the_host(
     assert result.code == 1
     assert f"unknown host key for {name}" in result.err
     assert lab.exec_requests() == {}
+
+
+def test_apply_and_the_report_of_its_run_show_a_hostile_hosts_text_escaped(hostile: Path) -> None:
+    dry = run_tune("apply", BLACKWELL, "--runtime-only", "--root", hostile, "--dry-run")
+    applied = run_tune("apply", BLACKWELL, "--runtime-only", "--root", hostile, "--yes")
+    assert applied.code == 0, applied.err
+    report = run_tune("report", "--root", hostile)
+    assert report.code == 0, report.err
+    for result in (dry, applied, report):
+        assert_shown_not_acted_on(result.out + result.err)
+        assert printable(SWAPPINESS) in result.out
