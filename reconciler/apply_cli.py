@@ -560,7 +560,9 @@ def dry_run_text(steps: tuple[Step, ...], host: Host, later: str | None = None) 
     )
     for step in steps:
         lines.append(f"{step.id}: {show(step.prior)} -> {show(step.desired)}")
-        lines.extend(f"    {op.describe()}" for op in step.do)
+        for op in step.do:
+            first, *body = op.describe().split("\n")  # a file's body: one `| line` a line
+            lines += [f"    {first}", *body]
         if not step.do:
             lines.append("    (made by the step before it)")
     return "".join(printable(line) + "\n" for line in lines)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Callable
 from enum import Enum
 from typing import Any, TypeVar
 
@@ -49,22 +50,28 @@ def printable_lines(text: str) -> str:
     return "\n".join(printable(line) for line in text.split("\n"))
 
 
-def printable_data(value: T) -> T:
+def printable_data(value: T, lines: frozenset[str] = frozenset()) -> T:
     """`value` (a plan, a report, plain data) with every string in it made printable, for a
-    text renderer to format: one call where the renderer starts, not one per field it shows."""
-    return _walk(value)  # type: ignore[no-any-return]
+    text renderer to format: one call where the renderer starts, not one per field it shows.
+    The fields or keys named in `lines` hold several lines by design (an audit's fix commands,
+    a step's operations); each of their lines is made printable, the newlines kept."""
+    return _walk(value, lines, printable)  # type: ignore[no-any-return]
 
 
-def _walk(value: Any) -> Any:
+def _walk(value: Any, lines: frozenset[str], escape: Callable[[str], str]) -> Any:
     if isinstance(value, Enum):  # Phase.RUNTIME is a str too, and stays the member it is
         return value
     if isinstance(value, str):
-        return printable(value)
+        return escape(value)
     if isinstance(value, tuple | list):
-        return type(value)(_walk(item) for item in value)
+        return type(value)(_walk(item, lines, escape) for item in value)
+
+    def field(name: Any, item: Any) -> Any:
+        return _walk(item, lines, printable_lines if name in lines else escape)
+
     if isinstance(value, dict):
-        return {_walk(k): _walk(v) for k, v in value.items()}
+        return {printable(k) if isinstance(k, str) else k: field(k, v) for k, v in value.items()}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        fields = [f.name for f in dataclasses.fields(value) if f.init]
-        return dataclasses.replace(value, **{name: _walk(getattr(value, name)) for name in fields})
+        names = [f.name for f in dataclasses.fields(value) if f.init]
+        return dataclasses.replace(value, **{n: field(n, getattr(value, n)) for n in names})
     return value

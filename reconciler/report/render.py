@@ -22,7 +22,7 @@ def as_json(report: dict[str, Any]) -> str:
 
 
 def markdown(report: dict[str, Any]) -> str:
-    report = printable_data(report)
+    report = printable_data(report, frozenset({"operations"}))
     run = report["run"]
     out = [
         f"# tune run {run['run_id']}: {run['profile']} on {run['host']}",
