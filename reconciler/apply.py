@@ -109,7 +109,7 @@ def prepare(
     if steps and preflight_here:
         problems += preflight(host, steps)
     if problems:
-        raise HostError("\n".join(dict.fromkeys(problems)))
+        raise HostError(*dict.fromkeys(problems))
     return Work(plan, tuple(steps), observation)
 
 

@@ -17,6 +17,7 @@ from .cli_options import format_option
 from .errors import ApplyFailed, ExitCode, UsageError
 from .host import Host, open_host
 from .journal import LOCK, STATE, read_run, run_ids
+from .printable import printable
 from .remote import RemoteOptions, no_root, remote_options
 from .verify import PENDING, Pending, Verdict, pending_of
 
@@ -546,7 +547,8 @@ def dry_run_text(steps: tuple[Step, ...], host: Host, later: str | None = None) 
     def show(value: Value) -> str:
         if isinstance(value, tuple):
             return f"{len(value)} lines"
-        return "(absent)" if value is None else repr(value)
+        # Quoted, not repr(): the line is made printable as a whole, once.
+        return "(absent)" if value is None else f"'{value}'"
 
     lines = (
         [f"{later}: {len(steps)} changes."]
@@ -558,10 +560,12 @@ def dry_run_text(steps: tuple[Step, ...], host: Host, later: str | None = None) 
     )
     for step in steps:
         lines.append(f"{step.id}: {show(step.prior)} -> {show(step.desired)}")
-        lines.extend(f"    {op.describe()}" for op in step.do)
+        for op in step.do:
+            first, *body = op.describe().split("\n")  # a file's body: one `| line` a line
+            lines += [f"    {first}", *body]
         if not step.do:
             lines.append("    (made by the step before it)")
-    return "\n".join(lines) + "\n"
+    return "".join(printable(line) + "\n" for line in lines)
 
 
 @click.command()
@@ -650,7 +654,8 @@ def history(root: str | None, fmt: str, remote: RemoteOptions) -> int:
         )
         for r in rows
     ]
-    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
-    for row in table:
+    cells = [[printable(cell) for cell in row] for row in table]  # the journals' own text
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+    for row in cells:
         click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
     return ExitCode.IN_SYNC

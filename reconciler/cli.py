@@ -21,6 +21,7 @@ from .host import FULL, Host, write_archive
 from .model import Plan
 from .observe import observation, observe, request
 from .plan import make_plan
+from .printable import printable
 from .profile import LoadedProfile, load_profile, schema
 from .remote import RemoteOptions, no_root, on_one_host, progress_on_terminal, remote_options
 from .render import RENDERERS
@@ -239,7 +240,8 @@ def main(argv: list[str] | None = None) -> None:
         click.echo("aborted", err=True)
         code = 130
     except TuneError as exc:
-        click.echo(str(exc), err=True)
+        # Messages quote host paths and values: one line a problem, whatever they hold.
+        click.echo("\n".join(printable(p) for p in exc.problems()), err=True)
         code = exc.exit_code
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
@@ -250,10 +252,11 @@ def main(argv: list[str] | None = None) -> None:
         if isinstance(exc, OSError) and exc.errno in FULL:
             # Every write that changes a host is journaled and rolled back where it fails;
             # what reaches here is tune's own file (the lock, a saved plan, a report).
-            said = f"{exc.filename or 'tune'}: no space left on the device; nothing was changed."
+            where = printable(str(exc.filename or "tune"))
+            said = f"{where}: no space left on the device; nothing was changed."
             code = ExitCode.NO_SPACE
         else:
-            said = f"tune: internal error: {type(exc).__name__}: {exc}"
+            said = f"tune: internal error: {type(exc).__name__}: {printable(str(exc))}"
             said += " (set TUNE_DEBUG=1 for a traceback)"
             code = 70
         click.echo(said, err=True)

@@ -17,9 +17,16 @@ class ExitCode:
 
 
 class TuneError(Exception):
-    """An error the user can act on: one sentence, one exit code."""
+    """An error the user can act on: one sentence (or one a problem), one exit code."""
 
     exit_code = ExitCode.HOST_ERROR
+
+    def __str__(self) -> str:
+        return "\n".join(self.problems())
+
+    def problems(self) -> list[str]:
+        """One sentence a problem (`HostError(*problems)`), as the CLI prints one a line."""
+        return [str(arg) for arg in self.args]
 
 
 class UsageError(TuneError):
@@ -107,4 +114,4 @@ class ProfileError(TuneError):
 
     def __init__(self, diagnostics: list[Diagnostic]) -> None:
         self.diagnostics = diagnostics
-        super().__init__("\n".join(str(d) for d in diagnostics))
+        super().__init__(*(str(d) for d in diagnostics))

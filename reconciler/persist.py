@@ -44,6 +44,19 @@ class Persisted:
     line: str
 
 
+def tmpfiles_write(path: str, value: str) -> Persisted:
+    """A tmpfiles.d `w` line that writes `value` to `path` (a glob) at boot.
+
+    systemd-tmpfiles expands specifiers in the path and the argument (`%a` becomes `x86-64`,
+    an unknown one such as `%q` makes it refuse the line): `%%` is a literal `%`. The argument
+    is the rest of the line, whitespace included, except for whitespace before it, which only
+    a C escape keeps."""
+    argument = value.replace("%", "%%")
+    stripped = argument.lstrip(" \t")
+    lead = "".join(f"\\x{ord(c):02x}" for c in argument[: len(argument) - len(stripped)])
+    return Persisted(TMPFILES, f"w {path.replace('%', '%%')} - - - - {lead}{stripped}")
+
+
 def header(profile: str) -> str:
     return f"# Written by tune for profile {profile}. tune owns this file: edits are overwritten.\n"
 

@@ -7,7 +7,9 @@ import dataclasses
 import difflib
 import functools
 import json
+import re
 import typing
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -127,8 +129,8 @@ def _yaml() -> YAML:
     return yaml
 
 
-def parse(path: Path) -> Tree:
-    return parse_bytes(read(path), str(path))
+def parse(path: Path, *, quote: bool = True) -> Tree:
+    return parse_bytes(read(path), str(path), quote=quote)
 
 
 def read(path: Path) -> bytes:
@@ -140,7 +142,7 @@ def read(path: Path) -> bytes:
         raise ProfileError([Diagnostic(str(path), 1, 1, f"cannot read profile: {reason}")]) from exc
 
 
-def parse_bytes(raw: bytes, name: str) -> Tree:
+def parse_bytes(raw: bytes, name: str, *, quote: bool = True) -> Tree:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -148,7 +150,7 @@ def parse_bytes(raw: bytes, name: str) -> Tree:
         column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
         message = f"not UTF-8 text (byte 0x{raw[exc.start]:02x})"
         raise ProfileError([Diagnostic(name, line, column, message)]) from exc
-    return parse_text(text, name)
+    return parse_text(text, name, quote=quote)
 
 
 # What one profile may hold once its aliases are expanded: keys, values and list items. A
@@ -192,17 +194,28 @@ def _counting_composer() -> type[Composer]:
     return Counting
 
 
-def parse_text(text: str, name: str) -> Tree:
-    """YAML text as a `Tree`; `name` is what diagnostics call the file."""
+# What ruamel's messages quote from the document: an alias name, a duplicate key and its value.
+QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
+
+
+def parse_text(text: str, name: str, *, quote: bool = True) -> Tree:
+    """YAML text as a `Tree`; `name` is what diagnostics call the file. With `quote` false a
+    syntax error says where it is and why, but quotes nothing it found there: a parent named
+    by `extends` may be a file the profile's author cannot read (`extends: /etc/shadow`)."""
     from ruamel.yaml.comments import CommentedMap
-    from ruamel.yaml.error import MarkedYAMLError
+    from ruamel.yaml.error import MarkedYAMLError, YAMLError, YAMLWarning
+    from ruamel.yaml.reader import ReaderError
 
     if len(text.encode()) > MAX_PROFILE_BYTES:  # a profile stored on a host, read as text
         limit = size_text(MAX_PROFILE_BYTES)
         message = f"larger than {limit}, the most tune reads for a profile"
         raise ProfileError([Diagnostic(name, 1, 1, message)])
     try:
-        node = _yaml().load(text)
+        with warnings.catch_warnings():
+            # ruamel warns on stderr about YAML 1.1 readings and reused anchors (which YAML 1.2
+            # allows); tune reads YAML 1.2 and speaks only through its diagnostics.
+            warnings.simplefilter("ignore", YAMLWarning)
+            node = _yaml().load(text)
     except _TooManyValues as exc:
         message = (
             f"more than {MAX_PROFILE_VALUES:,} keys, values and list items (aliases count what "
@@ -222,12 +235,37 @@ def parse_text(text: str, name: str) -> Tree:
         ):
             # Where an unclosed quote or bracket began is what the reader needs to find.
             problem += f" ({exc.context} at line {start.line + 1}, column {start.column + 1})"
+        if not quote:
+            problem = QUOTED.sub("(text not shown)", problem)
         raise ProfileError([Diagnostic(name, line, col, f"YAML syntax error: {problem}")]) from exc
+    except ReaderError as exc:
+        # A character YAML does not allow in a document at all (NUL, most control characters).
+        line = text.count("\n", 0, exc.position) + 1
+        col = exc.position - (text.rfind("\n", 0, exc.position) + 1) + 1
+        message = f"YAML does not allow the character U+{exc.character:04X} here"
+        raise ProfileError([Diagnostic(name, line, col, message)]) from exc
+    except (YAMLError, TypeError, ValueError, AttributeError, RecursionError) as exc:
+        # ruamel fails with Python errors of its own on some hostile documents (a mapping as a
+        # key of a mapping, a merge of an alias still being built); still a broken profile.
+        message = "YAML that cannot be read as plain data (a mapping as a key, a self-merge)"
+        raise ProfileError([Diagnostic(name, 1, 1, message)]) from exc
     if not isinstance(node, CommentedMap):
         raise ProfileError([Diagnostic(name, 1, 1, "a profile must be a YAML mapping of sections")])
     tree = Tree(None)
     tree.data = _plain(node, (), name, tree)
     return tree
+
+
+def _positions(node: Any, index: Any) -> tuple[int, int, int, int]:
+    """0-based line and column of a mapping's key and value (or a list's item). Keys a merge
+    (`<<: *base`) brings in, and `!!omap` entries, have no place of their own in ruamel: they
+    point at the mapping that holds them."""
+    data = node.lc.data
+    found = data.get(index) if isinstance(data, dict) else None
+    if found is None:
+        line, col = node.lc.line or 0, node.lc.col or 0
+        return line, col, line, col
+    return (*found, *found) if len(found) == 2 else tuple(found)
 
 
 def _plain(node: Any, path: Path_, name: str, tree: Tree) -> Any:
@@ -236,7 +274,7 @@ def _plain(node: Any, path: Path_, name: str, tree: Tree) -> Any:
     if isinstance(node, CommentedMap):
         out = {}
         for key in node:
-            key_line, key_col, val_line, val_col = node.lc.data[key]
+            key_line, key_col, val_line, val_col = _positions(node, key)
             # Keys are text, as pydantic reports them (`1:` or `? [a, b]` too).
             text_key = str(key)
             tree.keys[(*path, text_key)] = (name, key_line + 1, key_col + 1)
@@ -246,7 +284,7 @@ def _plain(node: Any, path: Path_, name: str, tree: Tree) -> Any:
     if isinstance(node, CommentedSeq):
         items = []
         for index, item in enumerate(node):
-            line, col = node.lc.data[index]
+            line, col, _, _ = _positions(node, index)
             tree.values[(*path, index)] = (name, line + 1, col + 1)
             items.append(_plain(item, (*path, index), name, tree))
         return items
@@ -290,12 +328,23 @@ def _replaced(path: Path_, top: Any) -> bool:
     return False
 
 
-def _resolve(path: Path, stack: tuple[Path, ...], parsed: list[tuple[str, str]]) -> Tree:
+def _resolve(
+    path: Path,
+    stack: tuple[Path, ...],
+    parsed: list[tuple[str, str]],
+    named_at: Position | None = None,
+) -> Tree:
+    """`path` with its parents merged in; `named_at` is the `extends` entry that names it."""
     raw = read(path)
-    tree = parse_bytes(raw, str(path))
+    # A parent is whatever file `extends` names, readable by tune but perhaps not by the
+    # profile's author: its text shows in diagnostics only once it reads as a profile.
+    tree = parse_bytes(raw, str(path), quote=named_at is None)
     # The cache is keyed by these very bytes: a file edited after this read is a miss later,
     # never the old profile under the new content's name.
     parsed.append((str(path), profile_cache.digest(raw)))
+    if named_at is not None and tree.data and not tree.data.keys() & set(profile_keys(Profile)):
+        message = f"extends: {str(path)!r} is not a tune profile (no profile section in it)"
+        raise ProfileError([Diagnostic(*named_at, message)])
     parents = tree.data.get("extends")
     if parents is None:
         return tree
@@ -306,13 +355,15 @@ def _resolve(path: Path, stack: tuple[Path, ...], parsed: list[tuple[str, str]])
     merged = Tree({})
     for index, parent in enumerate(parent_list):
         at = tree.values.get(("extends", index), where)
+        if "\0" in parent:
+            raise ProfileError([Diagnostic(*at, "extends: a path cannot hold a NUL character")])
         target = (path.parent / parent).resolve()
         if target in stack or target == path.resolve():
             chain = " -> ".join(p.name for p in (*stack, path.resolve(), target))
             raise ProfileError([Diagnostic(*at, f"extends cycle: {chain}")])
         if not target.is_file():
             raise ProfileError([Diagnostic(*at, f"extends: no such profile {parent!r}")])
-        merged = _merge(merged, _resolve(target, (*stack, path.resolve()), parsed))
+        merged = _merge(merged, _resolve(target, (*stack, path.resolve()), parsed, at))
     return _merge(merged, tree)
 
 

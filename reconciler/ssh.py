@@ -17,6 +17,7 @@ import logging
 import os
 import shlex
 import socket
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -25,8 +26,12 @@ from typing import Any
 
 import paramiko
 from fabric import Config, Connection
+from paramiko.hostkeys import HostKeyEntry
+from paramiko.pkey import UnknownKeyType
 
 from .errors import ConnectError, HostError, HostKeyError
+from .known_hosts import CERT_AUTHORITY, REVOKED, KnownKey, Parsed, matches, parse
+from .printable import printable
 from .shell import ScriptResult, ShellHost
 from .targets import Target
 
@@ -50,20 +55,77 @@ class SshSettings:
     command_timeout: float = 60.0
 
 
+class _HostKeys(paramiko.HostKeys):
+    """paramiko's table of host keys, with OpenSSH's matching (wildcards, `!negation`, hashed
+    names); a key `@revoked` for a host never matches it."""
+
+    def __init__(self, revoked: list[KnownKey]) -> None:
+        super().__init__()
+        self.revoked = revoked
+
+    def _hostname_matches(self, hostname: str, entry: HostKeyEntry) -> bool:
+        return matches(tuple(entry.hostnames), hostname) and not revoked(
+            self.revoked, hostname, entry.key
+        )
+
+
+def revoked(lines: list[KnownKey], hostname: str, key: paramiko.PKey) -> KnownKey | None:
+    blob = key.asbytes()
+    return next((line for line in lines if line.key == blob and line.matches(hostname)), None)
+
+
 class KnownHosts:
-    """known_hosts files parsed once and shared by every connection of a run."""
+    """known_hosts files parsed once, as OpenSSH reads them (`reconciler.known_hosts`), and
+    shared by every connection of a run."""
 
     def __init__(self, paths: list[Path], write_to: Path, hash_names: bool) -> None:
-        self.keys = paramiko.HostKeys()
+        self.revoked: list[KnownKey] = []
+        self.authorities: list[KnownKey] = []
+        self.keys = _HostKeys(self.revoked)
         self.write_to = write_to
         self.hash_names = hash_names
         self._lock = threading.Lock()
         for path in paths:
             if path.is_file():
                 try:
-                    self.keys.load(str(path))
-                except (OSError, paramiko.SSHException) as exc:
-                    raise HostError(f"{path}: cannot read known hosts ({exc}).") from exc
+                    text = path.read_bytes().decode("utf-8", "surrogateescape")
+                except OSError as exc:
+                    raise HostError(f"{path}: cannot read known hosts ({exc.strerror}).") from exc
+                self._load(parse(text, str(path)))
+
+    def _load(self, parsed: Parsed) -> None:
+        skipped = list(parsed.skipped)
+        for line in parsed.keys:
+            if line.marker == REVOKED:
+                self.revoked.append(line)
+            elif line.marker == CERT_AUTHORITY:
+                self.authorities.append(line)
+            else:
+                try:
+                    key = paramiko.PKey.from_type_string(line.key_type, line.key)
+                except UnknownKeyType:
+                    continue  # a type this SSH library never negotiates (ssh-dss, sk-*)
+                except (paramiko.SSHException, ValueError, TypeError) as exc:
+                    skipped.append(f"{line.where}: not a valid {line.key_type} key ({exc})")
+                    continue
+                # One entry a line, its patterns together (a negation rules the line out);
+                # paramiko's `add` takes one name.
+                self.keys._entries.append(HostKeyEntry(list(line.patterns), key))  # type: ignore[attr-defined]
+        # As ssh does, a line it cannot read is skipped, with a word on stderr.
+        for why in skipped:
+            sys.stderr.write(f"tune: known hosts {printable(why)}: line ignored.\n")
+
+    def refuse_revoked(self, label: str, hostname: str, key: paramiko.PKey) -> None:
+        line = revoked(self.revoked, hostname, key)
+        if line is not None:
+            raise HostKeyError(
+                f"{label}: the host key of {hostname} ({_describe(key)}) is REVOKED "
+                f"({line.where}); tune never connects with a revoked key, whatever else "
+                "known_hosts says: the host needs a new key."
+            )
+
+    def authority(self, hostname: str) -> KnownKey | None:
+        return next((line for line in self.authorities if line.matches(hostname)), None)
 
     def add(self, name: str, key: paramiko.PKey) -> None:
         """Remember a new key, as ssh's accept-new does: append one line, keep the rest."""
@@ -100,15 +162,23 @@ class _Policy(paramiko.MissingHostKeyPolicy):
     def missing_host_key(
         self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey
     ) -> None:
+        self.known.refuse_revoked(self.label, hostname, key)
         if self.accept_new:
             self.known.add(hostname, key)
             return
         host, port = _split_known_name(hostname)
         scan = f"ssh-keyscan{f' -p {port}' if port != 22 else ''} {host}"
+        authority = self.known.authority(hostname)
+        only_ca = (
+            f" (known_hosts vouches for it only through @cert-authority ({authority.where}); "
+            "tune checks plain host keys, not certificates)"
+            if authority
+            else ""
+        )
         raise HostKeyError(
-            f"{self.label}: unknown host key for {hostname} ({_describe(key)}); tune refuses "
-            f"unknown keys: check the fingerprint with the host's owner, then add it with "
-            f"`{scan} >> {self.known.write_to}`, or pass --accept-new-host-keys."
+            f"{self.label}: unknown host key for {hostname} ({_describe(key)}){only_ca}; tune "
+            f"refuses unknown keys: check the fingerprint with the host's owner, then add it "
+            f"with `{scan} >> {self.known.write_to}`, or pass --accept-new-host-keys."
         )
 
 
@@ -319,6 +389,10 @@ class SshHost(ShellHost):
                 else f"[{connection.host}]:{connection.port}"
             )
             known = self.setup.known_hosts(connection.ssh_config)
+            try:
+                known.refuse_revoked(self.name, name, exc.key)
+            except HostKeyError as refused:
+                return refused
             return HostKeyError(
                 f"{self.name}: the host key of {name} CHANGED: it presents "
                 f"{_describe(exc.key)}, known_hosts has {_describe(exc.expected_key)}; this "

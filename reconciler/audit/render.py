@@ -7,10 +7,12 @@ import json
 from collections.abc import Callable
 
 from ..model import Phase, Priority
+from ..printable import printable_data
 from ..render.style import styler
 from .model import Device, Finding, HostSummary, Remark, Report
 
 WHEN = {Phase.RUNTIME: "runtime", Phase.REBOOT: "reboot"}
+MULTILINE = frozenset({"fix"})  # one command or edit a line
 TAKES_EFFECT = {
     Phase.RUNTIME: "live (runtime)",
     Phase.REBOOT: "at the next boot or container restart",
@@ -54,6 +56,7 @@ def commands(finding: Finding, limit: int | None = None) -> list[str]:
 
 
 def text(report: Report, color: bool = False) -> str:
+    report = printable_data(report, MULTILINE)
     style = styler(color)
 
     host = report.host
@@ -101,6 +104,7 @@ def as_json(report: Report, color: bool = False) -> str:
 
 
 def markdown(report: Report, color: bool = False) -> str:
+    report = printable_data(report, MULTILINE)
     host = report.host
     out = [f"# Host audit: {host.name}", "", *host_section(host)]
     out += [f"**{summary(report)}**", "", "## Confirmed good", ""]

@@ -23,6 +23,36 @@ _NVIDIA_SOURCE = re.compile(r"/dev/nvidia[^/\s]*")
 _DEVICE_RULE = re.compile(r"([abc])\s+(\d+|\*):(\d+|\*)\s+([rwm]+)")
 
 
+# Where LXC and Proxmox keep container configs: Proxmox's cluster file system (this node's
+# view, and every node's), LXC's lxcpath for root and for unprivileged users, and /etc/lxc
+# (default.conf, the template of new containers). A config anywhere else must read as one.
+STANDARD_PLACES = re.compile(
+    r"/etc/pve/(nodes/[^/]+/)?lxc/[0-9]+\.conf"
+    r"|/var/lib/lxc/[^/]+/config"
+    r"|/etc/lxc/[^/]+"
+    r"|/(root|home/[^/]+)/\.local/share/lxc/[^/]+/config"
+)
+# A line of a config: LXC's `lxc.key = value`, or Proxmox's `key: value` (its own keys and
+# `lxc.*` ones), a snapshot section `[name]`, a comment or nothing.
+_CONFIG_LINE = re.compile(
+    r"\s*(lxc\.[A-Za-z0-9_.-]+\s*=.*|[a-z][a-z0-9_.-]*: .*|\[[^\]]+\]|#.*|)\s*"
+)
+
+
+def is_standard_place(path: str) -> bool:
+    return STANDARD_PLACES.fullmatch(path) is not None
+
+
+def foreign_line(text: str) -> int | None:
+    """The 1-based number of the first line that no LXC or Proxmox config holds (`root:x:0:0`
+    of /etc/passwd), 0 for a file with no setting at all, None for a config."""
+    lines = text.splitlines()
+    for number, line in enumerate(lines, 1):
+        if not _CONFIG_LINE.fullmatch(line):
+            return number
+    return None if items(text) else 0
+
+
 @dataclass(frozen=True)
 class Item:
     key: str

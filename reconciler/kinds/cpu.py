@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from ..host import Files, Request
 from ..model import Change, Note, Outcome, Phase
-from ..persist import TMPFILES, Persisted
+from ..persist import Persisted, tmpfiles_write
 from ..steps import Read, Step
 from .base import Entry, Kind, Meta, Strict, attribute_step, entry, safe
 
@@ -184,7 +184,7 @@ class Cpu(Kind[CpuSpec]):
         lines = []
         if spec.governor is not None:
             path = f"{CPUS}/cpu*/cpufreq/scaling_governor"
-            lines.append(f"w {path} - - - - {spec.governor.value}")
+            lines.append(tmpfiles_write(path, str(spec.governor.value)))
         if spec.idle_states is not None:
             states = idle_states(files)
             wanted = [(n, "1") for n in spec.idle_states.disable]
@@ -195,8 +195,8 @@ class Cpu(Kind[CpuSpec]):
                 shared = {d.rsplit("/", 1)[1] for d in dirs}
                 if len(shared) == 1:
                     dirs = [f"{CPUS}/cpu*/cpuidle/{shared.pop()}"]
-                lines += [f"w {d}/disable - - - - {flag}" for d in dirs]
-        return [Persisted(TMPFILES, line) for line in lines]
+                lines += [tmpfiles_write(f"{d}/disable", flag) for d in dirs]
+        return lines
 
 
 KIND = Cpu()

@@ -96,6 +96,7 @@ class Lxc(Kind[list[LxcEntry]]):
         devices = files.text(fmt.PROC_DEVICES) or ""
         for item in spec:
             config = files.text(item.config)
+            _refuse_foreign(item, config)
             if config is None:
                 outcome.notes.append(
                     Note(f"{item.config} does not exist on this host.", f"lxc:{item.name}")
@@ -205,6 +206,7 @@ class Lxc(Kind[list[LxcEntry]]):
         if prior is None:
             raise HostError(f"{change.id} cannot be made: {item.config} does not exist.")
         text = prior.decode("utf-8", "replace")
+        _refuse_foreign(item, text)
         devices = files.text(fmt.PROC_DEVICES) or ""
         edits = _edits(item, text, devices, files.node_paths(fmt.NVIDIA_NODES))
         keys = [key for key, _, _ in edits]
@@ -223,6 +225,27 @@ class Lxc(Kind[list[LxcEntry]]):
             do=(PutFile(item.config, after.encode()),),
             undo=(PutFile(item.config, prior if upto == 0 else before.encode()),),
             requires=(Require(Need.WRITABLE, item.config),),
+        )
+
+
+def _refuse_foreign(item: LxcEntry, config: str | None) -> None:
+    """A `path:` outside LXC's and Proxmox's directories is edited only when the host already
+    has it and it reads as a container config: `path: /etc/passwd` passes the profile's
+    checks, and an appended `lxc.prlimit.memlock` line would corrupt it."""
+    if fmt.is_standard_place(item.config):
+        return
+    where = "LXC's or Proxmox's directories (/var/lib/lxc, /etc/pve, /etc/lxc)"
+    if config is None:
+        raise HostError(
+            f"lxc {item.config}: no such file, and a config outside {where} is edited only "
+            "when it exists."
+        )
+    line = fmt.foreign_line(config)
+    if line is not None:
+        what = f"line {line} is neither" if line else "it holds neither"
+        raise HostError(
+            f"lxc {item.config} is not an LXC container config ({what} `lxc.KEY = VALUE` nor "
+            f"`key: value`); outside {where} tune edits only files that read as one."
         )
 
 

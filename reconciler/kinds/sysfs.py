@@ -14,7 +14,7 @@ import shlex
 
 from ..host import Files, Request, is_glob
 from ..model import Change, Note, Outcome, Phase
-from ..persist import TMPFILES, Persisted
+from ..persist import Persisted, tmpfiles_write
 from ..steps import Read, Step
 from .base import Entry, KernelValue, Kind, attribute_step, entry, normalize_choice, safe
 
@@ -65,9 +65,7 @@ class Sysfs(Kind[dict[str, Entry[str]]]):
 
     def persist(self, spec: dict[str, Entry[str]], files: Files) -> list[Persisted]:
         # tmpfiles.d `w` lines take globs, as the profile does.
-        return [
-            Persisted(TMPFILES, f"w {path} - - - - {item.value}") for path, item in spec.items()
-        ]
+        return [tmpfiles_write(path, str(item.value)) for path, item in spec.items()]
 
 
 KIND = Sysfs()

@@ -9,6 +9,7 @@ from ..applied import JsonValue
 from ..check import Report, Since
 from ..fleet import HostResult
 from ..model import Change, CheckResult, Value
+from ..printable import printable_data
 from . import fleet as fleet_render
 from .folding import fold, show, shown
 from .style import styler
@@ -19,6 +20,7 @@ def render(report: Report, fmt: str, *, quiet: bool, color: bool) -> str:
     line per knob and JSON stays whole."""
     if fmt == "json":
         return "" if quiet and report.in_sync else as_json(report)
+    report = printable_data(report)
     return drift_only(report) if quiet else text(report, color)
 
 
@@ -146,11 +148,12 @@ def fleet(results: Sequence[HostResult[Report]], fmt: str, *, quiet: bool, color
             for r in results
         ]
         return json.dumps(objects, indent=2) + "\n"
+    results = printable_data(results)
     if quiet:
         lines = []
         for r in results:
             if r.value is None:
-                lines.append(f"{r.name}: ERROR {r.error}")
+                lines.append(f"{r.name}: ERROR {fleet_render.problems(r)}")
             else:
                 lines += [f"{r.name}: {line}" for line in drift_lines(r.value)]
         return "".join(line + "\n" for line in lines)

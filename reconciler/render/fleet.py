@@ -13,14 +13,23 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from ..errors import ApplyFailed
+from ..errors import ApplyFailed, TuneError
 from ..fleet import HostResult
 from ..model import Phase, Plan
+from ..printable import printable
 
 if TYPE_CHECKING:
     from ..apply_fleet import HostApplied
 
 Renderer = Callable[[Plan, bool], str]
+
+
+def problems(result: HostResult[Any]) -> str:
+    """A failed host's error for a terminal: one printable line a problem (it quotes the
+    host's paths and values); JSON keeps the error as it is."""
+    error = result.error
+    lines = error.problems() if isinstance(error, TuneError) else [str(error)]
+    return "\n".join(printable(line) for line in lines)
 
 
 def status(result: HostResult[Plan]) -> str:
@@ -93,7 +102,7 @@ def text(results: Sequence[HostResult[Plan]], color: bool, each: Renderer) -> st
     out += ["", totals(results)]
     for result in results:
         if result.error is not None:
-            out += ["", f"== {result.name}: error", str(result.error)]
+            out += ["", f"== {result.name}: error", problems(result)]
         elif result.value is not None and not result.value.is_clean:
             out += ["", f"== {result.name}", each(result.value, color).rstrip("\n")]
     return "\n".join(out) + "\n"
@@ -106,7 +115,7 @@ def markdown(results: Sequence[HostResult[Plan]], each: Renderer) -> str:
     out += ["", totals(results)]
     for result in results:
         if result.error is not None:
-            out += ["", f"# {result.name}: error", "", str(result.error)]
+            out += ["", f"# {result.name}: error", "", problems(result)]
         elif result.value is not None and not result.value.is_clean:
             out += ["", each(result.value, False).rstrip("\n")]
     return "\n".join(out) + "\n"
@@ -154,7 +163,7 @@ def applied(results: Sequence[HostResult[HostApplied]], color: bool) -> str:
     ]
     for result, row in zip(results, rows, strict=True):
         if result.error is not None:
-            out += ["", f"== {result.name}: {row[1]}", str(result.error)]
+            out += ["", f"== {result.name}: {row[1]}", problems(result)]
     return "\n".join(out) + "\n"
 
 

@@ -4,12 +4,14 @@ priority with the exact command, and what needs BIOS or an upgrade."""
 from __future__ import annotations
 
 from ..model import Phase, Plan, Priority
+from ..printable import printable_data
 from .folding import Group, fold, show, shown
 
 WHEN = {Phase.RUNTIME: "live (runtime)", Phase.REBOOT: "at next boot or container restart"}
 
 
 def render(plan: Plan) -> str:
+    plan = printable_data(plan)
     host = plan.host
     out = [
         f"# Host audit: {host.name} against profile `{plan.profile}`",

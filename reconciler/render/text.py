@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..model import Change, Phase, Plan, Priority
+from ..printable import printable_data
 from .folding import fold, show
 from .style import styler
 
@@ -13,6 +14,7 @@ HOW = {
 
 
 def render(plan: Plan, color: bool = False) -> str:
+    plan = printable_data(plan)
     style = styler(color)
 
     host = plan.host

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..printable import printable_data
 from .build import NOT_MEASURED
 
 OUTCOMES = {
@@ -21,6 +22,7 @@ def as_json(report: dict[str, Any]) -> str:
 
 
 def markdown(report: dict[str, Any]) -> str:
+    report = printable_data(report, frozenset({"operations"}))
     run = report["run"]
     out = [
         f"# tune run {run['run_id']}: {run['profile']} on {run['host']}",

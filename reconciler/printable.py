@@ -1,0 +1,77 @@
+"""Host-derived text as a terminal or a Markdown reader may see it: one line, what it says.
+
+File names, file contents and command output on a host are the host's, and a host can be
+hostile (a snapshot from a support ticket, a container's config). A newline in a sysctl value
+or a file name would start a line that looks like tune's own (`    ~ sysctl vm.x: 1 -> 2`);
+ESC starts a terminal control sequence (clear the screen, move the cursor over a line, set the
+window title); a bidi override (U+202E) shows text in an order other than the bytes it is.
+Text output shows each of these as an escape instead (`\\x1b`, `\\n`, `\\u202e`), once, where
+the renderer starts; JSON carries the exact value, escaped by JSON itself.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable
+from enum import Enum
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+# C0 and C1 controls, DEL; the bidi embeddings, overrides and isolates and the Unicode line and
+# paragraph separators, which terminals and browsers act on though they print nothing; and
+# lone surrogates, which is how Python holds a file name's bytes that are not UTF-8 and which
+# no terminal encoding can write.
+_UNSAFE = "\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff"
+# A backslash is doubled only where it could be read as the start of an escape: text with a
+# real ESC and text with the four characters `\x1b` must not look the same (a plan would show
+# a change as in sync), while `C:\path` or `\d` read as they are.
+UNSAFE = re.compile(f"[{_UNSAFE}]|\\\\(?=[\\\\nrtxu{_UNSAFE}]|$)")
+SHORT = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\\": "\\\\"}
+
+
+def _escape(match: re.Match[str]) -> str:
+    char = match.group()
+    if char in SHORT:
+        return SHORT[char]
+    code = ord(char)
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+def printable(text: str) -> str:
+    """`text` with every character that could act on a terminal or reorder a line escaped, as
+    Python writes it in a string literal; different texts stay different."""
+    return UNSAFE.sub(_escape, text)
+
+
+def printable_lines(text: str) -> str:
+    """Each line of a multi-line message (several problems, one a line) made printable."""
+    return "\n".join(printable(line) for line in text.split("\n"))
+
+
+def printable_data(value: T, lines: frozenset[str] = frozenset()) -> T:
+    """`value` (a plan, a report, plain data) with every string in it made printable, for a
+    text renderer to format: one call where the renderer starts, not one per field it shows.
+    The fields or keys named in `lines` hold several lines by design (an audit's fix commands,
+    a step's operations); each of their lines is made printable, the newlines kept."""
+    return _walk(value, lines, printable)  # type: ignore[no-any-return]
+
+
+def _walk(value: Any, lines: frozenset[str], escape: Callable[[str], str]) -> Any:
+    if isinstance(value, Enum):  # Phase.RUNTIME is a str too, and stays the member it is
+        return value
+    if isinstance(value, str):
+        return escape(value)
+    if isinstance(value, tuple | list):
+        return type(value)(_walk(item, lines, escape) for item in value)
+
+    def field(name: Any, item: Any) -> Any:
+        return _walk(item, lines, printable_lines if name in lines else escape)
+
+    if isinstance(value, dict):
+        return {printable(k) if isinstance(k, str) else k: field(k, v) for k, v in value.items()}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        names = [f.name for f in dataclasses.fields(value) if f.init]
+        return dataclasses.replace(value, **{n: field(n, getattr(value, n)) for n in names})
+    return value
