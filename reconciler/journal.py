@@ -43,9 +43,13 @@ def now_iso() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def new_run_id() -> str:
-    """Sorts by time: `YYYYMMDDTHHMMSSZ-<6 hex>`."""
-    return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
+def new_run_id(now: datetime | None = None) -> str:
+    """Sorts by time: `YYYYMMDDTHHMMSSZ-<6 hex>`, the hex being the microsecond and one random
+    digit. Two runs in one second (a scripted apply after another) must still sort in order:
+    `tune rollback` without a run id takes the last, and a random suffix alone made it pick
+    the earlier run half the time."""
+    now = now or datetime.now(UTC)
+    return f"{now:%Y%m%dT%H%M%SZ}-{now.microsecond:05x}{secrets.randbelow(16):x}"
 
 
 def run_path(run_id: str) -> str:

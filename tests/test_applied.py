@@ -100,3 +100,17 @@ def test_an_unreadable_journal_is_an_error() -> None:
     files = Files(errors={PATH: "Permission denied"}, listings={"/var/lib/tune/runs": (PATH,)})
     with pytest.raises(JournalError, match="cannot read run journal \\(Permission denied\\)"):
         latest_applied(files)
+
+
+def test_run_ids_of_one_second_sort_in_the_order_they_were_made() -> None:
+    """`tune rollback` takes the last run by its id: two runs in one second (a script that
+    applies twice) must not sort by a random suffix."""
+    from datetime import UTC, datetime
+
+    from reconciler.journal import new_run_id
+
+    second = datetime(2026, 12, 1, 10, 0, 0, tzinfo=UTC)
+    for _ in range(20):  # the suffix's random digit must never reorder them
+        made = [new_run_id(second.replace(microsecond=us)) for us in (0, 1, 15, 16, 999_999)]
+        assert sorted(made) == made
+        assert all(len(i) == len("20261201T100000Z-a1b2c3") for i in made)
