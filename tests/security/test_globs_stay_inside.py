@@ -1,0 +1,172 @@
+"""A path a profile names stays under the tree its kind owns, on every engine (issue #15, item 1),
+and a file name found on a host is only ever data in the scripts tune sends it (item 15).
+
+The attack: sysfs forbids the components `.` and `..`, but a glob such as `.?` is left to the
+host's shell, and dash expands `.?` to `..` (readdir lists both). So three lines hold, each on its
+own: validation refuses a glob that could name a dot entry; the host's shell drops any expansion
+that leaves the pattern's literal prefix, checked after globbing; the apply primitives refuse a
+path with a `.` or `..` component, whoever built the step. The lab's hosts are snapshot
+directories behind a real sshd; the secrets lie beside them, outside every host's root.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+from conftest import run_tune, write
+from small_host import SmallHost, build, write_profile
+from ssh_fixture import SshLab, StartLab, sshd_available
+from test_shell_read import LocalShellHost
+
+from reconciler.host import ArchiveHost, Files, Request, SnapshotHost, write_archive
+from reconciler.shell import ReadScript, ShellHost
+from reconciler.ssh import SshSettings, SshSetup
+from reconciler.targets import Target
+
+needs_lab = pytest.mark.skipif(
+    not sshd_available(), reason="needs root and openssh-server (.ci/run installs it)"
+)
+
+SECRET = b"TOP-SECRET host key\n"
+# From /sys in a host laid out at BASE/host, `..` twice reaches BASE: outside the host's root.
+OUT_OF_ROOT = "/sys/.?/.?/outside/secret"
+# Inside the host's root, outside the tree sysfs owns.
+OUT_OF_SYS = "/sys/.?/etc/ssh/ssh_host_ed25519_key"
+# What dash made of them before: the paths tune then planned, archived and wrote.
+EXPANDED = ("/sys/../../outside/secret", "/sys/../etc/ssh/ssh_host_ed25519_key")
+THP = "/sys/kernel/mm/transparent_hugepage/enabled"
+
+
+@dataclasses.dataclass(frozen=True)
+class Planted:
+    """A lab host's root and the two secrets an escaping glob would reach."""
+
+    root: Path
+    outside: Path  # beside the host's root
+    host_key: Path  # in the host's root, outside /sys
+
+    def intact(self) -> bool:
+        return self.outside.read_bytes() == SECRET and self.host_key.read_bytes() == SECRET
+
+
+def planted(base: Path) -> Planted:
+    root = build(base / "host", SmallHost())
+    outside = write(base, "/outside/secret", SECRET)
+    host_key = write(root, "/etc/ssh/ssh_host_ed25519_key", SECRET)
+    return Planted(root, outside, host_key)
+
+
+def ssh_host(lab: SshLab, name: str = "h1") -> ShellHost:
+    return SshSetup(SshSettings(ssh_config=str(lab.config))).host(Target(name, name))
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        OUT_OF_ROOT,
+        OUT_OF_SYS,
+        "/sys/.*/etc/passwd",
+        "/sys/.[.]/etc/passwd",
+        "/sys/class/.net*/x",
+        "/sys/class/[.]?/x",
+        "/sys/class/[--0]?/x",  # a range that holds `.`
+    ],
+)
+def test_validation_refuses_a_glob_that_could_name_a_dot_entry(
+    tmp_path: Path, pattern: str
+) -> None:
+    profile = write(tmp_path, "p.yaml", f"name: x\nsysfs:\n  {pattern}: pwned\n")
+    result = run_tune("validate", profile)
+    assert result.code == 65, result
+    assert result.err.startswith(f"{profile}:3:3: sysfs: key '{pattern}' ")
+    assert "could match a name that starts with a dot" in result.err
+    assert "Traceback" not in result.err
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        "/sys/block/*/queue/scheduler",  # POSIX: `*` and `?` never match a leading `.`
+        "/sys/class/net/?th0/mtu",
+        "/sys/devices/system/cpu/cpu[0-9]/online",
+        "/sys/class/net/eth0.100/mtu",  # a dot inside a name
+        "/sys/kernel/debug.x?/y",
+    ],
+)
+def test_globs_that_cannot_name_a_dot_entry_stay_valid(tmp_path: Path, pattern: str) -> None:
+    profile = write(tmp_path, "p.yaml", f"name: x\nsysfs:\n  {pattern}: x\n")
+    result = run_tune("validate", profile)
+    assert (result.code, result.err) == (0, "")
+
+
+@needs_lab
+def test_a_profile_glob_never_reads_or_writes_outside_sys_over_ssh(
+    tmp_path: Path, start_lab: StartLab
+) -> None:
+    host = planted(tmp_path)
+    lab = start_lab({"h1": host.root})
+    profile = write_profile(tmp_path / "p.yaml", {"sysfs": {OUT_OF_ROOT: "x", OUT_OF_SYS: "x"}})
+    over_ssh = ("-H", "h1", "--ssh-config", lab.config)
+    archive = tmp_path / "snap.tar.gz"
+    for args in (
+        ("validate", profile),
+        ("plan", profile, *over_ssh),
+        ("snapshot", profile, "-o", archive, *over_ssh),
+        ("apply", "--runtime-only", "-y", profile, *over_ssh),
+    ):
+        result = run_tune(*args)
+        assert result.code == 65, (args[0], result)
+        assert "could match a name that starts with a dot" in result.err
+        assert "TOP-SECRET" not in result.out + result.err
+    assert not archive.exists()
+    assert host.intact()
+
+
+def escaping_request() -> Request:
+    """Every way a read names a glob, each aimed out of /sys, beside one honest read."""
+    return Request.of(
+        THP,
+        OUT_OF_ROOT,
+        OUT_OF_SYS,
+        "/sys/.*/.*/outside/*",
+        whole=["/sys/.?/.?/outside/secre[t]"],
+        newest=[("/sys/.?/.?/outside/*", 3)],
+        nodes=["/sys/.?/.?/outside/*"],
+    )
+
+
+def nothing_escaped(files: Files) -> None:
+    assert set(files.contents) == {THP}
+    assert not any(files.matches[p] for p in files.matches if p != THP)
+    assert not any(files.nodes.values())
+    assert all(SECRET not in data for data in files.contents.values())
+
+
+@needs_lab
+def test_the_hosts_shell_drops_what_a_glob_expands_outside_its_prefix(
+    tmp_path: Path, start_lab: StartLab
+) -> None:
+    """Validation bypassed: the request is built directly, as a kind's bug would build it."""
+    host = planted(tmp_path)
+    lab = start_lab({"h1": host.root})
+    remote = ssh_host(lab)
+    try:
+        over_ssh = remote.fetch(escaping_request())
+        # The host's own answer, before this side checks anything: the secret never left it.
+        answer = remote.run_script(ReadScript.of(escaping_request()).text)
+    finally:
+        remote.close()
+    nothing_escaped(over_ssh)
+    assert answer.status == 0 and b"TOP-SECRET" not in answer.stdout
+    assert b"/../" not in answer.stdout
+    # Every engine applies the same rule to the same request.
+    direct = SnapshotHost(host.root).fetch(escaping_request())
+    assert over_ssh == direct
+    # In one round trip, as any read: what the shell dropped leaves no word for head to miss.
+    local_sh = LocalShellHost(host.root)
+    assert local_sh.fetch(escaping_request()) == direct
+    assert len(local_sh.scripts) == 1
+    write_archive(over_ssh, tmp_path / "a.tar.gz")
+    assert ArchiveHost(tmp_path / "a.tar.gz").fetch(escaping_request()) == direct
