@@ -12,6 +12,8 @@ directories behind a real sshd; the secrets lie beside them, outside every host'
 from __future__ import annotations
 
 import dataclasses
+import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -20,9 +22,15 @@ from small_host import SmallHost, build, write_profile
 from ssh_fixture import SshLab, StartLab, sshd_available
 from test_shell_read import LocalShellHost
 
+from reconciler.errors import HostError
 from reconciler.host import ArchiveHost, Files, Request, SnapshotHost, write_archive
+from reconciler.journal import new_run_id
+from reconciler.kinds.base import Entry
+from reconciler.kinds.sysfs import KIND as SYSFS
+from reconciler.remote_apply import LIBRARY, ApplyScript, start, wait
 from reconciler.shell import ReadScript, ShellHost
 from reconciler.ssh import SshSettings, SshSetup
+from reconciler.steps import Step
 from reconciler.targets import Target
 
 needs_lab = pytest.mark.skipif(
@@ -170,3 +178,57 @@ def test_the_hosts_shell_drops_what_a_glob_expands_outside_its_prefix(
     assert len(local_sh.scripts) == 1
     write_archive(over_ssh, tmp_path / "a.tar.gz")
     assert ArchiveHost(tmp_path / "a.tar.gz").fetch(escaping_request()) == direct
+
+
+def escaping_step(path: str) -> Step:
+    """The step tune planned for the path dash expanded before: validation bypassed."""
+    spec = {OUT_OF_ROOT: Entry(value="pwned")}
+    files = Files(contents={path: SECRET}, matches={OUT_OF_ROOT: (path,)})
+    (change,) = SYSFS.compare(spec, files).changes
+    return SYSFS.step(spec, change, files)
+
+
+@needs_lab
+@pytest.mark.parametrize("path", EXPANDED)
+def test_apply_refuses_a_step_that_leads_out_of_sys_on_every_engine(
+    tmp_path: Path, start_lab: StartLab, path: str
+) -> None:
+    host = planted(tmp_path / "remote")
+    lab = start_lab({"h1": host.root})
+    remote = ssh_host(lab)
+    run_id = new_run_id()
+    script = ApplyScript.of((escaping_step(path),), {"run_id": run_id}, None)
+    try:
+        start(remote, script)
+        run = wait(remote, run_id, timeout=60, interval=0.05)
+    finally:
+        remote.close()
+    assert host.intact()
+    refused = f"{path}: refusing a path that is not absolute and normal."
+    # Neither the write nor the read that would verify its undo happened: the local engine's
+    # records for a path its host refuses.
+    assert [r.get("error") for r in run.records if "error" in r] == [refused, refused]
+    assert run.outcome == "rollback-failed"
+
+    local = planted(tmp_path / "local")
+    snapshot = SnapshotHost(local.root)
+    attempts: list[Callable[[], object]] = [
+        lambda: snapshot.set_attr(path, "pwned"),
+        lambda: snapshot.put_file(path, b"pwned"),
+        lambda: snapshot.read_file(path),
+    ]
+    for attempt in attempts:
+        with pytest.raises(HostError, match=f"^{re.escape(refused)}$"):
+            attempt()
+    assert local.intact()
+
+
+def test_the_apply_library_expands_no_glob(tmp_path: Path) -> None:
+    """A module parameter's value with a bracket in it, written on a snapshot target: the
+    library splits the modprobe words but never globs them against its working directory."""
+    root = build(tmp_path / "host", SmallHost())
+    write(tmp_path, "/NVreg_X=a", "")  # the apply script's working directory, here
+    shell = LocalShellHost(root)
+    done = shell.run_script(f"{LIBRARY}run_argv modprobe nvidia 'NVreg_X=[ab]' || exit 1\n")
+    assert done.status == 0, done.stderr
+    assert (root / "sys/module/nvidia/parameters/NVreg_X").read_text() == "[ab]\n"
