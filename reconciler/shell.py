@@ -206,6 +206,21 @@ def quoted(text: str) -> str:
     return "'" + text.replace("'", "'\\''") + "'"
 
 
+@dataclass(frozen=True)
+class Expand:
+    """sh text that the target expands where it stands in an `sh_word` (`$(shown_3)`, `${ERR%.}`):
+    written by tune, never taken from a profile or a host."""
+
+    text: str
+
+
+def sh_word(*parts: str | Expand) -> str:
+    """One sh word of literal text and expansions: the text single-quoted as `quoted` does,
+    each expansion in double quotes, so that no text a profile or a host gave (a file name
+    with `$(...)`, a backquote, a quote or a newline in it) is ever parsed by the shell."""
+    return "".join(f'"{p.text}"' if isinstance(p, Expand) else quoted(p) for p in parts) or "''"
+
+
 _SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789 ._,:;=/+-@#()")
 
 

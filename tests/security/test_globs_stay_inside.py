@@ -232,3 +232,77 @@ def test_the_apply_library_expands_no_glob(tmp_path: Path) -> None:
     done = shell.run_script(f"{LIBRARY}run_argv modprobe nvidia 'NVreg_X=[ab]' || exit 1\n")
     assert done.status == 0, done.stderr
     assert (root / "sys/module/nvidia/parameters/NVreg_X").read_text() == "[ab]\n"
+
+
+HOSTILE = (
+    "$(touch ${TUNE_ROOT}-dollar)",
+    "`touch ${TUNE_ROOT}-backquote`",
+    'a "quoted" name',
+    "a\nnewline",
+    "an unclosed $(",
+    "it's",
+)
+
+
+def hostile_host(base: Path) -> Path:
+    root = build(base / "host", SmallHost())
+    for name in HOSTILE:
+        write(root, f"/sys/class/tune-test/{name}/value", "0\n")
+    return root
+
+
+def injected(root: Path) -> list[Path]:
+    """What a host file name run as a command would have created beside the host's root."""
+    return sorted(root.parent.glob(f"{root.name}-*"))
+
+
+@needs_lab
+def test_host_file_names_are_only_data_in_the_remote_apply(
+    tmp_path: Path, start_lab: StartLab
+) -> None:
+    root = hostile_host(tmp_path)
+    lab = start_lab({"h1": root})
+    profile = write_profile(tmp_path / "p.yaml", {"sysfs": {"/sys/class/tune-test/*/value": 1}})
+    result = run_tune(
+        "apply", "--runtime-only", "--no-persist", "-y", profile, "-H", "h1",
+        "--ssh-config", lab.config,
+    )  # fmt: skip
+    assert (result.code, result.err) == (0, ""), result
+    for name in HOSTILE:
+        assert (root / "sys/class/tune-test" / name / "value").read_text() == "1\n"
+    assert injected(root) == []
+
+
+@needs_lab
+def test_a_failed_read_back_names_the_file_without_running_it(
+    tmp_path: Path, start_lab: StartLab
+) -> None:
+    """The read-back message carries the host's file name: a kernel that clamps the value (the
+    step expects what the host will not read back) makes the script say it."""
+    root = hostile_host(tmp_path)
+    lab = start_lab({"h1": root})
+    remote = ssh_host(lab)
+    pattern = "/sys/class/tune-test/*/value"
+    spec = {pattern: Entry(value="1")}
+    try:
+        files = remote.fetch(SYSFS.request(spec))
+        changes = SYSFS.compare(spec, files).changes
+        assert sorted(c.target for c in changes) == sorted(
+            f"/sys/class/tune-test/{name}/value" for name in HOSTILE
+        )
+        steps = tuple(dataclasses.replace(SYSFS.step(spec, c, files), expect="2") for c in changes)
+        for step in steps:
+            run_id = new_run_id()
+            start(remote, ApplyScript.of((step,), {"run_id": run_id}, None))
+            run = wait(remote, run_id, timeout=60, interval=0.05)
+            failed = next(r for r in run.records if r["type"] == "failed")
+            said = f"{step.id}: wrote '2' but {step.target} reads back '1'"
+            # The journal keeps a record on one line: a newline in a name reads as a space.
+            assert failed["error"] == f"{said} (refused or clamped by the kernel)".replace(
+                "\n", " "
+            )
+            assert run.outcome == "rolled-back"
+    finally:
+        remote.close()
+    assert injected(root) == []
+    assert {(root / "sys/class/tune-test" / n / "value").read_text() for n in HOSTILE} == {"0\n"}
