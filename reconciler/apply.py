@@ -15,7 +15,7 @@ import signal
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import FrameType
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from .errors import ApplyFailed, ExitCode, HostError, NoSpace, Refused, TuneError
 from .host import Host
@@ -256,16 +256,13 @@ def make(
             perform(host, step, op, journal, seq)
     except Refused as exc:
         if not step.optional:
-            raise StepFailed(unsupported_message(step, str(exc))) from None
+            raise StepFailed("".join(unsupported_message(step, str(exc).rstrip(".")))) from None
         journal.record("unsupported", seq=seq, error=str(exc))
         return
     journal.record("written", seq=seq)
     got = read(host, step.probe)
     if got != step.expect:
-        raise StepFailed(
-            f"{step.id}: wrote {_show(step.expect)} but {step.probe.path} reads back "
-            f"{_show(got)} (refused or clamped by the kernel)"
-        )
+        raise StepFailed("".join(read_back_message(step, _show(got))))
     journal.record("verified", seq=seq)
 
 
@@ -291,11 +288,27 @@ def extend(host: Host, run_id: str, steps: tuple[Step, ...]) -> None:
         ) from None
 
 
-def unsupported_message(step: Step, refused: str) -> str:
-    """The one line that says a knob cannot be set on this host, whatever applied it."""
+# What a message leaves to its engine: the text itself here, an expansion in the remote script.
+Said = TypeVar("Said")
+
+
+def unsupported_message(step: Step, refused: Said) -> tuple[str, Said, str]:
+    """The one line that says a knob cannot be set on this host, whatever applied it, around
+    the kernel's reason (its final dot dropped)."""
     return (
-        f"{step.id} is not supported on this host: {refused.rstrip('.')}; mark the entry "
-        "`optional: true` to apply the rest without it."
+        f"{step.id} is not supported on this host: ",
+        refused,
+        "; mark the entry `optional: true` to apply the rest without it.",
+    )
+
+
+def read_back_message(step: Step, shown: Said) -> tuple[str, Said, str]:
+    """The line for a write the kernel took but does not read back, around what it reads
+    (`_show`), whatever applied it."""
+    return (
+        f"{step.id}: wrote {_show(step.expect)} but {step.probe.path} reads back ",
+        shown,
+        " (refused or clamped by the kernel)",
     )
 
 

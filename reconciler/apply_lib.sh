@@ -3,6 +3,9 @@
 
 export LC_ALL=C
 umask 022
+# No pathname expansion anywhere: every path arrives whole, as tune planned it, and a word taken
+# from the host (a /proc/modules line, a module parameter) is split but never globbed.
+set -f
 R="${TUNE_ROOT:-}"
 R="${R%/}"
 EMU=
@@ -55,6 +58,16 @@ END {
     print out; exit 0 }
   print trim(v) }'
 
+# Whoever built the step, a primitive touches only an absolute path with no `.` or `..`
+# component (host.checked): a name that a host's glob expanded never leads out of the tree it was
+# found in (dash expands `.?` to `..`). Sets ERR and succeeds for a path to refuse.
+abnormal() {
+    case "$1" in
+    /*) case "$1/" in */./* | */../*) ;; *) return 1 ;; esac ;;
+    esac
+    ERR="$1: refusing a path that is not absolute and normal."
+}
+
 emu_writable() {
     e="$R$1"
     while [ ! -e "$e" ] && [ ! -h "$e" ] && [ "$e" != "${e%/*}" ]; do e="${e%/*}"; done
@@ -82,6 +95,7 @@ strerror() {
 set_attr() {
     f="$R$1"
     REFUSED=
+    abnormal "$1" && return 1
     if [ -n "$EMU" ]; then
         [ -f "$f" ] || { ERR="$1: cannot open for writing (No such file or directory)."; return 1; }
         emu_writable "$1" || { ERR="$1: cannot open for writing (Permission denied)."; return 1; }
@@ -100,6 +114,7 @@ set_attr() {
 
 # $4: the step's seq, inside a run: the directories about to be created are journaled first.
 put_file() {
+    abnormal "$1" && return 1
     f="$R$1"; d="${f%/*}"; t="$d/.${f##*/}.tune-new"
     if { [ -z "${4:-}" ] || creates "$4" "${1%/*}"; } && mkdir -p "$d" && printf "$3" >"$t" &&
         chmod "$2" "$t" && fsync "$t" && mv -f "$t" "$f" && fsync "$d"
@@ -125,7 +140,10 @@ tidy() {
     return 0
 }
 
-delete_file() { rm -f "$R$1" && fsync "${R}${1%/*}/" || { ERR="$1: cannot delete."; return 1; }; }
+delete_file() {
+    abnormal "$1" && return 1
+    rm -f "$R$1" && fsync "${R}${1%/*}/" || { ERR="$1: cannot delete."; return 1; }
+}
 
 u8() { od -An -tu1 -j "$2" -N1 "$1" | tr -d ' \n'; }
 u16() { set -- $(od -An -tu1 -j "$2" -N2 "$1"); [ $# -eq 2 ] && echo $(($1 + 256 * $2)); }
@@ -252,7 +270,7 @@ has_command() {
 # A probe's normalised reading (steps.Probe.value) on stdout; status 1 when absent.
 reading() {
     f="$R$2"
-    [ -e "$f" ] || return 1
+    ! abnormal "$2" && [ -e "$f" ] || return 1
     case "$1" in
     text) cat "$f" ;;
     words) tr -s '[:space:]' ' ' <"$f" | sed 's/^ //; s/ $//' ;;

@@ -210,6 +210,79 @@ def refusal(path: str, value: str, code: int | None) -> HostError:
     return Refused(message) if code in REFUSING_ERRNOS else HostError(message)
 
 
+def normal(path: str) -> bool:
+    """Absolute, with no `.` or `..` component: the path names what it says, so a path under a
+    directory stays under it (symlinks aside)."""
+    return path.startswith("/") and not any(part in (".", "..") for part in path.split("/"))
+
+
+def checked(path: str) -> str:
+    """`path` if it is `normal`; otherwise the refusal every engine gives, nothing read or
+    written."""
+    if not normal(path):
+        raise HostError(f"{path}: refusing a path that is not absolute and normal.")
+    return path
+
+
+def within(pattern: str, path: str) -> bool:
+    """Whether `path`, which `pattern` expanded to, lies under the pattern's literal prefix (its
+    components before the first glob): the rule every engine applies to an expansion, after
+    expanding. Python's glob never yields `.` or `..`, but a host's sh does (dash expands `.?`
+    to `..`), and a pattern checked before expansion is only as good as the checker."""
+    if not normal(path):
+        return False
+    if not is_glob(pattern):
+        return path == pattern
+    parts = pattern.split("/")
+    first = next(n for n, part in enumerate(parts) if is_glob(part))
+    return path.startswith("/".join(parts[:first]) + "/")
+
+
+def may_match_dot(component: str) -> bool:
+    """Whether a glob component could match a name that starts with `.` (`.` and `..` among
+    them) in some POSIX shell: one that starts with `.` and holds a glob, or with a bracket
+    expression that admits `.` (a negation without it, a range over it, a class). POSIX
+    promises that `*` and `?` never match a leading `.`; for brackets it leaves it open."""
+    if not is_glob(component):
+        return False
+    if component.startswith("."):
+        return True
+    end = bracket_end(component, 0) if component.startswith("[") else None
+    if end is None:
+        return False
+    body = component[1:end]
+    negated = body[:1] in ("!", "^")
+    body = body[negated:]
+    if "[" in body:  # [:class:], [.coll.], [=equiv=]: what they admit is the locale's
+        return True
+    return _admits_dot(body) != negated
+
+
+def _admits_dot(body: str) -> bool:
+    i = 0
+    while i < len(body):
+        if i + 2 < len(body) and body[i + 1] == "-":
+            if body[i] <= "." <= body[i + 2]:
+                return True
+            i += 3
+            continue
+        if body[i] == ".":
+            return True
+        i += 1
+    return False
+
+
+def bracket_end(pattern: str, start: int) -> int | None:
+    """Where fnmatch ends the bracket expression opened at `start`, or None if it is literal."""
+    j = start + 1
+    if j < len(pattern) and pattern[j] == "!":
+        j += 1
+    if j < len(pattern) and pattern[j] == "]":
+        j += 1
+    end = pattern.find("]", j)
+    return None if end == -1 else end
+
+
 def path_matches(pattern: str, path: str) -> bool:
     """Shell-glob semantics per path component: `*` never crosses a slash."""
     pat_parts = pattern.split("/")
@@ -316,7 +389,7 @@ class DirectoryHost(Host):
         self.paths = Rooted() if str(self.root) == "/" else Beneath(self.root)
 
     def _local(self, path: str, *, follow: bool = True) -> str:
-        _normal(path)
+        checked(path)
         try:
             return self.paths.local(path, follow=follow)
         except OSError as exc:
@@ -335,9 +408,9 @@ class DirectoryHost(Host):
         files = Files()
         paths = self.paths
         for pattern, keep, limit in request.reads():
-            _normal(pattern)
+            checked(pattern)
             if is_glob(pattern):
-                found = sorted(paths.glob(pattern))
+                found = sorted(p for p in paths.glob(pattern) if within(pattern, p))
             else:
                 found = [pattern] if paths.lexists(pattern) else []
             found = last(found, keep)
@@ -353,7 +426,11 @@ class DirectoryHost(Host):
         for pattern in sorted(request.nodes):
             found = paths.glob(pattern) if is_glob(pattern) else [pattern]
             files.nodes[pattern] = tuple(
-                sorted(p + "/" * paths.isdir(p) for p in found if paths.lexists(p))
+                sorted(
+                    p + "/" * paths.isdir(p)
+                    for p in found
+                    if paths.lexists(p) and within(pattern, p)
+                )
             )
         return files
 
@@ -373,7 +450,7 @@ class DirectoryHost(Host):
     # snapshot. Commands and kernel-attribute semantics differ, so the subclasses supply them.
 
     def read_file(self, path: str) -> bytes | None:
-        _normal(path)
+        checked(path)
         try:
             # Whole reads stop one byte past the limit, for the reader to refuse (`journal`).
             return self.paths.read(path, MAX_STATE_BYTES + 1)
@@ -431,7 +508,7 @@ class DirectoryHost(Host):
             raise HostError(f"{path}: cannot delete ({exc.strerror}).") from exc
 
     def missing_dirs(self, path: str) -> list[str]:
-        _normal(path)
+        checked(path)
         missing = []
         directory = path.rsplit("/", 1)[0]
         while directory and not self.paths.lexists(directory):
@@ -495,12 +572,6 @@ class DirectoryHost(Host):
             yield
         finally:
             os.close(fd)
-
-
-def _normal(path: str) -> None:
-    # Profiles cannot name such paths; this keeps a snapshot's reads inside it regardless.
-    if not path.startswith("/") or any(p in (".", "..") for p in path.split("/")):
-        raise HostError(f"{path}: refusing to read a path that is not absolute and normal.")
 
 
 def _append_whole(fd: int, data: bytes, sync: bool) -> None:
@@ -625,7 +696,7 @@ class ArchiveHost(Host):
         files = Files()
         for pattern, keep, _limit in request.reads():
             found = last(
-                sorted(p for p in self._tree if path_matches(pattern, p))
+                sorted(_expand(pattern, self._tree))
                 if is_glob(pattern)
                 else [pattern] * (pattern in self._tree),
                 keep,
@@ -637,10 +708,16 @@ class ArchiveHost(Host):
             base = directory.rstrip("/") + "/"
             files.listings[directory] = tuple(sorted(p for p in self._tree if p.startswith(base)))
         for pattern in sorted(request.nodes):
-            found = [p for p in self._tree if path_matches(pattern, p)]
-            found += [d + "/" for d in self._directories if path_matches(pattern, d)]
+            found = _expand(pattern, self._tree)
+            found += [d + "/" for d in _expand(pattern, self._directories)]
             files.nodes[pattern] = tuple(sorted(found))
         return files
+
+
+def _expand(pattern: str, paths: Iterable[str]) -> list[str]:
+    """What `pattern` matches among an archive's `paths`, under the same rule as a shell's
+    expansion (a member named `../x` is no match for `/.?/x`)."""
+    return [p for p in paths if path_matches(pattern, p) and within(pattern, p)]
 
 
 # Compression by magic number. Each decompressor checks its own CRC, so a truncated or

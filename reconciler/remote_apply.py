@@ -35,7 +35,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .apply import BOOT_KINDS, Restored, RollbackResult, Work, unsupported_message
+from .apply import (
+    BOOT_KINDS,
+    Restored,
+    RollbackResult,
+    Work,
+    read_back_message,
+    unsupported_message,
+)
 from .errors import ApplyFailed, ConnectError, HostError
 from .journal import (
     LOCK,
@@ -53,7 +60,7 @@ from .journal import (
 from .probes.phase import PhaseProbes, Records, Regressed
 from .profile import LoadedProfile
 from .run_record import contexts, plan_record
-from .shell import ShellHost, printf_format, quoted
+from .shell import Expand, ShellHost, printf_format, quoted, sh_word
 from .steps import (
     BootTool,
     DeleteFile,
@@ -162,10 +169,8 @@ def _refused(seq: int, step: Step) -> list[str]:
     journaled `unsupported` and skipped, any other fails the run with the local engine's line."""
     if step.optional:
         return [f'    elif [ -n "$REFUSED" ]; then skip {seq}\n', '    else fail "$ERR"; fi\n']
-    # The step id comes from its function: no value of the profile is spliced into sh text.
-    message = unsupported_message(step, "${ERR%.}").replace(step.id, f"$(step_id_{seq})", 1)
-    message = message.replace("`", "\\`")
-    return [f'    elif [ -n "$REFUSED" ]; then fail "{message}"\n', '    else fail "$ERR"; fi\n']
+    message = sh_word(*unsupported_message(step, Expand("${ERR%.}")))
+    return [f'    elif [ -n "$REFUSED" ]; then fail {message}\n', '    else fail "$ERR"; fi\n']
 
 
 @dataclass(frozen=True)
@@ -243,10 +248,8 @@ class ApplyScript:
                 f'    DONE="{seq} $DONE"\n',
                 f"    ERR=; REFUSED=; if do_{seq}; then\n",
                 f"    rec {quoted(record('written', seq=seq))}\n",
-                f'    expected_{seq} || fail "$(step_id_{seq}): wrote '
-                f"{_show(step.expect).replace(chr(34), '')} but "
-                f"{step.probe.path.replace(chr(34), '')} reads back $(shown_{seq}) "
-                '(refused or clamped by the kernel)"\n',
+                f"    expected_{seq} || fail "
+                f"{sh_word(*read_back_message(step, Expand(f'$(shown_{seq})')))}\n",
                 f"    rec {quoted(record('verified', seq=seq))}\n",
                 *_refused(seq, step),
             ]

@@ -27,7 +27,17 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from .errors import HostError
-from .host import MAX_FILE_BYTES, MAX_STATE_BYTES, Files, Host, Request, path_matches
+from .host import (
+    MAX_FILE_BYTES,
+    MAX_STATE_BYTES,
+    Files,
+    Host,
+    Request,
+    bracket_end,
+    checked,
+    path_matches,
+    within,
+)
 
 # tune's own state read whole over SSH (run journals, the stored profile), as DirectoryHost
 # reads it: one byte past the limit says the file is larger.
@@ -69,6 +79,22 @@ _WALK = r"""w() {
         fi
     done
 }
+"""
+
+
+# What the shell expanded stays under each pattern's literal prefix (`host.within`), checked
+# after expanding: the quoted literal part of a word comes through a glob unchanged, so the one way
+# out is a `.` or `..` component, and sh globs yield them (readdir lists both: dash expands `.?` to
+# `..`). One `case` over all the words costs nothing; only when one looks suspect are they kept
+# one by one, by number, so that no word is ever parsed again.
+_INSIDE = r"""case "$*" in *"/."*)
+    k= i=0
+    for w; do
+        i=$((i + 1))
+        case "$w/" in */./* | */../*) ;; *) k="$k \"\${$i}\"" ;; esac
+    done
+    eval "set -- $k" ;;
+esac
 """
 
 
@@ -146,6 +172,7 @@ def quote_pattern(pattern: str) -> str:
     expressions left bare so the shell expands them, relative to `$TUNE_ROOT`."""
     if not pattern.startswith("/"):
         raise HostError(f"{pattern!r}: only absolute paths can be read from a host.")
+    checked(pattern)
     words = ["."]
     literal: list[str] = []
 
@@ -160,7 +187,7 @@ def quote_pattern(pattern: str) -> str:
         if c in "*?":
             flush()
             words.append(c)
-        elif c == "[" and (end := _bracket_end(pattern, i)) is not None:
+        elif c == "[" and (end := bracket_end(pattern, i)) is not None:
             body = pattern[i + 1 : end]
             if not _BRACKET_BODY.fullmatch(body):
                 raise HostError(f"{pattern!r}: the bracket expression cannot be sent to a shell.")
@@ -180,6 +207,21 @@ def quoted(text: str) -> str:
     return "'" + text.replace("'", "'\\''") + "'"
 
 
+@dataclass(frozen=True)
+class Expand:
+    """sh text that the target expands where it stands in an `sh_word` (`$(shown_3)`, `${ERR%.}`):
+    written by tune, never taken from a profile or a host."""
+
+    text: str
+
+
+def sh_word(*parts: str | Expand) -> str:
+    """One sh word of literal text and expansions: the text single-quoted as `quoted` does,
+    each expansion in double quotes, so that no text a profile or a host gave (a file name
+    with `$(...)`, a backquote, a quote or a newline in it) is ever parsed by the shell."""
+    return "".join(f'"{p.text}"' if isinstance(p, Expand) else quoted(p) for p in parts) or "''"
+
+
 _SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789 ._,:;=/+-@#()")
 
 
@@ -192,17 +234,6 @@ def printf_format(data: bytes) -> str:
         for i, b in enumerate(data)
     ]
     return "'" + "".join(chars) + "'"
-
-
-def _bracket_end(pattern: str, start: int) -> int | None:
-    """Where fnmatch ends the bracket expression opened at `start`, or None if it is literal."""
-    j = start + 1
-    if j < len(pattern) and pattern[j] == "!":
-        j += 1
-    if j < len(pattern) and pattern[j] == "]":
-        j += 1
-    end = pattern.find("]", j)
-    return None if end == -1 else end
 
 
 @dataclass
@@ -331,20 +362,24 @@ class ReadScript:
         main = iter(together)
         for index, pattern in enumerate(self.patterns):
             newest = self.newest[index]
-            words = groups.get(f"r{index}", []) if newest else next(main)[1:].split("\0")
+            words = groups.get(f"r{index}") if newest else next(main)[1:].split("\0")
             if self.literal[index]:
                 answer.words.append([f".{pattern}"])
                 answer.origins.append("n" if f"n{index}" in groups else "p")
                 continue
-            if not words:
+            if words is None:
                 raise HostError(f"{host}: the host's answer lacks a pattern's expansion.")
+            # The script left out what leaves the pattern (a group may be empty); the same
+            # rule again here, so that no shell's glob decides alone.
+            words = [w for w in words if w and within(pattern, w[1:])]
             answer.words.append(words)
             answer.origins.append("u" if words == [f".{pattern}"] else "g")
         for index in range(len(self.listings)):
             if f"l{index}" in groups:  # a conditional listing that was not needed is absent
                 answer.listed[index] = groups[f"l{index}"]
-        for index in range(len(self.nodes)):
-            answer.nodes[index] = groups.get(f"e{index}", [])
+        for index, pattern in enumerate(self.nodes):
+            found = groups.get(f"e{index}", [])
+            answer.nodes[index] = [p for p in found if within(pattern, p.removesuffix("/"))]
         return answer, out[end + 4 :]
 
     def build(
@@ -418,7 +453,7 @@ def _read_script(request: Request) -> ReadScript:
             together.append(f"{word} {GROUP_END}")
             continue
         # The newest `keep` matches: the expansion cut to its last ones, as "$@".
-        expansion = f"set -- {word}\n[ $# -gt {keep} ] && shift $(($# - {keep}))\n"
+        expansion = f"set -- {word}\n{_INSIDE}[ $# -gt {keep} ] && shift $(($# - {keep}))\n"
         if not literal[index]:
             lines.append(f"{expansion}printf '%s\\000' :r{index} \"$@\"\n")
         newest.append(expansion)
@@ -437,6 +472,7 @@ def _read_script(request: Request) -> ReadScript:
         lines.append(
             f"printf ':e{index}\\000'\n"
             f"for f in {quote_pattern(pattern)}; do\n"
+            '    case "$f/" in */./* | */../*) continue ;; esac\n'
             '    if [ -d "$f" ]; then s=/; elif [ -e "$f" ] || [ -h "$f" ]; then s=\n'
             "    else continue; fi\n"
             '    printf \'%s%s\\000\' "${f#.}" "$s"\n'
@@ -446,16 +482,17 @@ def _read_script(request: Request) -> ReadScript:
         # Every glob expanded once, into "$@": listed, then given to head as they are, so
         # head sees exactly the words listed, directories and non-matches included, and
         # reports those on stderr. (Expanding them twice cost the target ~6 ms per host.)
-        lines.append(f"set -- {' '.join(together)}\nprintf '%s\\000' :w \"$@\"\n")
+        lines.append(f"set -- {' '.join(together)}\n{_INSIDE}printf '%s\\000' :w \"$@\"\n")
     lines.append("printf ':c\\000'\nprintf 'TUNE-READ-ERRORS\\n' >&2\n")
     if together:
         lines.append(f"printf '\\n'\nhead -c {cap} -v -- \"$@\"\n")
     for expansion in newest:
         # head prints a header only for a file it opens: the separator's newline goes out
-        # only then (a wrong guess, a race, costs the re-read, never a wrong answer).
+        # only then (a wrong guess, a race, costs the re-read, never a wrong answer). With no
+        # word left (every match left the pattern), head would read standard input.
         lines.append(
             f"{expansion}for f; do [ -r \"$f\" ] && {{ printf '\\n'; break; }}; done\n"
-            f'head -c {cap} -v -- "$@"\n'
+            f'[ $# -eq 0 ] || head -c {cap} -v -- "$@"\n'
         )
     text = _PRELUDE + _batched("".join(lines))
     kept = tuple(keep is not None for _, keep, _ in reads)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Generic, TypeVar
 
 from ..errors import HostError
-from ..host import Files, Request
+from ..host import Files, Request, may_match_dot
 from ..model import Change, Outcome, Phase, Priority, Value
 from ..schema import After, Before, Constrain, Strict, invalid, pattern_check
 from ..steps import Need, Probe, Read, Require, SetAttr, Step
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 V = TypeVar("V")
 SpecT = TypeVar("SpecT")
 
-__all__ = ["Entry", "Kind", "Meta", "Strict", "entry", "safe", "safe_scalar"]
+__all__ = ["Entry", "Kind", "Meta", "Strict", "entry", "host_path", "safe", "safe_scalar"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -61,6 +61,28 @@ def safe(pattern: str, what: str, example: str) -> Any:
     path are never free text."""
     check = pattern_check(pattern, what, example)
     return Annotated[str, Constrain(json_schema_extra={"pattern": pattern}), After(check)]
+
+
+def host_path(pattern: str, what: str, example: str, tree: str) -> Any:
+    """Like `safe`, for a path (or glob) on the host under `tree`: no component may match a
+    name that starts with `.`, since the host's shell expands globs and its readdir lists `.`
+    and `..` (dash expands `.?` to `..`): the glob would lead out of the tree."""
+    check = pattern_check(pattern, what, example)
+
+    def inside(value: str) -> str:
+        for component in check(value).split("/"):
+            if may_match_dot(component):
+                raise invalid(
+                    "path_leaves_tree",
+                    "{value} could lead out of {tree}: its component {component} could match "
+                    "a name that starts with a dot, and a shell expands .? to ..",
+                    value=repr(value),
+                    tree=tree,
+                    component=repr(component),
+                )
+        return value
+
+    return Annotated[str, Constrain(json_schema_extra={"pattern": pattern}), After(inside)]
 
 
 def safe_scalar(pattern: str, what: str, example: str, optional: bool = False) -> Any:

@@ -16,12 +16,13 @@ from ..host import Files, Request, is_glob
 from ..model import Change, Note, Outcome, Phase
 from ..persist import Persisted, tmpfiles_write
 from ..steps import Read, Step
-from .base import Entry, KernelValue, Kind, attribute_step, entry, normalize_choice, safe
+from .base import Entry, KernelValue, Kind, attribute_step, entry, host_path, normalize_choice
 
-SysfsPath = safe(
+SysfsPath = host_path(
     r"/sys(/(?!\.\.?(?:/|$))[A-Za-z0-9_.:*?\[\]-]+)+",
     "sysfs path",
     "/sys/kernel/mm/transparent_hugepage/enabled",
+    tree="/sys",
 )
 SysfsEntry = entry(KernelValue)
 SysfsSpec = dict[SysfsPath, SysfsEntry]  # type: ignore[valid-type]
