@@ -124,6 +124,8 @@ def plan(
             saved.save(output or saved.DEFAULT, loaded, result, root, not no_persist)
         except OSError as exc:
             click.echo(f"tune: could not save the plan ({exc.strerror}): {exc.filename}", err=True)
+        except TuneError as exc:
+            click.echo(f"tune: could not save the plan: {exc}", err=True)
     return ExitCode.IN_SYNC if result.is_clean else ExitCode.CHANGES
 
 
