@@ -22,19 +22,21 @@ Records (the contract `tune check --since-apply` reads; see README "The run jour
 from __future__ import annotations
 
 import json
-import secrets
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from .errors import HostError
+from .errors import HostError, UnfinishedRun
 from .host import Host, Request
 from .steps import Step
+from .trust import check
 
 STATE = "/var/lib/tune"
 RUNS = f"{STATE}/runs"
 PROFILE = f"{STATE}/profile.yaml"
-LOCK = "/run/lock/tune.lock"
+# In a directory only root can write: in /run/lock (1777 on Debian) any user could plant a link
+# there, or hold the lock with a pid of their choosing.
+LOCK = "/run/tune/tune.lock"
 
 
 def now_iso() -> str:
@@ -42,8 +44,11 @@ def now_iso() -> str:
 
 
 def new_run_id() -> str:
-    """Sorts by time: `YYYYMMDDTHHMMSSZ-<6 hex>`."""
-    return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
+    """Sorts by time: `YYYYMMDDTHHMMSSZ-<6 hex>`, the hex the microsecond, since two runs in
+    one second happen (an apply over an interrupted one) and which is newer decides what
+    `tune rollback` undoes."""
+    now = datetime.now(UTC)
+    return now.strftime("%Y%m%dT%H%M%SZ") + f"-{now.microsecond:06x}"
 
 
 def run_path(run_id: str) -> str:
@@ -70,6 +75,8 @@ class Journal:
         boot_id: str | None,
         sync: bool = True,
     ) -> Journal:
+        host.private_dir(RUNS)
+        check_state(host)
         journal = cls(host, new_run_id(), sync=sync)
         journal.record(
             "run",
@@ -165,6 +172,57 @@ def chosen_run(host: Host, run_id: str | None, doing: str) -> Run:
     if chosen not in ids:
         raise _no_run(host, chosen)
     return existing_run(host, chosen)
+
+
+def check_state(host: Host, *files: str) -> None:
+    """Refuse (`trust.UntrustedState`) tune's state directories, its lock's, and the `files`
+    of its state named (a journal, pending.json), when someone other than root or the caller
+    could have written them: a journal names the files rollback writes and the argv it runs."""
+    check(*host.owned([STATE, RUNS, LOCK.rsplit("/", 1)[0], *files]), files)
+
+
+def trusted_run(host: Host, run_id: str) -> Run:
+    """The run `run_id`, once its journal and the directories above it pass `check_state`."""
+    check_state(host, run_path(run_id))
+    return existing_run(host, run_id)
+
+
+def rollback_chain(host: Host, run_id: str | None) -> list[Run]:
+    """The runs `tune rollback` restores, newest first: the run `run_id`; by default the newest
+    run and every interrupted run right before it (one applied over an interrupted one, with
+    `--after-interrupted` or by a tune that did not stop there), so no change stays behind."""
+    check_state(host)
+    ids = run_ids(host)
+    if not ids:
+        raise HostError(f"no tune runs on {host.describe()} to roll back.")
+    if run_id is not None and run_id not in ids:
+        raise _no_run(host, run_id)
+    chain = [trusted_run(host, run_id or ids[-1])]
+    for earlier in reversed(ids[:-1] if run_id is None else []):
+        run = trusted_run(host, earlier)
+        if run.outcome != "interrupted":
+            break
+        chain.append(run)
+    return chain
+
+
+def before_apply(host: Host, *, after_interrupted: bool = False) -> None:
+    """What every engine checks before a new run, lock held: tune's state is trusted
+    (`check_state`) and, unless the operator said `--after-interrupted`, the newest run ended:
+    `UnfinishedRun` when it stopped without an `end` record (killed, the power lost), since its
+    changes stay on the host and a new run over them would hide them."""
+    check_state(host)
+    if not after_interrupted:
+        _refuse_unfinished(host)
+
+
+def _refuse_unfinished(host: Host) -> None:
+    ids = run_ids(host)
+    if not ids:
+        return
+    run = trusted_run(host, ids[-1])
+    if run.outcome == "interrupted":
+        raise UnfinishedRun(run.run_id, len(run.steps), host.describe())
 
 
 def _no_run(host: Host, run_id: str) -> HostError:

@@ -21,6 +21,8 @@ from conftest import BLACKWELL, PROJECT, UNTUNED, copy_host, run_tune
 from small_host import SmallHost, build, tree, write_profile
 from ssh_fixture import SshLab, StartLab, journal_records, minimal_host, sshd_available
 
+from reconciler.journal import LOCK
+
 pytestmark = pytest.mark.skipif(
     not sshd_available(), reason="needs root and openssh-server (.ci/run installs it)"
 )
@@ -225,7 +227,7 @@ def test_sigterm_on_the_target_rolls_the_run_back(
     remote = copy_host(blackwell_host, tmp_path / "remote")
     before = tree(remote)
     lab = start_lab({"h1": remote})
-    runs, lock = remote / "var/lib/tune/runs", remote / "run/lock/tune.lock"
+    runs, lock = remote / "var/lib/tune/runs", remote / LOCK.lstrip("/")
 
     def terminate() -> None:
         for _ in range(600):
