@@ -49,7 +49,6 @@ class RemoteApply:
 
     def prepare(self, host: Host) -> Work:
         """Observe and decide the steps; the target checks their requirements when it starts."""
-        before_apply(host, after_interrupted=self.after_interrupted)
         return prepare(
             host,
             self.loaded,
@@ -63,6 +62,7 @@ class RemoteApply:
         if not work.steps:
             return HostApplied(None, 0)
         assert isinstance(host, ShellHost)
+        before_apply(host, after_interrupted=self.after_interrupted)
         done = apply_remote(host, work, self.loaded, phase="runtime", timeout=self.timeout)
         return HostApplied(done.run_id, done.changes - len(done.unsupported))
 

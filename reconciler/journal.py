@@ -211,17 +211,11 @@ def before_apply(host: Host, *, after_interrupted: bool = False) -> None:
     (`check_state`) and, unless the operator said `--after-interrupted`, the newest run ended:
     `UnfinishedRun` when it stopped without an `end` record (killed, the power lost), since its
     changes stay on the host and a new run over them would hide them."""
-    check_state(host)
-    if not after_interrupted:
-        _refuse_unfinished(host)
-
-
-def _refuse_unfinished(host: Host) -> None:
     ids = run_ids(host)
-    if not ids:
-        return
-    run = trusted_run(host, ids[-1])
-    if run.outcome == "interrupted":
+    newest = ids[-1] if ids and not after_interrupted else None
+    check_state(host, *([run_path(newest)] if newest else []))  # one round trip over SSH
+    run = None if newest is None else existing_run(host, newest)
+    if run is not None and run.outcome == "interrupted":
         raise UnfinishedRun(run.run_id, len(run.steps), host.describe())
 
 
