@@ -69,7 +69,8 @@ def cli() -> None:
 
     \b
     Exit codes: 0 in sync, 2 changes or failed checks, 1 host unreadable,
-    3 apply failed and rolled back, 64 usage error, 65 invalid profile.
+    3 apply failed and rolled back, 5 an interrupted run awaits rollback,
+    64 usage error, 65 invalid profile.
     """
 
 
