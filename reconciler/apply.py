@@ -19,7 +19,7 @@ from typing import Any, Protocol, TypeVar
 
 from .errors import ApplyFailed, ExitCode, HostError, NoSpace, Refused, TuneError
 from .host import Host
-from .journal import PROFILE, RUNS, Journal, chosen_run, existing_run, now_iso
+from .journal import PROFILE, RUNS, STATE, Journal, Run, now_iso, rollback_chain, trusted_run
 from .kinds import REGISTRY, files
 from .kinds.base import Kind
 from .model import Phase, Plan
@@ -44,6 +44,7 @@ from .steps import (
 BOOT_KINDS = frozenset(k.kind for k in REGISTRY if k.phase is Phase.REBOOT)
 PACKAGES = {"setpci": "pciutils", "grubby": "grubby"}
 KINDS: dict[str, Kind[Any]] = {k.kind: k for k in (*REGISTRY, files.KIND)}
+H = TypeVar("H", bound=Host)
 
 
 @dataclass(frozen=True)
@@ -270,7 +271,7 @@ def extend(host: Host, run_id: str, steps: tuple[Step, ...]) -> None:
     """Append `steps` to the applied run `run_id` (promoting a try-once boot configuration
     after verification), so that one `tune rollback` undoes the whole run. On failure the
     appended steps are restored and no `end` is written: the caller rolls back the rest."""
-    run = existing_run(host, run_id)
+    run = trusted_run(host, run_id)
     first = max((seq for seq, _ in run.steps), default=-1) + 1
     journal = Journal(host, run_id)
     done: list[tuple[int, Step]] = []
@@ -413,6 +414,7 @@ def store_profile(host: Host, journal: Journal | None, loaded: LoadedProfile) ->
         return False
     if journal is not None:
         journal.record("profile", prior=None if prior is None else prior.decode("utf-8", "replace"))
+    host.private_dir(STATE)
     host.put_file(PROFILE, text.encode())
     return True
 
@@ -427,7 +429,24 @@ class RollbackResult:
 def rollback(host: Host, run_id: str | None = None, *, boot_only: bool = False) -> RollbackResult:
     """Restore the values a run recorded (the newest run by default), from its journal;
     `boot_only` restores only its boot configuration (what `tune verify` undoes)."""
-    run = chosen_run(host, run_id, "roll back")
+    return restore_run(host, rollback_chain(host, run_id)[0], boot_only=boot_only)
+
+
+def roll_back_chain(
+    host: H, run_id: str | None, restore_one: Callable[[H, Run], RollbackResult]
+) -> list[RollbackResult]:
+    """`tune rollback`: each run of `journal.rollback_chain`, newest first, with `restore_one`
+    (this engine's, or the SSH one); stops at the first run that leaves a change behind."""
+    results: list[RollbackResult] = []
+    for run in rollback_chain(host, run_id):
+        results.append(restore_one(host, run))
+        if results[-1].result.failures:
+            break
+    return results
+
+
+def restore_run(host: Host, run: Run, *, boot_only: bool = False) -> RollbackResult:
+    """Restore one run from its journal (see `rollback`)."""
     chosen = run.run_id
     if run.outcome == "rolled-back":
         return RollbackResult(chosen, Restored(), already=True)

@@ -16,7 +16,7 @@ from . import saved as saved_plans
 from .cli_options import format_option
 from .errors import ApplyFailed, ExitCode, UsageError
 from .host import Host, open_host
-from .journal import LOCK, STATE, read_run, run_ids
+from .journal import LOCK, STATE, before_apply, check_state, read_run, run_ids
 from .printable import printable
 from .remote import RemoteOptions, no_root, remote_options
 from .verify import PENDING, Pending, Verdict, pending_of
@@ -62,6 +62,11 @@ RESTART_HELP = (
 @click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation on a terminal.")
 @click.option("--dry-run", is_flag=True, help="Print the exact operations; write nothing.")
 @click.option("--no-persist", is_flag=True, help="Do not write tune's boot-time files.")
+@click.option(
+    "--after-interrupted",
+    is_flag=True,
+    help="Apply even though the last run was interrupted; `tune rollback` then undoes both.",
+)
 @click.option("--no-probes", is_flag=True, help="Do not run the profile's probes around the phase.")
 @click.option(
     "--keep-on-regression", is_flag=True, help="Keep the changes even when a probe gate fails."
@@ -79,6 +84,7 @@ def apply(
     yes: bool,
     dry_run: bool,
     no_persist: bool,
+    after_interrupted: bool,
     no_probes: bool,
     keep_on_regression: bool,
     fmt: str,
@@ -93,7 +99,9 @@ def apply(
     after; any failure (or Ctrl-C) restores every change made, and exits 3.
     With probes in the profile, they run before the first write and after the
     last; a gate that fails afterwards rolls the changes back (exit 3) unless
-    --keep-on-regression. `tune report` shows the numbers.
+    --keep-on-regression. `tune report` shows the numbers. A run that was
+    interrupted (killed, power lost) blocks the next apply (exit 5) until
+    `tune rollback` restores it, or --after-interrupted applies over it.
     """
     from .apply import execute, prepare, store_profile
     from .profile import load_profile
@@ -130,6 +138,7 @@ def apply(
             no_probes=no_probes,
             keep_on_regression=keep_on_regression,
             fmt=fmt,
+            after_interrupted=after_interrupted,
         )
     saved = None
     with_persistence = not no_persist
@@ -161,6 +170,7 @@ def apply(
     host.check_privileges()
     pending = None
     with host.lock(LOCK):
+        before_apply(host, after_interrupted=after_interrupted)
         work = work_now()
         if not work.steps:
             store_profile(host, None, loaded)
@@ -291,6 +301,7 @@ def verify(
         after_boot = _after_boot(host, root, keep_on_regression, kept, restart_containers)
     try:
         with lock:
+            check_state(host, PENDING)
             pending = read_pending(host)
             if pending is None:
                 click.echo(
@@ -357,6 +368,7 @@ def _apply_remote(
     no_probes: bool,
     keep_on_regression: bool,
     fmt: str,
+    after_interrupted: bool,
 ) -> int:
     """The apply runs on the target as one detached sh script; see `reconciler.remote_apply`.
     With --reboot, tune then reboots the target, waits for its new boot id and verifies it."""
@@ -373,10 +385,14 @@ def _apply_remote(
     loaded = load_profile(target)
     if remote.is_fleet:
         no_root(root)
-        return _apply_fleet(loaded, phases, yes, dry_run, no_persist, remote, no_probes, fmt)
+        return _apply_fleet(
+            loaded, phases, yes, dry_run, no_persist, remote, no_probes, fmt, after_interrupted
+        )
     host = _one_remote(root, remote)
     assert isinstance(host, ShellHost)
     try:
+        if not dry_run:
+            before_apply(host, after_interrupted=after_interrupted)
         work = prepare(
             host,
             loaded,
@@ -452,6 +468,7 @@ def _apply_fleet(
     remote: RemoteOptions,
     no_probes: bool,
     fmt: str,
+    after_interrupted: bool,
 ) -> int:
     """Several hosts: the live settings only, each host through `reconciler.apply_fleet`."""
     from .apply_fleet import RemoteApply, apply_hosts
@@ -465,7 +482,7 @@ def _apply_fleet(
         raise UsageError(
             "probes run on one -H host at a time; add --no-probes to apply over several hosts."
         )
-    job = RemoteApply(loaded, not no_persist, remote.command_timeout)
+    job = RemoteApply(loaded, not no_persist, remote.command_timeout, after_interrupted)
     return apply_hosts(
         remote.open(), job, forks=remote.forks, yes=yes, dry_run=dry_run, as_json=fmt == "json"
     )
@@ -573,39 +590,40 @@ def dry_run_text(steps: tuple[Step, ...], host: Host, later: str | None = None) 
 @click.option("--root", metavar="DIR", help=ROOT_HELP)
 @remote_options
 def rollback(run_id: str | None, root: str | None, remote: RemoteOptions) -> int:
-    """Restore the values a run recorded (the newest run by default), in reverse order."""
-    from .apply import RollbackResult
-    from .apply import rollback as roll_back
+    """Restore the values a run recorded, in reverse order: by default the newest run, and
+    the interrupted runs right before it (a run applied with --after-interrupted over one)."""
+    from .apply import RollbackResult, restore_run, roll_back_chain
 
-    done: RollbackResult
+    done: list[RollbackResult]
     if remote.wanted:
-        from .remote_apply import rollback_remote
+        from .remote_apply import restore_remote
         from .shell import ShellHost
 
         host = _one_remote(root, remote)
         assert isinstance(host, ShellHost)
         try:
-            done = rollback_remote(host, run_id)
+            done = roll_back_chain(host, run_id, restore_remote)
         finally:
             host.close()
     else:
         host = open_host(root)
         host.check_privileges()
         with host.lock(LOCK):
-            done = roll_back(host, run_id)
-    if done.already:
-        click.echo(f"Run {done.run_id} is already rolled back; nothing to do.")
-        return ExitCode.IN_SYNC
-    result = done.result
-    if result.failures:
-        raise ApplyFailed(
-            f"rollback of run {done.run_id} left {len(result.failures)} changes not restored: "
-            + "; ".join(result.failures)
+            done = roll_back_chain(host, run_id, restore_run)
+    for one in done:
+        if one.already:
+            click.echo(f"Run {one.run_id} is already rolled back; nothing to do.")
+            continue
+        result = one.result
+        if result.failures:
+            raise ApplyFailed(
+                f"rollback of run {one.run_id} left {len(result.failures)} changes not restored: "
+                + "; ".join(result.failures)
+            )
+        click.echo(
+            f"Rolled back run {one.run_id} on {host.describe()}: {result.restored} restored, "
+            f"{result.unchanged} already at their prior value."
         )
-    click.echo(
-        f"Rolled back run {done.run_id} on {host.describe()}: {result.restored} restored, "
-        f"{result.unchanged} already at their prior value."
-    )
     return ExitCode.IN_SYNC
 
 

@@ -21,6 +21,7 @@ from .apply import Work, prepare
 from .apply_cli import applied_part, dry_run_text
 from .fleet import HostResult, fleet_exit_code, for_each_host
 from .host import Host
+from .journal import before_apply
 from .profile import LoadedProfile
 from .remote import progress_on_terminal
 from .remote_apply import apply_remote
@@ -44,6 +45,7 @@ class RemoteApply:
     loaded: LoadedProfile
     with_persistence: bool
     timeout: float  # how long to wait for a host to finish its run
+    after_interrupted: bool = False  # apply over a run that was interrupted (`tune apply`)
 
     def prepare(self, host: Host) -> Work:
         """Observe and decide the steps; the target checks their requirements when it starts."""
@@ -60,6 +62,7 @@ class RemoteApply:
         if not work.steps:
             return HostApplied(None, 0)
         assert isinstance(host, ShellHost)
+        before_apply(host, after_interrupted=self.after_interrupted)
         done = apply_remote(host, work, self.loaded, phase="runtime", timeout=self.timeout)
         return HostApplied(done.run_id, done.changes - len(done.unsupported))
 

@@ -317,8 +317,12 @@ skip() { rec "{\"type\":\"unsupported\",\"seq\":$1,\"error\":\"$(jstr "$ERR")\"}
 
 end() { rec "{\"type\":\"end\",\"outcome\":\"$1\",\"finished\":\"$(now)\"}"; }
 
+# tune's own directories (state, lock) are 0700 whatever the umask: nobody else plants a link
+# or a journal there. tune checks who owns them (trust.check) before it starts a script.
+private_dir() { (umask 077 && mkdir -p "$R$1"); }
+
 take_lock() {
-    mkdir -p "$R${LOCK%/*}" && exec 9>>"$R$LOCK" || return 1
+    private_dir "${LOCK%/*}" && exec 9>>"$R$LOCK" || return 1
     if command -v flock >/dev/null 2>&1; then flock -n 9 || return 1; fi
     echo $$ >"$R$LOCK"
 }

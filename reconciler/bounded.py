@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Callable
 
 # A hand-written profile is a few KB (the largest shipped one is 2.5 KB); one that lists every
 # attribute of eight GPUs and their switches is tens of KB. ruamel.yaml's round-trip parser
@@ -37,16 +38,28 @@ def size_text(size: int) -> str:
     return f"{size} bytes"
 
 
-def read_bounded(path: str | os.PathLike[str], limit: int, what: str) -> bytes:
+def read_bounded(
+    path: str | os.PathLike[str],
+    limit: int,
+    what: str,
+    *,
+    follow: bool = True,
+    judge: Callable[[os.stat_result], None] | None = None,
+) -> bytes:
     """The bytes of the regular file `path`, at most `limit` of them; `what` ("a profile") names
-    the file in the refusal. Raises OSError (`Unreadable` for a refusal)."""
+    the file in the refusal. With `follow` false a link at `path` is not opened (ELOOP);
+    `judge` sees the opened file's fstat before a byte is read (and raises to refuse it).
+    Raises OSError (`Unreadable` for a refusal)."""
     # O_NONBLOCK: opening a FIFO for reading returns at once instead of waiting for a writer;
     # fstat then refuses it. On a regular file the flag changes nothing.
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
+    fd = os.open(path, flags)
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise Unreadable(errno.EINVAL, f"{_kind(info.st_mode)} is not a regular file")
+        if judge is not None:
+            judge(info)
         too_large = Unreadable(
             errno.EFBIG, f"larger than {size_text(limit)}, the most tune reads for {what}"
         )

@@ -70,7 +70,8 @@ def cli() -> None:
 
     \b
     Exit codes: 0 in sync, 2 changes or failed checks, 1 host unreadable,
-    3 apply failed and rolled back, 64 usage error, 65 invalid profile.
+    3 apply failed and rolled back, 5 an interrupted run awaits rollback,
+    64 usage error, 65 invalid profile.
     """
 
 
@@ -125,6 +126,8 @@ def plan(
             saved.save(output or saved.DEFAULT, loaded, result, root, not no_persist)
         except OSError as exc:
             click.echo(f"tune: could not save the plan ({exc.strerror}): {exc.filename}", err=True)
+        except TuneError as exc:
+            click.echo(f"tune: could not save the plan: {exc}", err=True)
     return ExitCode.IN_SYNC if result.is_clean else ExitCode.CHANGES
 
 

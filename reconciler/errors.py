@@ -11,6 +11,7 @@ class ExitCode:
     CHANGES = 2
     APPLY_FAILED = 3
     REBOOT_TIMEOUT = 4
+    UNFINISHED_RUN = 5
     USAGE = 64
     INVALID_PROFILE = 65
     NO_SPACE = 74  # sysexits' EX_IOERR: the device (or the quota) is full
@@ -68,6 +69,21 @@ class LockHeld(HostError):
 
 class StalePlan(HostError):
     """A saved plan whose observed values no longer hold on the host."""
+
+
+class UnfinishedRun(TuneError):
+    """The newest run stopped without an end (killed, the power lost): a new apply waits
+    until it is rolled back or the operator chooses to apply over it."""
+
+    exit_code = ExitCode.UNFINISHED_RUN
+
+    def __init__(self, run_id: str, changes: int, host: str) -> None:
+        self.run_id = run_id
+        super().__init__(
+            f"run {run_id} on {host} was interrupted after {changes} changes and never rolled "
+            "back: `tune rollback` restores them, or `tune apply --after-interrupted` applies "
+            "over them (one `tune rollback` then undoes both runs)."
+        )
 
 
 class ApplyFailed(TuneError):

@@ -24,6 +24,7 @@ from .beneath import Beneath, Rooted
 from .bounded import size_text
 from .errors import HostError, LockHeld, NoSpace, Refused
 from .steps import temporary as temporary_of
+from .trust import Owned, check, private_directory
 
 # sysfs and procfs files report 4096 bytes or 0 whatever they hold; cap reads so a profile glob
 # that matches something large (a log, a firmware blob) cannot balloon the observation.
@@ -370,7 +371,17 @@ class Host(ABC):
         return False
 
     def lock(self, path: str) -> contextlib.AbstractContextManager[None]:
-        """Hold an exclusive lock on `path` for the block; `LockHeld` when another has it."""
+        """Hold an exclusive lock on `path` for the block; `LockHeld` when another has it.
+        Its directory is made as `private_dir` makes one, and refused like tune's state."""
+        raise self._refuse()
+
+    def owned(self, paths: Sequence[str]) -> tuple[int, dict[str, Owned | None]]:
+        """The uid tune runs as on the host, and who owns each of `paths` and its mode (a link
+        not followed; None when absent): what `trust.check` judges."""
+        raise self._refuse()
+
+    def private_dir(self, path: str) -> None:
+        """Create the directory `path` and its missing parents mode 0700, whatever the umask."""
         raise self._refuse()
 
     def close(self) -> None:  # noqa: B027 - a hook: only hosts that connect hold anything
@@ -551,17 +562,38 @@ class DirectoryHost(Host):
             local = os.path.dirname(local)
         return os.access(local, os.W_OK)
 
+    def owned(self, paths: Sequence[str]) -> tuple[int, dict[str, Owned | None]]:
+        found: dict[str, Owned | None] = {}
+        for path in paths:
+            try:
+                found[path] = Owned.of(os.lstat(self._local(path)))
+            except FileNotFoundError:
+                found[path] = None
+            except OSError as exc:
+                raise HostError(f"{path}: cannot read who owns it ({exc.strerror}).") from exc
+        return os.geteuid(), found
+
+    def private_dir(self, path: str) -> None:
+        try:
+            private_directory(Path(self._local(path)), self.root)
+        except OSError as exc:
+            raise HostError(f"{path}: cannot create the directory ({exc.strerror}).") from exc
+
     @contextlib.contextmanager
     def lock(self, path: str) -> Iterator[None]:
         import fcntl
 
-        local = self._local(path)
+        directory = os.path.dirname(path)
+        self.private_dir(directory)
+        check(*self.owned([directory]))
         try:
-            os.makedirs(os.path.dirname(local), exist_ok=True)
-            fd = os.open(local, os.O_RDWR | os.O_CREAT, 0o644)
+            # Never through a link: in a directory others could write, one planted at the lock
+            # path made root truncate the file it pointed to.
+            fd = os.open(self._local(path), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         except OSError as exc:
             raise HostError(f"{path}: cannot create the lock ({exc.strerror}).") from exc
         try:
+            check(os.geteuid(), {path: Owned.of(os.fstat(fd))}, [path])
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:

@@ -29,14 +29,17 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .bounded import size_text
-from .errors import HostError
+from .errors import HostError, UnfinishedRun
 from .host import MAX_STATE_BYTES, Host, Request
 from .steps import Step
+from .trust import check
 
 STATE = "/var/lib/tune"
 RUNS = f"{STATE}/runs"
 PROFILE = f"{STATE}/profile.yaml"
-LOCK = "/run/lock/tune.lock"
+# In a directory only root can write: in /run/lock (1777 on Debian) any user could plant a link
+# there, or hold the lock with a pid of their choosing.
+LOCK = "/run/tune/tune.lock"
 
 
 def now_iso() -> str:
@@ -45,9 +48,9 @@ def now_iso() -> str:
 
 def new_run_id(now: datetime | None = None) -> str:
     """Sorts by time: `YYYYMMDDTHHMMSSZ-<6 hex>`, the hex being the microsecond and one random
-    digit. Two runs in one second (a scripted apply after another) must still sort in order:
-    `tune rollback` without a run id takes the last, and a random suffix alone made it pick
-    the earlier run half the time."""
+    digit. Two runs in one second happen (a scripted apply after another, an apply over an
+    interrupted one) and which is newer decides what `tune rollback` undoes: a random suffix
+    alone made it pick the earlier run half the time."""
     now = now or datetime.now(UTC)
     return f"{now:%Y%m%dT%H%M%SZ}-{now.microsecond:05x}{secrets.randbelow(16):x}"
 
@@ -78,6 +81,8 @@ class Journal:
         boot_id: str | None,
         sync: bool = True,
     ) -> Journal:
+        host.private_dir(RUNS)
+        check_state(host)
         journal = cls(host, new_run_id(), sync=sync)
         journal.record(
             "run",
@@ -207,6 +212,51 @@ def chosen_run(host: Host, run_id: str | None, doing: str) -> Run:
     if chosen not in ids:
         raise _no_run(host, chosen)
     return existing_run(host, chosen)
+
+
+def check_state(host: Host, *files: str) -> None:
+    """Refuse (`trust.UntrustedState`) tune's state directories, its lock's, and the `files`
+    of its state named (a journal, pending.json), when someone other than root or the caller
+    could have written them: a journal names the files rollback writes and the argv it runs."""
+    check(*host.owned([STATE, RUNS, LOCK.rsplit("/", 1)[0], *files]), files)
+
+
+def trusted_run(host: Host, run_id: str) -> Run:
+    """The run `run_id`, once its journal and the directories above it pass `check_state`."""
+    check_state(host, run_path(run_id))
+    return existing_run(host, run_id)
+
+
+def rollback_chain(host: Host, run_id: str | None) -> list[Run]:
+    """The runs `tune rollback` restores, newest first: the run `run_id`; by default the newest
+    run and every interrupted run right before it (one applied over an interrupted one, with
+    `--after-interrupted` or by a tune that did not stop there), so no change stays behind."""
+    check_state(host)
+    ids = run_ids(host)
+    if not ids:
+        raise HostError(f"no tune runs on {host.describe()} to roll back.")
+    if run_id is not None and run_id not in ids:
+        raise _no_run(host, run_id)
+    chain = [trusted_run(host, run_id or ids[-1])]
+    for earlier in reversed(ids[:-1] if run_id is None else []):
+        run = trusted_run(host, earlier)
+        if run.outcome != "interrupted":
+            break
+        chain.append(run)
+    return chain
+
+
+def before_apply(host: Host, *, after_interrupted: bool = False) -> None:
+    """What every engine checks before a new run, lock held: tune's state is trusted
+    (`check_state`) and, unless the operator said `--after-interrupted`, the newest run ended:
+    `UnfinishedRun` when it stopped without an `end` record (killed, the power lost), since its
+    changes stay on the host and a new run over them would hide them."""
+    ids = run_ids(host)
+    newest = ids[-1] if ids and not after_interrupted else None
+    check_state(host, *([run_path(newest)] if newest else []))  # one round trip over SSH
+    run = None if newest is None else existing_run(host, newest)
+    if run is not None and run.outcome == "interrupted":
+        raise UnfinishedRun(run.run_id, len(run.steps), host.describe())
 
 
 def _no_run(host: Host, run_id: str) -> HostError:

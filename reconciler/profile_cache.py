@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from .bounded import MAX_PROFILE_BYTES, read_bounded
+from .trust import private_directory
 
 T = TypeVar("T")
 
@@ -124,7 +125,9 @@ def store(key: str, kept: object, files: tuple[tuple[str, str], ...] = ()) -> No
     entry = _entry(cache, key)
     hashes = list(files)
     try:
-        entry.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        # Every directory it makes 0700: under umask 000 a parent made 0777 would never pass
+        # `_trusted` again, and the cache would stay off for good.
+        private_directory(entry.parent, Path(entry.anchor))
         temporary = entry.with_suffix(f".{os.getpid()}.tmp")
         fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "wb") as handle:

@@ -49,13 +49,13 @@ from .journal import (
     PROFILE,
     RUNS,
     Run,
-    chosen_run,
-    existing_run,
     new_run_id,
     now_iso,
     parse_run,
     read_run,
+    rollback_chain,
     run_path,
+    trusted_run,
 )
 from .probes.phase import PhaseProbes, Records, Regressed
 from .profile import LoadedProfile
@@ -220,7 +220,7 @@ class ApplyScript:
                 checks.setdefault((need, ""), _requirement(need, step))
         parts.append(
             "check() {\n    BAD=\n"
-            f'    mkdir -p "$R"{quoted(RUNS)} && [ -w "$R"{quoted(RUNS)} ] || '
+            f'    private_dir {quoted(RUNS)} && [ -w "$R"{quoted(RUNS)} ] || '
             f"{{ echo {quoted(f'{RUNS} is not writable, so tune cannot keep its journal there.')}"
             " >&2; BAD=1; }\n"
             + "".join(f"    {line}" for line in checks.values())
@@ -272,8 +272,10 @@ class ApplyScript:
         """Upload the script next to its journal, check every requirement, start it detached."""
         fence = f"TUNE_SCRIPT_{secrets.token_hex(8)}"
         script = f"{RUNS}/{self.run_id}.sh"
+        # umask 077: the state directories, and the script beside its 0600 journal, are
+        # nobody else's to read or change.
         return (
-            'R="${TUNE_ROOT:-}"; R="${R%/}"\n'
+            'R="${TUNE_ROOT:-}"; R="${R%/}"\numask 077\n'
             f'mkdir -p "$R"{quoted(RUNS)} || exit {UNMET}\n'
             f'F="$R"{quoted(script)}\n'
             f"cat >\"$F.new\" <<'{fence}'\n{self.text}{fence}\n"
@@ -507,8 +509,12 @@ def _wait_probed(
 def rollback_remote(
     host: ShellHost, run_id: str | None, *, boot_only: bool = False
 ) -> RollbackResult:
-    """`tune rollback` on the target: one round trip to read, one to restore."""
-    run = chosen_run(host, run_id, "roll back")
+    """`apply.rollback` on the target."""
+    return restore_remote(host, rollback_chain(host, run_id)[0], boot_only=boot_only)
+
+
+def restore_remote(host: ShellHost, run: Run, *, boot_only: bool = False) -> RollbackResult:
+    """`apply.restore_run` on the target: one round trip to restore, one to read the result."""
     chosen = run.run_id
     if run.outcome == "rolled-back":
         return RollbackResult(chosen, Restored(), already=True)
@@ -534,7 +540,7 @@ def rollback_remote(
 def extend_remote(host: ShellHost, run_id: str, steps: tuple[Step, ...]) -> None:
     """`apply.extend` on the target, in one round trip to read the run and one to run the
     steps (a short script, run attached: a dropped connection's SIGHUP rolls it back)."""
-    run = existing_run(host, run_id)
+    run = trusted_run(host, run_id)
     script = ApplyScript.of(steps, {"run_id": run_id}, None, extends=run)
     done = host.run_script("set -- apply\n" + script.text)
     if done.status == 0:

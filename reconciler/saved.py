@@ -7,9 +7,11 @@ fingerprint moved: the operator approved changes from those values, not from oth
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,7 @@ from .bounded import MAX_SAVED_PLAN_BYTES, read_bounded
 from .errors import StalePlan, UsageError
 from .model import Plan
 from .profile import LoadedProfile
+from .trust import Owned, check
 
 DEFAULT = Path(".tune") / "plan.json"
 VERSION = 1
@@ -126,16 +129,45 @@ def save(
         "plan": plan.to_json(),
     }
     path = Path(target)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(path.name + ".new")
-    # Compact: json.dumps with indent falls back to the pure-Python encoder (slow on 100 KB).
-    temporary.write_text(json.dumps(data, separators=(",", ":")) + "\n")
-    temporary.replace(path)
+    path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)  # 0755 under any umask
+    _trusted_directory(path)
+    # A fresh name (O_EXCL, never through a link) renamed over the plan: a fixed temporary name
+    # in a directory others can write let them point it at any file tune would then overwrite.
+    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            # Compact: json.dumps with indent falls back to the pure-Python encoder (slow).
+            handle.write(json.dumps(data, separators=(",", ":")) + "\n")
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+
+
+def _trusted_directory(path: Path) -> None:
+    """`UntrustedState` unless the plan's directory is one only root or the caller can write:
+    `tune apply` without a profile would otherwise apply a plan another user left there."""
+    directory = path.parent.resolve()
+    check(os.geteuid(), {str(directory): Owned.of(os.lstat(directory))})
+
+
+def _read_trusted(path: Path) -> bytes:
+    """The plan's bytes, read only when it and its directory pass `trust.check` (the file
+    opened without following a link, then judged by what was opened)."""
+    _trusted_directory(path)
+    if path.is_symlink():
+        check(os.geteuid(), {str(path): Owned.of(os.lstat(path))}, [str(path)])
+
+    def judge(info: os.stat_result) -> None:
+        check(os.geteuid(), {str(path): Owned.of(info)}, [str(path)])
+
+    return read_bounded(path, MAX_SAVED_PLAN_BYTES, "a saved plan", follow=False, judge=judge)
 
 
 def load(path: str | os.PathLike[str]) -> SavedPlan:
     try:
-        data = json.loads(read_bounded(path, MAX_SAVED_PLAN_BYTES, "a saved plan"))
+        data = json.loads(_read_trusted(Path(path)))
         return SavedPlan(
             path=str(path),
             profile_path=data["profile_path"],

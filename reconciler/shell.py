@@ -23,6 +23,7 @@ import os
 import re
 import secrets
 from abc import abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -38,6 +39,7 @@ from .host import (
     path_matches,
     within,
 )
+from .trust import Owned
 
 # tune's own state read whole over SSH (run journals, the stored profile), as DirectoryHost
 # reads it: one byte past the limit says the file is larger.
@@ -154,6 +156,25 @@ class ShellHost(Host):
         flush = f"sync -- {target} 2>/dev/null || sync\n" if sync else ""
         script = f"{_PRELUDE}umask 077\nprintf {printf_format(data)} >>{target} || exit 1\n{flush}"
         self._checked(script, f"appending to {path}")
+
+    def owned(self, paths: Sequence[str]) -> tuple[int, dict[str, Owned | None]]:
+        """In one round trip: `id -u`, then each path's owner and raw mode (`lstat`), or -."""
+        stats = "".join(
+            f"stat -c '%u %f' -- {quoted('.' + p)} 2>/dev/null || echo -\n" for p in paths
+        )
+        done = self._checked(f"{_PRELUDE}id -u\n{stats}", "reading who owns tune's state")
+        lines = done.stdout.decode("ascii", "replace").split("\n")
+        try:
+            caller = int(lines[0])
+            found: dict[str, Owned | None] = {}
+            for path, line in zip(paths, lines[1:], strict=False):
+                uid, _, mode = line.partition(" ")
+                found[path] = None if line == "-" else Owned(int(uid), int(mode, 16))
+        except ValueError:
+            raise HostError(f"{self.name}: unexpected answer from stat: {lines!r:.200}") from None
+        if len(found) != len(paths):
+            raise HostError(f"{self.name}: stat did not answer for every path.")
+        return caller, found
 
     def _checked(self, script: str, doing: str) -> ScriptResult:
         return self._checked_done(self.run_script(script), doing)

@@ -104,7 +104,7 @@ def tree(root: Path) -> dict[str, bytes]:
     out = {}
     for path in sorted(root.rglob("*")):
         rel = path.relative_to(root).as_posix()
-        if not path.is_file() or rel.startswith(("var/lib/tune/", "run/lock/")):
+        if not path.is_file() or rel.startswith(("var/lib/tune/", "run/tune/")):
             continue
         data = path.read_bytes()
         if rel == "proc/modules":

@@ -21,6 +21,8 @@ from conftest import BLACKWELL, PROJECT, UNTUNED, copy_host, run_tune
 from small_host import SmallHost, build, tree, write_profile
 from ssh_fixture import SshLab, StartLab, journal_records, minimal_host, sshd_available
 
+from reconciler.journal import LOCK
+
 pytestmark = pytest.mark.skipif(
     not sshd_available(), reason="needs root and openssh-server (.ci/run installs it)"
 )
@@ -64,8 +66,9 @@ def test_apply_over_ssh_equals_the_local_apply(
         local / "var/lib/tune/profile.yaml"
     ).read_bytes()
     assert journal_records(remote) == journal_records(local)
-    # Observe, read profile.yaml, upload-and-start, one long poll: none of them per knob.
-    assert lab.exec_requests()["h1"] == 4
+    # List the runs, who owns tune's state, observe, read profile.yaml, upload-and-start, one
+    # long poll: none of them per knob.
+    assert lab.exec_requests()["h1"] == 6
 
     code, out, _ = tune(lab, "apply", "--runtime-only", "-y", BLACKWELL, "-H", "h1")
     assert code == 0 and "In sync: nothing to change on ssh h1." in out
@@ -120,7 +123,7 @@ def test_round_trips_do_not_grow_with_the_number_of_knobs(
         assert (code, err) == (0, ""), out
         assert f"Applied {changes} changes" in out
     counts = lab.exec_requests()
-    assert counts["few"] == counts["many"] == 4
+    assert counts["few"] == counts["many"] == 6
 
 
 def test_a_value_that_does_not_read_back_rolls_everything_back(
@@ -225,7 +228,7 @@ def test_sigterm_on_the_target_rolls_the_run_back(
     remote = copy_host(blackwell_host, tmp_path / "remote")
     before = tree(remote)
     lab = start_lab({"h1": remote})
-    runs, lock = remote / "var/lib/tune/runs", remote / "run/lock/tune.lock"
+    runs, lock = remote / "var/lib/tune/runs", remote / LOCK.lstrip("/")
 
     def terminate() -> None:
         for _ in range(600):

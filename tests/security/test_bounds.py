@@ -172,7 +172,7 @@ def host_files(root: Path) -> dict[str, bytes]:
     return {
         str(p.relative_to(root)): p.read_bytes()
         for p in sorted(root.rglob("*"))
-        if p.is_file() and not str(p.relative_to(root)).startswith(("var/lib/tune", "run/lock"))
+        if p.is_file() and not str(p.relative_to(root)).startswith(("var/lib/tune", "run/tune"))
     }
 
 

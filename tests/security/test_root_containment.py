@@ -277,11 +277,11 @@ RUNTIME_AND_FILES = {"sysctl": {"vm.swappiness": 10}, "modules": {"nvidia_peerme
 
 
 def bare(tmp_path: Path) -> Path:
-    """A small host with tune's state directories (as any host has /var/lib and /run/lock)
+    """A small host with tune's state directories (as any host has /var/lib and /run)
     and no /etc: apply creates /etc/sysctl.d and /etc/modules-load.d for its drop-ins."""
     root = small(tmp_path / "host")
     (root / "var/lib/tune/runs").mkdir(parents=True)
-    (root / "run/lock").mkdir(parents=True)
+    (root / "run").mkdir()
     return root
 
 
@@ -291,7 +291,7 @@ def host_tree(root: Path) -> dict[str, tuple[int, bytes | None]]:
     return {
         path: entry
         for path, entry in listing(root).items()
-        if not path.startswith(("var/lib/tune/", "run/lock/"))
+        if not path.startswith(("var/lib/tune/", "run/tune"))
     }
 
 

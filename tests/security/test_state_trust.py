@@ -1,0 +1,339 @@
+"""tune trusts only the state root (or the caller) wrote: its lock, its journals, a saved plan.
+
+Attacks from issue #15 (items 3, 4 and 6), each replayed against a snapshot and, where tune has
+a second engine, over the SSH lab: links planted in shared directories, a lock held by another
+user, journals and plans another user wrote, state directories made under umask 000, and an
+apply killed mid-run followed by another apply.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import stat
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from conftest import BLACKWELL, UNTUNED, copy_host, run_tune
+from small_host import SmallHost, build, tree, write_profile
+from ssh_fixture import SshLab, StartLab, minimal_host, sshd_available
+from test_apply_processes import _start_paused
+
+from reconciler.journal import LOCK, RUNS, STATE
+
+NOBODY = 65534
+OLD_LOCK = "/run/lock/tune.lock"  # where tune kept its lock: a 1777 directory on Debian
+as_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as nobody")
+with_sshd = pytest.mark.skipif(not sshd_available(), reason="needs root and openssh-server")
+INTERRUPTED = (
+    "was interrupted after {} changes and never rolled back: `tune rollback` restores them, "
+    "or `tune apply --after-interrupted` applies over them (one `tune rollback` then undoes "
+    "both runs)."
+)
+
+
+def small_host(root: Path) -> Path:
+    return build(root, SmallHost(sysctls={"vm.swappiness": "60"}, governors=["schedutil"] * 2))
+
+
+def small_profile(path: Path) -> Path:
+    return write_profile(
+        path, {"sysctl": {"vm.swappiness": 10}, "cpu": {"governor": "performance"}}
+    )
+
+
+def apply(profile: Path, root: Path, *more: str) -> tuple[int, str]:
+    result = run_tune(
+        "apply", "--runtime-only", "--no-persist", "-y", profile, "--root", root, *more
+    )
+    return result.code, result.err
+
+
+def local(root: Path, path: str) -> Path:
+    return root / path.lstrip("/")
+
+
+@pytest.fixture
+def shared(tmp_path: Path) -> Iterator[Path]:
+    """A directory `nobody` can reach (pytest's own are 0700), as /tmp's neighbours are."""
+    directory = Path(tempfile.mkdtemp(prefix="tune-shared-", dir="/tmp"))
+    directory.chmod(0o755)
+    yield directory
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+def debian_run(root: Path) -> None:
+    """/run as Debian has it: root's, with /run/lock writable by every user (1777)."""
+    (root / "run").mkdir(mode=0o755, exist_ok=True)
+    (root / "run/lock").mkdir(exist_ok=True)
+    (root / "run/lock").chmod(0o1777)
+
+
+@contextlib.contextmanager
+def nobody_doing(action: Callable[[], None]) -> Iterator[None]:
+    """`action` run as nobody in a child process that stays alive (holding what it opened)
+    for the block; an action the kernel refuses (EACCES, ENOENT) is simply not done."""
+    ready_r, ready_w = os.pipe()
+    hold_r, hold_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        try:
+            os.close(ready_r)
+            os.close(hold_w)
+            os.setgroups([])
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
+            with contextlib.suppress(OSError):
+                action()
+            os.write(ready_w, b"x")
+            os.read(hold_r, 1)
+        finally:
+            os._exit(0)
+    os.close(ready_w)
+    os.close(hold_r)
+    try:
+        assert os.read(ready_r, 1) == b"x"
+        yield
+    finally:
+        os.close(hold_w)
+        os.close(ready_r)
+        os.waitpid(pid, 0)
+
+
+def plant_links(root: Path, target: Path) -> Callable[[], None]:
+    def plant() -> None:
+        for path in {LOCK, OLD_LOCK}:
+            with contextlib.suppress(OSError):
+                os.symlink(target, local(root, path))
+
+    return plant
+
+
+@as_root
+def test_a_link_planted_at_the_lock_never_truncates_its_target(shared: Path) -> None:
+    root = small_host(shared / "host")
+    debian_run(root)
+    secret = shared / "shadow"
+    secret.write_text("root:$6$secret:19000:0:99999:7:::\n")
+    secret.chmod(0o600)
+    with nobody_doing(plant_links(root, secret)):
+        code, err = apply(small_profile(shared / "p.yaml"), root)
+    assert (code, err) == (0, "")
+    assert secret.read_text() == "root:$6$secret:19000:0:99999:7:::\n"
+
+
+@as_root
+def test_another_user_cannot_hold_the_lock_with_a_pid_of_their_choosing(shared: Path) -> None:
+    root = small_host(shared / "host")
+    debian_run(root)
+
+    def hold() -> None:
+        import fcntl
+
+        for path in {LOCK, OLD_LOCK}:
+            with contextlib.suppress(OSError):
+                fd = os.open(local(root, path), os.O_RDWR | os.O_CREAT, 0o644)
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                os.write(fd, b"1\n")
+
+    with nobody_doing(hold):
+        code, err = apply(small_profile(shared / "p.yaml"), root)
+    assert (code, err) == (0, "")
+
+
+def test_the_saved_plan_is_never_written_through_a_link(tmp_path: Path) -> None:
+    root = small_host(tmp_path / "host")
+    victim = tmp_path / "authorized_keys"
+    victim.write_text("ssh-ed25519 AAAA admin\n")
+    (tmp_path / ".tune").mkdir()
+    (tmp_path / ".tune/plan.json.new").symlink_to(victim)
+    result = run_tune("plan", small_profile(tmp_path / "p.yaml"), "--root", root)
+    assert (result.code, result.err) == (2, "")
+    assert victim.read_text() == "ssh-ed25519 AAAA admin\n"
+    assert json.loads((tmp_path / ".tune/plan.json").read_text())["version"] == 1
+
+
+@as_root
+@pytest.mark.parametrize(
+    ("planted", "why"),
+    [
+        (lambda plan: os.chown(plan, NOBODY, NOBODY), "it is owned by uid 65534"),
+        (lambda plan: plan.parent.chmod(0o777), "other users can write to it (mode 0777)"),
+    ],
+    ids=["plan owned by nobody", "plan in a 0777 directory"],
+)
+def test_apply_refuses_a_saved_plan_another_user_could_have_written(
+    tmp_path: Path, planted: Callable[[Path], None], why: str
+) -> None:
+    root = small_host(tmp_path / "host")
+    assert run_tune("plan", small_profile(tmp_path / "p.yaml"), "--root", root).code == 2
+    planted(tmp_path / ".tune/plan.json")
+    before = tree(root)
+    result = run_tune("apply", "--runtime-only", "-y")
+    assert result.code == 1
+    assert result.err.startswith("refusing to use ") and why in result.err
+    assert tree(root) == before
+
+
+# Ways another user's hand gets into tune's state: the journal itself, or a directory above it.
+PLANTED_STATE = {
+    "journal owned by nobody": lambda root, journal: os.chown(journal, NOBODY, NOBODY),
+    "runs directory 0777": lambda root, journal: journal.parent.chmod(0o777),
+    "state directory 0777": lambda root, journal: local(root, STATE).chmod(0o777),
+}
+
+
+def only_journal(root: Path) -> Path:
+    (journal,) = local(root, RUNS).glob("*.jsonl")
+    return journal
+
+
+@as_root
+@pytest.mark.parametrize("planted", PLANTED_STATE.values(), ids=PLANTED_STATE.keys())
+def test_rollback_refuses_a_journal_another_user_could_have_written(
+    tmp_path: Path, planted: Callable[[Path, Path], None]
+) -> None:
+    root = small_host(tmp_path / "host")
+    assert apply(small_profile(tmp_path / "p.yaml"), root) == (0, "")
+    planted(root, only_journal(root))
+    applied = tree(root)
+    result = run_tune("rollback", "--root", root)
+    assert result.code == 1
+    assert result.err.startswith("refusing to use /var/lib/tune")
+    assert tree(root) == applied
+
+
+def test_state_directories_are_private_whatever_the_umask(tmp_path: Path) -> None:
+    root = small_host(tmp_path / "host")
+    old = os.umask(0)
+    try:
+        code, err = apply(small_profile(tmp_path / "p.yaml"), root)
+    finally:
+        os.umask(old)
+    assert (code, err) == (0, "")
+    for directory in (STATE, RUNS, os.path.dirname(LOCK)):
+        assert stat.S_IMODE(local(root, directory).stat().st_mode) == 0o700, directory
+
+
+def test_a_killed_apply_blocks_the_next_until_rolled_back_and_one_rollback_undoes_both(
+    tmp_path: Path,
+) -> None:
+    root = copy_host(UNTUNED, tmp_path / "untuned")
+    before = tree(root)
+    process = _start_paused(tmp_path, root, pause_after=40)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    (first,) = sorted(p.stem for p in local(root, RUNS).glob("*.jsonl"))
+    result = run_tune("apply", "--runtime-only", "-y", BLACKWELL, "--root", root)
+    assert result.code == 5
+    assert result.err.strip() == f"run {first} on snapshot {root} " + INTERRUPTED.format(40)
+    assert (
+        run_tune(
+            "apply", "--runtime-only", "-y", "--after-interrupted", BLACKWELL, "--root", root
+        ).code
+        == 0
+    )
+    result = run_tune("rollback", "--root", root)
+    assert result.code == 0, result.err
+    assert [line.split(" on ")[0] for line in result.out.splitlines()][
+        1
+    ] == f"Rolled back run {first}"
+    assert tree(root) == before
+    again = run_tune("rollback", "--root", root)
+    assert again.code == 0 and "already rolled back; nothing to do" in again.out
+
+
+# Over SSH: the same refusals and the same chain, from the sh engine on the target.
+
+
+@pytest.fixture(scope="module")
+def blackwell_host(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return minimal_host(UNTUNED, BLACKWELL, tmp_path_factory.mktemp("t") / "untuned")
+
+
+def over_ssh(lab: SshLab, *args: str | Path) -> tuple[int, str, str]:
+    result = run_tune(*args, "--ssh-config", lab.config)
+    return result.code, result.out, result.err
+
+
+@with_sshd
+def test_over_ssh_state_is_private_whatever_the_umask(tmp_path: Path, start_lab: StartLab) -> None:
+    root = small_host(tmp_path / "host")
+    lab = start_lab({"h1": root})
+    profile = small_profile(tmp_path / "p.yaml")
+    code, _, err = over_ssh(
+        lab, "apply", "--runtime-only", "--no-persist", "-y", profile, "-H", "h1"
+    )
+    assert (code, err) == (0, "")
+    for directory in (STATE, RUNS, os.path.dirname(LOCK)):
+        assert stat.S_IMODE(local(root, directory).stat().st_mode) == 0o700, directory
+    (script,) = local(root, RUNS).glob("*.sh")
+    assert stat.S_IMODE(script.stat().st_mode) == 0o600
+
+
+@with_sshd
+@as_root
+@pytest.mark.parametrize("planted", PLANTED_STATE.values(), ids=PLANTED_STATE.keys())
+def test_over_ssh_rollback_refuses_a_journal_another_user_could_have_written(
+    tmp_path: Path, start_lab: StartLab, planted: Callable[[Path, Path], None]
+) -> None:
+    root = small_host(tmp_path / "host")
+    lab = start_lab({"h1": root})
+    profile = small_profile(tmp_path / "p.yaml")
+    args = ("apply", "--runtime-only", "--no-persist", "-y", profile, "-H", "h1")
+    assert over_ssh(lab, *args)[0] == 0
+    planted(root, only_journal(root))
+    applied = tree(root)
+    code, _, err = over_ssh(lab, "rollback", "-H", "h1")
+    assert code == 1
+    assert err.startswith("refusing to use /var/lib/tune")
+    assert tree(root) == applied
+
+
+def kill_when(root: Path, seq: int) -> threading.Thread:
+    """SIGKILL the target's apply script (its pid is in the lock) once step `seq` is journaled."""
+
+    def kill() -> None:
+        runs, lock = local(root, RUNS), local(root, LOCK)
+        for _ in range(1200):
+            journals = list(runs.glob("*.jsonl")) if runs.exists() else []
+            if journals and f'"seq":{seq},'.encode() in journals[0].read_bytes():
+                pid = lock.read_text().strip() if lock.exists() else ""
+                if pid:
+                    os.kill(int(pid), signal.SIGKILL)
+                    return
+            time.sleep(0.05)
+
+    thread = threading.Thread(target=kill)
+    thread.start()
+    return thread
+
+
+@with_sshd
+def test_over_ssh_a_killed_apply_blocks_the_next_and_one_rollback_undoes_both(
+    tmp_path: Path, start_lab: StartLab, blackwell_host: Path
+) -> None:
+    root = copy_host(blackwell_host, tmp_path / "remote")
+    before = tree(root)
+    lab = start_lab({"h1": root})
+    args = ("apply", "--runtime-only", "-y", BLACKWELL, "-H", "h1", "--command-timeout", "5")
+    killer = kill_when(root, 3)
+    with contextlib.suppress(Exception):
+        over_ssh(lab, *args)  # the controller waits for an end that never comes
+    killer.join()
+    (first,) = sorted(p.stem for p in local(root, RUNS).glob("*.jsonl"))
+    code, _, err = over_ssh(lab, *args)
+    assert code == 5
+    assert err.strip().startswith(f"run {first} on ssh h1 was interrupted after ")
+    assert over_ssh(lab, *args, "--after-interrupted")[0] == 0
+    code, out, err = over_ssh(lab, "rollback", "-H", "h1")
+    assert (code, err) == (0, "")
+    assert [line.split(" on ")[0] for line in out.splitlines()][1] == f"Rolled back run {first}"
+    assert tree(root) == before
