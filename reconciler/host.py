@@ -14,13 +14,14 @@ import fnmatch
 import importlib
 import io
 import os
+import stat
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .beneath import Beneath, Rooted
+from .beneath import NOT_REGULAR, Beneath, Rooted
 from .bounded import size_text
 from .errors import HostError, LockHeld, NoSpace, Refused
 from .steps import temporary as temporary_of
@@ -51,6 +52,23 @@ def write_all(fd: int, data: bytes) -> None:
         if written == 0:  # a regular file says why it takes nothing; be safe if one does not
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         view = view[written:]
+
+
+def open_regular(local: str, flags: int, mode: int = 0o644) -> int:
+    """A descriptor of the regular file at `local` (created if `flags` has O_CREAT and nothing
+    is there), opened with `flags`; OSError EINVAL for anything else. A snapshot is extracted
+    by root, so it holds the FIFOs and device nodes its archive had: a FIFO would block the
+    open for ever, and a device would take the bytes (a disk's, for a block device's numbers),
+    so neither is opened at all. The lstat before the open is enough for files at rest (see
+    `reconciler.beneath`); the fstat after it catches a FIFO put there in between."""
+    with contextlib.suppress(FileNotFoundError):
+        if not stat.S_ISREG(os.lstat(local).st_mode):
+            raise OSError(errno.EINVAL, NOT_REGULAR)
+    fd = os.open(local, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, mode)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, NOT_REGULAR)
+    return fd
 
 
 def write_error(path: str, doing: str, exc: OSError) -> HostError:
@@ -402,7 +420,13 @@ class DirectoryHost(Host):
         temporary = temporary_of(local)
         try:
             os.makedirs(directory, exist_ok=True)
-            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode)
+            # The temporary name is tune's own: whatever is there (what a write cut short left,
+            # or a FIFO, a device or a hard link to another file that a snapshot brought) is
+            # removed, never opened; O_EXCL then creates a new file or fails.
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temporary)
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+            fd = os.open(temporary, flags, mode)
             try:
                 write_all(fd, data)
                 os.fchmod(fd, mode)
@@ -458,7 +482,7 @@ class DirectoryHost(Host):
         try:
             os.makedirs(os.path.dirname(local), exist_ok=True)
             created = not os.path.exists(local)
-            fd = os.open(local, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            fd = open_regular(local, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
             try:
                 _append_whole(fd, data, sync)
             finally:
