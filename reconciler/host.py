@@ -522,8 +522,10 @@ class DirectoryHost(Host):
 
 
 def _normal(path: str) -> None:
-    # Profiles cannot name such paths; this keeps a snapshot's reads inside it regardless.
-    if not path.startswith("/") or any(p in (".", "..") for p in path.split("/")):
+    # Profiles cannot name such paths; this keeps a snapshot's reads inside it regardless. A
+    # path built from a snapshot's text (its kernel release, a container's mount source) may
+    # hold a NUL, which every os call refuses with ValueError, not OSError.
+    if not path.startswith("/") or "\0" in path or any(p in (".", "..") for p in path.split("/")):
         raise HostError(f"{path}: refusing to read a path that is not absolute and normal.")
 
 
