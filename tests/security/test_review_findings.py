@@ -8,6 +8,7 @@ user's, whatever a profile says about it.
 
 from __future__ import annotations
 
+import base64
 import os
 import shlex
 import signal
@@ -21,6 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from small_host import SmallHost, build, write_profile
 
+from reconciler import known_hosts
 from reconciler.errors import HostError
 from reconciler.host import SnapshotHost
 from reconciler.journal import Journal, run_path
@@ -385,3 +387,18 @@ def test_a_nul_in_the_snapshots_kernel_release_is_an_apply_error_not_an_internal
     applied = run_tune("apply", profile, "--root", root, "-y", "--no-persist")
     assert applied.code not in (0, 70), applied.err
     assert "internal error" not in applied.err
+
+
+@pytest.mark.parametrize("gap", ["\x0c", "\x0b", "\x1c", "\x85", "\u2028"])
+def test_a_known_hosts_comment_never_vouches_for_a_key(gap: str) -> None:
+    """OpenSSH ends a known_hosts line at a newline only; Python's splitlines also at a form
+    feed, U+0085, U+2028...: text in a comment (a host's description in a generated global
+    known_hosts) became a line that vouched for another host's key."""
+    key = base64.b64encode(b"K" * 32).decode()
+    text = (
+        f"# rack 4{gap}victim ssh-ed25519 {key}\n"
+        f"web1 ssh-ed25519 {key} web one{gap}victim ssh-ed25519 {key}\n"
+    )
+    parsed = known_hosts.parse(text, "known_hosts")
+    assert [k.patterns for k in parsed.keys] == [("web1",)]
+    assert not any(k.matches("victim") for k in parsed.keys)
