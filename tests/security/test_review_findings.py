@@ -26,6 +26,7 @@ from reconciler import known_hosts
 from reconciler.errors import HostError
 from reconciler.host import SnapshotHost
 from reconciler.journal import Journal, run_path
+from reconciler.profile import load_profile
 
 DROP_IN = "etc/sysctl.d/90-tune.conf"
 # Where put_file writes the drop-in before its rename (`steps.temporary`).
@@ -402,3 +403,30 @@ def test_a_known_hosts_comment_never_vouches_for_a_key(gap: str) -> None:
     parsed = known_hosts.parse(text, "known_hosts")
     assert [k.patterns for k in parsed.keys] == [("web1",)]
     assert not any(k.matches("victim") for k in parsed.keys)
+
+
+@pytest.mark.parametrize("moved", ["file", "directory"])
+def test_a_parent_reached_through_a_link_that_now_leads_elsewhere_is_not_served_from_the_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, moved: str
+) -> None:
+    """`extends: current.yaml`, a link to the release in force: the cache kept the parent by
+    the file the link led to, unchanged after the link moved to the next release, so every
+    later run (apply included) had the old release's values (vm.swappiness 10, not 99)."""
+    monkeypatch.setenv("TUNE_CACHE_DIR", str(tmp_path / "cache"))
+    for release, value in (("v1", 10), ("v2", 99)):
+        (tmp_path / release).mkdir()
+        (tmp_path / release / "base.yaml").write_text(f"sysctl:\n  vm.swappiness: {value}\n")
+        # The same bytes in both releases: only where `base.yaml` is found differs.
+        (tmp_path / release / "release.yaml").write_text("extends: base.yaml\n")
+    child = tmp_path / "child.yaml"
+    if moved == "file":
+        child.write_text("name: child\nextends: current.yaml\n")
+        link, old, new = tmp_path / "current.yaml", "v1/base.yaml", "v2/base.yaml"
+    else:
+        child.write_text("name: child\nextends: current/release.yaml\n")
+        link, old, new = tmp_path / "current", "v1", "v2"
+    link.symlink_to(old)
+    assert load_profile(child).data["sysctl"] == {"vm.swappiness": 10}
+    link.unlink()
+    link.symlink_to(new)
+    assert load_profile(child).data["sysctl"] == {"vm.swappiness": 99}
