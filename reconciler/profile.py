@@ -357,7 +357,10 @@ def _resolve(
         at = tree.values.get(("extends", index), where)
         if "\0" in parent:
             raise ProfileError([Diagnostic(*at, "extends: a path cannot hold a NUL character")])
-        target = (path.parent / parent).resolve()
+        named = path.parent / parent
+        target = named.resolve()
+        # Where the name leads is part of what was read (`profile_cache.leads_to`).
+        parsed.append((str(named), profile_cache.leads_to(target)))
         if target in stack or target == path.resolve():
             chain = " -> ".join(p.name for p in (*stack, path.resolve(), target))
             raise ProfileError([Diagnostic(*at, f"extends cycle: {chain}")])
