@@ -430,3 +430,19 @@ def test_a_parent_reached_through_a_link_that_now_leads_elsewhere_is_not_served_
     link.unlink()
     link.symlink_to(new)
     assert load_profile(child).data["sysctl"] == {"vm.swappiness": 99}
+
+
+@pytest.mark.parametrize("parent", ["loop", "long"])
+def test_an_extends_that_cannot_be_resolved_is_a_profile_error(tmp_path: Path, parent: str) -> None:
+    """`extends:` a link that leads to itself (RuntimeError from Path.resolve) or a name longer
+    than PATH_MAX (ENAMETOOLONG) exited 70 "internal error"."""
+    if parent == "loop":
+        (tmp_path / "loop.yaml").symlink_to("loop.yaml")
+        name = "loop.yaml"
+    else:
+        name = "a/" * 3000 + "p.yaml"
+    child = tmp_path / "child.yaml"
+    child.write_text(f"name: child\nextends: {name}\n")
+    result = run_tune("validate", child)
+    assert result.code == 65, result.err
+    assert result.err.startswith(f"{child}:2:10: extends: "), result.err
