@@ -24,7 +24,7 @@ from small_host import SmallHost, build, write_profile
 
 from reconciler import known_hosts
 from reconciler.errors import HostError
-from reconciler.host import SnapshotHost
+from reconciler.host import Request, SnapshotHost
 from reconciler.journal import Journal, run_path
 from reconciler.profile import load_profile
 
@@ -196,6 +196,34 @@ def test_host_text_in_a_markdown_report_cannot_add_links_or_images(tmp_path: Pat
         result = run_tune(*command, "--root", root, "--format", "markdown")
         assert result.code in (0, 2), result.err
         assert "](https://evil.example" not in result.out, result.out
+
+
+def test_a_chain_of_long_links_costs_a_bounded_walk_per_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each link may hold 4,000 characters and a lookup may follow 40 of them: targets of
+    `d/../` repeated made every CPU of a 400-CPU snapshot (a 20 KB archive) cost 60,000
+    lstat calls, and `tune plan` took minutes. A lookup that walks more components than any
+    host's path has is refused as a loop (ELOOP), as a chain too long is."""
+    root = small(tmp_path / "host")
+    cpus = root / "sys/devices/system/cpu"
+    (cpus / "d").mkdir()
+    detour = "d/../" * 800
+    for hop in range(39):
+        (cpus / f"l{hop}").symlink_to(detour + (f"l{hop + 1}" if hop < 38 else "cpu0"))
+    for cpu in range(1, 21):
+        (cpus / f"cpu{cpu}").symlink_to(detour + "l0")
+    calls = 0
+    lstat = os.lstat
+
+    def counted(path: str) -> os.stat_result:
+        nonlocal calls
+        calls += 1
+        return lstat(path)
+
+    monkeypatch.setattr("reconciler.beneath.os.lstat", counted)
+    SnapshotHost(root).fetch(Request.of("/sys/devices/system/cpu/cpu*/cpufreq/scaling_governor"))
+    assert calls < 21 * 5000, calls
 
 
 # A hostile snapshot, generated: whatever files, links, FIFOs and names a snapshot holds, plan,
