@@ -474,3 +474,25 @@ def test_an_extends_that_cannot_be_resolved_is_a_profile_error(tmp_path: Path, p
     result = run_tune("validate", child)
     assert result.code == 65, result.err
     assert result.err.startswith(f"{child}:2:10: extends: "), result.err
+
+
+def test_an_optional_knob_the_kernel_refused_is_reported_escaped(tmp_path: Path) -> None:
+    """apply prints each optional knob the kernel refused (`... skipped (optional): ...`) with
+    click.echo straight from the journal: a glob's match named with a terminal sequence set
+    the window title. Found past the escaping of plans, checks and reports."""
+    root = small(tmp_path / "host")
+    name = "sd\x1b]0;OWNED\x07\x1b[2J"
+    queue = root / "sys/block" / name / "queue"
+    queue.mkdir(parents=True)
+    (queue / "scheduler").write_text("[mq-deadline] none\n")
+    refuses = root / ".tune-emulate/refuses/sys/block" / name / "queue/scheduler"
+    refuses.parent.mkdir(parents=True)
+    refuses.write_text("22\n")
+    profile = write_profile(
+        tmp_path / "p.yaml",
+        {"sysfs": {"/sys/block/*/queue/scheduler": {"value": "none", "optional": True}}},
+    )
+    applied = run_tune("apply", profile, "--root", root, "-y", "--no-persist")
+    assert applied.code == 0, applied.err
+    assert "skipped (optional)" in applied.out
+    assert "\x1b" not in applied.out + applied.err
