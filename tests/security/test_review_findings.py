@@ -287,6 +287,7 @@ PLACES = [
     "var",
     "sys/block/[*]?/queue/scheduler",
     "sys/block/a\nb/queue/scheduler",
+    "sys/block/e\x1b]0;OWNED\x07\x1b[2J/queue/scheduler",
 ]
 TARGETS = st.sampled_from(
     [
@@ -395,6 +396,7 @@ def test_no_snapshot_makes_tune_fail_internally_wait_or_leave_it(
             assert result.code != 70, (command[0], changes, result.err)
             assert "Traceback" not in said
             assert "SeCrEtHaSh" not in said, (command[0], changes)
+            assert "\x1b" not in said, (command[0], changes)
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, signal.SIG_DFL)
