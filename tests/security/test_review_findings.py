@@ -498,3 +498,28 @@ def test_an_optional_knob_the_kernel_refused_is_reported_escaped(tmp_path: Path)
     assert applied.code == 0, applied.err
     assert "skipped (optional)" in applied.out
     assert "\x1b" not in applied.out + applied.err
+
+
+def test_a_rollback_removes_the_directories_made_where_a_dangling_link_led(
+    tmp_path: Path,
+) -> None:
+    """/etc/sysctl.d is a link to /opt/sysctl.d/current, which is not there yet: apply made
+    /opt/sysctl.d/current, but journaled the directories above the path as named (none
+    missing past the link), so the rollback left /opt/sysctl.d behind."""
+    root = small(tmp_path / "host")
+    (root / "etc").mkdir()
+    (root / "opt").mkdir()
+    (root / "etc/sysctl.d").symlink_to("/opt/sysctl.d/current")
+    before = tree_but_state(root)
+    profile = swappiness(tmp_path)
+    assert run_tune("apply", profile, "--root", root, "-y").code == 0
+    assert (root / "opt/sysctl.d/current/90-tune.conf").exists()
+    rolled = run_tune("rollback", "--root", root)
+    assert rolled.code == 0, rolled.err
+    assert tree_but_state(root) == before
+
+
+def tree_but_state(root: Path) -> list[str]:
+    """Every name in the snapshot but tune's own state (the journal stays, as the lock)."""
+    names = (p.relative_to(root) for p in root.rglob("*"))
+    return sorted(str(n) for n in names if not any(part.startswith("tune") for part in n.parts))
