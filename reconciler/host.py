@@ -455,13 +455,21 @@ class DirectoryHost(Host):
             raise HostError(f"{path}: cannot delete ({exc.strerror}).") from exc
 
     def missing_dirs(self, path: str) -> list[str]:
-        _normal(path)
+        # What put_file's makedirs creates: the directories missing above where the path
+        # resolves, not above the path as named. `/etc/sysctl.d -> /opt/sysctl.d/current`, not
+        # there yet, makes /opt/sysctl.d and its `current`, which a rollback must remove.
+        local = os.path.dirname(self._local(path, follow=False))
         missing = []
-        directory = path.rsplit("/", 1)[0]
-        while directory and not self.paths.lexists(directory):
-            missing.append(directory)
-            directory = directory.rsplit("/", 1)[0]
-        return missing
+        while not os.path.lexists(local):
+            missing.append(local)
+            local = os.path.dirname(local)
+        return [self._host_path(directory) for directory in missing]
+
+    def _host_path(self, local: str) -> str:
+        """The host path of `local`, a path of this machine inside the host's root."""
+        if isinstance(self.paths, Beneath):
+            return "/" + os.path.relpath(local, self.paths.root)
+        return local
 
     def remove_dir(self, path: str) -> None:
         local = self._local(path, follow=False)
