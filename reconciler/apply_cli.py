@@ -341,7 +341,7 @@ def _after_boot(
 def _verified(verdict: Verdict, pending: Pending, host: Host, kept: list[GateFailure]) -> int:
     """What a verification that held says: each check, a promotion, the gates kept failing."""
     for line in verdict.held:
-        click.echo(f"ok  {line}")
+        click.echo(f"ok  {printable(line)}")  # a value read back from the host
     if pending.promote:
         click.echo("The new boot configuration is now the default.")
     click.echo(f"Verified run {pending.run_id} after the boot on {host.describe()}.")
@@ -431,7 +431,7 @@ def _apply_remote(
             after=record,
         )
         for line in done.unsupported:
-            click.echo(line)
+            click.echo(printable(line))  # it names the knob: a host's file name, maybe
         changes = done.changes - len(done.unsupported)
         click.echo(f"Applied {changes} changes to {host.describe()} (run {done.run_id}).")
         _kept(around.failures if around is not None else [])
@@ -493,7 +493,7 @@ def _skipped(host: Host, run_id: str) -> list[str]:
     run = read_run(host, run_id)
     lines = run.unsupported if run is not None else []
     for line in lines:
-        click.echo(line)
+        click.echo(printable(line))  # it names the knob: a host's file name, maybe
     return lines
 
 
@@ -526,7 +526,9 @@ def _probes(
 
 def _kept(failures: list[GateFailure]) -> None:
     for failure in failures:
-        click.echo(f"gate failed, kept: {failure.probe}: {failure.verdict.message}", err=True)
+        # The verdict quotes what the probe measured on the host.
+        message = printable(failure.verdict.message)
+        click.echo(f"gate failed, kept: {failure.probe}: {message}", err=True)
 
 
 def _plan_root(saved: saved_plans.SavedPlan, root: str | None) -> str | None:

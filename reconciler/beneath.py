@@ -30,6 +30,11 @@ from typing import NamedTuple
 
 # The kernel's MAXSYMLINKS: more links than this on one lookup is ELOOP.
 MAX_HOPS = 40
+# Components one lookup may walk, links' included: a path of PATH_MAX bytes has fewer. The
+# kernel walks 40 links of 4,000 characters each in C; here each component is an lstat, and
+# targets of `d/../` repeated made one file of a snapshot cost 60,000 of them (every CPU of
+# a 400-CPU snapshot: minutes of `tune plan`). No host's lookup comes near; past it, ELOOP.
+MAX_STEPS = 4096
 OUTSIDE = "a symbolic link in the snapshot points outside it"
 NOT_REGULAR = "not a regular file"
 
@@ -128,9 +133,12 @@ class Beneath(Rooted):
         # How many of the path's own components are still to resolve: when the stack is back
         # to them, the components before are resolved to `done` (a directory to remember).
         left = len(todo)
-        hops = 0
+        hops = steps = 0
         link = path, path  # the last link followed, and its target: what a `..` climbed from
         while todo:
+            steps += 1
+            if steps > MAX_STEPS:
+                raise _error(errno.ELOOP)
             if known is not None and len(todo) == left:
                 known[parts[: len(parts) - left]] = list(done)
             name = todo.pop()

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from .errors import HostError
 from .formats import pcie
-from .host import Completed, refusal, write_all
+from .host import Completed, open_regular, refusal, write_all
 
 if TYPE_CHECKING:
     from .host import DirectoryHost
@@ -88,9 +88,8 @@ def set_attr(host: DirectoryHost, path: str, value: str) -> None:
 def _overwrite(local: str, data: bytes, create: bool = False) -> None:
     """In place, keeping the file's mode, as a kernel attribute keeps its own. `local` is
     resolved in the snapshot (`DirectoryHost.local`): a link there now is not followed."""
-    # O_NONBLOCK: a FIFO planted there refuses (ENXIO) rather than waiting for a reader.
-    flags = os.O_WRONLY | os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK | (os.O_CREAT if create else 0)
-    fd = os.open(local, flags, 0o644)
+    # Only a regular file: a FIFO or a device node the snapshot holds is refused, not opened.
+    fd = open_regular(local, os.O_WRONLY | os.O_TRUNC | (os.O_CREAT if create else 0))
     try:
         write_all(fd, data)
     finally:

@@ -14,13 +14,14 @@ import fnmatch
 import importlib
 import io
 import os
+import stat
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .beneath import Beneath, Rooted
+from .beneath import NOT_REGULAR, Beneath, Rooted
 from .bounded import size_text
 from .errors import HostError, LockHeld, NoSpace, Refused
 from .steps import temporary as temporary_of
@@ -52,6 +53,23 @@ def write_all(fd: int, data: bytes) -> None:
         if written == 0:  # a regular file says why it takes nothing; be safe if one does not
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         view = view[written:]
+
+
+def open_regular(local: str, flags: int, mode: int = 0o644) -> int:
+    """A descriptor of the regular file at `local` (created if `flags` has O_CREAT and nothing
+    is there), opened with `flags`; OSError EINVAL for anything else. A snapshot is extracted
+    by root, so it holds the FIFOs and device nodes its archive had: a FIFO would block the
+    open for ever, and a device would take the bytes (a disk's, for a block device's numbers),
+    so neither is opened at all. The lstat before the open is enough for files at rest (see
+    `reconciler.beneath`); the fstat after it catches a FIFO put there in between."""
+    with contextlib.suppress(FileNotFoundError):
+        if not stat.S_ISREG(os.lstat(local).st_mode):
+            raise OSError(errno.EINVAL, NOT_REGULAR)
+    fd = os.open(local, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, mode)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, NOT_REGULAR)
+    return fd
 
 
 def write_error(path: str, doing: str, exc: OSError) -> HostError:
@@ -214,7 +232,13 @@ def refusal(path: str, value: str, code: int | None) -> HostError:
 def normal(path: str) -> bool:
     """Absolute, with no `.` or `..` component: the path names what it says, so a path under a
     directory stays under it (symlinks aside)."""
-    return path.startswith("/") and not any(part in (".", "..") for part in path.split("/"))
+    # A path built from a snapshot's text (its kernel release, a container's mount source) may
+    # hold a NUL, which every os call refuses with ValueError, not OSError.
+    return (
+        path.startswith("/")
+        and "\0" not in path
+        and not any(part in (".", "..") for part in path.split("/"))
+    )
 
 
 def checked(path: str) -> str:
@@ -490,7 +514,13 @@ class DirectoryHost(Host):
         temporary = temporary_of(local)
         try:
             os.makedirs(directory, exist_ok=True)
-            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode)
+            # The temporary name is tune's own: whatever is there (what a write cut short left,
+            # or a FIFO, a device or a hard link to another file that a snapshot brought) is
+            # removed, never opened; O_EXCL then creates a new file or fails.
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temporary)
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+            fd = os.open(temporary, flags, mode)
             try:
                 write_all(fd, data)
                 os.fchmod(fd, mode)
@@ -519,13 +549,21 @@ class DirectoryHost(Host):
             raise HostError(f"{path}: cannot delete ({exc.strerror}).") from exc
 
     def missing_dirs(self, path: str) -> list[str]:
-        checked(path)
+        # What put_file's makedirs creates: the directories missing above where the path
+        # resolves, not above the path as named. `/etc/sysctl.d -> /opt/sysctl.d/current`, not
+        # there yet, makes /opt/sysctl.d and its `current`, which a rollback must remove.
+        local = os.path.dirname(self._local(path, follow=False))
         missing = []
-        directory = path.rsplit("/", 1)[0]
-        while directory and not self.paths.lexists(directory):
-            missing.append(directory)
-            directory = directory.rsplit("/", 1)[0]
-        return missing
+        while not os.path.lexists(local):
+            missing.append(local)
+            local = os.path.dirname(local)
+        return [self._host_path(directory) for directory in missing]
+
+    def _host_path(self, local: str) -> str:
+        """The host path of `local`, a path of this machine inside the host's root."""
+        if isinstance(self.paths, Beneath):
+            return "/" + os.path.relpath(local, self.paths.root)
+        return local
 
     def remove_dir(self, path: str) -> None:
         local = self._local(path, follow=False)
@@ -546,7 +584,7 @@ class DirectoryHost(Host):
         try:
             os.makedirs(os.path.dirname(local), exist_ok=True)
             created = not os.path.exists(local)
-            fd = os.open(local, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            fd = open_regular(local, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
             try:
                 _append_whole(fd, data, sync)
             finally:
@@ -586,10 +624,16 @@ class DirectoryHost(Host):
         directory = os.path.dirname(path)
         self.private_dir(directory)
         check(*self.owned([directory]))
+        local = self._local(path)
+        with contextlib.suppress(FileNotFoundError):
+            # A device or a FIFO there (a snapshot may hold anything) is refused unopened:
+            # opening a device can act on it.
+            check(os.geteuid(), {path: Owned.of(os.lstat(local))}, [path])
         try:
             # Never through a link: in a directory others could write, one planted at the lock
             # path made root truncate the file it pointed to.
-            fd = os.open(self._local(path), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+            flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+            fd = os.open(local, flags, 0o600)
         except OSError as exc:
             raise HostError(f"{path}: cannot create the lock ({exc.strerror}).") from exc
         try:

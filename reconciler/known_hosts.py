@@ -47,14 +47,21 @@ class Parsed:
     skipped: tuple[str, ...]  # "FILE:LINE: why", for lines OpenSSH would skip too
 
 
+# OpenSSH ends a line at "\n" only and splits it at spaces and tabs (a CRLF line's "\r" is
+# trailing whitespace). Python's splitlines and split also break at a form feed, U+0085,
+# U+2028 and more: a comment holding one (`# rack 4\x85host ssh-ed25519 KEY`) became a line
+# that vouched for a key OpenSSH never reads.
+_FIELD_GAP = re.compile(r"[ \t\r]+")
+
+
 def parse(text: str, name: str) -> Parsed:
     keys: list[KnownKey] = []
     skipped: list[str] = []
-    for number, raw in enumerate(text.splitlines(), 1):
-        line = raw.strip()
+    for number, raw in enumerate(text.split("\n"), 1):
+        line = raw.strip(" \t\r")
         if not line or line.startswith("#"):
             continue
-        fields = line.split()
+        fields = _FIELD_GAP.split(line)
         marker = fields.pop(0) if fields[0].startswith("@") else None
         where = f"{name}:{number}"
         if marker is not None and marker not in MARKERS:

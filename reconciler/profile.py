@@ -357,11 +357,22 @@ def _resolve(
         at = tree.values.get(("extends", index), where)
         if "\0" in parent:
             raise ProfileError([Diagnostic(*at, "extends: a path cannot hold a NUL character")])
-        target = (path.parent / parent).resolve()
+        named = path.parent / parent
+        try:
+            target = named.resolve()
+            is_file = target.is_file()
+        except (OSError, RuntimeError) as exc:
+            # A link that leads to itself (RuntimeError before Python 3.13, ELOOP after), a
+            # name past PATH_MAX: a parent that cannot be found, said so, not exit 70.
+            reason = getattr(exc, "strerror", None) or "a loop of symbolic links"
+            message = f"extends: cannot resolve {parent!r} ({reason})"
+            raise ProfileError([Diagnostic(*at, message)]) from None
+        # Where the name leads is part of what was read (`profile_cache.leads_to`).
+        parsed.append((str(named), profile_cache.leads_to(target)))
         if target in stack or target == path.resolve():
             chain = " -> ".join(p.name for p in (*stack, path.resolve(), target))
             raise ProfileError([Diagnostic(*at, f"extends cycle: {chain}")])
-        if not target.is_file():
+        if not is_file:
             raise ProfileError([Diagnostic(*at, f"extends: no such profile {parent!r}")])
         merged = _merge(merged, _resolve(target, (*stack, path.resolve()), parsed, at))
     return _merge(merged, tree)

@@ -74,10 +74,31 @@ def digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+# A record of where a name led rather than of a file's content: `extends: current.yaml`, a
+# link to the release in force, must miss once the link moves, even where the file it led to
+# is unchanged.
+LEADS_TO = "leads to "
+
+
+def leads_to(target: Path) -> str:
+    """What identifies where an `extends` name led: the file it resolved to."""
+    return LEADS_TO + str(target)
+
+
 def _content(name: str) -> str | None:
     try:
         return digest(read_bounded(name, MAX_PROFILE_BYTES, "a profile"))
     except OSError:
+        return None
+
+
+def _now(name: str, known: str) -> str | None:
+    """The record of `name` as it is now, of the kind `known` is."""
+    if not known.startswith(LEADS_TO):
+        return _content(name)
+    try:
+        return leads_to(Path(name).resolve())
+    except (OSError, RuntimeError):  # RuntimeError: a loop of links, before Python 3.13
         return None
 
 
@@ -103,7 +124,7 @@ def lookup(key: str, expected: type[T]) -> T | None:
         version, hashes, kept = pickle.loads(entry.read_bytes())
     except Exception:  # a damaged or foreign entry is a miss, never an error
         return None
-    if version != FORMAT or any(_content(name) != known for name, known in hashes):
+    if version != FORMAT or any(_now(name, known) != known for name, known in hashes):
         return None
     return kept if isinstance(kept, expected) else None
 

@@ -23,14 +23,16 @@ _NVIDIA_SOURCE = re.compile(r"/dev/nvidia[^/\s]*")
 _DEVICE_RULE = re.compile(r"([abc])\s+(\d+|\*):(\d+|\*)\s+([rwm]+)")
 
 
-# Where LXC and Proxmox keep container configs: Proxmox's cluster file system (this node's
-# view, and every node's), LXC's lxcpath for root and for unprivileged users, and /etc/lxc
-# (default.conf, the template of new containers). A config anywhere else must read as one.
+# Where LXC and Proxmox keep container configs, in directories only root can change:
+# Proxmox's cluster file system (this node's view, and every node's), LXC's lxcpath for root,
+# and /etc/lxc (default.conf, the template of new containers). A config anywhere else must read
+# as one; an unprivileged user's lxcpath (~/.local/share/lxc) too, as that user decides what
+# its names are (a link to /etc/shadow there made apply copy the file into the user's home).
 STANDARD_PLACES = re.compile(
     r"/etc/pve/(nodes/[^/]+/)?lxc/[0-9]+\.conf"
     r"|/var/lib/lxc/[^/]+/config"
     r"|/etc/lxc/[^/]+"
-    r"|/(root|home/[^/]+)/\.local/share/lxc/[^/]+/config"
+    r"|/root/\.local/share/lxc/[^/]+/config"
 )
 # A line of a config: LXC's `lxc.key = value`, or Proxmox's `key: value` (its own keys and
 # `lxc.*` ones), a snapshot section `[name]`, a comment or nothing.

@@ -13,6 +13,7 @@ the top byte (0x03: any display controller).
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
@@ -167,7 +168,9 @@ class Pci(Kind[list[PciEntry]]):
             item,
             setting="max_read_request",
             subject=subject,
-            fix=f"setpci -s {subject} CAP_EXP+8.w={field:04x}:{pcie.MRRS_MASK:04x}",
+            # The address is a directory name of the host's: quoted, so a name made to be
+            # a shell command is one word of the command the reader copies.
+            fix=f"setpci -s {shlex.quote(subject)} CAP_EXP+8.w={field:04x}:{pcie.MRRS_MASK:04x}",
         )
 
     def step(self, spec: list[PciEntry], change: Change, files: Files) -> Step:
