@@ -70,8 +70,9 @@ def cli() -> None:
 
     \b
     Exit codes: 0 in sync, 2 changes or failed checks, 1 host unreadable,
-    3 apply failed and rolled back, 5 an interrupted run awaits rollback,
-    64 usage error, 65 invalid profile.
+    3 apply failed and rolled back, 4 a rebooted host did not come back,
+    5 an interrupted run awaits rollback, 64 usage error, 65 invalid profile,
+    74 no space left on a device.
     """
 
 
