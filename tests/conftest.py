@@ -7,6 +7,7 @@ import io
 import json
 import os
 import shutil
+import signal
 import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -167,3 +168,27 @@ def start_lab(tmp_path: Path) -> Iterator[Callable[..., Any]]:
     yield start
     for lab in labs:
         lab.stop()
+
+
+@contextlib.contextmanager
+def deadline(seconds: int) -> Iterator[None]:
+    """Turns a call that would block for ever (an open of a FIFO, a read that never ends) into
+    a failure of the test that made it, instead of a suite that never finishes."""
+
+    def stop(signum: int, frame: object) -> None:
+        raise TimeoutError(f"tune did not answer within {seconds} s: it blocked")
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.fixture
+def no_hang() -> Iterator[None]:
+    """The whole test under a `deadline` of 60 seconds."""
+    with deadline(60):
+        yield

@@ -1,6 +1,6 @@
 """Hostile profiles, generated: whatever YAML a profile holds, tune answers with a sentence and
-an exit code (65 with FILE:LINE:COL for a bad profile), never "internal error" (70) and never
-a traceback.
+an exit code (65 with FILE:LINE:COL for a bad profile), never "internal error" (70), never
+a traceback and never a wait past a deadline.
 
 The profiles are built from the profile's own keys and from the odd corners of YAML (tags,
 anchors, merge keys, duplicate and non-string keys, NUL, BOM, CRLF, bytes that are not UTF-8,
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import run_tune
+from conftest import deadline, run_tune
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from small_host import SmallHost, build
@@ -221,7 +221,8 @@ def test_no_profile_makes_tune_fail_internally(host: Path, data: bytes) -> None:
     path = folder / "p.yaml"
     path.write_bytes(data)
     for args in (("validate", path), ("plan", path, "--root", host, "-o", folder / "plan.json")):
-        result = run_tune(*args)
+        with deadline(30):
+            result = run_tune(*args)
         assert result.code != 70, result.err
         assert "Traceback" not in result.out + result.err
         if result.code == 65:

@@ -11,13 +11,11 @@ from __future__ import annotations
 import base64
 import os
 import shlex
-import signal
 import stat
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import run_tune
+from conftest import deadline, run_tune
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from small_host import SmallHost, build, write_profile
@@ -46,22 +44,6 @@ def small(root: Path) -> Path:
 
 def swappiness(tmp_path: Path) -> Path:
     return write_profile(tmp_path / "p.yaml", {"sysctl": {"vm.swappiness": 10}})
-
-
-@pytest.fixture
-def no_hang() -> Iterator[None]:
-    """Turns an open that would block forever into a failure of the test that made it."""
-
-    def stop(signum: int, frame: object) -> None:
-        raise TimeoutError("tune blocked on a file of the snapshot")
-
-    previous = signal.signal(signal.SIGALRM, stop)
-    signal.alarm(10)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def plant(path: Path, kind: str, outside: Path | None = None) -> None:
@@ -387,25 +369,15 @@ def test_no_snapshot_makes_tune_fail_internally_wait_or_leave_it(
         ("history", "--root", root),
         ("audit", "--root", root),
     ]
-    signal.signal(signal.SIGALRM, _timeout)
-    try:
-        for command in commands:
-            signal.alarm(20)
+    for command in commands:
+        with deadline(20):
             result = run_tune(*command)
-            signal.alarm(0)
-            said = result.out + result.err
-            assert result.code != 70, (command[0], changes, result.err)
-            assert "Traceback" not in said
-            assert "SeCrEtHaSh" not in said, (command[0], changes)
-            assert "\x1b" not in said, (command[0], changes)
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+        said = result.out + result.err
+        assert result.code != 70, (command[0], changes, result.err)
+        assert "Traceback" not in said
+        assert "SeCrEtHaSh" not in said, (command[0], changes)
+        assert "\x1b" not in said, (command[0], changes)
     assert sorted((p, p.read_bytes()) for p in (outside / "shadow", base / "etc/shadow")) == before
-
-
-def _timeout(signum: int, frame: object) -> None:
-    raise TimeoutError("tune blocked on a file of the snapshot")
 
 
 def test_a_nul_in_the_snapshots_kernel_release_is_an_apply_error_not_an_internal_one(

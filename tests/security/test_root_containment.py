@@ -9,10 +9,8 @@ read error, not a hang; links inside the snapshot (all of /sys is made of them) 
 from __future__ import annotations
 
 import os
-import signal
 import stat
 import tarfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -225,22 +223,6 @@ def test_links_inside_the_snapshot_lead_where_the_kernel_would(tmp_path: Path) -
     host = SnapshotHost(root)
     assert host.read_file("/sys/class/net/gpu/vendor") == b"0x10de\n"
     assert run_tune("plan", profile, "--root", root, "--no-persist").code == 0
-
-
-@pytest.fixture
-def no_hang() -> Iterator[None]:
-    """Turns a read that would block forever into a failure of the test that made it."""
-
-    def stop(signum: int, frame: object) -> None:
-        raise TimeoutError("tune blocked on a file of the snapshot")
-
-    previous = signal.signal(signal.SIGALRM, stop)
-    signal.alarm(60)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 @pytest.mark.parametrize("kind", ["fifo", "socket", "device"])
