@@ -392,7 +392,7 @@ def _apply_remote(
     assert isinstance(host, ShellHost)
     try:
         if not dry_run:
-            before_apply(host, after_interrupted=after_interrupted)
+            before_apply(host, after_interrupted=after_interrupted, locked=False)
         work = prepare(
             host,
             loaded,

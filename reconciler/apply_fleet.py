@@ -62,7 +62,7 @@ class RemoteApply:
         if not work.steps:
             return HostApplied(None, 0)
         assert isinstance(host, ShellHost)
-        before_apply(host, after_interrupted=self.after_interrupted)
+        before_apply(host, after_interrupted=self.after_interrupted, locked=False)
         done = apply_remote(host, work, self.loaded, phase="runtime", timeout=self.timeout)
         return HostApplied(done.run_id, done.changes - len(done.unsupported))
 

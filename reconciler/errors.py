@@ -77,10 +77,14 @@ class UnfinishedRun(TuneError):
 
     exit_code = ExitCode.UNFINISHED_RUN
 
-    def __init__(self, run_id: str, changes: int, host: str) -> None:
+    def __init__(self, run_id: str, changes: int, host: str, *, locked: bool = True) -> None:
         self.run_id = run_id
+        # Without the lock (an SSH apply checks before its script takes the target's lock), a
+        # run with no end may still be going: the sentence must not tell the operator to roll
+        # back another apply's work (`tune rollback` would wait for that lock anyway).
+        what = "was interrupted" if locked else "has not ended (interrupted, or still running)"
         super().__init__(
-            f"run {run_id} on {host} was interrupted after {changes} changes and never rolled "
+            f"run {run_id} on {host} {what} after {changes} changes and was never rolled "
             "back: `tune rollback` restores them, or `tune apply --after-interrupted` applies "
             "over them (one `tune rollback` then undoes both runs)."
         )

@@ -246,17 +246,18 @@ def rollback_chain(host: Host, run_id: str | None) -> list[Run]:
     return chain
 
 
-def before_apply(host: Host, *, after_interrupted: bool = False) -> None:
-    """What every engine checks before a new run, lock held: tune's state is trusted
-    (`check_state`) and, unless the operator said `--after-interrupted`, the newest run ended:
-    `UnfinishedRun` when it stopped without an `end` record (killed, the power lost), since its
-    changes stay on the host and a new run over them would hide them."""
+def before_apply(host: Host, *, after_interrupted: bool = False, locked: bool = True) -> None:
+    """What every engine checks before a new run: tune's state is trusted (`check_state`) and,
+    unless the operator said `--after-interrupted`, the newest run ended: `UnfinishedRun` when
+    it stopped without an `end` record (killed, the power lost), since its changes stay on the
+    host and a new run over them would hide them. `locked`: whether this runs with the host's
+    lock held (locally it is; over SSH the script takes it later, so a run may be going)."""
     ids = run_ids(host)
     newest = ids[-1] if ids and not after_interrupted else None
     check_state(host, *([run_path(newest)] if newest else []))  # one round trip over SSH
     run = None if newest is None else existing_run(host, newest)
     if run is not None and run.outcome == "interrupted":
-        raise UnfinishedRun(run.run_id, len(run.steps), host.describe())
+        raise UnfinishedRun(run.run_id, len(run.steps), host.describe(), locked=locked)
 
 
 def _no_run(host: Host, run_id: str) -> HostError:
