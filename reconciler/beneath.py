@@ -123,6 +123,17 @@ class Beneath(Rooted):
         out of the snapshot, ELOOP past MAX_HOPS links."""
         parts = tuple(p for p in path.split("/") if p and p != ".")
         known = self._dirs
+        if known is not None and len(parts) > 1 and parts[-1] != "..":
+            # The common case in a batch: a file in a directory resolved before, no link.
+            base = known.get(parts[:-1])
+            if base is not None:
+                here = self._here([*base, parts[-1]])
+                try:
+                    found = os.lstat(here)
+                except OSError:
+                    return Found(here, None)
+                if not (follow and stat.S_ISLNK(found.st_mode)):
+                    return Found(here, found)
         done: list[str] = []
         start = 0
         if known is not None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fnmatch
+import functools
 import importlib
 import io
 import os
@@ -80,7 +81,7 @@ def write_error(path: str, doing: str, exc: OSError) -> HostError:
 
 
 def is_glob(pattern: str) -> bool:
-    return any(c in GLOB_CHARS for c in pattern)
+    return not GLOB_CHARS.isdisjoint(pattern)
 
 
 @dataclass(frozen=True)
@@ -237,7 +238,9 @@ def normal(path: str) -> bool:
     return (
         path.startswith("/")
         and "\0" not in path
-        and not any(part in (".", "..") for part in path.split("/"))
+        # Without "/." no component can be "." or "..": the common case, a thousand times a
+        # plan, needs no split.
+        and ("/." not in path or not any(part in (".", "..") for part in path.split("/")))
     )
 
 
@@ -254,13 +257,17 @@ def within(pattern: str, path: str) -> bool:
     components before the first glob): the rule every engine applies to an expansion, after
     expanding. Python's glob never yields `.` or `..`, but a host's sh does (dash expands `.?`
     to `..`), and a pattern checked before expansion is only as good as the checker."""
-    if not normal(path):
-        return False
     if not is_glob(pattern):
-        return path == pattern
+        return path == pattern and normal(path)
+    return path.startswith(_literal_prefix(pattern)) and normal(path)
+
+
+@functools.lru_cache(maxsize=1024)
+def _literal_prefix(pattern: str) -> str:
+    """A glob pattern's components before its first glob, with their slash."""
     parts = pattern.split("/")
     first = next(n for n, part in enumerate(parts) if is_glob(part))
-    return path.startswith("/".join(parts[:first]) + "/")
+    return "/".join(parts[:first]) + "/"
 
 
 def may_match_dot(component: str) -> bool:
