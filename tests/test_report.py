@@ -13,9 +13,11 @@ from pathlib import Path
 
 import pytest
 from conftest import run_tune, write
+from markdown_view import acting, cells, codes
 from small_host import SmallHost, build
 
 from reconciler.journal import RUNS
+from reconciler.report import render
 
 GOLDEN = Path(__file__).parent / "data" / "report"
 PROFILE = """
@@ -225,3 +227,29 @@ def test_reboot_phase_changes_a_run_made_are_listed_as_waiting_for_the_reboot(
         "- **cmdline:processor.max_cstate** (P1): (absent) → `1`\n"
     ) in text
     assert "### Configured, waiting for a reboot\n\n- **cmdline:iommu**: running (absent), " in text
+
+
+EVIL = "`v` [fix](https://evil.example/r) ![](https://evil.example/p.png) <img src=x> | ~~s~~"
+
+
+def hostile(value: object) -> object:
+    """Every string of a report, with links, an image, HTML, a pipe and backticks after it."""
+    if isinstance(value, str):
+        return f"{value} {EVIL}"
+    if isinstance(value, list):
+        return [hostile(v) for v in value]
+    if isinstance(value, dict):
+        return {k: v if k == "better" else hostile(v) for k, v in value.items()}
+    return value
+
+
+def test_a_report_shows_the_text_of_its_run_record_as_text(tmp_path: Path) -> None:
+    """A run record quotes the host and the profile (values, ids, paths, messages): none of
+    it becomes a link, an image, HTML or another table cell in the Markdown report."""
+    root, _ = applied_host(tmp_path, 90)
+    data = hostile(json.loads(report(root, "--format", "json")))
+    assert isinstance(data, dict)
+    out = render.markdown(data)
+    assert acting(out) == [], out
+    assert f"60 {EVIL}" in codes(out)  # the prior swappiness, exact in its code span
+    assert cells(out, "Profile") == ["Profile", f"small-gpu {EVIL}"], out

@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 from ..model import Phase, Priority
 from ..printable import printable_data
+from ..render import md
 from ..render.style import styler
 from .model import Device, Finding, HostSummary, Remark, Report
 
@@ -106,7 +107,7 @@ def as_json(report: Report, color: bool = False) -> str:
 def markdown(report: Report, color: bool = False) -> str:
     report = printable_data(report, MULTILINE)
     host = report.host
-    out = [f"# Host audit: {host.name}", "", *host_section(host)]
+    out = [f"# Host audit: {md.text(host.name)}", "", *host_section(host)]
     out += [f"**{summary(report)}**", "", "## Confirmed good", ""]
     out += [_remark(r) for r in report.good] or ["Nothing the audit checks holds yet."]
     out += ["", "## Actionable", ""]
@@ -129,7 +130,7 @@ def markdown(report: Report, color: bool = False) -> str:
                 else "reboot the host"
             )
             when = "configured; reboot the host" if finding.pending else f"fix, then {restart}"
-            out.append(f"- **{finding.id}** ({when}): {finding.observed}")
+            out.append(f"- **{finding.id}** ({when}): {md.text(finding.observed)}")
         out.append("")
     cannot = [f for f in report.findings if f.phase is None]
     if cannot:
@@ -137,16 +138,16 @@ def markdown(report: Report, color: bool = False) -> str:
         out += ["tune reports these and cannot change them.", ""]
         for finding in cannot:
             out += [
-                f"- **{finding.id}** ({finding.priority.value}): {finding.observed}. "
-                f"Why: {finding.reason}. Remedy: {finding.fix}.",
-                *(f"  - `{e}`" for e in finding.evidence),
+                f"- **{finding.id}** ({finding.priority.value}): {md.text(finding.observed)}. "
+                f"Why: {md.text(finding.reason)}. Remedy: {md.text(finding.fix)}.",
+                *(f"  - {md.code(e)}" for e in finding.evidence),
             ]
         out.append("")
     if report.not_issues:
         out += ["## Not an issue", ""]
         for remark in report.not_issues:
-            out.append(f"- **{remark.id}**: {remark.observed}: {remark.reason}.")
-            out += [f"  - `{e}`" for e in remark.evidence]
+            out.append(f"- **{remark.id}**: {md.text(remark.observed)}: {md.text(remark.reason)}.")
+            out += [f"  - {md.code(e)}" for e in remark.evidence]
         out.append("")
     return "\n".join(out).rstrip("\n") + "\n"
 
@@ -156,13 +157,14 @@ def host_section(host: HostSummary) -> list[str]:
     out = [
         "| | |",
         "|---|---|",
-        f"| Host | {host.name} |",
-        f"| Observed from | {host.source} |",
-        f"| CPU | {cpu_line(host)} |",
-        f"| Kernel | {host.kernel or 'unknown'} |",
-        f"| cpufreq | driver {host.cpufreq_driver or 'none'}, governor {host.governor or 'none'} |",
-        f"| NVIDIA driver | {host.nvidia_driver or 'not loaded'} |",
-        f"| tune's boot-time files | {', '.join(host.tune_files) or 'none'} |",
+        f"| Host | {md.text(host.name)} |",
+        f"| Observed from | {md.text(host.source)} |",
+        f"| CPU | {md.text(cpu_line(host))} |",
+        f"| Kernel | {md.text(host.kernel or 'unknown')} |",
+        f"| cpufreq | driver {md.text(host.cpufreq_driver or 'none')}, "
+        f"governor {md.text(host.governor or 'none')} |",
+        f"| NVIDIA driver | {md.text(host.nvidia_driver or 'not loaded')} |",
+        f"| tune's boot-time files | {md.text(', '.join(host.tune_files) or 'none')} |",
         "",
     ]
     for title, devices in (("GPUs", host.gpus), ("NICs", host.nics)):
@@ -173,8 +175,9 @@ def host_section(host: HostSummary) -> list[str]:
 
 def _devices(title: str, devices: tuple[Device, ...]) -> list[str]:
     rows = [
-        f"| {d.address} | {d.name} | {'-' if d.numa_node is None else d.numa_node} | "
-        f"{d.link or 'unreadable'} | {d.max_read_request or 'unreadable'} |"
+        f"| {md.text(d.address)} | {md.text(d.name)} | "
+        f"{'-' if d.numa_node is None else md.text(d.numa_node)} | "
+        f"{md.text(d.link or 'unreadable')} | {md.text(d.max_read_request or 'unreadable')} |"
         for d in devices
     ]
     return [
@@ -188,7 +191,8 @@ def _devices(title: str, devices: tuple[Device, ...]) -> list[str]:
 
 
 def _remark(remark: Remark) -> str:
-    return f"- **{remark.id}**: {remark.observed} (`{'`, `'.join(remark.evidence[:2])}`" + (
+    shown = ", ".join(md.code(e) for e in remark.evidence[:2])
+    return f"- **{remark.id}**: {md.text(remark.observed)} ({shown}" + (
         f" and {len(remark.evidence) - 2} more)" if len(remark.evidence) > 2 else ")"
     )
 
@@ -196,20 +200,20 @@ def _remark(remark: Remark) -> str:
 def _finding(finding: Finding) -> list[str]:
     assert finding.phase is not None
     lines = [
-        f"#### {finding.id} ({finding.area.value}): {finding.observed}",
+        f"#### {finding.id} ({finding.area.value}): {md.text(finding.observed)}",
         "",
         "Evidence:",
         "",
-        *(f"- `{e}`" for e in finding.evidence),
+        *(f"- {md.code(e)}" for e in finding.evidence),
         "",
-        f"Why: {finding.reason}.",
+        f"Why: {md.text(finding.reason)}.",
         "",
         f"Takes effect: {TAKES_EFFECT[finding.phase]}.",
         "",
     ]
     if finding.phase is Phase.RUNTIME:  # runtime fixes are commands; boot and container
-        return [*lines, "```sh", *commands(finding), "```", ""]  # fixes are edits to files
-    return [*lines, *(f"Fix: {line}" for line in commands(finding)), ""]
+        return [*lines, *md.fence(commands(finding), "sh"), ""]  # fixes are edits to files
+    return [*lines, *(f"Fix: {md.text(line)}" for line in commands(finding)), ""]
 
 
 RENDERERS: dict[str, Callable[[Report, bool], str]] = {

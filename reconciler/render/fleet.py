@@ -17,6 +17,7 @@ from ..errors import ApplyFailed, TuneError
 from ..fleet import HostResult
 from ..model import Phase, Plan
 from ..printable import printable
+from . import md
 
 if TYPE_CHECKING:
     from ..apply_fleet import HostApplied
@@ -111,11 +112,12 @@ def text(results: Sequence[HostResult[Plan]], color: bool, each: Renderer) -> st
 def markdown(results: Sequence[HostResult[Plan]], each: Renderer) -> str:
     out = ["# Fleet audit", "", "| " + " | ".join(HEADER) + " |"]
     out.append("|" + "---|" * len(HEADER))
-    out += ["| " + " | ".join(_row(r)) + " |" for r in results]
+    out += ["| " + " | ".join(md.text(cell) for cell in _row(r)) + " |" for r in results]
     out += ["", totals(results)]
     for result in results:
-        if result.error is not None:
-            out += ["", f"# {result.name}: error", "", problems(result)]
+        if result.error is not None:  # a list: a problem quoting the host starts no block
+            lines = problems(result).split("\n")
+            out += ["", f"# {md.text(result.name)}: error", "", *(f"- {md.text(p)}" for p in lines)]
         elif result.value is not None and not result.value.is_clean:
             out += ["", each(result.value, False).rstrip("\n")]
     return "\n".join(out) + "\n"

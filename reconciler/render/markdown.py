@@ -1,10 +1,12 @@
 """The plan as the report an engineer writes after an audit: what is good, what to fix by
-priority with the exact command, and what needs BIOS or an upgrade."""
+priority with the exact command, and what needs BIOS or an upgrade. Every value from the host or
+the profile goes through `md` (a code span, or escaped text); tune's own words do not."""
 
 from __future__ import annotations
 
 from ..model import Phase, Plan, Priority
 from ..printable import printable_data
+from . import md
 from .folding import Group, fold, show, shown
 
 WHEN = {Phase.RUNTIME: "live (runtime)", Phase.REBOOT: "at next boot or container restart"}
@@ -14,23 +16,27 @@ def render(plan: Plan) -> str:
     plan = printable_data(plan)
     host = plan.host
     out = [
-        f"# Host audit: {host.name} against profile `{plan.profile}`",
+        f"# Host audit: {md.text(host.name)} against profile {md.code(plan.profile)}",
         "",
         "| | |",
         "|---|---|",
-        f"| Host | {host.name} |",
-        f"| Kernel | {host.kernel or 'unknown'} |",
-        f"| Observed from | {host.source} |",
-        f"| Boot id | {host.boot_id or 'unknown'} |",
+        f"| Host | {md.text(host.name)} |",
+        f"| Kernel | {md.text(host.kernel or 'unknown')} |",
+        f"| Observed from | {md.text(host.source)} |",
+        f"| Boot id | {md.text(host.boot_id or 'unknown')} |",
         "",
         _summary(plan),
         "",
         "## Confirmed good",
         "",
     ]
-    good = [f"- {g.label}: `{shown(g.first, g.first.current)}`" for g in fold(plan.in_sync)]
+    good = [
+        f"- {md.text(g.label)}: {md.code(shown(g.first, g.first.current))}"
+        for g in fold(plan.in_sync)
+    ]
     good += [
-        f"- check {c.id.removeprefix('check:')}: {c.observed} (want {c.expected})"
+        f"- check {md.text(c.id.removeprefix('check:'))}: {md.text(c.observed)} "
+        f"(want {md.text(c.expected)})"
         for c in plan.checks
         if c.ok
     ]
@@ -48,12 +54,13 @@ def render(plan: Plan) -> str:
     if reboot or plan.pending:
         out += ["## Needs a reboot", ""]
         out += [
-            f"- {g.label}: `{show(g.first.current)}` -> `{show(g.first.desired)}`"
+            f"- {md.text(g.label)}: {md.code(show(g.first.current))} -> "
+            f"{md.code(show(g.first.desired))}"
             for g in fold(reboot)
         ]
         out += [
-            f"- {p.id}: configured (`{show(p.configured)}`), not yet running "
-            f"(`{show(p.running)}`): reboot to apply"
+            f"- {md.text(p.id)}: configured ({md.code(show(p.configured))}), not yet running "
+            f"({md.code(show(p.running))}): reboot to apply"
             for p in plan.pending
         ]
         out.append("")
@@ -66,14 +73,15 @@ def render(plan: Plan) -> str:
             "",
         ]
         out += [
-            f"- **{c.id.removeprefix('check:')}**: observed `{c.observed or 'absent'}`, "
-            f"expected `{c.expected}`. Remedy: {c.remedy}."
+            f"- **{md.text(c.id.removeprefix('check:'))}**: "
+            f"observed {md.code(c.observed or 'absent')}, expected {md.code(c.expected)}. "
+            f"Remedy: {md.text(c.remedy)}."
             for c in failed
         ]
         out.append("")
     if plan.notes:
         out += ["## Notes", ""]
-        out += [f"- {n.message}" for n in plan.notes]
+        out += [f"- {md.text(n.message)}" for n in plan.notes]
         out.append("")
     return "\n".join(out).rstrip("\n") + "\n"
 
@@ -92,11 +100,15 @@ def _summary(plan: Plan) -> str:
 
 def _change(group: Group) -> list[str]:
     c = group.first
-    lines = [f"#### {group.label}: `{shown(c, c.current)}` -> `{shown(c, c.desired)}`", ""]
+    lines = [
+        f"#### {md.text(group.label)}: {md.code(shown(c, c.current))} -> "
+        f"{md.code(shown(c, c.desired))}",
+        "",
+    ]
     if c.reason:
-        lines.append(f"Why: {c.reason}.".replace("..", "."))
+        lines.append(f"Why: {md.text(c.reason)}.".replace("..", "."))
     lines.append(f"Takes effect: {WHEN[c.phase]}.")
     if group.fixes:
-        lines += ["", "```sh", *group.fixes, "```"]
+        lines += ["", *md.fence(group.fixes, "sh")]
     lines.append("")
     return lines

@@ -1,4 +1,6 @@
-"""`tune report` as Markdown that reads well on GitHub, and as JSON (the same data)."""
+"""`tune report` as Markdown that reads well on GitHub, and as JSON (the same data). The run
+record quotes the host (values, paths, messages) and the profile: each value goes through `md`
+(a code span, or escaped text); tune's own words do not."""
 
 from __future__ import annotations
 
@@ -6,6 +8,7 @@ import json
 from typing import Any
 
 from ..printable import printable_data
+from ..render import md
 from .build import NOT_MEASURED
 
 OUTCOMES = {
@@ -25,18 +28,18 @@ def markdown(report: dict[str, Any]) -> str:
     report = printable_data(report, frozenset({"operations"}))
     run = report["run"]
     out = [
-        f"# tune run {run['run_id']}: {run['profile']} on {run['host']}",
+        f"# tune run {md.text(run['run_id'])}: {md.text(run['profile'])} on {md.text(run['host'])}",
         "",
         "| | |",
         "|---|---|",
-        f"| Profile | {_cell(run['profile'])} |",
-        f"| Phase | {run['phase']} |",
-        f"| Started | {run['started']} |",
-        f"| Finished | {run['finished'] or 'not finished'} |",
+        f"| Profile | {md.text(run['profile'])} |",
+        f"| Phase | {md.text(run['phase'])} |",
+        f"| Started | {md.text(run['started'])} |",
+        f"| Finished | {md.text(run['finished'] or 'not finished')} |",
         f"| Outcome | {_outcome(run['outcome'], report['probes'])} |",
     ]
     if run["failure"]:
-        out.append(f"| Why | {_cell(run['failure'])} |")
+        out.append(f"| Why | {md.text(run['failure'])} |")
     out += ["", *_probes(report["probes"]), *_changes(report["changes"], run["outcome"])]
     out += _still_needed(report["still_needed"])
     if report["host_summary"] is not None:
@@ -53,10 +56,10 @@ def markdown(report: dict[str, Any]) -> str:
 
 
 def _outcome(outcome: str, probes: list[dict[str, Any]]) -> str:
-    kept = [p["name"] for p in probes if p["gate"] is not None and p["gate"]["kept"]]
+    kept = [md.text(p["name"]) for p in probes if p["gate"] is not None and p["gate"]["kept"]]
     if outcome == "applied" and kept:
         return f"applied, kept despite the failed gate of {', '.join(kept)} (--keep-on-regression)"
-    return OUTCOMES.get(outcome, outcome)
+    return OUTCOMES.get(outcome, md.text(outcome))
 
 
 def _probes(probes: list[dict[str, Any]]) -> list[str]:
@@ -74,10 +77,10 @@ def _probes(probes: list[dict[str, Any]]) -> list[str]:
     ]
     for p in probes:
         cells = [_measured(p[key], p["unit"], p[f"{key}_note"]) for key, _ in columns]
-        name = f"{p['name']} (`{p['metric']}`, {p['better']} is better)"
+        name = f"{md.text(p['name'])} ({md.code(p['metric'], cell=True)}, {p['better']} is better)"
         out.append(
-            f"| {_cell(name)} | {' | '.join(_cell(c) for c in cells)} | "
-            f"{_change(p['change_percent'], p['better'])} | {_cell(_gate(p['gate']))} |"
+            f"| {name} | {' | '.join(cells)} | "
+            f"{_change(p['change_percent'], p['better'])} | {_gate(p['gate'])} |"
         )
     return [*out, ""]
 
@@ -95,15 +98,16 @@ def _changes(changes: list[dict[str, Any]], outcome: str) -> list[str]:
     for change in changes:
         by_priority.setdefault(change["priority"] or "unrecorded priority", []).append(change)
     for priority, rows in by_priority.items():
-        out += [f"### {priority} ({len(rows)} {'change' if len(rows) == 1 else 'changes'})", ""]
+        count = f"{len(rows)} {'change' if len(rows) == 1 else 'changes'}"
+        out += [f"### {md.text(priority)} ({count})", ""]
         for c in rows:
             why = f" Why: {_sentence(c['reason'])}" if c["reason"] else ""
             out.append(
-                f"- **{c['id']}**: {_value(c['prior'])} → {_value(c['desired'])} "
-                f"({c['status']}).{why}"
+                f"- **{md.text(c['id'])}**: {_value(c['prior'])} → {_value(c['desired'])} "
+                f"({md.text(c['status'])}).{why}"
             )
             ops = c["operations"] or ["(made by the step before it)"]
-            out += ["", "  ```", *(f"  {line}" for op in ops for line in op.splitlines()), "  ```"]
+            out += ["", *md.fence((line for op in ops for line in op.splitlines()), indent="  ")]
         out.append("")
     return out
 
@@ -138,7 +142,7 @@ def _still_needed(needed: dict[str, Any] | None) -> list[str]:
         out += _section(
             "Configured, waiting for a reboot",
             [
-                f"- **{p['id']}**: running {_value(p['running'])}, "
+                f"- **{md.text(p['id'])}**: running {_value(p['running'])}, "
                 f"configured {_value(p['configured'])}"
                 for p in pending
             ],
@@ -147,22 +151,25 @@ def _still_needed(needed: dict[str, Any] | None) -> list[str]:
         out += _section(
             "Needs the BIOS, hardware, a kernel or a driver change",
             [
-                f"- **{c['id']}**: {_value(c['observed'])}, expected {c['expected']}. "
-                f"Remedy: {_sentence(c['remedy'])}"
+                f"- **{md.text(c['id'])}**: {_value(c['observed'])}, "
+                f"expected {md.text(c['expected'])}. Remedy: {_sentence(c['remedy'])}"
                 for c in checks
             ],
         )
     if left:
         out += ["### Other changes this run did not make", ""]
-        out += [f"- **{c['id']}**: {_value(c['current'])} → {_value(c['desired'])}" for c in left]
+        out += [
+            f"- **{md.text(c['id'])}**: {_value(c['current'])} → {_value(c['desired'])}"
+            for c in left
+        ]
         out.append("")
     return out
 
 
 def _measured(value: float | None, unit: str, note: str | None) -> str:
     if value is None:
-        return note or "no result"
-    return f"{_number(value)} {unit}".rstrip()
+        return md.text(note or "no result")
+    return md.text(f"{_number(value)} {unit}".rstrip())
 
 
 def _number(value: float) -> str:
@@ -182,8 +189,8 @@ def _gate(gate: dict[str, Any] | None) -> str:
     if gate is None:
         return "none"
     if gate["ok"]:
-        return f"passed: {gate['message']}"
-    return f"FAILED, {'kept' if gate['kept'] else 'rolled back'}: {gate['message']}"
+        return f"passed: {md.text(gate['message'])}"
+    return f"FAILED, {'kept' if gate['kept'] else 'rolled back'}: {md.text(gate['message'])}"
 
 
 def _value(value: object) -> str:
@@ -191,16 +198,13 @@ def _value(value: object) -> str:
         return "(absent)"
     if isinstance(value, list):
         return f"{len(value)} lines"
-    return f"`{value}`"
+    return md.code(value)
 
 
 def _sentence(text: str) -> str:
-    text = text.strip()
+    """Host or profile text (a reason, a remedy) as a sentence, escaped."""
+    text = md.text(text.strip())
     return text if text.endswith((".", "!", "?")) else text + "."
-
-
-def _cell(text: object) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
 
 
 def _section(title: str, lines: list[str]) -> list[str]:
@@ -210,6 +214,6 @@ def _section(title: str, lines: list[str]) -> list[str]:
 
 def _change_line(change: dict[str, Any]) -> str:
     return (
-        f"- **{change['id']}** ({change['priority']}): "
+        f"- **{md.text(change['id'])}** ({md.text(change['priority'])}): "
         f"{_value(change['current'])} → {_value(change['desired'])}"
     )

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from conftest import BLACKWELL, TUNED, UNTUNED, copy_host, run_tune, write
+from markdown_view import shown as rendered
 from small_host import SmallHost, build
 from ssh_fixture import SshLab, StartLab, sshd_available
 
@@ -61,7 +62,7 @@ def test_host_text_reaches_the_terminal_escaped_never_as_controls(
     assert result.code in (0, 2), result.err
     assert_shown_not_acted_on(result.out + result.err)
     shown = printable(SWAPPINESS if "--quiet" in command else KERNEL)
-    assert shown in result.out
+    assert shown in (rendered(result.out) if "markdown" in command else result.out)
 
 
 def test_json_keeps_the_hosts_exact_text(hostile: Path) -> None:

@@ -18,6 +18,7 @@ import pytest
 from conftest import deadline, run_tune
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from markdown_view import acting, cells, codes, shown
 from small_host import SmallHost, build, write_profile
 
 from reconciler import known_hosts
@@ -165,20 +166,35 @@ def test_a_pci_address_made_to_be_a_command_is_one_word_of_the_fix(tmp_path: Pat
             assert words[:3] == ["setpci", "-s", name], line
 
 
-@pytest.mark.xfail(strict=True, reason="Markdown output does not escape host text yet")
+HOSTILE_NAME = (
+    "gpu01 [run this fix](https://evil.example/fix.sh) ![](https://evil.example/p.png) | x"
+)
+HOSTILE_VALUE = "60` [x](https://evil.example/v) `"
+HOSTILE_KERNEL = "6.8.0-1 `[k](https://evil.example/k)` <img src=https://evil.example/k.png>"
+
+
 def test_host_text_in_a_markdown_report_cannot_add_links_or_images(tmp_path: Path) -> None:
-    """Text output escapes controls; Markdown output also renders `[text](url)` and `![](url)`
-    from a host name or value as a link and an image (a tracking pixel, "run this fix"), and
-    a backtick in a value ends its code span."""
+    """Text output escapes controls; Markdown output also rendered `[text](url)` and `![](url)`
+    from a host name or value as a link and an image (a tracking pixel, "run this fix"), a
+    `|` split the host table's row, and a backtick in a value ended its code span. Host text
+    now renders as itself: escaped among tune's words, exact in a code span."""
     root = small(tmp_path / "host")
-    (root / "proc/sys/kernel/hostname").write_text(
-        "gpu01 [run this fix](https://evil.example/fix.sh) ![](https://evil.example/p.png)\n"
-    )
-    (root / "proc/sys/vm/swappiness").write_text("60` [x](https://evil.example/v) `\n")
-    for command in (("plan", swappiness(tmp_path)), ("audit",)):
+    (root / "proc/sys/kernel/hostname").write_text(HOSTILE_NAME + "\n")
+    (root / "proc/sys/vm/swappiness").write_text(HOSTILE_VALUE + "\n")
+    (root / "proc/sys/kernel/osrelease").write_text(HOSTILE_KERNEL + "\n")
+    # The plan shows the swappiness it changes, the audit the kernel it finds too old, each
+    # in a code span: a longer fence keeps the value whole.
+    for command, value in (
+        (("plan", swappiness(tmp_path)), HOSTILE_VALUE),
+        (("audit",), f"/proc/sys/kernel/osrelease: {HOSTILE_KERNEL}"),
+    ):
         result = run_tune(*command, "--root", root, "--format", "markdown")
         assert result.code in (0, 2), result.err
-        assert "](https://evil.example" not in result.out, result.out
+        assert acting(result.out) == [], result.out
+        assert cells(result.out, "Host") == ["Host", HOSTILE_NAME], result.out
+        assert cells(result.out, "Kernel") == ["Kernel", HOSTILE_KERNEL], result.out
+        assert f"Host audit: {HOSTILE_NAME}" in shown(result.out)
+        assert value in codes(result.out), result.out
 
 
 def test_a_chain_of_long_links_costs_a_bounded_walk_per_file(
