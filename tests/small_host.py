@@ -6,6 +6,8 @@ The example hosts have 2000 files; a property that builds hundreds of hosts need
 from __future__ import annotations
 
 import json
+import os
+import stat
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -111,3 +113,32 @@ def tree(root: Path) -> dict[str, bytes]:
             data = b"".join(sorted(data.splitlines(keepends=True)))
         out[rel] = data
     return out
+
+
+# tune's own state on a host: the journal stays after a rollback, for `tune history`, and the
+# directories that hold it stay too (a host without /var or /run gets them from the first run).
+STATE_PREFIXES = ("var/lib/tune/", "run/tune/")
+STATE_DIRECTORIES = frozenset({"var", "var/lib", "var/lib/tune", "run", "run/tune"})
+
+
+def listing(top: Path) -> dict[str, tuple[int, bytes | None]]:
+    """Every entry below `top` with its mode and, for a file, its bytes: what must not move."""
+    out: dict[str, tuple[int, bytes | None]] = {}
+    for base, dirs, files in os.walk(top):
+        for name in dirs + files:
+            path = Path(base, name)
+            info = path.lstat()
+            data = path.read_bytes() if stat.S_ISREG(info.st_mode) else None
+            out[str(path.relative_to(top))] = (info.st_mode, data)
+    return out
+
+
+def whole_tree(root: Path) -> dict[str, tuple[int, bytes | None]]:
+    """The host's whole tree, directories, links and modes included, but tune's own state:
+    what an apply and its rollback must leave as it was."""
+    return {
+        p: entry
+        for p, entry in listing(root).items()
+        if not p.startswith(STATE_PREFIXES)
+        and not (p in STATE_DIRECTORIES and stat.S_ISDIR(entry[0]))
+    }

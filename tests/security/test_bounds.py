@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from conftest import BLACKWELL, UNTUNED, Result, copy_host, run_tune
+from small_host import whole_tree
 
 import reconciler
 from reconciler import host as host_mod
@@ -167,15 +168,6 @@ LIBRARY = Path(reconciler.__file__).parent / "apply_lib.sh"
 JOURNALS = "var/lib/tune/runs"
 
 
-def host_files(root: Path) -> dict[str, bytes]:
-    """Every file of a snapshot except tune's own state: what an apply changes."""
-    return {
-        str(p.relative_to(root)): p.read_bytes()
-        for p in sorted(root.rglob("*"))
-        if p.is_file() and not str(p.relative_to(root)).startswith(("var/lib/tune", "run/tune"))
-    }
-
-
 def journal_lines(root: Path) -> list[bytes]:
     (journal,) = (root / JOURNALS).glob("*.jsonl")
     return journal.read_bytes().splitlines(keepends=True)
@@ -211,7 +203,7 @@ def fill_up_at(monkeypatch: pytest.MonkeyPatch, nth_step: int) -> None:
 def test_a_step_whose_record_the_full_disk_cut_short_is_never_written(
     untuned: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    before = host_files(untuned)
+    before = whole_tree(untuned)
     fill_up_at(monkeypatch, nth_step=2)
     result = run_tune("apply", BLACKWELL, "--runtime-only", "--root", untuned, "--yes")
     monkeypatch.undo()
@@ -219,14 +211,14 @@ def test_a_step_whose_record_the_full_disk_cut_short_is_never_written(
     assert "no space left on the device" in result.err
     assert "rolled back 2 changes" in result.err
     assert "not restored" not in result.err
-    assert host_files(untuned) == before
+    assert whole_tree(untuned) == before
     assert_whole_records(untuned)
 
 
 def test_no_room_for_the_first_record_changes_nothing_and_says_so(
     untuned: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    before = host_files(untuned)
+    before = whole_tree(untuned)
     real = os.write
 
     def full(fd: int, data: bytes | memoryview) -> int:
@@ -241,7 +233,7 @@ def test_no_room_for_the_first_record_changes_nothing_and_says_so(
     assert result.err.strip().endswith(
         "no space left on the device to append; nothing was changed."
     )
-    assert host_files(untuned) == before
+    assert whole_tree(untuned) == before
 
 
 def tune_with_files_up_to(limit: int, *args: str | Path) -> subprocess.CompletedProcess[str]:
@@ -274,7 +266,7 @@ def test_a_real_short_write_of_the_kernel_stops_the_apply_before_the_step(
     third = steps[2]
     limit = sum(map(len, lines[:third])) + len(lines[third]) // 2
     shutil.rmtree(rehearsal)
-    before = host_files(untuned)
+    before = whole_tree(untuned)
 
     args = ("--runtime-only", "--root", untuned, "--yes")
     done = tune_with_files_up_to(limit, "apply", BLACKWELL, *args)
@@ -282,7 +274,7 @@ def test_a_real_short_write_of_the_kernel_stops_the_apply_before_the_step(
     assert "File too large" in done.stderr
     assert "rolled back 2 changes" in done.stderr
     assert "not restored" not in done.stderr
-    assert host_files(untuned) == before
+    assert whole_tree(untuned) == before
     assert_whole_records(untuned)
 
 
@@ -425,7 +417,7 @@ def test_no_room_for_the_lock_is_a_sentence_not_an_internal_error(
 ) -> None:
     """The lock file takes the holder's pid before any change: a full device there (before:
     exit 70, "internal error") changes nothing and says so."""
-    before = host_files(untuned)
+    before = whole_tree(untuned)
     real_write, real_pwrite = os.write, os.pwrite
 
     def is_lock(fd: int) -> bool:
@@ -447,4 +439,4 @@ def test_no_room_for_the_lock_is_a_sentence_not_an_internal_error(
     monkeypatch.undo()
     assert result.code == ExitCode.NO_SPACE, result.err
     assert result.err.strip().endswith("no space left on the device; nothing was changed.")
-    assert host_files(untuned) == before
+    assert whole_tree(untuned) == before

@@ -19,7 +19,7 @@ from conftest import deadline, run_tune
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from markdown_view import acting, cells, codes, shown
-from small_host import SmallHost, build, write_profile
+from small_host import SmallHost, build, whole_tree, write_profile
 
 from reconciler import known_hosts
 from reconciler.errors import HostError
@@ -499,16 +499,10 @@ def test_a_rollback_removes_the_directories_made_where_a_dangling_link_led(
     (root / "etc").mkdir()
     (root / "opt").mkdir()
     (root / "etc/sysctl.d").symlink_to("/opt/sysctl.d/current")
-    before = tree_but_state(root)
+    before = whole_tree(root)
     profile = swappiness(tmp_path)
     assert run_tune("apply", profile, "--root", root, "-y").code == 0
     assert (root / "opt/sysctl.d/current/90-tune.conf").exists()
     rolled = run_tune("rollback", "--root", root)
     assert rolled.code == 0, rolled.err
-    assert tree_but_state(root) == before
-
-
-def tree_but_state(root: Path) -> list[str]:
-    """Every name in the snapshot but tune's own state (the journal stays, as the lock)."""
-    names = (p.relative_to(root) for p in root.rglob("*"))
-    return sorted(str(n) for n in names if not any(part.startswith("tune") for part in n.parts))
+    assert whole_tree(root) == before

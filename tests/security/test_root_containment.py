@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import run_tune
-from small_host import SmallHost, build, write_profile
+from small_host import SmallHost, build, listing, whole_tree, write_profile
 from ssh_fixture import StartLab, sshd_available
 
 from reconciler.errors import HostError
@@ -51,18 +51,6 @@ def plant(root: Path, rel: str, outside: Path, *, absolute: bool = False) -> Non
         link.symlink_to(outside)
     else:
         link.symlink_to(os.path.join(up_to(root, link), outside.relative_to(root.parent)))
-
-
-def listing(top: Path) -> dict[str, tuple[int, bytes | None]]:
-    """Every entry below `top` with its mode and, for a file, its bytes: what must not move."""
-    out: dict[str, tuple[int, bytes | None]] = {}
-    for base, dirs, files in os.walk(top):
-        for name in dirs + files:
-            path = Path(base, name)
-            info = path.lstat()
-            data = path.read_bytes() if stat.S_ISREG(info.st_mode) else None
-            out[str(path.relative_to(top))] = (info.st_mode, data)
-    return out
 
 
 @pytest.fixture
@@ -267,25 +255,15 @@ def bare(tmp_path: Path) -> Path:
     return root
 
 
-def host_tree(root: Path) -> dict[str, tuple[int, bytes | None]]:
-    """The whole tree, directories and modes included, but tune's own state (the journal stays
-    for `tune history`)."""
-    return {
-        path: entry
-        for path, entry in listing(root).items()
-        if not path.startswith(("var/lib/tune/", "run/tune"))
-    }
-
-
 def test_a_rollback_leaves_the_tree_as_it_was_directories_included(tmp_path: Path) -> None:
     root = bare(tmp_path)
     profile = write_profile(tmp_path / "p.yaml", RUNTIME_AND_FILES)
-    before = host_tree(root)
+    before = whole_tree(root)
     assert run_tune("apply", profile, "--root", root, "-y").code == 0
     assert (root / "etc/sysctl.d/90-tune.conf").exists()
     rolled = run_tune("rollback", "--root", root)
     assert rolled.code == 0, rolled.err
-    assert host_tree(root) == before
+    assert whole_tree(root) == before
 
 
 class Crash(BaseException):
@@ -312,7 +290,7 @@ def test_a_write_cut_short_leaves_neither_its_temporary_file_nor_its_directories
     crash, after which `tune rollback` finds the temporary file a kill leaves."""
     root = bare(tmp_path)
     profile = write_profile(tmp_path / "p.yaml", RUNTIME_AND_FILES)
-    before = host_tree(root)
+    before = whole_tree(root)
     cut_renames(monkeypatch, Crash() if how == "crash" else KeyboardInterrupt())
     if how == "crash":
         with pytest.raises(Crash):
@@ -323,7 +301,7 @@ def test_a_write_cut_short_leaves_neither_its_temporary_file_nor_its_directories
         assert run_tune("rollback", "--root", root).code == 0
     else:
         assert run_tune("apply", profile, "--root", root, "-y").code == 3
-    assert host_tree(root) == before
+    assert whole_tree(root) == before
 
 
 @pytest.mark.skipif(not sshd_available(), reason="needs root and openssh-server")
@@ -334,14 +312,14 @@ def test_a_rollback_over_ssh_leaves_the_tree_as_it_was(
     same snapshot, rolled back over SSH from its journal alone."""
     root = bare(tmp_path)
     profile = write_profile(tmp_path / "p.yaml", RUNTIME_AND_FILES)
-    before = host_tree(root)
+    before = whole_tree(root)
     lab = start_lab({"h1": root})
     ssh = ("--ssh-config", lab.config)
     assert run_tune("apply", profile, "-H", "h1", "-y", *ssh).code == 0
     assert (root / "etc/sysctl.d/90-tune.conf").exists()
     rolled = run_tune("rollback", "-H", "h1", *ssh)
     assert rolled.code == 0, rolled.err
-    assert host_tree(root) == before
+    assert whole_tree(root) == before
 
     cut_renames(monkeypatch, Crash())
     with pytest.raises(Crash):
@@ -350,4 +328,4 @@ def test_a_rollback_over_ssh_leaves_the_tree_as_it_was(
     (root / "etc/sysctl.d/.90-tune.conf.tune-new").write_text("vm.swappiness = 10\n")
     rolled = run_tune("rollback", "-H", "h1", *ssh)
     assert rolled.code == 0, rolled.err
-    assert host_tree(root) == before
+    assert whole_tree(root) == before
