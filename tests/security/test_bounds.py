@@ -119,46 +119,33 @@ def test_a_profile_just_under_the_size_limit_with_too_many_keys_is_refused_by_co
     assert "more than 20,000 keys" in result.err
 
 
-def test_the_cached_profile_is_the_one_parsed_even_if_the_file_changes_meanwhile(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("edited", ["the profile", "its parent"])
+def test_the_cached_profile_is_the_one_parsed_even_if_a_file_changes_meanwhile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, edited: str
 ) -> None:
     """An edit between the parse and the cache's store: the entry must describe the bytes
     parsed, so the next run sees the edit (before: the old profile under the new hash)."""
     monkeypatch.setenv("TUNE_CACHE_DIR", str(tmp_path / "cache"))
+    parent = tmp_path / "parent.yaml"
+    parent.write_text("sysctl:\n  vm.swappiness: 10\n")
     path = tmp_path / "p.yaml"
-    path.write_text("name: p\nsysctl:\n  vm.swappiness: 10\n")
+    path.write_text("name: p\nextends: parent.yaml\n")
+    # Either edit sets 99: the profile its own value, or the parent the one it passes on.
+    changed, text = {
+        "the profile": (path, "name: p\nextends: parent.yaml\nsysctl:\n  vm.swappiness: 99\n"),
+        "its parent": (parent, "sysctl:\n  vm.swappiness: 99\n"),
+    }[edited]
     real = profile_mod._validated
 
     def edited_meanwhile(tree: profile_mod.Tree, name: str) -> profile_mod.LoadedProfile:
         loaded = real(tree, name)
-        path.write_text("name: p\nsysctl:\n  vm.swappiness: 99\n")
+        changed.write_text(text)
         return loaded
 
     monkeypatch.setattr(profile_mod, "_validated", edited_meanwhile)
     assert load_profile(path).data["sysctl"] == {"vm.swappiness": 10}
     monkeypatch.setattr(profile_mod, "_validated", real)
     assert load_profile(path).data["sysctl"] == {"vm.swappiness": 99}
-
-
-def test_an_edited_parent_is_not_served_from_the_cache_either(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("TUNE_CACHE_DIR", str(tmp_path / "cache"))
-    parent = tmp_path / "parent.yaml"
-    parent.write_text("sysctl:\n  vm.swappiness: 10\n")
-    child = tmp_path / "child.yaml"
-    child.write_text("name: child\nextends: parent.yaml\n")
-    real = profile_mod._validated
-
-    def edited_meanwhile(tree: profile_mod.Tree, name: str) -> profile_mod.LoadedProfile:
-        loaded = real(tree, name)
-        parent.write_text("sysctl:\n  vm.swappiness: 99\n")
-        return loaded
-
-    monkeypatch.setattr(profile_mod, "_validated", edited_meanwhile)
-    assert load_profile(child).data["sysctl"] == {"vm.swappiness": 10}
-    monkeypatch.setattr(profile_mod, "_validated", real)
-    assert load_profile(child).data["sysctl"] == {"vm.swappiness": 99}
 
 
 # A full disk: the journal's device fills up in the middle of an apply.
