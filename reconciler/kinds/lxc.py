@@ -96,7 +96,8 @@ class Lxc(Kind[list[LxcEntry]]):
         devices = files.text(fmt.PROC_DEVICES) or ""
         for item in spec:
             config = files.text(item.config)
-            _refuse_foreign(item, config)
+            if config is not None:  # absent: a note, as in LXC's own places (apply refuses)
+                _refuse_foreign(item, config)
             if config is None:
                 outcome.notes.append(
                     Note(f"{item.config} does not exist on this host.", f"lxc:{item.name}")

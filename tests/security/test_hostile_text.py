@@ -183,8 +183,10 @@ def test_an_lxc_path_to_a_file_that_is_not_a_container_config_is_never_edited(
     [
         ("/srv/ct/web.conf", "lxc.uts.name = web\nlxc.rootfs.path = dir:/srv/ct/web\n", 2),
         ("/srv/ct/101.conf", "arch: amd64\nhostname: web\n\n[snap1]\narch: amd64\n", 2),
-        ("/srv/ct/missing.conf", None, 1),
-        ("/var/lib/lxc/web/config", None, 2),  # LXC's own place: absent is a note, as before
+        # Absent is a note wherever it is (a fleet's hosts need not all have it); apply
+        # refuses to create a config outside LXC's places (below).
+        ("/srv/ct/missing.conf", None, 2),
+        ("/var/lib/lxc/web/config", None, 2),
     ],
 )
 def test_an_lxc_path_elsewhere_is_edited_only_when_it_reads_as_a_config(
@@ -196,6 +198,9 @@ def test_an_lxc_path_elsewhere_is_edited_only_when_it_reads_as_a_config(
     profile = write(tmp_path, "/p.yaml", f"name: p\nlxc:\n  - {{path: {path}, memlock: '1'}}\n")
     planned = run_tune("plan", profile, "--root", root, "--no-persist")
     assert planned.code == code, planned.out + planned.err
+    if text is None:  # nothing to edit: apply creates no config, here or elsewhere
+        assert run_tune("apply", profile, "--root", root, "--yes").code != 0
+        assert not (root / path.lstrip("/")).exists()
 
 
 # ---------------------------------------------------------------------------------------------
