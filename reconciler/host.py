@@ -611,7 +611,7 @@ class DirectoryHost(Host):
         found: dict[str, Owned | None] = {}
         for path in paths:
             try:
-                found[path] = Owned.of(os.lstat(self._local(path)))
+                found[path] = Owned.of(os.lstat(self._local(path, follow=False)))
             except FileNotFoundError:
                 found[path] = None
             except OSError as exc:
@@ -620,7 +620,7 @@ class DirectoryHost(Host):
 
     def private_dir(self, path: str) -> None:
         try:
-            private_directory(Path(self._local(path)), self.root)
+            private_directory(Path(self._local(path)))
         except OSError as exc:
             raise HostError(f"{path}: cannot create the directory ({exc.strerror}).") from exc
 
@@ -630,12 +630,10 @@ class DirectoryHost(Host):
 
         directory = os.path.dirname(path)
         self.private_dir(directory)
-        check(*self.owned([directory]))
-        local = self._local(path)
-        with contextlib.suppress(FileNotFoundError):
-            # A device or a FIFO there (a snapshot may hold anything) is refused unopened:
-            # opening a device can act on it.
-            check(os.geteuid(), {path: Owned.of(os.lstat(local))}, [path])
+        # The directory, and whatever is at the path already: a link, a device or a FIFO (a
+        # snapshot may hold anything) is refused unopened, since opening a device can act on it.
+        check(*self.owned([directory, path]), [path])
+        local = self._local(path, follow=False)
         try:
             # Never through a link: in a directory others could write, one planted at the lock
             # path made root truncate the file it pointed to.

@@ -148,7 +148,7 @@ def store(key: str, kept: object, files: tuple[tuple[str, str], ...] = ()) -> No
     try:
         # Every directory it makes 0700: under umask 000 a parent made 0777 would never pass
         # `_trusted` again, and the cache would stay off for good.
-        private_directory(entry.parent, Path(entry.anchor))
+        private_directory(entry.parent)
         temporary = entry.with_suffix(f".{os.getpid()}.tmp")
         fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "wb") as handle:

@@ -19,7 +19,7 @@ from .bounded import MAX_SAVED_PLAN_BYTES, read_bounded
 from .errors import StalePlan, UsageError
 from .model import Plan
 from .profile import LoadedProfile
-from .trust import Owned, check
+from .trust import Owned, check, private_directory
 
 DEFAULT = Path(".tune") / "plan.json"
 VERSION = 1
@@ -128,7 +128,9 @@ def save(
         "plan": plan.to_json(),
     }
     path = Path(target)
-    path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)  # 0755 under any umask
+    # 0700 whatever the umask (under umask 000 a plain mkdir made .tune 0777, which the trust
+    # check then refused): the plan holds what tune observed of the host.
+    private_directory(path.parent)
     _trusted_directory(path)
     # A fresh name (O_EXCL, never through a link) renamed over the plan: a fixed temporary name
     # in a directory others can write let them point it at any file tune would then overwrite.

@@ -140,10 +140,11 @@ class ShellHost(Host):
         return read.build(files.answer, data, problems)
 
     def read_file(self, path: str) -> bytes | None:
-        """A whole file (a run journal), uncapped, in one round trip."""
+        """A whole file of tune's state, in one round trip: as `DirectoryHost.read_file`, up to
+        one byte past MAX_STATE_BYTES, for the reader to refuse a larger one."""
         done = self.run_script(
             f"{_PRELUDE}[ -e {quoted('.' + path)} ] || exit {ABSENT}\n"
-            f"exec cat -- {quoted('.' + path)}\n"
+            f"exec head -c {WHOLE_MAX_BYTES} -- {quoted('.' + path)}\n"
         )
         if done.status == ABSENT:
             return None
@@ -159,8 +160,11 @@ class ShellHost(Host):
 
     def owned(self, paths: Sequence[str]) -> tuple[int, dict[str, Owned | None]]:
         """In one round trip: `id -u`, then each path's owner and raw mode (`lstat`), or -."""
+        # "-" only for a path that is not there: any other failure of stat (EACCES, a stat
+        # without -c) fails the script, never reads as "nobody's yet", which trusts it.
         stats = "".join(
-            f"stat -c '%u %f' -- {quoted('.' + p)} 2>/dev/null || echo -\n" for p in paths
+            f"if [ -e {q} ] || [ -h {q} ]; then stat -c '%u %f' -- {q} || exit 1; else echo -; fi\n"
+            for q in (quoted("." + p) for p in paths)
         )
         done = self._checked(f"{_PRELUDE}id -u\n{stats}", "reading who owns tune's state")
         lines = done.stdout.decode("ascii", "replace").split("\n")

@@ -67,12 +67,12 @@ def check(caller: int, owned: Mapping[str, Owned | None], files: Collection[str]
             )
 
 
-def private_directory(local: Path, top: Path) -> None:
-    """Make `local` and any missing directory between it and `top` (which exists) mode 0700,
-    whatever the umask: tune's state is nobody else's to read or plant."""
+def private_directory(local: Path) -> None:
+    """Make `local` and any missing directory above it mode 0700, whatever the umask: tune's
+    state is nobody else's to read or plant."""
     missing = []
     for directory in (local, *local.parents):
-        if directory == top or os.path.lexists(directory):
+        if os.path.lexists(directory):
             break
         missing.append(directory)
     for directory in reversed(missing):

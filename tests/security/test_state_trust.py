@@ -340,3 +340,39 @@ def test_over_ssh_a_killed_apply_blocks_the_next_and_one_rollback_undoes_both(
     assert (code, err) == (0, "")
     assert [line.split(" on ")[0] for line in out.splitlines()][1] == f"Rolled back run {first}"
     assert tree(root) == before
+
+
+def test_over_ssh_a_stat_that_fails_never_reads_as_nobodys_state(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The target's stat answering with an error (no `-c` in an old busybox, EACCES) once read
+    as "not there yet", which the trust check passes: a 0777 state directory was trusted."""
+    from test_shell_read import LocalShellHost
+
+    from reconciler.errors import HostError
+
+    root = tmp_path / "host"
+    (root / STATE.lstrip("/")).mkdir(parents=True)
+    (root / STATE.lstrip("/")).chmod(0o777)
+    assert LocalShellHost(root).owned([RUNS])[1] == {RUNS: None}  # absent is nobody's yet
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "stat").write_text("#!/bin/sh\necho 'stat: unrecognized option: c' >&2\nexit 1\n")
+    (fake / "stat").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake}:{os.environ['PATH']}")
+    with pytest.raises(HostError, match="stat: unrecognized option"):
+        LocalShellHost(root).owned([STATE, RUNS])
+
+
+def test_a_link_in_place_of_a_snapshots_state_is_judged_as_a_link(tmp_path: Path) -> None:
+    """Live hosts and SSH judge a link at a state path itself (lstat); the snapshot engine
+    followed it and judged where it led, so a link passed for the directory."""
+    root = build(tmp_path / "host", SmallHost({"vm.swappiness": "60"}))
+    (root / "opt/state").mkdir(parents=True, mode=0o700)
+    (root / "var/lib").mkdir(parents=True)
+    (root / "var/lib/tune").symlink_to("../../opt/state")
+    profile = write_profile(tmp_path / "p.yaml", {"sysctl": {"vm.swappiness": 10}})
+    applied = run_tune("apply", profile, "--root", root, "--yes")
+    assert applied.code == 1, applied.err
+    assert "it is a symbolic link" in applied.err
+    assert (root / "proc/sys/vm/swappiness").read_text() == "60\n"
