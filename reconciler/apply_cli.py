@@ -482,7 +482,7 @@ def _apply_fleet(
         raise UsageError(
             "probes run on one -H host at a time; add --no-probes to apply over several hosts."
         )
-    job = RemoteApply(loaded, not no_persist, remote.command_timeout, after_interrupted)
+    job = RemoteApply(loaded, not no_persist, remote.command_timeout, after_interrupted, dry_run)
     return apply_hosts(
         remote.open(), job, forks=remote.forks, yes=yes, dry_run=dry_run, as_json=fmt == "json"
     )

@@ -46,9 +46,14 @@ class RemoteApply:
     with_persistence: bool
     timeout: float  # how long to wait for a host to finish its run
     after_interrupted: bool = False  # apply over a run that was interrupted (`tune apply`)
+    dry_run: bool = False
 
     def prepare(self, host: Host) -> Work:
-        """Observe and decide the steps; the target checks their requirements when it starts."""
+        """Observe and decide the steps; the target checks their requirements when it starts.
+        As on one host, a host whose last run has no end is refused first, even one with
+        nothing left to change: "in sync" would hide the changes that run left."""
+        if not self.dry_run:
+            before_apply(host, after_interrupted=self.after_interrupted, locked=False)
         return prepare(
             host,
             self.loaded,
@@ -62,7 +67,6 @@ class RemoteApply:
         if not work.steps:
             return HostApplied(None, 0)
         assert isinstance(host, ShellHost)
-        before_apply(host, after_interrupted=self.after_interrupted, locked=False)
         done = apply_remote(host, work, self.loaded, phase="runtime", timeout=self.timeout)
         return HostApplied(done.run_id, done.changes - len(done.unsupported))
 

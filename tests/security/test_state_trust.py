@@ -376,3 +376,29 @@ def test_a_link_in_place_of_a_snapshots_state_is_judged_as_a_link(tmp_path: Path
     assert applied.code == 1, applied.err
     assert "it is a symbolic link" in applied.err
     assert (root / "proc/sys/vm/swappiness").read_text() == "60\n"
+
+
+@with_sshd
+def test_over_ssh_a_fleet_refuses_an_interrupted_host_even_when_it_is_in_sync(
+    tmp_path: Path, start_lab: StartLab
+) -> None:
+    """One host and a fleet follow one rule: a host whose last run has no end is refused (its
+    changes are still there to roll back), even when nothing is left to change; the fleet
+    skipped the check on such a host and called it in sync."""
+    profile = small_profile(tmp_path / "p.yaml")
+    roots = {name: small_host(tmp_path / name) for name in ("h1", "h2")}
+    for root in roots.values():
+        assert apply(profile, root)[0] == 0  # in sync now, with one journal each
+    (journal,) = local(roots["h1"], RUNS).glob("*.jsonl")
+    kept = [r for r in journal.read_bytes().splitlines(True) if b'"type":"end"' not in r]
+    journal.write_bytes(b"".join(kept))  # as a kill before its end leaves it
+    lab = start_lab(roots)
+    code, out, _ = over_ssh(
+        lab, "apply", "--runtime-only", "--no-persist", "-y", "--format", "json", profile,
+        "-H", "h1", "-H", "h2",
+    )  # fmt: skip
+    assert code == 1
+    h1, h2 = json.loads(out)
+    assert (h1["host"], h1["result"]) == ("h1", "error")
+    assert "has not ended (interrupted, or still running)" in h1["error"]
+    assert (h2["host"], h2["result"]) == ("h2", "in sync")
