@@ -116,8 +116,10 @@ set_attr() {
 put_file() {
     abnormal "$1" && return 1
     f="$R$1"; d="${f%/*}"; t="$d/.${f##*/}.tune-new"
-    if { [ -z "${4:-}" ] || creates "$4" "${1%/*}"; } && mkdir -p "$d" && printf "$3" >"$t" &&
-        chmod "$2" "$t" && fsync "$t" && mv -f "$t" "$f" && fsync "$d"
+    # A record that could not be journaled keeps rec's reason (a full device) in ERR.
+    [ -z "${4:-}" ] || creates "$4" "${1%/*}" || return 1
+    if mkdir -p "$d" && printf "$3" >"$t" && chmod "$2" "$t" && fsync "$t" &&
+        mv -f "$t" "$f" && fsync "$d"
     then return 0; fi
     rm -f "$t"; ERR="$1: cannot write."; return 1
 }
