@@ -19,7 +19,17 @@ from typing import Any, Protocol, TypeVar
 
 from .errors import ApplyFailed, ExitCode, HostError, NoSpace, Refused, TuneError
 from .host import Host
-from .journal import PROFILE, RUNS, STATE, Journal, Run, now_iso, rollback_chain, trusted_run
+from .journal import (
+    PROFILE,
+    RUNS,
+    STATE,
+    Journal,
+    Run,
+    now_iso,
+    rollback_chain,
+    rolled_back_run,
+    trusted_run,
+)
 from .kinds import REGISTRY, files
 from .kinds.base import Kind
 from .model import Phase, Plan
@@ -263,7 +273,7 @@ def make(
     journal.record("written", seq=seq)
     got = read(host, step.probe)
     if got != step.expect:
-        raise StepFailed("".join(read_back_message(step, _show(got))))
+        raise StepFailed("".join(read_back_message(step, show_value(got))))
     journal.record("verified", seq=seq)
 
 
@@ -305,15 +315,16 @@ def unsupported_message(step: Step, refused: Said) -> tuple[str, Said, str]:
 
 def read_back_message(step: Step, shown: Said) -> tuple[str, Said, str]:
     """The line for a write the kernel took but does not read back, around what it reads
-    (`_show`), whatever applied it."""
+    (`show_value`), whatever applied it."""
     return (
-        f"{step.id}: wrote {_show(step.expect)} but {step.probe.path} reads back ",
+        f"{step.id}: wrote {show_value(step.expect)} but {step.probe.path} reads back ",
         shown,
         " (refused or clamped by the kernel)",
     )
 
 
-def _show(value: str | None) -> str:
+def show_value(value: str | None) -> str:
+    """A value as messages show it: quoted, or "nothing (absent)"."""
     return "nothing (absent)" if value is None else repr(value)
 
 
@@ -359,7 +370,8 @@ def restore(
             got = read(host, step.probe)
             if got != step.restored:
                 raise StepFailed(
-                    f"{step.id}: restored {_show(step.restored)} but it reads back {_show(got)}"
+                    f"{step.id}: restored {show_value(step.restored)} "
+                    f"but it reads back {show_value(got)}"
                 )
             _mark(journal, "restored", seq=seq)
             result.restored += 1
@@ -429,7 +441,7 @@ class RollbackResult:
 def rollback(host: Host, run_id: str | None = None, *, boot_only: bool = False) -> RollbackResult:
     """Restore the values a run recorded (the newest run by default), from its journal;
     `boot_only` restores only its boot configuration (what `tune verify` undoes)."""
-    return restore_run(host, rollback_chain(host, run_id)[0], boot_only=boot_only)
+    return restore_run(host, rolled_back_run(host, run_id), boot_only=boot_only)
 
 
 def roll_back_chain(

@@ -203,15 +203,20 @@ def existing_run(host: Host, run_id: str) -> Run:
     return run
 
 
-def chosen_run(host: Host, run_id: str | None, doing: str) -> Run:
-    """The run `run_id` names, the newest by default, for `doing` ("roll back", "report")."""
+def _chosen_id(host: Host, run_id: str | None, doing: str) -> tuple[str, list[str]]:
+    """The id of the run `run_id` names (the newest by default), and every run's id."""
     ids = run_ids(host)
     if not ids:
         raise HostError(f"no tune runs on {host.describe()} to {doing}.")
     chosen = run_id or ids[-1]
     if chosen not in ids:
         raise _no_run(host, chosen)
-    return existing_run(host, chosen)
+    return chosen, ids
+
+
+def chosen_run(host: Host, run_id: str | None, doing: str) -> Run:
+    """The run `run_id` names, the newest by default, for `doing` ("roll back", "report")."""
+    return existing_run(host, _chosen_id(host, run_id, doing)[0])
 
 
 def check_state(host: Host, *files: str) -> None:
@@ -227,17 +232,17 @@ def trusted_run(host: Host, run_id: str) -> Run:
     return existing_run(host, run_id)
 
 
+def rolled_back_run(host: Host, run_id: str | None) -> Run:
+    """The one run `apply.rollback` restores (the newest by default), once trusted."""
+    return trusted_run(host, _chosen_id(host, run_id, "roll back")[0])
+
+
 def rollback_chain(host: Host, run_id: str | None) -> list[Run]:
     """The runs `tune rollback` restores, newest first: the run `run_id`; by default the newest
     run and every interrupted run right before it (one applied over an interrupted one, with
     `--after-interrupted` or by a tune that did not stop there), so no change stays behind."""
-    check_state(host)
-    ids = run_ids(host)
-    if not ids:
-        raise HostError(f"no tune runs on {host.describe()} to roll back.")
-    if run_id is not None and run_id not in ids:
-        raise _no_run(host, run_id)
-    chain = [trusted_run(host, run_id or ids[-1])]
+    chosen, ids = _chosen_id(host, run_id, "roll back")
+    chain = [trusted_run(host, chosen)]
     for earlier in reversed(ids[:-1] if run_id is None else []):
         run = trusted_run(host, earlier)
         if run.outcome != "interrupted":

@@ -41,6 +41,7 @@ from .apply import (
     RollbackResult,
     Work,
     read_back_message,
+    show_value,
     unsupported_message,
 )
 from .errors import ApplyFailed, ConnectError, HostError
@@ -53,7 +54,7 @@ from .journal import (
     now_iso,
     parse_run,
     read_run,
-    rollback_chain,
+    rolled_back_run,
     run_path,
     trusted_run,
 )
@@ -119,10 +120,6 @@ def _ops(ops: tuple[Op, ...], step_id: str = "", seq: int | None = None) -> str:
     return " && ".join(_op(op, step_id, seq) for op in ops) or ":"
 
 
-def _show(value: str | None) -> str:
-    return "nothing (absent)" if value is None else repr(value)
-
-
 def _step_functions(seq: int, step: Step) -> str:
     probe = _probe_args(step.probe)
     files = [op.path for op in (*step.do, *step.undo) if isinstance(op, PutFile)]
@@ -134,7 +131,7 @@ def _step_functions(seq: int, step: Step) -> str:
         f"expected_{seq}() {{ {_check(step.probe, step.expect)}; }}\n"
         f"restored_{seq}() {{ {_check(step.probe, step.restored)}; }}\n"
         f"step_id_{seq}() {{ printf '%s' {quoted(step.id)}; }}\n"
-        f"restored_shown_{seq}() {{ printf '%s' {quoted(_show(step.restored))}; }}\n"
+        f"restored_shown_{seq}() {{ printf '%s' {quoted(show_value(step.restored))}; }}\n"
         f"shown_{seq}() {{ shown {probe}; }}\n"
     )
 
@@ -510,7 +507,7 @@ def rollback_remote(
     host: ShellHost, run_id: str | None, *, boot_only: bool = False
 ) -> RollbackResult:
     """`apply.rollback` on the target."""
-    return restore_remote(host, rollback_chain(host, run_id)[0], boot_only=boot_only)
+    return restore_remote(host, rolled_back_run(host, run_id), boot_only=boot_only)
 
 
 def restore_remote(host: ShellHost, run: Run, *, boot_only: bool = False) -> RollbackResult:
