@@ -21,9 +21,9 @@ from pathlib import Path
 PROJECT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT))
 
-from reconciler.apply import execute, prepare  # noqa: E402
-from reconciler.host import SnapshotHost  # noqa: E402
-from reconciler.profile import load_profile  # noqa: E402
+from reconciler.apply.engine import execute, prepare  # noqa: E402
+from reconciler.hosts.directory import SnapshotHost  # noqa: E402
+from reconciler.profile.load import load_profile  # noqa: E402
 
 UNTUNED = PROJECT / "examples" / "hosts" / "rtx6000bw-untuned"
 BLACKWELL = PROJECT / "profiles" / "blackwell-8x.yaml"

@@ -26,7 +26,7 @@ sys.path.insert(0, str(PROJECT))
 
 from reconciler.audit.engine import audit, request  # noqa: E402
 from reconciler.audit.rules import RULES  # noqa: E402
-from reconciler.host import SnapshotHost  # noqa: E402
+from reconciler.hosts.directory import SnapshotHost  # noqa: E402
 
 HOST = PROJECT / "examples" / "hosts" / "rtx6000bw-untuned"
 BUDGET_S = 0.5

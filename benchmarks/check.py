@@ -25,10 +25,10 @@ sys.path.insert(0, str(PROJECT / "tests"))
 
 from applied_state import write_applied  # noqa: E402
 
-from reconciler import applied  # noqa: E402
-from reconciler.check import gather  # noqa: E402
-from reconciler.host import SnapshotHost  # noqa: E402
-from reconciler.observe import request  # noqa: E402
+from reconciler.apply import applied  # noqa: E402
+from reconciler.drift.check import gather  # noqa: E402
+from reconciler.hosts.directory import SnapshotHost  # noqa: E402
+from reconciler.plan.observe import request  # noqa: E402
 
 TUNED = PROJECT / "examples/hosts/rtx6000bw-tuned"
 PROFILE = PROJECT / "profiles/blackwell-8x.yaml"

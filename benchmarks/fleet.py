@@ -50,9 +50,9 @@ sys.path[:0] = [str(PROJECT), str(PROJECT / "tests")]
 
 from ssh_fixture import SshLab, clone_host, minimal_host, sshd_available  # noqa: E402
 
-from reconciler.host import SnapshotHost  # noqa: E402
-from reconciler.observe import request  # noqa: E402
-from reconciler.profile import load_profile  # noqa: E402
+from reconciler.hosts.directory import SnapshotHost  # noqa: E402
+from reconciler.plan.observe import request  # noqa: E402
+from reconciler.profile.load import load_profile  # noqa: E402
 
 PROFILE = PROJECT / "profiles" / "blackwell-8x.yaml"
 ANSIBLE = PROJECT / "benchmarks" / ".venv" / "bin" / "ansible-playbook"

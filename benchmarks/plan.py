@@ -37,9 +37,9 @@ for path in open(sys.argv[1]).read().splitlines():
 
 def files_read(profile: Path, root: Path) -> list[str]:
     """Every file a plan of `profile` reads: the profiles themselves and the host's files."""
-    from reconciler.host import SnapshotHost
-    from reconciler.observe import request
-    from reconciler.profile import load_profile
+    from reconciler.hosts.directory import SnapshotHost
+    from reconciler.plan.observe import request
+    from reconciler.profile.load import load_profile
 
     loaded = load_profile(profile)
     files = SnapshotHost(root).fetch(request(loaded.profile))

@@ -10,11 +10,11 @@ from typing import Any
 
 from conftest import BLACKWELL, TUNED, UNTUNED, write
 
-from reconciler.apply import profile_text
-from reconciler.host import SnapshotHost
-from reconciler.observe import observe
-from reconciler.plan import make_plan
-from reconciler.profile import load_profile
+from reconciler.apply.engine import profile_text
+from reconciler.hosts.directory import SnapshotHost
+from reconciler.plan.make import make_plan
+from reconciler.plan.observe import observe
+from reconciler.profile.load import load_profile
 
 FINISHED = "2025-06-01T12:00:05Z"
 RUN_ID = "20250601T120000Z-a1b2c3"

@@ -12,11 +12,11 @@ from reconciler.audit.engine import audit
 from reconciler.audit.model import Finding, Report
 from reconciler.audit.suggest import suggested_profile
 from reconciler.audit.thresholds import Thresholds
-from reconciler.formats import pcie
-from reconciler.host import SnapshotHost
-from reconciler.observe import observe
-from reconciler.plan import make_plan
-from reconciler.profile import load_profile
+from reconciler.facts import pcie
+from reconciler.hosts.directory import SnapshotHost
+from reconciler.plan.make import make_plan
+from reconciler.plan.observe import observe
+from reconciler.profile.load import load_profile
 from reconciler.render.folding import fold
 
 N_CPUS = 128

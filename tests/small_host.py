@@ -12,7 +12,7 @@ import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from reconciler.formats import pcie
+from reconciler.facts import pcie
 
 CPUS = "sys/devices/system/cpu"
 MODULE_LINE = "{} 16384 0 - Live 0x0000000000000000\n"

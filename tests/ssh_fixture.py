@@ -240,9 +240,9 @@ def ssh_lab(base: Path, roots: dict[str, Path], first: int = 2) -> Iterator[SshL
 
 def minimal_host(source: Path, profile: Path, target: Path) -> Path:
     """A snapshot with only the files `profile` reads from `source` (fast to copy 50 times)."""
-    from reconciler.host import SnapshotHost
-    from reconciler.observe import request
-    from reconciler.profile import load_profile
+    from reconciler.hosts.directory import SnapshotHost
+    from reconciler.plan.observe import request
+    from reconciler.profile.load import load_profile
 
     wanted = request(load_profile(profile).profile)
     files = SnapshotHost(source).fetch(wanted)
@@ -284,8 +284,8 @@ RUN_FIELDS = ("run_id", "started", "finished")
 def journal_records(root: Path) -> list[dict[str, Any]]:
     """Every journal record of a snapshot host's runs, without what differs between runs: an
     apply over SSH must leave the records a local apply leaves."""
-    from reconciler.host import SnapshotHost
-    from reconciler.journal import read_run, run_ids
+    from reconciler.apply.journal import read_run, run_ids
+    from reconciler.hosts.directory import SnapshotHost
 
     host = SnapshotHost(root)
     out = []

@@ -7,8 +7,8 @@ import json
 import pytest
 from applied_state import journal
 
-from reconciler.applied import JournalError, latest_applied, parse_run
-from reconciler.host import Files
+from reconciler.apply.applied import JournalError, latest_applied, parse_run
+from reconciler.hosts.files import Files
 
 PATH = "/var/lib/tune/runs/20250601T120000Z-a1b2c3.jsonl"
 STEP = {
@@ -107,7 +107,7 @@ def test_run_ids_of_one_second_sort_in_the_order_they_were_made() -> None:
     applies twice) must not sort by a random suffix."""
     from datetime import UTC, datetime
 
-    from reconciler.journal import new_run_id
+    from reconciler.apply.journal import new_run_id
 
     second = datetime(2026, 12, 1, 10, 0, 0, tzinfo=UTC)
     for _ in range(20):  # the suffix's random digit must never reorder them

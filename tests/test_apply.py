@@ -11,11 +11,12 @@ import pytest
 from conftest import BLACKWELL, run_tune, write
 from small_host import SmallHost, build, tree, write_profile
 
-from reconciler.apply import execute, prepare
+from reconciler.apply.engine import execute, prepare
+from reconciler.apply.journal import LOCK, PROFILE, read_run, run_ids
 from reconciler.errors import ApplyFailed, HostError
-from reconciler.host import Completed, LocalHost, SnapshotHost
-from reconciler.journal import LOCK, PROFILE, read_run, run_ids
-from reconciler.profile import load_profile
+from reconciler.hosts.base import Completed
+from reconciler.hosts.directory import LocalHost, SnapshotHost
+from reconciler.profile.load import load_profile
 
 
 def runtime_changes(root: Path, profile: Path = BLACKWELL) -> list[dict]:

@@ -14,13 +14,14 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from small_host import GOVERNORS, THP_OPTIONS, SmallHost, build, tree, write_profile
 
-from reconciler.apply import execute, prepare, rollback
+from reconciler.apply.engine import execute, prepare, rollback
+from reconciler.apply.journal import read_run, run_ids
 from reconciler.errors import ApplyFailed, HostError
-from reconciler.host import Completed, SnapshotHost
-from reconciler.journal import read_run, run_ids
-from reconciler.observe import observe
-from reconciler.plan import make_plan
-from reconciler.profile import load_profile
+from reconciler.hosts.base import Completed
+from reconciler.hosts.directory import SnapshotHost
+from reconciler.plan.make import make_plan
+from reconciler.plan.observe import observe
+from reconciler.profile.load import load_profile
 
 SCRATCH = "/dev/shm" if os.path.isdir("/dev/shm") else None  # fsync costs nothing there
 

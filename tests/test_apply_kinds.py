@@ -13,10 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from small_host import SmallHost, build, tree, write_profile
 
-from reconciler.emulate import kernel_text
-from reconciler.errors import HostError
-from reconciler.host import SnapshotHost
-from reconciler.steps import (
+from reconciler.apply.steps import (
     DeleteFile,
     Probe,
     PutFile,
@@ -27,6 +24,9 @@ from reconciler.steps import (
     op_from_json,
     op_to_json,
 )
+from reconciler.errors import HostError
+from reconciler.hosts.directory import SnapshotHost
+from reconciler.hosts.emulate import kernel_text
 
 HOST = SmallHost(
     sysctls={"vm.swappiness": "60", "net.ipv4.tcp_rmem": "4096 131072 6291456"},

@@ -9,8 +9,8 @@ import pytest
 from conftest import run_tune
 from small_host import SmallHost, build, tree, write_profile
 
-from reconciler.host import SnapshotHost
-from reconciler.journal import read_run, run_ids
+from reconciler.apply.journal import read_run, run_ids
+from reconciler.hosts.directory import SnapshotHost
 
 # "score" is 100 - swappiness: lowering swappiness from 60 to 10 raises it from 40 to 90;
 # raising it to 90 drops the score to 10, a regression a 5% gate refuses.

@@ -12,17 +12,17 @@ from pathlib import Path
 from conftest import BLACKWELL, PROJECT, run_tune
 from small_host import tree
 
-from reconciler.host import SnapshotHost
-from reconciler.journal import read_run, run_ids
+from reconciler.apply.journal import read_run, run_ids
+from reconciler.hosts.directory import SnapshotHost
 
 # Applies BLACKWELL to a snapshot with the real engine, and stops after `pause_after` writes
 # (marker file written) until killed: a process that dies in the middle of an apply.
 PAUSING_APPLY = """
 import sys, time
 from pathlib import Path
-from reconciler.apply import execute, prepare
-from reconciler.host import SnapshotHost
-from reconciler.profile import load_profile
+from reconciler.apply.engine import execute, prepare
+from reconciler.hosts.directory import SnapshotHost
+from reconciler.profile.load import load_profile
 
 root, profile, marker, pause_after = sys.argv[1], sys.argv[2], Path(sys.argv[3]), int(sys.argv[4])
 

@@ -29,8 +29,9 @@ from conftest import write
 from reconciler.audit.engine import audit
 from reconciler.audit.model import Area, Fix, Problem
 from reconciler.audit.rules import RULES, Rule
-from reconciler.host import Request, SnapshotHost
-from reconciler.model import Phase, Priority
+from reconciler.hosts.directory import SnapshotHost
+from reconciler.hosts.files import Request
+from reconciler.plan.model import Phase, Priority
 
 GPU = "0000:41:00.0"
 NIC = "0000:c2:00.0"

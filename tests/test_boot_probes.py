@@ -17,8 +17,8 @@ from small_host import SmallHost, build, tree, write_profile
 from test_reboot_phase import reboot
 from test_report import assert_golden, normalised
 
-from reconciler.host import SnapshotHost
-from reconciler.journal import read_run, run_ids
+from reconciler.apply.journal import read_run, run_ids
+from reconciler.hosts.directory import SnapshotHost
 
 KERNEL_CMDLINE = "root=/dev/sda1 ro quiet\n"
 # Prints the running processor.max_cstate, 9 when the kernel was booted without it.

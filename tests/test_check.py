@@ -13,7 +13,7 @@ import pytest
 from applied_state import FINISHED, RUN_ID, journal, write_applied, write_run
 from conftest import BLACKWELL, profile, run_tune, write
 
-from reconciler.formats import pcie
+from reconciler.facts import pcie
 
 SINCE = f" since {FINISHED}"
 CPUS = "/sys/devices/system/cpu"

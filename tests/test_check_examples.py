@@ -9,7 +9,7 @@ import pytest
 from applied_state import write_applied
 from conftest import PROJECT, run_tune, write
 
-from reconciler.journal import STATE
+from reconciler.apply.journal import STATE
 
 EXAMPLES = PROJECT / "examples"
 TEXTFILE_DIR = "/var/lib/prometheus/node-exporter/"

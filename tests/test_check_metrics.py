@@ -16,9 +16,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
-from reconciler.check import Report
-from reconciler.metrics import exposition
-from reconciler.model import Change, HostFacts, Phase, Plan
+from reconciler.drift.check import Report
+from reconciler.drift.metrics import exposition
+from reconciler.plan.model import Change, HostFacts, Phase, Plan
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
@@ -122,7 +122,7 @@ def test_labels_survive_any_text(target: str) -> None:
 
 WRITER = """
 import sys, time
-from reconciler.metrics import write_atomically
+from reconciler.drift.metrics import write_atomically
 
 def pause(stage):
     if stage == sys.argv[2]:

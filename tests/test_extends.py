@@ -9,8 +9,8 @@ import pytest
 from conftest import BLACKWELL, run_tune, write
 
 from reconciler.errors import ProfileError
-from reconciler.model import Priority
-from reconciler.profile import load_profile
+from reconciler.plan.model import Priority
+from reconciler.profile.load import load_profile
 
 
 def test_mappings_merge_key_by_key_recursively(tmp_path: Path) -> None:

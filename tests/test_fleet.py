@@ -10,12 +10,14 @@ import pytest
 from conftest import BLACKWELL, TUNED, UNTUNED, run_tune
 
 from reconciler.errors import HostError
-from reconciler.fleet import HostResult, fleet_exit_code, for_each_host
-from reconciler.host import Files, Host, Request, SnapshotHost
-from reconciler.model import Plan
-from reconciler.observe import observe
-from reconciler.plan import make_plan
-from reconciler.profile import load_profile
+from reconciler.hosts.base import Host
+from reconciler.hosts.directory import SnapshotHost
+from reconciler.hosts.files import Files, Request
+from reconciler.hosts.fleet import HostResult, fleet_exit_code, for_each_host
+from reconciler.plan.make import make_plan
+from reconciler.plan.model import Plan
+from reconciler.plan.observe import observe
+from reconciler.profile.load import load_profile
 from reconciler.render import fleet
 
 

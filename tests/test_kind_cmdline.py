@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from conftest import TUNED, UNTUNED, by_id, notes, plan_json, write
 
-from reconciler.formats import cmdline as fmt
-from reconciler.host import Files
+from reconciler.facts import cmdline as fmt
+from reconciler.hosts.files import Files
 
 GRUB = """\
 GRUB_DEFAULT=0

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from conftest import TUNED, UNTUNED, by_id, config_space, notes, pci_device, plan_json
 
-from reconciler.formats import pcie
+from reconciler.facts import pcie
 
 GPU, GPU2, NIC, AUDIO, BRIDGE = (
     "0000:01:00.0",

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from conftest import UNTUNED, by_id, notes, plan_json, write
 
-from reconciler.host import SnapshotHost
+from reconciler.hosts.directory import SnapshotHost
 from reconciler.kinds.sysctl import KIND, path_of
-from reconciler.model import Priority
-from reconciler.profile import load_profile
+from reconciler.plan.model import Priority
+from reconciler.profile.load import load_profile
 
 
 @pytest.mark.parametrize(

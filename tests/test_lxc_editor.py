@@ -12,13 +12,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from small_host import tree
 
-from reconciler.apply import execute, prepare, rollback
-from reconciler.formats import lxc as fmt
-from reconciler.host import Files, SnapshotHost
+from reconciler.apply.engine import execute, prepare, rollback
+from reconciler.apply.steps import PutFile
+from reconciler.facts import lxc as fmt
+from reconciler.hosts.directory import SnapshotHost
+from reconciler.hosts.files import Files
 from reconciler.kinds.lxc import KIND, LxcEntry
-from reconciler.profile import load_profile
-from reconciler.schema import validate
-from reconciler.steps import PutFile
+from reconciler.profile.load import load_profile
+from reconciler.profile.schema import validate
 
 CONFIG = "/etc/pve/lxc/101.conf"
 DEVICES = (

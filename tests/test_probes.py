@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from reconciler.probes.gates import judge
 from reconciler.probes.runner import run_probe
 from reconciler.probes.spec import Gate, ProbeSpec
-from reconciler.schema import validate
+from reconciler.profile.schema import validate
 
 
 def spec(**fields: object) -> ProbeSpec:

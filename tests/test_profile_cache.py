@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from conftest import PROJECT, UNTUNED, run_tune, write
 
-from reconciler import profile as profile_mod
-from reconciler import profile_cache
-from reconciler.profile import load_profile, load_profile_text
+from reconciler.profile import cache as profile_cache
+from reconciler.profile import load as profile_mod
+from reconciler.profile.load import load_profile, load_profile_text
 
 PARENT = "sysctl:\n  vm.swappiness: 10\n"
 CHILD = "name: child\nextends: parent.yaml\nsysctl:\n  kernel.numa_balancing: 0\n"
@@ -121,7 +121,7 @@ def test_an_invalid_profile_is_never_kept(tmp_path: Path, cache: Path) -> None:
 
 IMPORTS_AFTER_MAIN = (
     "import sys\n"
-    "from reconciler.cli import main\n"
+    "from reconciler.cli.main import main\n"
     "try:\n"
     "    main(sys.argv[1:])\n"
     "except SystemExit:\n"

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from reconciler.formats import cmdline, pcie
+from reconciler.facts import cmdline, pcie
 from reconciler.kinds.base import normalize_words
 
 # ---------------------------------------------------------------------------------------------

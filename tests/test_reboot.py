@@ -14,15 +14,17 @@ import pytest
 from conftest import profile, write
 from small_host import tree
 
-from reconciler.apply import execute, prepare, rollback
+from reconciler.apply.engine import execute, prepare, rollback
+from reconciler.boot.reboot import LocalTarget, conclude, wait_for_new_boot
+from reconciler.boot.tryonce import TRY_ENTRY, Boot, arrange, entry_cmdline
+from reconciler.boot.verify import PENDING, Pending, pending_of, read_pending
 from reconciler.errors import ApplyFailed, ConnectError, ExitCode, HostKeyError, RebootTimeout
-from reconciler.formats import cmdline as fmt
-from reconciler.host import Completed, Files, Host, Request, SnapshotHost
-from reconciler.observe import BOOT_ID
-from reconciler.profile import LoadedProfile, load_profile
-from reconciler.reboot import LocalTarget, conclude, wait_for_new_boot
-from reconciler.tryonce import TRY_ENTRY, Boot, arrange, entry_cmdline
-from reconciler.verify import PENDING, Pending, pending_of, read_pending
+from reconciler.facts import cmdline as fmt
+from reconciler.hosts.base import Completed, Host
+from reconciler.hosts.directory import SnapshotHost
+from reconciler.hosts.files import Files, Request
+from reconciler.plan.observe import BOOT_ID
+from reconciler.profile.load import LoadedProfile, load_profile
 
 PROFILE = """\
 name: boot

@@ -13,15 +13,16 @@ import pytest
 from conftest import BLACKWELL, profile, run_tune, write
 from small_host import tree
 
-from reconciler.apply import execute, prepare, rollback
+from reconciler.apply.engine import execute, prepare, rollback
+from reconciler.apply.journal import read_run, run_ids
+from reconciler.apply.steps import Step
 from reconciler.errors import HostError
-from reconciler.formats import cmdline as fmt
-from reconciler.host import Completed, SnapshotHost
-from reconciler.journal import read_run, run_ids
-from reconciler.observe import observe
-from reconciler.plan import make_plan
-from reconciler.profile import load_profile
-from reconciler.steps import Step
+from reconciler.facts import cmdline as fmt
+from reconciler.hosts.base import Completed
+from reconciler.hosts.directory import SnapshotHost
+from reconciler.plan.make import make_plan
+from reconciler.plan.observe import observe
+from reconciler.profile.load import load_profile
 
 PROFILE = """\
 name: boot

@@ -15,12 +15,13 @@ from conftest import write
 from small_host import tree
 from test_reboot import BOOT_ID_BEFORE, apply_with_reboot
 
+from reconciler.boot.reboot import LocalTarget, conclude
+from reconciler.boot.verify import read_pending
 from reconciler.errors import ApplyFailed
-from reconciler.formats import cmdline as fmt
-from reconciler.host import Completed, SnapshotHost
-from reconciler.observe import BOOT_ID
-from reconciler.reboot import LocalTarget, conclude
-from reconciler.verify import read_pending
+from reconciler.facts import cmdline as fmt
+from reconciler.hosts.base import Completed
+from reconciler.hosts.directory import SnapshotHost
+from reconciler.plan.observe import BOOT_ID
 
 ONESHOT = "/sys/firmware/efi/efivars/LoaderEntryOneShot-4a67b082-0a4c-41cf-b6c7-440b298c4f8f"
 RELEASE = "6.8.12-4-pve"
@@ -137,7 +138,7 @@ def test_proxmox_boots_the_copy_once_then_promotes_through_proxmox_boot_tool(
     assert boot(host, 3) == NEW_LINE  # the default entry, refreshed
 
     # One rollback of the run undoes the promotion and the try entry, byte for byte.
-    from reconciler.apply import rollback
+    from reconciler.apply.engine import rollback
 
     rollback(host)
     host.run(["proxmox-boot-tool", "refresh"])  # entries as the restored cmdline makes them
@@ -202,9 +203,9 @@ def test_without_a_loader_entry_the_reboot_is_not_try_once(tmp_path: Path) -> No
     from conftest import profile
     from test_reboot import PROFILE
 
-    from reconciler.apply import prepare
-    from reconciler.profile import load_profile
-    from reconciler.tryonce import arrange
+    from reconciler.apply.engine import prepare
+    from reconciler.boot.tryonce import arrange
+    from reconciler.profile.load import load_profile
 
     loaded = load_profile(str(profile(tmp_path, PROFILE)))
     work = prepare(host, loaded, runtime_only=False, reboot_phase=True)

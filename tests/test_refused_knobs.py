@@ -18,7 +18,7 @@ from conftest import Result, run_tune, write
 from small_host import SmallHost, build, write_profile
 from ssh_fixture import StartLab, sshd_available
 
-from reconciler.emulate import REFUSES
+from reconciler.hosts.emulate import REFUSES
 
 NMI = "/proc/sys/kernel/nmi_watchdog"
 SKIPPED = "sysctl:kernel.nmi_watchdog is not supported on this host, skipped (optional): "

@@ -11,11 +11,11 @@ from hypothesis import strategies as st
 from small_host import SmallHost, build, tree, write_profile
 from test_shell_read import LocalShellHost
 
-from reconciler.apply import execute, prepare
-from reconciler.host import SnapshotHost
-from reconciler.journal import read_run, run_ids
-from reconciler.profile import load_profile
-from reconciler.remote_apply import apply_remote, printf_format, quoted
+from reconciler.apply.engine import execute, prepare
+from reconciler.apply.journal import read_run, run_ids
+from reconciler.apply.sh_engine import apply_remote, printf_format, quoted
+from reconciler.hosts.directory import SnapshotHost
+from reconciler.profile.load import load_profile
 
 
 @given(st.binary(max_size=300))

@@ -14,16 +14,16 @@ from hypothesis import strategies as st
 from small_host import SmallHost, build, tree, write_profile
 from test_shell_read import LocalShellHost
 
-from reconciler.apply import prepare
+from reconciler.apply.engine import prepare
+from reconciler.apply.run_record import contexts, plan_record
+from reconciler.apply.sh_engine import ApplyScript, send_probes, start, wait
 from reconciler.errors import ApplyFailed
+from reconciler.hosts.shell import ScriptResult
 from reconciler.probes.phase import PhaseProbes, Records
 from reconciler.probes.remote import remote_executor
 from reconciler.probes.runner import run_probe
 from reconciler.probes.spec import ProbeSpec
-from reconciler.profile import load_profile
-from reconciler.remote_apply import ApplyScript, send_probes, start, wait
-from reconciler.run_record import contexts, plan_record
-from reconciler.shell import ScriptResult
+from reconciler.profile.load import load_profile
 
 SCORE = ["sh", "-c", 'echo "score: $((100 - $(cat "$TUNE_ROOT/proc/sys/vm/swappiness")))"']
 
@@ -112,7 +112,7 @@ def setup(tmp_path: Path, swappiness: int) -> tuple[Path, Path]:
 
 
 def test_a_failed_gate_is_rolled_back_by_the_script_on_the_target(tmp_path: Path) -> None:
-    from reconciler.remote_apply import apply_remote
+    from reconciler.apply.sh_engine import apply_remote
 
     root, profile = setup(tmp_path, 70)  # score 30, below the gate's minimum of 50
     before = tree(root)

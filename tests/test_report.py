@@ -16,7 +16,7 @@ from conftest import run_tune, write
 from markdown_view import acting, cells, codes
 from small_host import SmallHost, build
 
-from reconciler.journal import RUNS
+from reconciler.apply.journal import RUNS
 from reconciler.report import render
 
 GOLDEN = Path(__file__).parent / "data" / "report"

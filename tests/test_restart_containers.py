@@ -13,9 +13,10 @@ from conftest import BLACKWELL, run_tune, write
 from small_host import tree
 from test_reboot_phase import pending, reboot
 
-from reconciler.containers import Container, restart_containers
-from reconciler.host import Completed, SnapshotHost
-from reconciler.journal import Journal, read_run, run_ids
+from reconciler.apply.journal import Journal, read_run, run_ids
+from reconciler.boot.containers import Container, restart_containers
+from reconciler.hosts.base import Completed
+from reconciler.hosts.directory import SnapshotHost
 
 CONFIG = "etc/pve/lxc/101.conf"
 BOOT_FILES = ("etc/default/grub.d/90-tune.cfg", CONFIG)

@@ -13,10 +13,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from reconciler.errors import HostError
-from reconciler.host import ArchiveHost, Files, Request, SnapshotHost, write_archive
-from reconciler.observe import request
-from reconciler.profile import load_profile
-from reconciler.shell import ScriptResult, ShellHost, quote_pattern
+from reconciler.hosts.archive import ArchiveHost, write_archive
+from reconciler.hosts.directory import SnapshotHost
+from reconciler.hosts.files import Files, Request
+from reconciler.hosts.shell import ScriptResult, ShellHost, quote_pattern
+from reconciler.plan.observe import request
+from reconciler.profile.load import load_profile
 
 
 class LocalShellHost(ShellHost):
@@ -153,7 +155,7 @@ def test_any_tree_and_globs_read_as_the_directory_host_reads_them(
 
 
 def test_whole_files_are_read_past_the_cap_and_others_are_not(tmp_path: Path) -> None:
-    from reconciler.host import MAX_FILE_BYTES
+    from reconciler.hosts.files import MAX_FILE_BYTES
 
     root = tmp_path / "host"
     journal = b"".join(b'{"type": "step", "seq": %d}\n' % n for n in range(6000))
@@ -244,7 +246,7 @@ def test_names_that_head_quotes_oddly_fall_back_and_still_read_alike(tmp_path: P
 
 @pytest.mark.parametrize("whole_first", [True, False])
 def test_the_first_pattern_to_read_a_file_sets_its_cap(tmp_path: Path, whole_first: bool) -> None:
-    from reconciler.host import MAX_FILE_BYTES
+    from reconciler.hosts.files import MAX_FILE_BYTES
 
     root = tmp_path / "host"
     write(root, "/d/A", b"y" * (MAX_FILE_BYTES + 5))

@@ -30,11 +30,11 @@ from ssh_fixture import (
     sshd_available,
 )
 
-from reconciler.host import SnapshotHost
-from reconciler.observe import request
-from reconciler.profile import load_profile
-from reconciler.ssh import SshSettings, SshSetup
-from reconciler.targets import Target
+from reconciler.hosts.directory import SnapshotHost
+from reconciler.hosts.ssh import SshSettings, SshSetup
+from reconciler.hosts.targets import Target
+from reconciler.plan.observe import request
+from reconciler.profile.load import load_profile
 
 pytestmark = pytest.mark.skipif(
     not sshd_available(), reason="needs root and openssh-server (.ci/run installs it)"
@@ -313,7 +313,7 @@ def test_ctrl_c_stops_a_fleet_run_at_once(start_lab: StartLab) -> None:
 def test_local_and_snapshot_runs_never_load_ssh_libraries() -> None:
     code = (
         "import sys\n"
-        "from reconciler.cli import main\n"
+        "from reconciler.cli.main import main\n"
         "try:\n"
         f"    main(['plan', {str(BLACKWELL)!r}, '--root', {str(TUNED)!r}])\n"
         "except SystemExit:\n"
@@ -380,7 +380,7 @@ def test_check_over_ssh_reads_the_journals_with_the_observation_in_one_exec(
     when none of the newest was applied (here: five rolled-back runs on top of it)."""
     from applied_state import FINISHED, write_applied, write_run
 
-    from reconciler.applied import JOURNAL_BATCH
+    from reconciler.apply.applied import JOURNAL_BATCH
 
     roots = {n: clone_host(templates["tuned"], tmp_path / n) for n in ("j1", "j2")}
     for root in roots.values():

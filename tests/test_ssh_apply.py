@@ -21,7 +21,7 @@ from conftest import BLACKWELL, PROJECT, UNTUNED, copy_host, run_tune
 from small_host import SmallHost, build, tree, write_profile
 from ssh_fixture import SshLab, StartLab, journal_records, minimal_host, sshd_available
 
-from reconciler.journal import LOCK
+from reconciler.apply.journal import LOCK
 
 pytestmark = pytest.mark.skipif(
     not sshd_available(), reason="needs root and openssh-server (.ci/run installs it)"

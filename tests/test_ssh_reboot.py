@@ -17,9 +17,9 @@ from small_host import SmallHost, build, tree, write_profile
 from ssh_fixture import SshLab, StartLab, minimal_host, sshd_available
 from test_reboot_phase import reboot
 
-from reconciler.formats import cmdline as fmt
-from reconciler.host import SnapshotHost
-from reconciler.journal import read_run, run_ids
+from reconciler.apply.journal import read_run, run_ids
+from reconciler.facts import cmdline as fmt
+from reconciler.hosts.directory import SnapshotHost
 
 pytestmark = pytest.mark.skipif(
     not sshd_available(), reason="needs root and openssh-server (.ci/run installs it)"

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from reconciler.errors import InventoryError, UsageError
-from reconciler.targets import Target, load_inventory, parse_host
+from reconciler.hosts.targets import Target, load_inventory, parse_host
 
 
 @pytest.mark.parametrize(

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import click
 
+from ..cli.remote import RemoteOptions, on_one_host, remote_options
 from ..errors import ExitCode, HostError, UsageError
-from ..remote import RemoteOptions, on_one_host, remote_options
 from .thresholds import Thresholds
 
 SUFFIX_FORMATS = {".md": "markdown", ".markdown": "markdown", ".json": "json"}

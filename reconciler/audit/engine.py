@@ -13,11 +13,12 @@ from dataclasses import replace
 from typing import Any
 
 from ..errors import HostError
-from ..host import Files, Host, Request
-from ..model import Change, Outcome, Phase
-from ..observe import observation
-from ..plan import order
-from ..profile import Profile, profiles_of
+from ..hosts.base import Host
+from ..hosts.files import Files, Request
+from ..plan.make import order
+from ..plan.model import Change, Outcome, Phase
+from ..plan.observe import observation
+from ..profile.load import Profile, profiles_of
 from .facts import READS, Facts
 from .fixes import meta, profile_data
 from .model import Finding, Good, HostSummary, NotIssue, Problem, Remark, Report

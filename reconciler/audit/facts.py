@@ -8,13 +8,13 @@ from collections import Counter
 from dataclasses import dataclass
 from functools import cached_property
 
-from ..formats import cmdline as cmdline_fmt
-from ..host import Files, Request
+from ..apply.persist import OWNED
+from ..facts import cmdline as cmdline_fmt
+from ..hosts.files import Files, Request
 from ..kinds import cpu, modules
 from ..kinds.pci import DEVICES, PciDevice, pci_devices, request_devices
-from ..model import HostFacts
-from ..observe import IDENTITY
-from ..persist import OWNED
+from ..plan.model import HostFacts
+from ..plan.observe import IDENTITY
 from .model import Device, HostSummary
 
 CPUINFO = "/proc/cpuinfo"

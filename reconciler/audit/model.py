@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from ..model import Change, Phase, Priority
+from ..plan.model import Change, Phase, Priority
 
 
 class Area(StrEnum):

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-from ..model import Phase, Priority
-from ..printable import printable_data
+from ..plan.model import Phase, Priority
 from ..render import md
+from ..render.printable import printable_data
 from ..render.style import styler
 from .model import Device, Finding, HostSummary, Remark, Report
 

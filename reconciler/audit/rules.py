@@ -12,15 +12,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from .. import checks
-from ..formats import lxc as lxc_fmt
-from ..formats.pcie import SPEEDS
-from ..host import Request
-from ..kinds import cpu, sysctl
+from ..facts import lxc as lxc_fmt
+from ..facts.pcie import SPEEDS
+from ..hosts.files import Request
+from ..kinds import checks, cpu, sysctl
 from ..kinds.base import normalize_choice
 from ..kinds.lxc import device_lines, nvidia_allow_lines
 from ..kinds.pci import DEVICES, PciDevice
-from ..model import Priority
+from ..plan.model import Priority
 from ..render.folding import ranges
 from .facts import NODES_ONLINE, NVIDIA, SCALING_DRIVER, Facts, speed_gts
 from .model import Area, Fix, Good, NotIssue, Problem, Verdict

@@ -15,7 +15,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.scalarint import HexInt
 
-from ..profile import Profile, profile_keys
+from ..profile.load import Profile, profile_keys
 from .fixes import Anchor, meta, place
 from .model import Finding, Report
 from .render import phase_label

@@ -8,14 +8,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Generic, TypeVar
 
+from ..apply.steps import Need, Probe, Read, Require, SetAttr, Step
 from ..errors import HostError
-from ..host import Files, Request, may_match_dot
-from ..model import Change, Outcome, Phase, Priority, Value
-from ..schema import After, Before, Constrain, Strict, invalid, pattern_check
-from ..steps import Need, Probe, Read, Require, SetAttr, Step
+from ..hosts.files import Files, Request
+from ..hosts.paths import may_match_dot
+from ..plan.model import Change, Outcome, Phase, Priority, Value
+from ..profile.schema import After, Before, Constrain, Strict, invalid, pattern_check
 
 if TYPE_CHECKING:
-    from ..persist import Persisted
+    from ..apply.persist import Persisted
 
 V = TypeVar("V")
 SpecT = TypeVar("SpecT")
@@ -167,7 +168,7 @@ def normalize_choice(raw: str | None) -> str | None:
 
 class Kind(ABC, Generic[SpecT]):
     """A knob kind: which files it reads, how it compares desired with observed (pure), and for
-    `tune apply` how to make, undo and persist a change, as data (`reconciler.steps`).
+    `tune apply` how to make, undo and persist a change, as data (`reconciler.apply.steps`).
     """
 
     section: ClassVar[str]  # the profile key, e.g. "sysctl"

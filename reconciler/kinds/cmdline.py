@@ -15,11 +15,11 @@ from __future__ import annotations
 import posixpath
 from dataclasses import dataclass, field
 
+from ..apply.steps import BootTool, DeleteFile, Need, Op, Probe, PutFile, Read, Require, Run, Step
 from ..errors import HostError
-from ..formats import cmdline as fmt
-from ..host import Files, Request
-from ..model import Change, Note, Outcome, Pending, Phase, Priority
-from ..steps import BootTool, DeleteFile, Need, Op, Probe, PutFile, Read, Require, Run, Step
+from ..facts import cmdline as fmt
+from ..hosts.files import Files, Request
+from ..plan.model import Change, Note, Outcome, Pending, Phase, Priority
 from .base import Kind, Meta, Strict, entry, safe, safe_scalar
 
 ParamName = safe(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", "kernel parameter name", "amd_pstate")

@@ -15,10 +15,10 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from ..host import Files, Request
-from ..model import Change, Note, Outcome, Phase
-from ..persist import Persisted, tmpfiles_write
-from ..steps import Read, Step
+from ..apply.persist import Persisted, tmpfiles_write
+from ..apply.steps import Read, Step
+from ..hosts.files import Files, Request
+from ..plan.model import Change, Note, Outcome, Phase
 from .base import Entry, Kind, Meta, Strict, attribute_step, entry, safe
 
 CPUS = "/sys/devices/system/cpu"

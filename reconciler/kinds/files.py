@@ -14,11 +14,11 @@ from __future__ import annotations
 import posixpath
 from typing import Any
 
+from ..apply.persist import OWNED, SYSCTL, SYSCTL_DIRS, WHY, contents, later_sysctl_files
+from ..apply.steps import DeleteFile, Need, Probe, PutFile, Read, Require, Step
 from ..errors import HostError
-from ..host import Files, Request
-from ..model import Change, Outcome, Phase, Priority
-from ..persist import OWNED, SYSCTL, SYSCTL_DIRS, WHY, contents, later_sysctl_files
-from ..steps import DeleteFile, Need, Probe, PutFile, Read, Require, Step
+from ..hosts.files import Files, Request
+from ..plan.model import Change, Outcome, Phase, Priority
 from .base import Kind, Meta
 
 

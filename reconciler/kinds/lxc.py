@@ -24,11 +24,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..apply.steps import Need, Probe, PutFile, Read, Require, Step
 from ..errors import HostError
-from ..formats import lxc as fmt
-from ..host import Files, Request
-from ..model import Change, Note, Outcome, Phase, Priority
-from ..steps import Need, Probe, PutFile, Read, Require, Step
+from ..facts import lxc as fmt
+from ..hosts.files import Files, Request
+from ..plan.model import Change, Note, Outcome, Phase, Priority
 from .base import Kind, Meta, Strict, entry, safe
 
 ContainerId = safe(r"[0-9]{1,9}", "container id", '"101"')

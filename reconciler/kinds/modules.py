@@ -15,11 +15,11 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Literal
 
+from ..apply.persist import MODPROBE, MODULES_LOAD, Persisted
+from ..apply.steps import Need, Probe, Read, Require, Run, Step
 from ..errors import HostError
-from ..host import Files, Request
-from ..model import Change, Outcome, Phase
-from ..persist import MODPROBE, MODULES_LOAD, Persisted
-from ..steps import Need, Probe, Read, Require, Run, Step
+from ..hosts.files import Files, Request
+from ..plan.model import Change, Outcome, Phase
 from .base import Entry, KernelValue, Kind, attribute_step, entry, normalize_words, safe
 
 MODULES = "/proc/modules"

@@ -17,13 +17,13 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
+from ..apply.persist import UDEV, Persisted
+from ..apply.steps import Need, Probe, Read, Require, Run, Step
 from ..errors import HostError
-from ..formats import pcie
-from ..host import Files, Request
-from ..model import Change, Note, Outcome, Phase
-from ..persist import UDEV, Persisted
-from ..schema import After, Before, Constrain
-from ..steps import Need, Probe, Read, Require, Run, Step
+from ..facts import pcie
+from ..hosts.files import Files, Request
+from ..plan.model import Change, Note, Outcome, Phase
+from ..profile.schema import After, Before, Constrain
 from .base import Kind, Meta, Strict
 
 DEVICES = "/sys/bus/pci/devices"

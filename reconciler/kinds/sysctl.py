@@ -15,10 +15,10 @@ from __future__ import annotations
 import difflib
 import shlex
 
-from ..host import Files, Request
-from ..model import Change, Note, Outcome, Phase
-from ..persist import SYSCTL, Persisted
-from ..steps import Read, Step
+from ..apply.persist import SYSCTL, Persisted
+from ..apply.steps import Read, Step
+from ..hosts.files import Files, Request
+from ..plan.model import Change, Note, Outcome, Phase
 from .base import Entry, KernelValue, Kind, attribute_step, entry, normalize_words, safe
 
 ROOT = "/proc/sys"

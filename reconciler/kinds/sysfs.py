@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import shlex
 
-from ..host import Files, Request, is_glob
-from ..model import Change, Note, Outcome, Phase
-from ..persist import Persisted, tmpfiles_write
-from ..steps import Read, Step
+from ..apply.persist import Persisted, tmpfiles_write
+from ..apply.steps import Read, Step
+from ..hosts.files import Files, Request
+from ..hosts.paths import is_glob
+from ..plan.model import Change, Note, Outcome, Phase
 from .base import Entry, KernelValue, Kind, attribute_step, entry, host_path, normalize_choice
 
 SysfsPath = host_path(

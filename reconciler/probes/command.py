@@ -6,11 +6,11 @@ import json
 
 import click
 
-from ..cli_options import format_option
+from ..cli.options import format_option
+from ..cli.remote import RemoteOptions, on_one_host, remote_options
 from ..errors import ExitCode, UsageError
-from ..host import Host
-from ..profile import load_profile
-from ..remote import RemoteOptions, on_one_host, remote_options
+from ..hosts.base import Host
+from ..profile.load import load_profile
 
 ROOT_HELP = "Read the host from a snapshot directory instead of this machine."
 

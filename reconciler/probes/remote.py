@@ -15,8 +15,8 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from ..host import Host
-from ..shell import ShellHost
+from ..hosts.base import Host
+from ..hosts.shell import ShellHost
 from .runner import NOT_FOUND, Completed, Executor, run_argv
 
 # GNU timeout: 124 after its signal when the command exits on it; 137 (128 + KILL) with -s KILL.

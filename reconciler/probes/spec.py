@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
 from ..kinds.base import Strict, safe
-from ..schema import Before, Constrain
+from ..profile.schema import Before, Constrain
 
 ProbeName = safe(r"[A-Za-z0-9_-]+", "probe name", "decode_tps")
 

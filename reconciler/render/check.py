@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from ..applied import JsonValue
-from ..check import Report, Since
-from ..fleet import HostResult
-from ..model import Change, CheckResult, Value
-from ..printable import printable_data
+from ..apply.applied import JsonValue
+from ..drift.check import Report, Since
+from ..hosts.fleet import HostResult
+from ..plan.model import Change, CheckResult, Value
 from . import fleet as fleet_render
 from .folding import fold, show, shown
+from .printable import printable_data
 from .style import styler
 
 

@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ..errors import ApplyFailed, TuneError
-from ..fleet import HostResult
-from ..model import Phase, Plan
-from ..printable import printable
+from ..hosts.fleet import HostResult
+from ..plan.model import Phase, Plan
 from . import md
+from .printable import printable
 
 if TYPE_CHECKING:
-    from ..apply_fleet import HostApplied
+    from ..cli.fleet import HostApplied
 
 Renderer = Callable[[Plan, bool], str]
 

@@ -6,7 +6,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ..model import Change, Value
+from ..plan.model import Change, Value
 
 
 @dataclass(frozen=True)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from ..model import Change, Phase, Plan, Priority
-from ..printable import printable_data
+from ..plan.model import Change, Phase, Plan, Priority
 from .folding import fold, show
+from .printable import printable_data
 from .style import styler
 
 HOW = {

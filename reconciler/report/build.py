@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..journal import Run
-from ..model import Priority
+from ..apply.journal import Run
+from ..plan.model import Priority
 from ..probes.gates import change_percent
 from ..probes.phase import AFTER_BOOT
 

@@ -7,14 +7,14 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ..cli_options import format_option
+from ..cli.options import format_option
+from ..cli.remote import RemoteOptions, on_one_host, remote_options
 from ..errors import ExitCode, HostError, UsageError
-from ..remote import RemoteOptions, on_one_host, remote_options
 
 if TYPE_CHECKING:
+    from ..apply.journal import Run
     from ..audit.model import HostSummary
-    from ..host import Host
-    from ..journal import Run
+    from ..hosts.base import Host
 
 ROOT_HELP = "Read the runs of a snapshot directory instead of this machine."
 
@@ -54,7 +54,7 @@ def report_cmd(
 
 def _read(host: Host, run_id: str | None) -> tuple[Run, HostSummary | None]:
     """The run (the newest by default) and the host summary: three reads, whatever the host."""
+    from ..apply.journal import chosen_run
     from ..audit.engine import host_summary
-    from ..journal import chosen_run
 
     return chosen_run(host, run_id, "report"), host_summary(host)

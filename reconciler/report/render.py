@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..printable import printable_data
 from ..render import md
+from ..render.printable import printable_data
 from .build import NOT_MEASURED
 
 OUTCOMES = {

@@ -7,10 +7,10 @@ build it, so that the guest's side of the read is what is tested.
 
 from __future__ import annotations
 
-from reconciler.host import Request
-from reconciler.shell import ReadScript
-from reconciler.ssh import SshSettings, SshSetup
-from reconciler.targets import Target
+from reconciler.hosts.files import Request
+from reconciler.hosts.shell import ReadScript
+from reconciler.hosts.ssh import SshSettings, SshSetup
+from reconciler.hosts.targets import Target
 
 from . import guest
 from .vm import HOST_NAME, Vm

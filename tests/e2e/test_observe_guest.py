@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from conftest import run_tune
 
-from reconciler.observe import request
-from reconciler.profile import load_profile
+from reconciler.plan.observe import request
+from reconciler.profile.load import load_profile
 
 from . import guest
 from .vm import Vm

@@ -23,11 +23,11 @@ from conftest import BLACKWELL, UNTUNED, Result, copy_host, run_tune
 from small_host import whole_tree
 
 import reconciler
-from reconciler import host as host_mod
-from reconciler import profile as profile_mod
 from reconciler.errors import ExitCode, HostError
-from reconciler.host import ArchiveHost
-from reconciler.profile import load_profile
+from reconciler.hosts import archive as host_mod
+from reconciler.hosts.archive import ArchiveHost
+from reconciler.profile import load as profile_mod
+from reconciler.profile.load import load_profile
 
 # Generous for a machine of two busy cores: the unbounded cases take minutes or forever.
 CHILD_SECONDS = 20
@@ -37,7 +37,7 @@ CHILD = (
     "import atexit, resource, sys\n"
     "atexit.register(lambda: print('peak-kb', resource.getrusage(resource.RUSAGE_SELF)"
     ".ru_maxrss, file=sys.stderr))\n"
-    "from reconciler.cli import main\n"
+    "from reconciler.cli.main import main\n"
     "main(sys.argv[1:])\n"
 )
 
@@ -150,7 +150,7 @@ def test_the_cached_profile_is_the_one_parsed_even_if_a_file_changes_meanwhile(
 
 # A full disk: the journal's device fills up in the middle of an apply.
 
-LIBRARY = Path(reconciler.__file__).parent / "apply_lib.sh"
+LIBRARY = Path(reconciler.__file__).parent / "apply" / "lib.sh"
 
 JOURNALS = "var/lib/tune/runs"
 
@@ -267,7 +267,7 @@ def test_a_real_short_write_of_the_kernel_stops_the_apply_before_the_step(
 
 @pytest.mark.parametrize("shell", ["sh", "bash"])
 def test_the_remote_engine_keeps_a_record_whole_or_not_at_all(tmp_path: Path, shell: str) -> None:
-    """apply_lib.sh's `rec` under a file size limit: the kernel takes part of the record; `rec`
+    """apply/lib.sh's `rec` under a file size limit: the kernel takes part of the record; `rec`
     must fail (so the step is not written) and leave only whole records behind."""
     if shutil.which(shell) is None:
         pytest.skip(f"no {shell} here")

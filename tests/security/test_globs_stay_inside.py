@@ -22,16 +22,18 @@ from small_host import SmallHost, build, write_profile
 from ssh_fixture import SshLab, StartLab, sshd_available
 from test_shell_read import LocalShellHost
 
+from reconciler.apply.journal import new_run_id
+from reconciler.apply.sh_engine import LIBRARY, ApplyScript, start, wait
+from reconciler.apply.steps import Step
 from reconciler.errors import HostError
-from reconciler.host import ArchiveHost, Files, Request, SnapshotHost, write_archive
-from reconciler.journal import new_run_id
+from reconciler.hosts.archive import ArchiveHost, write_archive
+from reconciler.hosts.directory import SnapshotHost
+from reconciler.hosts.files import Files, Request
+from reconciler.hosts.shell import ReadScript, ShellHost
+from reconciler.hosts.ssh import SshSettings, SshSetup
+from reconciler.hosts.targets import Target
 from reconciler.kinds.base import Entry
 from reconciler.kinds.sysfs import KIND as SYSFS
-from reconciler.remote_apply import LIBRARY, ApplyScript, start, wait
-from reconciler.shell import ReadScript, ShellHost
-from reconciler.ssh import SshSettings, SshSetup
-from reconciler.steps import Step
-from reconciler.targets import Target
 
 needs_lab = pytest.mark.skipif(
     not sshd_available(), reason="needs root and openssh-server (.ci/run installs it)"

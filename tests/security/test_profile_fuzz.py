@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from small_host import SmallHost, build
 
-from reconciler.profile import _known_keys, schema
+from reconciler.profile.load import _known_keys, schema
 
 HUNT = int(os.environ.get("TUNE_FUZZ_EXAMPLES", "0"))
 BUDGET = settings(max_examples=HUNT or 300, deadline=None, derandomize=not HUNT)

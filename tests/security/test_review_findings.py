@@ -21,11 +21,12 @@ from hypothesis import strategies as st
 from markdown_view import acting, cells, codes, shown
 from small_host import SmallHost, build, whole_tree, write_profile
 
-from reconciler import known_hosts
+from reconciler.apply.journal import LOCK, Journal, run_path
 from reconciler.errors import HostError
-from reconciler.host import Request, SnapshotHost
-from reconciler.journal import LOCK, Journal, run_path
-from reconciler.profile import load_profile
+from reconciler.hosts import known_hosts
+from reconciler.hosts.directory import SnapshotHost
+from reconciler.hosts.files import Request
+from reconciler.profile.load import load_profile
 
 DROP_IN = "etc/sysctl.d/90-tune.conf"
 # Where put_file writes the drop-in before its rename (`steps.temporary`).
@@ -220,7 +221,7 @@ def test_a_chain_of_long_links_costs_a_bounded_walk_per_file(
         calls += 1
         return lstat(path)
 
-    monkeypatch.setattr("reconciler.beneath.os.lstat", counted)
+    monkeypatch.setattr("reconciler.hosts.beneath.os.lstat", counted)
     SnapshotHost(root).fetch(Request.of("/sys/devices/system/cpu/cpu*/cpufreq/scaling_governor"))
     assert calls < 21 * 5000, calls
 

@@ -18,9 +18,9 @@ from conftest import run_tune
 from small_host import SmallHost, build, listing, whole_tree, write_profile
 from ssh_fixture import StartLab, sshd_available
 
+from reconciler.apply.journal import Journal
 from reconciler.errors import HostError
-from reconciler.host import SnapshotHost
-from reconciler.journal import Journal
+from reconciler.hosts.directory import SnapshotHost
 
 SECRET = "SECRET-OUTSIDE-THE-SNAPSHOT"
 SWAPPINESS = "proc/sys/vm/swappiness"
@@ -279,7 +279,7 @@ def cut_renames(monkeypatch: pytest.MonkeyPatch, cut: BaseException) -> None:
             raise cut
         rename(source, target)
 
-    monkeypatch.setattr("reconciler.host.os.replace", cut_short)
+    monkeypatch.setattr("reconciler.hosts.directory.os.replace", cut_short)
 
 
 @pytest.mark.parametrize("how", ["signal", "crash"])

@@ -26,7 +26,7 @@ from small_host import SmallHost, build, tree, write_profile
 from ssh_fixture import SshLab, StartLab, minimal_host, sshd_available
 from test_apply_processes import _start_paused
 
-from reconciler.journal import LOCK, RUNS, STATE
+from reconciler.apply.journal import LOCK, RUNS, STATE
 
 NOBODY = 65534
 OLD_LOCK = "/run/lock/tune.lock"  # where tune kept its lock: a 1777 directory on Debian

@@ -1,0 +1,531 @@
+"""The engine of `tune apply` and `tune rollback`.
+
+`prepare` is everything that can fail without writing: observe, refuse a stale plan, turn each
+change into a `Step` (data, from its kind) and check every step's requirements. `execute` then
+journals each step before its write, writes, reads back, and on any failure (or SIGINT/SIGTERM)
+restores every journaled step in reverse order. `rollback` does the same restore later, from the
+journal alone (after a crash, or to undo an applied run).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shlex
+import signal
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import Any, Protocol, TypeVar
+
+from ..errors import ApplyFailed, ExitCode, HostError, NoSpace, Refused, TuneError
+from ..hosts.base import Host
+from ..kinds import REGISTRY, files
+from ..kinds.base import Kind
+from ..plan.make import make_plan
+from ..plan.model import Phase, Plan
+from ..plan.observe import Observation, observe
+from ..plan.saved import SavedPlan
+from ..profile.load import LoadedProfile
+from .journal import (
+    PROFILE,
+    RUNS,
+    STATE,
+    Journal,
+    Run,
+    now_iso,
+    rollback_chain,
+    rolled_back_run,
+    trusted_run,
+)
+from .run_record import contexts, plan_record
+from .steps import (
+    BootTool,
+    DeleteFile,
+    Need,
+    Op,
+    Probe,
+    PutFile,
+    Require,
+    SetAttr,
+    Step,
+    temporary,
+)
+
+BOOT_KINDS = frozenset(k.kind for k in REGISTRY if k.phase is Phase.REBOOT)
+PACKAGES = {"setpci": "pciutils", "grubby": "grubby"}
+KINDS: dict[str, Kind[Any]] = {k.kind: k for k in (*REGISTRY, files.KIND)}
+H = TypeVar("H", bound=Host)
+
+
+@dataclass(frozen=True)
+class Work:
+    """What an apply will do, decided before anything is written."""
+
+    plan: Plan
+    steps: tuple[Step, ...]
+    observation: Observation
+
+
+class PhaseHook(Protocol):
+    """Runs around a phase (probes): `before` ahead of the first write, `after` once every step
+    is verified; an exception from `after` rolls the phase back like a failed step does."""
+
+    def before(self, journal: Journal) -> None: ...
+
+    def after(self, journal: Journal) -> None: ...
+
+
+class Interrupted(Exception):
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+        super().__init__(f"interrupted by {signal.Signals(signum).name}")
+
+
+class StepFailed(HostError):
+    """A write or a read-back of one step failed; the message says which and how."""
+
+
+def prepare(
+    host: Host,
+    loaded: LoadedProfile,
+    *,
+    runtime_only: bool,
+    with_persistence: bool = True,
+    saved: SavedPlan | None = None,
+    preflight_here: bool = True,
+    reboot_phase: bool = False,
+) -> Work:
+    """`runtime_only` leaves boot configuration alone; `reboot_phase` writes only it (runtime
+    knobs are verified by `tune verify`, never written); neither: runtime, then reboot.
+    `preflight_here=False` leaves the requirements to the caller (a remote apply checks them
+    on the target, in the script that starts the run)."""
+    observation = observe(host, loaded.profile, with_persistence)
+    plan = make_plan(loaded, observation, with_persistence)
+    if saved is not None:
+        saved.check(plan, loaded, with_persistence)
+    specs: dict[str, Any] = {k.kind: spec for k, spec in loaded.profile.sections()}
+    specs[files.KIND.kind] = loaded.profile
+    problems: list[str] = []
+    steps: list[Step] = []
+    # Runtime knobs and tune's boot-time files first; the boot configuration last.
+    for change in sorted(plan.changes, key=lambda c: c.phase is not Phase.RUNTIME):
+        if runtime_only and change.phase is not Phase.RUNTIME:
+            continue
+        if reboot_phase and change.phase is not Phase.REBOOT:
+            continue
+        try:
+            steps.append(KINDS[change.kind].step(specs[change.kind], change, observation.files))
+        except HostError as exc:
+            problems.append(str(exc))
+    if steps and preflight_here:
+        problems += preflight(host, steps)
+    if problems:
+        raise HostError(*dict.fromkeys(problems))
+    return Work(plan, tuple(steps), observation)
+
+
+def preflight(host: Host, steps: tuple[Step, ...] | list[Step]) -> list[str]:
+    """Every requirement of every step, checked once, before the first write."""
+    problems = []
+    if not host.writable(RUNS):
+        problems.append(f"{RUNS} is not writable, so tune cannot keep its journal there.")
+    checked: set[Require] = set()
+    for step in steps:
+        for need in step.requires:
+            if need in checked:
+                continue
+            checked.add(need)
+            problem = _unmet(host, need, step)
+            if problem:
+                problems.append(problem)
+    return problems
+
+
+def _unmet(host: Host, need: Require, step: Step) -> str | None:
+    if need.need is Need.WRITABLE:
+        if host.writable(need.arg):
+            return None
+        return f"{step.id} cannot be changed: {need.arg} is read-only on this host."
+    if need.need is Need.COMMAND:
+        if host.has_command(need.arg):
+            return None
+        package = PACKAGES.get(need.arg, need.arg)
+        return f"{need.arg} is not installed on this host (package {package}); {step.id} needs it."
+    done = host.run(["modprobe", "--dry-run", need.arg])
+    if done.returncode == 0:
+        return None
+    said = (done.stderr or done.stdout).strip().splitlines() or ["modprobe failed"]
+    return f"Module {need.arg} cannot be loaded on this host ({said[0]})."
+
+
+def perform(
+    host: Host, step: Step, op: Op, journal: Journal | None = None, seq: int | None = None
+) -> None:
+    """One operation of step `seq`; with a journal, what it defers or creates is journaled."""
+    if isinstance(op, BootTool) and host.defers(op.argv):
+        if journal is not None:
+            journal.record("deferred", argv=list(op.argv), step=step.id)
+        return
+    if isinstance(op, SetAttr):
+        host.set_attr(op.path, op.value)
+    elif isinstance(op, PutFile):
+        if journal is not None and seq is not None:
+            journal.creates(seq, host.missing_dirs(op.path))
+        host.put_file(op.path, op.data, op.mode)
+    elif isinstance(op, DeleteFile):
+        host.delete_file(op.path)
+    else:
+        done = host.run(op.argv)
+        if done.returncode != 0:
+            output = (done.stderr or done.stdout).strip()
+            explained = KINDS[step.kind].explain(step, output) if step.kind in KINDS else None
+            raise StepFailed(explained or f"`{shlex.join(op.argv)}` failed: {output}")
+
+
+def read(host: Host, probe: Probe) -> str | None:
+    return probe.value(host.read_file(probe.path))
+
+
+def execute(
+    host: Host,
+    work: Work,
+    loaded: LoadedProfile,
+    *,
+    phase: str = "runtime",
+    sync: bool = True,
+    on_step: Callable[[int, Step], None] | None = None,
+    around: PhaseHook | None = None,
+) -> str:
+    """Apply `work.steps`; returns the run id. Raises `ApplyFailed` after rolling back."""
+    try:
+        journal = Journal.start(
+            host,
+            profile=work.plan.profile,
+            phase=phase,
+            host_name=work.plan.host.name,
+            boot_id=work.plan.host.boot_id,
+            sync=sync,
+        )
+    except NoSpace as exc:
+        raise NoSpace(f"{exc}; nothing was changed.") from None
+    done: list[tuple[int, Step]] = []
+    at = "the start"
+    about = contexts(work.plan, work.steps)
+    try:
+        with _signals_raise():
+            journal.record("plan", **plan_record(work.plan, work.steps))
+            if around is not None:
+                at = "the probes before the phase"
+                around.before(journal)
+            for seq, step in enumerate(work.steps):
+                at = step.id
+                make(host, journal, seq, step, done, about.get(step.id, {}))
+                if on_step is not None:
+                    on_step(seq, step)
+            if around is not None:
+                at = "the probes after the phase"
+                around.after(journal)
+            at = PROFILE
+            store_profile(host, journal, loaded)
+            journal.end("applied")
+    except (Exception, KeyboardInterrupt) as exc:
+        reason = str(exc) if not isinstance(exc, KeyboardInterrupt) else "interrupted by SIGINT"
+        with _signals_ignored():
+            with contextlib.suppress(Exception):
+                journal.record("failed", error=reason, at=at)
+            failures = restore(host, journal, done, journal.made).failures
+            with contextlib.suppress(Exception):
+                journal.end("rollback-failed" if failures else "rolled-back")
+        raise _apply_failed(
+            exc, _failed_message(reason, at, done, failures, journal.run_id)
+        ) from None
+    return journal.run_id
+
+
+def _apply_failed(cause: BaseException, message: str) -> ApplyFailed:
+    failed = ApplyFailed(message)
+    if isinstance(cause, NoSpace):  # rolled back all the same; the exit code says why
+        failed.exit_code = ExitCode.NO_SPACE
+    return failed
+
+
+def make(
+    host: Host,
+    journal: Journal,
+    seq: int,
+    step: Step,
+    done: list[tuple[int, Step]],
+    about: dict[str, Any],
+) -> None:
+    """Journal one step, count it in `done` (what a failure restores), write it, read it back.
+    A write the kernel refuses (`Refused`) fails the run unless the entry is optional; an
+    optional one is journaled as unsupported and skipped."""
+    journal.step(seq, step, **about)
+    done.append((seq, step))
+    try:
+        for op in step.do:
+            perform(host, step, op, journal, seq)
+    except Refused as exc:
+        if not step.optional:
+            raise StepFailed("".join(unsupported_message(step, str(exc).rstrip(".")))) from None
+        journal.record("unsupported", seq=seq, error=str(exc))
+        return
+    journal.record("written", seq=seq)
+    got = read(host, step.probe)
+    if got != step.expect:
+        raise StepFailed("".join(read_back_message(step, show_value(got))))
+    journal.record("verified", seq=seq)
+
+
+def extend(host: Host, run_id: str, steps: tuple[Step, ...]) -> None:
+    """Append `steps` to the applied run `run_id` (promoting a try-once boot configuration
+    after verification), so that one `tune rollback` undoes the whole run. On failure the
+    appended steps are restored and no `end` is written: the caller rolls back the rest."""
+    run = trusted_run(host, run_id)
+    first = max((seq for seq, _ in run.steps), default=-1) + 1
+    journal = Journal(host, run_id)
+    done: list[tuple[int, Step]] = []
+    try:
+        with _signals_raise():
+            for seq, step in enumerate(steps, first):
+                make(host, journal, seq, step, done, {})
+            journal.end("applied")
+    except (Exception, KeyboardInterrupt) as exc:
+        with _signals_ignored():
+            failures = restore(host, journal, done, journal.made).failures
+        reason = str(exc) if not isinstance(exc, KeyboardInterrupt) else "interrupted by SIGINT"
+        raise _apply_failed(
+            exc, _failed_message(reason, "the promotion", done, failures, run_id)
+        ) from None
+
+
+# What a message leaves to its engine: the text itself here, an expansion in the remote script.
+Said = TypeVar("Said")
+
+
+def unsupported_message(step: Step, refused: Said) -> tuple[str, Said, str]:
+    """The one line that says a knob cannot be set on this host, whatever applied it, around
+    the kernel's reason (its final dot dropped)."""
+    return (
+        f"{step.id} is not supported on this host: ",
+        refused,
+        "; mark the entry `optional: true` to apply the rest without it.",
+    )
+
+
+def read_back_message(step: Step, shown: Said) -> tuple[str, Said, str]:
+    """The line for a write the kernel took but does not read back, around what it reads
+    (`show_value`), whatever applied it."""
+    return (
+        f"{step.id}: wrote {show_value(step.expect)} but {step.probe.path} reads back ",
+        shown,
+        " (refused or clamped by the kernel)",
+    )
+
+
+def show_value(value: str | None) -> str:
+    """A value as messages show it: quoted, or "nothing (absent)"."""
+    return "nothing (absent)" if value is None else repr(value)
+
+
+def _failed_message(
+    reason: str, at: str, done: list[tuple[int, Step]], failures: list[str], run_id: str
+) -> str:
+    head = reason if reason.startswith(at) else f"{at}: {reason}"
+    if failures:
+        return (
+            f"apply failed ({head}); rolling back {len(done)} changes left "
+            f"{len(failures)} not restored: {'; '.join(failures)} (run {run_id})."
+        )
+    return f"apply failed ({head}); rolled back {len(done)} changes (run {run_id})."
+
+
+@dataclass
+class Restored:
+    restored: int = 0
+    unchanged: int = 0
+    failures: list[str] = field(default_factory=list)
+
+
+def restore(
+    host: Host,
+    journal: Journal,
+    steps: list[tuple[int, Step]],
+    made: Mapping[int, Sequence[str]],
+) -> Restored:
+    """Undo `steps` in reverse order, continuing past any failure; `made`: the directories
+    each step created (`Journal.creates`), removed after it while empty (`tidy`). The journal's
+    markers are kept where they can be: a restore is counted by what the host reads back, never
+    by whether a full disk took its marker (restoring a step again later finds it unchanged)."""
+    result = Restored()
+    failures = result.failures
+    for seq, step in reversed(steps):
+        try:
+            if read(host, step.probe) == step.restored:
+                _mark(journal, "unchanged", seq=seq)
+                result.unchanged += 1
+                continue
+            for op in step.undo:
+                perform(host, step, op, journal, seq)
+            got = read(host, step.probe)
+            if got != step.restored:
+                raise StepFailed(
+                    f"{step.id}: restored {show_value(step.restored)} "
+                    f"but it reads back {show_value(got)}"
+                )
+            _mark(journal, "restored", seq=seq)
+            result.restored += 1
+        except Exception as exc:
+            failures.append(str(exc))
+            _mark(journal, "restore-failed", seq=seq, error=str(exc))
+        finally:
+            tidy(host, step, made.get(seq, ()))
+    return result
+
+
+def _mark(journal: Journal, record_type: str, /, **fields: Any) -> None:
+    with contextlib.suppress(TuneError):
+        journal.record(record_type, **fields)
+
+
+def tidy(host: Host, step: Step, made: Sequence[str]) -> None:
+    """What a step's file writes leave besides their effect, after its restore (changed or
+    not): the temporary file of a write that a crash or a signal cut short, and the directories
+    it created, deepest first, each only while empty. Best effort, as `rmdir` is: what can stay
+    is an empty directory or a stray temporary file, never a setting."""
+    for op in (*step.do, *step.undo):
+        if isinstance(op, PutFile):
+            with contextlib.suppress(HostError):
+                host.delete_file(temporary(op.path))
+    for directory in made:
+        with contextlib.suppress(HostError):
+            host.remove_dir(directory)
+
+
+def profile_text(loaded: LoadedProfile) -> str:
+    import io
+
+    from ruamel.yaml import YAML
+
+    yaml = YAML(typ="safe", pure=True)
+    yaml.default_flow_style = False
+    yaml.sort_base_mapping_type_on_output = False  # type: ignore[assignment]
+    out = io.StringIO()
+    yaml.dump(loaded.data, out)
+    return (
+        "# The resolved profile (extends applied) of the last successful tune apply on this host.\n"
+        + out.getvalue()
+    )
+
+
+def store_profile(host: Host, journal: Journal | None, loaded: LoadedProfile) -> bool:
+    """Write /var/lib/tune/profile.yaml when it differs; the prior text goes to the journal."""
+    text = profile_text(loaded)
+    prior = host.read_file(PROFILE)
+    if prior is not None and prior.decode("utf-8", "replace") == text:
+        return False
+    if journal is not None:
+        journal.record("profile", prior=None if prior is None else prior.decode("utf-8", "replace"))
+    host.private_dir(STATE)
+    host.put_file(PROFILE, text.encode())
+    return True
+
+
+@dataclass(frozen=True)
+class RollbackResult:
+    run_id: str
+    result: Restored
+    already: bool = False
+
+
+def rollback(host: Host, run_id: str | None = None, *, boot_only: bool = False) -> RollbackResult:
+    """Restore the values a run recorded (the newest run by default), from its journal;
+    `boot_only` restores only its boot configuration (what `tune verify` undoes)."""
+    return restore_run(host, rolled_back_run(host, run_id), boot_only=boot_only)
+
+
+def roll_back_chain(
+    host: H, run_id: str | None, restore_one: Callable[[H, Run], RollbackResult]
+) -> list[RollbackResult]:
+    """`tune rollback`: each run of `journal.rollback_chain`, newest first, with `restore_one`
+    (this engine's, or the SSH one); stops at the first run that leaves a change behind."""
+    results: list[RollbackResult] = []
+    for run in rollback_chain(host, run_id):
+        results.append(restore_one(host, run))
+        if results[-1].result.failures:
+            break
+    return results
+
+
+def restore_run(host: Host, run: Run, *, boot_only: bool = False) -> RollbackResult:
+    """Restore one run from its journal (see `rollback`)."""
+    chosen = run.run_id
+    if run.outcome == "rolled-back":
+        return RollbackResult(chosen, Restored(), already=True)
+    journal = Journal(host, chosen)
+    _mark(journal, "rollback", started=now_iso())
+    with _signals_ignored():
+        steps = [(seq, s) for seq, s in run.steps if not boot_only or s.kind in BOOT_KINDS]
+        result = restore(host, journal, steps, run.made)
+        failures = result.failures
+        replaced, prior = run.profile_prior
+        if replaced and not boot_only:
+            try:
+                if prior is None:
+                    host.delete_file(PROFILE)
+                else:
+                    host.put_file(PROFILE, prior.encode())
+            except TuneError as exc:
+                failures.append(str(exc))
+        if not boot_only and not failures:
+            _clear_pending(host, chosen, failures)
+        done = "boot-rolled-back" if boot_only else "rolled-back"
+        with contextlib.suppress(TuneError):  # a marker, as those of `restore`
+            journal.end("rollback-failed" if failures else done)
+    return RollbackResult(chosen, result)
+
+
+def _clear_pending(host: Host, run_id: str, failures: list[str]) -> None:
+    """A run rolled back leaves nothing for the next boot to bring: `tune verify` must not
+    check (or roll back again) what it had configured."""
+    from ..boot.verify import PENDING, read_pending
+
+    try:
+        pending = read_pending(host)
+        if pending is not None and pending.run_id == run_id:
+            host.delete_file(PENDING)
+    except TuneError as exc:
+        failures.append(str(exc))
+
+
+@contextlib.contextmanager
+def _signals_raise() -> Iterator[None]:
+    """SIGTERM raises like Ctrl-C does, so either one rolls the run back."""
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise Interrupted(signum)
+
+    with _handlers(handler):
+        yield
+
+
+@contextlib.contextmanager
+def _signals_ignored() -> Iterator[None]:
+    """A rollback runs to its end: a second Ctrl-C must not leave the host half-restored."""
+    with _handlers(signal.SIG_IGN):
+        yield
+
+
+@contextlib.contextmanager
+def _handlers(handler: Any) -> Iterator[None]:
+    previous = {}
+    try:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            previous[signum] = signal.signal(signum, handler)
+    except ValueError:
+        pass  # not the main thread: signals cannot be handled here
+    try:
+        yield
+    finally:
+        for signum, old in previous.items():
+            signal.signal(signum, old)

@@ -1,0 +1,343 @@
+# The sh primitives of a remote tune apply (see reconciler/apply/sh_engine.py): POSIX sh and
+# coreutils (plus awk, sed, od, dd) only. Every profile value arrives as a quoted argument.
+
+export LC_ALL=C
+umask 022
+# No pathname expansion anywhere: every path arrives whole, as tune planned it, and a word taken
+# from the host (a /proc/modules line, a module parameter) is split but never globbed.
+set -f
+R="${TUNE_ROOT:-}"
+R="${R%/}"
+EMU=
+[ -n "${TUNE_ROOT:-}" ] && EMU=1
+ERR=
+# "SEQ DIR" lines: the directories each step's file writes created (`mkdir` records), which
+# its restore removes again (apply.tidy); a rollback script starts with the journal's.
+MADE=
+
+jstr() { printf '%s' "$1" | tr '\n\t' '  ' | tr -d '\000-\037' | sed 's/\\/\\\\/g; s/"/\\"/g'; }
+# fsync one file (coreutils >= 8.24); an older sync takes no operand: sync everything then.
+fsync() { sync -- "$@" 2>/dev/null || sync; }
+# Append one record, whole and on disk, or leave the journal as it was and fail: a device that
+# fills up takes part of a record, and the shell's printf does not always say so. A step whose
+# record is not whole is not written (`rec ... || fail`). LC_ALL=C: ${#1} counts bytes.
+rec() {
+    s=$(($(wc -c <"$J"))) || return 1
+    if printf '%s\n' "$1" >>"$J" && fsync "$J" && [ $(($(wc -c <"$J"))) -eq $((s + ${#1} + 1)) ]
+    then return 0; fi
+    truncate -s "$s" "$J" 2>/dev/null
+    ERR="$J: cannot append a whole record (is the device full?)"
+    return 1
+}
+now() { date -u +%Y-%m-%dT%H:%M:%SZ; }
+
+# What the kernel prints back after V is written to a file (emulate.kernel_text).
+KTEXT='
+function trim(s) { gsub(/^[ \t\r\n\f\v]+|[ \t\r\n\f\v]+$/, "", s); return s }
+function dec(w,  s) { s = ""; if (w ~ /^[+-]/) { s = substr(w, 1, 1); w = substr(w, 2) }
+  sub(/^0+/, "", w); if (w == "") return "0"; return (s == "-" ? "-" : "") w }
+function hex(w,  s, n, i) { s = 1; if (w ~ /^[+-]/) { if (w ~ /^-/) s = -1; w = substr(w, 2) }
+  w = tolower(substr(w, 3)); n = 0
+  for (i = 1; i <= length(w); i++) n = n * 16 + index("0123456789abcdef", substr(w, i, 1)) - 1
+  return sprintf("%d", s * n) }
+{ old = old " " $0 }
+END {
+  v = ENVIRON["V"]; n = split(old, o); choice = 0
+  for (i = 1; i <= n; i++) if (o[i] ~ /^\[.*\]$/) choice = 1
+  if (choice) {
+    t = trim(v); found = 0; out = ""
+    for (i = 1; i <= n; i++) { nm = o[i]; gsub(/^[][]+|[][]+$/, "", nm)
+      if (nm == t) { found = 1; nm = "[" nm "]" }
+      out = out (i > 1 ? " " : "") nm }
+    if (!found) exit 2
+    print out; exit 0 }
+  m = split(v, w); ints = m > 0
+  for (i = 1; i <= m; i++) if (w[i] !~ /^[+-]?(0x[0-9a-fA-F]+|[0-9]+)$/) ints = 0
+  if (ints) { out = ""
+    for (i = 1; i <= m; i++) out = out (i > 1 ? "\t" : "") (w[i] ~ /x/ ? hex(w[i]) : dec(w[i]))
+    print out; exit 0 }
+  print trim(v) }'
+
+# Whoever built the step, a primitive touches only an absolute path with no `.` or `..`
+# component (host.checked): a name that a host's glob expanded never leads out of the tree it was
+# found in (dash expands `.?` to `..`). Sets ERR and succeeds for a path to refuse.
+abnormal() {
+    case "$1" in
+    /*) case "$1/" in */./* | */../*) ;; *) return 1 ;; esac ;;
+    esac
+    ERR="$1: refusing a path that is not absolute and normal."
+}
+
+emu_writable() {
+    e="$R$1"
+    while [ ! -e "$e" ] && [ ! -h "$e" ] && [ "$e" != "${e%/*}" ]; do e="${e%/*}"; done
+    [ -n "$e" ] || e=/
+    case $(stat -L -c %A "$e") in *w*) return 0 ;; esac
+    return 1
+}
+
+# A write the kernel rejects (host.refusal): REFUSED=1 for EINVAL, EOPNOTSUPP and ENOTSUPP (524),
+# which say the knob cannot take the value here at all, with their C-locale strerror text.
+refused() {
+    case "$3" in
+    *"Invalid argument"* | *"Operation not supported"* | *"Unknown error 524"*) REFUSED=1 ;;
+    esac
+    ERR="$1: the kernel refused '$2' ($3)."
+    return 1
+}
+
+strerror() {
+    case "$1" in
+    22) echo "Invalid argument" ;; 95) echo "Operation not supported" ;; *) echo "Unknown error $1" ;;
+    esac
+}
+
+set_attr() {
+    f="$R$1"
+    REFUSED=
+    abnormal "$1" && return 1
+    if [ -n "$EMU" ]; then
+        [ -f "$f" ] || { ERR="$1: cannot open for writing (No such file or directory)."; return 1; }
+        emu_writable "$1" || { ERR="$1: cannot open for writing (Permission denied)."; return 1; }
+        m="$R/.tune-emulate/refuses$1"
+        [ -f "$m" ] && { refused "$1" "$2" "$(strerror "$(tr -d ' \n' <"$m")")"; return 1; }
+        new=$(V="$2" awk "$KTEXT" "$f") || { refused "$1" "$2" "Invalid argument"; return 1; }
+        printf '%s\n' "$new" >"$f" || { ERR="$1: cannot write."; return 1; }
+    else
+        [ -e "$f" ] || { ERR="$1: cannot open for writing (No such file or directory)."; return 1; }
+        # tee, not the shell's printf: dash reports every failed write as "I/O error", tee
+        # gives the kernel's errno. One short value arrives in one write(2).
+        out=$(printf '%s' "$2" | tee "$f" 2>&1 >/dev/null) && return 0
+        refused "$1" "$2" "${out##*: }"
+    fi
+}
+
+# $4: the step's seq, inside a run: the directories about to be created are journaled first.
+put_file() {
+    abnormal "$1" && return 1
+    f="$R$1"; d="${f%/*}"; t="$d/.${f##*/}.tune-new"
+    # A record that could not be journaled keeps rec's reason (a full device) in ERR.
+    [ -z "${4:-}" ] || creates "$4" "${1%/*}" || return 1
+    if mkdir -p "$d" && printf "$3" >"$t" && chmod "$2" "$t" && fsync "$t" &&
+        mv -f "$t" "$f" && fsync "$d"
+    then return 0; fi
+    rm -f "$t"; ERR="$1: cannot write."; return 1
+}
+
+# Journal.creates: step $1's record of the directories of $2 that do not exist, deepest first.
+creates() {
+    m=; e="$2"
+    while [ -n "$e" ] && [ ! -e "$R$e" ] && [ ! -h "$R$e" ]; do
+        m="$m,\"$(jstr "$e")\""; MADE="$MADE$1 $e
+"; e="${e%/*}"
+    done
+    [ -z "$m" ] || rec "{\"type\":\"mkdir\",\"seq\":$1,\"paths\":[${m#,}]}"
+}
+
+# apply.tidy after step $1's restore: its temporary files (tidy_N), then the directories it
+# created, each only while empty.
+tidy() {
+    "tidy_$1"
+    printf '%s' "$MADE" | while read -r s e; do [ "$s" != "$1" ] || rmdir "$R$e" 2>/dev/null; done
+    return 0
+}
+
+delete_file() {
+    abnormal "$1" && return 1
+    rm -f "$R$1" && fsync "${R}${1%/*}/" || { ERR="$1: cannot delete."; return 1; }
+}
+
+u8() { od -An -tu1 -j "$2" -N1 "$1" | tr -d ' \n'; }
+u16() { set -- $(od -An -tu1 -j "$2" -N2 "$1"); [ $# -eq 2 ] && echo $(($1 + 256 * $2)); }
+
+emu_modprobe() {
+    rm=; dry=; name=; params=
+    for a; do
+        case "$a" in
+        -r | --remove) rm=1 ;;
+        -n | --dry-run) dry=1 ;;
+        -*) ;;
+        *) if [ -z "$name" ]; then name=$(printf '%s' "$a" | tr - _); else params="$params $a"; fi ;;
+        esac
+    done
+    [ -n "$name" ] || { echo "modprobe: ERROR: missing module name."; return 1; }
+    release=$(cat "$R/proc/sys/kernel/osrelease" 2>/dev/null | tr -d ' \n')
+    dep="$R/lib/modules/$release/modules.dep"
+    if [ -f "$dep" ] && ! M="$name" awk -F: '{ n = $1; sub(/.*\//, "", n); sub(/\.ko.*/, "", n)
+        gsub(/-/, "_", n); if (n == ENVIRON["M"]) f = 1 } END { exit !f }' "$dep"; then
+        echo "modprobe: FATAL: Module $name not found in directory /lib/modules/$release"; return 1
+    fi
+    [ -n "$dry" ] && return 0
+    mods="$R/proc/modules"
+    line=$(M="$name" awk '$1 == ENVIRON["M"] { print; exit }' "$mods" 2>/dev/null)
+    if [ -n "$rm" ]; then
+        [ -n "$line" ] || { echo "modprobe: FATAL: Module $name is not currently loaded."; return 1; }
+        set -- $line
+        [ "$3" = 0 ] || { echo "modprobe: FATAL: Module $name is in use."; return 1; }
+        rest=$(M="$name" awk '$1 == ENVIRON["M"] && !d { d = 1; next } { print }' "$mods"; printf x)
+        printf '%s' "${rest%x}" >"$mods"
+        rm -rf "$R/sys/module/$name"
+        return 0
+    fi
+    [ -n "$line" ] && return 0
+    rest=$(cat "$mods" 2>/dev/null; printf x)
+    printf '%s 16384 0 - Live 0x0000000000000000\n%s' "$name" "${rest%x}" >"$mods"
+    for p in $params; do
+        mkdir -p "$R/sys/module/$name/parameters"
+        v=$(V="${p#*=}" awk "$KTEXT" </dev/null)
+        printf '%s\n' "$v" >"$R/sys/module/$name/parameters/${p%%=*}"
+    done
+}
+
+emu_setpci() {
+    [ $# -eq 3 ] && [ "$1" = -s ] || { echo "setpci: unsupported arguments $*"; return 1; }
+    spec=$(printf '%s' "$3" | sed -n 's/^CAP_EXP+\([0-9a-fA-F]*\)\.w\(=\([0-9a-fA-F]\{1,4\}\)\(:\([0-9a-fA-F]\{1,4\}\)\)\{0,1\}\)\{0,1\}$/\1 \3 \5/p')
+    [ -n "$spec" ] || { echo "setpci: unsupported arguments $*"; return 1; }
+    set -- "$2" $spec
+    cfg="$R/sys/bus/pci/devices/$1/config"
+    [ -f "$cfg" ] || { echo "setpci: Warning: No devices selected for \`$1'."; return 1; }
+    size=$(wc -c <"$cfg"); cap=
+    st=$(u16 "$cfg" 6)
+    if [ "$size" -ge 64 ] && [ $((st & 16)) -ne 0 ]; then
+        p=$(($(u8 "$cfg" 52) & 252)); lim=$size; [ "$lim" -gt 256 ] && lim=256; hops=0
+        while [ "$p" -ge 64 ] && [ $((p + 2)) -le "$lim" ] && [ "$hops" -lt 48 ]; do
+            if [ "$(u8 "$cfg" "$p")" = 16 ]; then cap=$p; break; fi
+            p=$(($(u8 "$cfg" $((p + 1))) & 252)); hops=$((hops + 1))
+        done
+    fi
+    [ -n "$cap" ] && [ $((cap + 20)) -le "$size" ] || { echo "setpci: Capability 0010 not found on $1."; return 1; }
+    at=$((cap + 0x$2)); old=$(u16 "$cfg" "$at")
+    if [ -z "$3" ]; then printf '%04x\n' "$old"; return 0; fi
+    mask=$((0x${4:-ffff}))
+    new=$(((old & ~mask) | (0x$3 & mask)))
+    printf "\\$(printf %03o $((new & 255)))\\$(printf %03o $(((new >> 8) & 255)))" |
+        dd of="$cfg" bs=1 seek="$at" count=2 conv=notrunc 2>/dev/null
+}
+
+run_argv() {
+    if [ -n "$EMU" ]; then
+        case "$1" in
+        modprobe) shift; out=$(emu_modprobe "$@" 2>&1) ;;
+        setpci) shift; out=$(emu_setpci "$@" 2>&1) ;;
+        *) out="$1: command not found"; false ;;
+        esac
+    else
+        out=$("$@" 2>&1)
+    fi
+    rc=$?
+    [ $rc -eq 0 ] && return 0
+    ERR="\`$*\` failed: $out"
+    return 1
+}
+
+# A boot tool (update-grub, grub-reboot): run it; on a snapshot, journal it instead ($1 is the
+# `deferred` record), as a local snapshot does, since it would act on this machine's boot.
+boot_tool() {
+    if [ -n "$EMU" ]; then rec "$1"; return; fi
+    shift
+    run_argv "$@"
+}
+
+# The reboot `tune apply --reboot` asks for, detached: an SSH session open across a reboot can
+# hang (NAT and QEMU's user networking keep the dead TCP connection open).
+reboot_detached() {
+    if [ -n "$EMU" ]; then emu_reboot; return; fi
+    if command -v setsid >/dev/null 2>&1; then S=setsid; else S=; fi
+    $S nohup sh -c 'sleep 1; systemctl reboot || reboot' </dev/null >/dev/null 2>&1 &
+}
+
+# A snapshot "boots": a new boot id; /proc/cmdline from tune's one-time GRUB or systemd-boot
+# entry while it exists (grub-reboot or bootctl set-oneshot points the boot there), else the
+# running line; files staged for the next boot under $R/.next-boot/ (a /proc/devices with a
+# moved major) replace their namesakes.
+emu_reboot() {
+    cat /proc/sys/kernel/random/uuid >"$R/proc/sys/kernel/random/boot_id" || return 1
+    try="$R/etc/grub.d/42_tune_try"
+    if [ -f "$try" ]; then
+        line=$(sed -n 's/^# tune-cmdline: //p' "$try")
+        printf 'BOOT_IMAGE=/vmlinuz %s\n' "$line" >"$R/proc/cmdline"
+    fi
+    for try in "$R"/boot/efi/loader "$R"/efi/loader "$R"/boot/loader; do
+        try="$try/entries/tune-try.conf"
+        if [ -f "$try" ]; then sed -n 's/^options //p' "$try" >"$R/proc/cmdline" && break; fi
+    done
+    if [ -d "$R/.next-boot" ]; then cp -R "$R/.next-boot/." "$R/" && rm -rf "$R/.next-boot"; fi
+}
+
+has_command() {
+    if [ -n "$EMU" ]; then case "$1" in modprobe | setpci) return 0 ;; *) return 1 ;; esac; fi
+    command -v "$1" >/dev/null 2>&1
+}
+
+# A probe's normalised reading (steps.Probe.value) on stdout; status 1 when absent.
+reading() {
+    f="$R$2"
+    ! abnormal "$2" && [ -e "$f" ] || return 1
+    case "$1" in
+    text) cat "$f" ;;
+    words) tr -s '[:space:]' ' ' <"$f" | sed 's/^ //; s/ $//' ;;
+    choice)
+        s=$(tr '\n' ' ' <"$f" | sed -n 's/^[^[]*\[\([^]][^]]*\)\].*/\1/p')
+        if [ -n "$s" ]; then printf '%s' "$s"; else reading words "$2" "$3"; fi ;;
+    module) if M="$3" awk '$1 == ENVIRON["M"] { f = 1 } END { exit !f }' "$f"; then
+            printf loaded; else printf absent; fi ;;
+    mrrs) c=$(u16 "$f" "$3") || return 1; [ -n "$c" ] || return 1
+        printf %s $((128 << ((c >> 12) & 7))) ;;
+    esac
+}
+
+# Whether the reading is exactly $4 (text keeps trailing newlines: compare with a sentinel).
+reads() {
+    g=$(reading "$1" "$2" "$3"; s=$?; printf x; exit $s) || return 1
+    [ "${g%x}" = "$4" ]
+}
+reads_absent() { ! reading "$1" "$2" "$3" >/dev/null; }
+shown() { g=$(reading "$1" "$2" "$3") && printf "'%s'" "$g" || printf 'nothing (absent)'; }
+
+fail() {
+    trap '' TERM HUP INT
+    rec "{\"type\":\"failed\",\"error\":\"$(jstr "$1")\",\"at\":\"$(jstr "$AT")\"}"
+    FAILS=0
+    for n in $DONE; do restore_step "$n"; done
+    if [ "$FAILS" -eq 0 ]; then end "${FAILED_END:-rolled-back}"; else end rollback-failed; fi
+    exit 3
+}
+
+restore_step() { restore_one "$1"; tidy "$1"; }
+
+restore_one() {
+    if "restored_$1"; then rec "{\"type\":\"unchanged\",\"seq\":$1}"; return; fi
+    ERR=
+    if "undo_$1" && "restored_$1"; then rec "{\"type\":\"restored\",\"seq\":$1}"; return; fi
+    [ -n "$ERR" ] || ERR="$(step_id_$1): restored $(restored_shown_$1) but it reads back $(shown_$1)"
+    FAILS=$((FAILS + 1))
+    rec "{\"type\":\"restore-failed\",\"seq\":$1,\"error\":\"$(jstr "$ERR")\"}"
+}
+
+# An optional step whose write the kernel refused: journaled, nothing to restore.
+skip() { rec "{\"type\":\"unsupported\",\"seq\":$1,\"error\":\"$(jstr "$ERR")\"}"; }
+
+end() { rec "{\"type\":\"end\",\"outcome\":\"$1\",\"finished\":\"$(now)\"}"; }
+
+# tune's own directories (state, lock) are 0700 whatever the umask: nobody else plants a link
+# or a journal there. tune checks who owns them (trust.check) before it starts a script.
+private_dir() { (umask 077 && mkdir -p "$R$1"); }
+
+take_lock() {
+    private_dir "${LOCK%/*}" && exec 9>>"$R$LOCK" || return 1
+    if command -v flock >/dev/null 2>&1; then flock -n 9 || return 1; fi
+    echo $$ >"$R$LOCK"
+}
+
+# Wait up to $2 seconds for tune's probe results `$J.$1` (before | after): the verdict on its
+# first line ("ok", or why a gate failed), then the journal records of the measurement.
+await_probes() {
+    V="$J.$1"; i=0
+    while [ ! -e "$V" ]; do
+        [ "$i" -lt $(($2 * 5)) ] || fail "no probe results from tune within $2 s"
+        sleep 0.2; i=$((i + 1))
+    done
+    sed 1d "$V" >>"$J" && fsync "$J"
+    v=$(head -n 1 "$V"); rm -f "$V"
+    [ "$v" = ok ] || fail "$v"
+}

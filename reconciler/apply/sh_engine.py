@@ -1,0 +1,567 @@
+"""`tune apply` and `tune rollback` on a host without Python: the steps rendered as one POSIX sh
+script that the target runs detached from the SSH connection.
+
+The steps stay the one description of the work (`reconciler.apply.steps`): this module only renders
+their primitive operations (write an attribute, replace or delete a file, run an argv) and the
+five probe readings as calls of a fixed sh library, with every value single-quoted. The script
+keeps the local engine's guarantees on its own: it takes the lock, journals each step (same
+records, same file as `reconciler.apply.journal`, synced before the write), writes, reads back, and on
+any failure or SIGTERM/SIGHUP/SIGINT restores every journaled step in reverse order before its
+`end` record. A dropped connection cannot stop it (setsid, nohup, stdin from /dev/null).
+
+One round trip uploads the script, checks the requirements (before any write) and starts it;
+the controller then polls the journal's `end` record, one round trip per poll: the number of
+round trips depends on time, never on the number of knobs.
+
+With probes, the script waits (lock held, after its `run` and `plan` records) for the
+measurement tune makes on the target before the phase, and after the last read-back for the
+measurement after it and the gates' verdict: each arrives as one file (`send_probes`) whose
+records the script appends to its journal, so the journal is the local one record for record.
+A failed gate, or no verdict within every probe's timeout and two command timeouts, makes the
+script roll back on its own.
+
+With `$TUNE_ROOT` set (a snapshot, as in the test lab) the library writes kernel attributes,
+`modprobe` and `setpci` the way `reconciler.hosts.emulate` does for a local snapshot, so both leave
+byte-identical trees.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import secrets
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..boot.verify import PENDING
+from ..errors import ApplyFailed, ConnectError, HostError
+from ..hosts.shell import Expand, ShellHost, printf_format, quoted, sh_word
+from ..probes.phase import PhaseProbes, Records, Regressed
+from ..profile.load import LoadedProfile
+from .engine import (
+    BOOT_KINDS,
+    Restored,
+    RollbackResult,
+    Work,
+    read_back_message,
+    show_value,
+    unsupported_message,
+)
+from .journal import (
+    LOCK,
+    PROFILE,
+    RUNS,
+    Run,
+    new_run_id,
+    now_iso,
+    parse_run,
+    read_run,
+    rolled_back_run,
+    run_path,
+    trusted_run,
+)
+from .run_record import contexts, plan_record
+from .steps import (
+    BootTool,
+    DeleteFile,
+    Need,
+    Op,
+    Probe,
+    PutFile,
+    Require,
+    SetAttr,
+    Step,
+    temporary,
+)
+
+# Exit status of the start script when a requirement is unmet (its stderr says which).
+UNMET = 90
+
+
+def record(record_type: str, **fields: Any) -> str:
+    """A journal line rendered now, as `Journal.record` would write it."""
+    return json.dumps({"type": record_type, **fields}, separators=(",", ":"))
+
+
+# The primitives. Everything profile-specific arrives as single-quoted arguments.
+LIBRARY = (Path(__file__).parent / "lib.sh").read_text()
+
+
+def _probe_args(probe: Probe) -> str:
+    return f"{probe.read.value} {quoted(probe.path)} {quoted(probe.arg)}"
+
+
+def _check(probe: Probe, value: str | None) -> str:
+    if value is None:
+        return f"reads_absent {_probe_args(probe)}"
+    return f"reads {_probe_args(probe)} {quoted(value)}"
+
+
+def _op(op: Op, step_id: str = "", seq: int | None = None) -> str:
+    """`seq`: the step's, inside a run (a file write journals the directories it creates)."""
+    if isinstance(op, SetAttr):
+        return f"set_attr {quoted(op.path)} {quoted(op.value)}"
+    if isinstance(op, PutFile):
+        at = "" if seq is None else f" {seq}"
+        return f"put_file {quoted(op.path)} {op.mode:o} {printf_format(op.data)}{at}"
+    if isinstance(op, DeleteFile):
+        return f"delete_file {quoted(op.path)}"
+    argv = " ".join(quoted(a) for a in op.argv)
+    if isinstance(op, BootTool):
+        # On a snapshot (TUNE_ROOT) the library journals it instead, as a local snapshot does.
+        deferred = record("deferred", argv=list(op.argv), step=step_id)
+        return f"boot_tool {quoted(deferred)} {argv}"
+    return f"run_argv {argv}"
+
+
+def _ops(ops: tuple[Op, ...], step_id: str = "", seq: int | None = None) -> str:
+    return " && ".join(_op(op, step_id, seq) for op in ops) or ":"
+
+
+def _step_functions(seq: int, step: Step) -> str:
+    probe = _probe_args(step.probe)
+    files = [op.path for op in (*step.do, *step.undo) if isinstance(op, PutFile)]
+    tidy = "rm -f " + " ".join(f'"$R"{quoted(temporary(f))}' for f in files) if files else ":"
+    return (
+        f"do_{seq}() {{ {_ops(step.do, step.id, seq)}; }}\n"
+        f"undo_{seq}() {{ {_ops(step.undo, step.id, seq)}; }}\n"
+        f"tidy_{seq}() {{ {tidy}; }}\n"
+        f"expected_{seq}() {{ {_check(step.probe, step.expect)}; }}\n"
+        f"restored_{seq}() {{ {_check(step.probe, step.restored)}; }}\n"
+        f"step_id_{seq}() {{ printf '%s' {quoted(step.id)}; }}\n"
+        f"restored_shown_{seq}() {{ printf '%s' {quoted(show_value(step.restored))}; }}\n"
+        f"shown_{seq}() {{ shown {probe}; }}\n"
+    )
+
+
+def _made(run: Run | None) -> str:
+    """`MADE` (see apply/lib.sh) as a run's journal has it: what its restores remove."""
+    made = run.made if run is not None else {}
+    lines = "".join(f"{seq} {d}\n" for seq, dirs in made.items() for d in dirs)
+    return f"MADE={quoted(lines)}\n"
+
+
+def _requirement(need: Require, step: Step) -> str:
+    if need.need is Need.WRITABLE:
+        problem = f"{step.id} cannot be changed: {need.arg} is read-only on this host."
+        test = (
+            f'{{ if [ -n "$EMU" ]; then emu_writable {quoted(need.arg)}; '
+            f'else [ -w "$R"{quoted(need.arg)} ]; fi; }}'
+        )
+    elif need.need is Need.COMMAND:
+        problem = (
+            f"{need.arg} is not installed on this host (package pciutils); {step.id} needs it."
+        )
+        test = f"has_command {quoted(need.arg)}"
+    else:
+        problem = f"Module {need.arg} cannot be loaded on this host."
+        test = f"run_argv modprobe --dry-run {quoted(need.arg)}"
+    return f"{test} || {{ echo {quoted(problem)} >&2; BAD=1; }}\n"
+
+
+def _refused(seq: int, step: Step) -> list[str]:
+    """The branch for a write the kernel refused (`set_attr` set REFUSED): an optional step is
+    journaled `unsupported` and skipped, any other fails the run with the local engine's line."""
+    if step.optional:
+        return [f'    elif [ -n "$REFUSED" ]; then skip {seq}\n', '    else fail "$ERR"; fi\n']
+    message = sh_word(*unsupported_message(step, Expand("${ERR%.}")))
+    return [f'    elif [ -n "$REFUSED" ]; then fail {message}\n', '    else fail "$ERR"; fi\n']
+
+
+@dataclass(frozen=True)
+class ApplyScript:
+    """The script that applies `steps` on the target, and the one that uploads and starts it."""
+
+    run_id: str
+    text: str
+
+    @classmethod
+    def of(
+        cls,
+        steps: tuple[Step, ...],
+        header: dict[str, Any],
+        profile: tuple[str | None, str] | None,
+        plan: dict[str, Any] | None = None,
+        about: dict[str, dict[str, Any]] | None = None,
+        probes_wait: int | None = None,
+        *,
+        after: tuple[Op, ...] = (),
+        extends: Run | None = None,
+    ) -> ApplyScript:
+        """`header`: the `run` record's fields; `profile`: (prior text, new text) of
+        profile.yaml when the run replaces it; `plan` and `about`: the `plan` record and each
+        step's context, as the local journal writes them (`reconciler.run_record`);
+        `probes_wait`: with probes, the seconds the script waits for tune's measurement before
+        the first write and after the last read-back (`send_probes`) before it rolls back;
+        `after`: operations after the last step, before the `end` record (pending.json).
+
+        With `extends`, the steps are appended to that applied run (`apply.extend`), with no
+        `run` record; a failure restores them and the run's boot configuration."""
+        about = about or {}
+        run_id = str(header["run_id"])
+        first = max((seq for seq, _ in extends.steps), default=-1) + 1 if extends else 0
+        earlier = [(q, s) for q, s in extends.steps if s.kind in BOOT_KINDS] if extends else []
+        parts = [
+            "#!/bin/sh\n# Written by tune apply: runs the apply of one run on this host.\n",
+            LIBRARY,
+            f'J="$R"{quoted(run_path(run_id))}\nLOCK={quoted(LOCK)}\n',
+            _made(extends),
+        ]
+        parts += [_step_functions(seq, step) for seq, step in earlier]
+        parts += [_step_functions(seq, step) for seq, step in enumerate(steps, first)]
+        checks: dict[tuple[Require, str], str] = {}
+        for step in steps:
+            for need in step.requires:
+                checks.setdefault((need, ""), _requirement(need, step))
+        parts.append(
+            "check() {\n    BAD=\n"
+            f'    private_dir {quoted(RUNS)} && [ -w "$R"{quoted(RUNS)} ] || '
+            f"{{ echo {quoted(f'{RUNS} is not writable, so tune cannot keep its journal there.')}"
+            " >&2; BAD=1; }\n"
+            + "".join(f"    {line}" for line in checks.values())
+            + '    [ -z "$BAD" ]\n}\n'
+        )
+        seeded = " ".join(str(seq) for seq, _ in reversed(earlier))
+        body = [
+            "apply() {\n",
+            f"    DONE={quoted(seeded)}\n    AT='the start'\n",
+            '    (umask 077 && : >>"$J") || exit 1\n',
+            *([f"    rec {quoted(record('run', **header))}\n"] if extends is None else []),
+            *([f"    rec {quoted(record('plan', **plan))}\n"] if plan is not None else []),
+            *(["    FAILED_END=boot-rolled-back\n"] if extends is not None else []),
+            "    trap 'fail \"interrupted by SIGTERM\"' TERM\n",
+            "    trap 'fail \"interrupted by SIGHUP\"' HUP\n",
+            "    trap 'fail \"interrupted by SIGINT\"' INT\n",
+            "    take_lock || fail 'another tune run holds the lock'\n",
+            *_await("before", probes_wait),
+        ]
+        for seq, step in enumerate(steps, first):
+            step_record = record("step", seq=seq, **about.get(step.id, {}), **step.to_json())
+            body += [
+                f"    AT={quoted(step.id)}\n",
+                f'    rec {quoted(step_record)} || fail "$ERR"\n',
+                f'    DONE="{seq} $DONE"\n',
+                f"    ERR=; REFUSED=; if do_{seq}; then\n",
+                f"    rec {quoted(record('written', seq=seq))}\n",
+                f"    expected_{seq} || fail "
+                f"{sh_word(*read_back_message(step, Expand(f'$(shown_{seq})')))}\n",
+                f"    rec {quoted(record('verified', seq=seq))}\n",
+                *_refused(seq, step),
+            ]
+        body += _await("after", probes_wait)
+        if profile is not None:
+            prior, text = profile
+            body += [
+                f"    AT={quoted(PROFILE)}\n",
+                f"    rec {quoted(record('profile', prior=prior))}\n",
+                f"    ERR=; put_file {quoted(PROFILE)} 644 {printf_format(text.encode())}"
+                ' || fail "$ERR"\n',
+            ]
+        body += [f'    ERR=; {_op(op)} || fail "$ERR"\n' for op in after]
+        body += ["    trap '' TERM HUP INT\n", "    end applied\n}\n"]
+        parts += body
+        parts.append('case "$1" in\ncheck) check ;;\napply) apply ;;\nesac\n')
+        return cls(run_id, "".join(parts))
+
+    def starter(self) -> str:
+        """Upload the script next to its journal, check every requirement, start it detached."""
+        fence = f"TUNE_SCRIPT_{secrets.token_hex(8)}"
+        script = f"{RUNS}/{self.run_id}.sh"
+        # umask 077: the state directories, and the script beside its 0600 journal, are
+        # nobody else's to read or change.
+        return (
+            'R="${TUNE_ROOT:-}"; R="${R%/}"\numask 077\n'
+            f'mkdir -p "$R"{quoted(RUNS)} || exit {UNMET}\n'
+            f'F="$R"{quoted(script)}\n'
+            f"cat >\"$F.new\" <<'{fence}'\n{self.text}{fence}\n"
+            'mv -f "$F.new" "$F" || exit 1\n'
+            f'sh "$F" check || exit {UNMET}\n'
+            "if command -v setsid >/dev/null 2>&1; then S=setsid; else S=; fi\n"
+            '$S nohup sh "$F" apply </dev/null >/dev/null 2>&1 &\n'
+            "echo started\n"
+        )
+
+
+def _await(when: str, seconds: int | None) -> list[str]:
+    if seconds is None:
+        return []
+    return [
+        f"    AT={quoted(f'the probes {when} the phase')}\n",
+        f"    await_probes {when} {seconds}\n",
+    ]
+
+
+def send_probes(run_id: str, when: str, verdict: str, records: list[dict[str, Any]]) -> str:
+    """The script part that hands a probe measurement to the waiting apply script: the verdict
+    line, then the records, in one file that appears whole (rename)."""
+    lines = [" ".join(verdict.split()) or "ok"]
+    lines += [json.dumps(r, separators=(",", ":")) for r in records]
+    path = quoted(f".{run_path(run_id)}.{when}")
+    data = "".join(f"{line}\n" for line in lines).encode()
+    return (
+        f'cd -- "${{TUNE_ROOT:-/}}" || exit 1\n'
+        f"printf {printf_format(data)} >{path}.new && mv -f {path}.new {path} || exit 1\n"
+    )
+
+
+def rollback_script(run: Run, *, boot_only: bool = False) -> str:
+    """Restore a journaled run from its journal alone, on the target (`tune rollback -H`);
+    `boot_only`: only its boot configuration (what a failed verification undoes)."""
+    steps = [(seq, s) for seq, s in run.steps if not boot_only or s.kind in BOOT_KINDS]
+    parts = [LIBRARY, f'J="$R"{quoted(run_path(run.run_id))}\nLOCK={quoted(LOCK)}\n', _made(run)]
+    parts += [_step_functions(seq, step) for seq, step in steps]
+    replaced, prior = run.profile_prior
+    if not replaced or boot_only:
+        profile = ":"
+    elif prior is None:
+        profile = f"delete_file {quoted(PROFILE)}"
+    else:
+        profile = f"put_file {quoted(PROFILE)} 644 {printf_format(prior.encode())}"
+    order = " ".join(str(seq) for seq, _ in reversed(steps))
+    done = "boot-rolled-back" if boot_only else "rolled-back"
+    # As `apply.rollback`: a run rolled back leaves nothing for `tune verify` to check.
+    mine = json.dumps({"run_id": run.run_id})[1:-1]
+    pending = (
+        ":"
+        if boot_only
+        else f'[ "$FAILS" -ne 0 ] || ! grep -qF {quoted(mine)} "$R"{quoted(PENDING)} 2>/dev/null '
+        f"|| delete_file {quoted(PENDING)}"
+    )
+    parts.append(
+        "take_lock || { echo 'another tune run holds the lock' >&2; exit 1; }\n"
+        "trap '' TERM HUP INT\n"
+        f"rec {quoted(record('rollback', started=now_iso()))}\n"
+        f'FAILS=0\nfor n in {order}; do restore_step "$n"; done\n'
+        f'ERR=; {profile} || {{ FAILS=$((FAILS + 1)); echo "$ERR" >&2; }}\n'
+        f'ERR=; {pending} || {{ FAILS=$((FAILS + 1)); echo "$ERR" >&2; }}\n'
+        f'if [ "$FAILS" -eq 0 ]; then end {done}; else end rollback-failed; fi\n'
+    )
+    return "".join(parts)
+
+
+def start(host: ShellHost, script: ApplyScript) -> None:
+    """One round trip: upload, check requirements, start detached."""
+    done = host.run_script(script.starter())
+    if done.status == UNMET:
+        problems = done.stderr.decode("utf-8", "replace").strip()
+        raise HostError(problems or f"{host.name}: the apply script could not be stored.")
+    if done.status != 0 or b"started" not in done.stdout:
+        said = done.stderr.decode("utf-8", "replace").strip() or f"exit status {done.status}"
+        raise HostError(f"{host.name}: the apply could not be started: {said}.")
+
+
+def wait(
+    host: ShellHost,
+    run_id: str,
+    timeout: float,
+    interval: float = 0.2,
+    *,
+    first: str = "",
+    pause_at: int | None = None,
+) -> Run:
+    """Long-poll the journal until its last record is `end` (or, with `pause_at`, the
+    `verified` record of that step, where the script waits for the probes after the phase):
+    each round trip waits on the target for up to half the command timeout (at most 30 s), so a
+    run costs round trips by its duration, never by its number of steps. `first`: script text
+    run before the first poll, in the same round trip (`send_probes`)."""
+    journal = quoted(f".{run_path(run_id)}")
+    deadline = time.monotonic() + timeout
+    ticks = max(1, int(min(timeout / 2, 30.0) / interval))
+    marks = ['-e \'^{"type":"end"\'']
+    if pause_at is not None:
+        marks.append(f"-e '^{record('verified', seq=pause_at)}$'")
+    script = (
+        f'cd -- "${{TUNE_ROOT:-/}}" || exit 1\ni=0\n'
+        f"while [ $i -lt {ticks} ]; do\n"
+        f"    tail -n 1 {journal} 2>/dev/null | grep -q {' '.join(marks)} && break\n"
+        f"    sleep {interval:g}; i=$((i + 1))\n"
+        f"done\n[ -e {journal} ] && exec cat -- {journal}\n"
+    )
+    while True:
+        done = host.run_script(first + script)
+        first = ""
+        run = parse_run(run_id, done.stdout) if done.stdout else None
+        if run is not None and (run.outcome != "interrupted" or _paused(run, pause_at)):
+            return run
+        if time.monotonic() > deadline:
+            raise HostError(
+                f"{host.name}: run {run_id} has not finished within {timeout:g} s; it goes on "
+                f"on the host: `tune history -H {host.name}` shows its outcome."
+            )
+
+
+def _paused(run: Run, pause_at: int | None) -> bool:
+    last = run.records[-1] if run.records else {}
+    return pause_at is not None and last == {"type": "verified", "seq": pause_at}
+
+
+def outcome_error(run: Run) -> ApplyFailed:
+    failed = next((r for r in run.records if r.get("type") == "failed"), {})
+    reason = str(failed.get("error", "interrupted"))
+    at = str(failed.get("at", "the start"))
+    head = reason if reason.startswith(at) else f"{at}: {reason}"
+    problems = [str(r.get("error")) for r in run.records if r.get("type") == "restore-failed"]
+    done = len(run.steps)
+    if problems:
+        return ApplyFailed(
+            f"apply failed ({head}); rolling back {done} changes left {len(problems)} not "
+            f"restored: {'; '.join(problems)} (run {run.run_id})."
+        )
+    return ApplyFailed(f"apply failed ({head}); rolled back {done} changes (run {run.run_id}).")
+
+
+@dataclass(frozen=True)
+class RemoteApplied:
+    run_id: str
+    changes: int
+    unsupported: tuple[str, ...] = ()  # a line for each optional knob the kernel refused
+
+
+def apply_remote(
+    host: ShellHost,
+    work: Work,
+    loaded: LoadedProfile,
+    *,
+    phase: str,
+    timeout: float,
+    interval: float = 0.2,
+    around: PhaseProbes | None = None,
+    run_id: str | None = None,
+    after: tuple[Op, ...] = (),
+) -> RemoteApplied:
+    """Run `work` on the target; raises `ApplyFailed` (exit 3) when the target rolled back.
+    `after`: operations once every step holds, inside the run (pending.json).
+
+    With probes (`around`, running on the target through its executor) the script waits, lock
+    held, for their records before the first write and for the verdict after the last
+    read-back; a failed gate (or no verdict in time) makes it roll back on its own."""
+    from .engine import profile_text
+
+    text = profile_text(loaded)
+    prior_bytes = host.read_file(PROFILE)
+    prior = None if prior_bytes is None else prior_bytes.decode("utf-8", "replace")
+    header = {
+        "run_id": run_id or new_run_id(),
+        "started": now_iso(),
+        "profile": work.plan.profile,
+        "phase": phase,
+        "host": work.plan.host.name,
+        "boot_id": work.plan.host.boot_id,
+    }
+    script = ApplyScript.of(
+        work.steps,
+        header,
+        None if prior == text else (prior, text),
+        plan_record(work.plan, work.steps),
+        contexts(work.plan, work.steps),
+        None if around is None else _probes_wait(around, timeout),
+        after=after,
+    )
+    start(host, script)
+    try:
+        if around is None:
+            run = wait(host, script.run_id, timeout, interval)
+        else:
+            run = _wait_probed(host, script.run_id, len(work.steps), around, timeout, interval)
+    except ConnectError as exc:
+        raise ConnectError(
+            f"{exc} Run {script.run_id} goes on without the connection: the host completes or "
+            f"rolls it back on its own; `tune history -H {host.name}` shows which."
+        ) from exc
+    if run.outcome != "applied":
+        raise outcome_error(run)
+    return RemoteApplied(script.run_id, len(work.steps), tuple(run.unsupported))
+
+
+def _probes_wait(around: PhaseProbes, timeout: float) -> int:
+    """How long the script waits for one measurement: every run of every probe at its
+    timeout, and a command timeout each way for the round trips around them."""
+    budget = sum(spec.timeout * spec.repeat for spec in around.probes.values())
+    return math.ceil(budget + 2 * timeout)
+
+
+def _wait_probed(
+    host: ShellHost, run_id: str, steps: int, around: PhaseProbes, timeout: float, interval: float
+) -> Run:
+    """Measure, hand the records over, wait for the last read-back; measure and judge, hand
+    the verdict over, wait for the end."""
+    before = Records()
+    around.before(before)
+    first = send_probes(run_id, "before", "ok", before.lines)
+    run = wait(host, run_id, timeout, interval, first=first, pause_at=steps - 1)
+    if run.outcome != "interrupted":
+        return run  # ended before the changes were all made: failed and rolled back
+    after = Records()
+    try:
+        around.after(after)
+        verdict = "ok"
+    except Regressed as exc:
+        verdict = str(exc)
+    first = send_probes(run_id, "after", verdict, after.lines)
+    return wait(host, run_id, timeout, interval, first=first)
+
+
+def rollback_remote(
+    host: ShellHost, run_id: str | None, *, boot_only: bool = False
+) -> RollbackResult:
+    """`apply.rollback` on the target."""
+    return restore_remote(host, rolled_back_run(host, run_id), boot_only=boot_only)
+
+
+def restore_remote(host: ShellHost, run: Run, *, boot_only: bool = False) -> RollbackResult:
+    """`apply.restore_run` on the target: one round trip to restore, one to read the result."""
+    chosen = run.run_id
+    if run.outcome == "rolled-back":
+        return RollbackResult(chosen, Restored(), already=True)
+    done = host.run_script(rollback_script(run, boot_only=boot_only))
+    if done.status != 0:
+        said = done.stderr.decode("utf-8", "replace").strip() or f"exit status {done.status}"
+        raise HostError(f"{host.name}: the rollback could not run: {said}.")
+    after = read_run(host, chosen)
+    result = Restored()
+    for record_ in (after.records if after else [])[len(run.records) :]:
+        kind = record_.get("type")
+        if kind == "restored":
+            result.restored += 1
+        elif kind == "unchanged":
+            result.unchanged += 1
+        elif kind == "restore-failed":
+            result.failures.append(str(record_.get("error")))
+    if after is not None and after.outcome == "rollback-failed" and not result.failures:
+        result.failures.append(done.stderr.decode("utf-8", "replace").strip() or "profile.yaml")
+    return RollbackResult(chosen, result)
+
+
+def extend_remote(host: ShellHost, run_id: str, steps: tuple[Step, ...]) -> None:
+    """`apply.extend` on the target, in one round trip to read the run and one to run the
+    steps (a short script, run attached: a dropped connection's SIGHUP rolls it back)."""
+    run = trusted_run(host, run_id)
+    script = ApplyScript.of(steps, {"run_id": run_id}, None, extends=run)
+    done = host.run_script("set -- apply\n" + script.text)
+    if done.status == 0:
+        return
+    after_run = read_run(host, run_id)
+    if after_run is None or after_run.outcome == "applied":
+        said = done.stderr.decode("utf-8", "replace").strip() or f"exit status {done.status}"
+        raise HostError(f"{host.name}: the promotion of run {run_id} could not run: {said}.")
+    raise outcome_error(after_run)
+
+
+def run_ops(host: ShellHost, ops: tuple[Op, ...], doing: str) -> None:
+    """Primitive operations outside any run (clear pending.json, start a reboot), in one
+    round trip; the first that fails stops the rest."""
+    body = "".join(f'ERR=; {_op(op)} || {{ echo "$ERR" >&2; exit 1; }}\n' for op in ops)
+    done = host.run_script(LIBRARY + body)
+    if done.status != 0:
+        said = done.stderr.decode("utf-8", "replace").strip() or f"exit status {done.status}"
+        raise HostError(f"{host.name}: {doing} failed: {said}.")
+
+
+def start_reboot(host: ShellHost) -> None:
+    """Ask the target to reboot, detached from this connection (see `reboot_detached`)."""
+    done = host.run_script(LIBRARY + "reboot_detached\n")
+    if done.status != 0:
+        said = done.stderr.decode("utf-8", "replace").strip() or f"exit status {done.status}"
+        raise HostError(f"{host.name}: the reboot could not be started: {said}.")

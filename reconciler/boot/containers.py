@@ -1,0 +1,139 @@
+"""`--restart-containers`: after the boot is verified, restart each container of the profile and
+check that it sees the host's `/dev/nvidia*` nodes.
+
+A container starts with what its config binds at that moment: one that came up at boot before
+the driver created a node (nvidia-uvm is made on first use) runs without it until restarted,
+and a config edit (allow or mount lines) takes effect only at its next start. Proxmox restarts a
+container with `pct reboot ID`, plain LXC with `lxc-stop` then `lxc-start`; what the container
+sees is `ls /dev` run inside it. Every command is an argv list run through the host, and each
+one is recorded in the run's journal; on a snapshot the host emulates them
+(`reconciler.hosts.emulate`).
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import shlex
+from dataclasses import dataclass
+
+from ..apply.journal import Journal
+from ..facts import lxc as fmt
+from ..hosts.base import Host
+from ..hosts.files import Request
+from .verify import Pending, Verdict
+
+_PROXMOX = re.compile(r"/etc/pve/lxc/([0-9]+)\.conf")
+LIST_DEV = ("ls", "/dev")
+
+
+@dataclass(frozen=True)
+class Container:
+    """A container by its config path: Proxmox's `/etc/pve/lxc/ID.conf`, or LXC's
+    `LXCPATH/NAME/config`."""
+
+    config: str
+
+    @property
+    def proxmox_id(self) -> str | None:
+        match = _PROXMOX.fullmatch(self.config)
+        return match.group(1) if match else None
+
+    @property
+    def name(self) -> str:
+        return self.proxmox_id or posixpath.basename(posixpath.dirname(self.config))
+
+    def _lxc(self, tool: str) -> tuple[str, ...]:
+        lxcpath = posixpath.dirname(posixpath.dirname(self.config))
+        return (tool, "-n", self.name, "-P", lxcpath)
+
+    def restart(self) -> list[tuple[str, ...]]:
+        """The commands that restart it, in order; each must succeed before the next."""
+        if self.proxmox_id is not None:
+            return [("pct", "reboot", self.proxmox_id)]
+        return [self._lxc("lxc-stop"), self._lxc("lxc-start")]
+
+    def list_dev(self) -> tuple[str, ...]:
+        """The command that lists `/dev` inside it."""
+        if self.proxmox_id is not None:
+            return ("pct", "exec", self.proxmox_id, "--", *LIST_DEV)
+        return (*self._lxc("lxc-attach"), "--", *LIST_DEV)
+
+
+def restart_after_boot(host: Host, pending: Pending, verdict: Verdict) -> None:
+    """Restart the containers of `pending`'s run once its boot is verified; what held and what
+    failed goes into `verdict`, the commands into the run's journal, which then ends `applied`
+    again unless something failed (a failure rolls the boot configuration back). Nothing is
+    restarted after a boot that already failed its checks: the shape of an after-boot hook."""
+    if verdict.failed or not pending.containers:
+        return
+    journal = Journal(host, pending.run_id)
+    restarted = restart_containers(host, pending.containers, journal)
+    verdict.held += restarted.held
+    verdict.failed += restarted.failed
+    if not restarted.failed:
+        journal.end("applied")  # its container records follow the end the apply wrote
+
+
+def restart_containers(host: Host, configs: list[str], journal: Journal) -> Verdict:
+    """Restart each container and check that one that mounts NVIDIA nodes sees every
+    `/dev/nvidia*` node of the host; the commands and what they printed go to `journal`."""
+    files = host.fetch(Request.of(*configs, nodes=[fmt.NVIDIA_NODES]))
+    nodes = [posixpath.basename(n.rstrip("/")) for n in files.node_paths(fmt.NVIDIA_NODES)]
+    done = Verdict()
+    for config in configs:
+        container = Container(config)
+        failure = _restart(host, container, journal)
+        if failure is not None:
+            done.failed.append(failure)
+            continue
+        if not fmt.mounts_nvidia(files.text(config) or ""):
+            done.held.append(f"container {container.name} restarted")
+            continue
+        listed = _run(host, container, container.list_dev(), journal)
+        if listed.returncode != 0:
+            done.failed.append(_failed(container, container.list_dev(), listed.output))
+            continue
+        missing = [f"/dev/{n}" for n in nodes if n not in listed.stdout.split()]
+        if missing:
+            done.failed.append(
+                f"container {container.name} does not see {', '.join(missing)} after its restart"
+            )
+        else:
+            done.held.append(
+                f"container {container.name} restarted and sees {len(nodes)} NVIDIA nodes"
+            )
+    return done
+
+
+@dataclass(frozen=True)
+class _Ran:
+    returncode: int
+    stdout: str
+    output: str  # the first line of stderr (else stdout), for a message
+
+
+def _run(host: Host, container: Container, argv: tuple[str, ...], journal: Journal) -> _Ran:
+    done = host.run(argv)
+    journal.record(
+        "container",
+        container=container.name,
+        argv=list(argv),
+        returncode=done.returncode,
+        stdout=done.stdout,
+        stderr=done.stderr,
+    )
+    said = (done.stderr or done.stdout).strip().splitlines()
+    return _Ran(done.returncode, done.stdout, said[0] if said else f"exit status {done.returncode}")
+
+
+def _restart(host: Host, container: Container, journal: Journal) -> str | None:
+    for argv in container.restart():
+        ran = _run(host, container, argv, journal)
+        if ran.returncode != 0:
+            return _failed(container, argv, ran.output)
+    return None
+
+
+def _failed(container: Container, argv: tuple[str, ...], output: str) -> str:
+    return f"container {container.name}: `{shlex.join(argv)}` failed: {output}"

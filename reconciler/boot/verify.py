@@ -1,0 +1,214 @@
+"""What must hold after the boot that a reboot-phase apply prepared, and `tune verify`.
+
+`tune apply` (reboot phase) records `/var/lib/tune/pending.json` on the target: the run, the
+boot id before, the kernel command-line parameters the next boot must carry (null: must be
+absent), per container config, the NVIDIA majors its allow lines grant, and the profile's
+container configs with whether to restart them (`--restart-containers`). After the reboot,
+`verify` compares those with `/proc/cmdline`, `/proc/devices` and the stored profile's runtime
+part; on any failure the boot configuration is rolled back from the run's journal.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..apply.journal import PROFILE, STATE
+from ..apply.steps import Step
+from ..errors import HostError
+from ..facts import cmdline as cmdline_fmt
+from ..facts import lxc as lxc_fmt
+from ..hosts.base import Host
+from ..hosts.files import Request
+from ..plan.model import Phase
+from ..plan.observe import BOOT_ID
+
+if TYPE_CHECKING:
+    from ..probes.phase import GateFailure
+    from ..probes.runner import Executor
+
+PENDING = f"{STATE}/pending.json"
+
+
+@dataclass(frozen=True)
+class Pending:
+    run_id: str
+    boot_id: str | None
+    cmdline: dict[str, str | None]
+    majors: dict[str, list[int]]  # container config -> NVIDIA majors it allows
+    # A one-time boot (`reconciler.boot.tryonce`): its mechanism, and the steps that make the new
+    # configuration the default once the boot is verified.
+    try_once: str | None = None
+    promote: tuple[Step, ...] = ()
+    containers: list[str] = field(default_factory=list)  # the profile's container configs
+    restart_containers: bool = False  # restart them after the boot is verified
+
+    def to_json(self) -> str:
+        data = {
+            "run_id": self.run_id,
+            "boot_id": self.boot_id,
+            "cmdline": self.cmdline,
+            "majors": self.majors,
+            "try_once": self.try_once,
+            "promote": [step.to_json() for step in self.promote],
+            "containers": self.containers,
+            "restart_containers": self.restart_containers,
+        }
+        return json.dumps(data, indent=2) + "\n"
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Pending:
+        return cls(
+            data["run_id"],
+            data.get("boot_id"),
+            data["cmdline"],
+            data["majors"],
+            data.get("try_once"),
+            tuple(Step.from_json(step) for step in data.get("promote", ())),
+            list(data.get("containers", data["majors"])),
+            bool(data.get("restart_containers", False)),
+        )
+
+
+def pending_of(
+    run_id: str,
+    boot_id: str | None,
+    steps: tuple[Step, ...],
+    containers: Sequence[str] = (),
+    restart_containers: bool = False,
+) -> Pending | None:
+    """What the boot must bring, from the reboot-phase steps of a run; None when there is none."""
+    cmdline: dict[str, str | None] = {}
+    majors: dict[str, list[int]] = {}
+    for step in steps:
+        if step.kind == "cmdline":
+            cmdline[step.target] = step.desired if isinstance(step.desired, str) else None
+        elif step.kind == "lxc" and step.target.endswith(lxc_fmt.ALLOW):
+            lines = step.desired if isinstance(step.desired, tuple) else ()
+            found = (lxc_fmt.rule_major(line) for line in lines)
+            majors[step.probe.path] = sorted(m for m in found if m is not None)
+    if not cmdline and not majors and not (restart_containers and containers):
+        return None
+    return Pending(
+        run_id,
+        boot_id,
+        cmdline,
+        majors,
+        containers=list(containers),
+        restart_containers=restart_containers,
+    )
+
+
+def read_pending(host: Host) -> Pending | None:
+    data = host.read_file(PENDING)
+    if data is None:
+        return None
+    try:
+        return Pending.from_json(json.loads(data))
+    except (ValueError, KeyError, TypeError) as exc:
+        raise HostError(f"{PENDING} is not a pending record tune wrote ({exc}).") from None
+
+
+@dataclass
+class Verdict:
+    held: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+
+
+def verify(host: Host, pending: Pending) -> Verdict:
+    """Compare the booted host with `pending`; pure reads."""
+    configs = tuple(pending.majors)
+    files = host.fetch(
+        Request.of(cmdline_fmt.PROC_CMDLINE, lxc_fmt.PROC_DEVICES, BOOT_ID, PROFILE, *configs)
+    )
+    verdict = Verdict()
+    boot_id = files.value(BOOT_ID)
+    if pending.boot_id is not None and boot_id == pending.boot_id:
+        raise HostError(
+            f"{host.describe()} has not rebooted since run {pending.run_id} (same boot id); "
+            "reboot it, then run tune verify."
+        )
+    running = cmdline_fmt.parameters(files.value(cmdline_fmt.PROC_CMDLINE)) or {}
+    for name, value in pending.cmdline.items():
+        got = running.get(cmdline_fmt.canonical(name))
+        word = name if value is None else cmdline_fmt.word(name, value)
+        if got == value:
+            verdict.held.append(f"/proc/cmdline {'lacks' if value is None else 'has'} {word}")
+        elif value is None:
+            verdict.failed.append(f"/proc/cmdline still has {cmdline_fmt.word(name, got or '')}")
+        else:
+            now = "nothing" if got is None else cmdline_fmt.word(name, got)
+            verdict.failed.append(f"/proc/cmdline has {now}, not {word}")
+    nvidia = lxc_fmt.nvidia_majors(files.text(lxc_fmt.PROC_DEVICES) or "")
+    for config, majors in pending.majors.items():
+        if sorted(nvidia) == majors:
+            verdict.held.append(f"{config} allows the NVIDIA majors {majors}")
+            continue
+        names = ", ".join(f"{name} is {major}" for major, name in sorted(nvidia.items()))
+        verdict.failed.append(
+            f"{config} allows majors {majors} but /proc/devices now says {names or 'no NVIDIA'}"
+        )
+    verdict.failed += _runtime_drift(host, files.text(PROFILE))
+    return verdict
+
+
+def probe_after_boot(
+    host: Host,
+    pending: Pending,
+    verdict: Verdict,
+    execute: Executor,
+    env: Mapping[str, str],
+    keep_on_regression: bool,
+) -> list[GateFailure]:
+    """The probes the run measured before the boot, run again now and journaled in that run
+    (`probes` when after-boot, a `gate` each), judged against the last measurement before the
+    boot. A failed gate joins `verdict.failed` (the boot configuration is then rolled back)
+    unless `keep_on_regression`; the failures are returned either way. Nothing runs when the
+    boot checks failed already, or the run measured nothing (no probes, --no-probes)."""
+    from ..apply.journal import Journal, read_run
+    from ..probes.phase import PhaseProbes
+    from ..probes.runner import ProbeResult
+    from ..profile.load import load_profile_text
+
+    run = read_run(host, pending.run_id)
+    measured = [r for r in (run.records if run else []) if r.get("type") == "probes"]
+    stored = host.read_file(PROFILE)
+    if verdict.failed or run is None or not measured or stored is None:
+        return []
+    baseline = {r["name"]: ProbeResult.from_json(r) for r in measured[-1].get("results", [])}
+    specs = load_profile_text(stored.decode("utf-8", "replace"), PROFILE).profile.probes
+    probes = PhaseProbes(
+        {name: spec for name, spec in specs.items() if name in baseline},
+        str(run.header.get("phase")),
+        env,
+        keep_on_regression,
+        execute,
+        before_results=baseline,
+    )
+    journal = Journal(host, pending.run_id)
+    failures = probes.after_boot(journal)
+    if failures and not keep_on_regression:
+        verdict.failed.append(f"probe gate failed: {probes.failed()}")
+    else:
+        # The records follow the run's `end`: a new one keeps its outcome the last record.
+        journal.end(run.outcome)
+    return failures
+
+
+def _runtime_drift(host: Host, stored: str | None) -> list[str]:
+    """The runtime part of the stored profile must still hold (it was persisted)."""
+    if stored is None:
+        return []
+    from ..plan.make import make_plan
+    from ..plan.observe import observe
+    from ..profile.load import load_profile_text
+
+    loaded = load_profile_text(stored, PROFILE)
+    plan = make_plan(loaded, observe(host, loaded.profile, False), False)
+    return [
+        f"{change.id} is {change.current!r} after the boot, not {change.desired!r}"
+        for change in plan.changes
+        if change.phase is Phase.RUNTIME
+    ]

@@ -1,0 +1,1 @@
+"""The `tune` command: options, subcommands, and the only place errors become exit codes."""

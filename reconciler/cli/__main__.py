@@ -1,0 +1,5 @@
+"""`python -m reconciler.cli`: the `tune` command."""
+
+from .main import main
+
+main()

@@ -1,0 +1,278 @@
+"""The `tune` command. The only place that turns errors into messages and exit codes."""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import importlib
+import json
+import os
+import sys
+import time
+from typing import Any
+
+import click
+
+from .. import __version__
+from ..errors import ExitCode, TuneError, UsageError
+from ..hosts.archive import write_archive
+from ..hosts.base import FULL, Host
+from ..hosts.fleet import fleet_exit_code, for_each_host
+from ..plan import saved
+from ..plan.make import make_plan
+from ..plan.model import Plan
+from ..plan.observe import observation, observe, request
+from ..profile.load import LoadedProfile, load_profile, schema
+from ..render import RENDERERS
+from ..render import fleet as fleet_render
+from ..render.printable import printable
+from .options import format_option
+from .remote import RemoteOptions, no_root, on_one_host, progress_on_terminal, remote_options
+
+ROOT_HELP = "Read the host from a snapshot directory or .tar.gz instead of this machine."
+profile_arg = click.argument("profile", type=click.Path(exists=True, dir_okay=False, readable=True))
+
+
+class LazyGroup(click.Group):
+    """A group whose commands from other modules load only when they run (or --help lists
+    them): `tune plan` on a fleet of hosts must not pay for importing apply, audit or probes."""
+
+    def __init__(self, *args: Any, lazy: dict[str, str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy = lazy
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *self.lazy])
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.lazy:
+            module, attr = self.lazy[cmd_name].split(":")
+            command = getattr(importlib.import_module(module, __package__), attr)
+            assert isinstance(command, click.Command)
+            return command
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(
+    cls=LazyGroup,
+    lazy={
+        "apply": ".apply:apply",
+        "rollback": ".apply:rollback",
+        "history": ".apply:history",
+        "verify": ".apply:verify",
+        "audit": "..audit.command:audit_cmd",
+        "probe": "..probes.command:probe_cmd",
+        "report": "..report.command:report_cmd",
+    },
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+@click.version_option(__version__, prog_name="tune")
+def cli() -> None:
+    """Tuning-as-code for Linux GPU inference hosts.
+
+    \b
+    Exit codes: 0 in sync, 2 changes or failed checks, 1 host unreadable,
+    3 apply failed and rolled back, 4 a rebooted host did not come back,
+    5 an interrupted run awaits rollback, 64 usage error, 65 invalid profile,
+    74 no space left on a device.
+    """
+
+
+@cli.command()
+@profile_arg
+@click.option("--root", metavar="PATH", help=ROOT_HELP)
+@format_option("text", *sorted(set(RENDERERS) - {"text"}))
+@click.option(
+    "-o", "--output", metavar="FILE.json", help="Save the plan here (default .tune/plan.json)."
+)
+@click.option("--no-persist", is_flag=True, help="Leave tune's boot-time files out of the plan.")
+@remote_options
+def plan(
+    profile: str,
+    root: str | None,
+    fmt: str,
+    output: str | None,
+    no_persist: bool,
+    remote: RemoteOptions,
+) -> int:
+    """Show what differs between PROFILE and the host(s), and why. Changes nothing on a host;
+    for one host, saves the plan for `tune apply` (.tune/plan.json, or -o FILE)."""
+    loaded = load_profile(profile)
+    color = fmt == "text" and sys.stdout.isatty() and "NO_COLOR" not in os.environ
+
+    # Only a profile with optional entries pays for reading the last run's journal: it says
+    # which of them the kernel refused there.
+    optional = any(entry.optional for entry in loaded.profile.entries())
+
+    def plan_of(host: Host) -> Plan:
+        if not optional:
+            return make_plan(loaded, observe(host, loaded.profile, not no_persist), not no_persist)
+        from ..apply import applied
+
+        wanted = request(loaded.profile, not no_persist)
+        files = host.fetch(wanted | applied.runs_request(applied.JOURNAL_BATCH))
+        made = make_plan(loaded, observation(host, files), not no_persist)
+        notes = applied.unsupported_notes(host, files)
+        return dataclasses.replace(made, notes=(*made.notes, *notes))
+
+    if remote.is_fleet:
+        no_root(root)
+        results = for_each_host(remote.open(), plan_of, remote.forks, progress_on_terminal())
+        click.echo(fleet_render.render(results, fmt, color), nl=False, color=color)
+        return fleet_exit_code(results, lambda p: p.is_clean)
+    result = on_one_host(root, remote, plan_of)
+    click.echo(RENDERERS[fmt](result, color), nl=False, color=color)
+    # A saved plan is applied where it was made; apply over SSH does not exist yet, so a remote
+    # plan is not saved (`tune apply` would otherwise take it for this machine's).
+    if not remote.wanted:
+        try:
+            saved.save(output or saved.DEFAULT, loaded, result, root, not no_persist)
+        except OSError as exc:
+            click.echo(f"tune: could not save the plan ({exc.strerror}): {exc.filename}", err=True)
+        except TuneError as exc:
+            click.echo(f"tune: could not save the plan: {exc}", err=True)
+    return ExitCode.IN_SYNC if result.is_clean else ExitCode.CHANGES
+
+
+@cli.command("check")
+@click.argument(
+    "profile", required=False, type=click.Path(exists=True, dir_okay=False, readable=True)
+)
+@click.option("--root", metavar="PATH", help=ROOT_HELP)
+@format_option("text", "json")
+@click.option("--quiet", is_flag=True, help="Print nothing when in sync; one line per drift.")
+@click.option(
+    "--prometheus", metavar="FILE", help="Write node_exporter textfile metrics to FILE atomically."
+)
+@click.option("--since-apply", is_flag=True, help="Also report knobs changed after the last apply.")
+@click.option(
+    "--no-persist",
+    is_flag=True,
+    help="Ignore tune's boot-time files (for hosts applied with --no-persist).",
+)
+@remote_options
+def check_cmd(
+    profile: str | None,
+    root: str | None,
+    fmt: str,
+    quiet: bool,
+    prometheus: str | None,
+    since_apply: bool,
+    no_persist: bool,
+    remote: RemoteOptions,
+) -> int:
+    """Report drift of the host(s) from PROFILE (default: the profile last applied there).
+
+    Exit codes: 0 in sync (pending reboots included), 2 drift, 1 could not check,
+    65 invalid profile. Never writes to a host except the metrics FILE (local).
+    """
+    from ..drift import metrics
+    from ..drift.check import Report, run_check
+    from ..render import check as render_check
+
+    color = fmt == "text" and sys.stdout.isatty() and "NO_COLOR" not in os.environ
+
+    def check_of(host: Host) -> Report:
+        return run_check(host, profile, since_apply=since_apply, with_persistence=not no_persist)
+
+    if remote.is_fleet:
+        if prometheus:
+            raise UsageError("--prometheus describes one host; run it on each host instead.")
+        no_root(root)
+        results = for_each_host(remote.open(), check_of, remote.forks, progress_on_terminal())
+        click.echo(render_check.fleet(results, fmt, quiet=quiet, color=color), nl=False)
+        return fleet_exit_code(results, lambda r: r.in_sync)
+    try:
+        report = on_one_host(root, remote, check_of)
+    except TuneError:
+        if prometheus:
+            metrics.write_atomically(prometheus, metrics.exposition(None, time.time()))
+        raise
+    click.echo(render_check.render(report, fmt, quiet=quiet, color=color), nl=False, color=color)
+    if prometheus:
+        metrics.write_atomically(prometheus, metrics.exposition(report, time.time()))
+    return ExitCode.IN_SYNC if report.in_sync else ExitCode.CHANGES
+
+
+@cli.command()
+@profile_arg
+def validate(profile: str) -> int:
+    """Check PROFILE (and every profile it extends) without reading a host."""
+    loaded = load_profile(profile)
+    parents = f" (with {', '.join(loaded.files[:-1])})" if len(loaded.files) > 1 else ""
+    click.echo(f"{profile}: valid profile {loaded.profile.name!r}{parents}")
+    return ExitCode.IN_SYNC
+
+
+@cli.command("schema")
+def schema_cmd() -> int:
+    """Print the profile's JSON Schema (for editor completion)."""
+    click.echo(json.dumps(schema(), indent=2))
+    return ExitCode.IN_SYNC
+
+
+@cli.command()
+@profile_arg
+@click.option("-o", "--output", required=True, metavar="FILE.tar.gz", help="Archive to write.")
+@click.option("--root", metavar="PATH", help=ROOT_HELP)
+@remote_options
+def snapshot(profile: str, output: str, root: str | None, remote: RemoteOptions) -> int:
+    """Capture exactly the files PROFILE reads from the host, for offline plans."""
+    loaded: LoadedProfile = load_profile(profile)
+    if remote.is_fleet:
+        raise UsageError("snapshot reads one host; give a single -H.")
+    source: list[str] = []
+
+    def capture(host: Host) -> int:
+        source.append(host.describe())
+        return write_archive(host.fetch(request(loaded.profile)), output)
+
+    count = on_one_host(root, remote, capture)
+    click.echo(f"{output}: {count} files from {source[0]}")
+    return ExitCode.IN_SYNC
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: exit codes per the contract, errors as one line, never a traceback."""
+    try:
+        code: Any = cli.main(args=argv, prog_name="tune", standalone_mode=False)
+    except click.exceptions.NoArgsIsHelpError as exc:
+        click.echo(exc.ctx.get_help() if exc.ctx else str(exc), err=True)
+        code = ExitCode.USAGE
+    except click.UsageError as exc:
+        exc.show()
+        code = ExitCode.USAGE
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        code = 130
+    except TuneError as exc:
+        # Messages quote host paths and values: one line a problem, whatever they hold.
+        click.echo("\n".join(printable(p) for p in exc.problems()), err=True)
+        code = exc.exit_code
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        code = 130
+    except Exception as exc:  # the last line of defence against tracebacks
+        if os.environ.get("TUNE_DEBUG"):
+            raise
+        if isinstance(exc, OSError) and exc.errno in FULL:
+            # Every write that changes a host is journaled and rolled back where it fails;
+            # what reaches here is tune's own file (the lock, a saved plan, a report).
+            where = printable(str(exc.filename or "tune"))
+            said = f"{where}: no space left on the device; nothing was changed."
+            code = ExitCode.NO_SPACE
+        else:
+            said = f"tune: internal error: {type(exc).__name__}: {printable(str(exc))}"
+            said += " (set TUNE_DEBUG=1 for a traceback)"
+            code = 70
+        click.echo(said, err=True)
+    if argv is None:
+        # Run as the program: the interpreter's last act is a full collection of every object,
+        # ~20-30 ms of CPU spent finding garbage the process's exit frees anyway. A caller in
+        # the same process (tests, an embedding tool) keeps its collector as it was.
+        gc.freeze()
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+if __name__ == "__main__":
+    main()

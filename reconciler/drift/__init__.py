@@ -1,0 +1,1 @@
+"""`tune check`: how a host has drifted from its profile, and the metrics that say so."""

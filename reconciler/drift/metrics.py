@@ -1,0 +1,165 @@
+"""Prometheus metrics of a check, for node_exporter's textfile collector.
+
+The collector reads every `*.prom` file in its directory on each scrape, so a file must never be
+seen half-written: it is written under a name the collector ignores, fsynced, then renamed over
+the old one (rename is atomic within a file system), and the directory is fsynced so the rename
+survives a crash.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import OutputError
+from .check import Report
+
+Labels = dict[str, str]
+
+
+@dataclass
+class Family:
+    name: str
+    help: str
+    samples: list[tuple[Labels, float]] = field(default_factory=list)
+
+    def render(self) -> list[str]:
+        lines = [f"# HELP {self.name} {escape_help(self.help)}", f"# TYPE {self.name} gauge"]
+        lines += [f"{self.name}{label_set(labels)} {number(v)}" for labels, v in self.samples]
+        return lines
+
+
+def escape_help(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("\n", "\\n")
+
+
+def escape_label(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def label_set(labels: Labels) -> str:
+    if not labels:
+        return ""
+    return "{" + ",".join(f'{k}="{escape_label(v)}"' for k, v in labels.items()) + "}"
+
+
+def number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+def exposition(report: Report | None, now: float) -> str:
+    """The metrics file for a check that ran (`report`) or could not (`None`)."""
+    families = [
+        Family(
+            "tune_check_success",
+            "1 if tune check could read the host and its profile, 0 if it could not.",
+            [({}, 0 if report is None else 1)],
+        ),
+        Family(
+            "tune_last_check_timestamp_seconds",
+            "Unix time of the last tune check, successful or not.",
+            [({}, round(now, 3))],
+        ),
+    ]
+    if report is not None:
+        families += _knobs(report)
+    return "\n".join(line for f in families for line in f.render()) + "\n"
+
+
+def _knobs(report: Report) -> Iterable[Family]:
+    profile = {"profile": report.plan.profile}
+    plan = report.plan
+    in_sync = Family(
+        "tune_knob_in_sync",
+        "1 if the knob matches the profile (a parameter pending a reboot counts), 0 if drifted.",
+    )
+    for change in plan.compared:
+        labels = profile | {
+            "kind": change.kind,
+            "target": change.target,
+            "phase": change.phase.value,
+        }
+        in_sync.samples.append((labels, 0 if report.drifted(change) else 1))
+    for pending in plan.pending:
+        labels = profile | {"kind": pending.kind, "target": pending.target, "phase": "reboot"}
+        in_sync.samples.append((labels, 1))
+    families = [
+        Family(
+            "tune_knobs_drifted",
+            "Knobs that differ from the profile.",
+            [(profile, len(report.drift))],
+        ),
+        in_sync,
+        Family(
+            "tune_checks_failed",
+            "Audit checks of the profile that fail (kernel, driver, IOMMU, PCIe link).",
+            [(profile, len(report.failed_checks))],
+        ),
+        Family(
+            "tune_pending_reboot",
+            "Kernel parameters configured for the next boot but not running yet.",
+            [(profile, len(report.pending))],
+        ),
+    ]
+    if report.since_apply:
+        families.append(
+            Family(
+                "tune_knobs_changed_after_apply",
+                "Knobs whose value differs from what the last applied run wrote.",
+                [(profile, len(report.changed))],
+            )
+        )
+    if report.last_apply is not None:
+        families.append(
+            Family(
+                "tune_last_apply_timestamp_seconds",
+                "Unix time the last successful tune apply finished.",
+                [(profile, report.last_apply.finished_at.timestamp())],
+            )
+        )
+    return families
+
+
+def write_atomically(
+    target: str | os.PathLike[str], text: str, pause: Callable[[str], None] | None = None
+) -> None:
+    """Replace `target` with `text` so a reader sees the old file or the new, never a part.
+
+    `pause(stage)` runs at each stage ("opened", "written", "synced"); tests kill the process
+    there to prove the old file survives.
+    """
+    path = Path(target)
+    directory = path.parent
+    step = pause or (lambda stage: None)
+    try:
+        # A leading dot and no .prom suffix: the textfile collector skips the temp file.
+        fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    except OSError as exc:
+        raise OutputError(f"{path}: cannot write metrics ({exc.strerror}).") from exc
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            step("opened")
+            handle.write(text)
+            handle.flush()
+            step("written")
+            os.fchmod(handle.fileno(), 0o644)
+            os.fsync(handle.fileno())
+        step("synced")
+        os.replace(temp, path)
+    except OSError as exc:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp)
+        raise OutputError(f"{path}: cannot write metrics ({exc.strerror}).") from exc
+    _fsync_directory(directory)
+
+
+def _fsync_directory(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

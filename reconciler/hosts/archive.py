@@ -1,0 +1,230 @@
+"""Snapshot archives: a `.tar.gz` of observed files, read whole and bounded, and
+written by `tune snapshot`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import io
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from ..errors import HostError
+from .base import Host, write_error
+from .bounded import size_text
+from .files import MAX_FILE_BYTES, Files, Request, last
+from .paths import is_glob, path_matches, within
+
+
+class ArchiveHost(Host):
+    """A snapshot packed as `.tar.gz` (what `tune snapshot` writes)."""
+
+    def __init__(self, archive: str | os.PathLike[str]) -> None:
+        self.archive = Path(archive)
+        self.name = str(self.archive)
+        try:
+            self._tree, self._directories = _read_archive(self.archive)
+        except OSError as exc:
+            raise HostError(f"{self.archive}: cannot read snapshot archive ({exc}).") from exc
+
+    def describe(self) -> str:
+        return f"snapshot {self.archive}"
+
+    def fetch(self, request: Request) -> Files:
+        files = Files()
+        for pattern, keep, _limit in request.reads():
+            found = last(
+                sorted(_expand(pattern, self._tree))
+                if is_glob(pattern)
+                else [pattern] * (pattern in self._tree),
+                keep,
+            )
+            for path in found:
+                files.contents[path] = self._tree[path]
+            files.matches[pattern] = tuple(found)
+        for directory in request.listed(lambda path: path in self._tree):
+            base = directory.rstrip("/") + "/"
+            files.listings[directory] = tuple(sorted(p for p in self._tree if p.startswith(base)))
+        for pattern in sorted(request.nodes):
+            found = _expand(pattern, self._tree)
+            found += [d + "/" for d in _expand(pattern, self._directories)]
+            files.nodes[pattern] = tuple(sorted(found))
+        return files
+
+
+def _expand(pattern: str, paths: Iterable[str]) -> list[str]:
+    """What `pattern` matches among an archive's `paths`, under the same rule as a shell's
+    expansion (a member named `../x` is no match for `/.?/x`)."""
+    return [p for p in paths if path_matches(pattern, p) and within(pattern, p)]
+
+
+# Compression by magic number. Each decompressor checks its own CRC, so a truncated or
+# corrupt archive is an error here rather than a snapshot with files silently missing.
+_DECOMPRESS = (
+    (b"\x1f\x8b", "gzip"),
+    (b"BZh", "bz2"),
+    (b"\xfd7zXZ\x00", "lzma"),
+)
+
+# What a snapshot archive may unpack to. The example host of 128 CPUs and 8 GPUs
+# (examples/hosts/rtx6000bw-untuned) is 2,233 files, 3.7 MB, the largest 181 KB: these limits
+# are 70 to 90 times that. A few KB of gzip can unpack to gigabytes: the sizes are checked from
+# the tar headers, before a member is read, and the stream is never unpacked past the total.
+MAX_ARCHIVE_BYTES = 256 << 20
+MAX_ARCHIVE_MEMBER_BYTES = 16 << 20
+MAX_ARCHIVE_MEMBERS = 200_000
+
+
+class ArchiveRefused(OSError):
+    """An archive larger than tune reads; the text says which limit."""
+
+
+class _Bounded:
+    """The unpacked tar stream for `tarfile`, refused past MAX_ARCHIVE_BYTES: reads come in
+    pieces (tarfile asks for a whole long-name header at once) and seeks stop at the cap. The
+    last read is kept: it holds the header block where tarfile stopped."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+        self.last: tuple[int, bytes] = (0, b"")
+
+    def _check(self, position: int) -> None:
+        if position > MAX_ARCHIVE_BYTES:
+            limit = size_text(MAX_ARCHIVE_BYTES)
+            raise ArchiveRefused(f"it unpacks to more than {limit}, the most tune reads")
+
+    def read(self, size: int = -1) -> bytes:
+        if size > MAX_ARCHIVE_MEMBER_BYTES:  # a long-name or pax header, read whole
+            raise _one_file_too_large("one of its headers", size)
+        start = self.tell()
+        chunks = []
+        while size != 0:
+            chunk = self.stream.read(1 << 20 if size < 0 else min(size, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size -= len(chunk) if size > 0 else 0
+            self._check(self.stream.tell())
+        self.last = (start, b"".join(chunks))
+        return self.last[1]
+
+    def rest_is_zeros(self, offset: int) -> bool:
+        """Whether everything from `offset` (where tarfile stopped) to the end is zeros."""
+        start, last = self.last
+        if start <= offset <= start + len(last):
+            tail = last[offset - start :]
+        else:
+            self.seek(offset)
+            tail = b""
+        zeros = not tail.strip(b"\0")
+        # Read to the end all the same: the decompressor checks its CRC there, and a corrupt
+        # stream is the better explanation of garbage where a header should be.
+        while chunk := self.read(1 << 20):
+            zeros = zeros and not chunk.strip(b"\0")
+        return zeros
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        if whence == io.SEEK_SET:
+            self._check(offset)
+        return int(self.stream.seek(offset, whence))
+
+    def tell(self) -> int:
+        return int(self.stream.tell())
+
+
+def _one_file_too_large(what: str, size: int) -> ArchiveRefused:
+    limit = size_text(MAX_ARCHIVE_MEMBER_BYTES)
+    return ArchiveRefused(
+        f"{what} is {size_text(size)}, more than the {limit} tune reads of one file"
+    )
+
+
+def _read_archive(archive: Path) -> tuple[dict[str, bytes], set[str]]:
+    """The archive's files, and its directories (named, or implied by a file below them)."""
+    import lzma
+    import tarfile  # only snapshots packed as archives need it
+    import zlib
+
+    tree: dict[str, bytes] = {}
+    directories: set[str] = set()
+    with open(archive, "rb") as raw:
+        magic = raw.read(6)
+        raw.seek(0)
+        module = next((m for prefix, m in _DECOMPRESS if magic.startswith(prefix)), None)
+        stream = importlib.import_module(module).open(raw) if module else raw
+        bounded = _Bounded(stream)
+        try:
+            with tarfile.open(fileobj=bounded, mode="r:") as tar:  # type: ignore[call-overload]
+                _members(tar, tree, directories)
+                # tarfile ends quietly at a damaged header; what follows the last member must
+                # be the zero blocks that end an archive.
+                if not bounded.rest_is_zeros(tar.offset):
+                    raise ArchiveRefused(f"damaged tar header at byte {tar.offset}")
+        except ArchiveRefused:
+            raise
+        except tarfile.TarError as exc:
+            raise OSError(f"not a tar archive: {exc}") from exc
+        except (OSError, EOFError, ValueError, zlib.error, lzma.LZMAError) as exc:
+            raise OSError(f"corrupt or truncated {module or 'tar'} data: {exc}") from exc
+    for path in tree:
+        parent = os.path.dirname(path)
+        while parent not in directories and parent != "/":
+            directories.add(parent)
+            parent = os.path.dirname(parent)
+    return tree, directories
+
+
+def _members(tar: Any, tree: dict[str, bytes], directories: set[str]) -> None:
+    """Each member, its size checked from its header before anything of it is read."""
+    total = 0
+    for count, member in enumerate(tar, 1):
+        if count > MAX_ARCHIVE_MEMBERS:
+            raise ArchiveRefused(f"more than {MAX_ARCHIVE_MEMBERS:,} members, the most tune reads")
+        total += member.size
+        if member.size > MAX_ARCHIVE_MEMBER_BYTES:
+            raise _one_file_too_large(f"its member {member.name}", member.size)
+        if total > MAX_ARCHIVE_BYTES:
+            limit = size_text(MAX_ARCHIVE_BYTES)
+            raise ArchiveRefused(f"its files hold more than {limit}, the most tune reads")
+        path = "/" + os.path.normpath(member.name).lstrip("/")
+        extracted = tar.extractfile(member) if member.isfile() else None
+        if extracted is not None:
+            tree[path] = extracted.read(MAX_FILE_BYTES)
+        elif member.isdir():
+            directories.add(path)
+
+
+def write_archive(files: Files, target: str | os.PathLike[str]) -> int:
+    """Pack observed files into a snapshot archive; returns how many files went in. A device
+    node goes in as an empty file (a directory of them as a directory): the name is what was
+    observed, and the same layout in a snapshot directory reads back the same."""
+    import tarfile  # only snapshots packed as archives need it
+    import time
+
+    now = int(time.time())
+    nodes = {p for found in files.nodes.values() for p in found}
+    entries = {**{p: b"" for p in nodes}, **files.contents}
+    try:
+        tar = tarfile.open(target, "w:gz")  # noqa: SIM115 - entered below, once it opened
+    except OSError as exc:
+        raise write_error(str(target), "write the snapshot", exc) from exc
+    try:
+        with tar:
+            for path, data in sorted(entries.items()):
+                info = tarfile.TarInfo(path.strip("/"))
+                info.mtime = now
+                if path.endswith("/"):
+                    info.type, info.mode = tarfile.DIRTYPE, 0o755
+                    tar.addfile(info)
+                    continue
+                info.size = len(data)
+                info.mode = 0o644
+                tar.addfile(info, io.BytesIO(data))
+    except OSError as exc:  # a full device: no half an archive left behind
+        with contextlib.suppress(OSError):
+            os.unlink(target)
+        raise write_error(str(target), "write the snapshot", exc) from exc
+    return sum(not p.endswith("/") for p in entries)

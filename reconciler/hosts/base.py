@@ -1,0 +1,137 @@
+"""Hosts: where observation reads from, and what every kind of host can do.
+
+The `Host` interface serves this machine, a snapshot directory, a snapshot archive and an
+SSH host alike; knobs never see which.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..apply.trust import Owned
+from ..errors import HostError, NoSpace, Refused
+from .files import Files, Request
+
+# What a full device (or a spent quota) makes a write fail with.
+FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+def write_error(path: str, doing: str, exc: OSError) -> HostError:
+    """The sentence for a write that failed; a full device is its own error (and exit code)."""
+    if exc.errno in FULL:
+        return NoSpace(f"{path}: no space left on the device to {doing}")
+    return HostError(f"{path}: cannot {doing} ({exc.strerror or exc}).")
+
+
+# The errnos with which the kernel rejects a value or a knob outright; 524 is the kernel's
+# internal ENOTSUPP, which leaks to user space from a few handlers (proc_nmi_watchdog).
+ENOTSUPP = 524
+REFUSING_ERRNOS = frozenset({errno.EINVAL, errno.EOPNOTSUPP, ENOTSUPP})
+
+
+def refusal(path: str, value: str, code: int | None) -> HostError:
+    """The error of a failed write(2) to a kernel attribute: `Refused` for the errnos that say
+    the kernel rejected it, a plain `HostError` for anything else (EIO, EBUSY...)."""
+    reason = os.strerror(code) if code is not None else "write failed"
+    message = f"{path}: the kernel refused {value!r} ({reason})."
+    return Refused(message) if code in REFUSING_ERRNOS else HostError(message)
+
+
+@dataclass(frozen=True)
+class Completed:
+    """How a command ended."""
+
+    returncode: int
+    stdout: str = ""
+    stderr: str = ""
+
+
+class Host(ABC):
+    """A machine to observe and (for apply and rollback only) to write: the local root, a
+    snapshot, or SSH (`ssh.SshHost`, observation only for now).
+
+    The write side is a handful of primitives that `reconciler.apply.steps` describes as data; a host
+    that cannot be written (an archive) keeps the defaults below, which refuse.
+    """
+
+    name: str
+
+    @abstractmethod
+    def fetch(self, request: Request) -> Files:
+        """Read everything in `request` in one batch."""
+
+    def describe(self) -> str:
+        return self.name
+
+    def _refuse(self) -> HostError:
+        return HostError(f"{self.describe()} cannot be written; apply to a directory or a host.")
+
+    def check_privileges(self) -> None:
+        """Raise unless this process may change the host's settings."""
+        raise self._refuse()
+
+    def read_file(self, path: str) -> bytes | None:
+        """A whole file of tune's own state (journals), up to one byte past MAX_STATE_BYTES;
+        None when absent."""
+        raise self._refuse()
+
+    def set_attr(self, path: str, value: str) -> None:
+        """One write of `value` to an existing kernel attribute file."""
+        raise self._refuse()
+
+    def put_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
+        """Replace a file atomically and durably, creating its directory."""
+        raise self._refuse()
+
+    def delete_file(self, path: str) -> None:
+        raise self._refuse()
+
+    def missing_dirs(self, path: str) -> list[str]:
+        """The directories above `path` that do not exist, deepest first: what a `put_file`
+        of it would create."""
+        raise self._refuse()
+
+    def remove_dir(self, path: str) -> None:
+        """Remove a directory tune created, only while it is empty; gone already is fine."""
+        raise self._refuse()
+
+    def append(self, path: str, data: bytes, *, sync: bool = True) -> None:
+        """Append to a file created with mode 0600; `sync` fsyncs before returning."""
+        raise self._refuse()
+
+    def run(self, argv: Sequence[str]) -> Completed:
+        raise self._refuse()
+
+    def has_command(self, name: str) -> bool:
+        return False
+
+    def defers(self, argv: Sequence[str]) -> bool:
+        """Whether a boot tool's `argv` is recorded in the journal rather than run here."""
+        return False
+
+    def writable(self, path: str) -> bool:
+        """Whether a write to `path` (or, for a path not yet there, to its nearest existing
+        directory) would be accepted."""
+        return False
+
+    def lock(self, path: str) -> contextlib.AbstractContextManager[None]:
+        """Hold an exclusive lock on `path` for the block; `LockHeld` when another has it.
+        Its directory is made as `private_dir` makes one, and refused like tune's state."""
+        raise self._refuse()
+
+    def owned(self, paths: Sequence[str]) -> tuple[int, dict[str, Owned | None]]:
+        """The uid tune runs as on the host, and who owns each of `paths` and its mode (a link
+        not followed; None when absent): what `trust.check` judges."""
+        raise self._refuse()
+
+    def private_dir(self, path: str) -> None:
+        """Create the directory `path` and its missing parents mode 0700, whatever the umask."""
+        raise self._refuse()
+
+    def close(self) -> None:  # noqa: B027 - a hook: only hosts that connect hold anything
+        """Release what reading the host holds open (an SSH connection); files hold nothing."""

@@ -1,0 +1,372 @@
+"""Hosts whose files are files on this machine: this machine itself, or a snapshot
+directory laid out like a host's root.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+
+from ..apply.steps import temporary as temporary_of
+from ..apply.trust import Owned, check, private_directory
+from ..errors import HostError, LockHeld
+from .archive import ArchiveHost
+from .base import Completed, Host, refusal, write_error
+from .beneath import Beneath, Rooted, open_regular, write_all
+from .files import MAX_STATE_BYTES, Files, Request, last
+from .paths import checked, is_glob, within
+
+
+class DirectoryHost(Host):
+    """A host whose `/` is a directory: `/` itself, or a snapshot laid out like one."""
+
+    def __init__(self, root: str | os.PathLike[str], name: str | None = None) -> None:
+        self.root = Path(root)
+        if not self.root.is_dir():
+            raise HostError(f"{self.root}: no such directory to read the host from.")
+        self.name = name or str(self.root)
+        # Every lookup under a snapshot resolves beneath it (`reconciler.hosts.beneath`).
+        self.paths = Rooted() if str(self.root) == "/" else Beneath(self.root)
+
+    def _local(self, path: str, *, follow: bool = True) -> str:
+        checked(path)
+        try:
+            return self.paths.local(path, follow=follow)
+        except OSError as exc:
+            raise HostError(f"{path}: {exc.strerror}.") from exc
+
+    def local(self, path: str, *, follow: bool = True) -> str:
+        """Where the host's `path` lies on this machine: in a snapshot, with every link
+        resolved inside it (HostError for one that leads out)."""
+        return self._local(path, follow=follow)
+
+    def fetch(self, request: Request) -> Files:
+        with self.paths.batch():
+            return self._fetch(request)
+
+    def _fetch(self, request: Request) -> Files:
+        files = Files()
+        paths = self.paths
+        for pattern, keep, limit in request.reads():
+            checked(pattern)
+            if is_glob(pattern):
+                found = sorted(p for p in paths.glob(pattern) if within(pattern, p))
+            else:
+                found = [pattern] if paths.lexists(pattern) else []
+            found = last(found, keep)
+            matched = []
+            for path in found:
+                if path not in files.contents and path not in files.errors:
+                    self._read_into(files, path, limit)
+                if path in files.contents or path in files.errors:
+                    matched.append(path)
+            files.matches[pattern] = tuple(matched)
+        for directory in request.listed(paths.isfile):
+            files.listings[directory] = tuple(sorted(paths.walk(directory)))
+        for pattern in sorted(request.nodes):
+            found = paths.glob(pattern) if is_glob(pattern) else [pattern]
+            files.nodes[pattern] = tuple(
+                sorted(
+                    p + "/" * paths.isdir(p)
+                    for p in found
+                    if paths.lexists(p) and within(pattern, p)
+                )
+            )
+        return files
+
+    def _read_into(self, files: Files, path: str, limit: int | None) -> None:
+        # A glob may match a directory: it is not a file to read. Asking open (not a stat
+        # first) saves a system call per file, a thousand on a 128-CPU host.
+        try:
+            files.contents[path] = self.paths.read(
+                path, MAX_STATE_BYTES + 1 if limit is None else limit
+            )
+        except IsADirectoryError:
+            return
+        except OSError as exc:
+            files.errors[path] = exc.strerror or str(exc)
+
+    # The write side: plain file operations inside the root, shared by a live host ("/") and a
+    # snapshot. Commands and kernel-attribute semantics differ, so the subclasses supply them.
+
+    def read_file(self, path: str) -> bytes | None:
+        checked(path)
+        try:
+            # Whole reads stop one byte past the limit, for the reader to refuse (`journal`).
+            return self.paths.read(path, MAX_STATE_BYTES + 1)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise HostError(f"{path}: cannot read ({exc.strerror}).") from exc
+
+    def set_attr(self, path: str, value: str) -> None:
+        try:
+            fd = os.open(self._local(path), os.O_WRONLY)
+        except OSError as exc:
+            raise HostError(f"{path}: cannot open for writing ({exc.strerror}).") from exc
+        try:
+            # One write(2): the kernel parses the whole value at once and reports EINVAL here.
+            os.write(fd, value.encode("utf-8"))
+        except OSError as exc:
+            raise refusal(path, value, exc.errno) from exc
+        finally:
+            os.close(fd)
+
+    def put_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
+        # A link at the path is replaced, never written through.
+        local = self._local(path, follow=False)
+        directory = os.path.dirname(local)
+        temporary = temporary_of(local)
+        try:
+            os.makedirs(directory, exist_ok=True)
+            # The temporary name is tune's own: whatever is there (what a write cut short left,
+            # or a FIFO, a device or a hard link to another file that a snapshot brought) is
+            # removed, never opened; O_EXCL then creates a new file or fails.
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temporary)
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+            fd = os.open(temporary, flags, mode)
+            try:
+                write_all(fd, data)
+                os.fchmod(fd, mode)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(temporary, local)
+            _sync_directory(directory)
+        except BaseException as exc:
+            # A signal that rolls the run back (`apply.Interrupted`) as much as a failed write:
+            # the temporary file never outlives the write.
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+            if isinstance(exc, OSError):
+                raise write_error(path, "write", exc) from exc
+            raise
+
+    def delete_file(self, path: str) -> None:
+        local = self._local(path, follow=False)
+        try:
+            os.unlink(local)
+            _sync_directory(os.path.dirname(local))
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise HostError(f"{path}: cannot delete ({exc.strerror}).") from exc
+
+    def missing_dirs(self, path: str) -> list[str]:
+        # What put_file's makedirs creates: the directories missing above where the path
+        # resolves, not above the path as named. `/etc/sysctl.d -> /opt/sysctl.d/current`, not
+        # there yet, makes /opt/sysctl.d and its `current`, which a rollback must remove.
+        local = os.path.dirname(self._local(path, follow=False))
+        missing = []
+        while not os.path.lexists(local):
+            missing.append(local)
+            local = os.path.dirname(local)
+        return [self._host_path(directory) for directory in missing]
+
+    def _host_path(self, local: str) -> str:
+        """The host path of `local`, a path of this machine inside the host's root."""
+        if isinstance(self.paths, Beneath):
+            return "/" + os.path.relpath(local, self.paths.root)
+        return local
+
+    def remove_dir(self, path: str) -> None:
+        local = self._local(path, follow=False)
+        try:
+            os.rmdir(local)
+            _sync_directory(os.path.dirname(local))
+        except OSError as exc:
+            # Not empty (something not tune's is in it), gone, or no longer a directory: it
+            # stays as it is.
+            if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOENT, errno.ENOTDIR):
+                raise HostError(f"{path}: cannot remove ({exc.strerror}).") from exc
+
+    def append(self, path: str, data: bytes, *, sync: bool = True) -> None:
+        """`data` whole and (with `sync`) on disk, or nothing: a record a full device cut short
+        is cut off again, so the journal holds whole records only, and the write that record
+        announces does not happen."""
+        local = self._local(path)
+        try:
+            os.makedirs(os.path.dirname(local), exist_ok=True)
+            created = not os.path.exists(local)
+            fd = open_regular(local, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                _append_whole(fd, data, sync)
+            finally:
+                os.close(fd)
+            if created and sync:
+                _sync_directory(os.path.dirname(local))
+        except OSError as exc:
+            raise write_error(path, "append", exc) from exc
+
+    def writable(self, path: str) -> bool:
+        local = self._local(path)
+        while not os.path.lexists(local) and os.path.dirname(local) != local:
+            local = os.path.dirname(local)
+        return os.access(local, os.W_OK)
+
+    def owned(self, paths: Sequence[str]) -> tuple[int, dict[str, Owned | None]]:
+        found: dict[str, Owned | None] = {}
+        for path in paths:
+            try:
+                found[path] = Owned.of(os.lstat(self._local(path, follow=False)))
+            except FileNotFoundError:
+                found[path] = None
+            except OSError as exc:
+                raise HostError(f"{path}: cannot read who owns it ({exc.strerror}).") from exc
+        return os.geteuid(), found
+
+    def private_dir(self, path: str) -> None:
+        try:
+            private_directory(Path(self._local(path)))
+        except OSError as exc:
+            raise HostError(f"{path}: cannot create the directory ({exc.strerror}).") from exc
+
+    @contextlib.contextmanager
+    def lock(self, path: str) -> Iterator[None]:
+        import fcntl
+
+        directory = os.path.dirname(path)
+        self.private_dir(directory)
+        # The directory, and whatever is at the path already: a link, a device or a FIFO (a
+        # snapshot may hold anything) is refused unopened, since opening a device can act on it.
+        check(*self.owned([directory, path]), [path])
+        local = self._local(path, follow=False)
+        try:
+            # Never through a link: in a directory others could write, one planted at the lock
+            # path made root truncate the file it pointed to.
+            flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+            fd = os.open(local, flags, 0o600)
+        except OSError as exc:
+            raise HostError(f"{path}: cannot create the lock ({exc.strerror}).") from exc
+        try:
+            check(os.geteuid(), {path: Owned.of(os.fstat(fd))}, [path])
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+                raise LockHeld(holder or None) from None
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            yield
+        finally:
+            os.close(fd)
+
+
+def _append_whole(fd: int, data: bytes, sync: bool) -> None:
+    start = os.fstat(fd).st_size  # the only writer: the run holds the lock
+    try:
+        write_all(fd, data)
+        if sync:
+            os.fsync(fd)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, start)
+        raise
+
+
+def _sync_directory(directory: str) -> None:
+    """fsync a directory so a created, renamed or removed entry survives a crash."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class LocalHost(DirectoryHost):
+    """The machine tune runs on. Never written by tests: they use snapshots."""
+
+    def __init__(self) -> None:
+        super().__init__("/", name=os.uname().nodename)
+
+    def describe(self) -> str:
+        return f"local ({self.name})"
+
+    def check_privileges(self) -> None:
+        if os.geteuid() != 0:
+            raise HostError("tune apply changes kernel settings and must run as root (sudo).")
+
+    def run(self, argv: Sequence[str]) -> Completed:
+        import subprocess
+
+        try:
+            done = subprocess.run(
+                list(argv), capture_output=True, text=True, check=False, timeout=120
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return Completed(127, "", f"{argv[0]}: {exc}")
+        return Completed(done.returncode, done.stdout, done.stderr)
+
+    def has_command(self, name: str) -> bool:
+        import shutil
+
+        return shutil.which(name) is not None
+
+
+class SnapshotHost(DirectoryHost):
+    """A directory laid out like a host's `/`, written as the kernel and the tools would write
+    the real files (see `reconciler.hosts.emulate`); no command ever runs on this machine."""
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        name: str | None = None,
+        commands: Iterable[str] | None = None,
+    ) -> None:
+        super().__init__(root, name)
+        # None: the commands `reconciler.hosts.emulate` knows (looked up when one runs: a plan never
+        # pays for importing the emulation).
+        self._commands = None if commands is None else frozenset(commands)
+
+    @property
+    def commands(self) -> frozenset[str]:
+        from . import emulate
+
+        return frozenset(emulate.COMMANDS) if self._commands is None else self._commands
+
+    def describe(self) -> str:
+        return f"snapshot {self.root}"
+
+    def check_privileges(self) -> None:
+        return None
+
+    def set_attr(self, path: str, value: str) -> None:
+        from . import emulate
+
+        emulate.set_attr(self, path, value)
+
+    def writable(self, path: str) -> bool:
+        from . import emulate
+
+        return emulate.writable(self, path)
+
+    def run(self, argv: Sequence[str]) -> Completed:
+        from . import emulate
+
+        if not argv or argv[0] not in self.commands:
+            name = argv[0] if argv else ""
+            return Completed(127, "", f"{name}: command not found")
+        return emulate.run(self, list(argv))
+
+    def has_command(self, name: str) -> bool:
+        return name in self.commands
+
+    def defers(self, argv: Sequence[str]) -> bool:
+        """Boot tools are not emulated: the run's journal records them instead."""
+        return not argv or argv[0] not in self.commands
+
+
+def open_host(root: str | None) -> Host:
+    """`--root` as the CLI takes it: a directory, a `.tar.gz`, or nothing for this machine."""
+    if root is None:
+        return LocalHost()
+    path = Path(root)
+    if path.is_file():
+        return ArchiveHost(path)
+    if not path.exists():
+        raise HostError(f"{root}: no such snapshot directory or archive.")
+    return SnapshotHost(path)

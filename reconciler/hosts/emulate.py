@@ -1,0 +1,261 @@
+"""What the kernel and the tools would do to the files of a snapshot host.
+
+This lives with the snapshot host, not in a test helper: `tune apply --root DIR` serves demos and
+support cases as well as tests, and a snapshot must still read like a host after an apply. A
+choice file keeps its `always [madvise] never` form, a vector sysctl comes back tab-separated,
+a file without write permission refuses (whoever runs tune, root included), `modprobe` edits
+`/proc/modules`, the masked `setpci` write edits the device's binary `config`, and a container
+(`pct`, `lxc-*`) sees in its `/dev` what its config binds from the snapshot's. Otherwise the
+next `tune plan` of that snapshot, and every read-back, would compare against files no kernel
+prints. Faults (failed writes, clamped values, crashes) are the tests' business and live there,
+except one a real kernel has: an attribute that refuses every write with an errno, as
+`kernel.nmi_watchdog` does without perf counters. A snapshot says so with a file holding the
+errno at `REFUSES` + the attribute's path (`/.tune-emulate/refuses/proc/sys/kernel/nmi_watchdog`
+containing `524`), outside every path a profile reads.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import shutil
+import struct
+from typing import TYPE_CHECKING
+
+from ..errors import HostError
+from ..facts import pcie
+from .base import Completed, refusal
+from .beneath import open_regular, write_all
+
+if TYPE_CHECKING:
+    from .directory import DirectoryHost
+
+CONTAINER_TOOLS = ("pct", "lxc-stop", "lxc-start", "lxc-attach")
+COMMANDS = ("modprobe", "setpci", "grubby", *CONTAINER_TOOLS)
+MODULES = "/proc/modules"
+OSRELEASE = "/proc/sys/kernel/osrelease"
+DEVICES = "/sys/bus/pci/devices"
+REFUSES = "/.tune-emulate/refuses"
+
+_INT = re.compile(r"[+-]?(0x[0-9a-fA-F]+|\d+)")
+_SETPCI = re.compile(r"CAP_EXP\+([0-9a-fA-F]+)\.w(?:=([0-9a-fA-F]{1,4})(?::([0-9a-fA-F]{1,4}))?)?")
+
+
+def _existing(host: DirectoryHost, path: str) -> str:
+    local = host.local(path)
+    while not os.path.lexists(local) and os.path.dirname(local) != local:
+        local = os.path.dirname(local)
+    return local
+
+
+def writable(host: DirectoryHost, path: str) -> bool:
+    """By the permission bits alone: root may write anything, but the kernel refuses a write to a
+    0444 sysctl (or any sysctl in a read-only /proc/sys) even for root."""
+    return bool(os.stat(_existing(host, path)).st_mode & 0o222)
+
+
+def kernel_text(old: str, value: str) -> str:
+    """What the kernel prints back after `value` is written to a file that printed `old`."""
+    options = old.split()
+    if any(o.startswith("[") and o.endswith("]") for o in options):
+        names = [o.strip("[]") for o in options]
+        if value.strip() not in names:
+            raise ValueError(value)
+        return " ".join(f"[{n}]" if n == value.strip() else n for n in names) + "\n"
+    words = value.split()
+    if words and all(_INT.fullmatch(w) for w in words):
+        return "\t".join(str(int(w, 16) if "x" in w.lower() else int(w)) for w in words) + "\n"
+    return value.strip() + "\n"
+
+
+def set_attr(host: DirectoryHost, path: str, value: str) -> None:
+    local = host.local(path)
+    if not os.path.isfile(local):
+        raise HostError(f"{path}: cannot open for writing (No such file or directory).")
+    if not writable(host, path):
+        raise HostError(f"{path}: cannot open for writing (Permission denied).")
+    refuses = _read(host, REFUSES + path)
+    if refuses is not None:
+        raise refusal(path, value, int(refuses.strip()))
+    old = (host.read_file(path) or b"").decode("utf-8", "replace")
+    try:
+        new = kernel_text(old, value)
+    except ValueError:
+        raise refusal(path, value, errno.EINVAL) from None
+    _overwrite(local, new.encode())
+
+
+def _overwrite(local: str, data: bytes, create: bool = False) -> None:
+    """In place, keeping the file's mode, as a kernel attribute keeps its own. `local` is
+    resolved in the snapshot (`DirectoryHost.local`): a link there now is not followed."""
+    # Only a regular file: a FIFO or a device node the snapshot holds is refused, not opened.
+    fd = open_regular(local, os.O_WRONLY | os.O_TRUNC | (os.O_CREAT if create else 0))
+    try:
+        write_all(fd, data)
+    finally:
+        os.close(fd)
+
+
+def run(host: DirectoryHost, argv: list[str]) -> Completed:
+    if argv[0] == "modprobe":
+        return _modprobe(host, argv[1:])
+    if argv[0] == "grubby":
+        return _grubby(host, argv[1:])
+    if argv[0] in CONTAINER_TOOLS:
+        return _container(host, argv)
+    return _setpci(host, argv[1:])
+
+
+def _read(host: DirectoryHost, path: str) -> str | None:
+    data = host.read_file(path)
+    return None if data is None else data.decode("utf-8", "replace")
+
+
+def _available(host: DirectoryHost, name: str) -> bool:
+    """Listed in the snapshot's `modules.dep`; every module is, when the snapshot has none."""
+    release = (_read(host, OSRELEASE) or "").strip()
+    dep = _read(host, f"/lib/modules/{release}/modules.dep")
+    if dep is None:
+        return True
+    names = {
+        os.path.basename(line.split(":", 1)[0]).split(".ko", 1)[0].replace("-", "_")
+        for line in dep.splitlines()
+        if line.strip()
+    }
+    return name in names
+
+
+def _modprobe(host: DirectoryHost, args: list[str]) -> Completed:
+    remove = "-r" in args or "--remove" in args
+    dry = "-n" in args or "--dry-run" in args
+    words = [a for a in args if not a.startswith("-")]
+    if not words:
+        return Completed(1, "", "modprobe: ERROR: missing module name.")
+    name, params = words[0].replace("-", "_"), words[1:]
+    release = (_read(host, OSRELEASE) or "").strip()
+    if not _available(host, name):
+        return Completed(
+            1, "", f"modprobe: FATAL: Module {name} not found in directory /lib/modules/{release}"
+        )
+    text = _read(host, MODULES) or ""
+    lines = text.splitlines(keepends=True)
+    line = next((x for x in lines if x.split() and x.split()[0] == name), None)
+    if dry:
+        return Completed(0)
+    local = host.local(MODULES)
+    if remove:
+        if line is None:
+            return Completed(1, "", f"modprobe: FATAL: Module {name} is not currently loaded.")
+        if line.split()[2] != "0":
+            return Completed(1, "", f"modprobe: FATAL: Module {name} is in use.")
+        _overwrite(local, "".join(x for x in lines if x is not line).encode())
+        shutil.rmtree(host.local(f"/sys/module/{name}", follow=False), ignore_errors=True)
+        return Completed(0)
+    if line is not None:
+        return Completed(0)
+    # The kernel lists the newest module first.
+    _overwrite(local, (f"{name} 16384 0 - Live 0x0000000000000000\n" + text).encode())
+    for param in params:
+        key, _, value = param.partition("=")
+        target = host.local(f"/sys/module/{name}/parameters/{key}")
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        _overwrite(target, kernel_text("", value).encode(), create=True)
+    return Completed(0)
+
+
+def _setpci(host: DirectoryHost, args: list[str]) -> Completed:
+    """`setpci -s BDF CAP_EXP+OFF.w[=VALUE[:MASK]]`: the only form tune uses."""
+    if len(args) != 3 or args[0] != "-s" or not (match := _SETPCI.fullmatch(args[2])):
+        return Completed(1, "", f"setpci: unsupported arguments {' '.join(args)}")
+    address = args[1]
+    local = host.local(f"{DEVICES}/{address}/config")
+    if not os.path.isfile(local):
+        return Completed(1, "", f"setpci: Warning: No devices selected for `{address}'.")
+    config = host.read_file(f"{DEVICES}/{address}/config") or b""
+    cap = pcie.express(config)
+    if cap is None:
+        return Completed(1, "", f"setpci: Capability 0010 not found on {address}.")
+    at = cap.offset + int(match.group(1), 16)
+    old = int(struct.unpack_from("<H", config, at)[0])
+    if match.group(2) is None:
+        return Completed(0, f"{old:04x}\n")
+    value = int(match.group(2), 16)
+    mask = int(match.group(3) or "ffff", 16)
+    new = (old & ~mask) | (value & mask)
+    _overwrite(local, config[:at] + struct.pack("<H", new) + config[at + 2 :])
+    return Completed(0)
+
+
+def _grubby(host: DirectoryHost, args: list[str]) -> Completed:
+    """`grubby --update-kernel=ALL --args=W | --remove-args=NAME`: edits every BLS entry's
+    `options` line, the way RHEL's grubby keeps the kernel command line."""
+    from ..facts import cmdline
+
+    if len(args) != 2 or args[0] != "--update-kernel=ALL":
+        return Completed(1, "", f"grubby: unsupported arguments {' '.join(args)}")
+    option, _, word = args[1].partition("=")
+    if option == "--args":
+        name, _, value = word.partition("=")
+        sets, removes = {name: value}, set()
+    elif option == "--remove-args":
+        sets, removes = {}, {word}
+    else:
+        return Completed(1, "", f"grubby: unsupported option {option}")
+    entries = cmdline.LOADER_ENTRIES.rsplit("/", 1)[0]
+    names = sorted(n for n in os.listdir(host.local(entries)) if n.endswith(".conf"))
+    for name in names:
+        entry = f"{entries}/{name}"
+        text = (host.read_file(entry) or b"").decode("utf-8", "replace")
+        _overwrite(host.local(entry), cmdline.edit_entry(text, sets, removes).encode())
+    return Completed(0)
+
+
+# What any container has in /dev besides what its config binds.
+CONTAINER_DEV = (
+    "console",
+    "full",
+    "null",
+    "ptmx",
+    "pts",
+    "random",
+    "shm",
+    "tty",
+    "urandom",
+    "zero",
+)
+
+
+def _container(host: DirectoryHost, argv: list[str]) -> Completed:
+    """`pct reboot ID`, `pct exec ID -- ls /dev`, and `lxc-stop|lxc-start|lxc-attach -n NAME
+    -P LXCPATH [-- ls /dev]`: the forms tune runs. A restart succeeds when the config exists;
+    `ls /dev` lists the mount entries of its main section whose source the snapshot has (they
+    are `optional`: a missing source is skipped, as LXC does). Stateless: the listing is what
+    a start with the current config would bind."""
+    from ..facts import lxc
+
+    tool, args = argv[0], argv[1:]
+    command = args[args.index("--") + 1 :] if "--" in args else []
+    if tool == "pct" and len(args) >= 2 and args[0] in ("reboot", "exec"):
+        config = f"/etc/pve/lxc/{args[1]}.conf"
+    elif tool != "pct" and args[:1] == ["-n"] and args[2:3] == ["-P"] and len(args) >= 4:
+        config = f"{args[3]}/{args[1]}/config"
+    else:
+        return Completed(1, "", f"{tool}: unsupported arguments {' '.join(args)}")
+    text = _read(host, config)
+    if text is None:
+        return Completed(2, "", f"{tool}: configuration file '{config}' does not exist")
+    if (tool == "pct" and args[0] == "reboot") or tool in ("lxc-stop", "lxc-start"):
+        return Completed(0)
+    if command != ["ls", "/dev"]:
+        return Completed(1, "", f"{tool}: unsupported command {' '.join(command)}")
+    names = set(CONTAINER_DEV)
+    for item in lxc.items(text):
+        fields = item.value.split()
+        if item.key != lxc.MOUNT or len(fields) < 2 or not fields[0].startswith("/dev/"):
+            continue
+        target = fields[1]
+        directly_in_dev = target.startswith("dev/") and target.count("/") == 1
+        if directly_in_dev and os.path.lexists(host.local(fields[0])):
+            names.add(target.removeprefix("dev/"))
+    return Completed(0, "\n".join(sorted(names)) + "\n")

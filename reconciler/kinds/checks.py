@@ -1,0 +1,184 @@
+"""Audit-only expectations: tune reports these and never changes them (BIOS, kernel package,
+driver). Each check says what was observed and what would fix it.
+
+```yaml
+checks:
+  kernel: ">=6.14"
+  cpufreq_driver: amd-pstate-epp
+  iommu: passthrough                 # every IOMMU group in identity (pass-through) mode
+  pci_link: {select: {vendor: 0x10de, class: 0x0302}, speed: 32GT/s, width: 16}
+```
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from ..hosts.files import Files, Request
+from ..plan.model import CheckResult, Note, Outcome
+from ..profile.schema import Before, Constrain
+from .base import Meta, Strict, entry, safe
+from .pci import PciDevice, Selector, pci_devices, request_devices
+
+OSRELEASE = "/proc/sys/kernel/osrelease"
+CPUFREQ_DRIVER = "/sys/devices/system/cpu/cpu[0-9]*/cpufreq/scaling_driver"
+IOMMU_TYPES = "/sys/kernel/iommu_groups/*/type"
+
+KernelConstraint = safe(r"(>=|<=|==|>|<)?\s*\d+(\.\d+){0,2}", "kernel version constraint", ">=6.14")
+DriverName = safe(r"[A-Za-z0-9_-]+", "cpufreq driver", "amd-pstate-epp")
+Speed = Literal["2.5GT/s", "5GT/s", "8GT/s", "16GT/s", "32GT/s", "64GT/s"]
+IOMMU_MODES = {"passthrough": ("identity",), "translated": ("DMA", "DMA-FQ")}
+
+
+@dataclass(frozen=True, kw_only=True)
+class LinkCheck(Meta):
+    select: Selector
+    speed: Speed | None = None
+    width: Annotated[int, Constrain(strict=True, ge=1, le=32)] | None = None
+
+    def __post_init__(self) -> None:
+        if self.speed is None and self.width is None:
+            raise ValueError("pci_link needs speed, width or both")
+
+
+def _listify(value: Any) -> Any:
+    return [value] if isinstance(value, dict) else value
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChecksSpec(Strict):
+    kernel: entry(KernelConstraint) | None = None  # type: ignore[valid-type]
+    cpufreq_driver: entry(DriverName) | None = None  # type: ignore[valid-type]
+    iommu: entry(Literal["passthrough", "translated"]) | None = None  # type: ignore[valid-type]
+    # One check or a list; always a list once loaded, so that an error in a single check is
+    # reported once, not once per member of a union.
+    pci_link: Annotated[
+        list[LinkCheck] | None, Before(_listify, accepts=LinkCheck | list[LinkCheck] | None)
+    ] = None
+
+
+def request(spec: ChecksSpec) -> Request:
+    result = Request()
+    if spec.kernel is not None:
+        result |= Request.of(OSRELEASE)
+    if spec.cpufreq_driver is not None:
+        result |= Request.of(CPUFREQ_DRIVER)
+    if spec.iommu is not None:
+        result |= Request.of(IOMMU_TYPES)
+    if spec.pci_link is not None:
+        result |= request_devices()
+    return result
+
+
+def version(release: str) -> tuple[int, ...]:
+    """`6.8.12-9-pve` -> (6, 8, 12)."""
+    match = re.match(r"(\d+(?:\.\d+)*)", release.strip())
+    return tuple(int(p) for p in match.group(1).split(".")) if match else ()
+
+
+def kernel_ok(release: str, constraint: str) -> bool:
+    match = re.fullmatch(r"(>=|<=|==|>|<)?\s*([\d.]+)", constraint.strip())
+    assert match is not None  # the profile schema only admits this shape
+    op, wanted = match.group(1) or ">=", version(match.group(2))
+    have = version(release)[: len(wanted)]
+    return {
+        ">=": have >= wanted,
+        "<=": have <= wanted,
+        "==": have == wanted,
+        ">": have > wanted,
+        "<": have < wanted,
+    }[op]
+
+
+def evaluate(spec: ChecksSpec, files: Files) -> Outcome:
+    outcome = Outcome()
+    if spec.kernel is not None:
+        release = files.value(OSRELEASE)
+        outcome.checks.append(
+            CheckResult(
+                "kernel",
+                release is not None and kernel_ok(release, spec.kernel.value),
+                release,
+                spec.kernel.value,
+                f"install a kernel {spec.kernel.value} and reboot into it",
+            )
+        )
+    if spec.cpufreq_driver is not None:
+        outcome.checks.append(_cpufreq(spec.cpufreq_driver.value, files))
+    if spec.iommu is not None:
+        outcome.checks.append(_iommu(spec.iommu.value, files))
+    devices = pci_devices(files) if spec.pci_link else []
+    for link in spec.pci_link or ():
+        _link(link, devices, outcome)
+    return outcome
+
+
+def _cpufreq(wanted: str, files: Files) -> CheckResult:
+    drivers = sorted({files.value(p) or "" for p in files.glob(CPUFREQ_DRIVER)})
+    observed = ",".join(drivers) if drivers else None
+    remedy = {
+        "amd-pstate-epp": "boot with amd_pstate=active (CPPC enabled in the BIOS)",
+        "amd-pstate": "boot with amd_pstate=passive or guided (CPPC enabled in the BIOS)",
+        "intel_pstate": "boot without intel_pstate=disable",
+    }.get(wanted, f"load the {wanted} cpufreq driver")
+    return CheckResult("cpufreq_driver", drivers == [wanted], observed, wanted, remedy)
+
+
+def _iommu(mode: str, files: Files) -> CheckResult:
+    types = sorted({files.value(p) or "" for p in files.glob(IOMMU_TYPES)})
+    observed = ",".join(types) if types else None
+    ok = bool(types) and all(t in IOMMU_MODES[mode] for t in types)
+    remedy = (
+        "boot with iommu=pt (amd_iommu=on or intel_iommu=on as the platform needs)"
+        if mode == "passthrough"
+        else "boot without iommu=pt"
+    )
+    return CheckResult("iommu", ok, observed, mode, remedy)
+
+
+def _link(link: LinkCheck, devices: list[PciDevice], outcome: Outcome) -> None:
+    matched = [d for d in devices if link.select.matches(d)]
+    expected = " x".join(str(x) for x in (link.speed, link.width) if x is not None)
+
+    def unreadable(remedy: str, subject: str) -> None:
+        outcome.checks.append(CheckResult("pci_link", False, None, expected, remedy, subject))
+
+    if not matched:
+        unreadable("no device matches; check the selector", link.select.describe())
+    idle = []
+    for device in matched:
+        cap = device.express
+        if cap is None:
+            unreadable("PCI Express registers unreadable (needs root)", device.address)
+            continue
+        ok = (link.width is None or cap.link_width >= link.width) and (
+            link.speed is None or _gts(cap.link_speed_max) >= _gts(link.speed)
+        )
+        observed = f"{cap.link_speed_max} x{cap.link_width} (now {cap.link_speed})"
+        outcome.checks.append(
+            CheckResult(
+                "pci_link",
+                ok,
+                observed,
+                expected,
+                "reseat the card or check the slot, riser and BIOS link settings",
+                device.address,
+            )
+        )
+        if ok and link.speed and _gts(cap.link_speed) < _gts(link.speed):
+            idle.append(f"{device.address} ({cap.link_speed})")
+    if idle:
+        outcome.notes.append(
+            Note(
+                f"{len(idle)} devices run below {link.speed} now: "
+                + ", ".join(idle)
+                + ". GPUs lower their link speed when idle; not a failure.",
+                "check:pci_link",
+            )
+        )
+
+
+def _gts(speed: str | None) -> float:
+    return float(speed.removesuffix("GT/s")) if speed else 0.0

@@ -1,0 +1,48 @@
+"""The plan: a pure function of (profile, observation)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..kinds import checks
+from ..kinds import files as owned_files
+from ..profile.load import LoadedProfile
+from .model import Change, Note, Outcome, Phase, Plan, Priority
+from .observe import Observation
+
+PHASES = (Phase.RUNTIME, Phase.REBOOT)
+PRIORITIES = (Priority.P0, Priority.P1, Priority.P2)
+
+
+def make_plan(loaded: LoadedProfile, observed: Observation, with_persistence: bool = True) -> Plan:
+    """`with_persistence` adds tune's boot-time files (`file:` changes), after every knob."""
+    profile = loaded.profile
+    outcome = Outcome()
+    for kind, spec in profile.sections():
+        outcome.extend(kind.compare(spec, observed.files))
+    if profile.checks is not None:
+        outcome.extend(checks.evaluate(profile.checks, observed.files))
+    files = owned_files.KIND.compare(profile, observed.files) if with_persistence else Outcome()
+    outcome.notes.extend(files.notes)
+    return Plan(
+        profile=profile.name,
+        host=observed.host,
+        compared=(*sorted(outcome.changes, key=order), *files.changes),
+        pending=tuple(outcome.pending),
+        checks=tuple(outcome.checks),
+        notes=tuple(_located(n, loaded) for n in outcome.notes),
+    )
+
+
+def order(change: Change) -> tuple[int, int]:
+    """Phase, then priority; within those the profile's order (sort is stable)."""
+    return PHASES.index(change.phase), PRIORITIES.index(change.priority)
+
+
+def _located(note: Note, loaded: LoadedProfile) -> Note:
+    """Point notes about a keyed profile entry at its line (`sysctl:kernel.foo`)."""
+    section, _, key = note.about.partition(":")
+    where = loaded.positions.get((section, key))
+    if where is None:
+        return note
+    return replace(note, message=f"{where[0]}:{where[1]}:{where[2]}: {note.message}")

@@ -1,0 +1,49 @@
+"""Observation: everything a profile needs from a host, in one batched read."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..hosts.base import Host
+from ..hosts.files import Files, Request
+from ..kinds import checks
+from ..kinds import files as owned_files
+from ..profile.load import Profile
+from .model import HostFacts
+
+HOSTNAME = "/proc/sys/kernel/hostname"
+OSRELEASE = "/proc/sys/kernel/osrelease"
+BOOT_ID = "/proc/sys/kernel/random/boot_id"
+IDENTITY = Request.of(HOSTNAME, OSRELEASE, BOOT_ID)
+
+
+@dataclass(frozen=True)
+class Observation:
+    host: HostFacts
+    files: Files
+
+
+def request(profile: Profile, with_persistence: bool = True) -> Request:
+    wanted = IDENTITY
+    for kind, spec in profile.sections():
+        wanted |= kind.request(spec)
+    if profile.checks is not None:
+        wanted |= checks.request(profile.checks)
+    if with_persistence:
+        wanted |= owned_files.KIND.request(profile)
+    return wanted
+
+
+def observe(host: Host, profile: Profile, with_persistence: bool = True) -> Observation:
+    return observation(host, host.fetch(request(profile, with_persistence)))
+
+
+def observation(host: Host, files: Files) -> Observation:
+    """An observation from files already fetched, e.g. in one batch with other reads."""
+    facts = HostFacts(
+        name=files.value(HOSTNAME) or host.name,
+        source=host.describe(),
+        kernel=files.value(OSRELEASE),
+        boot_id=files.value(BOOT_ID),
+    )
+    return Observation(facts, files)

@@ -1,0 +1,194 @@
+"""Saved plans: what `tune plan` leaves in `.tune/plan.json` (or `-o FILE`) for `tune apply`.
+
+A saved plan records the profile, the host it was made for, every observed value and the boot
+id, with a fingerprint of those. `tune apply` re-observes and refuses the plan when the
+fingerprint moved: the operator approved changes from those values, not from others.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..apply.trust import Owned, check, private_directory
+from ..errors import StalePlan, UsageError
+from ..hosts.bounded import MAX_SAVED_PLAN_BYTES, read_bounded
+from ..profile.load import LoadedProfile
+from .model import Plan
+
+DEFAULT = Path(".tune") / "plan.json"
+VERSION = 1
+
+
+def observed_values(plan: Plan, with_files: bool = True) -> dict[str, Any]:
+    return {
+        c.id: list(c.current) if isinstance(c.current, tuple) else c.current
+        for c in plan.compared
+        if with_files or c.kind != "file"
+    }
+
+
+def fingerprint(observed: dict[str, Any], boot_id: str | None) -> str:
+    blob = json.dumps({"boot_id": boot_id, "observed": observed}, sort_keys=True)
+    return "sha256:" + hashlib.sha256(blob.encode()).hexdigest()
+
+
+def profile_digest(loaded: LoadedProfile) -> str:
+    blob = json.dumps(loaded.data, sort_keys=True, default=str)
+    return "sha256:" + hashlib.sha256(blob.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class SavedPlan:
+    path: str
+    profile_path: str
+    profile_digest: str
+    root: str | None
+    boot_id: str | None
+    observed: dict[str, Any]
+    fingerprint: str
+    persist: bool
+
+    def check(self, plan: Plan, loaded: LoadedProfile, persist: bool) -> None:
+        """Raise `StalePlan` unless `plan` (made now) starts from the values this one saw."""
+        where = self.path
+        if profile_digest(loaded) != self.profile_digest:
+            raise StalePlan(
+                f"stale plan: {self.profile_path} changed since {where} was made; "
+                "run tune plan again."
+            )
+        if plan.host.boot_id != self.boot_id:
+            raise StalePlan(
+                f"stale plan: the host rebooted since {where} was made; run tune plan again."
+            )
+        with_files = persist and self.persist
+        before = {k: v for k, v in self.observed.items() if with_files or not k.startswith("file:")}
+        now = observed_values(plan, with_files)
+        if fingerprint(before, self.boot_id) != fingerprint(now, plan.host.boot_id):
+            raise StalePlan(
+                f"stale plan: the host changed since {where} was made "
+                f"({moved(before, now)}); run tune plan again."
+            )
+
+
+def moved(before: dict[str, Any], now: dict[str, Any]) -> str:
+    """What differs, briefly: deepdiff explains it (imported only here, off the plan path)."""
+    from deepdiff import DeepDiff
+
+    diff = DeepDiff(before, now, verbose_level=2)
+    parts: list[str] = []
+    for key, change in diff.get("values_changed", {}).items():
+        parts.append(f"{_id(key)}: {change['old_value']} -> {change['new_value']}")
+    for key, change in diff.get("type_changes", {}).items():
+        parts.append(f"{_id(key)}: {change['old_value']} -> {change['new_value']}")
+    for key in diff.get("dictionary_item_added", {}):
+        parts.append(f"{_id(key)} appeared")
+    for key in diff.get("dictionary_item_removed", {}):
+        parts.append(f"{_id(key)} disappeared")
+    for key in list(diff.get("iterable_item_added", {})) + list(
+        diff.get("iterable_item_removed", {})
+    ):
+        parts.append(f"{_id(key)} changed")
+    parts = list(dict.fromkeys(parts))
+    if not parts:
+        return "values moved"
+    more = f" and {len(parts) - 3} more" if len(parts) > 3 else ""
+    return ", ".join(parts[:3]) + more
+
+
+def _id(deepdiff_path: str) -> str:
+    """`root['sysctl:vm.swappiness'][2]` -> `sysctl:vm.swappiness`."""
+    inner = deepdiff_path.removeprefix("root[")
+    return inner.split("]", 1)[0].strip("'\"")
+
+
+def save(
+    target: str | os.PathLike[str],
+    loaded: LoadedProfile,
+    plan: Plan,
+    root: str | None,
+    persist: bool,
+) -> None:
+    observed = observed_values(plan)
+    data = {
+        "version": VERSION,
+        "profile_path": str(Path(loaded.path).resolve()),
+        "profile": plan.profile,
+        "profile_digest": profile_digest(loaded),
+        "root": None if root is None else str(Path(root).resolve()),
+        "persist": persist,
+        "host": plan.host.to_json(),
+        "fingerprint": fingerprint(observed, plan.host.boot_id),
+        "observed": observed,
+        "plan": plan.to_json(),
+    }
+    path = Path(target)
+    # 0700 whatever the umask (under umask 000 a plain mkdir made .tune 0777, which the trust
+    # check then refused): the plan holds what tune observed of the host.
+    private_directory(path.parent)
+    _trusted_directory(path)
+    # A fresh name (O_EXCL, never through a link) renamed over the plan: a fixed temporary name
+    # in a directory others can write let them point it at any file tune would then overwrite.
+    # (os.urandom, not tempfile: tempfile's imports cost every `tune plan` a few ms.)
+    temporary = str(path.parent / f".{path.name}.{os.urandom(6).hex()}")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(temporary, flags, 0o600)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            # Compact: json.dumps with indent falls back to the pure-Python encoder (slow).
+            handle.write(json.dumps(data, separators=(",", ":")) + "\n")
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+
+
+def _trusted_directory(path: Path) -> None:
+    """`UntrustedState` unless the plan's directory is one only root or the caller can write:
+    `tune apply` without a profile would otherwise apply a plan another user left there."""
+    directory = path.parent.resolve()
+    check(os.geteuid(), {str(directory): Owned.of(os.lstat(directory))})
+
+
+def _read_trusted(path: Path) -> bytes:
+    """The plan's bytes, read only when it and its directory pass `trust.check` (the file
+    opened without following a link, then judged by what was opened)."""
+    _trusted_directory(path)
+    if path.is_symlink():
+        check(os.geteuid(), {str(path): Owned.of(os.lstat(path))}, [str(path)])
+
+    def judge(info: os.stat_result) -> None:
+        check(os.geteuid(), {str(path): Owned.of(info)}, [str(path)])
+
+    return read_bounded(path, MAX_SAVED_PLAN_BYTES, "a saved plan", follow=False, judge=judge)
+
+
+def load(path: str | os.PathLike[str]) -> SavedPlan:
+    try:
+        data = json.loads(_read_trusted(Path(path)))
+        return SavedPlan(
+            path=str(path),
+            profile_path=data["profile_path"],
+            profile_digest=data["profile_digest"],
+            root=data.get("root"),
+            boot_id=data["host"].get("boot_id"),
+            observed=data["observed"],
+            fingerprint=data["fingerprint"],
+            persist=bool(data.get("persist", True)),
+        )
+    except FileNotFoundError:
+        raise UsageError(
+            f"no saved plan at {path}: run tune plan PROFILE first, or give a profile."
+        ) from None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise UsageError(f"{path} is not a plan saved by tune plan ({exc}).") from None
+
+
+def is_saved_plan(path: str) -> bool:
+    return path.endswith(".json")

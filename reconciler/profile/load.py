@@ -1,0 +1,522 @@
+"""Profiles: YAML files declaring a host's desired state, validated with pydantic, with every
+error pointing at a file, line and column."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import functools
+import json
+import re
+import typing
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+from ..errors import Diagnostic, ProfileError
+from ..hosts.bounded import MAX_PROFILE_BYTES, read_bounded, size_text
+from ..kinds import REGISTRY
+from ..kinds.base import Meta, Strict, safe
+from ..kinds.checks import ChecksSpec
+from ..kinds.cmdline import CmdlineSpec
+from ..kinds.cpu import CpuSpec
+from ..kinds.lxc import LxcEntry
+from ..kinds.modules import ModulesSpec
+from ..kinds.pci import PciEntry
+from ..kinds.sysctl import SysctlSpec
+from ..kinds.sysfs import SysfsSpec
+from ..probes.spec import ProbeName, ProbeSpec
+from . import cache as profile_cache
+from .schema import Before, json_schema, validate
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
+    from ruamel.yaml import YAML
+    from ruamel.yaml.composer import Composer
+
+ProfileName = safe(r"[A-Za-z0-9_.-]+", "profile name", "blackwell-8x")
+
+
+def _listify(value: Any) -> Any:
+    return [value] if isinstance(value, str) else value
+
+
+@dataclass(frozen=True, kw_only=True)
+class Profile(Strict):
+    """The whole desired state of a host. Sections are owned by knob kinds (`reconciler.kinds`)."""
+
+    name: ProfileName  # type: ignore[valid-type]
+    description: str = ""
+    extends: Annotated[list[str], Before(_listify)] = field(
+        default_factory=list,
+        metadata={"description": "parent profiles, relative to this file; this file wins"},
+    )
+    sysctl: SysctlSpec = field(default_factory=dict)
+    sysfs: SysfsSpec = field(default_factory=dict)
+    cpu: CpuSpec | None = None
+    modules: ModulesSpec = field(default_factory=dict)
+    pci: list[PciEntry] = field(default_factory=list)
+    cmdline: CmdlineSpec | None = None
+    lxc: list[LxcEntry] = field(default_factory=list)
+    checks: ChecksSpec | None = None
+    probes: dict[ProbeName, ProbeSpec] = field(default_factory=dict)
+
+    def sections(self) -> Iterator[tuple[Any, Any]]:
+        """(kind, spec) for every knob section the profile uses."""
+        for kind in REGISTRY:
+            spec = getattr(self, kind.section)
+            if spec:
+                yield kind, spec
+
+    def entries(self) -> Iterator[Meta]:
+        """Every entry of the knob sections that has priority, reason and `optional`."""
+        for _kind, spec in self.sections():
+            yield from _metas(spec)
+
+
+def _metas(value: Any) -> Iterator[Meta]:
+    if isinstance(value, Meta):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _metas(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from _metas(item)
+    elif isinstance(value, Strict):
+        for info in dataclasses.fields(value):
+            yield from _metas(getattr(value, info.name))
+
+
+# pydantic's error types for a key the model does not have (models, dataclasses).
+UNKNOWN_KEY = ("extra_forbidden", "unexpected_keyword_argument")
+
+Position = tuple[str, int, int]  # file, 1-based line, 1-based column
+Path_ = tuple[Any, ...]
+
+
+@dataclass
+class Tree:
+    """Plain data from YAML, with where each value and each key came from."""
+
+    data: Any
+    values: dict[Path_, Position] = field(default_factory=dict)
+    keys: dict[Path_, Position] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LoadedProfile:
+    profile: Profile
+    path: str
+    files: tuple[str, ...]  # this file and every parent, in merge order
+    data: dict[str, Any]  # the resolved profile (extends applied), plain data
+    positions: dict[Path_, Position]
+
+    def locate(self, *path: Any) -> str:
+        """`FILE:LINE:COL` of a profile entry, or the file alone."""
+        pos = self.positions.get(tuple(path))
+        return f"{pos[0]}:{pos[1]}:{pos[2]}" if pos else self.path
+
+
+def _yaml() -> YAML:
+    from ruamel.yaml import YAML
+
+    yaml = YAML(typ="rt")
+    yaml.allow_duplicate_keys = False
+    yaml.Composer = _counting_composer()
+    return yaml
+
+
+def parse(path: Path, *, quote: bool = True) -> Tree:
+    return parse_bytes(read(path), str(path), quote=quote)
+
+
+def read(path: Path) -> bytes:
+    """A profile file's bytes: a regular file of at most MAX_PROFILE_BYTES."""
+    try:
+        return read_bounded(path, MAX_PROFILE_BYTES, "a profile")
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise ProfileError([Diagnostic(str(path), 1, 1, f"cannot read profile: {reason}")]) from exc
+
+
+def parse_bytes(raw: bytes, name: str, *, quote: bool = True) -> Tree:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        message = f"not UTF-8 text (byte 0x{raw[exc.start]:02x})"
+        raise ProfileError([Diagnostic(name, line, column, message)]) from exc
+    return parse_text(text, name, quote=quote)
+
+
+# What one profile may hold once its aliases are expanded: keys, values and list items. A
+# profile for eight GPUs holds a few hundred; a YAML alias bomb (each anchor repeating the one
+# before nine times) holds billions in a few hundred bytes, and tune copies every one.
+MAX_PROFILE_VALUES = 20_000
+
+
+class _TooManyValues(Exception):
+    def __init__(self, line: int, column: int) -> None:
+        self.line, self.column = line, column
+
+
+@functools.cache
+def _counting_composer() -> type[Composer]:
+    """ruamel's composer, counting the values the document expands to as it composes them (an
+    alias counts what it repeats), so a bomb is refused before anything is expanded."""
+    from ruamel.yaml.composer import Composer
+    from ruamel.yaml.events import AliasEvent
+
+    class Counting(Composer):
+        expanded = 0
+        sizes: dict[int, int] | None = (
+            None  # id(node) -> what it expands to (nodes keep no attributes)
+        )
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            sizes = self.sizes = {} if self.sizes is None else self.sizes
+            start = self.expanded
+            alias = self.parser.check_event(AliasEvent)
+            node = super().compose_node(parent, index)
+            if alias:
+                self.expanded += sizes.get(id(node), 1)
+            else:
+                self.expanded += 1
+                sizes[id(node)] = self.expanded - start
+            if self.expanded > MAX_PROFILE_VALUES:
+                raise _TooManyValues(node.start_mark.line + 1, node.start_mark.column + 1)
+            return node
+
+    return Counting
+
+
+# What ruamel's messages quote from the document: an alias name, a duplicate key and its value.
+QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
+
+
+def parse_text(text: str, name: str, *, quote: bool = True) -> Tree:
+    """YAML text as a `Tree`; `name` is what diagnostics call the file. With `quote` false a
+    syntax error says where it is and why, but quotes nothing it found there: a parent named
+    by `extends` may be a file the profile's author cannot read (`extends: /etc/shadow`)."""
+    from ruamel.yaml.comments import CommentedMap
+    from ruamel.yaml.error import MarkedYAMLError, YAMLError, YAMLWarning
+    from ruamel.yaml.reader import ReaderError
+
+    if len(text.encode()) > MAX_PROFILE_BYTES:  # a profile stored on a host, read as text
+        limit = size_text(MAX_PROFILE_BYTES)
+        message = f"larger than {limit}, the most tune reads for a profile"
+        raise ProfileError([Diagnostic(name, 1, 1, message)])
+    try:
+        with warnings.catch_warnings():
+            # ruamel warns on stderr about YAML 1.1 readings and reused anchors (which YAML 1.2
+            # allows); tune reads YAML 1.2 and speaks only through its diagnostics.
+            warnings.simplefilter("ignore", YAMLWarning)
+            node = _yaml().load(text)
+    except _TooManyValues as exc:
+        message = (
+            f"more than {MAX_PROFILE_VALUES:,} keys, values and list items (aliases count what "
+            "they repeat), the most tune reads in a profile"
+        )
+        raise ProfileError([Diagnostic(name, exc.line, exc.column, message)]) from None
+    except MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+        problem = exc.problem or exc.context or "invalid YAML"
+        start = exc.context_mark
+        if (
+            exc.problem
+            and exc.context
+            and start
+            and (start.line, start.column) != (line - 1, col - 1)
+        ):
+            # Where an unclosed quote or bracket began is what the reader needs to find.
+            problem += f" ({exc.context} at line {start.line + 1}, column {start.column + 1})"
+        if not quote:
+            problem = QUOTED.sub("(text not shown)", problem)
+        raise ProfileError([Diagnostic(name, line, col, f"YAML syntax error: {problem}")]) from exc
+    except ReaderError as exc:
+        # A character YAML does not allow in a document at all (NUL, most control characters).
+        line = text.count("\n", 0, exc.position) + 1
+        col = exc.position - (text.rfind("\n", 0, exc.position) + 1) + 1
+        message = f"YAML does not allow the character U+{exc.character:04X} here"
+        raise ProfileError([Diagnostic(name, line, col, message)]) from exc
+    except (YAMLError, TypeError, ValueError, AttributeError, RecursionError) as exc:
+        # ruamel fails with Python errors of its own on some hostile documents (a mapping as a
+        # key of a mapping, a merge of an alias still being built); still a broken profile.
+        message = "YAML that cannot be read as plain data (a mapping as a key, a self-merge)"
+        raise ProfileError([Diagnostic(name, 1, 1, message)]) from exc
+    if not isinstance(node, CommentedMap):
+        raise ProfileError([Diagnostic(name, 1, 1, "a profile must be a YAML mapping of sections")])
+    tree = Tree(None)
+    tree.data = _plain(node, (), name, tree)
+    return tree
+
+
+def _positions(node: Any, index: Any) -> tuple[int, int, int, int]:
+    """0-based line and column of a mapping's key and value (or a list's item). Keys a merge
+    (`<<: *base`) brings in, and `!!omap` entries, have no place of their own in ruamel: they
+    point at the mapping that holds them."""
+    data = node.lc.data
+    found = data.get(index) if isinstance(data, dict) else None
+    if found is None:
+        line, col = node.lc.line or 0, node.lc.col or 0
+        return line, col, line, col
+    return (*found, *found) if len(found) == 2 else tuple(found)
+
+
+def _plain(node: Any, path: Path_, name: str, tree: Tree) -> Any:
+    from ruamel.yaml.comments import CommentedMap, CommentedSeq
+
+    if isinstance(node, CommentedMap):
+        out = {}
+        for key in node:
+            key_line, key_col, val_line, val_col = _positions(node, key)
+            # Keys are text, as pydantic reports them (`1:` or `? [a, b]` too).
+            text_key = str(key)
+            tree.keys[(*path, text_key)] = (name, key_line + 1, key_col + 1)
+            tree.values[(*path, text_key)] = (name, val_line + 1, val_col + 1)
+            out[text_key] = _plain(node[key], (*path, text_key), name, tree)
+        return out
+    if isinstance(node, CommentedSeq):
+        items = []
+        for index, item in enumerate(node):
+            line, col, _, _ = _positions(node, index)
+            tree.values[(*path, index)] = (name, line + 1, col + 1)
+            items.append(_plain(item, (*path, index), name, tree))
+        return items
+    if node is None or type(node) in (bool, int, float, str):
+        return node
+    if isinstance(node, bool | int | float | str):
+        # ruamel's ScalarInt/ScalarFloat/ScalarString subclasses carry formatting; drop it.
+        return type(node).__mro__[-2](node)
+    return node
+
+
+def _merge(base: Tree, top: Tree) -> Tree:
+    """`top` over `base`: mappings merge key by key, anything else (lists too) is replaced."""
+    merged = Tree(_merge_data(base.data, top.data), dict(base.values), dict(base.keys))
+    for table, new in ((merged.values, top.values), (merged.keys, top.keys)):
+        for path in list(table):
+            if _replaced(path, top.data):
+                del table[path]
+        table.update(new)
+    return merged
+
+
+def _merge_data(base: Any, top: Any) -> Any:
+    if isinstance(base, dict) and isinstance(top, dict):
+        out = dict(base)
+        for key, value in top.items():
+            out[key] = _merge_data(base[key], value) if key in base else value
+        return out
+    return top
+
+
+def _replaced(path: Path_, top: Any) -> bool:
+    """Whether `top` replaces (not merges) the value at `path` or one of its ancestors."""
+    node = top
+    for part in path:
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+        if not isinstance(node, dict):
+            return True
+    return False
+
+
+def _resolve(
+    path: Path,
+    stack: tuple[Path, ...],
+    parsed: list[tuple[str, str]],
+    named_at: Position | None = None,
+) -> Tree:
+    """`path` with its parents merged in; `named_at` is the `extends` entry that names it."""
+    raw = read(path)
+    # A parent is whatever file `extends` names, readable by tune but perhaps not by the
+    # profile's author: its text shows in diagnostics only once it reads as a profile.
+    tree = parse_bytes(raw, str(path), quote=named_at is None)
+    # The cache is keyed by these very bytes: a file edited after this read is a miss later,
+    # never the old profile under the new content's name.
+    parsed.append((str(path), profile_cache.digest(raw)))
+    if named_at is not None and tree.data and not tree.data.keys() & set(profile_keys(Profile)):
+        message = f"extends: {str(path)!r} is not a tune profile (no profile section in it)"
+        raise ProfileError([Diagnostic(*named_at, message)])
+    parents = tree.data.get("extends")
+    if parents is None:
+        return tree
+    parent_list = [parents] if isinstance(parents, str) else parents
+    where = tree.values.get(("extends",), (str(path), 1, 1))
+    if not isinstance(parent_list, list) or not all(isinstance(p, str) for p in parent_list):
+        raise ProfileError([Diagnostic(*where, "extends: expected a path or a list of paths")])
+    merged = Tree({})
+    for index, parent in enumerate(parent_list):
+        at = tree.values.get(("extends", index), where)
+        if "\0" in parent:
+            raise ProfileError([Diagnostic(*at, "extends: a path cannot hold a NUL character")])
+        named = path.parent / parent
+        try:
+            target = named.resolve()
+            is_file = target.is_file()
+        except (OSError, RuntimeError) as exc:
+            # A link that leads to itself (RuntimeError before Python 3.13, ELOOP after), a
+            # name past PATH_MAX: a parent that cannot be found, said so, not exit 70.
+            reason = getattr(exc, "strerror", None) or "a loop of symbolic links"
+            message = f"extends: cannot resolve {parent!r} ({reason})"
+            raise ProfileError([Diagnostic(*at, message)]) from None
+        # Where the name leads is part of what was read (`profile_cache.leads_to`).
+        parsed.append((str(named), profile_cache.leads_to(target)))
+        if target in stack or target == path.resolve():
+            chain = " -> ".join(p.name for p in (*stack, path.resolve(), target))
+            raise ProfileError([Diagnostic(*at, f"extends cycle: {chain}")])
+        if not is_file:
+            raise ProfileError([Diagnostic(*at, f"extends: no such profile {parent!r}")])
+        merged = _merge(merged, _resolve(target, (*stack, path.resolve()), parsed, at))
+    return _merge(merged, tree)
+
+
+def load_profile(path: str | Path) -> LoadedProfile:
+    """Parse, resolve `extends`, validate (or reuse the result of the last time these files were
+    read: `reconciler.profile_cache`). Raises ProfileError with every problem found."""
+    path = Path(path)
+    key = profile_cache.path_key(path)
+    cached = profile_cache.lookup(key, LoadedProfile)
+    if cached is not None:
+        return cached
+    parsed: list[tuple[str, str]] = []
+    loaded = _validated(_resolve(path, (), parsed), str(path))
+    profile_cache.store(key, loaded, tuple(parsed))
+    return loaded
+
+
+def load_profile_text(text: str, name: str) -> LoadedProfile:
+    """A resolved profile held as text, e.g. the one `tune apply` stored on a host; `name` (the
+    host path) is the file every diagnostic points at. Such a profile stands alone: `extends`
+    could only be resolved against files on the host, so it is refused."""
+    key = profile_cache.text_key(name, text)
+    cached = profile_cache.lookup(key, LoadedProfile)
+    if cached is not None:
+        return cached
+    tree = parse_text(text, name)
+    if "extends" in tree.data:
+        where = tree.keys.get(("extends",), (name, 1, 1))
+        raise ProfileError(
+            [Diagnostic(*where, "a stored profile is already resolved; extends is not allowed")]
+        )
+    loaded = _validated(tree, name)
+    profile_cache.store(key, loaded)
+    return loaded
+
+
+def profiles_of(data: list[dict[str, Any]]) -> list[Profile | None]:
+    """Profiles from plain data (what the audit's fixes would write), None for data the format
+    refuses; kept in the profile cache by content, as profile files are."""
+    key = profile_cache.text_key("data", json.dumps(data, sort_keys=True, default=str))
+    cached = profile_cache.lookup(key, list)
+    if cached is not None:
+        return cached
+    from pydantic import ValidationError
+
+    made: list[Profile | None] = []
+    for item in data:
+        try:
+            made.append(validate(Profile, item))
+        except ValidationError:
+            made.append(None)
+    profile_cache.store(key, made)
+    return made
+
+
+def _validated(tree: Tree, path: str) -> LoadedProfile:
+    from pydantic import ValidationError
+
+    data = {k: v for k, v in tree.data.items() if k != "extends"}
+    try:
+        profile = validate(Profile, data)
+    except ValidationError as exc:
+        raise ProfileError(_diagnostics(exc, tree, path)) from None
+    files = tuple(dict.fromkeys(p[0] for p in tree.values.values()))
+    return LoadedProfile(profile, path, files or (path,), data, tree.values)
+
+
+def _diagnostics(exc: ValidationError, tree: Tree, fallback: str) -> list[Diagnostic]:
+    found: dict[tuple[Position, str], None] = {}
+    for error in exc.errors():
+        loc = tuple(error["loc"])
+        # A key that fails its pattern (`[key]`) or is not allowed at all: point at the key.
+        if loc and loc[-1] == "[key]":
+            loc = loc[:-1]
+        is_key = len(loc) < len(error["loc"]) or error["type"] in UNKNOWN_KEY
+        path, position = _locate(loc, tree, is_key)
+        pos = position or (fallback, 1, 1)
+        found[(pos, _message(error, path, is_key))] = None
+    return [Diagnostic(*pos, msg) for pos, msg in found]
+
+
+def _locate(loc: Path_, tree: Tree, is_key: bool) -> tuple[Path_, Position | None]:
+    """The deepest position recorded along `loc`, skipping pydantic's union-member tags."""
+    path: Path_ = ()
+    position = tree.values.get(())
+    for part in loc:
+        if (*path, part) in tree.values:
+            path = (*path, part)
+            position = tree.values[path]
+    if is_key:
+        position = tree.keys.get(path, position)
+    return path, position
+
+
+def _message(error: Any, path: Path_, is_key: bool) -> str:
+    # A key error names the mapping it is in; the message quotes the key itself.
+    where = ".".join(str(p) for p in (path[:-1] if is_key else path))
+    kind = error["type"]
+    if kind in UNKNOWN_KEY:
+        key = str(error["loc"][-1])
+        close = difflib.get_close_matches(key, _known_keys(), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        return f"unknown key {key!r}{hint}"
+    if kind == "missing":
+        return f"{where + ': ' if where else ''}missing required key {error['loc'][-1]!r}"
+    message = str(error["msg"])
+    if message.startswith("Value error, "):
+        message = message.removeprefix("Value error, ")
+    prefix = f"{where}: " if where else ""
+    return f"{prefix}key {message}" if is_key else f"{prefix}{message}"
+
+
+def profile_keys(model: Any) -> list[str]:
+    """The keys a profile model takes, as written in YAML (`class`, not `class_`)."""
+    return [f.metadata.get("alias", f.name) for f in dataclasses.fields(model)]
+
+
+def _known_keys() -> list[str]:
+    keys: set[str] = set()
+
+    def walk(model: Any) -> None:
+        keys.update(profile_keys(model))
+        hints = typing.get_type_hints(model, include_extras=True)
+        for info in dataclasses.fields(model):
+            for arg in _models_in(hints[info.name]):
+                walk(arg)
+
+    walk(Profile)
+    return sorted(keys)
+
+
+def _models_in(annotation: Any) -> Iterator[Any]:
+    if isinstance(annotation, type) and issubclass(annotation, Strict):
+        yield annotation
+    for arg in getattr(annotation, "__args__", ()) or ():
+        yield from _models_in(arg)
+    for arg in getattr(annotation, "__metadata__", ()) or ():
+        yield from _models_in(arg) if isinstance(arg, type) else iter(())
+    origin = getattr(annotation, "__origin__", None)
+    if origin is not None and origin is not annotation:
+        yield from _models_in(origin) if isinstance(origin, type) else iter(())
+
+
+def schema() -> dict[str, Any]:
+    return json_schema(Profile)
