@@ -14,11 +14,11 @@ from hypothesis import strategies as st
 from small_host import SmallHost, build, tree, write_profile
 
 from reconciler.apply.steps import (
+    Command,
     DeleteFile,
     Probe,
     PutFile,
     Read,
-    Run,
     SetAttr,
     Step,
     op_from_json,
@@ -139,13 +139,15 @@ ops = st.one_of(
     st.builds(SetAttr, paths, st.text(max_size=20)),
     st.builds(PutFile, paths, st.binary(max_size=40), st.sampled_from([0o644, 0o600])),
     st.builds(DeleteFile, paths),
-    st.builds(Run, st.lists(st.text(min_size=1, max_size=10), min_size=1, max_size=4).map(tuple)),
+    st.builds(
+        Command, st.lists(st.text(min_size=1, max_size=10), min_size=1, max_size=4).map(tuple)
+    ),
 )
 values = st.one_of(st.none(), st.text(max_size=10), st.lists(st.text(max_size=5)).map(tuple))
 
 
 @given(ops)
-def test_operations_survive_json(op: SetAttr | PutFile | DeleteFile | Run) -> None:
+def test_operations_survive_json(op: SetAttr | PutFile | DeleteFile | Command) -> None:
     assert op_from_json(json.loads(json.dumps(op_to_json(op)))) == op
 
 

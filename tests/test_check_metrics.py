@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
-from reconciler.drift.check import Report
+from reconciler.drift.check import DriftReport
 from reconciler.drift.metrics import exposition
 from reconciler.plan.model import Change, HostFacts, Phase, Plan
 
@@ -107,10 +107,10 @@ def test_unwritable_metrics_file_is_an_error(tuned: Path, tmp_path: Path) -> Non
     assert result.err == f"{target}: cannot write metrics (No such file or directory).\n"
 
 
-def report_with_target(target: str) -> Report:
+def report_with_target(target: str) -> DriftReport:
     host = HostFacts("h", "snapshot", None, None)
     change = Change("sysfs", target, "1", "0", Phase.RUNTIME)
-    return Report(Plan('odd"profile\\', host, (change,), (), (), ()), None, False, (), ())
+    return DriftReport(Plan('odd"profile\\', host, (change,), (), (), ()), None, False, (), ())
 
 
 @given(st.text(st.characters(blacklist_categories=("Cs",)), min_size=1))

@@ -49,7 +49,7 @@ def imports() -> dict[str, set[str]]:
             if not isinstance(node, ast.ImportFrom) or node.lineno in skip:
                 continue
             if node.level:
-                target = ".".join([*base[:len(base) - node.level + 1], node.module or ""])
+                target = ".".join([*base[: len(base) - node.level + 1], node.module or ""])
             else:
                 target = node.module or ""
             target = target.rstrip(".")
@@ -111,3 +111,14 @@ def test_the_cycle_finder_finds_one() -> None:
         "reconciler.c": {"reconciler.a"},
     }
     assert cycles(graph) == [["reconciler.a", "reconciler.b", "reconciler.c"]]
+
+
+def test_no_class_name_means_two_things() -> None:
+    """Two classes of one name in two modules read as one thing to whoever meets both."""
+    where: dict[str, list[str]] = defaultdict(list)
+    for name, (path, _package) in modules().items():
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                where[node.name].append(name)
+    twice = {name: found for name, found in where.items() if len(found) > 1}
+    assert twice == {}

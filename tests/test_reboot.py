@@ -17,7 +17,7 @@ from small_host import tree
 from reconciler.apply.engine import execute, prepare, rollback
 from reconciler.boot.reboot import LocalTarget, conclude, wait_for_new_boot
 from reconciler.boot.tryonce import TRY_ENTRY, Boot, arrange, entry_cmdline
-from reconciler.boot.verify import PENDING, Pending, pending_of, read_pending
+from reconciler.boot.verify import PENDING, PendingBoot, pending_of, read_pending
 from reconciler.errors import ApplyFailed, ConnectError, ExitCode, HostKeyError, RebootTimeout
 from reconciler.facts import cmdline as fmt
 from reconciler.hosts.base import Completed, Host
@@ -104,7 +104,7 @@ def grub_host(tmp_path: Path, default: str = "saved", fail: str | None = None) -
     return host
 
 
-def apply_with_reboot(host: GrubTools, tmp_path: Path) -> tuple[LoadedProfile, Boot, Pending]:
+def apply_with_reboot(host: GrubTools, tmp_path: Path) -> tuple[LoadedProfile, Boot, PendingBoot]:
     """What `tune apply --reboot-phase --reboot` does before the reboot."""
     loaded = load_profile(str(profile(tmp_path, PROFILE)))
     work = prepare(host, loaded, runtime_only=False, reboot_phase=True)

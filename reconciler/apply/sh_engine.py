@@ -5,7 +5,7 @@ The steps stay the one description of the work (`reconciler.apply.steps`): this 
 their primitive operations (write an attribute, replace or delete a file, run an argv) and the
 five probe readings as calls of a fixed sh library, with every value single-quoted. The script
 keeps the local engine's guarantees on its own: it takes the lock, journals each step (same
-records, same file as `reconciler.apply.journal`, synced before the write), writes, reads back, and on
+records, same file as `apply.journal`, synced before the write), writes, reads back, and on
 any failure or SIGTERM/SIGHUP/SIGINT restores every journaled step in reverse order before its
 `end` record. A dropped connection cannot stop it (setsid, nohup, stdin from /dev/null).
 

@@ -118,7 +118,7 @@ class DeleteFile:
 
 
 @dataclass(frozen=True)
-class Run:
+class Command:
     """A command as an argv list: no shell ever sees it."""
 
     argv: tuple[str, ...]
@@ -143,7 +143,7 @@ class BootTool:
         return f"run {shlex.join(self.argv)} (boot tool; journaled, not run, on a snapshot)"
 
 
-Op = SetAttr | PutFile | DeleteFile | Run | BootTool
+Op = SetAttr | PutFile | DeleteFile | Command | BootTool
 
 
 def op_to_json(op: Op) -> dict[str, Any]:
@@ -175,7 +175,7 @@ def op_from_json(data: dict[str, Any]) -> Op:
     if kind == "delete":
         return DeleteFile(data["path"])
     if kind == "run":
-        return Run(tuple(data["argv"]))
+        return Command(tuple(data["argv"]))
     if kind == "boot":
         return BootTool(tuple(data["argv"]))
     raise ValueError(f"unknown operation {kind!r}")

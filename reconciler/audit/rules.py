@@ -615,14 +615,14 @@ LXC_CONFIGS = "/var/lib/lxc/*/config"
 
 
 @dataclass(frozen=True)
-class Container:
+class ContainerConfig:
     identity: dict[str, str]  # {"container": "101"} or {"path": "/var/lib/lxc/x/config"}
     name: str
     config: str
     text: str
 
 
-def gpu_containers(facts: Facts) -> list[Container]:
+def gpu_containers(facts: Facts) -> list[ContainerConfig]:
     found = []
     for pattern in (PVE_CONFIGS, LXC_CONFIGS):
         for path in facts.files.glob(pattern):
@@ -631,16 +631,16 @@ def gpu_containers(facts: Facts) -> list[Container]:
                 continue
             if pattern == PVE_CONFIGS:
                 name = path.rsplit("/", 1)[1].removesuffix(".conf")
-                found.append(Container({"container": name}, name, path, text))
+                found.append(ContainerConfig({"container": name}, name, path, text))
             else:
-                found.append(Container({"path": path}, path.split("/")[-2], path, text))
+                found.append(ContainerConfig({"path": path}, path.split("/")[-2], path, text))
     return found
 
 
 @rule("lxc-memlock", Area.CONTAINER, PVE_CONFIGS, LXC_CONFIGS, lxc_fmt.PROC_DEVICES)
 def lxc_memlock(facts: Facts, limits: Thresholds) -> list[Verdict]:
-    limited: list[tuple[Container, str | None, str]] = []
-    fine: list[tuple[Container, str | None, str]] = []
+    limited: list[tuple[ContainerConfig, str | None, str]] = []
+    fine: list[tuple[ContainerConfig, str | None, str]] = []
     for container in gpu_containers(facts):
         value = lxc_fmt.last(container.text, lxc_fmt.MEMLOCK)
         shown = f"{container.config}: " + (
@@ -683,7 +683,7 @@ ALLOW_ALL = ("a", "a *:* rwm", "c *:* rwm")
 class Stale:
     """What a GPU container's config lacks or has too much of, against the host."""
 
-    container: Container
+    container: ContainerConfig
     gone: list[int]  # allowed majors no device has
     missing: list[tuple[int, str]]  # NVIDIA majors (and their driver) not allowed
     unmounted: list[str]  # /dev/nvidia* nodes not mounted
@@ -706,7 +706,7 @@ class Stale:
         return f"container {self.container.name} " + ", and ".join(parts)
 
 
-def _stale(container: Container, devices: str, nodes: tuple[str, ...]) -> Stale | None:
+def _stale(container: ContainerConfig, devices: str, nodes: tuple[str, ...]) -> Stale | None:
     """None when the container allows every NVIDIA major and mounts every NVIDIA node."""
     nvidia = lxc_fmt.nvidia_majors(devices)
     lines = device_lines(container.text, devices, nodes)
@@ -745,7 +745,7 @@ def lxc_stale_majors(facts: Facts, limits: Thresholds) -> list[Verdict]:
     nodes = facts.files.node_paths(lxc_fmt.NVIDIA_NODES)
     majors = ", ".join(f"{m} {n}" for m, n in sorted(nvidia.items()))
     stale: list[Stale] = []
-    fine: list[Container] = []
+    fine: list[ContainerConfig] = []
     for container in gpu_containers(facts):
         found = _stale(container, devices, nodes)
         if found is None:

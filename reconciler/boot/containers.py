@@ -21,7 +21,7 @@ from ..apply.journal import Journal
 from ..facts import lxc as fmt
 from ..hosts.base import Host
 from ..hosts.files import Request
-from .verify import Pending, Verdict
+from .verify import BootVerdict, PendingBoot
 
 _PROXMOX = re.compile(r"/etc/pve/lxc/([0-9]+)\.conf")
 LIST_DEV = ("ls", "/dev")
@@ -60,7 +60,7 @@ class Container:
         return (*self._lxc("lxc-attach"), "--", *LIST_DEV)
 
 
-def restart_after_boot(host: Host, pending: Pending, verdict: Verdict) -> None:
+def restart_after_boot(host: Host, pending: PendingBoot, verdict: BootVerdict) -> None:
     """Restart the containers of `pending`'s run once its boot is verified; what held and what
     failed goes into `verdict`, the commands into the run's journal, which then ends `applied`
     again unless something failed (a failure rolls the boot configuration back). Nothing is
@@ -75,12 +75,12 @@ def restart_after_boot(host: Host, pending: Pending, verdict: Verdict) -> None:
         journal.end("applied")  # its container records follow the end the apply wrote
 
 
-def restart_containers(host: Host, configs: list[str], journal: Journal) -> Verdict:
+def restart_containers(host: Host, configs: list[str], journal: Journal) -> BootVerdict:
     """Restart each container and check that one that mounts NVIDIA nodes sees every
     `/dev/nvidia*` node of the host; the commands and what they printed go to `journal`."""
     files = host.fetch(Request.of(*configs, nodes=[fmt.NVIDIA_NODES]))
     nodes = [posixpath.basename(n.rstrip("/")) for n in files.node_paths(fmt.NVIDIA_NODES)]
-    done = Verdict()
+    done = BootVerdict()
     for config in configs:
         container = Container(config)
         failure = _restart(host, container, journal)

@@ -19,7 +19,7 @@ from ..hosts.base import Host
 from ..hosts.files import Request
 from ..hosts.shell import ShellHost
 from ..plan.observe import BOOT_ID
-from .verify import PENDING, Pending, Verdict, verify
+from .verify import PENDING, BootVerdict, PendingBoot, verify
 
 # How often a rebooting host is asked for its boot id (each try may take the connect timeout).
 POLL_S = 2.0
@@ -132,10 +132,12 @@ def wait_for_new_boot(
 
 # Runs after the boot checks, before the verdict is acted on: the probes measured again
 # (`verify.probe_after_boot`); what it adds to `verdict.failed` rolls the boot back too.
-AfterBoot = Callable[[Pending, Verdict], object]
+AfterBoot = Callable[[PendingBoot, BootVerdict], object]
 
 
-def conclude(target: BootTarget, pending: Pending, after_boot: AfterBoot | None = None) -> Verdict:
+def conclude(
+    target: BootTarget, pending: PendingBoot, after_boot: AfterBoot | None = None
+) -> BootVerdict:
     """Verify the boot; then make a try-once configuration the default, or roll the run's boot
     configuration back (`ApplyFailed`, exit 3). pending.json is cleared either way."""
     verdict = verify(target.host, pending)

@@ -33,7 +33,7 @@ PENDING = f"{STATE}/pending.json"
 
 
 @dataclass(frozen=True)
-class Pending:
+class PendingBoot:
     run_id: str
     boot_id: str | None
     cmdline: dict[str, str | None]
@@ -59,7 +59,7 @@ class Pending:
         return json.dumps(data, indent=2) + "\n"
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Pending:
+    def from_json(cls, data: dict[str, Any]) -> PendingBoot:
         return cls(
             data["run_id"],
             data.get("boot_id"),
@@ -78,7 +78,7 @@ def pending_of(
     steps: tuple[Step, ...],
     containers: Sequence[str] = (),
     restart_containers: bool = False,
-) -> Pending | None:
+) -> PendingBoot | None:
     """What the boot must bring, from the reboot-phase steps of a run; None when there is none."""
     cmdline: dict[str, str | None] = {}
     majors: dict[str, list[int]] = {}
@@ -91,7 +91,7 @@ def pending_of(
             majors[step.probe.path] = sorted(m for m in found if m is not None)
     if not cmdline and not majors and not (restart_containers and containers):
         return None
-    return Pending(
+    return PendingBoot(
         run_id,
         boot_id,
         cmdline,
@@ -101,29 +101,29 @@ def pending_of(
     )
 
 
-def read_pending(host: Host) -> Pending | None:
+def read_pending(host: Host) -> PendingBoot | None:
     data = host.read_file(PENDING)
     if data is None:
         return None
     try:
-        return Pending.from_json(json.loads(data))
+        return PendingBoot.from_json(json.loads(data))
     except (ValueError, KeyError, TypeError) as exc:
         raise HostError(f"{PENDING} is not a pending record tune wrote ({exc}).") from None
 
 
 @dataclass
-class Verdict:
+class BootVerdict:
     held: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
 
 
-def verify(host: Host, pending: Pending) -> Verdict:
+def verify(host: Host, pending: PendingBoot) -> BootVerdict:
     """Compare the booted host with `pending`; pure reads."""
     configs = tuple(pending.majors)
     files = host.fetch(
         Request.of(cmdline_fmt.PROC_CMDLINE, lxc_fmt.PROC_DEVICES, BOOT_ID, PROFILE, *configs)
     )
-    verdict = Verdict()
+    verdict = BootVerdict()
     boot_id = files.value(BOOT_ID)
     if pending.boot_id is not None and boot_id == pending.boot_id:
         raise HostError(
@@ -156,8 +156,8 @@ def verify(host: Host, pending: Pending) -> Verdict:
 
 def probe_after_boot(
     host: Host,
-    pending: Pending,
-    verdict: Verdict,
+    pending: PendingBoot,
+    verdict: BootVerdict,
     execute: Executor,
     env: Mapping[str, str],
     keep_on_regression: bool,

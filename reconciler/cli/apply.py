@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import click
 
 from ..apply.journal import LOCK, before_apply, check_state, read_run, run_ids
-from ..boot.verify import PENDING, Pending, Verdict, pending_of
+from ..boot.verify import PENDING, BootVerdict, PendingBoot, pending_of
 from ..errors import ApplyFailed, ExitCode, UsageError
 from ..hosts.base import Host
 from ..hosts.directory import open_host
@@ -238,7 +238,7 @@ def _pending(
     boot: Boot,
     containers: Sequence[str] = (),
     restart_containers: bool = False,
-) -> Pending | None:
+) -> PendingBoot | None:
     pending = pending_of(run_id, work.plan.host.boot_id, work.steps, containers, restart_containers)
     if pending is None:
         return None
@@ -330,7 +330,7 @@ def _after_boot(
 
     execute, env = executor_for(host, root, slack)
 
-    def after_boot(pending: Pending, verdict: Verdict) -> None:
+    def after_boot(pending: PendingBoot, verdict: BootVerdict) -> None:
         if restart_containers or pending.restart_containers:
             restart_after_boot(host, pending, verdict)
         kept.extend(probe_after_boot(host, pending, verdict, execute, env, keep_on_regression))
@@ -338,7 +338,9 @@ def _after_boot(
     return after_boot
 
 
-def _verified(verdict: Verdict, pending: Pending, host: Host, kept: list[GateFailure]) -> int:
+def _verified(
+    verdict: BootVerdict, pending: PendingBoot, host: Host, kept: list[GateFailure]
+) -> int:
     """What a verification that held says: each check, a promotion, the gates kept failing."""
     for line in verdict.held:
         click.echo(f"ok  {printable(line)}")  # a value read back from the host

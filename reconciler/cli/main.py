@@ -167,12 +167,12 @@ def check_cmd(
     65 invalid profile. Never writes to a host except the metrics FILE (local).
     """
     from ..drift import metrics
-    from ..drift.check import Report, run_check
+    from ..drift.check import DriftReport, run_check
     from ..render import check as render_check
 
     color = fmt == "text" and sys.stdout.isatty() and "NO_COLOR" not in os.environ
 
-    def check_of(host: Host) -> Report:
+    def check_of(host: Host) -> DriftReport:
         return run_check(host, profile, since_apply=since_apply, with_persistence=not no_persist)
 
     if remote.is_fleet:

@@ -54,7 +54,7 @@ class Changed(Knob):
 
 
 @dataclass(frozen=True)
-class Report:
+class DriftReport:
     """What `tune check` found on one host."""
 
     plan: Plan
@@ -165,7 +165,7 @@ def location(host: Host, path: str) -> str:
     return f"{host.name}:{path}"
 
 
-def judge(gathered: Gathered, *, since_apply: bool) -> Report:
+def judge(gathered: Gathered, *, since_apply: bool) -> DriftReport:
     """Pure: the plan, the last applied run, and (with `since_apply`) what changed after it."""
     plan = make_plan(gathered.loaded, gathered.observed, gathered.with_persistence)
     notes = list(plan.notes)
@@ -193,7 +193,7 @@ def judge(gathered: Gathered, *, since_apply: bool) -> Report:
                     "check",
                 )
             )
-    return Report(plan, last, since_apply, changed, tuple(notes))
+    return DriftReport(plan, last, since_apply, changed, tuple(notes))
 
 
 def changed_after(plan: Plan, run: AppliedRun) -> tuple[tuple[Changed, ...], list[str]]:
@@ -214,5 +214,5 @@ def changed_after(plan: Plan, run: AppliedRun) -> tuple[tuple[Changed, ...], lis
 
 def run_check(
     host: Host, profile_path: str | None, *, since_apply: bool, with_persistence: bool = True
-) -> Report:
+) -> DriftReport:
     return judge(gather(host, profile_path, with_persistence), since_apply=since_apply)

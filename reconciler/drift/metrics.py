@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import OutputError
-from .check import Report
+from .check import DriftReport
 
 Labels = dict[str, str]
 
@@ -51,7 +51,7 @@ def number(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else repr(float(value))
 
 
-def exposition(report: Report | None, now: float) -> str:
+def exposition(report: DriftReport | None, now: float) -> str:
     """The metrics file for a check that ran (`report`) or could not (`None`)."""
     families = [
         Family(
@@ -70,7 +70,7 @@ def exposition(report: Report | None, now: float) -> str:
     return "\n".join(line for f in families for line in f.render()) + "\n"
 
 
-def _knobs(report: Report) -> Iterable[Family]:
+def _knobs(report: DriftReport) -> Iterable[Family]:
     profile = {"profile": report.plan.profile}
     plan = report.plan
     in_sync = Family(

@@ -55,7 +55,7 @@ class Host(ABC):
     """A machine to observe and (for apply and rollback only) to write: the local root, a
     snapshot, or SSH (`ssh.SshHost`, observation only for now).
 
-    The write side is a handful of primitives that `reconciler.apply.steps` describes as data; a host
+    The write side is a handful of primitives that `apply.steps` describes as data; a host
     that cannot be written (an archive) keeps the defaults below, which refuse.
     """
 

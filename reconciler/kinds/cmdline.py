@@ -15,7 +15,18 @@ from __future__ import annotations
 import posixpath
 from dataclasses import dataclass, field
 
-from ..apply.steps import BootTool, DeleteFile, Need, Op, Probe, PutFile, Read, Require, Run, Step
+from ..apply.steps import (
+    BootTool,
+    Command,
+    DeleteFile,
+    Need,
+    Op,
+    Probe,
+    PutFile,
+    Read,
+    Require,
+    Step,
+)
 from ..errors import HostError
 from ..facts import cmdline as fmt
 from ..hosts.files import Files, Request
@@ -268,7 +279,7 @@ def _grubby_step(
         probe=probe,
         expect=texts(upto + 1)[0],
         restored=before[0],
-        do=(Run(("grubby", "--update-kernel=ALL", arg)),),
+        do=(Command(("grubby", "--update-kernel=ALL", arg)),),
         undo=tuple(
             PutFile(path, files.read(path) or b"" if upto == 0 else text.encode())
             for path, text in zip(entries, before, strict=True)

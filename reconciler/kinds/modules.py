@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ..apply.persist import MODPROBE, MODULES_LOAD, Persisted
-from ..apply.steps import Need, Probe, Read, Require, Run, Step
+from ..apply.steps import Command, Need, Probe, Read, Require, Step
 from ..errors import HostError
 from ..hosts.files import Files, Request
 from ..plan.model import Change, Outcome, Phase
@@ -131,11 +131,11 @@ class Modules(Kind[dict[str, ModuleEntry]]):
                 expect=probe.value(value.encode()),
                 restored=None,
                 do=(),
-                undo=(Run(("modprobe", "-r", name)),),
+                undo=(Command(("modprobe", "-r", name)),),
             )
         item = next(e for n, e in spec.items() if canonical(n) == name)
-        load = Run(("modprobe", name, *(f"{k}={v}" for k, v in item.params.items())))
-        unload = Run(("modprobe", "-r", name))
+        load = Command(("modprobe", name, *(f"{k}={v}" for k, v in item.params.items())))
+        unload = Command(("modprobe", "-r", name))
         forward, backward = (load, unload) if change.desired == "loaded" else (unload, load)
         return Step.of(
             change,

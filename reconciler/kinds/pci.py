@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 from ..apply.persist import UDEV, Persisted
-from ..apply.steps import Need, Probe, Read, Require, Run, Step
+from ..apply.steps import Command, Need, Probe, Read, Require, Step
 from ..errors import HostError
 from ..facts import pcie
 from ..hosts.files import Files, Request
@@ -208,8 +208,8 @@ def _step(change: Change, files: Files) -> Step:
         probe=Probe(config, Read.MRRS, str(cap.offset + pcie.DEVCTL)),
         expect=str(change.desired),
         restored=str(change.current),
-        do=(Run(("setpci", "-s", address, masked_write(int(str(change.desired))))),),
-        undo=(Run(("setpci", "-s", address, masked_write(int(str(change.current))))),),
+        do=(Command(("setpci", "-s", address, masked_write(int(str(change.desired))))),),
+        undo=(Command(("setpci", "-s", address, masked_write(int(str(change.current))))),),
         requires=(Require(Need.COMMAND, "setpci"),),
     )
 

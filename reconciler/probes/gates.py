@@ -8,7 +8,7 @@ from .spec import Gate
 
 
 @dataclass(frozen=True)
-class Verdict:
+class GateVerdict:
     ok: bool
     message: str
 
@@ -20,23 +20,23 @@ def change_percent(before: float, after: float) -> float | None:
     return (after - before) / abs(before) * 100.0
 
 
-def judge(gate: Gate, better: str, before: float | None, after: float | None) -> Verdict:
+def judge(gate: Gate, better: str, before: float | None, after: float | None) -> GateVerdict:
     """Absolute bounds hold on `after` alone; `regress_max` compares with `before` in the
     direction that is worse (`better: higher` -> a drop, `lower` -> a rise)."""
     if after is None:
-        return Verdict(True, "no result after the phase; gate not evaluated")
+        return GateVerdict(True, "no result after the phase; gate not evaluated")
     if gate.min is not None and after < gate.min:
-        return Verdict(False, f"{after:g} is below the minimum {gate.min:g}")
+        return GateVerdict(False, f"{after:g} is below the minimum {gate.min:g}")
     if gate.max is not None and after > gate.max:
-        return Verdict(False, f"{after:g} is above the maximum {gate.max:g}")
+        return GateVerdict(False, f"{after:g} is above the maximum {gate.max:g}")
     if gate.regress_max is not None and before is not None:
         allowed = abs(before) * gate.regress_max / 100.0
         worse = before - after if better == "higher" else after - before
         if worse > allowed:
             pct = change_percent(before, after)
             shown = f"{pct:+.1f}%" if pct is not None else f"{after - before:+g}"
-            return Verdict(
+            return GateVerdict(
                 False,
                 f"{before:g} -> {after:g} ({shown}) regresses more than {gate.regress_max:g}%",
             )
-    return Verdict(True, "within the gate")
+    return GateVerdict(True, "within the gate")

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..errors import HostError
-from .gates import Verdict, judge
+from .gates import GateVerdict, judge
 from .runner import Executor, ProbeResult, run_argv, run_probe
 from .spec import ProbeSpec
 
@@ -24,7 +24,7 @@ class Regressed(HostError):
 @dataclass(frozen=True)
 class GateFailure:
     probe: str
-    verdict: Verdict
+    verdict: GateVerdict
 
 
 class Recorder(Protocol):
@@ -107,7 +107,7 @@ class PhaseProbes:
             verdict = judge(spec.gate, spec.better, before, after)
             if result.error is not None and before is not None:
                 # It measured before the changes and cannot now: the changes broke what it runs.
-                verdict = Verdict(False, f"measured {before:g} before, then {result.error}")
+                verdict = GateVerdict(False, f"measured {before:g} before, then {result.error}")
             journal.record(
                 "gate",
                 probe=name,

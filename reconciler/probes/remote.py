@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ..hosts.base import Host
 from ..hosts.shell import ShellHost
-from .runner import NOT_FOUND, Completed, Executor, run_argv
+from .runner import NOT_FOUND, Executor, ProcessEnded, run_argv
 
 # GNU timeout: 124 after its signal when the command exits on it; 137 (128 + KILL) with -s KILL.
 TIMED_OUT = frozenset({124, 137})
@@ -42,13 +42,13 @@ def remote_executor(host: ShellHost, slack: float) -> Executor:
     """Run probes on `host`, one round trip per run; `slack`: seconds on top of the probe's own
     timeout that the answer may take (the connection's command timeout)."""
 
-    def execute(argv: list[str], timeout: float, env: Mapping[str, str]) -> Completed:
+    def execute(argv: list[str], timeout: float, env: Mapping[str, str]) -> ProcessEnded:
         started = time.monotonic()
         done = host.run_script(probe_script(argv, timeout, env), timeout=timeout + slack)
         seconds = time.monotonic() - started
         # A probe that exits 124 or 137 by itself within its time is not a timeout.
         code = None if done.status in TIMED_OUT and seconds >= timeout else done.status
-        return Completed(
+        return ProcessEnded(
             code,
             done.stdout.decode("utf-8", "replace"),
             done.stderr.decode("utf-8", "replace"),

@@ -26,17 +26,17 @@ GPU_P2P = Path(__file__).with_name("gpu_p2p.py")
 
 
 @dataclass(frozen=True)
-class Completed:
+class ProcessEnded:
     returncode: int | None  # None: killed at the timeout
     stdout: str
     stderr: str
     seconds: float
 
 
-Executor = Callable[[list[str], float, Mapping[str, str]], Completed]
+Executor = Callable[[list[str], float, Mapping[str, str]], ProcessEnded]
 
 
-def run_argv(argv: list[str], timeout: float, env: Mapping[str, str]) -> Completed:
+def run_argv(argv: list[str], timeout: float, env: Mapping[str, str]) -> ProcessEnded:
     """Run argv on this machine in its own session so a timeout can kill everything it
     started (benchmarks fork workers; killing only the parent leaves them holding the GPUs)."""
     started = time.monotonic()
@@ -50,7 +50,7 @@ def run_argv(argv: list[str], timeout: float, env: Mapping[str, str]) -> Complet
             start_new_session=True,
         )
     except OSError as exc:
-        return Completed(NOT_FOUND, "", f"{argv[0]}: {exc.strerror}", 0.0)
+        return ProcessEnded(NOT_FOUND, "", f"{argv[0]}: {exc.strerror}", 0.0)
     try:
         out, err = proc.communicate(timeout=timeout)
         code: int | None = proc.returncode
@@ -58,7 +58,7 @@ def run_argv(argv: list[str], timeout: float, env: Mapping[str, str]) -> Complet
         os.killpg(proc.pid, signal.SIGKILL)
         out, err = proc.communicate()
         code = None
-    return Completed(
+    return ProcessEnded(
         code,
         out.decode("utf-8", "replace"),
         err.decode("utf-8", "replace"),

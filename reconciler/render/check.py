@@ -6,7 +6,7 @@ import json
 from collections.abc import Sequence
 
 from ..apply.applied import JsonValue
-from ..drift.check import Report, Since
+from ..drift.check import DriftReport, Since
 from ..hosts.fleet import HostResult
 from ..plan.model import Change, CheckResult, Value
 from . import fleet as fleet_render
@@ -15,7 +15,7 @@ from .printable import printable_data
 from .style import styler
 
 
-def render(report: Report, fmt: str, *, quiet: bool, color: bool) -> str:
+def render(report: DriftReport, fmt: str, *, quiet: bool, color: bool) -> str:
     """`--quiet` prints nothing when in sync, whatever the format; on drift, text becomes one
     line per knob and JSON stays whole."""
     if fmt == "json":
@@ -24,18 +24,18 @@ def render(report: Report, fmt: str, *, quiet: bool, color: bool) -> str:
     return drift_only(report) if quiet else text(report, color)
 
 
-def as_json(report: Report, color: bool = False) -> str:
+def as_json(report: DriftReport, color: bool = False) -> str:
     return json.dumps(report.to_json(), indent=2) + "\n"
 
 
-def drift_only(report: Report) -> str:
+def drift_only(report: DriftReport) -> str:
     """Nothing when in sync (cron mails nothing); otherwise one line per knob and failed check."""
     if report.in_sync:
         return ""
     return "".join(line + "\n" for line in drift_lines(report))
 
 
-def drift_lines(report: Report) -> list[str]:
+def drift_lines(report: DriftReport) -> list[str]:
     since = _since(report)
     lines = [_drift(c) + since + _changed_suffix(report, c) for c in report.drift]
     lines += [_failed(check) + since for check in report.failed_checks]
@@ -48,7 +48,7 @@ def drift_lines(report: Report) -> list[str]:
     return lines
 
 
-def text(report: Report, color: bool = False) -> str:
+def text(report: DriftReport, color: bool = False) -> str:
     """The same lines for a terminal, with identical CPU and device lines folded."""
 
     style = styler(color)
@@ -94,7 +94,7 @@ def text(report: Report, color: bool = False) -> str:
     return "\n".join(out) + "\n"
 
 
-def summary(report: Report) -> str:
+def summary(report: DriftReport) -> str:
     plan = report.plan
     checks = f"{len(plan.checks) - len(report.failed_checks)} of {len(plan.checks)} checks pass"
     pending = f"{len(report.pending)} pending reboot"
@@ -112,7 +112,7 @@ def _drift(change: Change) -> str:
     )
 
 
-def _changed_suffix(report: Report, change: Change) -> str:
+def _changed_suffix(report: DriftReport, change: Change) -> str:
     if report.since(change.id) != Since.CHANGED:
         return ""
     written = next(c.written for c in report.changed if c.id == change.id)
@@ -124,7 +124,7 @@ def _failed(check: CheckResult) -> str:
     return f"DRIFT check {name}: {check.observed or '(absent)'} (want {check.expected})"
 
 
-def _since(report: Report) -> str:
+def _since(report: DriftReport) -> str:
     return f" since {report.last_apply.finished}" if report.last_apply else ""
 
 
@@ -133,7 +133,7 @@ def _show(value: JsonValue) -> str:
     return show(as_value)
 
 
-def fleet(results: Sequence[HostResult[Report]], fmt: str, *, quiet: bool, color: bool) -> str:
+def fleet(results: Sequence[HostResult[DriftReport]], fmt: str, *, quiet: bool, color: bool) -> str:
     """Many hosts: `--quiet` prefixes each drift line with its host (cron mails one list);
     text is the fleet summary table then each drifted host's report; JSON one object a host."""
     if fmt == "json":
