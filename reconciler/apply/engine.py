@@ -313,7 +313,11 @@ def unsupported_message(step: Step, refused: Said) -> tuple[str, Said, str]:
 
 def read_back_message(step: Step, shown: Said) -> tuple[str, Said, str]:
     """The line for a write the kernel took but does not read back, around what it reads
-    (`show_value`), whatever applied it."""
+    (`show_value`), whatever applied it; in the kind's words where it has some."""
+    kind = named(step.kind)
+    words = kind.read_back_words(step) if kind is not None else None
+    if words is not None:
+        return words[0], shown, words[1]
     return (
         f"{step.id}: wrote {show_value(step.expect)} but {step.probe.path} reads back ",
         shown,

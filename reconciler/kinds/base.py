@@ -274,6 +274,11 @@ class Kind(ABC, Generic[SpecT]):
         """A clearer sentence for a command of `step` that failed with `output`, if known."""
         return None
 
+    def read_back_words(self, step: Step) -> tuple[str, str] | None:
+        """What a message says before and after the value `step`'s probe read back when it is
+        not what was written, where this kind knows better than "refused or clamped"."""
+        return None
+
     def after_boot(self, step: Step) -> AfterBoot | None:
         """What `step` (of this reboot-phase kind) expects of the next boot, if `tune verify`
         can check it."""
