@@ -1,5 +1,9 @@
 """cmdline: what the next boot passes (the boot tool's configuration) against the running
-kernel's command line."""
+kernel's command line.
+
+Cases of a host's files in and a plan out are data, in tests/kinds/cmdline/ (`test_kinds_data`);
+what stays here are tables of values, the example hosts and behaviour.
+"""
 
 from __future__ import annotations
 
@@ -38,53 +42,6 @@ def configured(root: Path) -> str | None:
     )
     boot = fmt.boot_config(files)
     return None if boot is None else f"{boot.tool}: {boot.cmdline}"
-
-
-def test_configured_but_not_running_is_pending_and_exits_0(tmp_path: Path) -> None:
-    root = grub_host(
-        tmp_path / "host",
-        **{
-            "90-tune.cfg": APPEND.format("amd_pstate=active"),
-        },
-    )
-    plan = plan_json(tmp_path, root, WANT_PSTATE)
-    assert plan["code"] == 0
-    assert plan["changes"] == []
-    assert plan["pending"] == [
-        {
-            "id": "cmdline:amd_pstate",
-            "running": None,
-            "configured": "active",
-            "action": "reboot to apply",
-        }
-    ]
-
-
-def test_neither_configured_nor_running_is_a_reboot_change(tmp_path: Path) -> None:
-    plan = plan_json(tmp_path, grub_host(tmp_path / "host"), WANT_PSTATE)
-    assert plan["code"] == 2
-    change = by_id(plan)["cmdline:amd_pstate"]
-    assert (change["current"], change["desired"], change["phase"]) == (None, "active", "reboot")
-    assert plan["pending"] == []
-
-
-def test_running_but_not_configured_is_a_change_the_next_boot_would_lose(tmp_path: Path) -> None:
-    root = grub_host(tmp_path / "host", running=RUNNING.strip() + " amd_pstate=active\n")
-    plan = plan_json(tmp_path, root, WANT_PSTATE)
-    assert plan["code"] == 2
-    assert by_id(plan)["cmdline:amd_pstate"]["current"] is None
-    assert any("the next boot would lose it" in n for n in notes(plan))
-
-
-def test_running_and_configured_is_in_sync(tmp_path: Path) -> None:
-    root = grub_host(
-        tmp_path / "host",
-        running=RUNNING.strip() + " amd_pstate=active\n",
-        **{"90-tune.cfg": 'GRUB_CMDLINE_LINUX="amd_pstate=active"\n'},
-    )
-    plan = plan_json(tmp_path, root, WANT_PSTATE)
-    assert plan["code"] == 0
-    assert plan["pending"] == []
 
 
 def test_grub_dropins_in_order_expanding_the_default(tmp_path: Path) -> None:

@@ -1,4 +1,8 @@
-"""lxc: a container's memlock limit and its NVIDIA device allow lines, main section only."""
+"""lxc: a container's memlock limit and its NVIDIA device allow lines, main section only.
+
+Cases of a host's files in and a plan out are data, in tests/kinds/lxc/ (`test_kinds_data`);
+what stays here are tables of values, the example hosts and behaviour.
+"""
 
 from __future__ import annotations
 
@@ -46,25 +50,6 @@ def host(
 
 def allow(*majors: int) -> str:
     return "".join(f"lxc.cgroup2.devices.allow: c {m}:* rwm\n" for m in majors)
-
-
-def test_in_sync_container(tmp_path: Path) -> None:
-    config = "arch: amd64\nlxc.prlimit.memlock: unlimited\n" + allow(195, 509, 510) + MOUNTS
-    assert plan_json(tmp_path, host(tmp_path, config), BOTH)["code"] == 0
-
-
-def test_stale_nvidia_major_goes_and_missing_one_comes(tmp_path: Path) -> None:
-    # After a driver upgrade nvidia-uvm moved from 511 to 509.
-    config = "lxc.prlimit.memlock: unlimited\n" + allow(195, 510, 511) + MOUNTS
-    plan = plan_json(tmp_path, host(tmp_path, config), BOTH)
-    assert plan["code"] == 2
-    change = by_id(plan)[ALLOW]
-    assert change["current"] == ["c 195:* rwm", "c 510:* rwm", "c 511:* rwm"]
-    assert change["desired"] == ["c 195:* rwm", "c 509:* rwm", "c 510:* rwm"]
-    assert change["phase"] == "reboot"
-    found = notes(plan)
-    assert any("nvidia-uvm is now major 509" in n for n in found)
-    assert any("allows major 511, which no NVIDIA device has now" in n for n in found)
 
 
 def test_other_allow_lines_are_not_nvidias(tmp_path: Path) -> None:
