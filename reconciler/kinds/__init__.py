@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..plan.model import Phase
-from . import checks, cmdline, cpu, files, lxc, modules, pci, sysctl, sysfs
+from . import checks, cmdline, cpu, files, hugepages, lxc, modules, pci, sysctl, sysfs
 from .base import Kind
 
 # Plan order within a phase and priority: the order operators read an audit in. Sections
@@ -15,6 +15,7 @@ from .base import Kind
 REGISTRY: tuple[Kind[Any], ...] = (
     sysctl.KIND,
     sysfs.KIND,
+    hugepages.KIND,
     cpu.KIND,
     modules.KIND,
     pci.KIND,
