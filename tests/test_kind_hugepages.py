@@ -8,13 +8,16 @@ from pathlib import Path
 import pytest
 from conftest import profile, run_tune
 from small_host import whole_tree
+from test_shell_read import LocalShellHost
 
 from reconciler.apply.engine import execute, prepare
+from reconciler.apply.sh_engine import apply_remote
 from reconciler.errors import ApplyFailed
 from reconciler.hosts.directory import SnapshotHost
 from reconciler.profile.load import load_profile
 
 CASES = Path(__file__).resolve().parent / "kinds" / "hugepages"
+PAGES = "sys/devices/system/node/node0/hugepages/hugepages-2048kB/nr_hugepages"
 
 
 class ShortOfMemory(SnapshotHost):
@@ -66,3 +69,16 @@ def test_sizes_and_nodes_are_the_kernels_names_and_counts_are_numbers(
     result = run_tune("plan", profile(tmp_path, f"name: t\n{text}"), "--root", tmp_path)
     assert result.code == 65, result.err
     assert error in result.err
+
+
+def test_the_remote_script_words_a_short_reservation_alike(tmp_path: Path) -> None:
+    """The sh engine takes the kind's words too: its script reports the count the kernel
+    reserved in the same sentence (the snapshot it runs on here reserves every page)."""
+    root = shutil.copytree(CASES / "per-node" / "host", tmp_path / "host")
+    loaded = load_profile(CASES / "per-node" / "profile.yaml")
+    shell = LocalShellHost(root)
+    work = prepare(shell, loaded, runtime_only=True, preflight_here=False)
+    apply_remote(shell, work, loaded, phase="runtime", timeout=60, interval=0.05)
+    said = "asked for 512 huge pages of 2048kB on node0, the kernel reserved "
+    assert any(said in script for script in shell.scripts)
+    assert (root / PAGES).read_text() == "512\n"
