@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import TUNED, UNTUNED, by_id, notes, plan_json, write
+from conftest import TUNED, UNTUNED, by_id, plan_json, write
 
 from reconciler.facts import cmdline as fmt
 from reconciler.hosts.files import Files
@@ -83,17 +83,6 @@ def test_plain_etc_kernel_cmdline_without_grub(tmp_path: Path) -> None:
     write(root, "/proc/cmdline", RUNNING)
     write(root, "/etc/kernel/cmdline", "root=/dev/sda1 amd_pstate=passive\n")
     assert configured(root) == "kernel-cmdline: root=/dev/sda1 amd_pstate=passive"
-    plan = plan_json(tmp_path, root, WANT_PSTATE)
-    change = by_id(plan)["cmdline:amd_pstate"]
-    assert (change["current"], change["desired"]) == ("passive", "active")
-
-
-def test_no_boot_configuration_compares_with_the_running_kernel(tmp_path: Path) -> None:
-    root = tmp_path / "host"
-    write(root, "/proc/cmdline", RUNNING.strip() + " amd_pstate=active\n")
-    plan = plan_json(tmp_path, root, WANT_PSTATE)
-    assert plan["code"] == 0
-    assert any("No supported boot configuration found" in n for n in notes(plan))
 
 
 @pytest.mark.parametrize(
@@ -119,47 +108,6 @@ def test_quoted_value_with_spaces() -> None:
         "dyndbg": "file foo.c +p",
         "quiet": "",
     }
-
-
-def test_remove_a_bare_flag_that_is_configured_and_running(tmp_path: Path) -> None:
-    plan = plan_json(
-        tmp_path, grub_host(tmp_path / "host"), "name: t\ncmdline:\n  remove: [quiet]\n"
-    )
-    assert plan["code"] == 2
-    change = by_id(plan)["cmdline:quiet"]
-    assert (change["current"], change["desired"]) == ("", None)
-
-
-def test_remove_of_a_parameter_that_is_not_there_is_in_sync(tmp_path: Path) -> None:
-    plan = plan_json(
-        tmp_path, grub_host(tmp_path / "host"), "name: t\ncmdline:\n  remove: [nomodeset]\n"
-    )
-    assert plan["code"] == 0
-
-
-def test_remove_configured_but_still_running_is_pending(tmp_path: Path) -> None:
-    root = grub_host(
-        tmp_path / "host",
-        running=RUNNING.strip() + " intel_iommu=on\n",
-    )
-    plan = plan_json(tmp_path, root, "name: t\ncmdline:\n  remove: [intel_iommu]\n")
-    assert plan["code"] == 0
-    assert plan["pending"] == [
-        {
-            "id": "cmdline:intel_iommu",
-            "running": "on",
-            "configured": None,
-            "action": "reboot to apply",
-        }
-    ]
-
-
-def test_set_a_bare_flag(tmp_path: Path) -> None:
-    root = grub_host(tmp_path / "host")
-    assert plan_json(tmp_path, root, "name: t\ncmdline:\n  set: {quiet: }\n")["code"] == 0
-    plan = plan_json(tmp_path, root, "name: t\ncmdline:\n  set: {nosmt: }\n")
-    change = by_id(plan)["cmdline:nosmt"]
-    assert (change["current"], change["desired"]) == (None, "")
 
 
 def test_example_hosts(tmp_path: Path) -> None:
