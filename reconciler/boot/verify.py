@@ -22,6 +22,7 @@ from ..facts import cmdline as cmdline_fmt
 from ..facts import lxc as lxc_fmt
 from ..hosts.base import Host
 from ..hosts.files import Request
+from ..kinds import named
 from ..plan.model import Phase
 from ..plan.observe import BOOT_ID
 
@@ -83,12 +84,11 @@ def pending_of(
     cmdline: dict[str, str | None] = {}
     majors: dict[str, list[int]] = {}
     for step in steps:
-        if step.kind == "cmdline":
-            cmdline[step.target] = step.desired if isinstance(step.desired, str) else None
-        elif step.kind == "lxc" and step.target.endswith(lxc_fmt.ALLOW):
-            lines = step.desired if isinstance(step.desired, tuple) else ()
-            found = (lxc_fmt.rule_major(line) for line in lines)
-            majors[step.probe.path] = sorted(m for m in found if m is not None)
+        kind = named(step.kind)
+        expected = kind.after_boot(step) if kind is not None else None
+        if expected is not None:
+            cmdline.update(expected.cmdline)
+            majors.update(expected.majors)
     if not cmdline and not majors and not (restart_containers and containers):
         return None
     return PendingBoot(

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from ..hosts.files import Files, Request
-from ..plan.model import CheckResult, Note, Outcome
+from ..plan.model import CheckResult, Note, Outcome, Phase
 from ..profile.schema import Before, Constrain
-from .base import Meta, Strict, entry, safe
+from .base import Kind, Meta, Strict, entry, safe
 from .pci import PciDevice, Selector, pci_devices, request_devices
 
 OSRELEASE = "/proc/sys/kernel/osrelease"
@@ -57,6 +57,29 @@ class ChecksSpec(Strict):
     pci_link: Annotated[
         list[LinkCheck] | None, Before(_listify, accepts=LinkCheck | list[LinkCheck] | None)
     ] = None
+
+
+class Checks(Kind[ChecksSpec]):
+    """Audit only: its outcome is check results, never a change, so nothing of it is applied."""
+
+    section = "checks"
+    spec_type = ChecksSpec
+    kind = "check"
+    phase = Phase.RUNTIME  # never used: a check is no change
+    reads = (
+        "`/proc/sys/kernel/osrelease`, `cpu*/cpufreq/scaling_driver`, "
+        "`/sys/kernel/iommu_groups/*/type`, the PCI devices' config space"
+    )
+    compared = (
+        "reported, never changed: kernel version by its numbers, the driver on every CPU, "
+        "every IOMMU group's mode, each matching device's maximum link speed and width"
+    )
+
+    def request(self, spec: ChecksSpec) -> Request:
+        return request(spec)
+
+    def compare(self, spec: ChecksSpec, files: Files) -> Outcome:
+        return evaluate(spec, files)
 
 
 def request(spec: ChecksSpec) -> Request:
@@ -182,3 +205,6 @@ def _link(link: LinkCheck, devices: list[PciDevice], outcome: Outcome) -> None:
 
 def _gts(speed: str | None) -> float:
     return float(speed.removesuffix("GT/s")) if speed else 0.0
+
+
+KIND = Checks()

@@ -31,7 +31,7 @@ from ..errors import HostError
 from ..facts import cmdline as fmt
 from ..hosts.files import Files, Request
 from ..plan.model import Change, Note, Outcome, Pending, Phase, Priority
-from .base import Kind, Meta, Strict, entry, safe, safe_scalar
+from .base import AfterBoot, Kind, Meta, Strict, entry, safe, safe_scalar
 
 ParamName = safe(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", "kernel parameter name", "amd_pstate")
 ParamValue = safe_scalar(r"[A-Za-z0-9_.,:=/+-]*", "kernel parameter value", "active", optional=True)
@@ -45,8 +45,12 @@ class CmdlineSpec(Strict):
 
 class Cmdline(Kind[CmdlineSpec]):
     section = "cmdline"
+    spec_type = CmdlineSpec
     kind = "cmdline"
     phase = Phase.REBOOT
+    reads = "`/proc/cmdline` and the boot tool's config"
+    compared = "what the next boot passes; configured but not running is *pending*"
+    try_once = True
 
     def request(self, spec: CmdlineSpec) -> Request:
         return fmt.request()
@@ -107,6 +111,11 @@ class Cmdline(Kind[CmdlineSpec]):
         if boot.tool == "grubby":
             return _grubby_step(change, files, boot, edits, upto)
         return _kernel_cmdline_step(change, files, boot, edits, upto)
+
+    def after_boot(self, step: Step) -> AfterBoot:
+        return AfterBoot(
+            cmdline={step.target: step.desired if isinstance(step.desired, str) else None}
+        )
 
 
 HOW = {

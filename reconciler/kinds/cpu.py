@@ -86,8 +86,12 @@ def _idle_states(files: Files) -> dict[str, dict[str, str]]:
 
 class Cpu(Kind[CpuSpec]):
     section = "cpu"
+    spec_type = CpuSpec
     kind = "cpu"
     phase = Phase.RUNTIME
+    reads = "`cpu*/cpufreq/scaling_governor`, `cpu*/cpuidle/state*/{name,disable}`"
+    compared = "per CPU; a state the CPU does not expose is in sync"
+    noun = "CPUs"
 
     def request(self, spec: CpuSpec) -> Request:
         patterns = []

@@ -29,7 +29,7 @@ from ..errors import HostError
 from ..facts import lxc as fmt
 from ..hosts.files import Files, Request
 from ..plan.model import Change, Note, Outcome, Phase, Priority
-from .base import Kind, Meta, Strict, entry, safe
+from .base import AfterBoot, Kind, Meta, Strict, entry, safe
 
 ContainerId = safe(r"[0-9]{1,9}", "container id", '"101"')
 ConfigPath = safe(r"(?!.*/\.\.?(/|$))/[A-Za-z0-9_./-]+", "config path", "/var/lib/lxc/x/config")
@@ -84,8 +84,13 @@ def _by_major(line: str) -> tuple[int, str]:
 
 class Lxc(Kind[list[LxcEntry]]):
     section = "lxc"
+    spec_type = list[LxcEntry]
     kind = "lxc"
     phase = Phase.REBOOT
+    reads = "`/etc/pve/lxc/ID.conf` (main section), `/proc/devices`, the names in `/dev/nvidia*`"
+    compared = "NVIDIA allow lines, NVIDIA mount entries, each as a sorted list"
+    noun = "containers"
+    takes_effect = "restart the container"
 
     def request(self, spec: list[LxcEntry]) -> Request:
         nodes = [fmt.NVIDIA_NODES] if any(_wants_devices(e) for e in spec) else []
@@ -227,6 +232,13 @@ class Lxc(Kind[list[LxcEntry]]):
             undo=(PutFile(item.config, prior if upto == 0 else before.encode()),),
             requires=(Require(Need.WRITABLE, item.config),),
         )
+
+    def after_boot(self, step: Step) -> AfterBoot | None:
+        if not step.target.endswith(fmt.ALLOW):
+            return None
+        lines = step.desired if isinstance(step.desired, tuple) else ()
+        found = (fmt.rule_major(line) for line in lines)
+        return AfterBoot(majors={step.probe.path: sorted(m for m in found if m is not None)})
 
 
 def _refuse_foreign(item: LxcEntry, config: str | None) -> None:

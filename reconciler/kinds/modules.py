@@ -70,8 +70,11 @@ def param_path(module: str, param: str) -> str:
 
 class Modules(Kind[dict[str, ModuleEntry]]):
     section = "modules"
+    spec_type = ModulesSpec
     kind = "module"
     phase = Phase.RUNTIME
+    reads = "`/proc/modules`, `/sys/module/M/parameters/P`"
+    compared = "`-` and `_` alike; `1`/`0` as the `Y`/`N` a boolean parameter reads"
 
     def request(self, spec: dict[str, ModuleEntry]) -> Request:
         params = [param_path(m, p) for m, e in spec.items() for p in e.params]

@@ -133,8 +133,12 @@ def pci_devices(files: Files) -> list[PciDevice]:
 
 class Pci(Kind[list[PciEntry]]):
     section = "pci"
+    spec_type = list[PciEntry]
     kind = "pci"
     phase = Phase.RUNTIME
+    reads = "`/sys/bus/pci/devices/*/{vendor,device,class,config}`"
+    compared = "Device Control bits 14:12 from the binary config space"
+    noun = "devices"
 
     def request(self, spec: list[PciEntry]) -> Request:
         return request_devices()

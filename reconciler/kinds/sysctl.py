@@ -43,8 +43,14 @@ def key_of(path: str) -> str:
 
 class Sysctl(Kind[dict[str, Entry[str]]]):
     section = "sysctl"
+    spec_type = SysctlSpec
     kind = "sysctl"
     phase = Phase.RUNTIME
+    reads = "`/proc/sys/a/b/c`"
+    compared = (
+        "whitespace collapsed, integers as the kernel parses them (`0x10` and `020` are 16); a "
+        "missing key names the closest existing one"
+    )
 
     def request(self, spec: dict[str, Entry[str]]) -> Request:
         # The names of all sysctls, for "did you mean", only when a key names no file.

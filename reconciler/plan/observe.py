@@ -6,8 +6,6 @@ from dataclasses import dataclass
 
 from ..hosts.base import Host
 from ..hosts.files import Files, Request
-from ..kinds import checks
-from ..kinds import files as owned_files
 from ..profile.load import Profile
 from .model import HostFacts
 
@@ -25,12 +23,8 @@ class Observation:
 
 def request(profile: Profile, with_persistence: bool = True) -> Request:
     wanted = IDENTITY
-    for kind, spec in profile.sections():
+    for kind, spec in profile.work(with_persistence):
         wanted |= kind.request(spec)
-    if profile.checks is not None:
-        wanted |= checks.request(profile.checks)
-    if with_persistence:
-        wanted |= owned_files.KIND.request(profile)
     return wanted
 
 
