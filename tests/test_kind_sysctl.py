@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 from conftest import UNTUNED, by_id, notes, plan_json, write
 
+from reconciler.facts.sysctl import path_of
 from reconciler.hosts.directory import SnapshotHost
-from reconciler.kinds.sysctl import KIND, path_of
+from reconciler.kinds.sysctl import KIND
 from reconciler.plan.model import Priority
 from reconciler.profile.load import load_profile
 

@@ -20,10 +20,10 @@ from ..apply.steps import Step
 from ..errors import HostError
 from ..facts import cmdline as cmdline_fmt
 from ..facts import lxc as lxc_fmt
+from ..facts.kernel import BOOT_ID
 from ..hosts.base import Host
 from ..hosts.files import Request
 from ..plan.model import Phase
-from ..plan.observe import BOOT_ID
 
 if TYPE_CHECKING:
     from ..probes.phase import GateFailure
@@ -130,7 +130,7 @@ def verify(host: Host, pending: PendingBoot) -> BootVerdict:
             f"{host.describe()} has not rebooted since run {pending.run_id} (same boot id); "
             "reboot it, then run tune verify."
         )
-    running = cmdline_fmt.parameters(files.value(cmdline_fmt.PROC_CMDLINE)) or {}
+    running = cmdline_fmt.running(files)
     for name, value in pending.cmdline.items():
         got = running.get(cmdline_fmt.canonical(name))
         word = name if value is None else cmdline_fmt.word(name, value)

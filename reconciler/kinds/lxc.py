@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from ..apply.steps import Need, Probe, PutFile, Read, Require, Step
 from ..errors import HostError
 from ..facts import lxc as fmt
+from ..facts.lxc import device_lines
 from ..hosts.files import Files, Request
 from ..plan.model import Change, Note, Outcome, Phase, Priority
 from .base import Kind, Meta, Strict, entry, safe
@@ -55,31 +56,7 @@ class LxcEntry(Strict):
 
     @property
     def config(self) -> str:
-        return f"/etc/pve/lxc/{self.container}.conf" if self.container else str(self.path)
-
-
-def nvidia_allow_lines(
-    config: str, proc_devices: str, mounts_nvidia: bool | None = None
-) -> list[str]:
-    """The allow lines in the main section that are NVIDIA's (see the module docstring);
-    `mounts_nvidia` when the container will mount NVIDIA nodes whatever `config` says now."""
-    majors = fmt.char_majors(proc_devices)
-    nvidia = fmt.nvidia_majors(proc_devices)
-    if mounts_nvidia is None:
-        mounts_nvidia = fmt.mounts_nvidia(config)
-    lines = []
-    for item in fmt.items(config):
-        major = fmt.rule_major(item.value) if item.key == fmt.ALLOW else None
-        if major is None:
-            continue
-        stale = major not in majors and fmt.is_dynamic(major) and mounts_nvidia
-        if major in nvidia or major == fmt.NVIDIA_STATIC or stale:
-            lines.append(item.value.strip())
-    return sorted(set(lines), key=_by_major)
-
-
-def _by_major(line: str) -> tuple[int, str]:
-    return (fmt.rule_major(line) or 0, line)
+        return fmt.proxmox_config(self.container) if self.container else str(self.path)
 
 
 class Lxc(Kind[list[LxcEntry]]):
@@ -255,31 +232,6 @@ Edit = tuple[str, frozenset[str] | None, list[str]]
 
 def _wants_devices(item: LxcEntry) -> bool:
     return item.nvidia_devices is not None and item.nvidia_devices.value
-
-
-def device_lines(
-    text: str, devices: str, nodes: tuple[str, ...]
-) -> dict[str, tuple[list[str], list[str]]]:
-    """Key -> (NVIDIA's lines in `text` now, the lines wanted) for the allow key and, when the
-    host has any /dev/nvidia* node, the mount key: with none at all (nothing has created them
-    yet, or a snapshot taken without /dev) the mounts are left as they are. A free dynamic
-    major is judged by the mounts the edit leaves, so one apply converges."""
-    lines: dict[str, tuple[list[str], list[str]]] = {}
-    after = text
-    if nodes:
-        mounts = (fmt.nvidia_mount_lines(text), mount_lines(nodes))
-        after = fmt.replace_key(text, fmt.MOUNT, frozenset(mounts[0]), mounts[1])
-        lines[fmt.MOUNT] = mounts
-    lines[fmt.ALLOW] = (
-        nvidia_allow_lines(text, devices, fmt.mounts_nvidia(after)),
-        [fmt.allow_line(m) for m in sorted(fmt.nvidia_majors(devices))],
-    )
-    return dict(sorted(lines.items(), key=lambda item: item[0] != fmt.ALLOW))
-
-
-def mount_lines(nodes: tuple[str, ...]) -> list[str]:
-    """The NVIDIA mount entries a container needs for the host's `/dev/nvidia*` nodes."""
-    return sorted((fmt.mount_line(node) for node in nodes), key=fmt.node_order)
 
 
 def _edits(item: LxcEntry, text: str, devices: str, nodes: tuple[str, ...]) -> list[Edit]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..facts.kernel import BOOT_ID, HOSTNAME, OSRELEASE
 from ..hosts.base import Host
 from ..hosts.files import Files, Request
 from ..kinds import checks
@@ -11,9 +12,6 @@ from ..kinds import files as owned_files
 from ..profile.load import Profile
 from .model import HostFacts
 
-HOSTNAME = "/proc/sys/kernel/hostname"
-OSRELEASE = "/proc/sys/kernel/osrelease"
-BOOT_ID = "/proc/sys/kernel/random/boot_id"
 IDENTITY = Request.of(HOSTNAME, OSRELEASE, BOOT_ID)
 
 
