@@ -21,7 +21,7 @@ from ..errors import HostError
 from ..facts import cmdline as cmdline_fmt
 from ..facts import lxc as lxc_fmt
 from ..facts.kernel import BOOT_ID
-from ..hosts.base import Host
+from ..hosts.base import Host, ReadableHost
 from ..hosts.files import Request
 from ..plan.model import Phase
 
@@ -101,7 +101,7 @@ def pending_of(
     )
 
 
-def read_pending(host: Host) -> PendingBoot | None:
+def read_pending(host: ReadableHost) -> PendingBoot | None:
     data = host.read_file(PENDING)
     if data is None:
         return None
@@ -117,7 +117,7 @@ class BootVerdict:
     failed: list[str] = field(default_factory=list)
 
 
-def verify(host: Host, pending: PendingBoot) -> BootVerdict:
+def verify(host: ReadableHost, pending: PendingBoot) -> BootVerdict:
     """Compare the booted host with `pending`; pure reads."""
     configs = tuple(pending.majors)
     files = host.fetch(
@@ -197,7 +197,7 @@ def probe_after_boot(
     return failures
 
 
-def _runtime_drift(host: Host, stored: str | None) -> list[str]:
+def _runtime_drift(host: ReadableHost, stored: str | None) -> list[str]:
     """The runtime part of the stored profile must still hold (it was persisted)."""
     if stored is None:
         return []

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..facts.kernel import BOOT_ID, HOSTNAME, OSRELEASE
-from ..hosts.base import Host
+from ..hosts.base import ReadableHost
 from ..hosts.files import Files, Request
 from ..kinds import checks
 from ..kinds import files as owned_files
@@ -32,11 +32,11 @@ def request(profile: Profile, with_persistence: bool = True) -> Request:
     return wanted
 
 
-def observe(host: Host, profile: Profile, with_persistence: bool = True) -> Observation:
+def observe(host: ReadableHost, profile: Profile, with_persistence: bool = True) -> Observation:
     return observation(host, host.fetch(request(profile, with_persistence)))
 
 
-def observation(host: Host, files: Files) -> Observation:
+def observation(host: ReadableHost, files: Files) -> Observation:
     """An observation from files already fetched, e.g. in one batch with other reads."""
     facts = HostFacts(
         name=files.value(HOSTNAME) or host.name,
