@@ -20,6 +20,7 @@ from ..apply.steps import Step
 from ..errors import HostError
 from ..facts import cmdline as cmdline_fmt
 from ..facts import lxc as lxc_fmt
+from ..facts.cmdline import PROC_CMDLINE
 from ..facts.kernel import BOOT_ID
 from ..hosts.base import Host, ReadableHost
 from ..hosts.files import Request
@@ -120,9 +121,7 @@ class BootVerdict:
 def verify(host: ReadableHost, pending: PendingBoot) -> BootVerdict:
     """Compare the booted host with `pending`; pure reads."""
     configs = tuple(pending.majors)
-    files = host.fetch(
-        Request.of(cmdline_fmt.PROC_CMDLINE, lxc_fmt.PROC_DEVICES, BOOT_ID, PROFILE, *configs)
-    )
+    files = host.fetch(Request.of(PROC_CMDLINE, lxc_fmt.PROC_DEVICES, BOOT_ID, PROFILE, *configs))
     verdict = BootVerdict()
     boot_id = files.value(BOOT_ID)
     if pending.boot_id is not None and boot_id == pending.boot_id:
@@ -135,12 +134,12 @@ def verify(host: ReadableHost, pending: PendingBoot) -> BootVerdict:
         got = running.get(cmdline_fmt.canonical(name))
         word = name if value is None else cmdline_fmt.word(name, value)
         if got == value:
-            verdict.held.append(f"/proc/cmdline {'lacks' if value is None else 'has'} {word}")
+            verdict.held.append(f"{PROC_CMDLINE} {'lacks' if value is None else 'has'} {word}")
         elif value is None:
-            verdict.failed.append(f"/proc/cmdline still has {cmdline_fmt.word(name, got or '')}")
+            verdict.failed.append(f"{PROC_CMDLINE} still has {cmdline_fmt.word(name, got or '')}")
         else:
             now = "nothing" if got is None else cmdline_fmt.word(name, got)
-            verdict.failed.append(f"/proc/cmdline has {now}, not {word}")
+            verdict.failed.append(f"{PROC_CMDLINE} has {now}, not {word}")
     nvidia = lxc_fmt.nvidia_majors(files.text(lxc_fmt.PROC_DEVICES) or "")
     for config, majors in pending.majors.items():
         if sorted(nvidia) == majors:
