@@ -4,7 +4,6 @@ CPU and NUMA layout."""
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from functools import cached_property
 
@@ -12,13 +11,13 @@ from ..apply.persist import OWNED
 from ..facts import cmdline as cmdline_fmt
 from ..facts import cpu, modules
 from ..facts.cpu import CpuInfo
+from ..facts.numa import NODES_ONLINE, parse_list
 from ..facts.pci import NUMA_NODE, PciDevice, numa_node, pci_devices, request_devices
 from ..hosts.files import Files, Request
 from ..plan.model import HostFacts
 from ..plan.observe import IDENTITY
 from .model import Device, HostSummary
 
-NODES_ONLINE = "/sys/devices/system/node/online"
 NVIDIA_VERSION = modules.MODULE_DIR + "/nvidia/version"
 
 NVIDIA = 0x10DE
@@ -40,18 +39,6 @@ READS = (
     | Request.of(modules.MODULES)
     | Request.of(*OWNED)  # tune's own boot-time files: a host tune already manages
 )
-
-
-def parse_list(text: str | None) -> tuple[int, ...]:
-    """A kernel cpulist or node list, `0-31,64-95`, as numbers; () when absent or malformed."""
-    numbers: list[int] = []
-    for part in (text or "").strip().split(","):
-        match = re.fullmatch(r"\s*(\d+)(?:-(\d+))?\s*", part)
-        if not match:
-            return ()
-        first = int(match.group(1))
-        numbers.extend(range(first, int(match.group(2) or first) + 1))
-    return tuple(numbers)
 
 
 class Facts:

@@ -17,13 +17,14 @@ from ..facts import lxc as lxc_fmt
 from ..facts.cmdline import PROC_CMDLINE
 from ..facts.lxc import LXC_CONFIGS, PVE_CONFIGS, device_lines, nvidia_allow_lines
 from ..facts.modules import MODULES
+from ..facts.numa import NODES_ONLINE
 from ..facts.pci import DEVICES, PciDevice
 from ..facts.pcie import SPEEDS, gts
 from ..hosts.files import Request
 from ..kinds.base import normalize_choice
 from ..plan.model import Priority
 from ..render.folding import ranges
-from .facts import NODES_ONLINE, NVIDIA, Facts
+from .facts import NVIDIA, Facts
 from .model import Area, Fix, Good, NotIssue, Problem, Verdict
 from .thresholds import Thresholds
 
