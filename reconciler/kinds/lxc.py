@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from ..apply.steps import Need, Probe, PutFile, Read, Require, Step
 from ..errors import HostError
 from ..facts import lxc as fmt
-from ..facts.lxc import device_lines
 from ..hosts.files import Files, Request
 from ..plan.model import Change, Note, Outcome, Phase, Priority
 from .base import Kind, Meta, Strict, entry, safe
@@ -86,7 +85,7 @@ class Lxc(Kind[list[LxcEntry]]):
                 )
             if item.nvidia_devices is not None and item.nvidia_devices.value:
                 nodes = files.node_paths(fmt.NVIDIA_NODES)
-                lines = device_lines(config or "", devices, nodes)
+                lines = fmt.device_lines(config or "", devices, nodes)
                 for key, (now, desired) in lines.items():
                     found = None if config is None else tuple(now)
                     change = self._change(item, key, found, tuple(desired), item.nvidia_devices)
@@ -240,7 +239,7 @@ def _edits(item: LxcEntry, text: str, devices: str, nodes: tuple[str, ...]) -> l
     if item.memlock is not None and fmt.last(text, fmt.MEMLOCK) != item.memlock.value:
         edits.append((fmt.MEMLOCK, None, [item.memlock.value]))
     if _wants_devices(item):
-        for key, (current, desired) in device_lines(text, devices, nodes).items():
+        for key, (current, desired) in fmt.device_lines(text, devices, nodes).items():
             if current != desired:
                 edits.append((key, frozenset(current), desired))
     # The plan's order (priority, then this order) is the order apply makes them in.
