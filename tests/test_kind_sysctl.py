@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 from conftest import by_id, plan_json, write
 
+from reconciler.facts.sysctl import path_of
 from reconciler.hosts.directory import SnapshotHost
-from reconciler.kinds.sysctl import KIND, path_of
+from reconciler.kinds.sysctl import KIND
 from reconciler.plan.model import Priority
 from reconciler.profile.load import load_profile
 

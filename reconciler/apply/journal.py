@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..errors import HostError, UnfinishedRun
-from ..hosts.base import Host
+from ..hosts.base import Host, ReadableHost
 from ..hosts.bounded import size_text
 from ..hosts.files import MAX_STATE_BYTES, Request
 from .steps import Step
@@ -181,13 +181,13 @@ def within_limit(path: str, data: bytes) -> bytes:
     return data
 
 
-def run_ids(host: Host) -> list[str]:
+def run_ids(host: ReadableHost) -> list[str]:
     listing = host.fetch(Request(listings=frozenset([RUNS]))).listing(RUNS)
     names = [p.rsplit("/", 1)[1] for p in listing if p.endswith(".jsonl")]
     return sorted(n.removesuffix(".jsonl") for n in names)
 
 
-def read_run(host: Host, run_id: str) -> Run | None:
+def read_run(host: ReadableHost, run_id: str) -> Run | None:
     path = run_path(run_id)
     files = host.fetch(Request.of(whole=[path]))
     if path in files.errors:
@@ -196,7 +196,7 @@ def read_run(host: Host, run_id: str) -> Run | None:
     return None if data is None else parse_run(run_id, within_limit(path, data))
 
 
-def existing_run(host: Host, run_id: str) -> Run:
+def existing_run(host: ReadableHost, run_id: str) -> Run:
     """The run `run_id`; HostError when the host has no such run."""
     run = read_run(host, run_id)
     if run is None:
@@ -204,7 +204,7 @@ def existing_run(host: Host, run_id: str) -> Run:
     return run
 
 
-def _chosen_id(host: Host, run_id: str | None, doing: str) -> tuple[str, list[str]]:
+def _chosen_id(host: ReadableHost, run_id: str | None, doing: str) -> tuple[str, list[str]]:
     """The id of the run `run_id` names (the newest by default), and every run's id."""
     ids = run_ids(host)
     if not ids:
@@ -215,7 +215,7 @@ def _chosen_id(host: Host, run_id: str | None, doing: str) -> tuple[str, list[st
     return chosen, ids
 
 
-def chosen_run(host: Host, run_id: str | None, doing: str) -> Run:
+def chosen_run(host: ReadableHost, run_id: str | None, doing: str) -> Run:
     """The run `run_id` names, the newest by default, for `doing` ("roll back", "report")."""
     return existing_run(host, _chosen_id(host, run_id, doing)[0])
 
@@ -266,7 +266,7 @@ def before_apply(host: Host, *, after_interrupted: bool = False, locked: bool = 
         raise UnfinishedRun(run.run_id, len(run.steps), host.describe(), locked=locked)
 
 
-def _no_run(host: Host, run_id: str) -> HostError:
+def _no_run(host: ReadableHost, run_id: str) -> HostError:
     return HostError(f"no run {run_id} on {host.describe()} (tune history lists them).")
 
 

@@ -12,16 +12,19 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from ..facts import cpu, kernel, sysctl
 from ..facts import lxc as lxc_fmt
-from ..facts.pcie import SPEEDS
+from ..facts.cmdline import PROC_CMDLINE
+from ..facts.lxc import LXC_CONFIGS, PVE_CONFIGS, device_lines, nvidia_allow_lines
+from ..facts.modules import MODULES
+from ..facts.numa import NODES_ONLINE
+from ..facts.pci import DEVICES, PciDevice
+from ..facts.pcie import SPEEDS, gts
 from ..hosts.files import Request
-from ..kinds import checks, cpu, sysctl
 from ..kinds.base import normalize_choice
-from ..kinds.lxc import device_lines, nvidia_allow_lines
-from ..kinds.pci import DEVICES, PciDevice
 from ..plan.model import Priority
 from ..render.folding import ranges
-from .facts import NODES_ONLINE, NVIDIA, SCALING_DRIVER, Facts, speed_gts
+from .facts import NVIDIA, Facts
 from .model import Area, Fix, Good, NotIssue, Problem, Verdict
 from .thresholds import Thresholds
 
@@ -184,7 +187,7 @@ def pcie_link_speed(facts: Facts, limits: Thresholds) -> list[Verdict]:
         cap = device.express
         if cap is None or not cap.link_speed:
             continue
-        if speed_gts(cap.link_speed) >= speed_gts(cap.link_speed_max):
+        if gts(cap.link_speed) >= gts(cap.link_speed_max):
             full.append((device, cap))
         elif what == "GPU" and cap.link_speed == lowest:
             idle.append((device, cap))
@@ -399,10 +402,9 @@ def thp_always(facts: Facts, limits: Thresholds) -> list[Verdict]:
 # CPU: idle states, frequency driver and governor
 
 IDLE_LIMITS = ("processor.max_cstate", "intel_idle.max_cstate", "idle")
-STATE_LATENCY = cpu.CPUS + "/cpu[0-9]*/cpuidle/state[0-9]*/latency"
 
 
-@rule("cstates-deep", Area.CPU, cpu.STATE_NAME, cpu.STATE_DISABLE, STATE_LATENCY)
+@rule("cstates-deep", Area.CPU, cpu.STATE_NAME, cpu.STATE_DISABLE, cpu.STATE_LATENCY)
 def cstates_deep(facts: Facts, limits: Thresholds) -> list[Verdict]:
     running = facts.running_cmdline
     limit = [f"{k}={running[k]}" if running[k] else k for k in IDLE_LIMITS if k in running]
@@ -419,7 +421,7 @@ def cstates_deep(facts: Facts, limits: Thresholds) -> list[Verdict]:
         return [
             Good(
                 f"idle states limited on the command line ({' '.join(limit)})",
-                (f"/proc/cmdline: {files.value('/proc/cmdline')}",),
+                (f"{PROC_CMDLINE}: {files.value(PROC_CMDLINE)}",),
             )
         ]
     if not enabled:
@@ -427,7 +429,7 @@ def cstates_deep(facts: Facts, limits: Thresholds) -> list[Verdict]:
             Good(
                 f"no idle state with exit latency above {limits.deep_cstate_latency_us} us "
                 "is enabled",
-                (f"{STATE_LATENCY}, {cpu.STATE_DISABLE}",),
+                (f"{cpu.STATE_LATENCY}, {cpu.STATE_DISABLE}",),
             )
         ]
     evidence = (
@@ -436,7 +438,7 @@ def cstates_deep(facts: Facts, limits: Thresholds) -> list[Verdict]:
             f"on {cpus(names)}"
             for (name, state, latency), names in sorted(enabled.items())
         ),
-        f"/proc/cmdline: {files.value('/proc/cmdline')}",
+        f"{PROC_CMDLINE}: {files.value(PROC_CMDLINE)}",
     )
     names = sorted({name for name, _, _ in enabled})
     return [
@@ -462,13 +464,13 @@ PSTATE_DRIVERS = {
 }
 
 
-@rule("cpufreq-driver", Area.CPU, SCALING_DRIVER, "/proc/cpuinfo")
+@rule("cpufreq-driver", Area.CPU, cpu.SCALING_DRIVER, cpu.CPUINFO)
 def cpufreq_driver(facts: Facts, limits: Thresholds) -> list[Verdict]:
-    drivers = facts.per_cpu(SCALING_DRIVER)
+    drivers = facts.per_cpu(cpu.SCALING_DRIVER)
     if not drivers:
         return []
     found = sorted(set(drivers.values()))
-    evidence = (f"{SCALING_DRIVER}: {', '.join(found)} on {cpus(drivers)}",)
+    evidence = (f"{cpu.SCALING_DRIVER}: {', '.join(found)} on {cpus(drivers)}",)
     if "acpi-cpufreq" not in found:
         return [Good(f"cpufreq driver {', '.join(found)}", evidence)]
     flag = next((f for f in PSTATE_DRIVERS if f in facts.cpu.flags), None)
@@ -476,7 +478,7 @@ def cpufreq_driver(facts: Facts, limits: Thresholds) -> list[Verdict]:
         return [
             NotIssue(
                 "cpufreq driver acpi-cpufreq",
-                (*evidence, "/proc/cpuinfo: flags without cppc or hwp"),
+                (*evidence, f"{cpu.CPUINFO}: flags without cppc or hwp"),
                 "the CPU has neither CPPC nor HWP, so acpi-cpufreq is the only driver it can use",
             )
         ]
@@ -485,7 +487,7 @@ def cpufreq_driver(facts: Facts, limits: Thresholds) -> list[Verdict]:
         Problem(
             P1,
             f"cpufreq driver acpi-cpufreq on a CPU with {flag} ({facts.cpu.model})",
-            (*evidence, f"/proc/cpuinfo: flags include {flag}"),
+            (*evidence, f"{cpu.CPUINFO}: flags include {flag}"),
             f"acpi-cpufreq only knows the few P-states the ACPI tables list; {param} drives "
             "the CPU's own performance control with finer steps and faster ramps",
             (Fix("cmdline", ("set", param), value),),
@@ -534,13 +536,13 @@ def peermem_missing(facts: Facts, limits: Thresholds) -> list[Verdict]:
     if loaded is None or not facts.gpus:
         return []
     if PEERMEM in loaded:
-        return [Good(f"{PEERMEM} loaded", (f"/proc/modules: {PEERMEM}",))]
-    evidence = ("/proc/modules: no nvidia_peermem",)
+        return [Good(f"{PEERMEM} loaded", (f"{MODULES}: {PEERMEM}",))]
+    evidence = (f"{MODULES}: no nvidia_peermem",)
     if not facts.rdma_nics:
         return [
             NotIssue(
                 f"{PEERMEM} not loaded",
-                (*evidence, "/sys/bus/pci/devices: no Mellanox (15b3) NIC"),
+                (*evidence, f"{DEVICES}: no Mellanox (15b3) NIC"),
                 "without an RDMA NIC there is no peer for GPUDirect RDMA",
             )
         ]
@@ -559,16 +561,16 @@ def peermem_missing(facts: Facts, limits: Thresholds) -> list[Verdict]:
 TRANSLATED = ("DMA", "DMA-FQ")
 
 
-@rule("iommu-translated", Area.BOOT, checks.IOMMU_TYPES)
+@rule("iommu-translated", Area.BOOT, kernel.IOMMU_TYPES)
 def iommu_translated(facts: Facts, limits: Thresholds) -> list[Verdict]:
-    paths = facts.files.glob(checks.IOMMU_TYPES)
+    paths = facts.files.glob(kernel.IOMMU_TYPES)
     types: dict[str, int] = {}
     for path in paths:
         kind = (facts.files.value(path) or "").strip()
         types[kind] = types.get(kind, 0) + 1
     if not types:
         return []
-    evidence = tuple(f"{checks.IOMMU_TYPES}: {t} on {n} groups" for t, n in sorted(types.items()))
+    evidence = tuple(f"{kernel.IOMMU_TYPES}: {t} on {n} groups" for t, n in sorted(types.items()))
     translated = sum(n for t, n in types.items() if t in TRANSLATED)
     if not translated:
         return [Good(f"IOMMU groups in {', '.join(sorted(types))} mode", evidence)]
@@ -590,10 +592,10 @@ def iommu_translated(facts: Facts, limits: Thresholds) -> list[Verdict]:
 @rule("kernel-version", Area.KERNEL)
 def kernel_version(facts: Facts, limits: Thresholds) -> list[Verdict]:
     release = facts.identity.kernel
-    if release is None or not checks.version(release):
+    if release is None or not kernel.version(release):
         return []
-    evidence = (f"/proc/sys/kernel/osrelease: {release}",)
-    if checks.kernel_ok(release, f">={limits.min_kernel}"):
+    evidence = (f"{kernel.OSRELEASE}: {release}",)
+    if kernel.kernel_ok(release, f">={limits.min_kernel}"):
         return [Good(f"kernel {release} (at least {limits.min_kernel})", evidence)]
     return [
         Problem(
@@ -609,9 +611,6 @@ def kernel_version(facts: Facts, limits: Thresholds) -> list[Verdict]:
 
 # ---------------------------------------------------------------------------------------------
 # LXC containers that mount NVIDIA devices
-
-PVE_CONFIGS = "/etc/pve/lxc/*.conf"
-LXC_CONFIGS = "/var/lib/lxc/*/config"
 
 
 @dataclass(frozen=True)

@@ -18,11 +18,10 @@ from typing import Literal
 from ..apply.persist import MODPROBE, MODULES_LOAD, Persisted
 from ..apply.steps import Command, Need, Probe, Read, Require, Step
 from ..errors import HostError
+from ..facts.modules import MODULES, canonical, loaded_modules, param_path
 from ..hosts.files import Files, Request
 from ..plan.model import Change, Outcome, Phase
 from .base import Entry, KernelValue, Kind, attribute_step, entry, normalize_words, safe
-
-MODULES = "/proc/modules"
 
 ModuleName = safe(r"[A-Za-z0-9_-]+", "module name", "nvidia_peermem")
 ParamName = safe(r"[A-Za-z0-9_]+", "module parameter", "NVreg_EnableGpuFirmware")
@@ -39,15 +38,6 @@ ModuleItem = entry(State, ModuleEntry)
 ModulesSpec = dict[ModuleName, ModuleItem]  # type: ignore[valid-type]
 
 
-def canonical(name: str) -> str:
-    return name.replace("-", "_")
-
-
-def loaded_modules(text: str | None) -> set[str]:
-    """Names from /proc/modules: `name size refcount deps state address [taint]`."""
-    return {canonical(line.split()[0]) for line in (text or "").splitlines() if line.strip()}
-
-
 # What kstrtobool accepts for a boolean parameter; the kernel prints it back as Y or N.
 _TRUE = {"1", "y", "Y", "on", "true"}
 _FALSE = {"0", "n", "N", "off", "false"}
@@ -62,10 +52,6 @@ def param_value(value: str | None, observed: str | None) -> str | None:
         if value in _FALSE:
             return "N"
     return normalize_words(value)
-
-
-def param_path(module: str, param: str) -> str:
-    return f"/sys/module/{canonical(module)}/parameters/{param}"
 
 
 class Modules(Kind[dict[str, ModuleEntry]]):

@@ -17,11 +17,10 @@ import shlex
 
 from ..apply.persist import SYSCTL, Persisted
 from ..apply.steps import Read, Step
+from ..facts.sysctl import ROOT, key_of, path_of
 from ..hosts.files import Files, Request
 from ..plan.model import Change, Note, Outcome, Phase
 from .base import Entry, KernelValue, Kind, attribute_step, entry, normalize_words, safe
-
-ROOT = "/proc/sys"
 
 # A component never starts with `/`: `kernel.//` would be the path /proc/sys/kernel/..
 SysctlKey = safe(
@@ -31,14 +30,6 @@ SysctlKey = safe(
 )
 SysctlEntry = entry(KernelValue)
 SysctlSpec = dict[SysctlKey, SysctlEntry]  # type: ignore[valid-type]
-
-
-def path_of(key: str) -> str:
-    return ROOT + "/" + "/".join(part.replace("/", ".") for part in key.split("."))
-
-
-def key_of(path: str) -> str:
-    return ".".join(p.replace(".", "/") for p in path[len(ROOT) + 1 :].split("/"))
 
 
 class Sysctl(Kind[dict[str, Entry[str]]]):
