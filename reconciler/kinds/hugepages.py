@@ -22,12 +22,12 @@ from typing import Annotated
 
 from ..apply.persist import Persisted, tmpfiles_write
 from ..apply.steps import Read, Step
+from ..facts.numa import NODES
 from ..hosts.files import Files, Request
 from ..plan.model import Change, Note, Outcome, Phase
 from ..profile.schema import Constrain
 from .base import Entry, Kind, attribute_step, entry, normalize_words, safe
 
-NODES = "/sys/devices/system/node"
 EVERY = f"{NODES}/node*/hugepages/hugepages-*/nr_hugepages"
 
 PageSize = safe(r"[1-9][0-9]*kB", "huge page size in kB, as the kernel names it", "2048kB")
