@@ -1,23 +1,26 @@
-"""`tune apply`, `tune verify` and `tune rollback` on one host, written once for every engine.
+"""`tune apply`, `tune verify` and `tune rollback`, written once for every engine.
 
 This machine, a snapshot, one SSH host and each host of a fleet go through the same stages:
 `prepare_host` (tune's state trusted, the last run ended, the work decided; a host with
 nothing to change gets the profile stored as its last apply), then, once the operator
 confirmed, `run_work` (probes around the phase, the pending record of a reboot phase written
 inside the run), then `after_run` (`--reboot`: reboot, and where this process outlives the
-reboot, wait for the new boot and verify it). What differs between hosts is the `Engine`'s
-alone; what the operator sees is the caller's (`Show`).
+reboot, wait for the new boot and verify it). A fleet (`apply_fleet`) prepares every host,
+asks once, then runs the work of each host that has some. What differs between hosts is the
+`Engine`'s alone; what the operator sees is the caller's (`Show`, `FleetShow`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from ..boot.reboot import AfterBoot, conclude, wait_for_new_boot
 from ..boot.verify import PENDING, BootVerdict, PendingBoot, pending_of, read_pending
 from ..hosts.base import Host
+from ..hosts.fleet import HostResult, for_each_host
 from .engine import RollbackResult, Work, prepare, roll_back_chain
 from .engines import ApplyResult, Engine
 from .journal import before_apply, check_state, new_run_id
@@ -233,3 +236,72 @@ def roll_back(engine: Engine, run_id: str | None) -> Sequence[RollbackResult]:
     before it), newest first; stops at the first that leaves a change behind."""
     with engine.session():
         return roll_back_chain(engine.host, run_id, engine.rollback)
+
+
+class FleetShow:
+    """What the operator sees, and is asked, during a fleet's apply. This one shows nothing."""
+
+    def prepared(self, prepared: Sequence[HostResult[Work]]) -> None:
+        """What each host will change, or why it cannot, before anything is asked."""
+
+    def confirm(self, changes: int, hosts: int) -> None:
+        """One question for the whole fleet; raise to write nothing."""
+
+
+@dataclass(frozen=True)
+class FleetDone:
+    """What a fleet's apply came to, per host in the hosts' order."""
+
+    prepared: list[HostResult[Work]]
+    # Each host's run, None for one in sync, or its error; empty after a dry run.
+    applied: list[HostResult[ApplyResult]] = field(default_factory=list)
+    ran: bool = False  # whether any host had something to change
+
+
+def apply_fleet(
+    engines: Sequence[Engine],
+    job: ApplyJob,
+    show: FleetShow,
+    *,
+    forks: int,
+    progress: Callable[[int, int], None] | None = None,
+) -> FleetDone:
+    """Every host prepared (`prepare_host`), `forks` at a time, its connection kept open; one
+    confirmation for the whole fleet; then the work of each host that has some (`run_work`).
+    A host that cannot be reached, or whose run rolls back, is that host's result and never
+    stalls the others. The caller closes the hosts."""
+    by_name = {engine.host.name: engine for engine in engines}
+    hosts = [engine.host for engine in engines]
+    with contextlib.ExitStack() as held:
+
+        def prepare(host: Host) -> Work:
+            engine = by_name[host.name]
+            if not job.dry_run:
+                # From a worker thread: entering only appends its exit to the stack's deque.
+                held.enter_context(engine.session())
+            return prepare_host(engine, job)
+
+        prepared = for_each_host(hosts, prepare, forks, progress, keep_open=True)
+        show.prepared(prepared)
+        if job.dry_run:
+            return FleetDone(prepared)
+        works = {r.name: r.value for r in prepared if r.value is not None and r.value.steps}
+        if works:
+            show.confirm(sum(len(work.planned) for work in works.values()), len(works))
+
+        def run(host: Host) -> ApplyResult:
+            return run_work(by_name[host.name], job, works[host.name], Show())[0]
+
+        changing = [host for host in hosts if host.name in works]
+        done = {r.name: r for r in for_each_host(changing, run, forks, progress)}
+    return FleetDone(prepared, [_outcome(r, done) for r in prepared], bool(works))
+
+
+def _outcome(
+    prepared: HostResult[Work], applied: dict[str, HostResult[ApplyResult]]
+) -> HostResult[ApplyResult]:
+    if prepared.name in applied:
+        return applied[prepared.name]
+    if prepared.error is not None:
+        return HostResult(prepared.name, error=prepared.error)
+    return HostResult(prepared.name, value=ApplyResult(None, 0))
