@@ -317,3 +317,22 @@ def test_a_pending_record_that_cannot_be_written_rolls_the_run_back_over_ssh(
     host = SnapshotHost(root)
     run = read_run(host, run_ids(host)[0])
     assert run is not None and run.outcome == "rolled-back"
+
+
+def test_what_the_promotion_needs_is_checked_before_the_first_write_over_ssh(
+    tmp_path: Path, start_lab: StartLab, saved_default: Path
+) -> None:
+    """The steps that make the command line the default after the boot are part of the run:
+    their requirements are checked with the run's own, before anything is written (not
+    found only after a reboot into a configuration that cannot be kept)."""
+    root = copy_host(saved_default, tmp_path / "h1")
+    dropins = root / "etc/default/grub.d"
+    dropins.mkdir(exist_ok=True)
+    dropins.chmod(0o555)
+    before = tree(root)
+    lab = start_lab({"h1": root})
+    code, out, err = tune(lab, "apply", BLACKWELL, "--reboot", "-y", "-H", "h1")
+    assert code == 1, out + err
+    assert "cmdline:amd_pstate cannot be changed: /etc/default/grub.d is read-only" in err
+    assert tree(root) == before
+    assert run_ids(SnapshotHost(root)) == []
