@@ -44,6 +44,9 @@ class Engine(ABC):
     restore of a run, pending.json, the reboot, and where the profile's probes run."""
 
     host: Host
+    # Whether `session` holds the host's lock for the whole command; else each script takes it
+    # on the target, and a run may be going between two of them.
+    locked_here: ClassVar[bool]
     # Whether this process outlives the host's reboot, to wait for the new boot and verify it
     # (over SSH); on this machine `tune verify` runs after the boot instead.
     outlives_reboot: ClassVar[bool]
@@ -52,11 +55,6 @@ class Engine(ABC):
     def session(self) -> contextlib.AbstractContextManager[None]:
         """Hold the host for one command that writes: the lock, held here for the whole
         command, or nothing where each script takes the lock on the target."""
-
-    @property
-    @abstractmethod
-    def locked_here(self) -> bool:
-        """Whether `session` holds the lock (else a run may be going on the target)."""
 
     @abstractmethod
     def preflight(self, steps: tuple[Step, ...]) -> list[str]:
@@ -108,6 +106,7 @@ class Engine(ABC):
 class PythonEngine(Engine):
     """This machine, or a snapshot directory (`root`), written from this process."""
 
+    locked_here = True
     outlives_reboot = False
 
     def __init__(self, host: Host, root: str | None = None) -> None:
@@ -117,10 +116,6 @@ class PythonEngine(Engine):
     def session(self) -> contextlib.AbstractContextManager[None]:
         self.host.check_privileges()
         return self.host.lock(LOCK)
-
-    @property
-    def locked_here(self) -> bool:
-        return True
 
     def preflight(self, steps: tuple[Step, ...]) -> list[str]:
         from .engine import preflight
@@ -181,6 +176,7 @@ class ShellEngine(Engine):
     """A host reached over SSH, written by sh scripts; `timeout`: the command timeout, how long
     a run may take to answer a poll (and a probe on top of its own timeout)."""
 
+    locked_here = False
     outlives_reboot = True
 
     def __init__(self, host: ShellHost, timeout: float = 60.0) -> None:
@@ -189,10 +185,6 @@ class ShellEngine(Engine):
 
     def session(self) -> contextlib.AbstractContextManager[None]:
         return contextlib.nullcontext()  # each script takes the lock on the target
-
-    @property
-    def locked_here(self) -> bool:
-        return False
 
     def preflight(self, steps: tuple[Step, ...]) -> list[str]:
         return []  # the script that starts the run checks them on the target, before any write
