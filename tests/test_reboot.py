@@ -15,7 +15,8 @@ from conftest import profile, write
 from small_host import tree
 
 from reconciler.apply.engine import execute, prepare, rollback
-from reconciler.boot.reboot import LocalTarget, conclude, wait_for_new_boot
+from reconciler.apply.engines import PythonEngine
+from reconciler.boot.reboot import conclude, wait_for_new_boot
 from reconciler.boot.tryonce import TRY_ENTRY, Boot, arrange, entry_cmdline
 from reconciler.boot.verify import PENDING, PendingBoot, pending_of, read_pending
 from reconciler.errors import ApplyFailed, ConnectError, ExitCode, HostKeyError, RebootTimeout
@@ -135,7 +136,7 @@ def test_the_new_line_is_booted_once_then_made_the_default_after_verification(
 
     assert boot(root, 2) == "root=/dev/sda1 ro quiet processor.max_cstate=1 amd_pstate=active"
     host.calls.clear()
-    verdict = conclude(LocalTarget(host), pending)
+    verdict = conclude(PythonEngine(host), pending)
     assert verdict.failed == []
     assert "/proc/cmdline has amd_pstate=active" in verdict.held
     # Promoted: the drop-in, one update-grub per step, the try entry gone, pending cleared.
@@ -164,7 +165,7 @@ def test_a_failed_verification_rolls_back_and_the_next_boot_has_the_old_line(
     boot(root, 2)
     host.calls.clear()
     with pytest.raises(ApplyFailed) as caught:
-        conclude(LocalTarget(host), pending)
+        conclude(PythonEngine(host), pending)
     assert "/proc/cmdline has nothing, not amd_pstate=active" in str(caught.value)
     assert host.calls == [("update-grub",), ("grub-editenv", "-", "unset", "next_entry")]
     assert tree(root / "etc") | tree(root / "boot") == before
@@ -180,7 +181,7 @@ def test_a_failed_promotion_rolls_the_whole_boot_configuration_back(tmp_path: Pa
     boot(root, 2)
     host.fail = "update-grub"
     with pytest.raises(ApplyFailed) as caught:
-        conclude(LocalTarget(host), pending)
+        conclude(PythonEngine(host), pending)
     assert "making the boot configuration the default failed" in str(caught.value)
     assert "update-grub: error: cannot write /boot" in str(caught.value)
     assert tree(root / "etc") == before

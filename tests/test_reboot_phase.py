@@ -327,3 +327,25 @@ def test_dry_run_shows_the_drop_in_and_the_boot_tool(untuned: Path) -> None:
     assert "run update-grub (boot tool; journaled, not run, on a snapshot)" in result.out
     assert "write /proc/sys" not in result.out
     assert tree(untuned) == before
+
+
+def block_pending(root: Path) -> None:
+    """pending.json cannot be written: a directory holds its name, and inside it another holds
+    the name of its temporary file (`mv` would otherwise move the file into the first)."""
+    (root / "var/lib/tune/pending.json/.pending.json.tune-new/x").mkdir(parents=True)
+
+
+def test_a_pending_record_that_cannot_be_written_rolls_the_run_back(untuned: Path) -> None:
+    """pending.json is written inside the run, before its end: a boot configuration that
+    `tune verify` would never check is not left behind (as over SSH, exit 3)."""
+    block_pending(untuned)
+    before = tree(untuned)
+    result = run_tune("apply", BLACKWELL, "--reboot-phase", "--root", untuned, "-y")
+    assert result.code == 3, result.out + result.err
+    assert "apply failed (/var/lib/tune/pending.json: cannot write" in result.err
+    assert "rolled back" in result.err
+    assert tree(untuned) == before
+    assert not (untuned / "var/lib/tune/profile.yaml").exists()
+    host = SnapshotHost(untuned)
+    run = read_run(host, run_ids(host)[0])
+    assert run is not None and run.outcome == "rolled-back"

@@ -15,7 +15,8 @@ from conftest import write
 from small_host import tree
 from test_reboot import BOOT_ID_BEFORE, apply_with_reboot
 
-from reconciler.boot.reboot import LocalTarget, conclude
+from reconciler.apply.engines import PythonEngine
+from reconciler.boot.reboot import conclude
 from reconciler.boot.verify import read_pending
 from reconciler.errors import ApplyFailed
 from reconciler.facts import cmdline as fmt
@@ -128,7 +129,7 @@ def test_proxmox_boots_the_copy_once_then_promotes_through_proxmox_boot_tool(
 
     assert boot(host, 2) == NEW_LINE
     host.calls.clear()
-    verdict = conclude(LocalTarget(host), pending)
+    verdict = conclude(PythonEngine(host), pending)
     assert verdict.failed == []
     assert "/proc/cmdline has amd_pstate=active" in verdict.held
     assert host.calls == [("proxmox-boot-tool", "refresh")] * 3
@@ -157,7 +158,7 @@ def test_a_failed_verification_removes_the_try_entry_and_changes_nothing_else(
     boot(host, 2)
     host.calls.clear()
     with pytest.raises(ApplyFailed) as caught:
-        conclude(LocalTarget(host), pending)
+        conclude(PythonEngine(host), pending)
     assert "/proc/cmdline has nothing, not amd_pstate=active" in str(caught.value)
     assert host.calls == [("bootctl", "set-oneshot", "")]
     assert tree(root / "etc") | tree(root / "boot") == before
@@ -192,7 +193,7 @@ def test_kernel_install_host_copies_the_running_kernels_entry(tmp_path: Path) ->
     assert text.endswith(f"options {NEW_LINE}\n")
     assert boot(host, 2) == NEW_LINE
     host.calls.clear()
-    conclude(LocalTarget(host), pending)
+    conclude(PythonEngine(host), pending)
     assert [c[0] for c in host.calls] == ["kernel-install"] * 3
 
 

@@ -14,7 +14,7 @@ import pytest
 from conftest import copy_host, run_tune
 from small_host import tree
 from ssh_fixture import SshLab, StartLab, sshd_available
-from test_ssh_apply import history, small, small_profile, tune
+from test_ssh_apply import history, in_sync_without_a_stored_profile, small, small_profile, tune
 
 pytestmark = pytest.mark.skipif(
     not sshd_available(), reason="needs root and openssh-server (.ci/run installs it)"
@@ -199,3 +199,30 @@ def test_json_output_is_for_fleets_only(tmp_path: Path) -> None:
     done = run_tune("apply", "--format", "json", profile, "--root", small(tmp_path / "a", 1))
     assert done.code == 64, done.err
     assert "--format json is for several hosts" in done.err
+
+
+def test_a_fleet_apply_with_nothing_to_change_stores_the_profile_on_each_host(
+    tmp_path: Path, start_lab: StartLab
+) -> None:
+    """As on one host: each host in sync gets the profile as its last applied one, so `tune
+    check` without a profile works there; no run is started, nothing is asked."""
+    profile = small_profile(tmp_path / "p.yaml")
+    roots = {
+        name: in_sync_without_a_stored_profile(small(tmp_path / name, 1), profile)
+        for name in ("a", "b")
+    }
+    lab = start_lab(roots)
+    code, out, err = tune(
+        lab, "apply", "--runtime-only", "--no-persist", "-y", profile, "-H", "a", "-H", "b"
+    )
+    assert (code, err) == (0, ""), out
+    assert "Nothing to apply." in out
+    for name, root in roots.items():
+        assert (root / "var/lib/tune/profile.yaml").exists(), name
+    # List the runs, who owns tune's state, read the newest run, observe with profile.yaml,
+    # store it.
+    assert lab.exec_requests() == {"a": 5, "b": 5}
+    for name in roots:
+        assert [r["outcome"] for r in history(lab, name)] == ["applied"]  # no run started
+    code, out, err = tune(lab, "check", "--no-persist", "-H", "a", "-H", "b")
+    assert (code, err) == (0, ""), out

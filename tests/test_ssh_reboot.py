@@ -15,7 +15,7 @@ import pytest
 from conftest import BLACKWELL, UNTUNED, copy_host, run_tune, write
 from small_host import SmallHost, build, tree, write_profile
 from ssh_fixture import SshLab, StartLab, minimal_host, sshd_available
-from test_reboot_phase import reboot
+from test_reboot_phase import block_pending, reboot
 
 from reconciler.apply.journal import read_run, run_ids
 from reconciler.facts import cmdline as fmt
@@ -298,3 +298,41 @@ def test_reboot_over_ssh_with_systemd_boot_boots_the_try_entry_once_and_promotes
     deferred = [r["argv"] for r in run.records if r["type"] == "deferred"]
     assert deferred[0] == ["bootctl", "set-oneshot", "tune-try.conf"]
     assert deferred[1:] == [["proxmox-boot-tool", "refresh"]] * (len(deferred) - 1)
+
+
+def test_a_pending_record_that_cannot_be_written_rolls_the_run_back_over_ssh(
+    tmp_path: Path, start_lab: StartLab, saved_default: Path
+) -> None:
+    """As on this machine: pending.json is written inside the run, before its end."""
+    root = copy_host(saved_default, tmp_path / "h1")
+    block_pending(root)
+    before = tree(root)
+    lab = start_lab({"h1": root})
+    code, out, err = tune(lab, "apply", BLACKWELL, "--reboot-phase", "-y", "-H", "h1")
+    assert code == 3, out + err
+    assert "apply failed (/var/lib/tune/pending.json: cannot write" in err
+    assert "rolled back" in err
+    assert tree(root) == before
+    assert not (root / "var/lib/tune/profile.yaml").exists()
+    host = SnapshotHost(root)
+    run = read_run(host, run_ids(host)[0])
+    assert run is not None and run.outcome == "rolled-back"
+
+
+def test_what_the_promotion_needs_is_checked_before_the_first_write_over_ssh(
+    tmp_path: Path, start_lab: StartLab, saved_default: Path
+) -> None:
+    """The steps that make the command line the default after the boot are part of the run:
+    their requirements are checked with the run's own, before anything is written (not
+    found only after a reboot into a configuration that cannot be kept)."""
+    root = copy_host(saved_default, tmp_path / "h1")
+    dropins = root / "etc/default/grub.d"
+    dropins.mkdir(exist_ok=True)
+    dropins.chmod(0o555)
+    before = tree(root)
+    lab = start_lab({"h1": root})
+    code, out, err = tune(lab, "apply", BLACKWELL, "--reboot", "-y", "-H", "h1")
+    assert code == 1, out + err
+    assert "cmdline:amd_pstate cannot be changed: /etc/default/grub.d is read-only" in err
+    assert tree(root) == before
+    assert run_ids(SnapshotHost(root)) == []

@@ -19,10 +19,13 @@ from typing import Any, Protocol, TypeVar
 
 from ..errors import ApplyFailed, ExitCode, HostError, NoSpace, Refused, TuneError
 from ..hosts.base import Host
+from ..hosts.files import Request
 from ..kinds import boot_kind, named
 from ..plan.make import make_plan
 from ..plan.model import Phase, Plan
-from ..plan.observe import Observation, observe
+from ..plan.observe import Observation
+from ..plan.observe import observation as observation_of
+from ..plan.observe import request as observed_request
 from ..plan.saved import SavedPlan
 from ..profile.load import LoadedProfile
 from .journal import (
@@ -51,7 +54,7 @@ from .steps import (
 )
 
 PACKAGES = {"setpci": "pciutils", "grubby": "grubby"}
-H = TypeVar("H", bound=Host)
+PROFILE_REQUEST = Request.of(whole=[PROFILE])
 
 
 @dataclass(frozen=True)
@@ -59,8 +62,19 @@ class Work:
     """What an apply will do, decided before anything is written."""
 
     plan: Plan
-    steps: tuple[Step, ...]
+    steps: tuple[Step, ...]  # what the run writes, in order
     observation: Observation
+    # The plan's steps: `steps` unless a rebooting apply boots the new command line once first
+    # (`boot.tryonce`), which puts a try entry in place of the command-line steps.
+    planned: tuple[Step, ...]
+    promote: tuple[Step, ...] = ()  # appended to the run once the boot is verified
+    try_once: str | None = None  # the one-time boot mechanism, None without one
+    reboot_why: str = ""  # how the reboot reaches the new configuration ("": no reboot)
+
+    @property
+    def stored_profile(self) -> bytes | None:
+        """/var/lib/tune/profile.yaml as observed (read in the observation's batch)."""
+        return self.observation.files.read(PROFILE)
 
 
 class PhaseHook(Protocol):
@@ -91,12 +105,21 @@ def prepare(
     saved: SavedPlan | None = None,
     preflight_here: bool = True,
     reboot_phase: bool = False,
+    reboot: bool = False,
+    requirements: Callable[[tuple[Step, ...]], list[str]] | None = None,
 ) -> Work:
     """`runtime_only` leaves boot configuration alone; `reboot_phase` writes only it (runtime
     knobs are verified by `tune verify`, never written); neither: runtime, then reboot.
-    `preflight_here=False` leaves the requirements to the caller (a remote apply checks them
-    on the target, in the script that starts the run)."""
-    observation = observe(host, loaded.profile, with_persistence)
+    `reboot`: the apply reboots after the run, so the steps boot the new command line once
+    first where the boot loader allows (`boot.tryonce.arrange`); this is the one place that
+    decides the steps. `requirements` checks the steps' requirements (this host's `preflight`
+    by default; an engine's); `preflight_here=False` leaves them to the caller (a remote apply
+    checks them on the target, in the script that starts the run)."""
+    from ..boot.tryonce import Boot, arrange
+
+    # profile.yaml in the same batch: an apply with nothing to change stores it when it differs.
+    fetched = host.fetch(observed_request(loaded.profile, with_persistence) | PROFILE_REQUEST)
+    observation = observation_of(host, fetched)
     plan = make_plan(loaded, observation, with_persistence)
     if saved is not None:
         saved.check(plan, loaded, with_persistence)
@@ -114,11 +137,16 @@ def prepare(
             steps.append(kind.step(spec, change, observation.files))
         except HostError as exc:
             problems.append(str(exc))
-    if steps and preflight_here:
-        problems += preflight(host, steps)
+    planned = tuple(steps)
+    boot = arrange(planned, fetched) if reboot else Boot(None, "", planned)
+    if boot.now and preflight_here:
+        # The promotion's too: what it needs after the boot is known to be there before.
+        problems += (requirements or (lambda checked: preflight(host, checked)))(
+            boot.now + boot.promote
+        )
     if problems:
         raise HostError(*dict.fromkeys(problems))
-    return Work(plan, tuple(steps), observation)
+    return Work(plan, boot.now, observation, planned, boot.promote, boot.try_once, boot.why)
 
 
 def preflight(host: Host, steps: tuple[Step, ...] | list[Step]) -> list[str]:
@@ -193,8 +221,12 @@ def execute(
     sync: bool = True,
     on_step: Callable[[int, Step], None] | None = None,
     around: PhaseHook | None = None,
+    run_id: str | None = None,
+    after: tuple[PutFile, ...] = (),
 ) -> str:
-    """Apply `work.steps`; returns the run id. Raises `ApplyFailed` after rolling back."""
+    """Apply `work.steps`; returns the run id. Raises `ApplyFailed` after rolling back.
+    `after`: files written once every step holds, inside the run, before profile.yaml
+    (pending.json): one that cannot be written rolls the run back like a failed step."""
     try:
         journal = Journal.start(
             host,
@@ -203,6 +235,7 @@ def execute(
             host_name=work.plan.host.name,
             boot_id=work.plan.host.boot_id,
             sync=sync,
+            run_id=run_id,
         )
     except NoSpace as exc:
         raise NoSpace(f"{exc}; nothing was changed.") from None
@@ -223,6 +256,10 @@ def execute(
             if around is not None:
                 at = "the probes after the phase"
                 around.after(journal)
+            for op in after:
+                at = op.path
+                host.put_file(op.path, op.data, op.mode)
+            # profile.yaml says the run succeeded (`tune check` reads it): written last.
             at = PROFILE
             store_profile(host, journal, loaded)
             journal.end("applied")
@@ -447,13 +484,13 @@ def rollback(host: Host, run_id: str | None = None, *, boot_only: bool = False) 
 
 
 def roll_back_chain(
-    host: H, run_id: str | None, restore_one: Callable[[H, Run], RollbackResult]
+    host: Host, run_id: str | None, restore_one: Callable[[Run], RollbackResult]
 ) -> list[RollbackResult]:
     """`tune rollback`: each run of `journal.rollback_chain`, newest first, with `restore_one`
-    (this engine's, or the SSH one); stops at the first run that leaves a change behind."""
+    (an engine's `rollback`); stops at the first run that leaves a change behind."""
     results: list[RollbackResult] = []
     for run in rollback_chain(host, run_id):
-        results.append(restore_one(host, run))
+        results.append(restore_one(run))
         if results[-1].result.failures:
             break
     return results

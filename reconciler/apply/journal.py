@@ -81,10 +81,13 @@ class Journal:
         host_name: str,
         boot_id: str | None,
         sync: bool = True,
+        run_id: str | None = None,
     ) -> Journal:
+        """`run_id`: chosen before the run when something written inside it names the run
+        (pending.json)."""
         host.private_dir(RUNS)
         check_state(host)
-        journal = cls(host, new_run_id(), sync=sync)
+        journal = cls(host, run_id or new_run_id(), sync=sync)
         journal.record(
             "run",
             run_id=journal.run_id,

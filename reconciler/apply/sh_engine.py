@@ -53,6 +53,7 @@ from .journal import (
     LOCK,
     PROFILE,
     RUNS,
+    STATE,
     Run,
     new_run_id,
     now_iso,
@@ -187,15 +188,18 @@ class ApplyScript:
         about: dict[str, dict[str, Any]] | None = None,
         probes_wait: int | None = None,
         *,
-        after: tuple[Op, ...] = (),
+        after: tuple[PutFile, ...] = (),
         extends: Run | None = None,
+        later: tuple[Step, ...] = (),
     ) -> ApplyScript:
         """`header`: the `run` record's fields; `profile`: (prior text, new text) of
         profile.yaml when the run replaces it; `plan` and `about`: the `plan` record and each
         step's context, as the local journal writes them (`reconciler.run_record`);
         `probes_wait`: with probes, the seconds the script waits for tune's measurement before
         the first write and after the last read-back (`send_probes`) before it rolls back;
-        `after`: operations after the last step, before the `end` record (pending.json).
+        `after`: files written after the last step, before profile.yaml (pending.json);
+        `later`: steps the run is extended with after the boot (`promote`), whose requirements
+        are checked with its own.
 
         With `extends`, the steps are appended to that applied run (`apply.extend`), with no
         `run` record; a failure restores them and the run's boot configuration."""
@@ -212,7 +216,7 @@ class ApplyScript:
         parts += [_step_functions(seq, step) for seq, step in earlier]
         parts += [_step_functions(seq, step) for seq, step in enumerate(steps, first)]
         checks: dict[tuple[Require, str], str] = {}
-        for step in steps:
+        for step in (*steps, *later):
             for need in step.requires:
                 checks.setdefault((need, ""), _requirement(need, step))
         parts.append(
@@ -251,6 +255,8 @@ class ApplyScript:
                 *_refused(seq, step),
             ]
         body += _await("after", probes_wait)
+        # Before profile.yaml, which says the run succeeded: last, as in `apply.execute`.
+        body += [f'    AT={quoted(op.path)}\n    ERR=; {_op(op)} || fail "$ERR"\n' for op in after]
         if profile is not None:
             prior, text = profile
             body += [
@@ -259,7 +265,6 @@ class ApplyScript:
                 f"    ERR=; put_file {quoted(PROFILE)} 644 {printf_format(text.encode())}"
                 ' || fail "$ERR"\n',
             ]
-        body += [f'    ERR=; {_op(op)} || fail "$ERR"\n' for op in after]
         body += ["    trap '' TERM HUP INT\n", "    end applied\n}\n"]
         parts += body
         parts.append('case "$1" in\ncheck) check ;;\napply) apply ;;\nesac\n')
@@ -429,10 +434,10 @@ def apply_remote(
     interval: float = 0.2,
     around: PhaseProbes | None = None,
     run_id: str | None = None,
-    after: tuple[Op, ...] = (),
+    after: tuple[PutFile, ...] = (),
 ) -> RemoteApplied:
     """Run `work` on the target; raises `ApplyFailed` (exit 3) when the target rolled back.
-    `after`: operations once every step holds, inside the run (pending.json).
+    `after`: files written once every step holds, inside the run (pending.json).
 
     With probes (`around`, running on the target through its executor) the script waits, lock
     held, for their records before the first write and for the verdict after the last
@@ -458,6 +463,7 @@ def apply_remote(
         contexts(work.plan, work.steps),
         None if around is None else _probes_wait(around, timeout),
         after=after,
+        later=work.promote,
     )
     start(host, script)
     try:
@@ -557,6 +563,21 @@ def run_ops(host: ShellHost, ops: tuple[Op, ...], doing: str) -> None:
     if done.status != 0:
         said = done.stderr.decode("utf-8", "replace").strip() or f"exit status {done.status}"
         raise HostError(f"{host.name}: {doing} failed: {said}.")
+
+
+def store_profile_remote(host: ShellHost, text: str) -> None:
+    """`apply.store_profile` of an apply with nothing to change, in one round trip, the lock
+    held as a run holds it."""
+    done = host.run_script(
+        f"{LIBRARY}LOCK={quoted(LOCK)}\n"
+        "take_lock || { echo 'another tune run holds the lock' >&2; exit 1; }\n"
+        f"ERR=; private_dir {quoted(STATE)} && "
+        f"put_file {quoted(PROFILE)} 644 {printf_format(text.encode())} "
+        '|| { echo "${ERR:-cannot write it}" >&2; exit 1; }\n'
+    )
+    if done.status != 0:
+        said = done.stderr.decode("utf-8", "replace").strip() or f"exit status {done.status}"
+        raise HostError(f"{host.name}: storing {PROFILE} failed: {said}.")
 
 
 def start_reboot(host: ShellHost) -> None:

@@ -2,101 +2,27 @@
 the new boot configuration the default or roll it back.
 
 `tune apply --reboot -H HOST` and `tune verify` end in the same `conclude`; what differs is
-where its writes go: `LocalTarget` writes through the host (this machine), `RemoteTarget` sends
-each as one sh script over SSH (no Python on the target), so the round trips after the boot are
-bounded: read pending.json, verify (two reads), promote or roll back, clear pending.json.
+where its writes go, which the host's `Engine` decides: through the host from this process (this
+machine), or as one sh script each over SSH (no Python on the target), so the round trips after
+the boot are bounded: read pending.json, verify (two reads), promote or roll back, clear
+pending.json.
 """
 
 from __future__ import annotations
 
 import time
-from abc import ABC, abstractmethod
 from collections.abc import Callable
 
-from ..apply.steps import DeleteFile, Step
+from ..apply.engines import Engine
+from ..apply.journal import rolled_back_run
 from ..errors import ApplyFailed, HostError, HostKeyError, RebootTimeout
 from ..facts.kernel import BOOT_ID
 from ..hosts.base import Host
 from ..hosts.files import Request
-from ..hosts.shell import ShellHost
-from .verify import PENDING, BootVerdict, PendingBoot, verify
+from .verify import BootVerdict, PendingBoot, verify
 
 # How often a rebooting host is asked for its boot id (each try may take the connect timeout).
 POLL_S = 2.0
-
-
-class BootTarget(ABC):
-    """The writes that follow a boot, on one host."""
-
-    host: Host
-
-    @abstractmethod
-    def promote(self, run_id: str, steps: tuple[Step, ...]) -> None:
-        """Append `steps` to the run and make them; `ApplyFailed` when one fails."""
-
-    @abstractmethod
-    def rollback_boot(self, run_id: str) -> tuple[int, list[str]]:
-        """Restore the run's boot configuration: (changes now at their prior value, failures)."""
-
-    @abstractmethod
-    def clear_pending(self) -> None: ...
-
-    @abstractmethod
-    def reboot(self) -> None:
-        """Start a reboot that outlives this connection."""
-
-
-class LocalTarget(BootTarget):
-    def __init__(self, host: Host) -> None:
-        self.host = host
-
-    def promote(self, run_id: str, steps: tuple[Step, ...]) -> None:
-        from ..apply.engine import extend
-
-        extend(self.host, run_id, steps)
-
-    def rollback_boot(self, run_id: str) -> tuple[int, list[str]]:
-        from ..apply.engine import rollback
-
-        done = rollback(self.host, run_id, boot_only=True)
-        return done.result.restored + done.result.unchanged, done.result.failures
-
-    def clear_pending(self) -> None:
-        self.host.delete_file(PENDING)
-
-    def reboot(self) -> None:
-        done = self.host.run(["systemctl", "reboot"])
-        if done.returncode != 0:
-            said = (done.stderr or done.stdout).strip()
-            raise HostError(f"{self.host.describe()}: `systemctl reboot` failed: {said}.")
-
-
-class RemoteTarget(BootTarget):
-    def __init__(self, host: ShellHost) -> None:
-        self.host: ShellHost = host
-
-    def promote(self, run_id: str, steps: tuple[Step, ...]) -> None:
-        from ..apply.sh_engine import extend_remote
-
-        extend_remote(self.host, run_id, steps)
-
-    def rollback_boot(self, run_id: str) -> tuple[int, list[str]]:
-        from ..apply.sh_engine import rollback_remote
-
-        done = rollback_remote(self.host, run_id, boot_only=True)
-        return done.result.restored + done.result.unchanged, done.result.failures
-
-    def clear_pending(self) -> None:
-        from ..apply.sh_engine import run_ops
-
-        run_ops(self.host, (DeleteFile(PENDING),), f"removing {PENDING}")
-
-    def reboot(self) -> None:
-        from ..apply.sh_engine import start_reboot
-
-        start_reboot(self.host)
-        # The old connection may hang across the reboot: the next read opens a new one.
-        self.host.close()
 
 
 def wait_for_new_boot(
@@ -136,30 +62,31 @@ AfterBoot = Callable[[PendingBoot, BootVerdict], object]
 
 
 def conclude(
-    target: BootTarget, pending: PendingBoot, after_boot: AfterBoot | None = None
+    engine: Engine, pending: PendingBoot, after_boot: AfterBoot | None = None
 ) -> BootVerdict:
     """Verify the boot; then make a try-once configuration the default, or roll the run's boot
     configuration back (`ApplyFailed`, exit 3). pending.json is cleared either way."""
-    verdict = verify(target.host, pending)
+    verdict = verify(engine.host, pending)
     if after_boot is not None:
         after_boot(pending, verdict)
     if not verdict.failed and pending.promote:
         try:
-            target.promote(pending.run_id, pending.promote)
+            engine.promote(pending.run_id, pending.promote)
         except ApplyFailed as exc:
             verdict.failed.append(f"making the boot configuration the default failed: {exc}")
     if verdict.failed:
-        undone_count, failures = target.rollback_boot(pending.run_id)
-        target.clear_pending()
+        run = rolled_back_run(engine.host, pending.run_id)
+        done = engine.rollback(run, boot_only=True).result
+        engine.clear_pending()
         undone = (
-            f"{len(failures)} not restored: " + "; ".join(failures)
-            if failures
-            else f"its {undone_count} boot-configuration changes are rolled back"
+            f"{len(done.failures)} not restored: " + "; ".join(done.failures)
+            if done.failures
+            else f"its {done.restored + done.unchanged} boot-configuration changes are rolled back"
         )
         raise ApplyFailed(
             f"after the boot, {len(verdict.failed)} things did not hold: "
             + "; ".join(verdict.failed)
             + f". Run {pending.run_id}: {undone}; reboot again to boot the prior configuration."
         )
-    target.clear_pending()
+    engine.clear_pending()
     return verdict

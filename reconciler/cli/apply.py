@@ -2,22 +2,19 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import sys
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
-from ..apply.journal import LOCK, before_apply, check_state, read_run, run_ids
-from ..boot.verify import PENDING, BootVerdict, PendingBoot, pending_of
+from ..apply.journal import read_run, run_ids
+from ..apply.orchestration import ApplyJob, Done, Show
+from ..boot.verify import BootVerdict, PendingBoot
 from ..errors import ApplyFailed, ExitCode, UsageError
 from ..hosts.base import Host
 from ..hosts.directory import open_host
-from ..kinds import lxc
 from ..plan import saved as saved_plans
 from ..render.apply import applied_part, dry_run_text
 from ..render.printable import printable
@@ -26,10 +23,8 @@ from .remote import RemoteOptions, no_root, remote_options
 
 if TYPE_CHECKING:
     from ..apply.engine import Work
-    from ..boot.reboot import AfterBoot
-    from ..boot.tryonce import Boot
+    from ..apply.engines import ApplyResult, Engine
     from ..probes.phase import GateFailure, PhaseProbes
-    from ..profile.load import LoadedProfile
 
 ROOT_HELP = "Apply to a snapshot directory laid out like the host's / instead of this machine."
 RESTART_HELP = (
@@ -104,7 +99,7 @@ def apply(
     interrupted (killed, power lost) blocks the next apply (exit 5) until
     `tune rollback` restores it, or --after-interrupted applies over it.
     """
-    from ..apply.engine import execute, prepare, store_profile
+    from ..apply.orchestration import apply_one
     from ..profile.load import load_profile
 
     if runtime_only and reboot_phase:
@@ -127,131 +122,121 @@ def apply(
             "--reboot is refused on a snapshot (--root): there is no machine to reboot; "
             "the boot-tool commands are recorded in the run's journal."
         )
-    if remote.wanted:
-        return _apply_remote(
-            target,
-            Phases(runtime_only, reboot_phase, reboot, reboot_timeout),
-            root,
-            yes,
-            dry_run,
-            no_persist,
-            remote,
-            no_probes=no_probes,
-            keep_on_regression=keep_on_regression,
-            fmt=fmt,
-            after_interrupted=after_interrupted,
-        )
     saved = None
     with_persistence = not no_persist
-    if target is None or saved_plans.is_saved_plan(target):
+    if remote.wanted:
+        if target is None or saved_plans.is_saved_plan(target):
+            raise UsageError("over SSH, tune apply takes a profile, not a saved plan.")
+        profile_path = target
+    elif target is None or saved_plans.is_saved_plan(target):
         saved = saved_plans.load(target or saved_plans.DEFAULT)
         root = _plan_root(saved, root)
         profile_path = saved.profile_path
         with_persistence = with_persistence and saved.persist
     else:
         profile_path = target
-    loaded = load_profile(profile_path)
-    host = open_host(root)
-    phase = "runtime" if runtime_only else "reboot" if reboot_phase else "all"
-
-    def work_now() -> Work:
-        return prepare(
-            host,
-            loaded,
-            runtime_only=runtime_only,
-            reboot_phase=reboot_phase,
-            with_persistence=with_persistence,
-            saved=saved,
-        )
-
-    if dry_run:
-        work = work_now()
-        click.echo(_dry_run(work, reboot, host), nl=False)
-        return ExitCode.IN_SYNC
-    host.check_privileges()
-    pending = None
-    with host.lock(LOCK):
-        before_apply(host, after_interrupted=after_interrupted)
-        work = work_now()
-        if not work.steps:
-            store_profile(host, None, loaded)
-            click.echo(f"In sync: nothing to change on {host.describe()}.")
-            return ExitCode.IN_SYNC
-        boot = _boot(work, reboot)
-        click.echo(summary(work), nl=False)
-        if not yes and sys.stdin.isatty():
-            click.confirm(f"Apply {len(work.steps)} changes to {host.describe()}?", abort=True)
-        around = None if no_probes else _probes(host, loaded, phase, root, keep_on_regression)
-        run_id = execute(host, replace(work, steps=boot.now), loaded, phase=phase, around=around)
-        containers = [entry.config for entry in loaded.profile.spec(lxc.KIND) or ()]
-        pending = _pending(run_id, work, boot, containers, restart_containers)
-        if pending is not None:
-            host.put_file(PENDING, pending.to_json().encode(), 0o600)
-    skipped = _skipped(host, run_id)
-    click.echo(
-        f"Applied {len(boot.now) - len(skipped)} changes to {host.describe()} (run {run_id})."
+    job = ApplyJob(
+        load_profile(profile_path),
+        runtime_only=runtime_only,
+        reboot_phase=reboot_phase,
+        reboot=reboot,
+        reboot_timeout=reboot_timeout,
+        with_persistence=with_persistence,
+        saved=saved,
+        after_interrupted=after_interrupted,
+        dry_run=dry_run,
+        probes=not no_probes,
+        keep_on_regression=keep_on_regression,
+        restart_containers=restart_containers,
     )
-    _kept(around.failures if around is not None else [])
-    if pending is not None and reboot:
-        from ..boot.reboot import LocalTarget
+    if remote.is_fleet:
+        no_root(root)
+        return _apply_fleet(job, yes, remote, fmt)
+    engine = _engine(root, remote)
+    try:
+        done = apply_one(engine, job, Terminal(yes))
+    finally:
+        engine.host.close()
+    return _applied(done, engine, job)
 
-        click.echo(f"Rebooting {host.describe()}; after the boot, run `tune verify`.")
-        LocalTarget(host).reboot()
-    elif pending is not None:
+
+def _engine(root: str | None, remote: RemoteOptions) -> Engine:
+    """The engine of the one host the options name: a -H host, a snapshot, or this machine."""
+    from ..apply.engines import engine_for
+
+    host = _one_remote(root, remote) if remote.wanted else open_host(root)
+    return engine_for(host, root=root, timeout=remote.command_timeout)
+
+
+class Terminal(Show):
+    """One host's apply on the terminal: what will change, the question, what it came to."""
+
+    def __init__(self, yes: bool) -> None:
+        self.yes = yes
+
+    def dry_run(self, host: Host, work: Work) -> None:
+        _reboot_why(work)
+        text = dry_run_text(work.steps, host)
+        if work.promote:
+            text += dry_run_text(
+                work.promote, host, "Once the boot is verified, appended to the run"
+            )
+        click.echo(text, nl=False)
+
+    def confirm(self, host: Host, work: Work) -> None:
+        _reboot_why(work)
+        click.echo(summary(work), nl=False)
+        if not self.yes and sys.stdin.isatty():
+            click.confirm(f"Apply {len(work.planned)} changes to {host.describe()}?", abort=True)
+
+    def probes(self, around: PhaseProbes) -> None:
+        names = ", ".join(around.probes)
+        if around.measured_after_boot:
+            click.echo(
+                f"Probes {names} run before the first change; `tune verify` runs them again "
+                "after the boot."
+            )
+        else:
+            click.echo(f"Probes {names} run before the first change and after the last.")
+
+    def applied(self, host: Host, applied: ApplyResult, kept: list[GateFailure]) -> None:
+        for line in applied.unsupported:
+            click.echo(printable(line))  # it names the knob: a host's file name, maybe
+        click.echo(
+            f"Applied {applied.changes} changes to {host.describe()} (run {applied.run_id})."
+        )
+        _kept(kept)
+
+    def rebooting(self, host: Host, wait: float | None) -> None:
+        if wait is None:
+            click.echo(f"Rebooting {host.describe()}; after the boot, run `tune verify`.")
+        else:
+            click.echo(f"Rebooting {host.describe()}; waiting up to {wait:g} s for it.")
+
+
+def _reboot_why(work: Work) -> None:
+    """How a rebooting apply reaches the new configuration, before anything is written."""
+    if work.reboot_why:
+        click.echo(f"Reboot: {work.reboot_why}.")
+
+
+def _applied(done: Done, engine: Engine, job: ApplyJob) -> int:
+    """What one host's apply says once it is over."""
+    host = engine.host
+    if done.applied is None:
+        if not job.dry_run:
+            click.echo(f"In sync: nothing to change on {host.describe()}.")
+        return ExitCode.IN_SYNC
+    if done.verdict is not None and done.pending is not None:
+        return _verified(done.verdict, done.pending, host, done.kept)
+    if done.pending is None and job.reboot:
+        click.echo("No boot configuration changed: not rebooting.")
+    elif done.pending is not None and not job.reboot:
         click.echo(
             "The boot configuration changed: it takes effect at the next boot. Reboot, then "
-            "run `tune verify`."
+            f"run `{engine.verify_command()}`."
         )
-    elif reboot:
-        click.echo("No boot configuration changed: not rebooting.")
     return ExitCode.IN_SYNC
-
-
-@dataclass(frozen=True)
-class Phases:
-    """Which phases an apply writes, and whether it reboots after them."""
-
-    runtime_only: bool
-    reboot_phase: bool
-    reboot: bool = False
-    reboot_timeout: float = 600.0
-
-    @property
-    def name(self) -> str:
-        return "runtime" if self.runtime_only else "reboot" if self.reboot_phase else "all"
-
-
-def _boot(work: Work, reboot: bool) -> Boot:
-    """The steps of the run, with a one-time boot in place of the command-line steps when
-    rebooting and the boot loader allows it; says which before the user confirms."""
-    from ..boot.tryonce import Boot, arrange
-
-    if not reboot:
-        return Boot(None, "", work.steps)
-    boot = arrange(work.steps, work.observation.files)
-    click.echo(f"Reboot: {boot.why}.")
-    return boot
-
-
-def _pending(
-    run_id: str,
-    work: Work,
-    boot: Boot,
-    containers: Sequence[str] = (),
-    restart_containers: bool = False,
-) -> PendingBoot | None:
-    pending = pending_of(run_id, work.plan.host.boot_id, work.steps, containers, restart_containers)
-    if pending is None:
-        return None
-    return replace(pending, try_once=boot.try_once, promote=boot.promote)
-
-
-def _dry_run(work: Work, reboot: bool, host: Host) -> str:
-    boot = _boot(work, reboot)
-    text = dry_run_text(boot.now, host)
-    if boot.promote:
-        text += dry_run_text(boot.promote, host, "Once the boot is verified, appended to the run")
-    return text
 
 
 @click.command()
@@ -278,65 +263,21 @@ def verify(
     one-time boot (`tune apply --reboot`), success makes the new configuration
     the default.
     """
-    from ..boot.reboot import BootTarget, LocalTarget, RemoteTarget, conclude
-    from ..boot.verify import read_pending
-    from ..hosts.shell import ShellHost
+    from ..apply.orchestration import verify_one
 
-    target: BootTarget
-    lock: contextlib.AbstractContextManager[None]
-    kept: list[GateFailure] = []
-    if remote.wanted:
-        if restart_containers:
-            raise UsageError(
-                "--restart-containers works on this machine's containers, not over -H."
-            )
-        host = _one_remote(root, remote)
-        assert isinstance(host, ShellHost)
-        target, lock = RemoteTarget(host), contextlib.nullcontext()  # its scripts lock
-        slack = remote.command_timeout
-        after_boot = _after_boot(host, None, keep_on_regression, kept, False, slack)
-    else:
-        host = open_host(root)
-        host.check_privileges()
-        target, lock = LocalTarget(host), host.lock(LOCK)
-        after_boot = _after_boot(host, root, keep_on_regression, kept, restart_containers)
+    if remote.wanted and restart_containers:
+        raise UsageError("--restart-containers works on this machine's containers, not over -H.")
+    engine = _engine(root, remote)
     try:
-        with lock:
-            check_state(host, PENDING)
-            pending = read_pending(host)
-            if pending is None:
-                click.echo(
-                    f"Nothing to verify on {host.describe()}: no reboot-phase apply pending."
-                )
-                return ExitCode.IN_SYNC
-            verdict = conclude(target, pending, after_boot)
+        verified = verify_one(
+            engine, keep_on_regression=keep_on_regression, restart_containers=restart_containers
+        )
     finally:
-        host.close()
-    return _verified(verdict, pending, host, kept)
-
-
-def _after_boot(
-    host: Host,
-    root: str | None,
-    keep_on_regression: bool,
-    kept: list[GateFailure],
-    restart_containers: bool,
-    slack: float = 0.0,
-) -> AfterBoot:
-    """Once the boot checks pass: the containers restarted (when asked, here or at apply),
-    then the probes of the run measured again on `host`; kept failures go to `kept`."""
-    from ..boot.containers import restart_after_boot
-    from ..boot.verify import probe_after_boot
-    from ..probes.remote import executor_for
-
-    execute, env = executor_for(host, root, slack)
-
-    def after_boot(pending: PendingBoot, verdict: BootVerdict) -> None:
-        if restart_containers or pending.restart_containers:
-            restart_after_boot(host, pending, verdict)
-        kept.extend(probe_after_boot(host, pending, verdict, execute, env, keep_on_regression))
-
-    return after_boot
+        engine.host.close()
+    if verified is None:
+        click.echo(f"Nothing to verify on {engine.host.describe()}: no reboot-phase apply pending.")
+        return ExitCode.IN_SYNC
+    return _verified(verified.verdict, verified.pending, engine.host, verified.kept)
 
 
 def _verified(
@@ -359,172 +300,27 @@ def _one_remote(root: str | None, remote: RemoteOptions) -> Host:
     return remote.open()[0]
 
 
-def _apply_remote(
-    target: str | None,
-    phases: Phases,
-    root: str | None,
-    yes: bool,
-    dry_run: bool,
-    no_persist: bool,
-    remote: RemoteOptions,
-    *,
-    no_probes: bool,
-    keep_on_regression: bool,
-    fmt: str,
-    after_interrupted: bool,
-) -> int:
-    """The apply runs on the target as one detached sh script; see `reconciler.apply.sh_engine`.
-    With --reboot, tune then reboots the target, waits for its new boot id and verifies it."""
-    from ..apply.engine import prepare
-    from ..apply.journal import new_run_id
-    from ..apply.sh_engine import apply_remote
-    from ..apply.steps import PutFile
-    from ..boot.reboot import RemoteTarget, conclude, wait_for_new_boot
-    from ..hosts.shell import ShellHost
-    from ..profile.load import load_profile
-
-    if target is None or saved_plans.is_saved_plan(target):
-        raise UsageError("over SSH, tune apply takes a profile, not a saved plan.")
-    loaded = load_profile(target)
-    if remote.is_fleet:
-        no_root(root)
-        return _apply_fleet(
-            loaded, phases, yes, dry_run, no_persist, remote, no_probes, fmt, after_interrupted
-        )
-    host = _one_remote(root, remote)
-    assert isinstance(host, ShellHost)
-    try:
-        if not dry_run:
-            before_apply(host, after_interrupted=after_interrupted, locked=False)
-        work = prepare(
-            host,
-            loaded,
-            runtime_only=phases.runtime_only,
-            reboot_phase=phases.reboot_phase,
-            with_persistence=not no_persist,
-            preflight_here=False,
-        )
-        if dry_run:
-            click.echo(_dry_run(work, phases.reboot, host), nl=False)
-            return ExitCode.IN_SYNC
-        if not work.steps:
-            click.echo(f"In sync: nothing to change on {host.describe()}.")
-            return ExitCode.IN_SYNC
-        boot = _boot(work, phases.reboot)
-        click.echo(summary(work), nl=False)
-        if not yes and sys.stdin.isatty():
-            click.confirm(f"Apply {len(work.steps)} changes to {host.describe()}?", abort=True)
-        slack = remote.command_timeout
-        around = (
-            None
-            if no_probes
-            else _probes(host, loaded, phases.name, None, keep_on_regression, slack)
-        )
-        run_id = new_run_id()
-        pending = _pending(run_id, work, boot)
-        record = () if pending is None else (PutFile(PENDING, pending.to_json().encode(), 0o600),)
-        done = apply_remote(
-            host,
-            replace(work, steps=boot.now),
-            loaded,
-            phase=phases.name,
-            timeout=remote.command_timeout,
-            around=around,
-            run_id=run_id,
-            after=record,
-        )
-        for line in done.unsupported:
-            click.echo(printable(line))  # it names the knob: a host's file name, maybe
-        changes = done.changes - len(done.unsupported)
-        click.echo(f"Applied {changes} changes to {host.describe()} (run {done.run_id}).")
-        _kept(around.failures if around is not None else [])
-        if pending is None:
-            if phases.reboot:
-                click.echo("No boot configuration changed: not rebooting.")
-            return ExitCode.IN_SYNC
-        if not phases.reboot:
-            click.echo(
-                "The boot configuration changed: it takes effect at the next boot. Reboot, "
-                f"then run `tune verify -H {host.name}`."
-            )
-            return ExitCode.IN_SYNC
-        reboot_target = RemoteTarget(host)
-        reboot_target.reboot()
-        click.echo(
-            f"Rebooting {host.describe()}; waiting up to {phases.reboot_timeout:g} s for it."
-        )
-        wait_for_new_boot(host, pending.boot_id, phases.reboot_timeout)
-        kept: list[GateFailure] = []
-        after_boot = _after_boot(host, None, keep_on_regression, kept, False, slack)
-        verdict = conclude(reboot_target, pending, after_boot)
-    finally:
-        host.close()
-    return _verified(verdict, pending, host, kept)
-
-
-def _apply_fleet(
-    loaded: LoadedProfile,
-    phases: Phases,
-    yes: bool,
-    dry_run: bool,
-    no_persist: bool,
-    remote: RemoteOptions,
-    no_probes: bool,
-    fmt: str,
-    after_interrupted: bool,
-) -> int:
+def _apply_fleet(job: ApplyJob, yes: bool, remote: RemoteOptions, fmt: str) -> int:
     """Several hosts: the live settings only, each host through `reconciler.cli.fleet`."""
-    from .fleet import RemoteApply, apply_hosts
+    from .fleet import apply_hosts
 
-    if not phases.runtime_only:
+    if not job.runtime_only:
         raise UsageError(
             "over several hosts, tune apply needs --runtime-only: apply boot configuration "
             "(and --reboot) one -H host at a time."
         )
-    if loaded.profile.probes and not no_probes:
+    if job.loaded.profile.probes and job.probes:
         raise UsageError(
             "probes run on one -H host at a time; add --no-probes to apply over several hosts."
         )
-    job = RemoteApply(loaded, not no_persist, remote.command_timeout, after_interrupted, dry_run)
     return apply_hosts(
-        remote.open(), job, forks=remote.forks, yes=yes, dry_run=dry_run, as_json=fmt == "json"
+        remote.open(),
+        job,
+        timeout=remote.command_timeout,
+        forks=remote.forks,
+        yes=yes,
+        as_json=fmt == "json",
     )
-
-
-def _skipped(host: Host, run_id: str) -> list[str]:
-    """Print, and return, the optional knobs the kernel refused in the run."""
-    run = read_run(host, run_id)
-    lines = run.unsupported if run is not None else []
-    for line in lines:
-        click.echo(printable(line))  # it names the knob: a host's file name, maybe
-    return lines
-
-
-def _probes(
-    host: Host,
-    loaded: LoadedProfile,
-    phase: str,
-    root: str | None,
-    keep_on_regression: bool,
-    slack: float = 0.0,
-) -> PhaseProbes | None:
-    """The profile's probes around the phase, running where `host` is (see `executor_for`)."""
-    from ..probes.phase import PhaseProbes
-    from ..probes.remote import executor_for
-
-    if not loaded.profile.probes:
-        return None
-    execute, env = executor_for(host, root, slack)
-    around = PhaseProbes(loaded.profile.probes, phase, env, keep_on_regression, execute)
-    names = ", ".join(around.probes)
-    if around.measured_after_boot:
-        click.echo(
-            f"Probes {names} run before the first change; `tune verify` runs them again "
-            "after the boot."
-        )
-    else:
-        click.echo(f"Probes {names} run before the first change and after the last.")
-    return around
 
 
 def _kept(failures: list[GateFailure]) -> None:
@@ -558,24 +354,14 @@ def summary(work: Work) -> str:
 def rollback(run_id: str | None, root: str | None, remote: RemoteOptions) -> int:
     """Restore the values a run recorded, in reverse order: by default the newest run, and
     the interrupted runs right before it (a run applied with --after-interrupted over one)."""
-    from ..apply.engine import RollbackResult, restore_run, roll_back_chain
+    from ..apply.orchestration import roll_back
 
-    done: list[RollbackResult]
-    if remote.wanted:
-        from ..apply.sh_engine import restore_remote
-        from ..hosts.shell import ShellHost
-
-        host = _one_remote(root, remote)
-        assert isinstance(host, ShellHost)
-        try:
-            done = roll_back_chain(host, run_id, restore_remote)
-        finally:
-            host.close()
-    else:
-        host = open_host(root)
-        host.check_privileges()
-        with host.lock(LOCK):
-            done = roll_back_chain(host, run_id, restore_run)
+    engine = _engine(root, remote)
+    try:
+        done = roll_back(engine, run_id)
+    finally:
+        engine.host.close()
+    host = engine.host
     for one in done:
         if one.already:
             click.echo(f"Run {one.run_id} is already rolled back; nothing to do.")

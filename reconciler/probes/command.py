@@ -30,8 +30,8 @@ def probe_cmd(profile: str, root: str | None, fmt: str, remote: RemoteOptions) -
     snapshot (--root DIR) they get TUNE_ROOT=DIR in their environment, so
     a probe script can measure the snapshot's state.
     """
+    from ..apply.engines import engine_for
     from .gates import judge
-    from .remote import executor_for
     from .runner import ProbeResult, run_probe
     from .table import render
 
@@ -43,7 +43,7 @@ def probe_cmd(profile: str, root: str | None, fmt: str, remote: RemoteOptions) -
     probes = loaded.profile.probes
 
     def measure(host: Host) -> list[ProbeResult]:
-        execute, env = executor_for(host, root, remote.command_timeout)
+        execute, env = engine_for(host, root=root, timeout=remote.command_timeout).probe_executor()
         return [run_probe(name, spec, execute, env) for name, spec in probes.items()]
 
     # Opening the host refuses a missing snapshot before anything runs.

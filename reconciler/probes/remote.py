@@ -13,11 +13,9 @@ from __future__ import annotations
 import shlex
 import time
 from collections.abc import Mapping
-from pathlib import Path
 
-from ..hosts.base import Host
 from ..hosts.shell import ShellHost
-from .runner import NOT_FOUND, Executor, ProcessEnded, run_argv
+from .runner import NOT_FOUND, Executor, ProcessEnded
 
 # GNU timeout: 124 after its signal when the command exits on it; 137 (128 + KILL) with -s KILL.
 TIMED_OUT = frozenset({124, 137})
@@ -56,11 +54,3 @@ def remote_executor(host: ShellHost, slack: float) -> Executor:
         )
 
     return execute
-
-
-def executor_for(host: Host, root: str | None, slack: float) -> tuple[Executor, dict[str, str]]:
-    """Where `host`'s probes run, and the environment they get: on the target itself for a -H
-    host; on this machine otherwise, with TUNE_ROOT naming a snapshot so a probe can measure it."""
-    if isinstance(host, ShellHost):
-        return remote_executor(host, slack), {}
-    return run_argv, {"TUNE_ROOT": str(Path(root).resolve())} if root else {}

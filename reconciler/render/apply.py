@@ -15,7 +15,7 @@ from .printable import printable
 
 def applied_part(work: Work) -> Plan:
     """The plan cut to what the apply will change (no checks, notes or pending reboots)."""
-    ids = {s.id for s in work.steps}
+    ids = {s.id for s in work.planned}
     return replace(
         work.plan,
         compared=tuple(c for c in work.plan.compared if c.id in ids),

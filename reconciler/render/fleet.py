@@ -20,7 +20,7 @@ from . import md
 from .printable import printable
 
 if TYPE_CHECKING:
-    from ..cli.fleet import HostApplied
+    from ..apply.engines import ApplyResult
 
 Renderer = Callable[[Plan, bool], str]
 
@@ -138,7 +138,7 @@ def as_json(results: Sequence[HostResult[Plan]]) -> str:
 APPLIED_HEADER = ["HOST", "RESULT", "CHANGES", "RUN"]
 
 
-def _applied(result: HostResult[HostApplied]) -> tuple[str, int | None, str | None]:
+def _applied(result: HostResult[ApplyResult]) -> tuple[str, int | None, str | None]:
     """Result (applied, in sync, rolled back, error), changes and run id of one host."""
     done = result.value
     if done is None:
@@ -146,12 +146,12 @@ def _applied(result: HostResult[HostApplied]) -> tuple[str, int | None, str | No
     return "in sync" if done.run_id is None else "applied", done.changes, done.run_id
 
 
-def _applied_row(result: HostResult[HostApplied]) -> list[str]:
+def _applied_row(result: HostResult[ApplyResult]) -> list[str]:
     state, changes, run = _applied(result)
     return [result.name, state, "-" if changes is None else str(changes), run or "-"]
 
 
-def applied(results: Sequence[HostResult[HostApplied]], color: bool) -> str:
+def applied(results: Sequence[HostResult[ApplyResult]], color: bool) -> str:
     """After a fleet apply: what each host came to, then why for each host that failed."""
     rows = [_applied_row(r) for r in results]
     counts = dict.fromkeys(("applied", "in sync", "rolled back", "error"), 0)
@@ -170,7 +170,7 @@ def applied(results: Sequence[HostResult[HostApplied]], color: bool) -> str:
 
 
 def applied_json(
-    results: Sequence[HostResult[HostApplied]], plans: Sequence[HostResult[Plan]]
+    results: Sequence[HostResult[ApplyResult]], plans: Sequence[HostResult[Plan]]
 ) -> str:
     """One object per host: its result, the run it started, and the changes it was to make."""
     planned = {p.name: p.value for p in plans}

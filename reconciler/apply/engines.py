@@ -1,0 +1,263 @@
+"""The engines that write a host: one interface, `Engine`, and its two implementations.
+
+`PythonEngine` writes through the host's own primitives from this process (this machine, or a
+snapshot directory). `ShellEngine` sends its work as POSIX sh scripts (`apply.sh_engine`) to a
+host reached over SSH, which needs no Python: an apply runs there detached, so a dropped
+connection cannot stop it halfway, and the round trips are bounded by the phases, never by the
+number of knobs. Everything above them (`apply.orchestration`: prepare, confirm, probes around
+the phase, the pending record, the reboot, rollback chains) is written once against `Engine`;
+`engine_for` is the only place that looks at what kind of host it is.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar
+
+from ..errors import HostError
+from ..hosts.base import Host
+from ..hosts.shell import ShellHost
+from .journal import LOCK, Run, read_run
+from .steps import DeleteFile, PutFile, Step
+
+if TYPE_CHECKING:
+    from ..probes.phase import PhaseProbes
+    from ..probes.runner import Executor
+    from ..profile.load import LoadedProfile
+    from .engine import RollbackResult, Work
+
+
+@dataclass(frozen=True)
+class ApplyResult:
+    """What an apply came to on one host."""
+
+    run_id: str | None  # None: the host was already in sync, no run was started
+    changes: int  # the changes made: optional knobs the kernel refused are not counted
+    unsupported: tuple[str, ...] = ()  # a line for each optional knob the kernel refused
+
+
+class Engine(ABC):
+    """How tune's work reaches one host: a run's steps, the promotion of a one-time boot, the
+    restore of a run, pending.json, the reboot, and where the profile's probes run."""
+
+    host: Host
+    # Whether `session` holds the host's lock for the whole command; else each script takes it
+    # on the target, and a run may be going between two of them.
+    locked_here: ClassVar[bool]
+    # Whether this process outlives the host's reboot, to wait for the new boot and verify it
+    # (over SSH); on this machine `tune verify` runs after the boot instead.
+    outlives_reboot: ClassVar[bool]
+
+    @abstractmethod
+    def session(self) -> contextlib.AbstractContextManager[None]:
+        """Hold the host for one command that writes: the lock, held here for the whole
+        command, or nothing where each script takes the lock on the target."""
+
+    @abstractmethod
+    def preflight(self, steps: tuple[Step, ...]) -> list[str]:
+        """Every unmet requirement of `steps` (the run's and its promotion's), found before the
+        first write; none here when the target checks them itself before it starts the run."""
+
+    @abstractmethod
+    def apply(
+        self,
+        work: Work,
+        loaded: LoadedProfile,
+        *,
+        phase: str,
+        run_id: str,
+        around: PhaseProbes | None = None,
+        after: tuple[PutFile, ...] = (),
+    ) -> ApplyResult:
+        """Run `work.steps` as run `run_id`; `ApplyFailed` (exit 3) after rolling back.
+        `after`: files written once every step holds, inside the run (pending.json)."""
+
+    @abstractmethod
+    def store_profile(self, loaded: LoadedProfile, stored: bytes | None) -> None:
+        """profile.yaml after an apply with nothing to change, when `stored` differs."""
+
+    @abstractmethod
+    def promote(self, run_id: str, steps: tuple[Step, ...]) -> None:
+        """Append `steps` to the run and make them; `ApplyFailed` when one fails."""
+
+    @abstractmethod
+    def rollback(self, run: Run, *, boot_only: bool = False) -> RollbackResult:
+        """Restore one run from its journal; `boot_only`: only its boot configuration."""
+
+    @abstractmethod
+    def clear_pending(self) -> None: ...
+
+    @abstractmethod
+    def reboot(self) -> None:
+        """Start a reboot that outlives this connection."""
+
+    @abstractmethod
+    def probe_executor(self) -> tuple[Executor, dict[str, str]]:
+        """Where the profile's probes run, and the environment they get."""
+
+    def verify_command(self) -> str:
+        """What the operator runs after a reboot they make themselves."""
+        return "tune verify"
+
+
+class PythonEngine(Engine):
+    """This machine, or a snapshot directory (`root`), written from this process."""
+
+    locked_here = True
+    outlives_reboot = False
+
+    def __init__(self, host: Host, root: str | None = None) -> None:
+        self.host = host
+        self.root = root
+
+    def session(self) -> contextlib.AbstractContextManager[None]:
+        self.host.check_privileges()
+        return self.host.lock(LOCK)
+
+    def preflight(self, steps: tuple[Step, ...]) -> list[str]:
+        from .engine import preflight
+
+        return preflight(self.host, steps)
+
+    def apply(
+        self,
+        work: Work,
+        loaded: LoadedProfile,
+        *,
+        phase: str,
+        run_id: str,
+        around: PhaseProbes | None = None,
+        after: tuple[PutFile, ...] = (),
+    ) -> ApplyResult:
+        from .engine import execute
+
+        execute(self.host, work, loaded, phase=phase, around=around, run_id=run_id, after=after)
+        run = read_run(self.host, run_id)
+        unsupported = tuple(run.unsupported) if run is not None else ()
+        return ApplyResult(run_id, len(work.steps) - len(unsupported), unsupported)
+
+    def store_profile(self, loaded: LoadedProfile, stored: bytes | None) -> None:
+        from .engine import store_profile
+
+        store_profile(self.host, None, loaded)  # a local read: it compares what is there now
+
+    def promote(self, run_id: str, steps: tuple[Step, ...]) -> None:
+        from .engine import extend
+
+        extend(self.host, run_id, steps)
+
+    def rollback(self, run: Run, *, boot_only: bool = False) -> RollbackResult:
+        from .engine import restore_run
+
+        return restore_run(self.host, run, boot_only=boot_only)
+
+    def clear_pending(self) -> None:
+        from ..boot.verify import PENDING
+
+        self.host.delete_file(PENDING)
+
+    def reboot(self) -> None:
+        done = self.host.run(["systemctl", "reboot"])
+        if done.returncode != 0:
+            said = (done.stderr or done.stdout).strip()
+            raise HostError(f"{self.host.describe()}: `systemctl reboot` failed: {said}.")
+
+    def probe_executor(self) -> tuple[Executor, dict[str, str]]:
+        """On this machine; a snapshot's probes get TUNE_ROOT naming it, to measure it."""
+        from ..probes.runner import run_argv
+
+        return run_argv, {"TUNE_ROOT": str(Path(self.root).resolve())} if self.root else {}
+
+
+class ShellEngine(Engine):
+    """A host reached over SSH, written by sh scripts; `timeout`: the command timeout, how long
+    a run may take to answer a poll (and a probe on top of its own timeout)."""
+
+    locked_here = False
+    outlives_reboot = True
+
+    def __init__(self, host: ShellHost, timeout: float = 60.0) -> None:
+        self.host: ShellHost = host
+        self.timeout = timeout
+
+    def session(self) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext()  # each script takes the lock on the target
+
+    def preflight(self, steps: tuple[Step, ...]) -> list[str]:
+        return []  # the script that starts the run checks them on the target, before any write
+
+    def apply(
+        self,
+        work: Work,
+        loaded: LoadedProfile,
+        *,
+        phase: str,
+        run_id: str,
+        around: PhaseProbes | None = None,
+        after: tuple[PutFile, ...] = (),
+    ) -> ApplyResult:
+        from .sh_engine import apply_remote
+
+        done = apply_remote(
+            self.host,
+            work,
+            loaded,
+            phase=phase,
+            timeout=self.timeout,
+            around=around,
+            run_id=run_id,
+            after=after,
+        )
+        return ApplyResult(done.run_id, done.changes - len(done.unsupported), done.unsupported)
+
+    def store_profile(self, loaded: LoadedProfile, stored: bytes | None) -> None:
+        from .engine import profile_text
+        from .sh_engine import store_profile_remote
+
+        text = profile_text(loaded)
+        if stored is None or stored.decode("utf-8", "replace") != text:
+            store_profile_remote(self.host, text)
+
+    def promote(self, run_id: str, steps: tuple[Step, ...]) -> None:
+        from .sh_engine import extend_remote
+
+        extend_remote(self.host, run_id, steps)
+
+    def rollback(self, run: Run, *, boot_only: bool = False) -> RollbackResult:
+        from .sh_engine import restore_remote
+
+        return restore_remote(self.host, run, boot_only=boot_only)
+
+    def clear_pending(self) -> None:
+        from ..boot.verify import PENDING
+        from .sh_engine import run_ops
+
+        run_ops(self.host, (DeleteFile(PENDING),), f"removing {PENDING}")
+
+    def reboot(self) -> None:
+        from .sh_engine import start_reboot
+
+        start_reboot(self.host)
+        # The old connection may hang across the reboot: the next read opens a new one.
+        self.host.close()
+
+    def probe_executor(self) -> tuple[Executor, dict[str, str]]:
+        """On the target itself, one round trip per run of a probe."""
+        from ..probes.remote import remote_executor
+
+        return remote_executor(self.host, self.timeout), {}
+
+    def verify_command(self) -> str:
+        return f"tune verify -H {self.host.name}"
+
+
+def engine_for(host: Host, *, root: str | None = None, timeout: float = 60.0) -> Engine:
+    """The engine that writes `host`: sh scripts for a host that runs them (SSH), this process
+    otherwise. `root`: the snapshot directory `host` reads, if any (its probes measure it);
+    `timeout`: a remote host's command timeout."""
+    if isinstance(host, ShellHost):
+        return ShellEngine(host, timeout)
+    return PythonEngine(host, root)

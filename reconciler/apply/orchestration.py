@@ -1,0 +1,308 @@
+"""`tune apply`, `tune verify` and `tune rollback`, written once for every engine.
+
+This machine, a snapshot, one SSH host and each host of a fleet go through the same stages:
+`prepare_host` (tune's state trusted, the last run ended, the work decided; a host with
+nothing to change gets the profile stored as its last apply), then, once the operator
+confirmed, `run_work` (probes around the phase, the pending record of a reboot phase written
+inside the run), then `after_run` (`--reboot`: reboot, and where this process outlives the
+reboot, wait for the new boot and verify it). A fleet (`apply_fleet`) prepares every host,
+asks once, then runs the work of each host that has some. What differs between hosts is the
+`Engine`'s alone; what the operator sees is the caller's (`Show`, `FleetShow`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
+
+from ..boot.reboot import AfterBoot, conclude, wait_for_new_boot
+from ..boot.verify import PENDING, BootVerdict, PendingBoot, pending_of, read_pending
+from ..hosts.base import Host
+from ..hosts.fleet import HostResult, for_each_host
+from ..kinds import lxc
+from .engine import RollbackResult, Work, prepare, roll_back_chain
+from .engines import ApplyResult, Engine
+from .journal import before_apply, check_state, new_run_id
+from .steps import PutFile
+
+if TYPE_CHECKING:
+    from ..plan.saved import SavedPlan
+    from ..probes.phase import GateFailure, PhaseProbes
+    from ..profile.load import LoadedProfile
+
+
+@dataclass(frozen=True)
+class ApplyJob:
+    """The apply the command line asked for, the same for every host."""
+
+    loaded: LoadedProfile
+    runtime_only: bool = False
+    reboot_phase: bool = False
+    reboot: bool = False
+    reboot_timeout: float = 600.0
+    with_persistence: bool = True
+    saved: SavedPlan | None = None
+    after_interrupted: bool = False  # apply over a run that was interrupted
+    dry_run: bool = False
+    probes: bool = True
+    keep_on_regression: bool = False
+    restart_containers: bool = False  # after the boot is verified
+
+    @property
+    def phase(self) -> str:
+        return "runtime" if self.runtime_only else "reboot" if self.reboot_phase else "all"
+
+    def pending(self, run_id: str, work: Work) -> PendingBoot | None:
+        """What the next boot must bring, for `tune verify`; None when the run leaves nothing
+        for it to check."""
+        containers = [entry.config for entry in self.loaded.profile.spec(lxc.KIND) or ()]
+        pending = pending_of(
+            run_id, work.plan.host.boot_id, work.planned, containers, self.restart_containers
+        )
+        if pending is None:
+            return None
+        return replace(pending, try_once=work.try_once, promote=work.promote)
+
+
+class Show:
+    """What the operator sees, and is asked, between the stages of one host's apply; each
+    hook is called before what follows it may take long. This one shows nothing."""
+
+    def dry_run(self, host: Host, work: Work) -> None:
+        """The operations `work` would make; nothing is written."""
+
+    def confirm(self, host: Host, work: Work) -> None:
+        """What will change; raise to write nothing."""
+
+    def probes(self, around: PhaseProbes) -> None:
+        """The probes that run around the phase."""
+
+    def applied(self, host: Host, applied: ApplyResult, kept: list[GateFailure]) -> None:
+        """What the run came to, and the gates that failed but were kept."""
+
+    def rebooting(self, host: Host, wait: float | None) -> None:
+        """The reboot starts; `wait`: how long this process waits for the host to come back
+        (None: it does not, the machine it runs on reboots)."""
+
+
+@dataclass(frozen=True)
+class Done:
+    """What one host's apply came to."""
+
+    work: Work
+    applied: ApplyResult | None = None  # None: a dry run, or nothing to change
+    pending: PendingBoot | None = None  # what the next boot must bring
+    verdict: BootVerdict | None = None  # after the boot, when this process verified it
+    kept: list[GateFailure] = field(default_factory=list)  # failed gates kept after the boot
+
+
+def apply_one(engine: Engine, job: ApplyJob, show: Show) -> Done:
+    """One host's apply, from the observation to the verified boot (`--reboot`)."""
+    if job.dry_run:
+        work = prepare_host(engine, job)
+        show.dry_run(engine.host, work)
+        return Done(work)
+    with engine.session():
+        work = prepare_host(engine, job)
+        if not work.steps:
+            return Done(work)
+        show.confirm(engine.host, work)
+        applied, pending = run_work(engine, job, work, show)
+    return after_run(engine, job, Done(work, applied, pending), show)
+
+
+def prepare_host(engine: Engine, job: ApplyJob) -> Work:
+    """Everything before the confirmation. Not for a dry run: tune's state is trusted and the
+    last run ended (`journal.before_apply`: even a host with nothing left to change is refused
+    after an interrupted run, whose changes "in sync" would hide), and a host with nothing to
+    change stores the profile as the one last applied (`tune check` without a profile reads
+    it), at no round trip when it is stored already (read in the observation's batch)."""
+    host = engine.host
+    if not job.dry_run:
+        before_apply(host, after_interrupted=job.after_interrupted, locked=engine.locked_here)
+    work = prepare(
+        host,
+        job.loaded,
+        runtime_only=job.runtime_only,
+        reboot_phase=job.reboot_phase,
+        reboot=job.reboot,
+        with_persistence=job.with_persistence,
+        saved=job.saved,
+        requirements=engine.preflight,
+    )
+    if not work.steps and not job.dry_run:
+        engine.store_profile(job.loaded, work.stored_profile)
+    return work
+
+
+def run_work(
+    engine: Engine, job: ApplyJob, work: Work, show: Show
+) -> tuple[ApplyResult, PendingBoot | None]:
+    """The run, once confirmed: the probes around the phase, and pending.json written inside
+    the run, so that one that cannot be written rolls the run back (exit 3). Returns what the
+    run came to and what the next boot must bring."""
+    around = _probes(engine, job, show)
+    run_id = new_run_id()
+    pending = job.pending(run_id, work)
+    after = () if pending is None else (PutFile(PENDING, pending.to_json().encode(), 0o600),)
+    applied = engine.apply(
+        work, job.loaded, phase=job.phase, run_id=run_id, around=around, after=after
+    )
+    show.applied(engine.host, applied, around.failures if around is not None else [])
+    return applied, pending
+
+
+def _probes(engine: Engine, job: ApplyJob, show: Show) -> PhaseProbes | None:
+    """The profile's probes around the phase, running where the engine runs them."""
+    from ..probes.phase import PhaseProbes
+
+    if not job.probes or not job.loaded.profile.probes:
+        return None
+    execute, env = engine.probe_executor()
+    around = PhaseProbes(job.loaded.profile.probes, job.phase, env, job.keep_on_regression, execute)
+    show.probes(around)
+    return around
+
+
+def after_run(engine: Engine, job: ApplyJob, done: Done, show: Show) -> Done:
+    """`--reboot` after a run that left something for the boot: reboot; where this process
+    outlives the reboot, wait for the new boot and verify it (`boot.reboot.conclude`)."""
+    pending = done.pending
+    if pending is None or not job.reboot:
+        return done
+    if not engine.outlives_reboot:
+        show.rebooting(engine.host, None)  # before: this process may not see the reboot return
+        engine.reboot()
+        return done
+    engine.reboot()
+    show.rebooting(engine.host, job.reboot_timeout)
+    wait_for_new_boot(engine.host, pending.boot_id, job.reboot_timeout)
+    kept: list[GateFailure] = []
+    after = after_boot(engine, job.keep_on_regression, kept, job.restart_containers)
+    return replace(done, verdict=conclude(engine, pending, after), kept=kept)
+
+
+@dataclass(frozen=True)
+class Verified:
+    """A boot that held (`tune verify`, or `tune apply --reboot` that waited for it)."""
+
+    pending: PendingBoot
+    verdict: BootVerdict
+    kept: list[GateFailure]  # failed gates kept
+
+
+def verify_one(
+    engine: Engine, *, keep_on_regression: bool, restart_containers: bool
+) -> Verified | None:
+    """`tune verify`: the pending boot checked, then promoted or rolled back; None when no
+    reboot-phase apply is pending."""
+    kept: list[GateFailure] = []
+    with engine.session():
+        check_state(engine.host, PENDING)
+        pending = read_pending(engine.host)
+        if pending is None:
+            return None
+        after = after_boot(engine, keep_on_regression, kept, restart_containers)
+        verdict = conclude(engine, pending, after)
+    return Verified(pending, verdict, kept)
+
+
+def after_boot(
+    engine: Engine,
+    keep_on_regression: bool,
+    kept: list[GateFailure],
+    restart_containers: bool,
+) -> AfterBoot:
+    """Once the boot checks pass: the containers restarted (when asked, now or at the apply),
+    then the probes of the run measured again where the engine runs them; gate failures that
+    are kept go to `kept`."""
+    from ..boot.containers import restart_after_boot
+    from ..boot.verify import probe_after_boot
+
+    execute, env = engine.probe_executor()
+    host = engine.host
+
+    def after(pending: PendingBoot, verdict: BootVerdict) -> None:
+        if restart_containers or pending.restart_containers:
+            restart_after_boot(host, pending, verdict)
+        kept.extend(probe_after_boot(host, pending, verdict, execute, env, keep_on_regression))
+
+    return after
+
+
+def roll_back(engine: Engine, run_id: str | None) -> Sequence[RollbackResult]:
+    """`tune rollback`: the run `run_id` (by default the newest, and the interrupted runs right
+    before it), newest first; stops at the first that leaves a change behind."""
+    with engine.session():
+        return roll_back_chain(engine.host, run_id, engine.rollback)
+
+
+class FleetShow:
+    """What the operator sees, and is asked, during a fleet's apply. This one shows nothing."""
+
+    def prepared(self, prepared: Sequence[HostResult[Work]]) -> None:
+        """What each host will change, or why it cannot, before anything is asked."""
+
+    def confirm(self, changes: int, hosts: int) -> None:
+        """One question for the whole fleet; raise to write nothing."""
+
+
+@dataclass(frozen=True)
+class FleetDone:
+    """What a fleet's apply came to, per host in the hosts' order."""
+
+    prepared: list[HostResult[Work]]
+    # Each host's run, None for one in sync, or its error; empty after a dry run.
+    applied: list[HostResult[ApplyResult]] = field(default_factory=list)
+    ran: bool = False  # whether any host had something to change
+
+
+def apply_fleet(
+    engines: Sequence[Engine],
+    job: ApplyJob,
+    show: FleetShow,
+    *,
+    forks: int,
+    progress: Callable[[int, int], None] | None = None,
+) -> FleetDone:
+    """Every host prepared (`prepare_host`), `forks` at a time, its connection kept open; one
+    confirmation for the whole fleet; then the work of each host that has some (`run_work`).
+    A host that cannot be reached, or whose run rolls back, is that host's result and never
+    stalls the others. The caller closes the hosts."""
+    by_name = {engine.host.name: engine for engine in engines}
+    hosts = [engine.host for engine in engines]
+    with contextlib.ExitStack() as held:
+
+        def prepare(host: Host) -> Work:
+            engine = by_name[host.name]
+            if not job.dry_run:
+                # From a worker thread: entering only appends its exit to the stack's deque.
+                held.enter_context(engine.session())
+            return prepare_host(engine, job)
+
+        prepared = for_each_host(hosts, prepare, forks, progress, keep_open=True)
+        show.prepared(prepared)
+        if job.dry_run:
+            return FleetDone(prepared)
+        works = {r.name: r.value for r in prepared if r.value is not None and r.value.steps}
+        if works:
+            show.confirm(sum(len(work.planned) for work in works.values()), len(works))
+
+        def run(host: Host) -> ApplyResult:
+            return run_work(by_name[host.name], job, works[host.name], Show())[0]
+
+        changing = [host for host in hosts if host.name in works]
+        done = {r.name: r for r in for_each_host(changing, run, forks, progress)}
+    return FleetDone(prepared, [_outcome(r, done) for r in prepared], bool(works))
+
+
+def _outcome(
+    prepared: HostResult[Work], applied: dict[str, HostResult[ApplyResult]]
+) -> HostResult[ApplyResult]:
+    if prepared.name in applied:
+        return applied[prepared.name]
+    if prepared.error is not None:
+        return HostResult(prepared.name, error=prepared.error)
+    return HostResult(prepared.name, value=ApplyResult(None, 0))
