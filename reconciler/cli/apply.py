@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ..apply.journal import LOCK, before_apply, check_state, read_run, run_ids
+from ..apply.journal import LOCK, Run, before_apply, check_state, every_run, read_run
 from ..boot.verify import PENDING, BootVerdict, PendingBoot, pending_of
-from ..errors import ApplyFailed, ExitCode, UsageError
+from ..errors import ApplyFailed, ExitCode, JournalError, UsageError
 from ..hosts.base import Host
 from ..hosts.directory import open_host
 from ..plan import saved as saved_plans
@@ -589,6 +589,9 @@ def rollback(run_id: str | None, root: str | None, remote: RemoteOptions) -> int
             f"Rolled back run {one.run_id} on {host.describe()}: {result.restored} restored, "
             f"{result.unchanged} already at their prior value."
         )
+    damaged = [one.damage for one in done if one.damage is not None]
+    if damaged:  # what was readable is restored; what was not, the operator must see
+        raise JournalError(*damaged[0].problems_after_rollback())
     return ExitCode.IN_SYNC
 
 
@@ -599,32 +602,35 @@ def rollback(run_id: str | None, root: str | None, remote: RemoteOptions) -> int
 def history(root: str | None, fmt: str, remote: RemoteOptions) -> int:
     """List the runs journaled on the host: time, profile, outcome, number of changes."""
     host = _one_remote(root, remote) if remote.wanted else open_host(root)
-    rows = []
     try:
-        runs = [read_run(host, run_id) for run_id in run_ids(host)]
+        runs, damaged = every_run(host)
     finally:
         host.close()
-    for run in runs:
-        if run is None:
-            continue
-        run_id = run.run_id
-        rows.append(
-            {
-                "run_id": run_id,
-                "started": run.header.get("started"),
-                "finished": run.finished,
-                "profile": run.header.get("profile"),
-                "phase": run.header.get("phase"),
-                "outcome": run.outcome,
-                "changes": len(run.steps),
-            }
-        )
+    _history_table(host, runs, {d.readable.run_id for d in damaged}, fmt)
+    if damaged:  # after the table: the other runs are still worth seeing
+        raise JournalError(*(p for d in damaged for p in d.problems()))
+    return ExitCode.IN_SYNC
+
+
+def _history_table(host: Host, runs: list[Run], damaged: set[str], fmt: str) -> None:
+    rows = [
+        {
+            "run_id": run.run_id,
+            "started": run.header.started if run.header else None,
+            "finished": run.finished,
+            "profile": run.header.profile if run.header else None,
+            "phase": run.header.phase if run.header else None,
+            "outcome": "damaged" if run.run_id in damaged else run.outcome,
+            "changes": len(run.steps),
+        }
+        for run in runs
+    ]
     if fmt == "json":
         click.echo(json.dumps(rows, indent=2))
-        return ExitCode.IN_SYNC
+        return
     if not rows:
         click.echo(f"No tune runs on {host.describe()}.")
-        return ExitCode.IN_SYNC
+        return
     header = ("RUN", "STARTED", "PROFILE", "PHASE", "OUTCOME", "CHANGES")
     table = [header] + [
         (
@@ -641,4 +647,3 @@ def history(root: str | None, fmt: str, remote: RemoteOptions) -> int:
     widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
     for row in cells:
         click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
-    return ExitCode.IN_SYNC
