@@ -224,3 +224,19 @@ def test_any_damage_gives_a_clear_message_and_restores_what_is_readable(
     else:  # a value the damage altered, restored and read back different: said, not hidden
         assert rollback.code == ExitCode.APPLY_FAILED, rollback.err
         assert "not restored" in rollback.err
+
+
+def test_an_apply_over_a_damaged_run_says_so_and_after_interrupted_goes_on(
+    host: tuple[Path, Path, dict[str, bytes]], tmp_path: Path
+) -> None:
+    root = fresh(host, tmp_path / "h")
+    path = journal_of(root)
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(b"".join([*lines[:2], b"\x00junk\n", *lines[2:]]))
+    refused = run_tune("apply", host[1], "--runtime-only", "--root", root, "-y")
+    clear(refused)
+    assert refused.code == ExitCode.JOURNAL
+    assert refused.err.startswith(f"/{RUNS}/{path.name}:3: ")
+    assert refused.err.endswith("`tune apply --after-interrupted` applies over it.\n")
+    over = run_tune("apply", host[1], "--runtime-only", "--root", root, "-y", "--after-interrupted")
+    assert over.code == 0, over.err

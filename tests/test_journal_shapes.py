@@ -9,20 +9,22 @@ every path that writes one of them; every journal line must come back from
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 from conftest import write
-from small_host import SmallHost, build, write_profile
+from small_host import SmallHost, build, tree, write_profile
 from test_shell_read import LocalShellHost
 
-from reconciler.apply.engine import prepare
-from reconciler.apply.journal import parse_run
+from reconciler.apply.engine import prepare, roll_back_chain
+from reconciler.apply.journal import parse_run, read_journal
 from reconciler.apply.records import RECORD_TYPES, GateJudged, ProbesMeasured, RunStarted
 from reconciler.apply.run_record import contexts, plan_record
 from reconciler.apply.sh_engine import (
     ApplyScript,
     apply_remote,
+    restore_remote,
     rollback_remote,
     send_probes,
     start,
@@ -154,3 +156,42 @@ def test_the_shapes_above_are_every_one_lib_sh_writes() -> None:
     printed = {kind for kind in RECORD_TYPES if f'{{\\"type\\":\\"{kind}\\"' in library}
     assert printed <= LIB_SH_RECORDS
     assert printed == LIB_SH_RECORDS - {"probes", "gate"}
+
+
+def applied_over_sh(tmp_path: Path) -> tuple[Path, LocalShellHost, Path]:
+    root, profile = host_and_profile(tmp_path, optional=True)
+    before = tmp_path / "before"
+    shutil.copytree(root, before, symlinks=True)
+    loaded = load_profile(str(profile))
+    shell = LocalShellHost(root)
+    work = prepare(shell, loaded, runtime_only=True, preflight_here=False)
+    apply_remote(shell, work, loaded, phase="runtime", timeout=60, interval=0.05)
+    (journal,) = (root / "var/lib/tune/runs").glob("*.jsonl")
+    return before, shell, journal
+
+
+def test_the_sh_rollback_cuts_a_torn_record_before_it_appends(tmp_path: Path) -> None:
+    before, shell, journal = applied_over_sh(tmp_path)
+    data = journal.read_bytes()
+    journal.write_bytes(data[: data.rstrip(b"\n").rfind(b"\n") + 12])  # into the `end`
+    (done,) = roll_back_chain(shell, None, restore_remote)
+    assert not done.result.failures and done.damage is None
+    assert tree(Path(shell.root)) == tree(before)
+    run = parse_run(journal.stem, journal.read_bytes())
+    assert run.outcome == "rolled-back"
+
+
+def test_the_sh_rollback_of_a_damaged_run_restores_what_reads(tmp_path: Path) -> None:
+    before, shell, journal = applied_over_sh(tmp_path)
+    lines = journal.read_bytes().splitlines(keepends=True)
+    last = max(n for n, line in enumerate(lines) if line.startswith(b'{"type":"step"'))
+    lines.insert(last, b"not json\n")
+    journal.write_bytes(b"".join(lines))
+    readable = read_journal(journal.stem, b"".join(lines))
+    (done,) = roll_back_chain(shell, None, restore_remote)
+    assert done.damage is not None and done.damage.line == last + 1
+    assert done.result.failures == [] and done.result.restored > 0
+    after, was = tree(Path(shell.root)), tree(before)
+    for _, step in readable.steps:
+        assert after.get(step.probe.path.lstrip("/")) == was.get(step.probe.path.lstrip("/"))
+    assert after != was  # the step after the damage stays: the message says so

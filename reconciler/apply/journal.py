@@ -370,7 +370,12 @@ def before_apply(host: Host, *, after_interrupted: bool = False, locked: bool = 
     ids = run_ids(host)
     newest = ids[-1] if ids and not after_interrupted else None
     check_state(host, *([run_path(newest)] if newest else []))  # one round trip over SSH
-    run = None if newest is None else existing_run(host, newest)
+    run = None if newest is None else existing_run(host, newest, damaged=True)
+    if run is not None and run.damage is not None:
+        # Whether it ended cannot be told: the operator decides, as for an interrupted run.
+        raise JournalError(
+            *run.damage.problems(), "`tune apply --after-interrupted` applies over it."
+        )
     if run is not None and run.records and run.outcome == "interrupted":
         raise UnfinishedRun(run.run_id, len(run.steps), host.describe(), locked=locked)
 
