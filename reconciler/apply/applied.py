@@ -17,9 +17,8 @@ from ..errors import JournalError
 from ..hosts.base import Host
 from ..hosts.files import Files, Request
 from ..plan.model import Note, Value
-from .journal import PROFILE as STORED_PROFILE
-from .journal import RUN_SUFFIX, RUNS, parse_run, skipped_line, within_limit
-from .records import StepUnsupported
+from .state import PROFILE as STORED_PROFILE
+from .state import RUN_SUFFIX, RUNS, skipped_line, within_limit
 
 __all__ = ["STORED_PROFILE", "AppliedRun", "AppliedStep", "JournalError", "JsonValue"]
 
@@ -140,6 +139,9 @@ def latest_applied(files: Files) -> AppliedRun | None:
 def applied_run(path: str, data: bytes) -> AppliedRun | None:
     """The run journaled in `data` (read by `journal.parse_run`), when its outcome is
     `applied`; None for one that was interrupted, rolled back or failed."""
+    from .journal import parse_run  # the record types load only when a journal is read
+    from .records import StepUnsupported
+
     run = parse_run(posixpath.basename(path).removesuffix(RUN_SUFFIX), data, path)
     if run.header is None or run.outcome != "applied" or run.finished is None:
         return None

@@ -37,8 +37,7 @@ from typing import TypeVar
 
 from ..errors import HostError, JournalError, UnfinishedRun
 from ..hosts.base import Host
-from ..hosts.bounded import size_text
-from ..hosts.files import MAX_STATE_BYTES, Request
+from ..hosts.files import Request
 from .records import (
     STEP_MARKERS,
     End,
@@ -53,15 +52,29 @@ from .records import (
     parse_line,
     render,
 )
+from .state import (
+    LOCK,
+    PROFILE,
+    RUN_SUFFIX,
+    RUNS,
+    STATE,
+    run_path,
+    skipped_line,
+    within_limit,
+)
 from .steps import Step
 from .trust import check
 
-STATE = "/var/lib/tune"
-RUNS = f"{STATE}/runs"
-PROFILE = f"{STATE}/profile.yaml"
-# In a directory only root can write: in /run/lock (1777 on Debian) any user could plant a link
-# there, or hold the lock with a pid of their choosing.
-LOCK = "/run/tune/tune.lock"
+__all__ = [
+    "LOCK",
+    "PROFILE",
+    "RUNS",
+    "RUN_SUFFIX",
+    "STATE",
+    "run_path",
+    "skipped_line",
+    "within_limit",
+]
 
 
 def now_iso() -> str:
@@ -75,13 +88,6 @@ def new_run_id(now: datetime | None = None) -> str:
     alone made it pick the earlier run half the time."""
     now = now or datetime.now(UTC)
     return f"{now:%Y%m%dT%H%M%SZ}-{now.microsecond:05x}{secrets.randbelow(16):x}"
-
-
-RUN_SUFFIX = ".jsonl"
-
-
-def run_path(run_id: str) -> str:
-    return f"{RUNS}/{run_id}{RUN_SUFFIX}"
 
 
 class Journal:
@@ -195,10 +201,6 @@ class Run:
 R = TypeVar("R", bound=Record)
 
 
-def skipped_line(knob: str, refused: str) -> str:
-    return f"{knob} is not supported on this host, skipped (optional): {refused}"
-
-
 class DamagedJournal(JournalError):
     """A journal damaged before its last line (the last one a crash may tear): `readable` is the
     run as far as it could be read, which is what can still be rolled back."""
@@ -236,17 +238,6 @@ class DamagedJournal(JournalError):
             f"(`tune rollback {self.readable.run_id}` restores them); any change recorded after "
             "them must be checked by hand."
         )
-
-
-def within_limit(path: str, data: bytes) -> bytes:
-    """A journal's bytes as read (whole reads stop one byte past MAX_STATE_BYTES), refused when
-    it is larger than tune reads."""
-    if len(data) > MAX_STATE_BYTES:
-        raise JournalError(
-            f"{path}: larger than {size_text(MAX_STATE_BYTES)}, the most tune reads of a run "
-            "journal; it is not one tune wrote: move it out of the way to go on."
-        )
-    return data
 
 
 def run_ids(host: Host) -> list[str]:

@@ -20,8 +20,8 @@ import hashlib
 import json
 import types
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any, ClassVar, Self, Union
 
 from .steps import Step
@@ -34,47 +34,78 @@ class RecordError(ValueError):
     """A journal line that is JSON but not a record this tune can read; the message says why."""
 
 
-# What a field's annotation allows, checked against parsed JSON. Lists arrive where a tuple is
-# declared (a record is frozen); anything else must already have its declared type.
-def _coerce(value: Any, hint: Any, where: str) -> Any:
+# A check of one parsed JSON value against a field's annotation: the value as the field holds it
+# (lists arrive where a tuple is declared: a record is frozen), or `RecordError`. Built once
+# per annotation (`_checker`), since a journal holds hundreds of records of a few types.
+Checker = Callable[[Any, str], Any]
+
+
+def _checker(hint: Any) -> Checker:
+    if hint not in _CHECKERS:
+        _CHECKERS[hint] = _build(hint)
+    return _CHECKERS[hint]
+
+
+def _build(hint: Any) -> Checker:
     origin = typing.get_origin(hint)
     if hint is Any:
-        return value
+        return lambda value, where: value
     if origin in (Union, types.UnionType):
-        for option in typing.get_args(hint):
-            try:
-                return _coerce(value, option, where)
-            except RecordError:
-                continue
-        raise RecordError(f"{where} is {_shown(value)}, not {_named(hint)}")
+        options = [_checker(option) for option in typing.get_args(hint)]
+
+        def one_of(value: Any, where: str) -> Any:
+            for option in options:
+                try:
+                    return option(value, where)
+                except RecordError:
+                    continue
+            raise _Wrong(value, hint, where)
+
+        return one_of
     if origin is tuple:
-        item = typing.get_args(hint)[0]
-        if not isinstance(value, list | tuple):
-            raise RecordError(f"{where} is {_shown(value)}, not a list")
-        return tuple(_coerce(v, item, f"{where}[{i}]") for i, v in enumerate(value))
-    if origin is dict:
-        if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
-            raise RecordError(f"{where} is {_shown(value)}, not an object")
-        return value
-    if hint is type(None):
-        if value is None:
-            return None
-    elif isinstance(hint, type) and issubclass(hint, Enum):
-        if isinstance(value, hint):
+        item = _checker(typing.get_args(hint)[0])
+
+        def items(value: Any, where: str) -> Any:
+            if not isinstance(value, list | tuple):
+                raise _Wrong(value, hint, where)
+            return tuple(item(v, f"{where}[{i}]") for i, v in enumerate(value))
+
+        return items
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        return lambda value, where: _conforming(value, hint, where)
+    # JSON has no separate bool: true is no integer here, and an integer is a number.
+    base = origin or hint  # dict[str, Any]: JSON object keys are text already
+    accepted: tuple[type, ...] = {float: (int, float)}.get(base, (base,))
+    refused = () if hint is bool else (bool,)
+
+    def plain(value: Any, where: str) -> Any:
+        if isinstance(value, accepted) and not isinstance(value, refused):
             return value
-    elif hint is float:
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return value
-    elif hint is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    elif isinstance(value, hint):
-        return value
-    raise RecordError(f"{where} is {_shown(value)}, not {_named(hint)}")
+        raise _Wrong(value, hint, where)
+
+    return plain
+
+
+class _Wrong(RecordError):
+    """A value of the wrong type; its message is made only when shown (a union tries each of
+    its options, and all but one fail)."""
+
+    def __init__(self, value: Any, hint: Any, where: str) -> None:
+        super().__init__(where)
+        self.value, self.hint, self.where = value, hint, where
+
+    def __str__(self) -> str:
+        return f"{self.where} is {_shown(self.value)}, not {_named(self.hint)}"
+
+
+_CHECKERS: dict[Any, Checker] = {}
 
 
 def _shown(value: Any) -> str:
-    text = json.dumps(value) if not isinstance(value, tuple) else repr(value)
+    try:
+        text = json.dumps(value)
+    except TypeError:  # an operation or a tuple, as a lenient `from_json` built it
+        text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
 
 
@@ -93,29 +124,49 @@ def _named(hint: Any) -> str:
     return getattr(hint, "__name__", str(hint))
 
 
-_HINTS: dict[type, dict[str, Any]] = {}
+# A dataclass's fields: (name, required, checker), resolved once per class.
+Fields = tuple[tuple[str, bool, Checker], ...]
+_FIELDS: dict[type, Fields] = {}
 
 
-def _hints(cls: type) -> dict[str, Any]:
-    """A dataclass's field types, resolved once (a journal has many records of each type)."""
-    if cls not in _HINTS:
-        _HINTS[cls] = typing.get_type_hints(cls)
-    return _HINTS[cls]
+def _fields(cls: type) -> Fields:
+    if cls not in _FIELDS:
+        hints = typing.get_type_hints(cls)
+        _FIELDS[cls] = tuple(
+            (
+                f.name,
+                f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING,
+                _checker(hints[f.name]),
+            )
+            for f in dataclasses.fields(cls)
+        )
+    return _FIELDS[cls]
+
+
+def _conforming(obj: Any, cls: type, where: str) -> Any:
+    if not isinstance(obj, cls):
+        raise _Wrong(obj, cls, where)
+    conforms(obj, where)
+    return obj
 
 
 def conforms(obj: Any, where: str) -> None:
     """Every field of the dataclass `obj` (and of those it holds) has its declared type: what a
     lenient `from_json` (`Step.from_json`) built from a record is checked with."""
-    hints = _hints(type(obj))
-    for f in dataclasses.fields(obj):
-        value = getattr(obj, f.name)
-        if dataclasses.is_dataclass(value) and not isinstance(value, type):
-            conforms(value, f"{where}.{f.name}")
-        elif isinstance(value, tuple) and value and dataclasses.is_dataclass(value[0]):
-            for i, item in enumerate(value):
-                conforms(item, f"{where}.{f.name}[{i}]")
-        else:
-            _coerce(value, hints[f.name], f"{where}.{f.name}")
+    for name, _, check in _fields(type(obj)):
+        check(getattr(obj, name), f"{where}.{name}")
+
+
+def _read_fields(cls: type, data: dict[str, Any], what: str) -> dict[str, Any]:
+    """The fields of `cls` that `data` (one parsed record) holds, checked; RecordError names
+    a required one it lacks."""
+    values: dict[str, Any] = {}
+    for name, required, check in _fields(cls):
+        if name in data:
+            values[name] = check(data[name], name)
+        elif required:
+            raise RecordError(f"the {what} record has no {name}")
+    return values
 
 
 @dataclass(frozen=True)
@@ -130,15 +181,7 @@ class Record:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Self:
-        hints = _hints(cls)
-        values: dict[str, Any] = {}
-        for f in dataclasses.fields(cls):
-            if f.name not in data:
-                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-                    raise RecordError(f"the {cls.TYPE} record has no {f.name}")
-                continue
-            values[f.name] = _coerce(data[f.name], hints[f.name], f.name)
-        return cls(**values)
+        return cls(**_read_fields(cls, data, cls.TYPE))
 
 
 def _jsonable(value: Any) -> Any:
@@ -237,7 +280,7 @@ class StepRecord(Record):
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Self:
-        seq = _coerce(data.get("seq"), int, "seq")
+        seq = _checker(int)(data.get("seq"), "seq")
         missing = [k for k in STEP_FIELDS if k not in data]
         if missing:
             raise RecordError(f"the step record has no {missing[0]}")
@@ -248,13 +291,8 @@ class StepRecord(Record):
         conforms(step, "step")
         if "check" in data and data["check"] != seal(data):
             raise RecordError("the step record does not match its check: it was altered")
-        hints = _hints(StepAbout)
-        about = {
-            f.name: _coerce(data[f.name], hints[f.name], f.name)
-            for f in dataclasses.fields(StepAbout)
-            if f.name in data
-        }
-        return cls(seq, step, StepAbout(**about), sealed="check" in data)
+        about = StepAbout(**_read_fields(StepAbout, data, cls.TYPE))
+        return cls(seq, step, about, sealed="check" in data)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..apply.journal import PROFILE, STATE
+from ..apply.state import PROFILE, STATE
 from ..apply.steps import Step
 from ..errors import HostError
 from ..facts import cmdline as cmdline_fmt
