@@ -556,7 +556,9 @@ def summary(work: Work) -> str:
 @remote_options
 def rollback(run_id: str | None, root: str | None, remote: RemoteOptions) -> int:
     """Restore the values a run recorded, in reverse order: by default the newest run, and
-    the interrupted runs right before it (a run applied with --after-interrupted over one)."""
+    the interrupted runs right before it (a run applied with --after-interrupted over one).
+    A damaged journal: the steps recorded before the damage are restored, then exit 6 with
+    the line that is damaged and what is left to check by hand."""
     from ..apply.engine import RollbackResult, restore_run, roll_back_chain
 
     done: list[RollbackResult]
@@ -600,7 +602,8 @@ def rollback(run_id: str | None, root: str | None, remote: RemoteOptions) -> int
 @format_option("text", "json")
 @remote_options
 def history(root: str | None, fmt: str, remote: RemoteOptions) -> int:
-    """List the runs journaled on the host: time, profile, outcome, number of changes."""
+    """List the runs journaled on the host: time, profile, outcome, number of changes. A
+    damaged journal's run is listed as far as it reads, outcome "damaged"; then exit 6."""
     host = _one_remote(root, remote) if remote.wanted else open_host(root)
     try:
         runs, damaged = every_run(host)

@@ -164,7 +164,8 @@ def check_cmd(
     """Report drift of the host(s) from PROFILE (default: the profile last applied there).
 
     Exit codes: 0 in sync (pending reboots included), 2 drift, 1 could not check,
-    65 invalid profile. Never writes to a host except the metrics FILE (local).
+    6 the last run's journal is damaged (--since-apply), 65 invalid profile. Never writes to
+    a host except the metrics FILE (local).
     """
     from ..drift import metrics
     from ..drift.check import DriftReport, run_check
