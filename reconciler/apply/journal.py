@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TypeVar
 
-from ..errors import HostError, JournalError, UnfinishedRun
+from ..errors import HostError, JournalError, TuneError, UnfinishedRun
 from ..hosts.base import Host
 from ..hosts.files import Request
 from .records import (
@@ -107,8 +107,11 @@ class Journal:
         cut off first, or the next record would join it into one line that is not JSON."""
         journal = cls(host, run.run_id)
         if run.torn_at is not None:
-            data = host.fetch(Request.of(whole=[journal.path])).read(journal.path) or b""
-            host.put_file(journal.path, data[: run.torn_at], 0o600)
+            # Best effort, as the markers are: the restore matters more than the journal's
+            # shape, and a journal left torn reads as damaged at that line, which is said.
+            with contextlib.suppress(TuneError):
+                data = host.fetch(Request.of(whole=[journal.path])).read(journal.path) or b""
+                host.put_file(journal.path, data[: run.torn_at], 0o600)
         return journal
 
     @classmethod
