@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from conftest import TUNED, UNTUNED, by_id, config_space, notes, pci_device, plan_json, write
 
-from reconciler.kinds.checks import kernel_ok
+from reconciler.facts.kernel import kernel_ok
 
 GPU, GPU2 = "0000:01:00.0", "0000:02:00.0"
 

@@ -1,12 +1,16 @@
 """cmdline: what the next boot passes (the boot tool's configuration) against the running
-kernel's command line."""
+kernel's command line.
+
+Cases of a host's files in and a plan out are data, in tests/kinds/cmdline/ (`test_kinds_data`);
+what stays here are tables of values, the example hosts and behaviour.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-from conftest import TUNED, UNTUNED, by_id, notes, plan_json, write
+from conftest import TUNED, UNTUNED, by_id, plan_json, write
 
 from reconciler.facts import cmdline as fmt
 from reconciler.hosts.files import Files
@@ -38,53 +42,6 @@ def configured(root: Path) -> str | None:
     )
     boot = fmt.boot_config(files)
     return None if boot is None else f"{boot.tool}: {boot.cmdline}"
-
-
-def test_configured_but_not_running_is_pending_and_exits_0(tmp_path: Path) -> None:
-    root = grub_host(
-        tmp_path / "host",
-        **{
-            "90-tune.cfg": APPEND.format("amd_pstate=active"),
-        },
-    )
-    plan = plan_json(tmp_path, root, WANT_PSTATE)
-    assert plan["code"] == 0
-    assert plan["changes"] == []
-    assert plan["pending"] == [
-        {
-            "id": "cmdline:amd_pstate",
-            "running": None,
-            "configured": "active",
-            "action": "reboot to apply",
-        }
-    ]
-
-
-def test_neither_configured_nor_running_is_a_reboot_change(tmp_path: Path) -> None:
-    plan = plan_json(tmp_path, grub_host(tmp_path / "host"), WANT_PSTATE)
-    assert plan["code"] == 2
-    change = by_id(plan)["cmdline:amd_pstate"]
-    assert (change["current"], change["desired"], change["phase"]) == (None, "active", "reboot")
-    assert plan["pending"] == []
-
-
-def test_running_but_not_configured_is_a_change_the_next_boot_would_lose(tmp_path: Path) -> None:
-    root = grub_host(tmp_path / "host", running=RUNNING.strip() + " amd_pstate=active\n")
-    plan = plan_json(tmp_path, root, WANT_PSTATE)
-    assert plan["code"] == 2
-    assert by_id(plan)["cmdline:amd_pstate"]["current"] is None
-    assert any("the next boot would lose it" in n for n in notes(plan))
-
-
-def test_running_and_configured_is_in_sync(tmp_path: Path) -> None:
-    root = grub_host(
-        tmp_path / "host",
-        running=RUNNING.strip() + " amd_pstate=active\n",
-        **{"90-tune.cfg": 'GRUB_CMDLINE_LINUX="amd_pstate=active"\n'},
-    )
-    plan = plan_json(tmp_path, root, WANT_PSTATE)
-    assert plan["code"] == 0
-    assert plan["pending"] == []
 
 
 def test_grub_dropins_in_order_expanding_the_default(tmp_path: Path) -> None:
@@ -126,17 +83,6 @@ def test_plain_etc_kernel_cmdline_without_grub(tmp_path: Path) -> None:
     write(root, "/proc/cmdline", RUNNING)
     write(root, "/etc/kernel/cmdline", "root=/dev/sda1 amd_pstate=passive\n")
     assert configured(root) == "kernel-cmdline: root=/dev/sda1 amd_pstate=passive"
-    plan = plan_json(tmp_path, root, WANT_PSTATE)
-    change = by_id(plan)["cmdline:amd_pstate"]
-    assert (change["current"], change["desired"]) == ("passive", "active")
-
-
-def test_no_boot_configuration_compares_with_the_running_kernel(tmp_path: Path) -> None:
-    root = tmp_path / "host"
-    write(root, "/proc/cmdline", RUNNING.strip() + " amd_pstate=active\n")
-    plan = plan_json(tmp_path, root, WANT_PSTATE)
-    assert plan["code"] == 0
-    assert any("No supported boot configuration found" in n for n in notes(plan))
 
 
 @pytest.mark.parametrize(
@@ -162,47 +108,6 @@ def test_quoted_value_with_spaces() -> None:
         "dyndbg": "file foo.c +p",
         "quiet": "",
     }
-
-
-def test_remove_a_bare_flag_that_is_configured_and_running(tmp_path: Path) -> None:
-    plan = plan_json(
-        tmp_path, grub_host(tmp_path / "host"), "name: t\ncmdline:\n  remove: [quiet]\n"
-    )
-    assert plan["code"] == 2
-    change = by_id(plan)["cmdline:quiet"]
-    assert (change["current"], change["desired"]) == ("", None)
-
-
-def test_remove_of_a_parameter_that_is_not_there_is_in_sync(tmp_path: Path) -> None:
-    plan = plan_json(
-        tmp_path, grub_host(tmp_path / "host"), "name: t\ncmdline:\n  remove: [nomodeset]\n"
-    )
-    assert plan["code"] == 0
-
-
-def test_remove_configured_but_still_running_is_pending(tmp_path: Path) -> None:
-    root = grub_host(
-        tmp_path / "host",
-        running=RUNNING.strip() + " intel_iommu=on\n",
-    )
-    plan = plan_json(tmp_path, root, "name: t\ncmdline:\n  remove: [intel_iommu]\n")
-    assert plan["code"] == 0
-    assert plan["pending"] == [
-        {
-            "id": "cmdline:intel_iommu",
-            "running": "on",
-            "configured": None,
-            "action": "reboot to apply",
-        }
-    ]
-
-
-def test_set_a_bare_flag(tmp_path: Path) -> None:
-    root = grub_host(tmp_path / "host")
-    assert plan_json(tmp_path, root, "name: t\ncmdline:\n  set: {quiet: }\n")["code"] == 0
-    plan = plan_json(tmp_path, root, "name: t\ncmdline:\n  set: {nosmt: }\n")
-    change = by_id(plan)["cmdline:nosmt"]
-    assert (change["current"], change["desired"]) == (None, "")
 
 
 def test_example_hosts(tmp_path: Path) -> None:

@@ -1,4 +1,8 @@
-"""modules: loaded or absent from /proc/modules, parameters from /sys/module/M/parameters."""
+"""modules: loaded or absent from /proc/modules, parameters from /sys/module/M/parameters.
+
+Cases of a host's files in and a plan out are data, in tests/kinds/modules/ (`test_kinds_data`);
+what stays here are tables of values, the example hosts and behaviour.
+"""
 
 from __future__ import annotations
 
@@ -30,52 +34,6 @@ def root(tmp_path: Path) -> Path:
 def test_dash_and_underscore_are_the_same_name(tmp_path: Path, root: Path, spelling: str) -> None:
     plan = plan_json(tmp_path, root, f"name: t\nmodules:\n  {spelling}: loaded\n")
     assert plan["code"] == 0
-
-
-def test_loaded_and_absent(tmp_path: Path, root: Path) -> None:
-    text = "name: t\nmodules:\n  nvidia-peermem: loaded\n  nouveau: absent\n  nvidia: absent\n"
-    plan = plan_json(tmp_path, root, text)
-    changes = by_id(plan)
-    assert sorted(changes) == ["module:nvidia", "module:nvidia_peermem"]
-    assert (
-        changes["module:nvidia_peermem"]["current"],
-        changes["module:nvidia_peermem"]["desired"],
-    ) == (
-        "absent",
-        "loaded",
-    )
-    assert (changes["module:nvidia"]["current"], changes["module:nvidia"]["desired"]) == (
-        "loaded",
-        "absent",
-    )
-
-
-def test_no_proc_modules_is_absent_knowledge_not_absent_module(tmp_path: Path) -> None:
-    root = tmp_path / "host"
-    write(root, "/proc/cmdline", "quiet\n")
-    plan = plan_json(tmp_path, root, "name: t\nmodules:\n  nouveau: absent\n")
-    change = by_id(plan)["module:nouveau"]
-    assert change["current"] is None
-    assert plan["code"] == 2
-
-
-def test_parameters_come_from_sys_module(tmp_path: Path, root: Path) -> None:
-    text = (
-        "name: t\nmodules:\n"
-        "  nvidia: {value: loaded, params: {NVreg_EnableGpuFirmware: 0}}\n"
-        "  nvidia-uvm: {value: loaded, params: {uvm_perf_access_counter_mimc: '0x0'}}\n"
-    )
-    plan = plan_json(tmp_path, root, text)
-    assert sorted(by_id(plan)) == ["module:nvidia:NVreg_EnableGpuFirmware"]
-    change = by_id(plan)["module:nvidia:NVreg_EnableGpuFirmware"]
-    assert (change["current"], change["desired"]) == ("18", "0")
-
-
-def test_parameter_of_a_module_not_loaded_is_absent(tmp_path: Path, root: Path) -> None:
-    text = "name: t\nmodules:\n  nvidia_peermem: {value: loaded, params: {peerdirect: 1}}\n"
-    plan = plan_json(tmp_path, root, text)
-    change = by_id(plan)["module:nvidia_peermem:peerdirect"]
-    assert (change["current"], change["desired"]) == (None, "1")
 
 
 @pytest.mark.parametrize(

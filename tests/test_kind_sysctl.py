@@ -1,15 +1,20 @@
 """sysctl: read from /proc/sys, normalised before comparing, a missing key named with its
-closest neighbour."""
+closest neighbour.
+
+Cases of a host's files in and a plan out are data, in tests/kinds/sysctl/ (`test_kinds_data`);
+what stays here are tables of values, the example hosts and behaviour.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-from conftest import UNTUNED, by_id, notes, plan_json, write
+from conftest import by_id, plan_json, write
 
+from reconciler.facts.sysctl import path_of
 from reconciler.hosts.directory import SnapshotHost
-from reconciler.kinds.sysctl import KIND, path_of
+from reconciler.kinds.sysctl import KIND
 from reconciler.plan.model import Priority
 from reconciler.profile.load import load_profile
 
@@ -38,66 +43,6 @@ def test_values_that_mean_the_same_are_in_sync(
     )
     assert plan["code"] == 0
     assert plan["changes"] == []
-
-
-def test_a_different_value_is_a_change_with_normalised_current_and_desired(tmp_path: Path) -> None:
-    write(tmp_path / "host", "/proc/sys/net/ipv4/tcp_rmem", "4096\t131072\t6291456\n")
-    plan = plan_json(
-        tmp_path,
-        tmp_path / "host",
-        "name: t\nsysctl:\n  net.ipv4.tcp_rmem:\n"
-        '    {value: "4096  87380\t268435456", priority: P0, reason: big buffers}\n',
-    )
-    assert plan["code"] == 2
-    assert plan["changes"] == [
-        {
-            "id": "sysctl:net.ipv4.tcp_rmem",
-            "kind": "sysctl",
-            "target": "net.ipv4.tcp_rmem",
-            "current": "4096 131072 6291456",
-            "desired": "4096 87380 268435456",
-            "phase": "runtime",
-            "priority": "P0",
-            "reason": "big buffers",
-        }
-    ]
-
-
-def test_zero_on_the_host_is_not_absent(tmp_path: Path) -> None:
-    write(tmp_path / "host", "/proc/sys/kernel/numa_balancing", "0\n")
-    plan = plan_json(tmp_path, tmp_path / "host", "name: t\nsysctl:\n  kernel.numa_balancing: 1\n")
-    assert by_id(plan)["sysctl:kernel.numa_balancing"]["current"] == "0"
-
-
-def test_missing_key_is_a_change_from_none_with_the_closest_key_and_where(
-    tmp_path: Path,
-) -> None:
-    text = "name: t\nsysctl:\n  vm.swappiness: 10\n  kernel.numa_balancin: 0\n"
-    plan = plan_json(tmp_path, UNTUNED, text)
-    change = by_id(plan)["sysctl:kernel.numa_balancin"]
-    assert change["current"] is None
-    assert change["desired"] == "0"
-    assert plan["code"] == 2
-    [note] = notes(plan)
-    assert note.startswith(f"{tmp_path / 'p.yaml'}:4:25: ")
-    assert "kernel.numa_balancin does not exist on this host" in note
-    assert "did you mean kernel.numa_balancing?" in note
-
-
-def test_a_key_one_level_short_names_the_files_below_it(tmp_path: Path) -> None:
-    # A directory is no sysctl: /proc/sys is listed for the hint as for a missing key.
-    write(tmp_path / "host", "/proc/sys/net/ipv4/conf/eth0/rp_filter", "1\n")
-    plan = plan_json(tmp_path, tmp_path / "host", "name: t\nsysctl:\n  net.ipv4.conf.eth0: 1\n")
-    [note] = notes(plan)
-    assert "did you mean net.ipv4.conf.eth0.rp_filter?" in note
-
-
-def test_missing_key_with_nothing_close_names_nothing(tmp_path: Path) -> None:
-    write(tmp_path / "host", "/proc/sys/vm/swappiness", "60\n")
-    plan = plan_json(tmp_path, tmp_path / "host", "name: t\nsysctl:\n  net.core.rmem_max: 1\n")
-    [note] = notes(plan)
-    assert "did you mean" not in note
-    assert note.endswith("(no /proc/sys/net/core/rmem_max).")
 
 
 def test_unreadable_file_is_absent_and_says_why(tmp_path: Path) -> None:

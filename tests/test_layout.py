@@ -122,3 +122,36 @@ def test_no_class_name_means_two_things() -> None:
                 where[node.name].append(name)
     twice = {name: found for name, found in where.items() if len(found) > 1}
     assert twice == {}
+
+
+# What reads facts of a host without being a knob kind: it takes them from `reconciler.facts`,
+# never from a kind's module, so a kind can change without changing what the audit sees.
+FACT_CONSUMERS = ("reconciler.audit", "reconciler.drift", "reconciler.kinds.checks")
+# What every kind shares (the entry types, `Kind`) is not one kind's facts.
+KIND_BASE = ("reconciler.kinds", "reconciler.kinds.base")
+
+
+def _within(module: str, prefixes: tuple[str, ...]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in prefixes)
+
+
+def test_facts_are_read_from_the_facts_layer_not_from_a_kind() -> None:
+    misplaced = {
+        f"{module} imports {target}"
+        for module, targets in imports().items()
+        if _within(module, FACT_CONSUMERS)
+        for target in targets
+        if _within(target, ("reconciler.kinds",)) and target not in KIND_BASE
+    }
+    assert sorted(misplaced) == []
+
+
+def test_facts_never_import_a_kind() -> None:
+    upward = {
+        f"{module} imports {target}"
+        for module, targets in imports().items()
+        if _within(module, ("reconciler.facts",))
+        for target in targets
+        if _within(target, ("reconciler.kinds",))
+    }
+    assert sorted(upward) == []

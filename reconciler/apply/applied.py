@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..errors import JournalError
-from ..hosts.base import Host
+from ..hosts.base import ReadableHost
 from ..hosts.files import Files, Request
 from ..plan.model import Note, Value
 from .state import PROFILE as STORED_PROFILE
@@ -77,7 +77,7 @@ def runs_request(newest: int = 0) -> Request:
 JOURNAL_BATCH = 4
 
 
-def fetch_journals(host: Host, listed: Files) -> Files:
+def fetch_journals(host: ReadableHost, listed: Files) -> Files:
     """The journal listing in `listed` (fetched with `runs_request`) and the journals it holds
     already (the newest), plus older ones fetched newest first, JOURNAL_BATCH per round trip,
     until an applied run turns up: what `latest_applied` needs."""
@@ -103,7 +103,7 @@ def _found(runs: Files) -> bool:
         return True  # the caller decides what an unreadable journal means
 
 
-def unsupported_notes(host: Host, listed: Files) -> list[Note]:
+def unsupported_notes(host: ReadableHost, listed: Files) -> list[Note]:
     """What the newest applied run found the kernel refuses (optional knobs it skipped); an
     unreadable journal says nothing here (`tune check` reports it)."""
     try:

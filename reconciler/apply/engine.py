@@ -19,8 +19,7 @@ from typing import Any, Protocol, TypeVar
 
 from ..errors import ApplyFailed, ExitCode, HostError, NoSpace, Refused, TuneError
 from ..hosts.base import Host
-from ..kinds import REGISTRY, files
-from ..kinds.base import Kind
+from ..kinds import boot_kind, named
 from ..plan.make import make_plan
 from ..plan.model import Phase, Plan
 from ..plan.observe import Observation, observe
@@ -66,9 +65,7 @@ from .steps import (
     temporary,
 )
 
-BOOT_KINDS = frozenset(k.kind for k in REGISTRY if k.phase is Phase.REBOOT)
 PACKAGES = {"setpci": "pciutils", "grubby": "grubby"}
-KINDS: dict[str, Kind[Any]] = {k.kind: k for k in (*REGISTRY, files.KIND)}
 H = TypeVar("H", bound=Host)
 
 
@@ -118,8 +115,7 @@ def prepare(
     plan = make_plan(loaded, observation, with_persistence)
     if saved is not None:
         saved.check(plan, loaded, with_persistence)
-    specs: dict[str, Any] = {k.kind: spec for k, spec in loaded.profile.sections()}
-    specs[files.KIND.kind] = loaded.profile
+    specs = {k.kind: (k, spec) for k, spec in loaded.profile.work(with_persistence)}
     problems: list[str] = []
     steps: list[Step] = []
     # Runtime knobs and tune's boot-time files first; the boot configuration last.
@@ -129,7 +125,8 @@ def prepare(
         if reboot_phase and change.phase is not Phase.REBOOT:
             continue
         try:
-            steps.append(KINDS[change.kind].step(specs[change.kind], change, observation.files))
+            kind, spec = specs[change.kind]
+            steps.append(kind.step(spec, change, observation.files))
         except HostError as exc:
             problems.append(str(exc))
     if steps and preflight_here:
@@ -193,7 +190,8 @@ def perform(
         done = host.run(op.argv)
         if done.returncode != 0:
             output = (done.stderr or done.stdout).strip()
-            explained = KINDS[step.kind].explain(step, output) if step.kind in KINDS else None
+            kind = named(step.kind)
+            explained = kind.explain(step, output) if kind is not None else None
             raise StepFailed(explained or f"`{shlex.join(op.argv)}` failed: {output}")
 
 
@@ -330,7 +328,11 @@ def unsupported_message(step: Step, refused: Said) -> tuple[str, Said, str]:
 
 def read_back_message(step: Step, shown: Said) -> tuple[str, Said, str]:
     """The line for a write the kernel took but does not read back, around what it reads
-    (`show_value`), whatever applied it."""
+    (`show_value`), whatever applied it; in the kind's words where it has some."""
+    kind = named(step.kind)
+    words = kind.read_back_words(step) if kind is not None else None
+    if words is not None:
+        return words[0], shown, words[1]
     return (
         f"{step.id}: wrote {show_value(step.expect)} but {step.probe.path} reads back ",
         shown,
@@ -482,7 +484,7 @@ def restore_run(host: Host, run: Run, *, boot_only: bool = False) -> RollbackRes
     journal = Journal.resume(host, run)
     _mark(journal, RollbackStarted(now_iso()))
     with _signals_ignored():
-        steps = [(seq, s) for seq, s in run.steps if not boot_only or s.kind in BOOT_KINDS]
+        steps = [(seq, s) for seq, s in run.steps if not boot_only or boot_kind(s.kind)]
         result = restore(host, journal, steps, run.made)
         failures = result.failures
         replaced, prior = run.profile_prior

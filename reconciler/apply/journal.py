@@ -36,7 +36,7 @@ from datetime import UTC, datetime
 from typing import TypeVar
 
 from ..errors import HostError, JournalError, TuneError, UnfinishedRun
-from ..hosts.base import Host
+from ..hosts.base import Host, ReadableHost
 from ..hosts.files import Request
 from .records import (
     STEP_MARKERS,
@@ -243,13 +243,13 @@ class DamagedJournal(JournalError):
         )
 
 
-def run_ids(host: Host) -> list[str]:
+def run_ids(host: ReadableHost) -> list[str]:
     listing = host.fetch(Request(listings=frozenset([RUNS]))).listing(RUNS)
     names = [p.rsplit("/", 1)[1] for p in listing if p.endswith(RUN_SUFFIX)]
     return sorted(n.removesuffix(RUN_SUFFIX) for n in names)
 
 
-def read_run(host: Host, run_id: str, *, damaged: bool = False) -> Run | None:
+def read_run(host: ReadableHost, run_id: str, *, damaged: bool = False) -> Run | None:
     """The run `run_id`, None when there is none; a damaged journal raises `DamagedJournal`,
     or with `damaged` is read as far as it can be (`Run.damage` says where it stops)."""
     path = run_path(run_id)
@@ -265,7 +265,7 @@ def read_run(host: Host, run_id: str, *, damaged: bool = False) -> Run | None:
     return run
 
 
-def every_run(host: Host) -> tuple[list[Run], list[DamagedJournal]]:
+def every_run(host: ReadableHost) -> tuple[list[Run], list[DamagedJournal]]:
     """Every run on the host, oldest first, a damaged one as far as it reads (`tune history`);
     and the damage found."""
     runs: list[Run] = []
@@ -281,7 +281,7 @@ def every_run(host: Host) -> tuple[list[Run], list[DamagedJournal]]:
     return runs, damaged
 
 
-def appended(host: Host, run: Run) -> list[Record]:
+def appended(host: ReadableHost, run: Run) -> list[Record]:
     """The records appended to `run`'s journal since it was read (what a rollback script
     wrote), read past whatever damage the run had; a torn or unreadable line is skipped."""
     path = run_path(run.run_id)
@@ -294,7 +294,7 @@ def appended(host: Host, run: Run) -> list[Record]:
     return added
 
 
-def existing_run(host: Host, run_id: str, *, damaged: bool = False) -> Run:
+def existing_run(host: ReadableHost, run_id: str, *, damaged: bool = False) -> Run:
     """The run `run_id` (see `read_run`); HostError when the host has no such run."""
     run = read_run(host, run_id, damaged=damaged)
     if run is None:
@@ -302,7 +302,7 @@ def existing_run(host: Host, run_id: str, *, damaged: bool = False) -> Run:
     return run
 
 
-def _chosen_id(host: Host, run_id: str | None, doing: str) -> tuple[str, list[str]]:
+def _chosen_id(host: ReadableHost, run_id: str | None, doing: str) -> tuple[str, list[str]]:
     """The id of the run `run_id` names (the newest by default), and every run's id."""
     ids = run_ids(host)
     if not ids:
@@ -313,7 +313,7 @@ def _chosen_id(host: Host, run_id: str | None, doing: str) -> tuple[str, list[st
     return chosen, ids
 
 
-def chosen_run(host: Host, run_id: str | None, doing: str) -> Run:
+def chosen_run(host: ReadableHost, run_id: str | None, doing: str) -> Run:
     """The run `run_id` names, the newest by default, for `doing` ("roll back", "report")."""
     return existing_run(host, _chosen_id(host, run_id, doing)[0])
 
@@ -374,7 +374,7 @@ def before_apply(host: Host, *, after_interrupted: bool = False, locked: bool = 
         raise UnfinishedRun(run.run_id, len(run.steps), host.describe(), locked=locked)
 
 
-def _no_run(host: Host, run_id: str) -> HostError:
+def _no_run(host: ReadableHost, run_id: str) -> HostError:
     return HostError(f"no run {run_id} on {host.describe()} (tune history lists them).")
 
 

@@ -31,7 +31,7 @@ WHY = {
     SYSCTL: "sets the sysctls at boot (systemd-sysctl)",
     MODULES_LOAD: "loads the modules at boot (systemd-modules-load)",
     MODPROBE: "module options and blacklist, read by modprobe",
-    TMPFILES: "writes the sysfs, cpufreq and cpuidle values at boot (systemd-tmpfiles)",
+    TMPFILES: "writes the sysfs, huge page, cpufreq and cpuidle values at boot (systemd-tmpfiles)",
     UDEV: "repeats the PCIe writes whenever a matching device is added or bound (udev)",
 }
 

@@ -37,10 +37,10 @@ from pathlib import Path
 from ..boot.verify import PENDING
 from ..errors import ApplyFailed, ConnectError, HostError
 from ..hosts.shell import Expand, ShellHost, printf_format, quoted, sh_word
+from ..kinds import boot_kind
 from ..probes.phase import PhaseProbes, Records, Regressed
 from ..profile.load import LoadedProfile
 from .engine import (
-    BOOT_KINDS,
     Restored,
     RollbackResult,
     Work,
@@ -217,7 +217,7 @@ class ApplyScript:
             raise ValueError("a run script needs its run record or the run it extends")
         run_id = header.run_id if header is not None else extends.run_id if extends else ""
         first = max((seq for seq, _ in extends.steps), default=-1) + 1 if extends else 0
-        earlier = [(q, s) for q, s in extends.steps if s.kind in BOOT_KINDS] if extends else []
+        earlier = [(q, s) for q, s in extends.steps if boot_kind(s.kind)] if extends else []
         parts = [
             "#!/bin/sh\n# Written by tune apply: runs the apply of one run on this host.\n",
             LIBRARY,
@@ -324,7 +324,7 @@ def send_probes(run_id: str, when: str, verdict: str, records: list[Record]) -> 
 def rollback_script(run: Run, *, boot_only: bool = False) -> str:
     """Restore a journaled run from its journal alone, on the target (`tune rollback -H`);
     `boot_only`: only its boot configuration (what a failed verification undoes)."""
-    steps = [(seq, s) for seq, s in run.steps if not boot_only or s.kind in BOOT_KINDS]
+    steps = [(seq, s) for seq, s in run.steps if not boot_only or boot_kind(s.kind)]
     parts = [LIBRARY, f'J="$R"{quoted(run_path(run.run_id))}\nLOCK={quoted(LOCK)}\n', _made(run)]
     parts += [_step_functions(seq, step) for seq, step in steps]
     replaced, prior = run.profile_prior

@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..errors import HostError
-from ..hosts.base import Host
+from ..hosts.base import ReadableHost
 from ..hosts.files import Files, Request
 from ..plan.make import order
 from ..plan.model import Change, Outcome, Phase
@@ -34,7 +34,9 @@ def request(rules: list[Rule]) -> Request:
     return wanted
 
 
-def audit(host: Host, limits: Thresholds | None = None, rules: list[Rule] | None = None) -> Report:
+def audit(
+    host: ReadableHost, limits: Thresholds | None = None, rules: list[Rule] | None = None
+) -> Report:
     rules = RULES if rules is None else rules
     files = host.fetch(request(rules))
     if not files.contents:
@@ -66,7 +68,7 @@ def audit(host: Host, limits: Thresholds | None = None, rules: list[Rule] | None
     return Report(facts.summary(), tuple(findings), tuple(good), tuple(not_issues))
 
 
-def host_summary(host: Host) -> HostSummary | None:
+def host_summary(host: ReadableHost) -> HostSummary | None:
     """The audit's host summary alone (for `tune report`); None where none of its files exist."""
     files = host.fetch(request(RULES))
     if not files.contents:

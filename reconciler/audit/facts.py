@@ -1,27 +1,24 @@
-"""What the rules share about a host, parsed once from the observed files with the parsers the
-knob kinds use: PCI devices, the running command line, loaded modules, CPU and NUMA layout."""
+"""What the rules share about a host, parsed once from the observed files with the facts
+layer's parsers (`reconciler.facts`): PCI devices, the running command line, loaded modules,
+CPU and NUMA layout."""
 
 from __future__ import annotations
 
-import re
 from collections import Counter
-from dataclasses import dataclass
 from functools import cached_property
 
 from ..apply.persist import OWNED
 from ..facts import cmdline as cmdline_fmt
+from ..facts import cpu, modules
+from ..facts.cpu import CpuInfo
+from ..facts.numa import NODES_ONLINE, parse_list
+from ..facts.pci import NUMA_NODE, PciDevice, numa_node, pci_devices, request_devices
 from ..hosts.files import Files, Request
-from ..kinds import cpu, modules
-from ..kinds.pci import DEVICES, PciDevice, pci_devices, request_devices
 from ..plan.model import HostFacts
 from ..plan.observe import IDENTITY
 from .model import Device, HostSummary
 
-CPUINFO = "/proc/cpuinfo"
-NODES_ONLINE = "/sys/devices/system/node/online"
-NUMA_NODE = DEVICES + "/*/numa_node"
-NVIDIA_VERSION = "/sys/module/nvidia/version"
-SCALING_DRIVER = cpu.CPUS + "/cpu[0-9]*/cpufreq/scaling_driver"
+NVIDIA_VERSION = modules.MODULE_DIR + "/nvidia/version"
 
 NVIDIA = 0x10DE
 MELLANOX = 0x15B3  # Mellanox, now NVIDIA networking: ConnectX and BlueField
@@ -35,59 +32,13 @@ READS = (
     IDENTITY
     | request_devices()
     | cmdline_fmt.request()
-    | Request.of(NODES_ONLINE, NUMA_NODE, NVIDIA_VERSION, SCALING_DRIVER, cpu.GOVERNOR)
+    | Request.of(NODES_ONLINE, NUMA_NODE, NVIDIA_VERSION, cpu.SCALING_DRIVER, cpu.GOVERNOR)
     # /proc/cpuinfo outgrows the cap on kernel files on a large host (1.4 KiB per CPU), and
     # sockets are counted over all of it.
-    | Request.of(whole=[CPUINFO])
+    | Request.of(whole=[cpu.CPUINFO])
     | Request.of(modules.MODULES)
     | Request.of(*OWNED)  # tune's own boot-time files: a host tune already manages
 )
-
-
-def parse_list(text: str | None) -> tuple[int, ...]:
-    """A kernel cpulist or node list, `0-31,64-95`, as numbers; () when absent or malformed."""
-    numbers: list[int] = []
-    for part in (text or "").strip().split(","):
-        match = re.fullmatch(r"\s*(\d+)(?:-(\d+))?\s*", part)
-        if not match:
-            return ()
-        first = int(match.group(1))
-        numbers.extend(range(first, int(match.group(2) or first) + 1))
-    return tuple(numbers)
-
-
-@dataclass(frozen=True)
-class CpuInfo:
-    model: str | None
-    sockets: int | None
-    cpus: int
-    flags: frozenset[str]
-
-
-def cpu_info(text: str | None) -> CpuInfo:
-    """Model and flags of the first CPU, sockets as distinct `physical id`s, from /proc/cpuinfo."""
-    model: str | None = None
-    flags: frozenset[str] = frozenset()
-    sockets: set[str] = set()
-    cpus = 0
-    for line in (text or "").splitlines():
-        key, sep, value = line.partition(":")
-        if not sep:
-            continue
-        key, value = key.strip(), value.strip()
-        if key == "processor":
-            cpus += 1
-        elif key == "physical id":
-            sockets.add(value)
-        elif key == "model name" and model is None:
-            model = value
-        elif key == "flags" and not flags:
-            flags = frozenset(value.split())
-    return CpuInfo(model, len(sockets) or None, cpus, flags)
-
-
-def speed_gts(speed: str | None) -> float:
-    return float(speed.removesuffix("GT/s")) if speed else 0.0
 
 
 class Facts:
@@ -119,11 +70,11 @@ class Facts:
 
     @cached_property
     def cpu(self) -> CpuInfo:
-        return cpu_info(self.files.text(CPUINFO))
+        return cpu.cpu_info(self.files.text(cpu.CPUINFO))
 
     @cached_property
     def running_cmdline(self) -> dict[str, str]:
-        return cmdline_fmt.parameters(self.files.value(cmdline_fmt.PROC_CMDLINE)) or {}
+        return cmdline_fmt.running(self.files)
 
     @cached_property
     def loaded_modules(self) -> set[str] | None:
@@ -132,21 +83,10 @@ class Facts:
 
     def per_cpu(self, pattern: str) -> dict[str, str]:
         """cpuN -> value of a per-CPU file, in CPU order."""
-        return {
-            cpu.cpu_of(path): (self.files.value(path) or "").strip()
-            for path in cpu.by_cpu(self.files.glob(pattern))
-        }
-
-    def numa_node(self, device: PciDevice) -> int | None:
-        raw = self.files.value(f"{DEVICES}/{device.address}/numa_node")
-        try:
-            node = int(raw or "")
-        except ValueError:
-            return None
-        return node if node >= 0 else None  # -1: firmware did not say
+        return cpu.per_cpu(self.files, pattern)
 
     def summary(self) -> HostSummary:
-        drivers = Counter(self.per_cpu(SCALING_DRIVER).values())
+        drivers = Counter(self.per_cpu(cpu.SCALING_DRIVER).values())
         governors = Counter(self.per_cpu(cpu.GOVERNOR).values())
         return HostSummary(
             name=self.identity.name,
@@ -176,7 +116,7 @@ class Facts:
         return Device(
             address=device.address,
             name=f"{vendor} {device.vendor:04x}:{device.device:04x}",
-            numa_node=self.numa_node(device),
+            numa_node=numa_node(self.files, device),
             link=link,
             max_read_request=cap.max_read_request if cap else None,
         )

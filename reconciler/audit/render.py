@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
+from ..kinds import named
 from ..plan.model import Phase, Priority
 from ..render import md
 from ..render.printable import printable_data
@@ -124,11 +125,8 @@ def markdown(report: Report, color: bool = False) -> str:
     if reboot:
         out += ["## Needs a reboot", ""]
         for finding in reboot:
-            restart = (
-                "restart the container"
-                if finding.changes and finding.changes[0].kind == "lxc"
-                else "reboot the host"
-            )
+            kind = named(finding.changes[0].kind) if finding.changes else None
+            restart = kind.takes_effect if kind is not None else "reboot the host"
             when = "configured; reboot the host" if finding.pending else f"fix, then {restart}"
             out.append(f"- **{finding.id}** ({when}): {md.text(finding.observed)}")
         out.append("")

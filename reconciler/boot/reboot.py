@@ -15,10 +15,10 @@ from collections.abc import Callable
 
 from ..apply.steps import DeleteFile, Step
 from ..errors import ApplyFailed, HostError, HostKeyError, RebootTimeout
+from ..facts.kernel import BOOT_ID
 from ..hosts.base import Host
 from ..hosts.files import Request
 from ..hosts.shell import ShellHost
-from ..plan.observe import BOOT_ID
 from .verify import PENDING, BootVerdict, PendingBoot, verify
 
 # How often a rebooting host is asked for its boot id (each try may take the connect timeout).

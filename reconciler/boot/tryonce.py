@@ -31,6 +31,7 @@ from ..apply.steps import BootTool, DeleteFile, Need, Op, Probe, PutFile, Read, 
 from ..facts import cmdline as fmt
 from ..hosts.files import Files
 from ..hosts.paths import path_matches
+from ..kinds import cmdline, named
 from ..plan.model import Change, Phase
 
 TRY_ENTRY = "tune-try"
@@ -65,18 +66,23 @@ class Boot:
 def arrange(steps: tuple[Step, ...], files: Files) -> Boot:
     """The steps of a rebooting apply: with a one-time boot, the command-line steps wait for
     the promotion and a try entry takes their place."""
-    line = [s for s in steps if s.kind == "cmdline"]
+    line = [s for s in steps if _tried(s)]
     if not line:
         return Boot(None, "no kernel command-line change: the boot itself is not at risk", steps)
     boot = fmt.boot_config(files)
     assert boot is not None  # a cmdline step exists only where a boot configuration does
-    others = tuple(s for s in steps if s.kind != "cmdline")
+    others = tuple(s for s in steps if not _tried(s))
     if boot.tool == "grub":
         return _grub(steps, tuple(line), others, files)
     loader = fmt.loader(files) if boot.tool in SYSTEMD_BOOT_TOOLS else None
     if loader is not None:
         return _systemd_boot(tuple(line), others, files, loader)
     return Boot(None, f"not try-once: {NO_ONE_TIME_BOOT[boot.tool]}", steps)
+
+
+def _tried(step: Step) -> bool:
+    kind = named(step.kind)
+    return kind is not None and kind.try_once
 
 
 def _grub(
@@ -211,7 +217,7 @@ class TryEntry:
     ) -> Step:
         probe = Probe(self.path, Read.TEXT)
         change = Change(
-            "cmdline",
+            cmdline.KIND.kind,
             target,
             self.booted_line(before),
             self.booted_line(after),

@@ -20,10 +20,12 @@ from ..apply.steps import Step
 from ..errors import HostError
 from ..facts import cmdline as cmdline_fmt
 from ..facts import lxc as lxc_fmt
-from ..hosts.base import Host
+from ..facts.cmdline import PROC_CMDLINE
+from ..facts.kernel import BOOT_ID
+from ..hosts.base import Host, ReadableHost
 from ..hosts.files import Request
+from ..kinds import named
 from ..plan.model import Phase
-from ..plan.observe import BOOT_ID
 
 if TYPE_CHECKING:
     from ..probes.phase import GateFailure
@@ -83,12 +85,11 @@ def pending_of(
     cmdline: dict[str, str | None] = {}
     majors: dict[str, list[int]] = {}
     for step in steps:
-        if step.kind == "cmdline":
-            cmdline[step.target] = step.desired if isinstance(step.desired, str) else None
-        elif step.kind == "lxc" and step.target.endswith(lxc_fmt.ALLOW):
-            lines = step.desired if isinstance(step.desired, tuple) else ()
-            found = (lxc_fmt.rule_major(line) for line in lines)
-            majors[step.probe.path] = sorted(m for m in found if m is not None)
+        kind = named(step.kind)
+        expected = kind.after_boot(step) if kind is not None else None
+        if expected is not None:
+            cmdline.update(expected.cmdline)
+            majors.update(expected.majors)
     if not cmdline and not majors and not (restart_containers and containers):
         return None
     return PendingBoot(
@@ -101,7 +102,7 @@ def pending_of(
     )
 
 
-def read_pending(host: Host) -> PendingBoot | None:
+def read_pending(host: ReadableHost) -> PendingBoot | None:
     data = host.read_file(PENDING)
     if data is None:
         return None
@@ -117,12 +118,10 @@ class BootVerdict:
     failed: list[str] = field(default_factory=list)
 
 
-def verify(host: Host, pending: PendingBoot) -> BootVerdict:
+def verify(host: ReadableHost, pending: PendingBoot) -> BootVerdict:
     """Compare the booted host with `pending`; pure reads."""
     configs = tuple(pending.majors)
-    files = host.fetch(
-        Request.of(cmdline_fmt.PROC_CMDLINE, lxc_fmt.PROC_DEVICES, BOOT_ID, PROFILE, *configs)
-    )
+    files = host.fetch(Request.of(PROC_CMDLINE, lxc_fmt.PROC_DEVICES, BOOT_ID, PROFILE, *configs))
     verdict = BootVerdict()
     boot_id = files.value(BOOT_ID)
     if pending.boot_id is not None and boot_id == pending.boot_id:
@@ -130,17 +129,17 @@ def verify(host: Host, pending: PendingBoot) -> BootVerdict:
             f"{host.describe()} has not rebooted since run {pending.run_id} (same boot id); "
             "reboot it, then run tune verify."
         )
-    running = cmdline_fmt.parameters(files.value(cmdline_fmt.PROC_CMDLINE)) or {}
+    running = cmdline_fmt.running(files)
     for name, value in pending.cmdline.items():
         got = running.get(cmdline_fmt.canonical(name))
         word = name if value is None else cmdline_fmt.word(name, value)
         if got == value:
-            verdict.held.append(f"/proc/cmdline {'lacks' if value is None else 'has'} {word}")
+            verdict.held.append(f"{PROC_CMDLINE} {'lacks' if value is None else 'has'} {word}")
         elif value is None:
-            verdict.failed.append(f"/proc/cmdline still has {cmdline_fmt.word(name, got or '')}")
+            verdict.failed.append(f"{PROC_CMDLINE} still has {cmdline_fmt.word(name, got or '')}")
         else:
             now = "nothing" if got is None else cmdline_fmt.word(name, got)
-            verdict.failed.append(f"/proc/cmdline has {now}, not {word}")
+            verdict.failed.append(f"{PROC_CMDLINE} has {now}, not {word}")
     nvidia = lxc_fmt.nvidia_majors(files.text(lxc_fmt.PROC_DEVICES) or "")
     for config, majors in pending.majors.items():
         if sorted(nvidia) == majors:
@@ -198,7 +197,7 @@ def probe_after_boot(
     return failures
 
 
-def _runtime_drift(host: Host, stored: str | None) -> list[str]:
+def _runtime_drift(host: ReadableHost, stored: str | None) -> list[str]:
     """The runtime part of the stored profile must still hold (it was persisted)."""
     if stored is None:
         return []

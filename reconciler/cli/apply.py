@@ -17,6 +17,7 @@ from ..boot.verify import PENDING, BootVerdict, PendingBoot, pending_of
 from ..errors import ApplyFailed, ExitCode, JournalError, UsageError
 from ..hosts.base import Host
 from ..hosts.directory import open_host
+from ..kinds import lxc
 from ..plan import saved as saved_plans
 from ..render.apply import applied_part, dry_run_text
 from ..render.printable import printable
@@ -182,7 +183,7 @@ def apply(
             click.confirm(f"Apply {len(work.steps)} changes to {host.describe()}?", abort=True)
         around = None if no_probes else _probes(host, loaded, phase, root, keep_on_regression)
         run_id = execute(host, replace(work, steps=boot.now), loaded, phase=phase, around=around)
-        containers = [entry.config for entry in loaded.profile.lxc]
+        containers = [entry.config for entry in loaded.profile.spec(lxc.KIND) or ()]
         pending = _pending(run_id, work, boot, containers, restart_containers)
         if pending is not None:
             host.put_file(PENDING, pending.to_json().encode(), 0o600)

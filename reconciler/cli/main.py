@@ -16,7 +16,7 @@ import click
 from .. import __version__
 from ..errors import ExitCode, TuneError, UsageError
 from ..hosts.archive import write_archive
-from ..hosts.base import FULL, Host
+from ..hosts.base import FULL, ReadableHost
 from ..hosts.fleet import fleet_exit_code, for_each_host
 from ..plan import saved
 from ..plan.make import make_plan
@@ -104,7 +104,7 @@ def plan(
     # which of them the kernel refused there.
     optional = any(entry.optional for entry in loaded.profile.entries())
 
-    def plan_of(host: Host) -> Plan:
+    def plan_of(host: ReadableHost) -> Plan:
         if not optional:
             return make_plan(loaded, observe(host, loaded.profile, not no_persist), not no_persist)
         from ..apply import applied
@@ -173,7 +173,7 @@ def check_cmd(
 
     color = fmt == "text" and sys.stdout.isatty() and "NO_COLOR" not in os.environ
 
-    def check_of(host: Host) -> DriftReport:
+    def check_of(host: ReadableHost) -> DriftReport:
         return run_check(host, profile, since_apply=since_apply, with_persistence=not no_persist)
 
     if remote.is_fleet:
@@ -224,7 +224,7 @@ def snapshot(profile: str, output: str, root: str | None, remote: RemoteOptions)
         raise UsageError("snapshot reads one host; give a single -H.")
     source: list[str] = []
 
-    def capture(host: Host) -> int:
+    def capture(host: ReadableHost) -> int:
         source.append(host.describe())
         return write_archive(host.fetch(request(loaded.profile)), output)
 

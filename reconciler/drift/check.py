@@ -16,7 +16,7 @@ from typing import Any
 from ..apply import applied
 from ..apply.applied import AppliedRun, JsonValue
 from ..errors import HostError, JournalError
-from ..hosts.base import Host
+from ..hosts.base import ReadableHost
 from ..hosts.directory import DirectoryHost
 from ..hosts.files import Files, Request
 from ..plan.make import make_plan
@@ -128,7 +128,7 @@ class Gathered:
     with_persistence: bool = True  # judge tune's boot-time files too
 
 
-def gather(host: Host, profile_path: str | None, with_persistence: bool = True) -> Gathered:
+def gather(host: ReadableHost, profile_path: str | None, with_persistence: bool = True) -> Gathered:
     """One batch reads the observation, the journal names and the newest journals; older
     journals cost one more batch each JOURNAL_BATCH, only while no applied run turned up."""
     loaded = load_profile(profile_path) if profile_path else stored_profile(host)
@@ -138,7 +138,7 @@ def gather(host: Host, profile_path: str | None, with_persistence: bool = True) 
     return Gathered(loaded, observation(host, files), runs, with_persistence)
 
 
-def stored_profile(host: Host) -> LoadedProfile:
+def stored_profile(host: ReadableHost) -> LoadedProfile:
     """The resolved profile the last successful apply left on the host."""
     path = applied.STORED_PROFILE
     files = host.fetch(Request.of(whole=[path]))
@@ -157,7 +157,7 @@ def stored_profile(host: Host) -> LoadedProfile:
     return load_profile_text(text, location(host, path))
 
 
-def location(host: Host, path: str) -> str:
+def location(host: ReadableHost, path: str) -> str:
     """A host path as the operator can open it: inside the snapshot, or `host:path`."""
     if isinstance(host, DirectoryHost):
         return path if str(host.root) == "/" else str(host.root) + path
@@ -212,6 +212,10 @@ def changed_after(plan: Plan, run: AppliedRun) -> tuple[tuple[Changed, ...], lis
 
 
 def run_check(
-    host: Host, profile_path: str | None, *, since_apply: bool, with_persistence: bool = True
+    host: ReadableHost,
+    profile_path: str | None,
+    *,
+    since_apply: bool,
+    with_persistence: bool = True,
 ) -> DriftReport:
     return judge(gather(host, profile_path, with_persistence), since_apply=since_apply)

@@ -1,2 +1,5 @@
-"""Facts of a host that several consumers share (kinds, checks, the audit): the kernel command
-line, LXC container configs, PCI configuration space, parsed from observed files."""
+"""Facts of a host that several consumers share (the knob kinds, `checks`, the audit, boot
+verification), parsed from observed `Files`: PCI devices and their configuration space, CPUs,
+the running kernel, kernel modules, NUMA nodes, sysctl names, the kernel command line, LXC
+container configs. Each module owns the kernel paths it reads. Kinds import facts, never the
+other way."""

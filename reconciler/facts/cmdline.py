@@ -1,4 +1,5 @@
-"""The kernel command line: parsing it, and finding what the boot loader will pass next boot."""
+"""The kernel command line: parsing it, the one the kernel runs with, and the one the boot
+loader will pass next boot."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import re
 from dataclasses import dataclass
 
 from ..hosts.files import Files, Request
+from .kernel import OSRELEASE
 
 PROC_CMDLINE = "/proc/cmdline"
 GRUB_DEFAULT = "/etc/default/grub"
@@ -22,7 +24,6 @@ LOADER_ENTRIES = "/boot/loader/entries/*.conf"
 # itself being the ESP (or the XBOOTLDR partition); `bootctl` looks in the same places.
 LOADER_DIRS = ("/boot/efi/loader", "/efi/loader", "/boot/loader")
 TRY_CONF = "tune-try.conf"
-OSRELEASE = "/proc/sys/kernel/osrelease"
 GRUB_VARS = ("GRUB_CMDLINE_LINUX", "GRUB_CMDLINE_LINUX_DEFAULT")
 
 
@@ -70,6 +71,16 @@ class BootConfig:
     tool: str  # "grub", "proxmox-boot-tool", "kernel-cmdline"
     cmdline: str | None
     sources: tuple[str, ...]
+
+    @property
+    def parameters(self) -> dict[str, str]:
+        """The parameters the next boot will pass; none when the configuration is unreadable."""
+        return parameters(self.cmdline) or {}
+
+
+def running(files: Files) -> dict[str, str]:
+    """The running kernel's parameters; none when /proc/cmdline was not read."""
+    return parameters(files.value(PROC_CMDLINE)) or {}
 
 
 def request() -> Request:

@@ -9,6 +9,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 PROC_DEVICES = "/proc/devices"
+# Proxmox's containers, by id, and plain LXC's, by name.
+PVE_CONFIGS = "/etc/pve/lxc/*.conf"
+LXC_CONFIGS = "/var/lib/lxc/*/config"
 ALLOW = "lxc.cgroup2.devices.allow"
 MEMLOCK = "lxc.prlimit.memlock"
 MOUNT = "lxc.mount.entry"
@@ -39,6 +42,11 @@ STANDARD_PLACES = re.compile(
 _CONFIG_LINE = re.compile(
     r"\s*(lxc\.[A-Za-z0-9_.-]+\s*=.*|[a-z][a-z0-9_.-]*: .*|\[[^\]]+\]|#.*|)\s*"
 )
+
+
+def proxmox_config(container: str) -> str:
+    """The config of the Proxmox container `container` (an id) on this node."""
+    return PVE_CONFIGS.replace("*", container)
 
 
 def is_standard_place(path: str) -> bool:
@@ -213,3 +221,52 @@ def replace_key(text: str, key: str, owned: frozenset[str] | None, lines: list[s
         if at > 0 and not out[at - 1].endswith("\n"):
             out[at - 1] += "\n"
     return "".join(out[:at] + new + out[at:] + rest)
+
+
+def nvidia_allow_lines(config: str, proc_devices: str, mounts: bool | None = None) -> list[str]:
+    """The allow lines in the main section that are NVIDIA's: for a major /proc/devices lists
+    as `nvidia*`, for 195, and, in a container that mounts NVIDIA nodes, for a dynamic major no
+    device has any more (what a kernel or driver upgrade leaves behind). `mounts` when the
+    container will mount NVIDIA nodes whatever `config` says now."""
+    majors = char_majors(proc_devices)
+    nvidia = nvidia_majors(proc_devices)
+    if mounts is None:
+        mounts = mounts_nvidia(config)
+    lines = []
+    for item in items(config):
+        major = rule_major(item.value) if item.key == ALLOW else None
+        if major is None:
+            continue
+        stale = major not in majors and is_dynamic(major) and mounts
+        if major in nvidia or major == NVIDIA_STATIC or stale:
+            lines.append(item.value.strip())
+    return sorted(set(lines), key=_by_major)
+
+
+def _by_major(line: str) -> tuple[int, str]:
+    return (rule_major(line) or 0, line)
+
+
+def device_lines(
+    text: str, devices: str, nodes: tuple[str, ...]
+) -> dict[str, tuple[list[str], list[str]]]:
+    """Key -> (NVIDIA's lines in `text` now, the lines wanted) for the allow key and, when the
+    host has any /dev/nvidia* node, the mount key: with none at all (nothing has created them
+    yet, or a snapshot taken without /dev) the mounts are left as they are. A free dynamic
+    major is judged by the mounts the edit leaves, so one apply converges."""
+    lines: dict[str, tuple[list[str], list[str]]] = {}
+    after = text
+    if nodes:
+        mounts = (nvidia_mount_lines(text), mount_lines(nodes))
+        after = replace_key(text, MOUNT, frozenset(mounts[0]), mounts[1])
+        lines[MOUNT] = mounts
+    lines[ALLOW] = (
+        nvidia_allow_lines(text, devices, mounts_nvidia(after)),
+        [allow_line(m) for m in sorted(nvidia_majors(devices))],
+    )
+    return dict(sorted(lines.items(), key=lambda item: item[0] != ALLOW))
+
+
+def mount_lines(nodes: tuple[str, ...]) -> list[str]:
+    """The NVIDIA mount entries a container needs for the host's `/dev/nvidia*` nodes."""
+    return sorted((mount_line(node) for node in nodes), key=node_order)

@@ -27,6 +27,11 @@ MRRS_MASK = 0x7000
 SPEEDS = {1: "2.5GT/s", 2: "5GT/s", 3: "8GT/s", 4: "16GT/s", 5: "32GT/s", 6: "64GT/s"}
 
 
+def gts(speed: str | None) -> float:
+    """A link speed as a number to compare (`16GT/s` -> 16.0); 0 when unknown."""
+    return float(speed.removesuffix("GT/s")) if speed else 0.0
+
+
 def u8(data: bytes, offset: int) -> int:
     return data[offset]
 

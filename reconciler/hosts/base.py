@@ -1,7 +1,9 @@
 """Hosts: where observation reads from, and what every kind of host can do.
 
 The `Host` interface serves this machine, a snapshot directory, a snapshot archive and an
-SSH host alike; knobs never see which.
+SSH host alike; knobs never see which. What only reads (plan, check, audit, report, verify)
+takes a `ReadableHost`, which has no write method: "only apply and rollback write" is then
+something mypy checks.
 """
 
 from __future__ import annotations
@@ -51,13 +53,9 @@ class Completed:
     stderr: str = ""
 
 
-class Host(ABC):
-    """A machine to observe and (for apply and rollback only) to write: the local root, a
-    snapshot, or SSH (`ssh.SshHost`, observation only for now).
-
-    The write side is a handful of primitives that `apply.steps` describes as data; a host
-    that cannot be written (an archive) keeps the defaults below, which refuse.
-    """
+class ReadableHost(ABC):
+    """A machine as plan, check, audit and report see it: the local root, a snapshot, or SSH.
+    Nothing here changes the host."""
 
     name: str
 
@@ -71,13 +69,29 @@ class Host(ABC):
     def _refuse(self) -> HostError:
         return HostError(f"{self.describe()} cannot be written; apply to a directory or a host.")
 
-    def check_privileges(self) -> None:
-        """Raise unless this process may change the host's settings."""
-        raise self._refuse()
-
     def read_file(self, path: str) -> bytes | None:
         """A whole file of tune's own state (journals), up to one byte past MAX_STATE_BYTES;
         None when absent."""
+        raise self._refuse()
+
+    def owned(self, paths: Sequence[str]) -> tuple[int, dict[str, Owned | None]]:
+        """The uid tune runs as on the host, and who owns each of `paths` and its mode (a link
+        not followed; None when absent): what `trust.check` judges."""
+        raise self._refuse()
+
+    def close(self) -> None:  # noqa: B027 - a hook: only hosts that connect hold anything
+        """Release what reading the host holds open (an SSH connection); files hold nothing."""
+
+
+class Host(ReadableHost):
+    """A machine to observe and (for apply and rollback only) to write.
+
+    The write side is a handful of primitives that `apply.steps` describes as data; a host
+    that cannot be written (an archive) keeps the defaults below, which refuse.
+    """
+
+    def check_privileges(self) -> None:
+        """Raise unless this process may change the host's settings."""
         raise self._refuse()
 
     def set_attr(self, path: str, value: str) -> None:
@@ -107,6 +121,7 @@ class Host(ABC):
     def run(self, argv: Sequence[str]) -> Completed:
         raise self._refuse()
 
+    # What apply asks before it writes (`engine.preflight`).
     def has_command(self, name: str) -> bool:
         return False
 
@@ -124,14 +139,6 @@ class Host(ABC):
         Its directory is made as `private_dir` makes one, and refused like tune's state."""
         raise self._refuse()
 
-    def owned(self, paths: Sequence[str]) -> tuple[int, dict[str, Owned | None]]:
-        """The uid tune runs as on the host, and who owns each of `paths` and its mode (a link
-        not followed; None when absent): what `trust.check` judges."""
-        raise self._refuse()
-
     def private_dir(self, path: str) -> None:
         """Create the directory `path` and its missing parents mode 0700, whatever the umask."""
         raise self._refuse()
-
-    def close(self) -> None:  # noqa: B027 - a hook: only hosts that connect hold anything
-        """Release what reading the host holds open (an SSH connection); files hold nothing."""

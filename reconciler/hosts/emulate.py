@@ -25,6 +25,9 @@ from typing import TYPE_CHECKING
 
 from ..errors import HostError
 from ..facts import pcie
+from ..facts.kernel import OSRELEASE
+from ..facts.modules import MODULE_DIR, MODULES
+from ..facts.pci import DEVICES
 from .base import Completed, refusal
 from .beneath import open_regular, write_all
 
@@ -33,9 +36,6 @@ if TYPE_CHECKING:
 
 CONTAINER_TOOLS = ("pct", "lxc-stop", "lxc-start", "lxc-attach")
 COMMANDS = ("modprobe", "setpci", "grubby", *CONTAINER_TOOLS)
-MODULES = "/proc/modules"
-OSRELEASE = "/proc/sys/kernel/osrelease"
-DEVICES = "/sys/bus/pci/devices"
 REFUSES = "/.tune-emulate/refuses"
 
 _INT = re.compile(r"[+-]?(0x[0-9a-fA-F]+|\d+)")
@@ -150,7 +150,7 @@ def _modprobe(host: DirectoryHost, args: list[str]) -> Completed:
         if line.split()[2] != "0":
             return Completed(1, "", f"modprobe: FATAL: Module {name} is in use.")
         _overwrite(local, "".join(x for x in lines if x is not line).encode())
-        shutil.rmtree(host.local(f"/sys/module/{name}", follow=False), ignore_errors=True)
+        shutil.rmtree(host.local(f"{MODULE_DIR}/{name}", follow=False), ignore_errors=True)
         return Completed(0)
     if line is not None:
         return Completed(0)
@@ -158,7 +158,7 @@ def _modprobe(host: DirectoryHost, args: list[str]) -> Completed:
     _overwrite(local, (f"{name} 16384 0 - Live 0x0000000000000000\n" + text).encode())
     for param in params:
         key, _, value = param.partition("=")
-        target = host.local(f"/sys/module/{name}/parameters/{key}")
+        target = host.local(f"{MODULE_DIR}/{name}/parameters/{key}")
         os.makedirs(os.path.dirname(target), exist_ok=True)
         _overwrite(target, kernel_text("", value).encode(), create=True)
     return Completed(0)

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from ..errors import ExitCode, HostError, TuneError
-from .base import Host
+from .base import ReadableHost
 
 T = TypeVar("T")
-H = TypeVar("H", bound=Host)
+H = TypeVar("H", bound=ReadableHost)
 
 DEFAULT_FORKS = 20
 
@@ -116,7 +116,7 @@ def _attempt(host: H, work: Callable[[H], T], keep_open: bool) -> HostResult[T]:
             _close_quietly(host)
 
 
-def _close_quietly(host: Host) -> None:
+def _close_quietly(host: ReadableHost) -> None:
     with contextlib.suppress(Exception):  # best effort: the host's result is already decided
         host.close()
 

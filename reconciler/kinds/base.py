@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import re
+import sys
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Generic, TypeVar, cast
 
 from ..apply.steps import Need, Probe, Read, Require, SetAttr, Step
 from ..errors import HostError
@@ -21,7 +22,17 @@ if TYPE_CHECKING:
 V = TypeVar("V")
 SpecT = TypeVar("SpecT")
 
-__all__ = ["Entry", "Kind", "Meta", "Strict", "entry", "host_path", "safe", "safe_scalar"]
+__all__ = [
+    "AfterBoot",
+    "Entry",
+    "Kind",
+    "Meta",
+    "Strict",
+    "entry",
+    "host_path",
+    "safe",
+    "safe_scalar",
+]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -166,14 +177,53 @@ def normalize_choice(raw: str | None) -> str | None:
     return selected.group(1) if selected else normalize_words(raw)
 
 
+@dataclass(frozen=True)
+class AfterBoot:
+    """What one reboot-phase step expects of the next boot, checked by `tune verify`: kernel
+    parameters (None: absent) and, per container config, the NVIDIA majors it allows."""
+
+    cmdline: Mapping[str, str | None] = field(default_factory=dict)
+    majors: Mapping[str, list[int]] = field(default_factory=dict)
+
+
 class Kind(ABC, Generic[SpecT]):
     """A knob kind: which files it reads, how it compares desired with observed (pure), and for
     `tune apply` how to make, undo and persist a change, as data (`reconciler.apply.steps`).
+
+    Registered in `reconciler.kinds.REGISTRY`, a kind owns the profile section `section` (of
+    type `spec_type`; a mapping or a list is empty when absent, anything else None), its row of
+    the README's knob table (`reads`, `compared`), and the hooks below that the rest of tune
+    asks instead of testing kind names.
     """
 
-    section: ClassVar[str]  # the profile key, e.g. "sysctl"
+    section: ClassVar[str]  # the profile key, e.g. "sysctl"; "" for a kind derived from it all
+    spec_type: ClassVar[Any]  # the section's type in the profile schema
     kind: ClassVar[str]  # the change kind, e.g. "sysctl"
     phase: ClassVar[Phase]
+    reads: ClassVar[str] = ""  # the README's knob table: where it reads
+    compared: ClassVar[str] = ""  # the README's knob table: how it compares
+    noun: ClassVar[str] = "targets"  # its subjects, in a folded line ("on 128 CPUs")
+    # tune's boot-time files: derived from the whole profile, planned after every knob, left
+    # out by --no-persist.
+    persistence: ClassVar[bool] = False
+    whole_file: ClassVar[bool] = False  # its values are whole files: shown by their size
+    # Its changes are what a one-time boot tries before they become the default (`boot.tryonce`).
+    try_once: ClassVar[bool] = False
+    # What makes a change of this reboot-phase kind take effect, once configured.
+    takes_effect: ClassVar[str] = "reboot the host"
+
+    @property
+    def summary(self) -> str:
+        """The first line of the kind's module docstring: its description in the schema."""
+        module = sys.modules[type(self).__module__]
+        return (module.__doc__ or "").strip().split("\n", 1)[0]
+
+    def spec_of(self, profile: Any) -> SpecT | None:
+        """What this kind works from in `profile`: its section, None when empty; the whole
+        profile for persistence."""
+        if self.persistence:
+            return cast(SpecT, profile)
+        return getattr(profile, self.section) or None
 
     @abstractmethod
     def request(self, spec: SpecT) -> Request:
@@ -222,6 +272,16 @@ class Kind(ABC, Generic[SpecT]):
 
     def explain(self, step: Step, output: str) -> str | None:
         """A clearer sentence for a command of `step` that failed with `output`, if known."""
+        return None
+
+    def read_back_words(self, step: Step) -> tuple[str, str] | None:
+        """What a message says before and after the value `step`'s probe read back when it is
+        not what was written, where this kind knows better than "refused or clamped"."""
+        return None
+
+    def after_boot(self, step: Step) -> AfterBoot | None:
+        """What `step` (of this reboot-phase kind) expects of the next boot, if `tune verify`
+        can check it."""
         return None
 
 

@@ -12,19 +12,17 @@ checks:
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
+from ..facts.cpu import SCALING_DRIVER
+from ..facts.kernel import IOMMU_TYPES, OSRELEASE, kernel_ok
+from ..facts.pci import PciDevice, Selector, pci_devices, request_devices
+from ..facts.pcie import gts
 from ..hosts.files import Files, Request
-from ..plan.model import CheckResult, Note, Outcome
+from ..plan.model import CheckResult, Note, Outcome, Phase
 from ..profile.schema import Before, Constrain
-from .base import Meta, Strict, entry, safe
-from .pci import PciDevice, Selector, pci_devices, request_devices
-
-OSRELEASE = "/proc/sys/kernel/osrelease"
-CPUFREQ_DRIVER = "/sys/devices/system/cpu/cpu[0-9]*/cpufreq/scaling_driver"
-IOMMU_TYPES = "/sys/kernel/iommu_groups/*/type"
+from .base import Kind, Meta, Strict, entry, safe
 
 KernelConstraint = safe(r"(>=|<=|==|>|<)?\s*\d+(\.\d+){0,2}", "kernel version constraint", ">=6.14")
 DriverName = safe(r"[A-Za-z0-9_-]+", "cpufreq driver", "amd-pstate-epp")
@@ -59,37 +57,40 @@ class ChecksSpec(Strict):
     ] = None
 
 
+class Checks(Kind[ChecksSpec]):
+    """Audit only: its outcome is check results, never a change, so nothing of it is applied."""
+
+    section = "checks"
+    spec_type = ChecksSpec
+    kind = "check"
+    phase = Phase.RUNTIME  # never used: a check is no change
+    reads = (
+        "`/proc/sys/kernel/osrelease`, `cpu*/cpufreq/scaling_driver`, "
+        "`/sys/kernel/iommu_groups/*/type`, the PCI devices' config space"
+    )
+    compared = (
+        "reported, never changed: kernel version by its numbers, the driver on every CPU, "
+        "every IOMMU group's mode, each matching device's maximum link speed and width"
+    )
+
+    def request(self, spec: ChecksSpec) -> Request:
+        return request(spec)
+
+    def compare(self, spec: ChecksSpec, files: Files) -> Outcome:
+        return evaluate(spec, files)
+
+
 def request(spec: ChecksSpec) -> Request:
     result = Request()
     if spec.kernel is not None:
         result |= Request.of(OSRELEASE)
     if spec.cpufreq_driver is not None:
-        result |= Request.of(CPUFREQ_DRIVER)
+        result |= Request.of(SCALING_DRIVER)
     if spec.iommu is not None:
         result |= Request.of(IOMMU_TYPES)
     if spec.pci_link is not None:
         result |= request_devices()
     return result
-
-
-def version(release: str) -> tuple[int, ...]:
-    """`6.8.12-9-pve` -> (6, 8, 12)."""
-    match = re.match(r"(\d+(?:\.\d+)*)", release.strip())
-    return tuple(int(p) for p in match.group(1).split(".")) if match else ()
-
-
-def kernel_ok(release: str, constraint: str) -> bool:
-    match = re.fullmatch(r"(>=|<=|==|>|<)?\s*([\d.]+)", constraint.strip())
-    assert match is not None  # the profile schema only admits this shape
-    op, wanted = match.group(1) or ">=", version(match.group(2))
-    have = version(release)[: len(wanted)]
-    return {
-        ">=": have >= wanted,
-        "<=": have <= wanted,
-        "==": have == wanted,
-        ">": have > wanted,
-        "<": have < wanted,
-    }[op]
 
 
 def evaluate(spec: ChecksSpec, files: Files) -> Outcome:
@@ -116,7 +117,7 @@ def evaluate(spec: ChecksSpec, files: Files) -> Outcome:
 
 
 def _cpufreq(wanted: str, files: Files) -> CheckResult:
-    drivers = sorted({files.value(p) or "" for p in files.glob(CPUFREQ_DRIVER)})
+    drivers = sorted({files.value(p) or "" for p in files.glob(SCALING_DRIVER)})
     observed = ",".join(drivers) if drivers else None
     remedy = {
         "amd-pstate-epp": "boot with amd_pstate=active (CPPC enabled in the BIOS)",
@@ -154,7 +155,7 @@ def _link(link: LinkCheck, devices: list[PciDevice], outcome: Outcome) -> None:
             unreadable("PCI Express registers unreadable (needs root)", device.address)
             continue
         ok = (link.width is None or cap.link_width >= link.width) and (
-            link.speed is None or _gts(cap.link_speed_max) >= _gts(link.speed)
+            link.speed is None or gts(cap.link_speed_max) >= gts(link.speed)
         )
         observed = f"{cap.link_speed_max} x{cap.link_width} (now {cap.link_speed})"
         outcome.checks.append(
@@ -167,7 +168,7 @@ def _link(link: LinkCheck, devices: list[PciDevice], outcome: Outcome) -> None:
                 device.address,
             )
         )
-        if ok and link.speed and _gts(cap.link_speed) < _gts(link.speed):
+        if ok and link.speed and gts(cap.link_speed) < gts(link.speed):
             idle.append(f"{device.address} ({cap.link_speed})")
     if idle:
         outcome.notes.append(
@@ -180,5 +181,4 @@ def _link(link: LinkCheck, devices: list[PciDevice], outcome: Outcome) -> None:
         )
 
 
-def _gts(speed: str | None) -> float:
-    return float(speed.removesuffix("GT/s")) if speed else 0.0
+KIND = Checks()

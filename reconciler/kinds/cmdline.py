@@ -29,9 +29,10 @@ from ..apply.steps import (
 )
 from ..errors import HostError
 from ..facts import cmdline as fmt
+from ..facts.kernel import OSRELEASE
 from ..hosts.files import Files, Request
 from ..plan.model import Change, Note, Outcome, Pending, Phase, Priority
-from .base import Kind, Meta, Strict, entry, safe, safe_scalar
+from .base import AfterBoot, Kind, Meta, Strict, entry, safe, safe_scalar
 
 ParamName = safe(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", "kernel parameter name", "amd_pstate")
 ParamValue = safe_scalar(r"[A-Za-z0-9_.,:=/+-]*", "kernel parameter value", "active", optional=True)
@@ -45,15 +46,19 @@ class CmdlineSpec(Strict):
 
 class Cmdline(Kind[CmdlineSpec]):
     section = "cmdline"
+    spec_type = CmdlineSpec
     kind = "cmdline"
     phase = Phase.REBOOT
+    reads = "`/proc/cmdline` and the boot tool's config"
+    compared = "what the next boot passes; configured but not running is *pending*"
+    try_once = True
 
     def request(self, spec: CmdlineSpec) -> Request:
         return fmt.request()
 
     def compare(self, spec: CmdlineSpec, files: Files) -> Outcome:
         outcome = Outcome()
-        running = fmt.parameters(files.value(fmt.PROC_CMDLINE)) or {}
+        running = fmt.running(files)
         boot = fmt.boot_config(files)
         if boot is None:
             outcome.notes.append(
@@ -64,8 +69,7 @@ class Cmdline(Kind[CmdlineSpec]):
                     "cmdline",
                 )
             )
-        configured = fmt.parameters(boot.cmdline) if boot else running
-        configured = configured or {}
+        configured = boot.parameters if boot else running
         wanted: list[tuple[str, str | None, Meta]] = [
             (name, item.value if item.value is not None else "", item)
             for name, item in spec.set.items()
@@ -108,6 +112,11 @@ class Cmdline(Kind[CmdlineSpec]):
             return _grubby_step(change, files, boot, edits, upto)
         return _kernel_cmdline_step(change, files, boot, edits, upto)
 
+    def after_boot(self, step: Step) -> AfterBoot:
+        return AfterBoot(
+            cmdline={step.target: step.desired if isinstance(step.desired, str) else None}
+        )
+
 
 HOW = {
     "grub": "GRUB_CMDLINE_LINUX_DEFAULT in /etc/default/grub (or a grub.d drop-in), then "
@@ -137,7 +146,7 @@ def _wanted(spec: CmdlineSpec) -> list[Edit]:
 def _edits(spec: CmdlineSpec, files: Files, boot: fmt.BootConfig) -> list[Edit]:
     """The parameters whose next-boot value differs from the profile, in the plan's order
     (by priority, then the profile's order), which is the order apply makes them in."""
-    configured = fmt.parameters(boot.cmdline) or {}
+    configured = boot.parameters
     metas = [*spec.set.values(), *spec.remove]
     ranked = sorted(
         zip(_wanted(spec), metas, strict=True),
@@ -192,10 +201,10 @@ def _kernel_cmdline_step(
     if boot.tool == "proxmox-boot-tool":
         tool: tuple[str, ...] = ("proxmox-boot-tool", "refresh")
     else:
-        release = files.value(fmt.OSRELEASE)
+        release = files.value(OSRELEASE)
         if not release:
             raise HostError(
-                f"{change.id}: {fmt.OSRELEASE} is unreadable, so kernel-install "
+                f"{change.id}: {OSRELEASE} is unreadable, so kernel-install "
                 "cannot be told which kernel to update."
             )
         tool = ("kernel-install", "add", release, f"/boot/vmlinuz-{release}")

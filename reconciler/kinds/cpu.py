@@ -11,21 +11,16 @@ Idle states are named as in `cpuidle/stateN/name`. A state a CPU does not expose
 
 from __future__ import annotations
 
-import re
-from collections import defaultdict
 from dataclasses import dataclass, field
 
 from ..apply.persist import Persisted, tmpfiles_write
 from ..apply.steps import Read, Step
+from ..facts.cpu import CPUS, GOVERNOR, STATE_DISABLE, STATE_NAME, by_cpu, cpu_of, idle_states
 from ..hosts.files import Files, Request
 from ..plan.model import Change, Note, Outcome, Phase
 from .base import Entry, Kind, Meta, Strict, attribute_step, entry, safe
 
-CPUS = "/sys/devices/system/cpu"
 IDLE_FLAG = {"disabled": "1", "enabled": "0"}
-GOVERNOR = CPUS + "/cpu[0-9]*/cpufreq/scaling_governor"
-STATE_NAME = CPUS + "/cpu[0-9]*/cpuidle/state[0-9]*/name"
-STATE_DISABLE = CPUS + "/cpu[0-9]*/cpuidle/state[0-9]*/disable"
 
 Governor = safe(r"[a-z_]+", "cpufreq governor", "performance")
 StateName = safe(r"[A-Za-z0-9_-]+", "cpuidle state name", "C2")
@@ -43,51 +38,14 @@ class CpuSpec(Strict):
     idle_states: IdleStates | None = None
 
 
-_CPU = re.compile(r"/cpu(\d+)/")
-_NUMBERS = re.compile(r"\d+")
-
-
-def cpu_of(path: str) -> str:
-    match = _CPU.search(path)
-    return f"cpu{match.group(1)}" if match else path
-
-
-def by_cpu(paths: tuple[str, ...]) -> list[str]:
-    return sorted(paths, key=_numbers)
-
-
-def _numbers(path: str) -> tuple[int, ...]:
-    return tuple(map(int, _NUMBERS.findall(path)))
-
-
-_STATE = re.compile(r"/cpu(\d+)/cpuidle/state(\d+)/name$")
-
-
-def idle_states(files: Files) -> dict[str, dict[str, str]]:
-    """cpu -> state name -> its `stateN` directory, CPUs and states in numeric order (built
-    once per answer; do not change it)."""
-    return files.view(_idle_states)
-
-
-def _idle_states(files: Files) -> dict[str, dict[str, str]]:
-    # One match per path: a dual-socket host has a few thousand of them.
-    found = []
-    for path in files.glob(STATE_NAME):
-        match = _STATE.search(path)
-        if match:
-            found.append((int(match[1]), int(match[2]), path))
-    states: dict[str, dict[str, str]] = defaultdict(dict)
-    for cpu, _, path in sorted(found):
-        name = files.value(path)
-        if name:
-            states[f"cpu{cpu}"][name.strip()] = path[: -len("/name")]
-    return dict(states)  # shared: reading a missing CPU must not add it
-
-
 class Cpu(Kind[CpuSpec]):
     section = "cpu"
+    spec_type = CpuSpec
     kind = "cpu"
     phase = Phase.RUNTIME
+    reads = "`cpu*/cpufreq/scaling_governor`, `cpu*/cpuidle/state*/{name,disable}`"
+    compared = "per CPU; a state the CPU does not expose is in sync"
+    noun = "CPUs"
 
     def request(self, spec: CpuSpec) -> Request:
         patterns = []

@@ -30,8 +30,11 @@ class Persistence(Kind[Any]):
     """Not a profile section: derived from the whole profile, applied after the live knobs."""
 
     section = ""
+    spec_type = None
     kind = "file"
     phase = Phase.RUNTIME
+    persistence = True
+    whole_file = True
 
     def request(self, spec: Any) -> Request:
         return Request.of(*OWNED, *(f"{d}/*.conf" for d in SYSCTL_DIRS))

@@ -29,7 +29,7 @@ from ..errors import HostError
 from ..facts import lxc as fmt
 from ..hosts.files import Files, Request
 from ..plan.model import Change, Note, Outcome, Phase, Priority
-from .base import Kind, Meta, Strict, entry, safe
+from .base import AfterBoot, Kind, Meta, Strict, entry, safe
 
 ContainerId = safe(r"[0-9]{1,9}", "container id", '"101"')
 ConfigPath = safe(r"(?!.*/\.\.?(/|$))/[A-Za-z0-9_./-]+", "config path", "/var/lib/lxc/x/config")
@@ -55,37 +55,18 @@ class LxcEntry(Strict):
 
     @property
     def config(self) -> str:
-        return f"/etc/pve/lxc/{self.container}.conf" if self.container else str(self.path)
-
-
-def nvidia_allow_lines(
-    config: str, proc_devices: str, mounts_nvidia: bool | None = None
-) -> list[str]:
-    """The allow lines in the main section that are NVIDIA's (see the module docstring);
-    `mounts_nvidia` when the container will mount NVIDIA nodes whatever `config` says now."""
-    majors = fmt.char_majors(proc_devices)
-    nvidia = fmt.nvidia_majors(proc_devices)
-    if mounts_nvidia is None:
-        mounts_nvidia = fmt.mounts_nvidia(config)
-    lines = []
-    for item in fmt.items(config):
-        major = fmt.rule_major(item.value) if item.key == fmt.ALLOW else None
-        if major is None:
-            continue
-        stale = major not in majors and fmt.is_dynamic(major) and mounts_nvidia
-        if major in nvidia or major == fmt.NVIDIA_STATIC or stale:
-            lines.append(item.value.strip())
-    return sorted(set(lines), key=_by_major)
-
-
-def _by_major(line: str) -> tuple[int, str]:
-    return (fmt.rule_major(line) or 0, line)
+        return fmt.proxmox_config(self.container) if self.container else str(self.path)
 
 
 class Lxc(Kind[list[LxcEntry]]):
     section = "lxc"
+    spec_type = list[LxcEntry]
     kind = "lxc"
     phase = Phase.REBOOT
+    reads = "`/etc/pve/lxc/ID.conf` (main section), `/proc/devices`, the names in `/dev/nvidia*`"
+    compared = "NVIDIA allow lines, NVIDIA mount entries, each as a sorted list"
+    noun = "containers"
+    takes_effect = "restart the container"
 
     def request(self, spec: list[LxcEntry]) -> Request:
         nodes = [fmt.NVIDIA_NODES] if any(_wants_devices(e) for e in spec) else []
@@ -109,7 +90,7 @@ class Lxc(Kind[list[LxcEntry]]):
                 )
             if item.nvidia_devices is not None and item.nvidia_devices.value:
                 nodes = files.node_paths(fmt.NVIDIA_NODES)
-                lines = device_lines(config or "", devices, nodes)
+                lines = fmt.device_lines(config or "", devices, nodes)
                 for key, (now, desired) in lines.items():
                     found = None if config is None else tuple(now)
                     change = self._change(item, key, found, tuple(desired), item.nvidia_devices)
@@ -228,6 +209,13 @@ class Lxc(Kind[list[LxcEntry]]):
             requires=(Require(Need.WRITABLE, item.config),),
         )
 
+    def after_boot(self, step: Step) -> AfterBoot | None:
+        if not step.target.endswith(fmt.ALLOW):
+            return None
+        lines = step.desired if isinstance(step.desired, tuple) else ()
+        found = (fmt.rule_major(line) for line in lines)
+        return AfterBoot(majors={step.probe.path: sorted(m for m in found if m is not None)})
+
 
 def _refuse_foreign(item: LxcEntry, config: str | None) -> None:
     """A `path:` outside LXC's and Proxmox's directories is edited only when the host already
@@ -257,38 +245,13 @@ def _wants_devices(item: LxcEntry) -> bool:
     return item.nvidia_devices is not None and item.nvidia_devices.value
 
 
-def device_lines(
-    text: str, devices: str, nodes: tuple[str, ...]
-) -> dict[str, tuple[list[str], list[str]]]:
-    """Key -> (NVIDIA's lines in `text` now, the lines wanted) for the allow key and, when the
-    host has any /dev/nvidia* node, the mount key: with none at all (nothing has created them
-    yet, or a snapshot taken without /dev) the mounts are left as they are. A free dynamic
-    major is judged by the mounts the edit leaves, so one apply converges."""
-    lines: dict[str, tuple[list[str], list[str]]] = {}
-    after = text
-    if nodes:
-        mounts = (fmt.nvidia_mount_lines(text), mount_lines(nodes))
-        after = fmt.replace_key(text, fmt.MOUNT, frozenset(mounts[0]), mounts[1])
-        lines[fmt.MOUNT] = mounts
-    lines[fmt.ALLOW] = (
-        nvidia_allow_lines(text, devices, fmt.mounts_nvidia(after)),
-        [fmt.allow_line(m) for m in sorted(fmt.nvidia_majors(devices))],
-    )
-    return dict(sorted(lines.items(), key=lambda item: item[0] != fmt.ALLOW))
-
-
-def mount_lines(nodes: tuple[str, ...]) -> list[str]:
-    """The NVIDIA mount entries a container needs for the host's `/dev/nvidia*` nodes."""
-    return sorted((fmt.mount_line(node) for node in nodes), key=fmt.node_order)
-
-
 def _edits(item: LxcEntry, text: str, devices: str, nodes: tuple[str, ...]) -> list[Edit]:
     """The edits `item` needs on `text`, in the order `compare` lists its changes."""
     edits: list[Edit] = []
     if item.memlock is not None and fmt.last(text, fmt.MEMLOCK) != item.memlock.value:
         edits.append((fmt.MEMLOCK, None, [item.memlock.value]))
     if _wants_devices(item):
-        for key, (current, desired) in device_lines(text, devices, nodes).items():
+        for key, (current, desired) in fmt.device_lines(text, devices, nodes).items():
             if current != desired:
                 edits.append((key, frozenset(current), desired))
     # The plan's order (priority, then this order) is the order apply makes them in.

@@ -18,11 +18,10 @@ from typing import Literal
 from ..apply.persist import MODPROBE, MODULES_LOAD, Persisted
 from ..apply.steps import Command, Need, Probe, Read, Require, Step
 from ..errors import HostError
+from ..facts.modules import MODULES, canonical, loaded_modules, param_path
 from ..hosts.files import Files, Request
 from ..plan.model import Change, Outcome, Phase
 from .base import Entry, KernelValue, Kind, attribute_step, entry, normalize_words, safe
-
-MODULES = "/proc/modules"
 
 ModuleName = safe(r"[A-Za-z0-9_-]+", "module name", "nvidia_peermem")
 ParamName = safe(r"[A-Za-z0-9_]+", "module parameter", "NVreg_EnableGpuFirmware")
@@ -37,15 +36,6 @@ class ModuleEntry(Entry[State]):
 
 ModuleItem = entry(State, ModuleEntry)
 ModulesSpec = dict[ModuleName, ModuleItem]  # type: ignore[valid-type]
-
-
-def canonical(name: str) -> str:
-    return name.replace("-", "_")
-
-
-def loaded_modules(text: str | None) -> set[str]:
-    """Names from /proc/modules: `name size refcount deps state address [taint]`."""
-    return {canonical(line.split()[0]) for line in (text or "").splitlines() if line.strip()}
 
 
 # What kstrtobool accepts for a boolean parameter; the kernel prints it back as Y or N.
@@ -64,14 +54,13 @@ def param_value(value: str | None, observed: str | None) -> str | None:
     return normalize_words(value)
 
 
-def param_path(module: str, param: str) -> str:
-    return f"/sys/module/{canonical(module)}/parameters/{param}"
-
-
 class Modules(Kind[dict[str, ModuleEntry]]):
     section = "modules"
+    spec_type = ModulesSpec
     kind = "module"
     phase = Phase.RUNTIME
+    reads = "`/proc/modules`, `/sys/module/M/parameters/P`"
+    compared = "`-` and `_` alike; `1`/`0` as the `Y`/`N` a boolean parameter reads"
 
     def request(self, spec: dict[str, ModuleEntry]) -> Request:
         params = [param_path(m, p) for m, e in spec.items() for p in e.params]

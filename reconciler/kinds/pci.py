@@ -14,78 +14,21 @@ the top byte (0x03: any display controller).
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass, field
-from typing import Annotated, Any
+from dataclasses import dataclass
+from typing import Annotated
 
 from ..apply.persist import UDEV, Persisted
 from ..apply.steps import Command, Need, Probe, Read, Require, Step
 from ..errors import HostError
 from ..facts import pcie
+from ..facts.pci import DEVICES, PciDevice, Selector, pci_devices, request_devices
 from ..hosts.files import Files, Request
 from ..plan.model import Change, Note, Outcome, Phase
-from ..profile.schema import After, Before, Constrain
-from .base import Kind, Meta, Strict
+from ..profile.schema import After, Constrain
+from .base import Kind, Meta
 
-DEVICES = "/sys/bus/pci/devices"
 # Debian, Ubuntu and Proxmox install it here; udev's RUN needs an absolute path.
 SETPCI = "/usr/bin/setpci"
-ATTRS = ("vendor", "device", "class", "config")
-
-
-def _hex_or_int(value: Any) -> Any:
-    if isinstance(value, str):
-        try:
-            return int(value, 0)
-        except ValueError:
-            return value
-    return value
-
-
-def _id(bits: int) -> Any:
-    # Strict: YAML `true` is not vendor 1.
-    return Annotated[int, Constrain(strict=True, ge=0, lt=1 << bits), Before(_hex_or_int)]
-
-
-@dataclass(frozen=True, kw_only=True)
-class Selector(Strict):
-    vendor: _id(16) | None = None  # type: ignore[valid-type]
-    device: _id(16) | None = None  # type: ignore[valid-type]
-    class_: _id(16) | None = field(default=None, metadata={"alias": "class"})  # type: ignore[valid-type]
-    class_prefix: _id(8) | None = None  # type: ignore[valid-type]
-
-    def __post_init__(self) -> None:
-        if all(v is None for v in (self.vendor, self.device, self.class_, self.class_prefix)):
-            raise ValueError("select needs at least one of vendor, device, class, class_prefix")
-
-    def matches(self, device: PciDevice) -> bool:
-        return (
-            (self.vendor is None or device.vendor == self.vendor)
-            and (self.device is None or device.device == self.device)
-            and (self.class_ is None or device.class_code >> 8 == self.class_)
-            and (self.class_prefix is None or device.class_code >> 16 == self.class_prefix)
-        )
-
-    def udev_match(self) -> str:
-        """The same selection as udev ATTR matches (sysfs prints ids as 0x%04x, class 0x%06x)."""
-        parts = []
-        if self.vendor is not None:
-            parts.append(f'ATTR{{vendor}}=="0x{self.vendor:04x}"')
-        if self.device is not None:
-            parts.append(f'ATTR{{device}}=="0x{self.device:04x}"')
-        if self.class_ is not None:
-            parts.append(f'ATTR{{class}}=="0x{self.class_:04x}??"')
-        if self.class_prefix is not None:
-            parts.append(f'ATTR{{class}}=="0x{self.class_prefix:02x}????"')
-        return ", ".join(parts)
-
-    def describe(self) -> str:
-        parts = [
-            ("vendor", self.vendor, 4),
-            ("device", self.device, 4),
-            ("class", self.class_, 4),
-            ("class_prefix", self.class_prefix, 2),
-        ]
-        return ",".join(f"{k}=0x{v:0{w}x}" for k, v, w in parts if v is not None)
 
 
 def _mrrs(value: int) -> int:
@@ -99,42 +42,14 @@ class PciEntry(Meta):
     max_read_request: Annotated[int, Constrain(strict=True), After(_mrrs)] | None = None
 
 
-@dataclass(frozen=True)
-class PciDevice:
-    address: str  # 0000:41:00.0
-    vendor: int
-    device: int
-    class_code: int  # 24 bits: base class, subclass, programming interface
-    config: bytes
-
-    @property
-    def express(self) -> pcie.Express | None:
-        return pcie.express(self.config)
-
-
-def request_devices() -> Request:
-    return Request.of(*(f"{DEVICES}/*/{a}" for a in ATTRS))
-
-
-def pci_devices(files: Files) -> list[PciDevice]:
-    devices = []
-    for path in files.glob(f"{DEVICES}/*/vendor"):
-        base = path.rsplit("/", 1)[0]
-        try:
-            vendor, device, class_code = (
-                int(files.value(f"{base}/{a}") or "", 16) for a in ("vendor", "device", "class")
-            )
-        except ValueError:
-            continue
-        config = files.read(f"{base}/config") or b""
-        devices.append(PciDevice(base.rsplit("/", 1)[1], vendor, device, class_code, config))
-    return sorted(devices, key=lambda d: d.address)
-
-
 class Pci(Kind[list[PciEntry]]):
     section = "pci"
+    spec_type = list[PciEntry]
     kind = "pci"
     phase = Phase.RUNTIME
+    reads = "`/sys/bus/pci/devices/*/{vendor,device,class,config}`"
+    compared = "Device Control bits 14:12 from the binary config space"
+    noun = "devices"
 
     def request(self, spec: list[PciEntry]) -> Request:
         return request_devices()

@@ -17,11 +17,10 @@ import shlex
 
 from ..apply.persist import SYSCTL, Persisted
 from ..apply.steps import Read, Step
+from ..facts.sysctl import ROOT, key_of, path_of
 from ..hosts.files import Files, Request
 from ..plan.model import Change, Note, Outcome, Phase
 from .base import Entry, KernelValue, Kind, attribute_step, entry, normalize_words, safe
-
-ROOT = "/proc/sys"
 
 # A component never starts with `/`: `kernel.//` would be the path /proc/sys/kernel/..
 SysctlKey = safe(
@@ -33,18 +32,16 @@ SysctlEntry = entry(KernelValue)
 SysctlSpec = dict[SysctlKey, SysctlEntry]  # type: ignore[valid-type]
 
 
-def path_of(key: str) -> str:
-    return ROOT + "/" + "/".join(part.replace("/", ".") for part in key.split("."))
-
-
-def key_of(path: str) -> str:
-    return ".".join(p.replace(".", "/") for p in path[len(ROOT) + 1 :].split("/"))
-
-
 class Sysctl(Kind[dict[str, Entry[str]]]):
     section = "sysctl"
+    spec_type = SysctlSpec
     kind = "sysctl"
     phase = Phase.RUNTIME
+    reads = "`/proc/sys/a/b/c`"
+    compared = (
+        "whitespace collapsed, integers as the kernel parses them (`0x10` and `020` are 16); a "
+        "missing key names the closest existing one"
+    )
 
     def request(self, spec: dict[str, Entry[str]]) -> Request:
         # The names of all sysctls, for "did you mean", only when a key names no file.

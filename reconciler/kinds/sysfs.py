@@ -31,8 +31,12 @@ SysfsSpec = dict[SysfsPath, SysfsEntry]  # type: ignore[valid-type]
 
 class Sysfs(Kind[dict[str, Entry[str]]]):
     section = "sysfs"
+    spec_type = SysfsSpec
     kind = "sysfs"
     phase = Phase.RUNTIME
+    reads = "the path (globs: every match)"
+    compared = "`[selected]` choice files by the selected word"
+    noun = "paths"
 
     def request(self, spec: dict[str, Entry[str]]) -> Request:
         return Request.of(*spec)

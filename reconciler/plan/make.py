@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..kinds import checks
-from ..kinds import files as owned_files
+from ..kinds import boot_files
 from ..profile.load import LoadedProfile
 from .model import Change, Note, Outcome, Phase, Plan, Priority
 from .observe import Observation
@@ -18,25 +17,22 @@ def make_plan(loaded: LoadedProfile, observed: Observation, with_persistence: bo
     """`with_persistence` adds tune's boot-time files (`file:` changes), after every knob."""
     profile = loaded.profile
     outcome = Outcome()
-    for kind, spec in profile.sections():
+    for kind, spec in profile.work(with_persistence):
         outcome.extend(kind.compare(spec, observed.files))
-    if profile.checks is not None:
-        outcome.extend(checks.evaluate(profile.checks, observed.files))
-    files = owned_files.KIND.compare(profile, observed.files) if with_persistence else Outcome()
-    outcome.notes.extend(files.notes)
     return Plan(
         profile=profile.name,
         host=observed.host,
-        compared=(*sorted(outcome.changes, key=order), *files.changes),
+        compared=tuple(sorted(outcome.changes, key=order)),
         pending=tuple(outcome.pending),
         checks=tuple(outcome.checks),
         notes=tuple(_located(n, loaded) for n in outcome.notes),
     )
 
 
-def order(change: Change) -> tuple[int, int]:
-    """Phase, then priority; within those the profile's order (sort is stable)."""
-    return PHASES.index(change.phase), PRIORITIES.index(change.priority)
+def order(change: Change) -> tuple[bool, int, int]:
+    """Tune's boot-time files after every knob; then phase, then priority; within those the
+    profile's order (sort is stable)."""
+    return boot_files(change.kind), PHASES.index(change.phase), PRIORITIES.index(change.priority)
 
 
 def _located(note: Note, loaded: LoadedProfile) -> Note:

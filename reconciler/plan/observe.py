@@ -4,16 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..hosts.base import Host
+from ..facts.kernel import BOOT_ID, HOSTNAME, OSRELEASE
+from ..hosts.base import ReadableHost
 from ..hosts.files import Files, Request
-from ..kinds import checks
-from ..kinds import files as owned_files
 from ..profile.load import Profile
 from .model import HostFacts
 
-HOSTNAME = "/proc/sys/kernel/hostname"
-OSRELEASE = "/proc/sys/kernel/osrelease"
-BOOT_ID = "/proc/sys/kernel/random/boot_id"
 IDENTITY = Request.of(HOSTNAME, OSRELEASE, BOOT_ID)
 
 
@@ -25,20 +21,16 @@ class Observation:
 
 def request(profile: Profile, with_persistence: bool = True) -> Request:
     wanted = IDENTITY
-    for kind, spec in profile.sections():
+    for kind, spec in profile.work(with_persistence):
         wanted |= kind.request(spec)
-    if profile.checks is not None:
-        wanted |= checks.request(profile.checks)
-    if with_persistence:
-        wanted |= owned_files.KIND.request(profile)
     return wanted
 
 
-def observe(host: Host, profile: Profile, with_persistence: bool = True) -> Observation:
+def observe(host: ReadableHost, profile: Profile, with_persistence: bool = True) -> Observation:
     return observation(host, host.fetch(request(profile, with_persistence)))
 
 
-def observation(host: Host, files: Files) -> Observation:
+def observation(host: ReadableHost, files: Files) -> Observation:
     """An observation from files already fetched, e.g. in one batch with other reads."""
     facts = HostFacts(
         name=files.value(HOSTNAME) or host.name,

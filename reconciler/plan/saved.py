@@ -18,6 +18,7 @@ from typing import Any
 from ..apply.trust import Owned, check, private_directory
 from ..errors import StalePlan, UsageError
 from ..hosts.bounded import MAX_SAVED_PLAN_BYTES, read_bounded
+from ..kinds import boot_files
 from ..profile.load import LoadedProfile
 from .model import Plan
 
@@ -29,7 +30,7 @@ def observed_values(plan: Plan, with_files: bool = True) -> dict[str, Any]:
     return {
         c.id: list(c.current) if isinstance(c.current, tuple) else c.current
         for c in plan.compared
-        if with_files or c.kind != "file"
+        if with_files or not boot_files(c.kind)
     }
 
 

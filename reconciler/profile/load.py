@@ -18,15 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from ..errors import Diagnostic, ProfileError
 from ..hosts.bounded import MAX_PROFILE_BYTES, read_bounded, size_text
 from ..kinds import REGISTRY
-from ..kinds.base import Meta, Strict, safe
-from ..kinds.checks import ChecksSpec
-from ..kinds.cmdline import CmdlineSpec
-from ..kinds.cpu import CpuSpec
-from ..kinds.lxc import LxcEntry
-from ..kinds.modules import ModulesSpec
-from ..kinds.pci import PciEntry
-from ..kinds.sysctl import SysctlSpec
-from ..kinds.sysfs import SysfsSpec
+from ..kinds.base import Kind, Meta, Strict, safe
 from ..probes.spec import ProbeName, ProbeSpec
 from . import cache as profile_cache
 from .schema import Before, json_schema, validate
@@ -43,9 +35,14 @@ def _listify(value: Any) -> Any:
     return [value] if isinstance(value, str) else value
 
 
+SpecT = typing.TypeVar("SpecT")
+
+
 @dataclass(frozen=True, kw_only=True)
 class Profile(Strict):
-    """The whole desired state of a host. Sections are owned by knob kinds (`reconciler.kinds`)."""
+    """The whole desired state of a host. Sections are owned by knob kinds (`reconciler.kinds`):
+    `MODEL`, the class profiles are validated as, adds one per registered kind after these
+    fields, then `probes`."""
 
     name: ProfileName  # type: ignore[valid-type]
     description: str = ""
@@ -53,27 +50,59 @@ class Profile(Strict):
         default_factory=list,
         metadata={"description": "parent profiles, relative to this file; this file wins"},
     )
-    sysctl: SysctlSpec = field(default_factory=dict)
-    sysfs: SysfsSpec = field(default_factory=dict)
-    cpu: CpuSpec | None = None
-    modules: ModulesSpec = field(default_factory=dict)
-    pci: list[PciEntry] = field(default_factory=list)
-    cmdline: CmdlineSpec | None = None
-    lxc: list[LxcEntry] = field(default_factory=list)
-    checks: ChecksSpec | None = None
-    probes: dict[ProbeName, ProbeSpec] = field(default_factory=dict)
+    if TYPE_CHECKING:  # added by `MODEL`, after the sections
+        probes: dict[str, ProbeSpec]
 
-    def sections(self) -> Iterator[tuple[Any, Any]]:
-        """(kind, spec) for every knob section the profile uses."""
+    def spec(self, kind: Kind[SpecT]) -> SpecT | None:
+        """What `kind` works from in this profile (its section), None when there is nothing."""
+        return kind.spec_of(self)
+
+    def sections(self) -> Iterator[tuple[Kind[Any], Any]]:
+        """(kind, spec) for every profile section in use."""
         for kind in REGISTRY:
-            spec = getattr(self, kind.section)
+            spec = kind.spec_of(self) if kind.section else None
             if spec:
                 yield kind, spec
+
+    def work(self, with_persistence: bool = True) -> Iterator[tuple[Kind[Any], Any]]:
+        """(kind, spec) for every kind with something to observe and plan: the sections in use,
+        then, `with_persistence`, tune's boot-time files from the whole profile."""
+        yield from self.sections()
+        if with_persistence:
+            yield from ((k, k.spec_of(self)) for k in REGISTRY if k.persistence)
 
     def entries(self) -> Iterator[Meta]:
         """Every entry of the knob sections that has priority, reason and `optional`."""
         for _kind, spec in self.sections():
             yield from _metas(spec)
+
+
+def _section(kind: Kind[Any]) -> tuple[str, Any, Any]:
+    """A kind's profile field: a mapping or a list is empty when absent, anything else None."""
+    meta = {"description": kind.summary}
+    empty = typing.get_origin(kind.spec_type)
+    if empty in (dict, list):
+        return kind.section, kind.spec_type, field(default_factory=empty, metadata=meta)
+    return kind.section, kind.spec_type | None, field(default=None, metadata=meta)
+
+
+def _model() -> type[Profile]:
+    sections = [_section(kind) for kind in REGISTRY if kind.section]
+    probes: tuple[str, Any, Any] = (
+        "probes",
+        dict[ProbeName, ProbeSpec],
+        field(default_factory=dict),
+    )
+    model = dataclasses.make_dataclass(
+        "Profile", [*sections, probes], bases=(Profile,), frozen=True, kw_only=True
+    )
+    # Pickled in the profile cache by its module and qualified name.
+    model.__module__, model.__qualname__ = __name__, "MODEL"
+    model.__doc__ = Profile.__doc__
+    return model
+
+
+MODEL = _model()
 
 
 def _metas(value: Any) -> Iterator[Meta]:
@@ -342,7 +371,7 @@ def _resolve(
     # The cache is keyed by these very bytes: a file edited after this read is a miss later,
     # never the old profile under the new content's name.
     parsed.append((str(path), profile_cache.digest(raw)))
-    if named_at is not None and tree.data and not tree.data.keys() & set(profile_keys(Profile)):
+    if named_at is not None and tree.data and not tree.data.keys() & set(profile_keys(MODEL)):
         message = f"extends: {str(path)!r} is not a tune profile (no profile section in it)"
         raise ProfileError([Diagnostic(*named_at, message)])
     parents = tree.data.get("extends")
@@ -423,7 +452,7 @@ def profiles_of(data: list[dict[str, Any]]) -> list[Profile | None]:
     made: list[Profile | None] = []
     for item in data:
         try:
-            made.append(validate(Profile, item))
+            made.append(validate(MODEL, item))
         except ValidationError:
             made.append(None)
     profile_cache.store(key, made)
@@ -435,7 +464,7 @@ def _validated(tree: Tree, path: str) -> LoadedProfile:
 
     data = {k: v for k, v in tree.data.items() if k != "extends"}
     try:
-        profile = validate(Profile, data)
+        profile = validate(MODEL, data)
     except ValidationError as exc:
         raise ProfileError(_diagnostics(exc, tree, path)) from None
     files = tuple(dict.fromkeys(p[0] for p in tree.values.values()))
@@ -502,7 +531,7 @@ def _known_keys() -> list[str]:
             for arg in _models_in(hints[info.name]):
                 walk(arg)
 
-    walk(Profile)
+    walk(MODEL)
     return sorted(keys)
 
 
@@ -519,4 +548,4 @@ def _models_in(annotation: Any) -> Iterator[Any]:
 
 
 def schema() -> dict[str, Any]:
-    return json_schema(Profile)
+    return json_schema(MODEL)

@@ -8,7 +8,7 @@ from dataclasses import replace
 from ..apply.engine import Work
 from ..apply.state import LOCK, STATE
 from ..apply.steps import Step
-from ..hosts.base import Host
+from ..hosts.base import ReadableHost
 from ..plan.model import Plan
 from .printable import printable
 
@@ -25,7 +25,7 @@ def applied_part(work: Work) -> Plan:
     )
 
 
-def dry_run_text(steps: tuple[Step, ...], host: Host, later: str | None = None) -> str:
+def dry_run_text(steps: tuple[Step, ...], host: ReadableHost, later: str | None = None) -> str:
     from ..plan.model import Value
 
     def show(value: Value) -> str:

@@ -6,6 +6,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from ..kinds import named
 from ..plan.model import Change, Value
 
 
@@ -52,9 +53,14 @@ def fold(changes: Iterable[Change]) -> list[Group]:
 
 
 def noun(kind: str) -> str:
-    return {"cpu": "CPUs", "pci": "devices", "sysfs": "paths", "lxc": "containers"}.get(
-        kind, "targets"
-    )
+    known = named(kind)
+    return known.noun if known is not None else "targets"
+
+
+def whole_files(change: Change) -> bool:
+    """Whether `change` replaces whole files (tune's boot-time files), shown by their size."""
+    kind = named(change.kind)
+    return kind is not None and kind.whole_file
 
 
 def subjects(changes: tuple[Change, ...]) -> str:
@@ -92,6 +98,6 @@ def show(value: Value) -> str:
 
 def shown(change: Change, value: Value) -> str:
     """A value as a report shows it: a whole file (tune's boot-time files) by its size."""
-    if change.kind == "file" and isinstance(value, tuple):
+    if whole_files(change) and isinstance(value, tuple):
         return f"{len(value)} lines"
     return show(value)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..plan.model import Change, Phase, Plan, Priority
-from .folding import fold, show
+from .folding import fold, show, whole_files
 from .printable import printable_data
 from .style import styler
 
@@ -37,10 +37,11 @@ def render(plan: Plan, color: bool = False) -> str:
             )
             for group in groups:
                 c = group.first
-                long = c.kind == "file" or _line_count(c) > LONG_LIST
+                whole_file = whole_files(c)
+                long = whole_file or _line_count(c) > LONG_LIST
                 arrow = file_arrow(c) if long else f"{show(c.current)} -> {show(c.desired)}"
                 lines.append(f"    ~ {group.label}: {style(arrow, fg='cyan')}")
-                if long and c.kind != "file":
+                if long and not whole_file:
                     lines.extend(f"        {mark} {line}" for mark, line in line_changes(c))
                 if c.reason:
                     lines.append(f"        {style(c.reason, dim=True)}")

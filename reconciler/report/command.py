@@ -14,7 +14,7 @@ from ..errors import ExitCode, HostError, UsageError
 if TYPE_CHECKING:
     from ..apply.journal import Run
     from ..audit.model import HostSummary
-    from ..hosts.base import Host
+    from ..hosts.base import ReadableHost
 
 ROOT_HELP = "Read the runs of a snapshot directory instead of this machine."
 
@@ -52,7 +52,7 @@ def report_cmd(
     return ExitCode.IN_SYNC
 
 
-def _read(host: Host, run_id: str | None) -> tuple[Run, HostSummary | None]:
+def _read(host: ReadableHost, run_id: str | None) -> tuple[Run, HostSummary | None]:
     """The run (the newest by default) and the host summary: three reads, whatever the host."""
     from ..apply.journal import chosen_run
     from ..audit.engine import host_summary

@@ -1,0 +1,167 @@
+"""Audit rules: PCI Express: MaxReadReq, MaxPayload, link width and speed of the GPUs and
+their bridges."""
+
+from __future__ import annotations
+
+from ...facts.pci import PciDevice
+from ...facts.pcie import SPEEDS, gts
+from ..facts import NVIDIA, Facts
+from ..model import Area, Fix, Good, NotIssue, Problem, Verdict
+from ..thresholds import Thresholds
+from .base import P0, P1, P2, addresses, config_of, count, rule
+
+
+@rule("pcie-mrrs", Area.PCIE)
+def pcie_mrrs(facts: Facts, limits: Thresholds) -> list[Verdict]:
+    gpus = [(g, c) for g in facts.gpus if (c := g.express) is not None]
+    low = [(g, c) for g, c in gpus if c.max_read_request < limits.min_read_request]
+    shown = low or gpus
+    evidence = tuple(f"{config_of(g)}: MaxReadReq {c.max_read_request}" for g, c in shown)
+    if not gpus:
+        return []
+    if not low:
+        return [Good(f"MaxReadReq {limits.min_read_request} on {len(gpus)} NVIDIA GPUs", evidence)]
+    sizes = "/".join(str(s) for s in sorted({c.max_read_request for _, c in low}))
+    classes = sorted({g.class_code >> 8 for g, _ in low})
+    fixes = tuple(
+        Fix(
+            "pci",
+            (),
+            {"max_read_request": limits.min_read_request},
+            item={"select": {"vendor": NVIDIA, "class": cls}},
+        )
+        for cls in classes
+    )
+    return [
+        Problem(
+            P0,
+            f"MaxReadReq {sizes} bytes on {len(low)} of {len(gpus)} NVIDIA GPUs "
+            f"({addresses([g for g, _ in low])})",
+            evidence,
+            f"a MaxReadReq below {limits.min_read_request} splits every host-to-GPU DMA read "
+            "into small requests and caps PCIe throughput (weights, KV cache, pinned copies)",
+            fixes,
+        )
+    ]
+
+
+@rule("pcie-maxpayload", Area.PCIE)
+def pcie_maxpayload(facts: Facts, limits: Thresholds) -> list[Verdict]:
+    at_limit = [
+        (d, c)
+        for d in facts.gpus + facts.rdma_nics
+        if (c := d.express) is not None and c.max_payload == c.max_payload_supported
+    ]
+    out: list[Verdict] = []
+    for size in sorted({c.max_payload for _, c in at_limit}):
+        devices = [(d, c) for d, c in at_limit if c.max_payload == size]
+        out.append(
+            NotIssue(
+                f"MaxPayload {size} bytes on {len(devices)} GPUs and RDMA NICs "
+                f"({addresses([d for d, _ in devices])})",
+                tuple(
+                    f"{config_of(d)}: DevCtl MaxPayload {c.max_payload}, "
+                    f"DevCap MaxPayload {c.max_payload_supported}"
+                    for d, c in devices
+                ),
+                "each device already uses the largest payload it supports (its DevCap limit); "
+                "only MaxReadReq is a setting worth changing",
+            )
+        )
+    return out
+
+
+def _link_devices(facts: Facts) -> list[tuple[PciDevice, str]]:
+    return [(g, "GPU") for g in facts.gpus] + [(n, "RDMA NIC") for n in facts.rdma_nics]
+
+
+@rule("pcie-link-width", Area.PCIE)
+def pcie_link_width(facts: Facts, limits: Thresholds) -> list[Verdict]:
+    checked = [(d, what, c) for d, what in _link_devices(facts) if (c := d.express) is not None]
+    narrow = [(d, what, c) for d, what, c in checked if 0 < c.link_width < c.link_width_max]
+    if not checked:
+        return []
+    if not narrow:
+        return [
+            Good(
+                f"{count(len(checked), 'GPU and RDMA NIC link')} at full width",
+                tuple(f"{config_of(d)}: LnkSta x{c.link_width}" for d, _, c in checked),
+            )
+        ]
+    return [
+        Problem(
+            P0,
+            ", ".join(
+                f"{what} {d.address} at x{c.link_width} of x{c.link_width_max}"
+                for d, what, c in narrow
+            ),
+            tuple(
+                f"{config_of(d)}: LnkSta x{c.link_width}, LnkCap x{c.link_width_max}"
+                for d, _, c in narrow
+            ),
+            "a link trained below its width divides the device's host bandwidth; links do not "
+            "narrow to save power, so this is the slot, riser, cable or card",
+            remedy="reseat the card, check the slot, riser and BIOS PCIe lane settings",
+        )
+    ]
+
+
+@rule("pcie-link-speed", Area.PCIE)
+def pcie_link_speed(facts: Facts, limits: Thresholds) -> list[Verdict]:
+    """GPUs retrain to the lowest speed when idle and back under load: a GPU at the lowest
+    speed is power saving. A GPU at a speed between, or a NIC below its maximum, is not."""
+    lowest = SPEEDS[1]
+    slow, idle, full = [], [], []
+    links = _link_devices(facts)
+    for device, what in links:
+        cap = device.express
+        if cap is None or not cap.link_speed:
+            continue
+        if gts(cap.link_speed) >= gts(cap.link_speed_max):
+            full.append((device, cap))
+        elif what == "GPU" and cap.link_speed == lowest:
+            idle.append((device, cap))
+        else:
+            slow.append((device, what, cap))
+    out: list[Verdict] = []
+    if idle:
+        out.append(
+            NotIssue(
+                f"{len(idle)} NVIDIA GPUs at {lowest} now, capable of "
+                + "/".join(sorted({str(c.link_speed_max) for _, c in idle})),
+                tuple(
+                    f"{config_of(d)}: LnkSta {c.link_speed} x{c.link_width}, "
+                    f"LnkCap {c.link_speed_max} x{c.link_width_max}"
+                    for d, c in idle
+                ),
+                "idle GPUs drop their link to the lowest speed to save power and retrain to full "
+                "speed under load (nvidia-smi -q -d PCIE shows the maximum reached)",
+            )
+        )
+    if full:
+        out.append(
+            Good(
+                f"{len(full)} of {count(len(links), 'GPU and RDMA NIC link')} at full speed",
+                tuple(f"{config_of(d)}: LnkSta {c.link_speed}" for d, c in full),
+            )
+        )
+    if slow:
+        nic = any(what != "GPU" for _, what, _ in slow)
+        out.append(
+            Problem(
+                P1 if nic else P2,
+                ", ".join(
+                    f"{what} {d.address} at {c.link_speed} of {c.link_speed_max}"
+                    for d, what, c in slow
+                ),
+                tuple(
+                    f"{config_of(d)}: LnkSta {c.link_speed}, LnkCap {c.link_speed_max}"
+                    for d, _, c in slow
+                ),
+                "a link below its speed, and not idle at the lowest speed, divides the device's "
+                "host bandwidth",
+                remedy="check the speed under load (nvidia-smi -q -d PCIE); if it stays low, "
+                "check the slot, riser and the BIOS PCIe speed setting",
+            )
+        )
+    return out

@@ -1,0 +1,119 @@
+"""PCI devices as sysfs lists them, and the selectors a profile picks them with.
+
+Each function under /sys/bus/pci/devices has its ids as text (`vendor`, `device`, `class`) and its
+configuration space as binary `config` (parsed by `pcie`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Annotated, Any
+
+from ..hosts.files import Files, Request
+from ..profile.schema import Before, Constrain, Strict
+from . import pcie
+
+DEVICES = "/sys/bus/pci/devices"
+ATTRS = ("vendor", "device", "class", "config")
+# -1 where the firmware did not say which node a device hangs off.
+NUMA_NODE = DEVICES + "/*/numa_node"
+
+
+@dataclass(frozen=True)
+class PciDevice:
+    address: str  # 0000:41:00.0
+    vendor: int
+    device: int
+    class_code: int  # 24 bits: base class, subclass, programming interface
+    config: bytes
+
+    @property
+    def express(self) -> pcie.Express | None:
+        return pcie.express(self.config)
+
+
+def request_devices() -> Request:
+    return Request.of(*(f"{DEVICES}/*/{a}" for a in ATTRS))
+
+
+def pci_devices(files: Files) -> list[PciDevice]:
+    devices = []
+    for path in files.glob(f"{DEVICES}/*/vendor"):
+        base = path.rsplit("/", 1)[0]
+        try:
+            vendor, device, class_code = (
+                int(files.value(f"{base}/{a}") or "", 16) for a in ("vendor", "device", "class")
+            )
+        except ValueError:
+            continue
+        config = files.read(f"{base}/config") or b""
+        devices.append(PciDevice(base.rsplit("/", 1)[1], vendor, device, class_code, config))
+    return sorted(devices, key=lambda d: d.address)
+
+
+def numa_node(files: Files, device: PciDevice) -> int | None:
+    """The NUMA node `device` is attached to; None when unread or not known to the firmware."""
+    raw = files.value(f"{DEVICES}/{device.address}/numa_node")
+    try:
+        node = int(raw or "")
+    except ValueError:
+        return None
+    return node if node >= 0 else None
+
+
+def _hex_or_int(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            return int(value, 0)
+        except ValueError:
+            return value
+    return value
+
+
+def _id(bits: int) -> Any:
+    # Strict: YAML `true` is not vendor 1.
+    return Annotated[int, Constrain(strict=True, ge=0, lt=1 << bits), Before(_hex_or_int)]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Selector(Strict):
+    """Which PCI functions a profile entry means: every one whose ids match all that is given."""
+
+    vendor: _id(16) | None = None  # type: ignore[valid-type]
+    device: _id(16) | None = None  # type: ignore[valid-type]
+    class_: _id(16) | None = field(default=None, metadata={"alias": "class"})  # type: ignore[valid-type]
+    class_prefix: _id(8) | None = None  # type: ignore[valid-type]
+
+    def __post_init__(self) -> None:
+        if all(v is None for v in (self.vendor, self.device, self.class_, self.class_prefix)):
+            raise ValueError("select needs at least one of vendor, device, class, class_prefix")
+
+    def matches(self, device: PciDevice) -> bool:
+        return (
+            (self.vendor is None or device.vendor == self.vendor)
+            and (self.device is None or device.device == self.device)
+            and (self.class_ is None or device.class_code >> 8 == self.class_)
+            and (self.class_prefix is None or device.class_code >> 16 == self.class_prefix)
+        )
+
+    def udev_match(self) -> str:
+        """The same selection as udev ATTR matches (sysfs prints ids as 0x%04x, class 0x%06x)."""
+        parts = []
+        if self.vendor is not None:
+            parts.append(f'ATTR{{vendor}}=="0x{self.vendor:04x}"')
+        if self.device is not None:
+            parts.append(f'ATTR{{device}}=="0x{self.device:04x}"')
+        if self.class_ is not None:
+            parts.append(f'ATTR{{class}}=="0x{self.class_:04x}??"')
+        if self.class_prefix is not None:
+            parts.append(f'ATTR{{class}}=="0x{self.class_prefix:02x}????"')
+        return ", ".join(parts)
+
+    def describe(self) -> str:
+        parts = [
+            ("vendor", self.vendor, 4),
+            ("device", self.device, 4),
+            ("class", self.class_, 4),
+            ("class_prefix", self.class_prefix, 2),
+        ]
+        return ",".join(f"{k}=0x{v:0{w}x}" for k, v, w in parts if v is not None)

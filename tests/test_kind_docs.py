@@ -1,0 +1,67 @@
+"""The docs of knob kinds cannot drift from the code: the README's knob table is the registry's,
+and the YAML each kind's docstring shows is a valid profile section."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ruamel.yaml import YAML
+
+from reconciler.kinds import REGISTRY
+from reconciler.kinds.base import Kind
+from reconciler.profile.load import MODEL
+from reconciler.profile.schema import validate
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+TABLE = "### How each knob is read and compared"
+ROW = re.compile(r"\| `([a-z_]+)` \| (.*) \| (.*) \|")
+SECTIONS = [kind for kind in REGISTRY if kind.section]
+
+
+def knob_table(readme: str) -> list[tuple[str, str, str]]:
+    """The rows of the README's knob table: section, where it reads, how it compares."""
+    after = readme.split(TABLE, 1)[1]
+    lines = after.strip().splitlines()
+    rows = []
+    for line in lines[2:]:  # past the header and its rule
+        if not line.startswith("|"):
+            break
+        match = ROW.fullmatch(line)
+        assert match is not None, f"a knob table row tune cannot read: {line}"
+        rows.append((match[1], match[2], match[3]))
+    return rows
+
+
+def test_the_readme_knob_table_is_the_registry() -> None:
+    """Every kind with a profile section has its row, in registry order, worded as the kind
+    words it (`reads`, `compared`); no row names a section that does not exist."""
+    documented = knob_table(README.read_text())
+    declared = [(kind.section, kind.reads, kind.compared) for kind in SECTIONS]
+    assert all(reads and compared for _, reads, compared in declared)
+    assert documented == declared
+
+
+def test_the_table_reader_sees_a_missing_and_an_extra_row() -> None:
+    rows = (
+        "| section | read from | compared as |\n|---|---|---|\n| `a` | x | y |\n| `b` | z | w |\n"
+    )
+    assert knob_table(f"{TABLE}\n\n{rows}\nText.\n") == [("a", "x", "y"), ("b", "z", "w")]
+
+
+def docstring_yaml(kind: Kind[Any]) -> Any:
+    doc = sys.modules[type(kind).__module__].__doc__ or ""
+    match = re.search(r"```yaml\n(.*?)```", doc, re.S)
+    assert match is not None, f"{kind.section}: its docstring shows no YAML"
+    return YAML(typ="safe").load(match[1])
+
+
+@pytest.mark.parametrize("kind", SECTIONS, ids=lambda kind: kind.section)
+def test_the_yaml_of_each_kinds_docstring_is_a_valid_section(kind: Kind[Any]) -> None:
+    data = docstring_yaml(kind)
+    assert list(data) == [kind.section]
+    profile = validate(MODEL, {"name": "docs", **data})
+    assert profile.spec(kind)
