@@ -12,6 +12,7 @@ class ExitCode:
     APPLY_FAILED = 3
     REBOOT_TIMEOUT = 4
     UNFINISHED_RUN = 5
+    JOURNAL = 6  # a run journal tune cannot read or understand (damaged, unreadable, too large)
     USAGE = 64
     INVALID_PROFILE = 65
     NO_SPACE = 74  # sysexits' EX_IOERR: the device (or the quota) is full
@@ -38,6 +39,13 @@ class HostError(TuneError):
     """The host could not be read (missing snapshot, unreadable file, unreachable)."""
 
     exit_code = ExitCode.HOST_ERROR
+
+
+class JournalError(HostError):
+    """A run journal that exists but cannot be read or understood: the message names the file
+    (and the line) and says what can still be rolled back."""
+
+    exit_code = ExitCode.JOURNAL
 
 
 class NoSpace(HostError):

@@ -73,6 +73,12 @@ def journal(
                 "target": change["target"],
                 "prior": change["current"],
                 "desired": change["desired"],
+                # How the run would restore it: this contract's readers (check) never look.
+                "probe": {"path": "/proc/sys/vm/unused", "read": "words", "arg": ""},
+                "expect": None,
+                "restored": None,
+                "do": [],
+                "undo": [],
             }
         )
         records.append({"type": "written", "seq": seq})

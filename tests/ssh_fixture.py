@@ -292,5 +292,5 @@ def journal_records(root: Path) -> list[dict[str, Any]]:
     for run_id in run_ids(host):
         run = read_run(host, run_id)
         assert run is not None
-        out += [{k: v for k, v in r.items() if k not in RUN_FIELDS} for r in run.records]
+        out += [{k: v for k, v in r.to_json().items() if k not in RUN_FIELDS} for r in run.records]
     return out

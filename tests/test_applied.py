@@ -7,7 +7,8 @@ import json
 import pytest
 from applied_state import journal
 
-from reconciler.apply.applied import JournalError, latest_applied, parse_run
+from reconciler.apply.applied import applied_run, latest_applied
+from reconciler.errors import JournalError
 from reconciler.hosts.files import Files
 
 PATH = "/var/lib/tune/runs/20250601T120000Z-a1b2c3.jsonl"
@@ -25,7 +26,7 @@ def lines(*records: object) -> bytes:
 
 
 def test_an_applied_run() -> None:
-    run = parse_run(PATH, journal(steps=(STEP,)).encode())
+    run = applied_run(PATH, journal(steps=(STEP,)).encode())
     assert run is not None
     assert (run.run_id, run.profile, run.phase, run.finished) == (
         "20250601T120000Z-a1b2c3",
@@ -49,34 +50,40 @@ def test_an_applied_run() -> None:
     ids=["empty", "rolled-back", "rollback-failed", "interrupted", "cut-end"],
 )
 def test_runs_that_did_not_apply(data: bytes) -> None:
-    assert parse_run(PATH, data) is None
+    assert applied_run(PATH, data) is None
 
 
 def test_a_time_without_offset_is_utc() -> None:
-    run = parse_run(PATH, journal(finished="2025-06-01T12:00:05").encode())
+    run = applied_run(PATH, journal(finished="2025-06-01T12:00:05").encode())
     assert run is not None and run.finished_at.timestamp() == 1748779205
 
 
 @pytest.mark.parametrize(
     ("data", "message"),
     [
-        (lines({"type": "step"}), f"{PATH}:1: a run journal starts with a run record."),
-        (b"[1]\n", f"{PATH}:1: a journal record is a JSON object."),
+        (
+            lines({"type": "written", "seq": 1}, {"type": "end"}),
+            f"{PATH}:1: a run journal starts with a run record",
+        ),
+        (b"[1]\n{}\n", f"{PATH}:1: a journal record is a JSON object"),
         (
             journal(steps=({**STEP, "desired": 10},)).encode(),
-            f"{PATH}: step 'sysctl:vm.swappiness' has an unreadable desired value.",
+            f"{PATH}:2: step.desired is 10, not text or a list or null",
         ),
         (journal(finished="yesterday").encode(), f"{PATH}: end time 'yesterday' is not ISO 8601."),
         (
-            lines({"type": "run"}, {"type": "end", "outcome": "applied", "finished": "2025-06-01"}),
-            f"{PATH}: run record has no run_id.",
+            lines(
+                {"type": "run"},
+                {"type": "end", "outcome": "applied", "finished": "2025-06-01"},
+            ),
+            f"{PATH}:1: the run record has no run_id",
         ),
     ],
 )
 def test_journals_that_are_not_journals(data: bytes, message: str) -> None:
     with pytest.raises(JournalError) as caught:
-        parse_run(PATH, data)
-    assert str(caught.value) == message
+        applied_run(PATH, data)
+    assert str(caught.value).splitlines()[0].startswith(message)
 
 
 def test_latest_applied_goes_newest_first_and_skips_what_did_not_apply() -> None:

@@ -33,7 +33,7 @@ def records(root: Path, record_type: str) -> list[dict[str, object]]:
     host = SnapshotHost(root)
     run = read_run(host, run_ids(host)[-1])
     assert run is not None
-    return [r for r in run.records if r.get("type") == record_type]
+    return [r for r in (r.to_json() for r in run.records) if r.get("type") == record_type]
 
 
 def medians(root: Path) -> dict[str, object]:

@@ -61,7 +61,7 @@ def run_records(root: Path) -> list[dict[str, Any]]:
     host = SnapshotHost(root)
     run = read_run(host, run_ids(host)[-1])
     assert run is not None
-    return run.records
+    return [r.to_json() for r in run.records]
 
 
 def measured(root: Path) -> dict[str, float]:

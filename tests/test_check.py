@@ -13,6 +13,7 @@ import pytest
 from applied_state import FINISHED, RUN_ID, journal, write_applied, write_run
 from conftest import BLACKWELL, profile, run_tune, write
 
+from reconciler.errors import ExitCode
 from reconciler.facts import pcie
 
 SINCE = f" since {FINISHED}"
@@ -310,10 +311,12 @@ def test_a_corrupt_journal_fails_since_apply_and_is_a_note_otherwise(tuned: Path
     write_applied(tuned)
     write(tuned, "/var/lib/tune/runs/20250609T000000Z-ffffff.jsonl", "{not json\n{}\n")
     failed = check(tuned, "--since-apply")
-    assert failed.code == 1
+    assert failed.code == ExitCode.JOURNAL
     assert failed.err == (
         "/var/lib/tune/runs/20250609T000000Z-ffffff.jsonl:1: not a JSON record "
-        "(Expecting property name enclosed in double quotes: line 1 column 2 (char 1)).\n"
+        "(Expecting property name enclosed in double quotes: line 1 column 2 (char 1)); "
+        "the journal is damaged from there on.\n"
+        "No step is recorded before the damage: tune cannot roll back any change of this run.\n"
     )
     plain = check(tuned)
     assert plain.code == 0

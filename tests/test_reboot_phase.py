@@ -204,9 +204,9 @@ def test_snapshot_journals_boot_tools_and_never_writes_runtime(untuned: Path) ->
     assert result.code == 0, result.err
     (run_id,) = run_ids(SnapshotHost(untuned))
     run = read_run(SnapshotHost(untuned), run_id)
-    assert run is not None and run.header["phase"] == "reboot"
+    assert run is not None and run.header is not None and run.header.phase == "reboot"
     assert {step.kind for _, step in run.steps} == {"cmdline", "lxc"}
-    deferred = [r["argv"] for r in run.records if r["type"] == "deferred"]
+    deferred = [r["argv"] for r in (r.to_json() for r in run.records) if r["type"] == "deferred"]
     assert deferred and all(argv == ["update-grub"] for argv in deferred)
     changed = {p for p, data in tree(untuned).items() if before.get(p) != data}
     assert not any(p.startswith(("proc/", "sys/")) for p in changed)

@@ -15,6 +15,7 @@ from small_host import SmallHost, build, tree, write_profile
 from test_shell_read import LocalShellHost
 
 from reconciler.apply.engine import prepare
+from reconciler.apply.records import ProbesMeasured, RunStarted
 from reconciler.apply.run_record import contexts, plan_record
 from reconciler.apply.sh_engine import ApplyScript, send_probes, start, wait
 from reconciler.errors import ApplyFailed
@@ -132,7 +133,9 @@ def test_without_a_verdict_in_time_the_script_rolls_back_on_its_own(tmp_path: Pa
     loaded = load_profile(str(profile))
     shell = LocalShellHost(root)
     work = prepare(shell, loaded, runtime_only=True, preflight_here=False, with_persistence=False)
-    header = {"run_id": "20260101T000000Z-000001", "profile": "small", "phase": "runtime"}
+    header = RunStarted(
+        "20260101T000000Z-000001", "2026-01-01T00:00:00Z", "small", "runtime", "lab", None
+    )
     script = ApplyScript.of(
         work.steps,
         header,
@@ -143,14 +146,14 @@ def test_without_a_verdict_in_time_the_script_rolls_back_on_its_own(tmp_path: Pa
     )
     start(shell, script)
     measured = Records()
-    measured.record("probes", when="before", phase="runtime", results=[])
+    measured.record(ProbesMeasured("before", "runtime", ()))
     first = send_probes(script.run_id, "before", "ok", measured.lines)
     paused = wait(shell, script.run_id, 30, 0.05, first=first, pause_at=0)
-    assert paused.records[-1] == {"type": "verified", "seq": 0}
+    assert paused.records[-1].to_json() == {"type": "verified", "seq": 0}
     assert (root / "proc/sys/vm/swappiness").read_text() == "10\n"
     run = wait(shell, script.run_id, 30, 0.05)
     assert run.outcome == "rolled-back"
-    failed = next(r for r in run.records if r["type"] == "failed")
+    failed = next(r for r in (r.to_json() for r in run.records) if r["type"] == "failed")
     assert failed == {
         "type": "failed",
         "error": "no probe results from tune within 1 s",

@@ -41,7 +41,7 @@ class Tools(SnapshotHost):
 def container_records(root: Path, run_id: str) -> list[dict[str, object]]:
     run = read_run(SnapshotHost(root), run_id)
     assert run is not None
-    return [r for r in run.records if r["type"] == "container"]
+    return [r for r in (r.to_json() for r in run.records) if r["type"] == "container"]
 
 
 def only_run(root: Path) -> str:

@@ -75,7 +75,7 @@ def test_reboot_over_ssh_boots_once_verifies_and_promotes(
     (run_id,) = run_ids(host)
     run = read_run(host, run_id)
     assert run is not None and run.outcome == "applied"
-    deferred = [r["argv"] for r in run.records if r["type"] == "deferred"]
+    deferred = [r["argv"] for r in (r.to_json() for r in run.records) if r["type"] == "deferred"]
     assert deferred[:2] == [["update-grub"], ["grub-reboot", "tune-try"]]
     assert [s.target for _, s in run.steps if s.kind == "cmdline"] == [
         "try-once",
@@ -193,7 +193,7 @@ def after_boot_readings(root: Path) -> list[float]:
     assert run is not None
     return [
         result["median"]
-        for r in run.records
+        for r in (r.to_json() for r in run.records)
         if r["type"] == "probes" and r.get("when") == "after-boot"
         for result in r["results"]
     ]
@@ -295,7 +295,7 @@ def test_reboot_over_ssh_with_systemd_boot_boots_the_try_entry_once_and_promotes
     (run_id,) = run_ids(host)
     run = read_run(host, run_id)
     assert run is not None and run.outcome == "applied"
-    deferred = [r["argv"] for r in run.records if r["type"] == "deferred"]
+    deferred = [r["argv"] for r in (r.to_json() for r in run.records) if r["type"] == "deferred"]
     assert deferred[0] == ["bootctl", "set-oneshot", "tune-try.conf"]
     assert deferred[1:] == [["proxmox-boot-tool", "refresh"]] * (len(deferred) - 1)
 

@@ -1,28 +1,26 @@
-"""What tune last applied on a host, read back from the state `tune apply` keeps there.
+"""What tune last applied on a host (`tune check`): a view of the run journals that
+`journal.parse_run` reads, fetched in batches with the rest of a check's files.
 
-Everything lives under `/var/lib/tune` (inside `--root` for a snapshot):
+Everything lives under `/var/lib/tune` (inside `--root` for a snapshot, paths in `journal`):
 `profile.yaml`, the resolved profile of the last successful apply, and `runs/<run-id>.jsonl`,
-one journal per run: a `run` record, a `step` record before each write, and an `end` record
-with the outcome. This module only reads; it parses `Files`, never the host.
+one journal per run. This module only reads; it parses `Files`, never the host.
 """
 
 from __future__ import annotations
 
-import json
 import posixpath
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from ..errors import JournalError
 from ..hosts.base import ReadableHost
 from ..hosts.files import Files, Request
-from ..plan.model import Note
-from .journal import JournalError, skipped_line, within_limit
+from ..plan.model import Note, Value
+from .state import PROFILE as STORED_PROFILE
+from .state import RUN_SUFFIX, RUNS, skipped_line, within_limit
 
-STATE = "/var/lib/tune"
-STORED_PROFILE = STATE + "/profile.yaml"
-RUNS = STATE + "/runs"
-RUN_SUFFIX = ".jsonl"
+__all__ = ["STORED_PROFILE", "AppliedRun", "AppliedStep", "JournalError", "JsonValue"]
 
 # A value as plan JSON writes it: a string, a list of lines, or null for absent.
 JsonValue = str | list[str] | None
@@ -132,80 +130,42 @@ def latest_applied(files: Files) -> AppliedRun | None:
         data = files.read(path)
         if data is None:
             continue
-        run = parse_run(path, within_limit(path, data))
+        run = applied_run(path, within_limit(path, data))
         if run is not None:
             return run
     return None
 
 
-def parse_run(path: str, data: bytes) -> AppliedRun | None:
-    """An applied run, or None for one that was interrupted, rolled back or failed."""
-    # Each record is fsynced with its newline; text after the last newline is a record cut
-    # short by a crash, so the run ended there without an end record.
-    lines = data.split(b"\n")[:-1]
-    records = [_record(path, n, line) for n, line in enumerate(lines, 1) if line.strip()]
-    if not records:
+def applied_run(path: str, data: bytes) -> AppliedRun | None:
+    """The run journaled in `data` (read by `journal.parse_run`), when its outcome is
+    `applied`; None for one that was interrupted, rolled back or failed."""
+    from .journal import parse_run  # the record types load only when a journal is read
+    from .records import StepUnsupported
+
+    run = parse_run(posixpath.basename(path).removesuffix(RUN_SUFFIX), data, path)
+    if run.header is None or run.outcome != "applied" or run.finished is None:
         return None
-    head, end = records[0], records[-1]
-    if head.get("type") != "run":
-        raise JournalError(f"{path}:1: a run journal starts with a run record.")
-    if end.get("type") != "end" or end.get("outcome") != "applied":
-        return None
-    finished = _text(path, end, "finished")
     try:
-        finished_at = datetime.fromisoformat(finished)
+        finished_at = datetime.fromisoformat(run.finished)
     except ValueError:
-        raise JournalError(f"{path}: end time {finished!r} is not ISO 8601.") from None
+        raise JournalError(f"{path}: end time {run.finished!r} is not ISO 8601.") from None
     if finished_at.tzinfo is None:  # the contract records UTC; never read it as local time
         finished_at = finished_at.replace(tzinfo=UTC)
-    steps = [_step(path, r) for r in _steps(records)]
-    ids = {r.get("seq"): step.id for r, step in zip(_steps(records), steps, strict=True)}
-    unsupported = {
-        ids[r.get("seq")]: str(r.get("error"))
-        for r in records
-        if r.get("type") == "unsupported" and r.get("seq") in ids
-    }
+    ids = {seq: step.id for seq, step in run.steps}
     return AppliedRun(
-        run_id=_text(path, head, "run_id"),
+        run_id=run.header.run_id,
         path=path,
-        profile=_text(path, head, "profile"),
-        phase=_text(path, head, "phase"),
-        finished=finished,
+        profile=run.header.profile,
+        phase=run.header.phase,
+        finished=run.finished,
         finished_at=finished_at,
-        steps=tuple(steps),
-        unsupported=unsupported,
+        steps=tuple(
+            AppliedStep(step.id, step.kind, step.target, _jsonable(step.desired))
+            for _, step in run.steps
+        ),
+        unsupported={ids[r.seq]: r.error for r in run.of_type(StepUnsupported)},
     )
 
 
-def _steps(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [r for r in records if r.get("type") == "step"]
-
-
-def _record(path: str, number: int, line: bytes) -> dict[str, Any]:
-    try:
-        record = json.loads(line)
-    except ValueError as exc:
-        raise JournalError(f"{path}:{number}: not a JSON record ({exc}).") from None
-    if not isinstance(record, dict):
-        raise JournalError(f"{path}:{number}: a journal record is a JSON object.")
-    return record
-
-
-def _text(path: str, record: dict[str, Any], key: str) -> str:
-    value = record.get(key)
-    if not isinstance(value, str):
-        raise JournalError(f"{path}: {record.get('type')} record has no {key}.")
-    return value
-
-
-def _step(path: str, record: dict[str, Any]) -> AppliedStep:
-    desired = record.get("desired")
-    is_lines = isinstance(desired, list) and all(isinstance(x, str) for x in desired)
-    if not (desired is None or isinstance(desired, str) or is_lines):
-        raise JournalError(f"{path}: step {record.get('id')!r} has an unreadable desired value.")
-    return AppliedStep(
-        id=_text(path, record, "id"),
-        kind=_text(path, record, "kind"),
-        target=_text(path, record, "target"),
-        desired=desired,
-    )
+def _jsonable(value: Value) -> JsonValue:
+    return list(value) if isinstance(value, tuple) else value

@@ -32,12 +32,27 @@ from .journal import (
     PROFILE,
     RUNS,
     STATE,
+    DamagedJournal,
     Journal,
     Run,
     now_iso,
     rollback_chain,
     rolled_back_run,
     trusted_run,
+)
+from .records import (
+    Deferred,
+    Failed,
+    ProfileReplaced,
+    Record,
+    RestoreFailed,
+    RollbackStarted,
+    StepAbout,
+    StepRestored,
+    StepUnchanged,
+    StepUnsupported,
+    Verified,
+    Written,
 )
 from .run_record import contexts, plan_record
 from .steps import (
@@ -189,7 +204,7 @@ def perform(
     """One operation of step `seq`; with a journal, what it defers or creates is journaled."""
     if isinstance(op, BootTool) and host.defers(op.argv):
         if journal is not None:
-            journal.record("deferred", argv=list(op.argv), step=step.id)
+            journal.record(Deferred(op.argv, step.id))
         return
     if isinstance(op, SetAttr):
         host.set_attr(op.path, op.value)
@@ -244,13 +259,13 @@ def execute(
     about = contexts(work.plan, work.steps)
     try:
         with _signals_raise():
-            journal.record("plan", **plan_record(work.plan, work.steps))
+            journal.record(plan_record(work.plan, work.steps))
             if around is not None:
                 at = "the probes before the phase"
                 around.before(journal)
             for seq, step in enumerate(work.steps):
                 at = step.id
-                make(host, journal, seq, step, done, about.get(step.id, {}))
+                make(host, journal, seq, step, done, about.get(step.id, StepAbout()))
                 if on_step is not None:
                     on_step(seq, step)
             if around is not None:
@@ -267,7 +282,7 @@ def execute(
         reason = str(exc) if not isinstance(exc, KeyboardInterrupt) else "interrupted by SIGINT"
         with _signals_ignored():
             with contextlib.suppress(Exception):
-                journal.record("failed", error=reason, at=at)
+                journal.record(Failed(reason, at))
             failures = restore(host, journal, done, journal.made).failures
             with contextlib.suppress(Exception):
                 journal.end("rollback-failed" if failures else "rolled-back")
@@ -290,12 +305,12 @@ def make(
     seq: int,
     step: Step,
     done: list[tuple[int, Step]],
-    about: dict[str, Any],
+    about: StepAbout,
 ) -> None:
     """Journal one step, count it in `done` (what a failure restores), write it, read it back.
     A write the kernel refuses (`Refused`) fails the run unless the entry is optional; an
     optional one is journaled as unsupported and skipped."""
-    journal.step(seq, step, **about)
+    journal.step(seq, step, about)
     done.append((seq, step))
     try:
         for op in step.do:
@@ -303,13 +318,13 @@ def make(
     except Refused as exc:
         if not step.optional:
             raise StepFailed("".join(unsupported_message(step, str(exc).rstrip(".")))) from None
-        journal.record("unsupported", seq=seq, error=str(exc))
+        journal.record(StepUnsupported(seq, str(exc)))
         return
-    journal.record("written", seq=seq)
+    journal.record(Written(seq))
     got = read(host, step.probe)
     if got != step.expect:
         raise StepFailed("".join(read_back_message(step, show_value(got))))
-    journal.record("verified", seq=seq)
+    journal.record(Verified(seq))
 
 
 def extend(host: Host, run_id: str, steps: tuple[Step, ...]) -> None:
@@ -323,7 +338,7 @@ def extend(host: Host, run_id: str, steps: tuple[Step, ...]) -> None:
     try:
         with _signals_raise():
             for seq, step in enumerate(steps, first):
-                make(host, journal, seq, step, done, {})
+                make(host, journal, seq, step, done, StepAbout())
             journal.end("applied")
     except (Exception, KeyboardInterrupt) as exc:
         with _signals_ignored():
@@ -401,7 +416,7 @@ def restore(
     for seq, step in reversed(steps):
         try:
             if read(host, step.probe) == step.restored:
-                _mark(journal, "unchanged", seq=seq)
+                _mark(journal, StepUnchanged(seq))
                 result.unchanged += 1
                 continue
             for op in step.undo:
@@ -412,19 +427,19 @@ def restore(
                     f"{step.id}: restored {show_value(step.restored)} "
                     f"but it reads back {show_value(got)}"
                 )
-            _mark(journal, "restored", seq=seq)
+            _mark(journal, StepRestored(seq))
             result.restored += 1
         except Exception as exc:
             failures.append(str(exc))
-            _mark(journal, "restore-failed", seq=seq, error=str(exc))
+            _mark(journal, RestoreFailed(seq, str(exc)))
         finally:
             tidy(host, step, made.get(seq, ()))
     return result
 
 
-def _mark(journal: Journal, record_type: str, /, **fields: Any) -> None:
+def _mark(journal: Journal, record: Record) -> None:
     with contextlib.suppress(TuneError):
-        journal.record(record_type, **fields)
+        journal.record(record)
 
 
 def tidy(host: Host, step: Step, made: Sequence[str]) -> None:
@@ -464,7 +479,7 @@ def store_profile(host: Host, journal: Journal | None, loaded: LoadedProfile) ->
     if prior is not None and prior.decode("utf-8", "replace") == text:
         return False
     if journal is not None:
-        journal.record("profile", prior=None if prior is None else prior.decode("utf-8", "replace"))
+        journal.record(ProfileReplaced(None if prior is None else prior.decode("utf-8", "replace")))
     host.private_dir(STATE)
     host.put_file(PROFILE, text.encode())
     return True
@@ -475,6 +490,8 @@ class RollbackResult:
     run_id: str
     result: Restored
     already: bool = False
+    # The run's journal is damaged: only the steps recorded before the damage were restored.
+    damage: DamagedJournal | None = None
 
 
 def rollback(host: Host, run_id: str | None = None, *, boot_only: bool = False) -> RollbackResult:
@@ -499,10 +516,10 @@ def roll_back_chain(
 def restore_run(host: Host, run: Run, *, boot_only: bool = False) -> RollbackResult:
     """Restore one run from its journal (see `rollback`)."""
     chosen = run.run_id
-    if run.outcome == "rolled-back":
-        return RollbackResult(chosen, Restored(), already=True)
-    journal = Journal(host, chosen)
-    _mark(journal, "rollback", started=now_iso())
+    if run.outcome == "rolled-back" or not run.records:  # no record: nothing was changed
+        return RollbackResult(chosen, Restored(), already=True, damage=run.damage)
+    journal = Journal.resume(host, run)
+    _mark(journal, RollbackStarted(now_iso()))
     with _signals_ignored():
         steps = [(seq, s) for seq, s in run.steps if not boot_only or boot_kind(s.kind)]
         result = restore(host, journal, steps, run.made)
@@ -521,7 +538,7 @@ def restore_run(host: Host, run: Run, *, boot_only: bool = False) -> RollbackRes
         done = "boot-rolled-back" if boot_only else "rolled-back"
         with contextlib.suppress(TuneError):  # a marker, as those of `restore`
             journal.end("rollback-failed" if failures else done)
-    return RollbackResult(chosen, result)
+    return RollbackResult(chosen, result, damage=run.damage)
 
 
 def _clear_pending(host: Host, run_id: str, failures: list[str]) -> None:

@@ -18,29 +18,63 @@ Records (the contract `tune check --since-apply` reads; see README "The run jour
 - `end`: outcome (applied | rolled-back | rollback-failed), finished. A rollback of an applied
   run appends to that run's file, so the LAST `end` line is the run's outcome; a file whose last
   record is not `end` was interrupted.
+
+Each record is a type of `apply.records`, written and read only through it. `parse_run` is the
+one reader (rollback, history, check, report, verify), and it is strict: a torn last line is
+what a crash mid-append leaves and reads as an interrupted run; any other damage is a
+`DamagedJournal` naming the file and line and the steps recorded before it, which
+`tune rollback` still restores (`rollback_chain`) before it exits with `ExitCode.JOURNAL`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import secrets
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TypeVar
 
-from ..errors import HostError, UnfinishedRun
+from ..errors import HostError, JournalError, TuneError, UnfinishedRun
 from ..hosts.base import Host, ReadableHost
-from ..hosts.bounded import size_text
-from ..hosts.files import MAX_STATE_BYTES, Request
+from ..hosts.files import Request
+from .records import (
+    STEP_MARKERS,
+    End,
+    Mkdir,
+    ProfileReplaced,
+    Record,
+    RecordError,
+    RunStarted,
+    StepAbout,
+    StepRecord,
+    StepUnsupported,
+    parse_line,
+    render,
+)
+from .state import (
+    LOCK,
+    PROFILE,
+    RUN_SUFFIX,
+    RUNS,
+    STATE,
+    run_path,
+    skipped_line,
+    within_limit,
+)
 from .steps import Step
 from .trust import check
 
-STATE = "/var/lib/tune"
-RUNS = f"{STATE}/runs"
-PROFILE = f"{STATE}/profile.yaml"
-# In a directory only root can write: in /run/lock (1777 on Debian) any user could plant a link
-# there, or hold the lock with a pid of their choosing.
-LOCK = "/run/tune/tune.lock"
+__all__ = [
+    "LOCK",
+    "PROFILE",
+    "RUNS",
+    "RUN_SUFFIX",
+    "STATE",
+    "run_path",
+    "skipped_line",
+    "within_limit",
+]
 
 
 def now_iso() -> str:
@@ -56,10 +90,6 @@ def new_run_id(now: datetime | None = None) -> str:
     return f"{now:%Y%m%dT%H%M%SZ}-{now.microsecond:05x}{secrets.randbelow(16):x}"
 
 
-def run_path(run_id: str) -> str:
-    return f"{RUNS}/{run_id}.jsonl"
-
-
 class Journal:
     """Appends records to one run's file; each is on disk (fsync) before `record` returns."""
 
@@ -70,6 +100,19 @@ class Journal:
         self.sync = sync
         # Step seq -> the directories its writes created, as journaled (`mkdir` records).
         self.made: dict[int, list[str]] = {}
+
+    @classmethod
+    def resume(cls, host: Host, run: Run) -> Journal:
+        """The journal of `run`, to append to (a rollback): a record a crash tore at its end is
+        cut off first, or the next record would join it into one line that is not JSON."""
+        journal = cls(host, run.run_id)
+        if run.torn_at is not None:
+            # Best effort, as the markers are: the restore matters more than the journal's
+            # shape, and a journal left torn reads as damaged at that line, which is said.
+            with contextlib.suppress(TuneError):
+                data = host.fetch(Request.of(whole=[journal.path])).read(journal.path) or b""
+                host.put_file(journal.path, data[: run.torn_at], 0o600)
+        return journal
 
     @classmethod
     def start(
@@ -88,120 +131,175 @@ class Journal:
         host.private_dir(RUNS)
         check_state(host)
         journal = cls(host, run_id or new_run_id(), sync=sync)
-        journal.record(
-            "run",
-            run_id=journal.run_id,
-            started=now_iso(),
-            profile=profile,
-            phase=phase,
-            host=host_name,
-            boot_id=boot_id,
-        )
+        journal.record(RunStarted(journal.run_id, now_iso(), profile, phase, host_name, boot_id))
         return journal
 
-    def record(self, record_type: str, /, **fields: Any) -> None:
-        line = json.dumps({"type": record_type, **fields}, separators=(",", ":")) + "\n"
-        self.host.append(self.path, line.encode(), sync=self.sync)
+    def record(self, record: Record) -> None:
+        self.host.append(self.path, (render(record) + "\n").encode(), sync=self.sync)
 
-    def step(self, seq: int, step: Step, **about: Any) -> None:
+    def step(self, seq: int, step: Step, about: StepAbout) -> None:
         """`about`: why the step is made (priority, reason, operations), for `tune report`."""
-        self.record("step", seq=seq, **about, **step.to_json())
+        self.record(StepRecord(seq, step, about))
 
     def creates(self, seq: int, directories: list[str]) -> None:
         """Journal the directories step `seq` is about to create, before it does."""
         if directories:
-            self.record("mkdir", seq=seq, paths=directories)
+            self.record(Mkdir(seq, tuple(directories)))
             self.made.setdefault(seq, []).extend(directories)
 
     def end(self, outcome: str) -> None:
-        self.record("end", outcome=outcome, finished=now_iso())
+        self.record(End(outcome, now_iso()))
 
 
 @dataclass
 class Run:
-    """A run as read back from its journal."""
+    """A run as read back from its journal: its records, typed, in the order written. The file
+    may be a crashed run's (no `end`): `outcome` is then "interrupted"."""
 
     run_id: str
-    header: dict[str, Any]
-    steps: list[tuple[int, Step]] = field(default_factory=list)
-    records: list[dict[str, Any]] = field(default_factory=list)
+    header: RunStarted | None = None
+    records: list[Record] = field(default_factory=list)
+    # Where the journal is damaged (`read_journal`): the records are those before it.
+    damage: DamagedJournal | None = None
+    size: int = 0  # the bytes read, whole records or not: what `appended` reads past
+    # Where a record torn by a crash starts (`read_journal`), which goes before more are added.
+    torn_at: int | None = None
+
+    @property
+    def steps(self) -> list[tuple[int, Step]]:
+        return [(r.seq, r.step) for r in self.records if isinstance(r, StepRecord)]
+
+    def of_type(self, record_type: type[R]) -> list[R]:
+        return [r for r in self.records if isinstance(r, record_type)]
 
     @property
     def outcome(self) -> str:
         """The last `end` record's outcome, or "interrupted" when the file stops elsewhere."""
-        last = self.records[-1] if self.records else {}
-        return str(last.get("outcome")) if last.get("type") == "end" else "interrupted"
+        last = self.records[-1] if self.records else None
+        return last.outcome if isinstance(last, End) else "interrupted"
 
     @property
     def finished(self) -> str | None:
-        last = self.records[-1] if self.records else {}
-        return last.get("finished") if last.get("type") == "end" else None
+        last = self.records[-1] if self.records else None
+        return last.finished if isinstance(last, End) else None
 
     @property
     def unsupported(self) -> list[str]:
         """One line for each optional step the kernel refused, which the run skipped."""
         ids = {seq: step.id for seq, step in self.steps}
-        return [
-            skipped_line(ids.get(int(r.get("seq", -1)), "?"), str(r.get("error")))
-            for r in self.records
-            if r.get("type") == "unsupported"
-        ]
+        return [skipped_line(ids[r.seq], r.error) for r in self.of_type(StepUnsupported)]
 
     @property
     def made(self) -> dict[int, list[str]]:
         """Step seq -> the directories its writes created (`Journal.creates`)."""
         made: dict[int, list[str]] = {}
-        for record in self.records:
-            if record.get("type") == "mkdir":
-                made.setdefault(int(record.get("seq", -1)), []).extend(record.get("paths", ()))
+        for record in self.of_type(Mkdir):
+            made.setdefault(record.seq, []).extend(record.paths)
         return made
 
     @property
     def profile_prior(self) -> tuple[bool, str | None]:
         """(whether this run replaced profile.yaml, the text it had before)."""
-        for record in self.records:
-            if record.get("type") == "profile":
-                return True, record.get("prior")
-        return False, None
+        replaced = self.of_type(ProfileReplaced)
+        return (True, replaced[0].prior) if replaced else (False, None)
 
 
-def skipped_line(knob: str, refused: str) -> str:
-    return f"{knob} is not supported on this host, skipped (optional): {refused}"
+R = TypeVar("R", bound=Record)
 
 
-class JournalError(HostError):
-    """A run journal that exists but cannot be read or understood."""
+class DamagedJournal(JournalError):
+    """A journal damaged before its last line (the last one a crash may tear): `readable` is the
+    run as far as it could be read, which is what can still be rolled back."""
 
+    def __init__(self, path: str, line: int, problem: str, readable: Run) -> None:
+        self.path = path
+        self.line = line
+        self.problem = problem
+        self.readable = readable
+        super().__init__(f"{path}:{line}: {problem}; the journal is damaged from there on.")
 
-def within_limit(path: str, data: bytes) -> bytes:
-    """A journal's bytes as read (whole reads stop one byte past MAX_STATE_BYTES), refused when
-    it is larger than tune reads."""
-    if len(data) > MAX_STATE_BYTES:
-        raise JournalError(
-            f"{path}: larger than {size_text(MAX_STATE_BYTES)}, the most tune reads of a run "
-            "journal; it is not one tune wrote: move it out of the way to go on."
+    def problems(self) -> list[str]:
+        return [*super().problems(), self.what_remains()]
+
+    def problems_after_rollback(self) -> list[str]:
+        """What `tune rollback` says once it restored the steps recorded before the damage."""
+        restored = len(self.readable.steps)
+        return [
+            *super().problems(),
+            f"Only the {restored} steps recorded before line {self.line} were rolled back; any "
+            f"change run {self.readable.run_id} made after them is still on the host: check it "
+            f"by hand; then `tune apply --after-interrupted` applies over this run.",
+        ]
+
+    def what_remains(self) -> str:
+        steps = [step.id for _, step in self.readable.steps]
+        if not steps:
+            return (
+                "No step is recorded before the damage: tune cannot roll back any change of "
+                "this run."
+            )
+        shown = ", ".join(steps[:5]) + (", ..." if len(steps) > 5 else "")
+        return (
+            f"The {len(steps)} steps recorded before it ({shown}) can still be rolled back "
+            f"(`tune rollback {self.readable.run_id}` restores them); any change recorded after "
+            "them must be checked by hand."
         )
-    return data
 
 
 def run_ids(host: ReadableHost) -> list[str]:
     listing = host.fetch(Request(listings=frozenset([RUNS]))).listing(RUNS)
-    names = [p.rsplit("/", 1)[1] for p in listing if p.endswith(".jsonl")]
-    return sorted(n.removesuffix(".jsonl") for n in names)
+    names = [p.rsplit("/", 1)[1] for p in listing if p.endswith(RUN_SUFFIX)]
+    return sorted(n.removesuffix(RUN_SUFFIX) for n in names)
 
 
-def read_run(host: ReadableHost, run_id: str) -> Run | None:
+def read_run(host: ReadableHost, run_id: str, *, damaged: bool = False) -> Run | None:
+    """The run `run_id`, None when there is none; a damaged journal raises `DamagedJournal`,
+    or with `damaged` is read as far as it can be (`Run.damage` says where it stops)."""
     path = run_path(run_id)
     files = host.fetch(Request.of(whole=[path]))
     if path in files.errors:
         raise JournalError(f"{path}: cannot read run journal ({files.errors[path]}).")
     data = files.read(path)
-    return None if data is None else parse_run(run_id, within_limit(path, data))
+    if data is None:
+        return None
+    run = read_journal(run_id, within_limit(path, data), path)
+    if run.damage is not None and not damaged:
+        raise run.damage
+    return run
 
 
-def existing_run(host: ReadableHost, run_id: str) -> Run:
-    """The run `run_id`; HostError when the host has no such run."""
-    run = read_run(host, run_id)
+def every_run(host: ReadableHost) -> tuple[list[Run], list[DamagedJournal]]:
+    """Every run on the host, oldest first, a damaged one as far as it reads (`tune history`);
+    and the damage found."""
+    runs: list[Run] = []
+    damaged: list[DamagedJournal] = []
+    for run_id in run_ids(host):
+        try:
+            run = read_run(host, run_id)
+        except DamagedJournal as exc:
+            damaged.append(exc)
+            run = exc.readable
+        if run is not None:
+            runs.append(run)
+    return runs, damaged
+
+
+def appended(host: ReadableHost, run: Run) -> list[Record]:
+    """The records appended to `run`'s journal since it was read (what a rollback script
+    wrote), read past whatever damage the run had; a torn or unreadable line is skipped."""
+    path = run_path(run.run_id)
+    data = host.fetch(Request.of(whole=[path])).read(path) or b""
+    added: list[Record] = []
+    start = run.size if run.torn_at is None else run.torn_at  # `resume` cut the torn record
+    for line in within_limit(path, data)[start:].split(b"\n")[:-1]:
+        with contextlib.suppress(RecordError):
+            added.append(parse_line(line))
+    return added
+
+
+def existing_run(host: ReadableHost, run_id: str, *, damaged: bool = False) -> Run:
+    """The run `run_id` (see `read_run`); HostError when the host has no such run."""
+    run = read_run(host, run_id, damaged=damaged)
     if run is None:
         raise _no_run(host, run_id)
     return run
@@ -230,10 +328,10 @@ def check_state(host: Host, *files: str) -> None:
     check(*host.owned([STATE, RUNS, LOCK.rsplit("/", 1)[0], *files]), files)
 
 
-def trusted_run(host: Host, run_id: str) -> Run:
+def trusted_run(host: Host, run_id: str, *, damaged: bool = False) -> Run:
     """The run `run_id`, once its journal and the directories above it pass `check_state`."""
     check_state(host, run_path(run_id))
-    return existing_run(host, run_id)
+    return existing_run(host, run_id, damaged=damaged)
 
 
 def rolled_back_run(host: Host, run_id: str | None) -> Run:
@@ -244,11 +342,16 @@ def rolled_back_run(host: Host, run_id: str | None) -> Run:
 def rollback_chain(host: Host, run_id: str | None) -> list[Run]:
     """The runs `tune rollback` restores, newest first: the run `run_id`; by default the newest
     run and every interrupted run right before it (one applied over an interrupted one, with
-    `--after-interrupted` or by a tune that did not stop there), so no change stays behind."""
+    `--after-interrupted` or by a tune that did not stop there), so no change stays behind.
+
+    A damaged journal's run is restored as far as it reads (its `damage` says what it could
+    not) and ends the chain: the operator reads why before anything older is touched."""
     chosen, ids = _chosen_id(host, run_id, "roll back")
-    chain = [trusted_run(host, chosen)]
+    chain = [trusted_run(host, chosen, damaged=True)]
     for earlier in reversed(ids[:-1] if run_id is None else []):
-        run = trusted_run(host, earlier)
+        if chain[-1].damage is not None:
+            break
+        run = trusted_run(host, earlier, damaged=True)
         if run.outcome != "interrupted":
             break
         chain.append(run)
@@ -264,8 +367,13 @@ def before_apply(host: Host, *, after_interrupted: bool = False, locked: bool = 
     ids = run_ids(host)
     newest = ids[-1] if ids and not after_interrupted else None
     check_state(host, *([run_path(newest)] if newest else []))  # one round trip over SSH
-    run = None if newest is None else existing_run(host, newest)
-    if run is not None and run.outcome == "interrupted":
+    run = None if newest is None else existing_run(host, newest, damaged=True)
+    if run is not None and run.damage is not None:
+        # Whether it ended cannot be told: the operator decides, as for an interrupted run.
+        raise JournalError(
+            *run.damage.problems(), "`tune apply --after-interrupted` applies over it."
+        )
+    if run is not None and run.records and run.outcome == "interrupted":
         raise UnfinishedRun(run.run_id, len(run.steps), host.describe(), locked=locked)
 
 
@@ -273,19 +381,71 @@ def _no_run(host: ReadableHost, run_id: str) -> HostError:
     return HostError(f"no run {run_id} on {host.describe()} (tune history lists them).")
 
 
-def parse_run(run_id: str, data: bytes) -> Run:
-    """A journal's bytes as a `Run` (what `read_run` reads, or a remote poll printed)."""
-    run = Run(run_id, {})
-    for line in data.decode("utf-8", "replace").splitlines():
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # a line torn by a crash mid-write: its step was never written
-        if not isinstance(record, dict):
-            continue
-        run.records.append(record)
-        if record.get("type") == "run" and not run.header:
-            run.header = record
-        elif record.get("type") == "step":
-            run.steps.append((int(record["seq"]), Step.from_json(record)))
+def parse_run(run_id: str, data: bytes, path: str | None = None) -> Run:
+    """A journal's bytes as a `Run` (what `read_run` reads, or a remote poll printed);
+    `DamagedJournal` for damage other than a torn last line (see `read_journal`)."""
+    run = read_journal(run_id, data, path)
+    if run.damage is not None:
+        raise run.damage
     return run
+
+
+def read_journal(run_id: str, data: bytes, path: str | None = None) -> Run:
+    """A journal's bytes as a `Run`, as far as they can be read.
+
+    Each record is appended whole with its newline and synced, so a crash mid-append can leave
+    only a torn LAST line (no newline yet, or a line that is not whole JSON): it is ignored, and
+    the run reads as interrupted there. Any other damage stops the reading at that line, and
+    `Run.damage` names it."""
+    path = path or run_path(run_id)
+    run = Run(run_id, size=len(data))
+    lines = data.split(b"\n")[:-1]  # after the last newline: a torn record, or nothing
+    seqs: set[int] = set()
+    offset = 0
+    for number, line in enumerate(lines, 1):
+        try:
+            record = parse_line(line)
+            _fits(run, record, seqs)
+        except RecordError as exc:
+            if number < len(lines) or not _torn(line):
+                run.damage = DamagedJournal(path, number, str(exc), run)
+            else:
+                run.torn_at = offset
+            break
+        offset += len(line) + 1
+        run.records.append(record)
+        if isinstance(record, RunStarted):
+            run.header = record
+        elif isinstance(record, StepRecord):
+            seqs.add(record.seq)
+    if run.damage is None and run.torn_at is None and offset < len(data):
+        run.torn_at = offset
+    return run
+
+
+def _torn(line: bytes) -> bool:
+    """Whether a last line is what a crash mid-append leaves: not whole JSON."""
+    try:
+        json.loads(line.decode("utf-8"))
+    except ValueError:
+        return True
+    return False
+
+
+def _fits(run: Run, record: Record, seqs: set[int]) -> None:
+    """What makes a record wrong where it stands, beyond its own fields."""
+    if isinstance(record, RunStarted) != (not run.records):
+        raise RecordError(
+            "a second run record" if run.records else "a run journal starts with a run record"
+        )
+    if (
+        isinstance(record, StepRecord)
+        and not record.sealed
+        and run.header
+        and run.header.format > 1
+    ):
+        raise RecordError("the step record has no check")
+    if isinstance(record, StepRecord) and record.seq in seqs:
+        raise RecordError(f"step {record.seq} is recorded twice")
+    if isinstance(record, STEP_MARKERS) and record.seq not in seqs:
+        raise RecordError(f"a {record.TYPE} record for step {record.seq}, which is not recorded")

@@ -185,7 +185,7 @@ def after_run(engine: Engine, job: ApplyJob, done: Done, show: Show) -> Done:
 
 
 @dataclass(frozen=True)
-class Verified:
+class BootHeld:
     """A boot that held (`tune verify`, or `tune apply --reboot` that waited for it)."""
 
     pending: PendingBoot
@@ -195,7 +195,7 @@ class Verified:
 
 def verify_one(
     engine: Engine, *, keep_on_regression: bool, restart_containers: bool
-) -> Verified | None:
+) -> BootHeld | None:
     """`tune verify`: the pending boot checked, then promoted or rolled back; None when no
     reboot-phase apply is pending."""
     kept: list[GateFailure] = []
@@ -206,7 +206,7 @@ def verify_one(
             return None
         after = after_boot(engine, keep_on_regression, kept, restart_containers)
         verdict = conclude(engine, pending, after)
-    return Verified(pending, verdict, kept)
+    return BootHeld(pending, verdict, kept)
 
 
 def after_boot(

@@ -4,37 +4,36 @@ BIOS) and, for each step, why it was made (priority, reason) and the operations 
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..plan.model import Change, Plan
+from .records import PlanRecord, StepAbout
 from .steps import Step
 
 
-def plan_record(plan: Plan, applying: tuple[Step, ...]) -> dict[str, Any]:
+def plan_record(plan: Plan, applying: tuple[Step, ...]) -> PlanRecord:
     """The `plan` record: every change the plan had, which of them this run applies, the reboots
     already configured and the checks that failed (tune cannot fix those)."""
     ids = {step.id for step in applying}
-    return {
-        "changes": [c.to_json() | {"applied_now": c.id in ids} for c in plan.changes],
-        "pending": [p.to_json() for p in plan.pending],
-        "failed_checks": [c.to_json() for c in plan.failed_checks],
-    }
+    return PlanRecord(
+        changes=tuple(c.to_json() | {"applied_now": c.id in ids} for c in plan.changes),
+        pending=tuple(p.to_json() for p in plan.pending),
+        failed_checks=tuple(c.to_json() for c in plan.failed_checks),
+    )
 
 
-def step_context(change: Change | None, step: Step) -> dict[str, Any]:
+def step_context(change: Change | None, step: Step) -> StepAbout:
     """Fields added to a `step` record (the journal contract only grows)."""
-    about: dict[str, Any] = {"operations": [op.describe() for op in step.do]}
-    if change is not None:
-        about |= {
-            "priority": change.priority.value,
-            "reason": change.reason,
-            "phase": change.phase.value,
-        }
-        if change.fix:
-            about["fix"] = change.fix
-    return about
+    operations = tuple(op.describe() for op in step.do)
+    if change is None:
+        return StepAbout(operations)
+    return StepAbout(
+        operations,
+        priority=change.priority.value,
+        reason=change.reason,
+        phase=change.phase.value,
+        fix=change.fix or None,
+    )
 
 
-def contexts(plan: Plan, steps: tuple[Step, ...]) -> dict[str, dict[str, Any]]:
+def contexts(plan: Plan, steps: tuple[Step, ...]) -> dict[str, StepAbout]:
     changes = {c.id: c for c in plan.changes}
     return {step.id: step_context(changes.get(step.id), step) for step in steps}

@@ -33,7 +33,6 @@ import secrets
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from ..boot.verify import PENDING
 from ..errors import ApplyFailed, ConnectError, HostError
@@ -55,6 +54,7 @@ from .journal import (
     RUNS,
     STATE,
     Run,
+    appended,
     new_run_id,
     now_iso,
     parse_run,
@@ -62,6 +62,24 @@ from .journal import (
     rolled_back_run,
     run_path,
     trusted_run,
+)
+from .records import (
+    Deferred,
+    End,
+    Failed,
+    PlanRecord,
+    ProfileReplaced,
+    Record,
+    RestoreFailed,
+    RollbackStarted,
+    RunStarted,
+    StepAbout,
+    StepRecord,
+    StepRestored,
+    StepUnchanged,
+    Verified,
+    Written,
+    render,
 )
 from .run_record import contexts, plan_record
 from .steps import (
@@ -79,11 +97,6 @@ from .steps import (
 
 # Exit status of the start script when a requirement is unmet (its stderr says which).
 UNMET = 90
-
-
-def record(record_type: str, **fields: Any) -> str:
-    """A journal line rendered now, as `Journal.record` would write it."""
-    return json.dumps({"type": record_type, **fields}, separators=(",", ":"))
 
 
 # The primitives. Everything profile-specific arrives as single-quoted arguments.
@@ -112,7 +125,7 @@ def _op(op: Op, step_id: str = "", seq: int | None = None) -> str:
     argv = " ".join(quoted(a) for a in op.argv)
     if isinstance(op, BootTool):
         # On a snapshot (TUNE_ROOT) the library journals it instead, as a local snapshot does.
-        deferred = record("deferred", argv=list(op.argv), step=step_id)
+        deferred = render(Deferred(op.argv, step_id))
         return f"boot_tool {quoted(deferred)} {argv}"
     return f"run_argv {argv}"
 
@@ -182,17 +195,17 @@ class ApplyScript:
     def of(
         cls,
         steps: tuple[Step, ...],
-        header: dict[str, Any],
+        header: RunStarted | None,
         profile: tuple[str | None, str] | None,
-        plan: dict[str, Any] | None = None,
-        about: dict[str, dict[str, Any]] | None = None,
+        plan: PlanRecord | None = None,
+        about: dict[str, StepAbout] | None = None,
         probes_wait: int | None = None,
         *,
         after: tuple[PutFile, ...] = (),
         extends: Run | None = None,
         later: tuple[Step, ...] = (),
     ) -> ApplyScript:
-        """`header`: the `run` record's fields; `profile`: (prior text, new text) of
+        """`header`: the `run` record (None with `extends`); `profile`: (prior text, new text) of
         profile.yaml when the run replaces it; `plan` and `about`: the `plan` record and each
         step's context, as the local journal writes them (`reconciler.run_record`);
         `probes_wait`: with probes, the seconds the script waits for tune's measurement before
@@ -204,7 +217,9 @@ class ApplyScript:
         With `extends`, the steps are appended to that applied run (`apply.extend`), with no
         `run` record; a failure restores them and the run's boot configuration."""
         about = about or {}
-        run_id = str(header["run_id"])
+        if header is None and extends is None:
+            raise ValueError("a run script needs its run record or the run it extends")
+        run_id = header.run_id if header is not None else extends.run_id if extends else ""
         first = max((seq for seq, _ in extends.steps), default=-1) + 1 if extends else 0
         earlier = [(q, s) for q, s in extends.steps if boot_kind(s.kind)] if extends else []
         parts = [
@@ -232,8 +247,8 @@ class ApplyScript:
             "apply() {\n",
             f"    DONE={quoted(seeded)}\n    AT='the start'\n",
             '    (umask 077 && : >>"$J") || exit 1\n',
-            *([f"    rec {quoted(record('run', **header))}\n"] if extends is None else []),
-            *([f"    rec {quoted(record('plan', **plan))}\n"] if plan is not None else []),
+            *([f"    rec {quoted(render(header))}\n"] if extends is None and header else []),
+            *([f"    rec {quoted(render(plan))}\n"] if plan is not None else []),
             *(["    FAILED_END=boot-rolled-back\n"] if extends is not None else []),
             "    trap 'fail \"interrupted by SIGTERM\"' TERM\n",
             "    trap 'fail \"interrupted by SIGHUP\"' HUP\n",
@@ -242,16 +257,16 @@ class ApplyScript:
             *_await("before", probes_wait),
         ]
         for seq, step in enumerate(steps, first):
-            step_record = record("step", seq=seq, **about.get(step.id, {}), **step.to_json())
+            step_record = render(StepRecord(seq, step, about.get(step.id, StepAbout())))
             body += [
                 f"    AT={quoted(step.id)}\n",
                 f'    rec {quoted(step_record)} || fail "$ERR"\n',
                 f'    DONE="{seq} $DONE"\n',
                 f"    ERR=; REFUSED=; if do_{seq}; then\n",
-                f"    rec {quoted(record('written', seq=seq))}\n",
+                f"    rec {quoted(render(Written(seq)))}\n",
                 f"    expected_{seq} || fail "
                 f"{sh_word(*read_back_message(step, Expand(f'$(shown_{seq})')))}\n",
-                f"    rec {quoted(record('verified', seq=seq))}\n",
+                f"    rec {quoted(render(Verified(seq)))}\n",
                 *_refused(seq, step),
             ]
         body += _await("after", probes_wait)
@@ -261,7 +276,7 @@ class ApplyScript:
             prior, text = profile
             body += [
                 f"    AT={quoted(PROFILE)}\n",
-                f"    rec {quoted(record('profile', prior=prior))}\n",
+                f"    rec {quoted(render(ProfileReplaced(prior)))}\n",
                 f"    ERR=; put_file {quoted(PROFILE)} 644 {printf_format(text.encode())}"
                 ' || fail "$ERR"\n',
             ]
@@ -298,11 +313,11 @@ def _await(when: str, seconds: int | None) -> list[str]:
     ]
 
 
-def send_probes(run_id: str, when: str, verdict: str, records: list[dict[str, Any]]) -> str:
+def send_probes(run_id: str, when: str, verdict: str, records: list[Record]) -> str:
     """The script part that hands a probe measurement to the waiting apply script: the verdict
     line, then the records, in one file that appears whole (rename)."""
     lines = [" ".join(verdict.split()) or "ok"]
-    lines += [json.dumps(r, separators=(",", ":")) for r in records]
+    lines += [render(r) for r in records]
     path = quoted(f".{run_path(run_id)}.{when}")
     data = "".join(f"{line}\n" for line in lines).encode()
     return (
@@ -337,7 +352,9 @@ def rollback_script(run: Run, *, boot_only: bool = False) -> str:
     parts.append(
         "take_lock || { echo 'another tune run holds the lock' >&2; exit 1; }\n"
         "trap '' TERM HUP INT\n"
-        f"rec {quoted(record('rollback', started=now_iso()))}\n"
+        # As `Journal.resume`: a record a crash tore goes before the rollback's are added.
+        + ("" if run.torn_at is None else f'truncate -s {run.torn_at} "$J"\n')
+        + f"rec {quoted(render(RollbackStarted(now_iso())))}\n"
         f'FAILS=0\nfor n in {order}; do restore_step "$n"; done\n'
         f'ERR=; {profile} || {{ FAILS=$((FAILS + 1)); echo "$ERR" >&2; }}\n'
         f'ERR=; {pending} || {{ FAILS=$((FAILS + 1)); echo "$ERR" >&2; }}\n'
@@ -376,7 +393,7 @@ def wait(
     ticks = max(1, int(min(timeout / 2, 30.0) / interval))
     marks = ['-e \'^{"type":"end"\'']
     if pause_at is not None:
-        marks.append(f"-e '^{record('verified', seq=pause_at)}$'")
+        marks.append(f"-e '^{render(Verified(pause_at))}$'")
     script = (
         f'cd -- "${{TUNE_ROOT:-/}}" || exit 1\ni=0\n'
         f"while [ $i -lt {ticks} ]; do\n"
@@ -398,16 +415,15 @@ def wait(
 
 
 def _paused(run: Run, pause_at: int | None) -> bool:
-    last = run.records[-1] if run.records else {}
-    return pause_at is not None and last == {"type": "verified", "seq": pause_at}
+    last = run.records[-1] if run.records else None
+    return pause_at is not None and last == Verified(pause_at)
 
 
 def outcome_error(run: Run) -> ApplyFailed:
-    failed = next((r for r in run.records if r.get("type") == "failed"), {})
-    reason = str(failed.get("error", "interrupted"))
-    at = str(failed.get("at", "the start"))
+    failed = next(iter(run.of_type(Failed)), Failed("interrupted", "the start"))
+    reason, at = failed.error, failed.at
     head = reason if reason.startswith(at) else f"{at}: {reason}"
-    problems = [str(r.get("error")) for r in run.records if r.get("type") == "restore-failed"]
+    problems = [r.error for r in run.of_type(RestoreFailed)]
     done = len(run.steps)
     if problems:
         return ApplyFailed(
@@ -447,14 +463,14 @@ def apply_remote(
     text = profile_text(loaded)
     prior_bytes = host.read_file(PROFILE)
     prior = None if prior_bytes is None else prior_bytes.decode("utf-8", "replace")
-    header = {
-        "run_id": run_id or new_run_id(),
-        "started": now_iso(),
-        "profile": work.plan.profile,
-        "phase": phase,
-        "host": work.plan.host.name,
-        "boot_id": work.plan.host.boot_id,
-    }
+    header = RunStarted(
+        run_id=run_id or new_run_id(),
+        started=now_iso(),
+        profile=work.plan.profile,
+        phase=phase,
+        host=work.plan.host.name,
+        boot_id=work.plan.host.boot_id,
+    )
     script = ApplyScript.of(
         work.steps,
         header,
@@ -519,32 +535,32 @@ def rollback_remote(
 def restore_remote(host: ShellHost, run: Run, *, boot_only: bool = False) -> RollbackResult:
     """`apply.restore_run` on the target: one round trip to restore, one to read the result."""
     chosen = run.run_id
-    if run.outcome == "rolled-back":
-        return RollbackResult(chosen, Restored(), already=True)
+    if run.outcome == "rolled-back" or not run.records:  # no record: nothing was changed
+        return RollbackResult(chosen, Restored(), already=True, damage=run.damage)
     done = host.run_script(rollback_script(run, boot_only=boot_only))
     if done.status != 0:
         said = done.stderr.decode("utf-8", "replace").strip() or f"exit status {done.status}"
         raise HostError(f"{host.name}: the rollback could not run: {said}.")
-    after = read_run(host, chosen)
     result = Restored()
-    for record_ in (after.records if after else [])[len(run.records) :]:
-        kind = record_.get("type")
-        if kind == "restored":
+    added = appended(host, run)
+    for record in added:
+        if isinstance(record, StepRestored):
             result.restored += 1
-        elif kind == "unchanged":
+        elif isinstance(record, StepUnchanged):
             result.unchanged += 1
-        elif kind == "restore-failed":
-            result.failures.append(str(record_.get("error")))
-    if after is not None and after.outcome == "rollback-failed" and not result.failures:
+        elif isinstance(record, RestoreFailed):
+            result.failures.append(record.error)
+    ends = [r.outcome for r in added if isinstance(r, End)]
+    if ends[-1:] == ["rollback-failed"] and not result.failures:
         result.failures.append(done.stderr.decode("utf-8", "replace").strip() or "profile.yaml")
-    return RollbackResult(chosen, result)
+    return RollbackResult(chosen, result, damage=run.damage)
 
 
 def extend_remote(host: ShellHost, run_id: str, steps: tuple[Step, ...]) -> None:
     """`apply.extend` on the target, in one round trip to read the run and one to run the
     steps (a short script, run attached: a dropped connection's SIGHUP rolls it back)."""
     run = trusted_run(host, run_id)
-    script = ApplyScript.of(steps, {"run_id": run_id}, None, extends=run)
+    script = ApplyScript.of(steps, None, None, extends=run)
     done = host.run_script("set -- apply\n" + script.text)
     if done.status == 0:
         return

@@ -18,6 +18,7 @@ import shlex
 from dataclasses import dataclass
 
 from ..apply.journal import Journal
+from ..apply.records import ContainerRan
 from ..facts import lxc as fmt
 from ..hosts.base import Host
 from ..hosts.files import Request
@@ -115,14 +116,7 @@ class _Ran:
 
 def _run(host: Host, container: Container, argv: tuple[str, ...], journal: Journal) -> _Ran:
     done = host.run(argv)
-    journal.record(
-        "container",
-        container=container.name,
-        argv=list(argv),
-        returncode=done.returncode,
-        stdout=done.stdout,
-        stderr=done.stderr,
-    )
+    journal.record(ContainerRan(container.name, argv, done.returncode, done.stdout, done.stderr))
     said = (done.stderr or done.stdout).strip().splitlines()
     return _Ran(done.returncode, done.stdout, said[0] if said else f"exit status {done.returncode}")
 

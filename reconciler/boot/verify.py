@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..apply.journal import PROFILE, STATE
+from ..apply.state import PROFILE, STATE
 from ..apply.steps import Step
 from ..errors import HostError
 from ..facts import cmdline as cmdline_fmt
@@ -167,20 +167,21 @@ def probe_after_boot(
     unless `keep_on_regression`; the failures are returned either way. Nothing runs when the
     boot checks failed already, or the run measured nothing (no probes, --no-probes)."""
     from ..apply.journal import Journal, read_run
+    from ..apply.records import ProbesMeasured
     from ..probes.phase import PhaseProbes
     from ..probes.runner import ProbeResult
     from ..profile.load import load_profile_text
 
     run = read_run(host, pending.run_id)
-    measured = [r for r in (run.records if run else []) if r.get("type") == "probes"]
+    measured = run.of_type(ProbesMeasured) if run else []
     stored = host.read_file(PROFILE)
-    if verdict.failed or run is None or not measured or stored is None:
+    if verdict.failed or run is None or run.header is None or not measured or stored is None:
         return []
-    baseline = {r["name"]: ProbeResult.from_json(r) for r in measured[-1].get("results", [])}
+    baseline = {r["name"]: ProbeResult.from_json(r) for r in measured[-1].results}
     specs = load_profile_text(stored.decode("utf-8", "replace"), PROFILE).profile.probes
     probes = PhaseProbes(
         {name: spec for name, spec in specs.items() if name in baseline},
-        str(run.header.get("phase")),
+        run.header.phase,
         env,
         keep_on_regression,
         execute,

@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ..apply.journal import read_run, run_ids
+from ..apply.journal import Run, every_run
 from ..apply.orchestration import ApplyJob, Done, Show
 from ..boot.verify import BootVerdict, PendingBoot
-from ..errors import ApplyFailed, ExitCode, UsageError
+from ..errors import ApplyFailed, ExitCode, JournalError, UsageError
 from ..hosts.base import Host
 from ..hosts.directory import open_host
 from ..plan import saved as saved_plans
@@ -353,7 +353,9 @@ def summary(work: Work) -> str:
 @remote_options
 def rollback(run_id: str | None, root: str | None, remote: RemoteOptions) -> int:
     """Restore the values a run recorded, in reverse order: by default the newest run, and
-    the interrupted runs right before it (a run applied with --after-interrupted over one)."""
+    the interrupted runs right before it (a run applied with --after-interrupted over one).
+    A damaged journal: the steps recorded before the damage are restored, then exit 6 with
+    the line that is damaged and what is left to check by hand."""
     from ..apply.orchestration import roll_back
 
     engine = _engine(root, remote)
@@ -376,6 +378,9 @@ def rollback(run_id: str | None, root: str | None, remote: RemoteOptions) -> int
             f"Rolled back run {one.run_id} on {host.describe()}: {result.restored} restored, "
             f"{result.unchanged} already at their prior value."
         )
+    damaged = [one.damage for one in done if one.damage is not None]
+    if damaged:  # what was readable is restored; what was not, the operator must see
+        raise JournalError(*damaged[0].problems_after_rollback())
     return ExitCode.IN_SYNC
 
 
@@ -384,34 +389,38 @@ def rollback(run_id: str | None, root: str | None, remote: RemoteOptions) -> int
 @format_option("text", "json")
 @remote_options
 def history(root: str | None, fmt: str, remote: RemoteOptions) -> int:
-    """List the runs journaled on the host: time, profile, outcome, number of changes."""
+    """List the runs journaled on the host: time, profile, outcome, number of changes. A
+    damaged journal's run is listed as far as it reads, outcome "damaged"; then exit 6."""
     host = _one_remote(root, remote) if remote.wanted else open_host(root)
-    rows = []
     try:
-        runs = [read_run(host, run_id) for run_id in run_ids(host)]
+        runs, damaged = every_run(host)
     finally:
         host.close()
-    for run in runs:
-        if run is None:
-            continue
-        run_id = run.run_id
-        rows.append(
-            {
-                "run_id": run_id,
-                "started": run.header.get("started"),
-                "finished": run.finished,
-                "profile": run.header.get("profile"),
-                "phase": run.header.get("phase"),
-                "outcome": run.outcome,
-                "changes": len(run.steps),
-            }
-        )
+    _history_table(host, runs, {d.readable.run_id for d in damaged}, fmt)
+    if damaged:  # after the table: the other runs are still worth seeing
+        raise JournalError(*(p for d in damaged for p in d.problems()))
+    return ExitCode.IN_SYNC
+
+
+def _history_table(host: Host, runs: list[Run], damaged: set[str], fmt: str) -> None:
+    rows = [
+        {
+            "run_id": run.run_id,
+            "started": run.header.started if run.header else None,
+            "finished": run.finished,
+            "profile": run.header.profile if run.header else None,
+            "phase": run.header.phase if run.header else None,
+            "outcome": "damaged" if run.run_id in damaged else run.outcome,
+            "changes": len(run.steps),
+        }
+        for run in runs
+    ]
     if fmt == "json":
         click.echo(json.dumps(rows, indent=2))
-        return ExitCode.IN_SYNC
+        return
     if not rows:
         click.echo(f"No tune runs on {host.describe()}.")
-        return ExitCode.IN_SYNC
+        return
     header = ("RUN", "STARTED", "PROFILE", "PHASE", "OUTCOME", "CHANGES")
     table = [header] + [
         (
@@ -428,4 +437,3 @@ def history(root: str | None, fmt: str, remote: RemoteOptions) -> int:
     widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
     for row in cells:
         click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
-    return ExitCode.IN_SYNC

@@ -73,8 +73,8 @@ def cli() -> None:
     \b
     Exit codes: 0 in sync, 2 changes or failed checks, 1 host unreadable,
     3 apply failed and rolled back, 4 a rebooted host did not come back,
-    5 an interrupted run awaits rollback, 64 usage error, 65 invalid profile,
-    74 no space left on a device.
+    5 an interrupted run awaits rollback, 6 a run journal is damaged or unreadable,
+    64 usage error, 65 invalid profile, 74 no space left on a device.
     """
 
 
@@ -164,7 +164,8 @@ def check_cmd(
     """Report drift of the host(s) from PROFILE (default: the profile last applied there).
 
     Exit codes: 0 in sync (pending reboots included), 2 drift, 1 could not check,
-    65 invalid profile. Never writes to a host except the metrics FILE (local).
+    6 the last run's journal is damaged (--since-apply), 65 invalid profile. Never writes to
+    a host except the metrics FILE (local).
     """
     from ..drift import metrics
     from ..drift.check import DriftReport, run_check

@@ -15,8 +15,7 @@ from typing import Any
 
 from ..apply import applied
 from ..apply.applied import AppliedRun, JsonValue
-from ..apply.journal import JournalError
-from ..errors import HostError
+from ..errors import HostError, JournalError
 from ..hosts.base import ReadableHost
 from ..hosts.directory import DirectoryHost
 from ..hosts.files import Files, Request

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
+from ..apply.records import GateJudged, ProbesMeasured, Record
 from ..errors import HostError
 from .gates import GateVerdict, judge
 from .runner import Executor, ProbeResult, run_argv, run_probe
@@ -30,17 +31,17 @@ class GateFailure:
 class Recorder(Protocol):
     """Where the records go: the run's `Journal`, or a list a remote apply hands the target."""
 
-    def record(self, record_type: str, /, **fields: Any) -> None: ...
+    def record(self, record: Record) -> None: ...
 
 
 @dataclass
 class Records:
     """Records kept here to be written by the target's own apply script."""
 
-    lines: list[dict[str, Any]] = field(default_factory=list)
+    lines: list[Record] = field(default_factory=list)
 
-    def record(self, record_type: str, /, **fields: Any) -> None:
-        self.lines.append({"type": record_type, **fields})
+    def record(self, record: Record) -> None:
+        self.lines.append(record)
 
 
 @dataclass
@@ -70,10 +71,7 @@ class PhaseProbes:
             for name, spec in self.probes.items()
         }
         journal.record(
-            "probes",
-            when=when,
-            phase=self.phase,
-            results=[r.to_json() for r in results.values()],
+            ProbesMeasured(when, self.phase, tuple(r.to_json() for r in results.values()))
         )
         return results
 
@@ -109,15 +107,16 @@ class PhaseProbes:
                 # It measured before the changes and cannot now: the changes broke what it runs.
                 verdict = GateVerdict(False, f"measured {before:g} before, then {result.error}")
             journal.record(
-                "gate",
-                probe=name,
-                phase=self.phase,
-                when=when,
-                ok=verdict.ok,
-                message=verdict.message,
-                before=before,
-                after=after,
-                kept=not verdict.ok and self.keep_on_regression,
+                GateJudged(
+                    probe=name,
+                    phase=self.phase,
+                    when=when,
+                    ok=verdict.ok,
+                    message=verdict.message,
+                    before=before,
+                    after=after,
+                    kept=not verdict.ok and self.keep_on_regression,
+                )
             )
             if not verdict.ok:
                 self.failures.append(GateFailure(name, verdict))

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..apply.engine import Work
-from ..apply.journal import LOCK, STATE
+from ..apply.state import LOCK, STATE
 from ..apply.steps import Step
 from ..hosts.base import ReadableHost
 from ..plan.model import Plan

@@ -8,7 +8,21 @@ from __future__ import annotations
 from typing import Any
 
 from ..apply.journal import Run
-from ..plan.model import Priority
+from ..apply.records import (
+    STEP_MARKERS,
+    Failed,
+    GateJudged,
+    PlanRecord,
+    ProbesMeasured,
+    Record,
+    RestoreFailed,
+    StepRecord,
+    StepRestored,
+    StepUnchanged,
+    Verified,
+    Written,
+)
+from ..plan.model import Priority, Value
 from ..probes.gates import change_percent
 from ..probes.phase import AFTER_BOOT
 
@@ -17,29 +31,30 @@ WHEN = ("before", "after", AFTER_BOOT)
 NOT_MEASURED = "not measured"
 
 # The last marker of a step decides its status; a rolled-back run restores what it wrote.
-STATUS = {
-    "written": "written, not verified",
-    "verified": "applied",
-    "restored": "rolled back",
-    "unchanged": "rolled back (already at its prior value)",
-    "restore-failed": "NOT restored",
+STATUS: dict[type[Record], str] = {
+    Written: "written, not verified",
+    Verified: "applied",
+    StepRestored: "rolled back",
+    StepUnchanged: "rolled back (already at its prior value)",
+    RestoreFailed: "NOT restored",
 }
+CHANGE_FIELDS = ("id", "current", "desired", "priority", "reason")
 
 
 def build(run: Run, host: dict[str, Any] | None) -> dict[str, Any]:
     header = run.header
-    failed = [r for r in run.records if r.get("type") == "failed"]
+    failed = run.of_type(Failed)
     return {
         "run": {
             "run_id": run.run_id,
-            "profile": header.get("profile"),
-            "phase": header.get("phase"),
-            "host": header.get("host"),
-            "boot_id": header.get("boot_id"),
-            "started": header.get("started"),
+            "profile": header.profile if header else None,
+            "phase": header.phase if header else None,
+            "host": header.host if header else None,
+            "boot_id": header.boot_id if header else None,
+            "started": header.started if header else None,
             "finished": run.finished,
             "outcome": run.outcome,
-            "failure": failed[-1].get("error") if failed else None,
+            "failure": failed[-1].error if failed else None,
         },
         "host_summary": host,
         "changes": _changes(run),
@@ -49,40 +64,39 @@ def build(run: Run, host: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def _changes(run: Run) -> list[dict[str, Any]]:
-    parsed = dict(run.steps)
     status: dict[int, str] = {}
-    steps: list[dict[str, Any]] = []
     for record in run.records:
-        kind = record.get("type")
-        if kind == "step":
-            steps.append(record)
-        elif kind in STATUS and "seq" in record:
-            status[int(record["seq"])] = STATUS[str(kind)]
+        if isinstance(record, STEP_MARKERS) and type(record) in STATUS:
+            status[record.seq] = STATUS[type(record)]
     rows = [
         {
-            "seq": step["seq"],
-            "id": step["id"],
-            "kind": step["kind"],
-            "target": step["target"],
-            "priority": step.get("priority"),
-            "phase": step.get("phase"),
-            "reason": step.get("reason", ""),
-            "prior": step.get("prior"),
-            "desired": step.get("desired"),
+            "seq": record.seq,
+            "id": step.id,
+            "kind": step.kind,
+            "target": step.target,
+            "priority": record.about.priority,
+            "phase": record.about.phase,
+            "reason": record.about.reason,
+            "prior": _jsonable(step.prior),
+            "desired": _jsonable(step.desired),
             # Runs journaled before steps carried their operations: describe the stored ops.
-            "operations": step.get("operations")
-            or [op.describe() for op in parsed[int(step["seq"])].do],
-            "fix": step.get("fix"),
-            "status": status.get(int(step["seq"]), "journaled, not written"),
+            "operations": list(record.about.operations) or [op.describe() for op in step.do],
+            "fix": record.about.fix,
+            "status": status.get(record.seq, "journaled, not written"),
         }
-        for step in steps
+        for record in run.of_type(StepRecord)
+        for step in (record.step,)
     ]
     ranks = {p.value: i for i, p in enumerate(Priority)}
     return sorted(rows, key=lambda r: (ranks.get(r["priority"], len(ranks)), r["seq"]))
 
 
+def _jsonable(value: Value) -> str | list[str] | None:
+    return list(value) if isinstance(value, tuple) else value
+
+
 def _still_needed(run: Run) -> dict[str, Any] | None:
-    plans = [r for r in run.records if r.get("type") == "plan"]
+    plans = run.of_type(PlanRecord)
     if not plans:
         return None  # a run journaled before tune recorded its plan
     plan = plans[0]
@@ -90,22 +104,22 @@ def _still_needed(run: Run) -> dict[str, Any] | None:
     return {
         # Written by this run but only read at the next boot (reboot-phase changes).
         "configured": [
-            {k: c.get(k) for k in ("id", "current", "desired", "priority", "reason")}
-            for c in plan.get("changes", [])
+            {k: c.get(k) for k in CHANGE_FIELDS}
+            for c in plan.changes
             if applied and c.get("applied_now") and c.get("phase") == "reboot"
         ],
         "reboot": [
-            {k: c.get(k) for k in ("id", "current", "desired", "priority", "reason")}
-            for c in plan.get("changes", [])
+            {k: c.get(k) for k in CHANGE_FIELDS}
+            for c in plan.changes
             if not c.get("applied_now") and c.get("phase") == "reboot"
         ],
         "not_applied": [
-            {k: c.get(k) for k in ("id", "current", "desired", "priority", "reason")}
-            for c in plan.get("changes", [])
+            {k: c.get(k) for k in CHANGE_FIELDS}
+            for c in plan.changes
             if not c.get("applied_now") and c.get("phase") != "reboot"
         ],
-        "pending": plan.get("pending", []),
-        "checks": plan.get("failed_checks", []),
+        "pending": list(plan.pending),
+        "checks": list(plan.failed_checks),
         # tune verify restored the prior boot configuration: it runs from the next boot on.
         "reboot_to_restore": run.outcome == "boot-rolled-back",
     }
@@ -115,13 +129,13 @@ def _probes(run: Run) -> list[dict[str, Any]]:
     """One row per probe: its median before the run, after it, and after the boot (what
     `tune verify` measured); the change from before to the last of those; the last gate."""
     measured: dict[str, dict[str, dict[str, Any]]] = {}
-    gates: dict[str, dict[str, Any]] = {}
+    gates: dict[str, GateJudged] = {}
     for record in run.records:
-        if record.get("type") == "probes":
-            for result in record.get("results", []):
-                measured.setdefault(result["name"], {})[str(record.get("when"))] = result
-        elif record.get("type") == "gate":
-            gates[str(record.get("probe"))] = record
+        if isinstance(record, ProbesMeasured):
+            for result in record.results:
+                measured.setdefault(result["name"], {})[record.when] = result
+        elif isinstance(record, GateJudged):
+            gates[record.probe] = record
     rows = []
     for name, by_when in measured.items():
         before = by_when.get("before")
@@ -145,11 +159,7 @@ def _probes(run: Run) -> list[dict[str, Any]]:
                 "after_boot_note": _note(by_when.get(AFTER_BOOT)),
                 "gate": None
                 if gate is None
-                else {
-                    "ok": gate.get("ok"),
-                    "message": gate.get("message"),
-                    "kept": gate.get("kept"),
-                },
+                else {"ok": gate.ok, "message": gate.message, "kept": gate.kept},
             }
         )
     return rows

@@ -368,7 +368,7 @@ def test_a_sparse_20_gib_journal_is_refused_in_a_sentence(untuned: Path, command
     journal.touch()
     os.truncate(journal, 20 << 30)
     result, peak = tune_in_child(command, "--root", untuned)
-    assert result.code == 1, result.err
+    assert result.code == ExitCode.JOURNAL, result.err
     assert result.err.strip() == (
         "/var/lib/tune/runs/20260101T000000Z-abcdef.jsonl: larger than 64 MiB, the most tune "
         "reads of a run journal; it is not one tune wrote: move it out of the way to go on."

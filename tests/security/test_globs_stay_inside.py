@@ -23,6 +23,7 @@ from ssh_fixture import SshLab, StartLab, sshd_available
 from test_shell_read import LocalShellHost
 
 from reconciler.apply.journal import new_run_id
+from reconciler.apply.records import RunStarted
 from reconciler.apply.sh_engine import LIBRARY, ApplyScript, start, wait
 from reconciler.apply.steps import Step
 from reconciler.errors import HostError
@@ -47,6 +48,11 @@ OUT_OF_SYS = "/sys/.?/etc/ssh/ssh_host_ed25519_key"
 # What dash made of them before: the paths tune then planned, archived and wrote.
 EXPANDED = ("/sys/../../outside/secret", "/sys/../etc/ssh/ssh_host_ed25519_key")
 THP = "/sys/kernel/mm/transparent_hugepage/enabled"
+
+
+def lab_run(run_id: str) -> RunStarted:
+    """The `run` record of a script started by hand."""
+    return RunStarted(run_id, "2026-01-01T00:00:00Z", "lab", "runtime", "lab", None)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -199,7 +205,7 @@ def test_apply_refuses_a_step_that_leads_out_of_sys_on_every_engine(
     lab = start_lab({"h1": host.root})
     remote = ssh_host(lab)
     run_id = new_run_id()
-    script = ApplyScript.of((escaping_step(path),), {"run_id": run_id}, None)
+    script = ApplyScript.of((escaping_step(path),), lab_run(run_id), None)
     try:
         start(remote, script)
         run = wait(remote, run_id, timeout=60, interval=0.05)
@@ -209,7 +215,10 @@ def test_apply_refuses_a_step_that_leads_out_of_sys_on_every_engine(
     refused = f"{path}: refusing a path that is not absolute and normal."
     # Neither the write nor the read that would verify its undo happened: the local engine's
     # records for a path its host refuses.
-    assert [r.get("error") for r in run.records if "error" in r] == [refused, refused]
+    assert [r.get("error") for r in (r.to_json() for r in run.records) if "error" in r] == [
+        refused,
+        refused,
+    ]
     assert run.outcome == "rollback-failed"
 
     local = planted(tmp_path / "local")
@@ -295,9 +304,9 @@ def test_a_failed_read_back_names_the_file_without_running_it(
         steps = tuple(dataclasses.replace(SYSFS.step(spec, c, files), expect="2") for c in changes)
         for step in steps:
             run_id = new_run_id()
-            start(remote, ApplyScript.of((step,), {"run_id": run_id}, None))
+            start(remote, ApplyScript.of((step,), lab_run(run_id), None))
             run = wait(remote, run_id, timeout=60, interval=0.05)
-            failed = next(r for r in run.records if r["type"] == "failed")
+            failed = next(r for r in (r.to_json() for r in run.records) if r["type"] == "failed")
             said = f"{step.id}: wrote '2' but {step.target} reads back '1'"
             # The journal keeps a record on one line: a newline in a name reads as a space.
             assert failed["error"] == f"{said} (refused or clamped by the kernel)".replace(

@@ -22,6 +22,7 @@ from markdown_view import acting, cells, codes, shown
 from small_host import SmallHost, build, whole_tree, write_profile
 
 from reconciler.apply.journal import LOCK, Journal, run_path
+from reconciler.apply.records import End
 from reconciler.errors import HostError
 from reconciler.hosts import known_hosts
 from reconciler.hosts.directory import SnapshotHost
@@ -108,7 +109,7 @@ def test_a_journal_name_taken_by_a_fifo_or_a_device_is_an_error_not_a_wait(
     root = small(tmp_path / "host")
     plant(root / run_path("r").lstrip("/"), kind)
     with pytest.raises(HostError, match="not a regular file"):
-        Journal(SnapshotHost(root), "r").record("run")
+        Journal(SnapshotHost(root), "r").record(End("applied", "now"))
 
 
 @pytest.mark.parametrize("kind", ["fifo", pytest.param("device", marks=needs_root)])

@@ -19,6 +19,7 @@ from small_host import SmallHost, build, listing, whole_tree, write_profile
 from ssh_fixture import StartLab, sshd_available
 
 from reconciler.apply.journal import Journal
+from reconciler.apply.records import End
 from reconciler.errors import HostError
 from reconciler.hosts.directory import SnapshotHost
 
@@ -129,7 +130,7 @@ WRITES = {
         lambda host: host.delete_file("/etc/sysctl.d/99-old.conf"),
     ),
     "append": ("var/lib/tune", lambda host: host.append("/var/lib/tune/runs/r.jsonl", b"{}\n")),
-    "journal": ("var/lib/tune/runs", lambda host: Journal(host, "r").record("run")),
+    "journal": ("var/lib/tune/runs", lambda host: Journal(host, "r").record(End("applied", "now"))),
     "modprobe": ("proc/modules", lambda host: host.run(["modprobe", "nvidia_peermem"])),
     "setpci": (
         f"{GPU}/config",
