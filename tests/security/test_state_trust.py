@@ -325,17 +325,21 @@ def test_over_ssh_a_killed_apply_blocks_the_next_and_one_rollback_undoes_both(
     root = copy_host(blackwell_host, tmp_path / "remote")
     before = tree(root)
     lab = start_lab({"h1": root})
-    args = ("apply", "--runtime-only", "-y", BLACKWELL, "-H", "h1", "--command-timeout", "5")
+    args = ("apply", "--runtime-only", "-y", BLACKWELL, "-H", "h1")
     killer = kill_when(root, 3)
     with contextlib.suppress(Exception):
-        over_ssh(lab, *args)  # the controller waits for an end that never comes
+        # The controller waits for an end that never comes: 5 s, then it gives up. The runs
+        # below take the default timeout: a whole apply can take longer than 5 s on a busy
+        # machine, and that is not what this test is about.
+        over_ssh(lab, *args, "--command-timeout", "5")
     killer.join()
     (first,) = sorted(p.stem for p in local(root, RUNS).glob("*.jsonl"))
     code, _, err = over_ssh(lab, *args)
     assert code == 5
     # Checked before the target's lock is taken: the run may be another apply still going.
     assert err.strip().startswith(f"run {first} on ssh h1 has not ended (interrupted, or still")
-    assert over_ssh(lab, *args, "--after-interrupted")[0] == 0
+    code, _, err = over_ssh(lab, *args, "--after-interrupted")
+    assert code == 0, err
     code, out, err = over_ssh(lab, "rollback", "-H", "h1")
     assert (code, err) == (0, "")
     assert [line.split(" on ")[0] for line in out.splitlines()][1] == f"Rolled back run {first}"
