@@ -53,6 +53,7 @@ from .steps import (
 
 BOOT_KINDS = frozenset(k.kind for k in REGISTRY if k.phase is Phase.REBOOT)
 PACKAGES = {"setpci": "pciutils", "grubby": "grubby"}
+NO_JOURNAL = f"{RUNS} is not writable, so tune cannot keep its journal there."
 KINDS: dict[str, Kind[Any]] = {k.kind: k for k in (*REGISTRY, files.KIND)}
 H = TypeVar("H", bound=Host)
 
@@ -128,7 +129,7 @@ def preflight(host: Host, steps: tuple[Step, ...] | list[Step]) -> list[str]:
     """Every requirement of every step, checked once, before the first write."""
     problems = []
     if not host.writable(RUNS):
-        problems.append(f"{RUNS} is not writable, so tune cannot keep its journal there.")
+        problems.append(NO_JOURNAL)
     checked: set[Require] = set()
     for step in steps:
         for need in step.requires:
@@ -143,19 +144,15 @@ def preflight(host: Host, steps: tuple[Step, ...] | list[Step]) -> list[str]:
 
 def _unmet(host: Host, need: Require, step: Step) -> str | None:
     if need.need is Need.WRITABLE:
-        if host.writable(need.arg):
-            return None
-        return f"{step.id} cannot be changed: {need.arg} is read-only on this host."
-    if need.need is Need.COMMAND:
-        if host.has_command(need.arg):
-            return None
-        package = PACKAGES.get(need.arg, need.arg)
-        return f"{need.arg} is not installed on this host (package {package}); {step.id} needs it."
-    done = host.run(["modprobe", "--dry-run", need.arg])
-    if done.returncode == 0:
-        return None
-    said = (done.stderr or done.stdout).strip().splitlines() or ["modprobe failed"]
-    return f"Module {need.arg} cannot be loaded on this host ({said[0]})."
+        met = host.writable(need.arg)
+    elif need.need is Need.COMMAND:
+        met = host.has_command(need.arg)
+    else:
+        done = host.run(["modprobe", "--dry-run", need.arg])
+        met = done.returncode == 0
+        said = (done.stderr or done.stdout).strip().splitlines() or ["modprobe failed"]
+        return None if met else "".join(unmet_message(need, step, said[0]))
+    return None if met else "".join(unmet_message(need, step, ""))
 
 
 def perform(
@@ -301,6 +298,18 @@ def extend(host: Host, run_id: str, steps: tuple[Step, ...]) -> None:
 
 # What a message leaves to its engine: the text itself here, an expansion in the remote script.
 Said = TypeVar("Said")
+
+
+def unmet_message(need: Require, step: Step, said: Said) -> tuple[str | Said, ...]:
+    """The line for a requirement of `step` the host does not meet, whatever checked it;
+    `said`: the first line a failed `modprobe --dry-run` printed (a module's only)."""
+    if need.need is Need.WRITABLE:
+        return (f"{step.id} cannot be changed: {need.arg} is read-only on this host.",)
+    if need.need is Need.COMMAND:
+        package = PACKAGES.get(need.arg, need.arg)
+        text = f"{need.arg} is not installed on this host (package {package}); {step.id} needs it."
+        return (text,)
+    return (f"Module {need.arg} cannot be loaded on this host (", said, ").")
 
 
 def unsupported_message(step: Step, refused: Said) -> tuple[str, Said, str]:

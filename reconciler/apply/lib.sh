@@ -68,6 +68,10 @@ abnormal() {
     ERR="$1: refusing a path that is not absolute and normal."
 }
 
+# Whether a path accepts writes (host.writable); on a snapshot by its permission bits alone,
+# whoever runs the script (emulate.writable).
+writable() { if [ -n "$EMU" ]; then emu_writable "$1"; else [ -w "$R$1" ]; fi; }
+
 emu_writable() {
     e="$R$1"
     while [ ! -e "$e" ] && [ ! -h "$e" ] && [ "$e" != "${e%/*}" ]; do e="${e%/*}"; done
@@ -86,11 +90,7 @@ refused() {
     return 1
 }
 
-strerror() {
-    case "$1" in
-    22) echo "Invalid argument" ;; 95) echo "Operation not supported" ;; *) echo "Unknown error $1" ;;
-    esac
-}
+# strerror ERRNO: rendered by sh_engine from the C library's texts (os.strerror).
 
 set_attr() {
     f="$R$1"
@@ -151,13 +151,13 @@ u8() { od -An -tu1 -j "$2" -N1 "$1" | tr -d ' \n'; }
 u16() { set -- $(od -An -tu1 -j "$2" -N2 "$1"); [ $# -eq 2 ] && echo $(($1 + 256 * $2)); }
 
 emu_modprobe() {
-    rm=; dry=; name=; params=
+    rm=; dry=; name=
     for a; do
         case "$a" in
         -r | --remove) rm=1 ;;
         -n | --dry-run) dry=1 ;;
         -*) ;;
-        *) if [ -z "$name" ]; then name=$(printf '%s' "$a" | tr - _); else params="$params $a"; fi ;;
+        *) [ -n "$name" ] || name=$(printf '%s' "$a" | tr - _) ;;
         esac
     done
     [ -n "$name" ] || { echo "modprobe: ERROR: missing module name."; return 1; }
@@ -182,7 +182,11 @@ emu_modprobe() {
     [ -n "$line" ] && return 0
     rest=$(cat "$mods" 2>/dev/null; printf x)
     printf '%s 16384 0 - Live 0x0000000000000000\n%s' "$name" "${rest%x}" >"$mods"
-    for p in $params; do
+    seen=
+    for p; do
+        # Every word after the name is a parameter, spaces and all (an argv, never split).
+        case "$p" in -*) continue ;; esac
+        [ -n "$seen" ] || { seen=1; continue; }
         mkdir -p "$R/sys/module/$name/parameters"
         v=$(V="${p#*=}" awk "$KTEXT" </dev/null)
         printf '%s\n' "$v" >"$R/sys/module/$name/parameters/${p%%=*}"
@@ -214,26 +218,119 @@ emu_setpci() {
         dd of="$cfg" bs=1 seek="$at" count=2 conv=notrunc 2>/dev/null
 }
 
+# What a snapshot has installed (SnapshotHost.commands): the list in /.tune-emulate/commands
+# when the snapshot holds one, else every command the emulation knows ($EMU_COMMANDS).
+emu_has() {
+    c="$R/.tune-emulate/commands"
+    if [ -f "$c" ]; then grep -qxF -- "$1" "$c"; return; fi
+    case " $EMU_COMMANDS " in *" $1 "*) return 0 ;; esac
+    return 1
+}
+
+# grubby --update-kernel=ALL --args=W | --remove-args=NAME (emulate._grubby): every BLS entry's
+# first `options` line edited as facts.cmdline.edit_entry does, every other byte kept.
+EDIT_ENTRY='
+function canon(n) { gsub(/-/, "_", n); return n }
+{ t = $0; sub(/^[ \t\r\f\v]+/, "", t); sub(/[ \t\r\f\v]+$/, "", t); k = t; sub(/ .*/, "", k) }
+done || k != "options" { print; next }
+{ done = 1; n = split(substr(t, 9), w); out = ""; placed = 0
+  for (i = 1; i <= n; i++) { key = w[i]; sub(/=.*/, "", key); key = canon(key)
+    if (ENVIRON["G"] != "" && key == canon(ENVIRON["G"])) continue
+    if (ENVIRON["S"] != "" && key == canon(ENVIRON["S"])) {
+      if (!placed) out = out " " ENVIRON["W"]; placed = 1; continue }
+    out = out " " w[i] }
+  if (ENVIRON["S"] != "" && !placed) out = out " " ENVIRON["W"]
+  print "options " substr(out, 2) }'
+
+emu_grubby() {
+    [ $# -eq 2 ] && [ "$1" = --update-kernel=ALL ] || { echo "grubby: unsupported arguments $*"; return 1; }
+    G=; S=; W=
+    case "$2" in
+    --args=*) W="${2#--args=}"; S="${W%%=*}" ;;
+    --remove-args=*) G="${2#--remove-args=}" ;;
+    *) echo "grubby: unsupported option ${2%%=*}"; return 1 ;;
+    esac
+    dir="$R/boot/loader/entries"
+    ls -A "$dir" | while IFS= read -r e; do
+        f="$dir/$e"
+        case "$e" in *.conf) ;; *) continue ;; esac
+        [ -f "$f" ] && [ ! -h "$f" ] || continue
+        new=$(G="$G" S="$S" W="$W" awk "$EDIT_ENTRY" "$f"; printf x)
+        new="${new%x}"
+        # awk ends every line; an entry whose last line has no newline keeps it that way.
+        [ -z "$(tail -c 1 "$f")" ] || new="${new%?}"
+        printf '%s' "$new" >"$f" || exit 1
+    done
+}
+
+# The device nodes a container's `ls /dev` lists (emulate._container): $EMU_CONTAINER_DEV and
+# each `lxc.mount.entry` of its config's main section that binds an existing /dev/X to dev/X.
+BOUND_DEV='
+/^[ \t]*\[[^]]+\][ \t]*$/ { exit }
+/^[ \t]*#/ { next }
+match($0, /^[ \t]*[A-Za-z0-9_.-]+[ \t]*[:=]/) {
+  key = substr($0, 1, RLENGTH - 1); gsub(/[ \t]/, "", key)
+  if (key != "lxc.mount.entry") next
+  n = split(substr($0, RLENGTH + 1), f)
+  if (n >= 2 && f[1] ~ /^\/dev\// && f[2] ~ /^dev\/[^\/]*$/) print f[1], substr(f[2], 5) }'
+
+emu_container() {
+    tool="$1"; shift; args="$*"; config=
+    case "$tool $1" in
+    "pct reboot" | "pct exec") [ $# -ge 2 ] && config="/etc/pve/lxc/$2.conf" ;;
+    pct*) ;;
+    *) [ $# -ge 4 ] && [ "$1" = -n ] && [ "$3" = -P ] && config="$4/$2/config" ;;
+    esac
+    [ -n "$config" ] && ! abnormal "$config" || { echo "$tool: unsupported arguments $args"; return 1; }
+    [ -f "$R$config" ] || { echo "$tool: configuration file '$config' does not exist"; return 2; }
+    case "$tool $1" in "pct reboot" | lxc-stop* | lxc-start*) return 0 ;; esac
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do shift; done
+    [ $# -gt 0 ] && shift
+    [ "$*" = "ls /dev" ] && [ $# -eq 2 ] || { echo "$tool: unsupported command $*"; return 1; }
+    awk "$BOUND_DEV" "$R$config" | {
+        for d in $EMU_CONTAINER_DEV; do echo "$d"; done
+        while read -r src name; do
+            if [ -e "$R$src" ] || [ -h "$R$src" ]; then echo "$name"; fi
+        done
+    } | sort -u
+}
+
+# Run the argv $2...; $1: the command as tune's messages show it (shlex.join).
 run_argv() {
+    shown="$1"; shift
     if [ -n "$EMU" ]; then
-        case "$1" in
-        modprobe) shift; out=$(emu_modprobe "$@" 2>&1) ;;
-        setpci) shift; out=$(emu_setpci "$@" 2>&1) ;;
-        *) out="$1: command not found"; false ;;
-        esac
+        if ! emu_has "$1"; then
+            out="$1: command not found"; false
+        else
+            case "$1" in
+            modprobe) shift; out=$(emu_modprobe "$@" 2>&1) ;;
+            setpci) shift; out=$(emu_setpci "$@" 2>&1) ;;
+            grubby) shift; out=$(emu_grubby "$@" 2>&1) ;;
+            pct | lxc-*) out=$(emu_container "$@" 2>&1) ;;
+            *) out="$1: command not found"; false ;;
+            esac
+        fi
     else
         out=$("$@" 2>&1)
     fi
     rc=$?
     [ $rc -eq 0 ] && return 0
-    ERR="\`$*\` failed: $out"
+    ERR="\`$shown\` failed: $out"
+    return 1
+}
+
+# A requirement `module`: modprobe's dry run; SAID: the first line it printed, as tune shows it.
+can_load() {
+    run_argv "modprobe --dry-run $1" modprobe --dry-run "$1" && return 0
+    SAID=$(printf '%s\n' "$out" | sed -n '/[^[:space:]]/{s/^[[:space:]]*//;p;q;}')
+    [ -n "$SAID" ] || SAID="modprobe failed"
     return 1
 }
 
 # A boot tool (update-grub, grub-reboot): run it; on a snapshot, journal it instead ($1 is the
 # `deferred` record), as a local snapshot does, since it would act on this machine's boot.
 boot_tool() {
-    if [ -n "$EMU" ]; then rec "$1"; return; fi
+    if [ -n "$EMU" ] && ! emu_has "$3"; then rec "$1"; return; fi
     shift
     run_argv "$@"
 }
@@ -265,7 +362,7 @@ emu_reboot() {
 }
 
 has_command() {
-    if [ -n "$EMU" ]; then case "$1" in modprobe | setpci) return 0 ;; *) return 1 ;; esac; fi
+    if [ -n "$EMU" ]; then emu_has "$1"; return; fi
     command -v "$1" >/dev/null 2>&1
 }
 

@@ -29,7 +29,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import secrets
+import shlex
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,16 +39,19 @@ from typing import Any
 
 from ..boot.verify import PENDING
 from ..errors import ApplyFailed, ConnectError, HostError
+from ..hosts import emulate
 from ..hosts.shell import Expand, ShellHost, printf_format, quoted, sh_word
 from ..probes.phase import PhaseProbes, Records, Regressed
 from ..profile.load import LoadedProfile
 from .engine import (
     BOOT_KINDS,
+    NO_JOURNAL,
     Restored,
     RollbackResult,
     Work,
     read_back_message,
     show_value,
+    unmet_message,
     unsupported_message,
 )
 from .journal import (
@@ -85,8 +90,23 @@ def record(record_type: str, **fields: Any) -> str:
     return json.dumps({"type": record_type, **fields}, separators=(",", ":"))
 
 
-# The primitives. Everything profile-specific arrives as single-quoted arguments.
-LIBRARY = (Path(__file__).parent / "lib.sh").read_text()
+def _strerror() -> str:
+    """lib.sh's `strerror`: this C library's text for the errnos a snapshot's `refuses` marker
+    may hold (`emulate.REFUSES`), as the emulation in Python words them."""
+    cases = "".join(f"    {code}) echo {quoted(os.strerror(code))} ;;\n" for code in emulate.ERRNOS)
+    return (
+        f'strerror() {{\n    case "$1" in\n{cases}    *) echo "Unknown error $1" ;;\n    esac\n}}\n'
+    )
+
+
+# The primitives. Everything profile-specific arrives as single-quoted arguments. What the
+# snapshot emulation knows comes from `hosts.emulate`, the one list both emulations use.
+LIBRARY = (
+    f"EMU_COMMANDS={quoted(' '.join(emulate.COMMANDS))}\n"
+    f"EMU_CONTAINER_DEV={quoted(' '.join(emulate.CONTAINER_DEV))}\n"
+    + _strerror()
+    + (Path(__file__).parent / "lib.sh").read_text()
+)
 
 
 def _probe_args(probe: Probe) -> str:
@@ -108,7 +128,7 @@ def _op(op: Op, step_id: str = "", seq: int | None = None) -> str:
         return f"put_file {quoted(op.path)} {op.mode:o} {printf_format(op.data)}{at}"
     if isinstance(op, DeleteFile):
         return f"delete_file {quoted(op.path)}"
-    argv = " ".join(quoted(a) for a in op.argv)
+    argv = " ".join(quoted(a) for a in (shlex.join(op.argv), *op.argv))
     if isinstance(op, BootTool):
         # On a snapshot (TUNE_ROOT) the library journals it instead, as a local snapshot does.
         deferred = record("deferred", argv=list(op.argv), step=step_id)
@@ -145,20 +165,13 @@ def _made(run: Run | None) -> str:
 
 def _requirement(need: Require, step: Step) -> str:
     if need.need is Need.WRITABLE:
-        problem = f"{step.id} cannot be changed: {need.arg} is read-only on this host."
-        test = (
-            f'{{ if [ -n "$EMU" ]; then emu_writable {quoted(need.arg)}; '
-            f'else [ -w "$R"{quoted(need.arg)} ]; fi; }}'
-        )
+        test = f"writable {quoted(need.arg)}"
     elif need.need is Need.COMMAND:
-        problem = (
-            f"{need.arg} is not installed on this host (package pciutils); {step.id} needs it."
-        )
         test = f"has_command {quoted(need.arg)}"
     else:
-        problem = f"Module {need.arg} cannot be loaded on this host."
-        test = f"run_argv modprobe --dry-run {quoted(need.arg)}"
-    return f"{test} || {{ echo {quoted(problem)} >&2; BAD=1; }}\n"
+        test = f"can_load {quoted(need.arg)}"
+    problem = sh_word(*unmet_message(need, step, Expand("$SAID")))
+    return f"{test} || {{ echo {problem} >&2; BAD=1; }}\n"
 
 
 def _refused(seq: int, step: Step) -> list[str]:
@@ -217,9 +230,8 @@ class ApplyScript:
                 checks.setdefault((need, ""), _requirement(need, step))
         parts.append(
             "check() {\n    BAD=\n"
-            f'    private_dir {quoted(RUNS)} && [ -w "$R"{quoted(RUNS)} ] || '
-            f"{{ echo {quoted(f'{RUNS} is not writable, so tune cannot keep its journal there.')}"
-            " >&2; BAD=1; }\n"
+            f"    writable {quoted(RUNS)} && private_dir {quoted(RUNS)} || "
+            f"{{ echo {quoted(NO_JOURNAL)} >&2; BAD=1; }}\n"
             + "".join(f"    {line}" for line in checks.values())
             + '    [ -z "$BAD" ]\n}\n'
         )
@@ -272,7 +284,8 @@ class ApplyScript:
         # umask 077: the state directories, and the script beside its 0600 journal, are
         # nobody else's to read or change.
         return (
-            'R="${TUNE_ROOT:-}"; R="${R%/}"\numask 077\n'
+            f"{LIBRARY}umask 077\n"
+            f"writable {quoted(RUNS)} || {{ echo {quoted(NO_JOURNAL)} >&2; exit {UNMET}; }}\n"
             f'mkdir -p "$R"{quoted(RUNS)} || exit {UNMET}\n'
             f'F="$R"{quoted(script)}\n'
             f"cat >\"$F.new\" <<'{fence}'\n{self.text}{fence}\n"

@@ -11,7 +11,9 @@ prints. Faults (failed writes, clamped values, crashes) are the tests' business 
 except one a real kernel has: an attribute that refuses every write with an errno, as
 `kernel.nmi_watchdog` does without perf counters. A snapshot says so with a file holding the
 errno at `REFUSES` + the attribute's path (`/.tune-emulate/refuses/proc/sys/kernel/nmi_watchdog`
-containing `524`), outside every path a profile reads.
+containing `524`), outside every path a profile reads; a snapshot that lacks a tool lists the
+ones it has in `LISTED`. The sh library (`reconciler/apply/lib.sh`) emulates the same, byte for
+byte, for an apply through the sh engine with `TUNE_ROOT` set; `tests/engines` holds both to it.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import HostError
 from ..facts import pcie
-from .base import Completed, refusal
+from .base import ENOTSUPP, Completed, refusal
 from .beneath import open_regular, write_all
 
 if TYPE_CHECKING:
@@ -37,6 +39,22 @@ MODULES = "/proc/modules"
 OSRELEASE = "/proc/sys/kernel/osrelease"
 DEVICES = "/sys/bus/pci/devices"
 REFUSES = "/.tune-emulate/refuses"
+LISTED = "/.tune-emulate/commands"
+# The errnos a `REFUSES` marker is expected to hold: the refusing ones (EINVAL, EOPNOTSUPP,
+# ENOTSUPP), and the transient failures a kernel attribute also gives.
+ERRNOS = (
+    errno.EPERM,
+    errno.EIO,
+    errno.ENXIO,
+    errno.EAGAIN,
+    errno.EACCES,
+    errno.EBUSY,
+    errno.ENODEV,
+    errno.EINVAL,
+    errno.ERANGE,
+    errno.EOPNOTSUPP,
+    ENOTSUPP,
+)
 
 _INT = re.compile(r"[+-]?(0x[0-9a-fA-F]+|\d+)")
 _SETPCI = re.compile(r"CAP_EXP\+([0-9a-fA-F]+)\.w(?:=([0-9a-fA-F]{1,4})(?::([0-9a-fA-F]{1,4}))?)?")
@@ -47,6 +65,13 @@ def _existing(host: DirectoryHost, path: str) -> str:
     while not os.path.lexists(local) and os.path.dirname(local) != local:
         local = os.path.dirname(local)
     return local
+
+
+def commands(host: DirectoryHost) -> frozenset[str]:
+    """What the snapshot has installed: the names listed one a line in `LISTED` when it holds
+    that file (a host without `setpci`), else every command emulated here."""
+    listed = _read(host, LISTED)
+    return frozenset(COMMANDS) if listed is None else frozenset(listed.splitlines())
 
 
 def writable(host: DirectoryHost, path: str) -> bool:

@@ -231,7 +231,8 @@ def test_the_apply_library_expands_no_glob(tmp_path: Path) -> None:
     root = build(tmp_path / "host", SmallHost())
     write(tmp_path, "/NVreg_X=a", "")  # the apply script's working directory, here
     shell = LocalShellHost(root)
-    done = shell.run_script(f"{LIBRARY}run_argv modprobe nvidia 'NVreg_X=[ab]' || exit 1\n")
+    argv = "modprobe nvidia 'NVreg_X=[ab]'"
+    done = shell.run_script(f"{LIBRARY}run_argv 'modprobe nvidia NVreg_X=[ab]' {argv} || exit 1\n")
     assert done.status == 0, done.stderr
     assert (root / "sys/module/nvidia/parameters/NVreg_X").read_text() == "[ab]\n"
 
