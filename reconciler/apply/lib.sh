@@ -92,9 +92,29 @@ refused() {
 
 # strerror ERRNO: rendered by sh_engine from the C library's texts (os.strerror).
 
+# Fault injection on a snapshot, for tune's own tests (tests/engines/test_faults.py, where
+# the Python engine gets the same faults): `/.tune-emulate/fault` holding "N fail|ignore|crash"
+# makes the N-th write of this script (0-based: set_attr, put_file, delete_file, a command but
+# a dry run) fail, report success without writing, or kill the script before it writes.
+WRITES=0
+# Status 0 and RC set: the write is done with (RC 1: failed, ERR says why; RC 0: skipped).
+injected() {
+    [ -n "$EMU" ] && [ -f "$R/.tune-emulate/fault" ] || return 1
+    WRITES=$((WRITES + 1))
+    read -r at how <"$R/.tune-emulate/fault" || return 1
+    [ "$((WRITES - 1))" = "$at" ] || return 1
+    case "$how" in
+    ignore) RC=0; return 0 ;;
+    crash) kill -KILL $$ ;;
+    esac
+    ERR="injected: the write failed (Input/output error)."
+    RC=1
+}
+
 set_attr() {
     f="$R$1"
     REFUSED=
+    injected && return $RC
     abnormal "$1" && return 1
     if [ -n "$EMU" ]; then
         [ -f "$f" ] || { ERR="$1: cannot open for writing (No such file or directory)."; return 1; }
@@ -118,6 +138,7 @@ put_file() {
     f="$R$1"; d="${f%/*}"; t="$d/.${f##*/}.tune-new"
     # A record that could not be journaled keeps rec's reason (a full device) in ERR.
     [ -z "${4:-}" ] || creates "$4" "${1%/*}" || return 1
+    injected && return $RC
     if mkdir -p "$d" && printf "$3" >"$t" && chmod "$2" "$t" && fsync "$t" &&
         mv -f "$t" "$f" && fsync "$d"
     then return 0; fi
@@ -143,6 +164,7 @@ tidy() {
 }
 
 delete_file() {
+    injected && return $RC
     abnormal "$1" && return 1
     rm -f "$R$1" && fsync "${R}${1%/*}/" || { ERR="$1: cannot delete."; return 1; }
 }
@@ -298,6 +320,7 @@ emu_container() {
 # Run the argv $2...; $1: the command as tune's messages show it (shlex.join).
 run_argv() {
     shown="$1"; shift
+    case " $* " in *" --dry-run "*) ;; *) injected && return $RC ;; esac
     if [ -n "$EMU" ]; then
         if ! emu_has "$1"; then
             out="$1: command not found"; false

@@ -10,7 +10,10 @@ journal record for record but its timestamps and run ids.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,12 +31,19 @@ from reconciler.apply.engine import (
     restore_run,
     roll_back_chain,
 )
-from reconciler.apply.journal import RUNS, run_ids
-from reconciler.apply.sh_engine import apply_remote, extend_remote, restore_remote
+from reconciler.apply.journal import LOCK, RUNS, new_run_id, read_run, run_ids
+from reconciler.apply.sh_engine import apply_remote, extend_remote, outcome_error, restore_remote
 from reconciler.apply.steps import Step
+from reconciler.errors import HostError
 from reconciler.hosts.base import Host
 from reconciler.hosts.directory import SnapshotHost
 from reconciler.profile.load import load_profile
+
+
+class Killed(BaseException):
+    """The process that applied died between a journal record and its write (kill -9, power
+    loss): nothing in tune may catch it, and recovery is `tune rollback`."""
+
 
 # Fields that differ between any two runs, whatever applied them.
 VOLATILE = frozenset({"run_id", "started", "finished"})
@@ -122,10 +132,32 @@ class ShEngine(Engine):
         return prepare(self.host(root), load_profile(profile), preflight_here=False, **how)
 
     def execute(self, root: Path, work: Work, loaded: Any, phase: str) -> str:
-        host = self.host(root)
-        return apply_remote(
-            host, work, loaded, phase=phase, timeout=self.timeout, interval=0.02
-        ).run_id
+        host, run_id = self.host(root), new_run_id()
+        try:
+            apply_remote(
+                host, work, loaded, phase=phase, timeout=self.timeout, interval=0.02, run_id=run_id
+            )
+        except HostError as exc:
+            if "has not finished" not in str(exc):
+                raise
+            return self._ended(root, run_id)
+        return run_id
+
+    def _ended(self, root: Path, run_id: str) -> str:
+        """A script that did not end in `timeout`: once its process is gone (the pid in the
+        lock), `Killed` when its journal has no `end`, else its outcome as `apply_remote`'s."""
+        pid = int((root / LOCK.lstrip("/")).read_text())
+        with contextlib.suppress(ProcessLookupError):
+            while True:
+                os.kill(pid, 0)
+                time.sleep(0.05)
+        run = read_run(SnapshotHost(root), run_id)
+        assert run is not None
+        if run.outcome == "interrupted":
+            raise Killed
+        if run.outcome != "applied":
+            raise outcome_error(run)
+        return run_id
 
     def rollback(self, root: Path, run_id: str | None = None) -> list[RollbackResult]:
         self._touch(root)
