@@ -277,23 +277,29 @@ def make(
 def extend(host: Host, run_id: str, steps: tuple[Step, ...]) -> None:
     """Append `steps` to the applied run `run_id` (promoting a try-once boot configuration
     after verification), so that one `tune rollback` undoes the whole run. On failure the
-    appended steps are restored and no `end` is written: the caller rolls back the rest."""
+    appended steps and the run's boot configuration are restored (`end` boot-rolled-back), as
+    the sh engine's script does on its own: the host boots its prior configuration whatever
+    becomes of tune."""
     run = trusted_run(host, run_id)
     first = max((seq for seq, _ in run.steps), default=-1) + 1
     journal = Journal(host, run_id)
-    done: list[tuple[int, Step]] = []
+    done = [(seq, step) for seq, step in run.steps if step.kind in BOOT_KINDS]
+    at = "the promotion"
     try:
         with _signals_raise():
             for seq, step in enumerate(steps, first):
+                at = step.id
                 make(host, journal, seq, step, done, {})
             journal.end("applied")
     except (Exception, KeyboardInterrupt) as exc:
-        with _signals_ignored():
-            failures = restore(host, journal, done, journal.made).failures
         reason = str(exc) if not isinstance(exc, KeyboardInterrupt) else "interrupted by SIGINT"
-        raise _apply_failed(
-            exc, _failed_message(reason, "the promotion", done, failures, run_id)
-        ) from None
+        with _signals_ignored():
+            with contextlib.suppress(Exception):
+                journal.record("failed", error=reason, at=at)
+            failures = restore(host, journal, done, {**run.made, **journal.made}).failures
+            with contextlib.suppress(Exception):
+                journal.end("rollback-failed" if failures else "boot-rolled-back")
+        raise _apply_failed(exc, _failed_message(reason, at, done, failures, run_id)) from None
 
 
 # What a message leaves to its engine: the text itself here, an expansion in the remote script.

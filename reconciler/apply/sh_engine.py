@@ -411,12 +411,18 @@ def _paused(run: Run, pause_at: int | None) -> bool:
 
 
 def outcome_error(run: Run) -> ApplyFailed:
-    failed = next((r for r in run.records if r.get("type") == "failed"), {})
+    """The local engine's message for a run the script rolled back, from its journal: what
+    the last failure restored (every step of a run, or a promotion's and the boot
+    configuration of the run it extends) has its marker after the `failed` record."""
+    failures = [i for i, r in enumerate(run.records) if r.get("type") == "failed"]
+    after = run.records[failures[-1] :] if failures else run.records
+    failed = after[0] if failures else {}
     reason = str(failed.get("error", "interrupted"))
     at = str(failed.get("at", "the start"))
     head = reason if reason.startswith(at) else f"{at}: {reason}"
-    problems = [str(r.get("error")) for r in run.records if r.get("type") == "restore-failed"]
-    done = len(run.steps)
+    problems = [str(r.get("error")) for r in after if r.get("type") == "restore-failed"]
+    markers = {"restored", "unchanged", "restore-failed"}
+    done = len({r.get("seq") for r in after if r.get("type") in markers}) or len(run.steps)
     if problems:
         return ApplyFailed(
             f"apply failed ({head}); rolling back {done} changes left {len(problems)} not "
