@@ -234,7 +234,7 @@ def execute(
             with contextlib.suppress(Exception):
                 journal.end("rollback-failed" if failures else "rolled-back")
         raise _apply_failed(
-            exc, _failed_message(reason, at, done, failures, journal.run_id)
+            exc, failed_message(reason, at, len(done), failures, journal.run_id)
         ) from None
     return journal.run_id
 
@@ -299,7 +299,7 @@ def extend(host: Host, run_id: str, steps: tuple[Step, ...]) -> None:
             failures = restore(host, journal, done, {**run.made, **journal.made}).failures
             with contextlib.suppress(Exception):
                 journal.end("rollback-failed" if failures else "boot-rolled-back")
-        raise _apply_failed(exc, _failed_message(reason, at, done, failures, run_id)) from None
+        raise _apply_failed(exc, failed_message(reason, at, len(done), failures, run_id)) from None
 
 
 # What a message leaves to its engine: the text itself here, an expansion in the remote script.
@@ -338,21 +338,26 @@ def read_back_message(step: Step, shown: Said) -> tuple[str, Said, str]:
     )
 
 
+def not_restored_message(step: Step, shown: Said) -> tuple[str, Said]:
+    """The line for an undo the kernel took but does not read back, whatever restored it."""
+    return (f"{step.id}: restored {show_value(step.restored)} but it reads back ", shown)
+
+
 def show_value(value: str | None) -> str:
     """A value as messages show it: quoted, or "nothing (absent)"."""
     return "nothing (absent)" if value is None else repr(value)
 
 
-def _failed_message(
-    reason: str, at: str, done: list[tuple[int, Step]], failures: list[str], run_id: str
-) -> str:
+def failed_message(reason: str, at: str, count: int, failures: list[str], run_id: str) -> str:
+    """The message of a run that failed `at` a step (or a phase) for `reason` and restored
+    `count` changes, `failures` of them not, whatever applied it."""
     head = reason if reason.startswith(at) else f"{at}: {reason}"
     if failures:
         return (
-            f"apply failed ({head}); rolling back {len(done)} changes left "
+            f"apply failed ({head}); rolling back {count} changes left "
             f"{len(failures)} not restored: {'; '.join(failures)} (run {run_id})."
         )
-    return f"apply failed ({head}); rolled back {len(done)} changes (run {run_id})."
+    return f"apply failed ({head}); rolled back {count} changes (run {run_id})."
 
 
 @dataclass
@@ -384,10 +389,7 @@ def restore(
                 perform(host, step, op, journal, seq)
             got = read(host, step.probe)
             if got != step.restored:
-                raise StepFailed(
-                    f"{step.id}: restored {show_value(step.restored)} "
-                    f"but it reads back {show_value(got)}"
-                )
+                raise StepFailed("".join(not_restored_message(step, show_value(got))))
             _mark(journal, "restored", seq=seq)
             result.restored += 1
         except Exception as exc:

@@ -429,7 +429,7 @@ restore_one() {
     if "restored_$1"; then rec "{\"type\":\"unchanged\",\"seq\":$1}"; return; fi
     ERR=
     if "undo_$1" && "restored_$1"; then rec "{\"type\":\"restored\",\"seq\":$1}"; return; fi
-    [ -n "$ERR" ] || ERR="$(step_id_$1): restored $(restored_shown_$1) but it reads back $(shown_$1)"
+    [ -n "$ERR" ] || ERR="$(unrestored_$1)"
     FAILS=$((FAILS + 1))
     rec "{\"type\":\"restore-failed\",\"seq\":$1,\"error\":\"$(jstr "$ERR")\"}"
 }

@@ -49,8 +49,9 @@ from .engine import (
     Restored,
     RollbackResult,
     Work,
+    failed_message,
+    not_restored_message,
     read_back_message,
-    show_value,
     unmet_message,
     unsupported_message,
 )
@@ -142,6 +143,7 @@ def _ops(ops: tuple[Op, ...], step_id: str = "", seq: int | None = None) -> str:
 
 def _step_functions(seq: int, step: Step) -> str:
     probe = _probe_args(step.probe)
+    unrestored = sh_word(*not_restored_message(step, Expand(f"$(shown_{seq})")))
     files = [op.path for op in (*step.do, *step.undo) if isinstance(op, PutFile)]
     tidy = "rm -f " + " ".join(f'"$R"{quoted(temporary(f))}' for f in files) if files else ":"
     return (
@@ -150,9 +152,8 @@ def _step_functions(seq: int, step: Step) -> str:
         f"tidy_{seq}() {{ {tidy}; }}\n"
         f"expected_{seq}() {{ {_check(step.probe, step.expect)}; }}\n"
         f"restored_{seq}() {{ {_check(step.probe, step.restored)}; }}\n"
-        f"step_id_{seq}() {{ printf '%s' {quoted(step.id)}; }}\n"
-        f"restored_shown_{seq}() {{ printf '%s' {quoted(show_value(step.restored))}; }}\n"
         f"shown_{seq}() {{ shown {probe}; }}\n"
+        f"unrestored_{seq}() {{ printf '%s' {unrestored}; }}\n"
     )
 
 
@@ -417,18 +418,12 @@ def outcome_error(run: Run) -> ApplyFailed:
     failures = [i for i, r in enumerate(run.records) if r.get("type") == "failed"]
     after = run.records[failures[-1] :] if failures else run.records
     failed = after[0] if failures else {}
-    reason = str(failed.get("error", "interrupted"))
-    at = str(failed.get("at", "the start"))
-    head = reason if reason.startswith(at) else f"{at}: {reason}"
     problems = [str(r.get("error")) for r in after if r.get("type") == "restore-failed"]
     markers = {"restored", "unchanged", "restore-failed"}
     done = len({r.get("seq") for r in after if r.get("type") in markers}) or len(run.steps)
-    if problems:
-        return ApplyFailed(
-            f"apply failed ({head}); rolling back {done} changes left {len(problems)} not "
-            f"restored: {'; '.join(problems)} (run {run.run_id})."
-        )
-    return ApplyFailed(f"apply failed ({head}); rolled back {done} changes (run {run.run_id}).")
+    reason = str(failed.get("error", "interrupted"))
+    at = str(failed.get("at", "the start"))
+    return ApplyFailed(failed_message(reason, at, done, problems, run.run_id))
 
 
 @dataclass(frozen=True)
