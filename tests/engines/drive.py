@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from small_host import whole_tree
+from test_apply_faults import Crash, FaultyHost
 from test_shell_read import LocalShellHost
 
 from reconciler.apply.engine import (
@@ -39,10 +40,9 @@ from reconciler.hosts.base import Host
 from reconciler.hosts.directory import SnapshotHost
 from reconciler.profile.load import load_profile
 
-
-class Killed(BaseException):
-    """The process that applied died between a journal record and its write (kill -9, power
-    loss): nothing in tune may catch it, and recovery is `tune rollback`."""
+# The process that applied died between a journal record and its write (kill -9, power
+# loss): nothing in tune may catch it, and recovery is `tune rollback`.
+Killed = Crash
 
 
 # Fields that differ between any two runs, whatever applied them.
@@ -89,12 +89,25 @@ class Engine:
         raise NotImplementedError
 
 
+FAULT = "/.tune-emulate/fault"
+
+
+class MarkedFault(FaultyHost):
+    """The fault a snapshot's marker asks for (`FAULT`: "N fail|ignore|crash", as lib.sh
+    reads it), made by the Python engine's host; none without the marker."""
+
+    def __init__(self, root: Path) -> None:
+        marker = root / FAULT.lstrip("/")
+        at, how = marker.read_text().split() if marker.exists() else ("-1", "fail")
+        super().__init__(root, int(at), how)
+
+
 @dataclass
 class PythonEngine(Engine):
-    """`make_host`: the snapshot host to write through (a subclass that injects faults)."""
+    """`make_host`: the snapshot host an apply writes through."""
 
     name: str = "python"
-    make_host: Callable[[Path], SnapshotHost] = SnapshotHost
+    make_host: Callable[[Path], SnapshotHost] = MarkedFault
 
     def host(self, root: Path) -> Host:
         return self.make_host(root)

@@ -10,14 +10,14 @@ from conftest import BLACKWELL, write
 from small_host import SmallHost, build, config_space, tree, write_profile
 
 from reconciler.apply.journal import PROFILE, read_run, run_ids
-from reconciler.errors import HostError
+from reconciler.errors import ApplyFailed, HostError
 from reconciler.hosts.directory import SnapshotHost
-from reconciler.hosts.emulate import LISTED
+from reconciler.hosts.emulate import LISTED, REFUSES
 from reconciler.plan.make import make_plan
 from reconciler.plan.observe import observe
 from reconciler.profile.load import load_profile
 
-from .drive import Engine
+from .drive import FAULT, Engine
 
 
 def runtime_changes(root: Path, profile: Path, persist: bool = True) -> list[str]:
@@ -107,3 +107,31 @@ def test_journal_directory_not_writable_is_refused(engine: Engine, untuned: Path
     assert refused(engine, untuned, BLACKWELL) == [
         "/var/lib/tune/runs is not writable, so tune cannot keep its journal there."
     ]
+
+
+def test_a_restore_the_kernel_does_not_take_is_reported_and_the_rest_restored(
+    engine: Engine, tmp_path: Path
+) -> None:
+    """The second write is refused (the run fails); the undo of the first is ignored by the
+    kernel (the third write): that one change stays, and the run says which and why."""
+    root = build(tmp_path / "h", SmallHost(sysctls={"vm.swappiness": "60", "fs.file-max": "9"}))
+    write(root, REFUSES + "/proc/sys/fs/file-max", "22\n")
+    profile = write_profile(
+        tmp_path / "p.yaml", {"sysctl": {"vm.swappiness": 10, "fs.file-max": 10}}
+    )
+    write(root, FAULT, "2 ignore\n")
+    with pytest.raises(ApplyFailed) as failed:
+        engine.apply(root, profile, with_persistence=False)
+    (run_id,) = run_ids(SnapshotHost(root))
+    assert str(failed.value) == (
+        "apply failed (sysctl:fs.file-max is not supported on this host: /proc/sys/fs/file-max: "
+        "the kernel refused '10' (Invalid argument); mark the entry `optional: true` to apply "
+        "the rest without it.); rolling back 2 changes left 1 not restored: "
+        "sysctl:vm.swappiness: restored '60' but it reads back '10' (run " + run_id + ")."
+    )
+    run = read_run(SnapshotHost(root), run_id)
+    assert run is not None and run.outcome == "rollback-failed"
+    (root / FAULT.lstrip("/")).unlink()
+    (done,) = engine.rollback(root)
+    assert done.result.failures == [] and done.result.restored == 1
+    assert (root / "proc/sys/vm/swappiness").read_text() == "60\n"

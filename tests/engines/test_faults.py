@@ -1,8 +1,9 @@
 """The fault-injection property (tests/test_apply_faults.py) against both engines at once: the
 same random host, profile and fault (the N-th write fails, is silently ignored, or the process
-dies before it) given to each engine, in Python by the host (`FaultyHost`) and in sh by the
-marker the library honours on a snapshot (`/.tune-emulate/fault`). Whatever fails, the host
-ends as it was, and both engines leave the same files and the same journals."""
+dies before it) given to each engine by the marker the sh library honours on a snapshot
+(`/.tune-emulate/fault`), which the Python engine's host in these tests honours as well
+(`drive.MarkedFault`). Whatever fails, the host ends as it was, and both engines leave the same
+files and the same journals."""
 
 from __future__ import annotations
 
@@ -14,15 +15,13 @@ from typing import Any
 from hypothesis import Phase, event, given, settings
 from hypothesis import strategies as st
 from small_host import SmallHost, build, tree, write_profile
-from test_apply_faults import SCRATCH, Crash, FaultyHost, scenarios
+from test_apply_faults import SCRATCH, scenarios
 
 from reconciler.apply.journal import read_run, run_ids
 from reconciler.errors import ApplyFailed, HostError
 from reconciler.hosts.directory import SnapshotHost
 
-from .drive import Engine, Killed, PythonEngine, ShEngine, differences, left_behind
-
-FAULT = "/.tune-emulate/fault"
+from .drive import FAULT, Engine, Killed, PythonEngine, ShEngine, differences, left_behind
 
 
 def outcome(engine: Engine, root: Path, profile: Path, persist: bool, fault: str) -> str:
@@ -41,7 +40,7 @@ def outcome(engine: Engine, root: Path, profile: Path, persist: bool, fault: str
         run = read_run(SnapshotHost(root), run_id)
         assert run is not None and run.outcome == "rolled-back"
         happened = "rolled back"
-    except (Crash, Killed):
+    except Killed:
         happened = "killed, then tune rollback"
     else:
         happened = "applied, then tune rollback" if run_id else "nothing to change"
@@ -64,8 +63,7 @@ def test_any_fault_anywhere_leaves_the_host_as_it_was_whichever_engine(
     scratch = Path(tempfile.mkdtemp(dir=SCRATCH))
     try:
         profile = write_profile(scratch / "p.yaml", data)
-        python = PythonEngine(make_host=lambda root: FaultyHost(root, fault_at, fault))
-        sh = ShEngine(timeout=1)
+        python, sh = PythonEngine(), ShEngine(timeout=1)
         happened = []
         for engine in (python, sh):
             root = build(scratch / engine.name, spec)

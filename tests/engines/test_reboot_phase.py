@@ -94,15 +94,21 @@ def test_snapshot_journals_boot_tools_and_never_writes_runtime(
     assert tree(untuned) == before
 
 
-def test_runtime_then_reboot_in_one_run(engine: Engine, untuned: Path) -> None:
-    before = tree(untuned)
-    run_id = engine.apply(untuned, BLACKWELL, runtime_only=False)
+def test_runtime_then_reboot_in_one_run(engine: Engine, tmp_path: Path) -> None:
+    root = layout(tmp_path, "grubby")
+    write(root, "/proc/sys/vm/swappiness", "60\n")
+    before = tree(root)
+    text = profile(tmp_path, PROFILE + "sysctl:\n  vm.swappiness: 10\n")
+    run_id = engine.apply(root, text, runtime_only=False)
     assert run_id is not None
-    run = read_run(SnapshotHost(untuned), run_id)
+    run = read_run(SnapshotHost(root), run_id)
     assert run is not None
-    kinds = [step.kind for _, step in run.steps]
-    first_reboot = min(i for i, k in enumerate(kinds) if k in {"cmdline", "lxc"})
-    assert all(k in {"cmdline", "lxc"} for k in kinds[first_reboot:])
-    assert "sysctl" in kinds[:first_reboot]
-    engine.rollback(untuned)
-    assert tree(untuned) == before
+    assert [step.kind for _, step in run.steps] == [
+        "sysctl",
+        "file",
+        "cmdline",
+        "cmdline",
+        "cmdline",
+    ]
+    engine.rollback(root)
+    assert tree(root) == before
