@@ -175,8 +175,18 @@ def perform(
         done = host.run(op.argv)
         if done.returncode != 0:
             output = (done.stderr or done.stdout).strip()
-            explained = KINDS[step.kind].explain(step, output) if step.kind in KINDS else None
-            raise StepFailed(explained or f"`{shlex.join(op.argv)}` failed: {output}")
+            raise StepFailed(f"`{shlex.join(op.argv)}` failed: {output}")
+
+
+def explained(steps: Sequence[Step], at: str, reason: str) -> str:
+    """The failure `reason` of the step `at` as the user reads it: a command's failure
+    (`` `ARGV` failed: OUTPUT ``, as both engines journal it) in the words of its kind where
+    the kind knows the cause (`Kind.explain`), else as journaled."""
+    step = next((s for s in steps if s.id == at), None)
+    command, sep, output = reason.partition("` failed: ")
+    if step is None or not sep or not command.startswith("`") or step.kind not in KINDS:
+        return reason
+    return KINDS[step.kind].explain(step, output) or reason
 
 
 def read(host: Host, probe: Probe) -> str | None:
@@ -233,8 +243,9 @@ def execute(
             failures = restore(host, journal, done, journal.made).failures
             with contextlib.suppress(Exception):
                 journal.end("rollback-failed" if failures else "rolled-back")
+        shown = explained(work.steps, at, reason)
         raise _apply_failed(
-            exc, failed_message(reason, at, len(done), failures, journal.run_id)
+            exc, failed_message(shown, at, len(done), failures, journal.run_id)
         ) from None
     return journal.run_id
 
@@ -299,7 +310,8 @@ def extend(host: Host, run_id: str, steps: tuple[Step, ...]) -> None:
             failures = restore(host, journal, done, {**run.made, **journal.made}).failures
             with contextlib.suppress(Exception):
                 journal.end("rollback-failed" if failures else "boot-rolled-back")
-        raise _apply_failed(exc, failed_message(reason, at, len(done), failures, run_id)) from None
+        shown = explained(steps, at, reason)
+        raise _apply_failed(exc, failed_message(shown, at, len(done), failures, run_id)) from None
 
 
 # What a message leaves to its engine: the text itself here, an expansion in the remote script.

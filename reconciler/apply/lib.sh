@@ -15,7 +15,13 @@ ERR=
 # its restore removes again (apply.tidy); a rollback script starts with the journal's.
 MADE=
 
-jstr() { printf '%s' "$1" | tr '\n\t' '  ' | tr -d '\000-\037' | sed 's/\\/\\\\/g; s/"/\\"/g'; }
+# $1 as the inside of a JSON string, as json.dumps writes it: newlines and tabs escaped (a
+# command's output has them), other control characters dropped.
+TAB=$(printf '\t')
+jstr() {
+    printf '%s' "$1" | sed 's/\\/\\\\/g; s/"/\\"/g' | sed "s/$TAB/\\\\t/g" |
+        awk 'NR > 1 { printf "%s", "\\n" } { printf "%s", $0 }' | tr -d '\000-\037'
+}
 # fsync one file (coreutils >= 8.24); an older sync takes no operand: sync everything then.
 fsync() { sync -- "$@" 2>/dev/null || sync; }
 # Append one record, whole and on disk, or leave the journal as it was and fail: a device that
@@ -202,6 +208,7 @@ emu_modprobe() {
         return 0
     fi
     [ -n "$line" ] && return 0
+    if [ -f "$R/.tune-emulate/modprobe/$name" ]; then cat "$R/.tune-emulate/modprobe/$name"; return 1; fi
     rest=$(cat "$mods" 2>/dev/null; printf x)
     printf '%s 16384 0 - Live 0x0000000000000000\n%s' "$name" "${rest%x}" >"$mods"
     seen=

@@ -49,6 +49,7 @@ from .engine import (
     Restored,
     RollbackResult,
     Work,
+    explained,
     failed_message,
     not_restored_message,
     read_back_message,
@@ -421,8 +422,8 @@ def outcome_error(run: Run) -> ApplyFailed:
     problems = [str(r.get("error")) for r in after if r.get("type") == "restore-failed"]
     markers = {"restored", "unchanged", "restore-failed"}
     done = len({r.get("seq") for r in after if r.get("type") in markers}) or len(run.steps)
-    reason = str(failed.get("error", "interrupted"))
     at = str(failed.get("at", "the start"))
+    reason = explained([s for _, s in run.steps], at, str(failed.get("error", "interrupted")))
     return ApplyFailed(failed_message(reason, at, done, problems, run.run_id))
 
 

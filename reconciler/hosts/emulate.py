@@ -12,8 +12,9 @@ except one a real kernel has: an attribute that refuses every write with an errn
 `kernel.nmi_watchdog` does without perf counters. A snapshot says so with a file holding the
 errno at `REFUSES` + the attribute's path (`/.tune-emulate/refuses/proc/sys/kernel/nmi_watchdog`
 containing `524`), outside every path a profile reads; a snapshot that lacks a tool lists the
-ones it has in `LISTED`. The sh library (`reconciler/apply/lib.sh`) emulates the same, byte for
-byte, for an apply through the sh engine with `TUNE_ROOT` set; `tests/engines` holds both to it.
+ones it has in `LISTED`, and one whose module cannot load holds modprobe's words in
+`LOAD_FAILS`. The sh library (`reconciler/apply/lib.sh`) emulates the same, byte for byte, for
+an apply through the sh engine with `TUNE_ROOT` set; `tests/engines` holds both to it.
 """
 
 from __future__ import annotations
@@ -40,6 +41,9 @@ OSRELEASE = "/proc/sys/kernel/osrelease"
 DEVICES = "/sys/bus/pci/devices"
 REFUSES = "/.tune-emulate/refuses"
 LISTED = "/.tune-emulate/commands"
+# A module whose load fails (built against another kernel's or RDMA stack's symbols): a file
+# named after it here holds what modprobe prints.
+LOAD_FAILS = "/.tune-emulate/modprobe"
 # The errnos a `REFUSES` marker is expected to hold: the refusing ones (EINVAL, EOPNOTSUPP,
 # ENOTSUPP), and the transient failures a kernel attribute also gives.
 ERRNOS = (
@@ -179,6 +183,9 @@ def _modprobe(host: DirectoryHost, args: list[str]) -> Completed:
         return Completed(0)
     if line is not None:
         return Completed(0)
+    failure = _read(host, f"{LOAD_FAILS}/{name}")
+    if failure is not None:
+        return Completed(1, "", failure)
     # The kernel lists the newest module first.
     _overwrite(local, (f"{name} 16384 0 - Live 0x0000000000000000\n" + text).encode())
     for param in params:

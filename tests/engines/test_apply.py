@@ -12,7 +12,7 @@ from small_host import SmallHost, build, config_space, tree, write_profile
 from reconciler.apply.journal import PROFILE, read_run, run_ids
 from reconciler.errors import ApplyFailed, HostError
 from reconciler.hosts.directory import SnapshotHost
-from reconciler.hosts.emulate import LISTED, REFUSES
+from reconciler.hosts.emulate import LISTED, LOAD_FAILS, REFUSES
 from reconciler.plan.make import make_plan
 from reconciler.plan.observe import observe
 from reconciler.profile.load import load_profile
@@ -135,3 +135,27 @@ def test_a_restore_the_kernel_does_not_take_is_reported_and_the_rest_restored(
     (done,) = engine.rollback(root)
     assert done.result.failures == [] and done.result.restored == 1
     assert (root / "proc/sys/vm/swappiness").read_text() == "60\n"
+
+
+def test_nvidia_peermem_symbol_mismatch_is_explained_and_rolled_back(
+    engine: Engine, tmp_path: Path
+) -> None:
+    root = build(tmp_path / "h", SmallHost(sysctls={"vm.swappiness": "60"}))
+    write(
+        root,
+        f"{LOAD_FAILS}/nvidia_peermem",
+        "modprobe: ERROR: could not insert 'nvidia_peermem': Invalid argument\n"
+        "nvidia_peermem: disagrees about version of symbol ib_register_peer_memory_client\n",
+    )
+    profile = write_profile(
+        tmp_path / "p.yaml",
+        {"sysctl": {"vm.swappiness": 10}, "modules": {"nvidia_peermem": "loaded"}},
+    )
+    before = tree(root)
+    with pytest.raises(ApplyFailed) as failed:
+        engine.apply(root, profile, with_persistence=False)
+    message = str(failed.value)
+    assert "modprobe nvidia_peermem failed because the NVIDIA driver and the RDMA stack" in message
+    assert "rolled back 2 changes" in message
+    assert failed.value.exit_code == 3
+    assert tree(root) == before

@@ -300,10 +300,8 @@ def test_a_failed_read_back_names_the_file_without_running_it(
             run = wait(remote, run_id, timeout=60, interval=0.05)
             failed = next(r for r in run.records if r["type"] == "failed")
             said = f"{step.id}: wrote '2' but {step.target} reads back '1'"
-            # The journal keeps a record on one line: a newline in a name reads as a space.
-            assert failed["error"] == f"{said} (refused or clamped by the kernel)".replace(
-                "\n", " "
-            )
+            # The journal keeps a record on one line, a newline in a name escaped as JSON does.
+            assert failed["error"] == f"{said} (refused or clamped by the kernel)"
             assert run.outcome == "rolled-back"
     finally:
         remote.close()
