@@ -280,7 +280,7 @@ emu_grubby() {
     *) echo "grubby: unsupported option ${2%%=*}"; return 1 ;;
     esac
     dir="$R/boot/loader/entries"
-    ls -A "$dir" | while IFS= read -r e; do
+    ls -A "$dir" 2>/dev/null | while IFS= read -r e; do
         f="$dir/$e"
         case "$e" in *.conf) ;; *) continue ;; esac
         [ -f "$f" ] && [ ! -h "$f" ] || continue

@@ -20,9 +20,10 @@ records the script appends to its journal, so the journal is the local one recor
 A failed gate, or no verdict within every probe's timeout and two command timeouts, makes the
 script roll back on its own.
 
-With `$TUNE_ROOT` set (a snapshot, as in the test lab) the library writes kernel attributes,
-`modprobe` and `setpci` the way `reconciler.hosts.emulate` does for a local snapshot, so both leave
-byte-identical trees.
+With `$TUNE_ROOT` set (a snapshot, as in the test lab) the library writes kernel attributes and
+runs `modprobe`, `setpci`, `grubby`, `pct` and `lxc-*` the way `reconciler.hosts.emulate` does for
+a local snapshot, so both leave byte-identical trees and journals; `tests/engines` runs every
+primitive and the apply, rollback, reboot-phase and fault scenarios against both engines.
 """
 
 from __future__ import annotations

@@ -235,7 +235,8 @@ def _grubby(host: DirectoryHost, args: list[str]) -> Completed:
     else:
         return Completed(1, "", f"grubby: unsupported option {option}")
     entries = cmdline.LOADER_ENTRIES.rsplit("/", 1)[0]
-    names = sorted(n for n in os.listdir(host.local(entries)) if n.endswith(".conf"))
+    found = os.listdir(host.local(entries)) if host.paths.isdir(entries) else []
+    names = sorted(n for n in found if n.endswith(".conf"))
     for name in names:
         entry = f"{entries}/{name}"
         text = (host.read_file(entry) or b"").decode("utf-8", "replace")

@@ -266,6 +266,9 @@ CASES = [
         },
     ),
     Case(
+        "grubby without entries", Command(("grubby", "--update-kernel=ALL", "--args=x")), Said("ok")
+    ),
+    Case(
         "grubby other options",
         Command(("grubby", "--info=ALL", "--args=x")),
         Said(
