@@ -92,7 +92,7 @@ refused() {
     case "$3" in
     *"Invalid argument"* | *"Operation not supported"* | *"Unknown error 524"*) REFUSED=1 ;;
     esac
-    ERR="$1: the kernel refused '$2' ($3)."
+    ERR="$1: the kernel refused $(printf '%s' "$2" | awk "$REPR") ($3)."
     return 1
 }
 
@@ -419,7 +419,25 @@ reads() {
     [ "${g%x}" = "$4" ]
 }
 reads_absent() { ! reading "$1" "$2" "$3" >/dev/null; }
-shown() { g=$(reading "$1" "$2" "$3") && printf "'%s'" "$g" || printf 'nothing (absent)'; }
+# A reading as messages show it (engine.show_value): Python's repr of the text, or
+# "nothing (absent)".
+REPR='
+BEGIN { RS = "\001"; for (i = 1; i < 32; i++) code[sprintf("%c", i)] = i; code["\177"] = 127 }
+{ s = (NR > 1 ? s "\001" : "") $0 }
+END {
+  q = (index(s, "\047") && !index(s, "\"")) ? "\"" : "\047"; out = ""
+  for (i = 1; i <= length(s); i++) { c = substr(s, i, 1)
+    if (c == "\\" || c == q) c = "\\" c
+    else if (c == "\n") c = "\\n"
+    else if (c == "\t") c = "\\t"
+    else if (c == "\r") c = "\\r"
+    else if (c in code) c = sprintf("\\x%02x", code[c])
+    out = out c }
+  printf "%s%s%s", q, out, q }'
+shown() {
+    g=$(reading "$1" "$2" "$3"; s=$?; printf x; exit $s) || { printf 'nothing (absent)'; return; }
+    printf '%s' "${g%x}" | awk "$REPR"
+}
 
 fail() {
     trap '' TERM HUP INT

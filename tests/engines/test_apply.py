@@ -159,3 +159,21 @@ def test_nvidia_peermem_symbol_mismatch_is_explained_and_rolled_back(
     assert "rolled back 2 changes" in message
     assert failed.value.exit_code == 3
     assert tree(root) == before
+
+
+def test_a_file_the_kernel_did_not_take_is_shown_as_python_shows_text(
+    engine: Engine, tmp_path: Path
+) -> None:
+    """The write of tune's sysctl.d file is lost (the first write, reported done): the read-back
+    line shows both texts, quotes and newlines escaped, whichever engine wrote it."""
+    host = SmallHost(sysctls={"vm.swappiness": "60"})
+    host.etc["etc/sysctl.d/90-tune.conf"] = "# it's an earlier run's\nvm.swappiness = 1\n"
+    root = build(tmp_path / "h", host)
+    profile = write_profile(tmp_path / "p.yaml", {"sysctl": {"vm.swappiness": 10}})
+    write(root, FAULT, "1 ignore\n")
+    with pytest.raises(ApplyFailed) as failed:
+        engine.apply(root, profile)
+    assert (
+        "/etc/sysctl.d/90-tune.conf reads back \"# it's an earlier run's\\nvm.swappiness = 1\\n\" "
+        "(refused or clamped by the kernel)"
+    ) in str(failed.value)

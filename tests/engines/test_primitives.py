@@ -106,6 +106,13 @@ CASES = [
         {THP: "always [madvise] never\n"},
     ),
     Case(
+        "refused text is shown as Python shows it",
+        SetAttr(THP, "it's"),
+        Said("refused", f"""{THP}: the kernel refused "it's" (Invalid argument)."""),
+        {THP: "always [madvise] never\n"},
+        {THP: "always [madvise] never\n"},
+    ),
+    Case(
         "refuses ENOTSUPP",
         SetAttr(WATCHDOG, "0"),
         Said("refused", f"{WATCHDOG}: the kernel refused '0' (Unknown error 524)."),
