@@ -70,6 +70,7 @@ from .steps import (
 
 PACKAGES = {"setpci": "pciutils", "grubby": "grubby"}
 PROFILE_REQUEST = Request.of(whole=[PROFILE])
+NO_JOURNAL = f"{RUNS} is not writable, so tune cannot keep its journal there."
 
 
 @dataclass(frozen=True)
@@ -168,7 +169,7 @@ def preflight(host: Host, steps: tuple[Step, ...] | list[Step]) -> list[str]:
     """Every requirement of every step, checked once, before the first write."""
     problems = []
     if not host.writable(RUNS):
-        problems.append(f"{RUNS} is not writable, so tune cannot keep its journal there.")
+        problems.append(NO_JOURNAL)
     checked: set[Require] = set()
     for step in steps:
         for need in step.requires:
@@ -183,19 +184,15 @@ def preflight(host: Host, steps: tuple[Step, ...] | list[Step]) -> list[str]:
 
 def _unmet(host: Host, need: Require, step: Step) -> str | None:
     if need.need is Need.WRITABLE:
-        if host.writable(need.arg):
-            return None
-        return f"{step.id} cannot be changed: {need.arg} is read-only on this host."
-    if need.need is Need.COMMAND:
-        if host.has_command(need.arg):
-            return None
-        package = PACKAGES.get(need.arg, need.arg)
-        return f"{need.arg} is not installed on this host (package {package}); {step.id} needs it."
-    done = host.run(["modprobe", "--dry-run", need.arg])
-    if done.returncode == 0:
-        return None
-    said = (done.stderr or done.stdout).strip().splitlines() or ["modprobe failed"]
-    return f"Module {need.arg} cannot be loaded on this host ({said[0]})."
+        met = host.writable(need.arg)
+    elif need.need is Need.COMMAND:
+        met = host.has_command(need.arg)
+    else:
+        done = host.run(["modprobe", "--dry-run", need.arg])
+        met = done.returncode == 0
+        said = (done.stderr or done.stdout).strip().splitlines() or ["modprobe failed"]
+        return None if met else "".join(unmet_message(need, step, said[0]))
+    return None if met else "".join(unmet_message(need, step, ""))
 
 
 def perform(
@@ -218,9 +215,19 @@ def perform(
         done = host.run(op.argv)
         if done.returncode != 0:
             output = (done.stderr or done.stdout).strip()
-            kind = named(step.kind)
-            explained = kind.explain(step, output) if kind is not None else None
-            raise StepFailed(explained or f"`{shlex.join(op.argv)}` failed: {output}")
+            raise StepFailed(f"`{shlex.join(op.argv)}` failed: {output}")
+
+
+def explained(steps: Sequence[Step], at: str, reason: str) -> str:
+    """The failure `reason` of the step `at` as the user reads it: a command's failure
+    (`` `ARGV` failed: OUTPUT ``, as both engines journal it) in the words of its kind where
+    the kind knows the cause (`Kind.explain`), else as journaled."""
+    step = next((s for s in steps if s.id == at), None)
+    kind = named(step.kind) if step is not None else None
+    command, sep, output = reason.partition("` failed: ")
+    if step is None or kind is None or not sep or not command.startswith("`"):
+        return reason
+    return kind.explain(step, output) or reason
 
 
 def read(host: Host, probe: Probe) -> str | None:
@@ -286,8 +293,9 @@ def execute(
             failures = restore(host, journal, done, journal.made).failures
             with contextlib.suppress(Exception):
                 journal.end("rollback-failed" if failures else "rolled-back")
+        shown = explained(work.steps, at, reason)
         raise _apply_failed(
-            exc, _failed_message(reason, at, done, failures, journal.run_id)
+            exc, failed_message(shown, at, len(done), failures, journal.run_id)
         ) from None
     return journal.run_id
 
@@ -330,27 +338,46 @@ def make(
 def extend(host: Host, run_id: str, steps: tuple[Step, ...]) -> None:
     """Append `steps` to the applied run `run_id` (promoting a try-once boot configuration
     after verification), so that one `tune rollback` undoes the whole run. On failure the
-    appended steps are restored and no `end` is written: the caller rolls back the rest."""
+    appended steps and the run's boot configuration are restored (`end` boot-rolled-back), as
+    the sh engine's script does on its own: the host boots its prior configuration whatever
+    becomes of tune."""
     run = trusted_run(host, run_id)
     first = max((seq for seq, _ in run.steps), default=-1) + 1
     journal = Journal(host, run_id)
-    done: list[tuple[int, Step]] = []
+    done = [(seq, step) for seq, step in run.steps if boot_kind(step.kind)]
+    at = "the promotion"
     try:
         with _signals_raise():
             for seq, step in enumerate(steps, first):
+                at = step.id
                 make(host, journal, seq, step, done, StepAbout())
             journal.end("applied")
     except (Exception, KeyboardInterrupt) as exc:
-        with _signals_ignored():
-            failures = restore(host, journal, done, journal.made).failures
         reason = str(exc) if not isinstance(exc, KeyboardInterrupt) else "interrupted by SIGINT"
-        raise _apply_failed(
-            exc, _failed_message(reason, "the promotion", done, failures, run_id)
-        ) from None
+        with _signals_ignored():
+            with contextlib.suppress(Exception):
+                journal.record(Failed(reason, at))
+            failures = restore(host, journal, done, {**run.made, **journal.made}).failures
+            with contextlib.suppress(Exception):
+                journal.end("rollback-failed" if failures else "boot-rolled-back")
+        shown = explained(steps, at, reason)
+        raise _apply_failed(exc, failed_message(shown, at, len(done), failures, run_id)) from None
 
 
 # What a message leaves to its engine: the text itself here, an expansion in the remote script.
 Said = TypeVar("Said")
+
+
+def unmet_message(need: Require, step: Step, said: Said) -> tuple[str | Said, ...]:
+    """The line for a requirement of `step` the host does not meet, whatever checked it;
+    `said`: the first line a failed `modprobe --dry-run` printed (a module's only)."""
+    if need.need is Need.WRITABLE:
+        return (f"{step.id} cannot be changed: {need.arg} is read-only on this host.",)
+    if need.need is Need.COMMAND:
+        package = PACKAGES.get(need.arg, need.arg)
+        text = f"{need.arg} is not installed on this host (package {package}); {step.id} needs it."
+        return (text,)
+    return (f"Module {need.arg} cannot be loaded on this host (", said, ").")
 
 
 def unsupported_message(step: Step, refused: Said) -> tuple[str, Said, str]:
@@ -377,21 +404,26 @@ def read_back_message(step: Step, shown: Said) -> tuple[str, Said, str]:
     )
 
 
+def not_restored_message(step: Step, shown: Said) -> tuple[str, Said]:
+    """The line for an undo the kernel took but does not read back, whatever restored it."""
+    return (f"{step.id}: restored {show_value(step.restored)} but it reads back ", shown)
+
+
 def show_value(value: str | None) -> str:
     """A value as messages show it: quoted, or "nothing (absent)"."""
     return "nothing (absent)" if value is None else repr(value)
 
 
-def _failed_message(
-    reason: str, at: str, done: list[tuple[int, Step]], failures: list[str], run_id: str
-) -> str:
+def failed_message(reason: str, at: str, count: int, failures: list[str], run_id: str) -> str:
+    """The message of a run that failed `at` a step (or a phase) for `reason` and restored
+    `count` changes, `failures` of them not, whatever applied it."""
     head = reason if reason.startswith(at) else f"{at}: {reason}"
     if failures:
         return (
-            f"apply failed ({head}); rolling back {len(done)} changes left "
+            f"apply failed ({head}); rolling back {count} changes left "
             f"{len(failures)} not restored: {'; '.join(failures)} (run {run_id})."
         )
-    return f"apply failed ({head}); rolled back {len(done)} changes (run {run_id})."
+    return f"apply failed ({head}); rolled back {count} changes (run {run_id})."
 
 
 @dataclass
@@ -423,10 +455,7 @@ def restore(
                 perform(host, step, op, journal, seq)
             got = read(host, step.probe)
             if got != step.restored:
-                raise StepFailed(
-                    f"{step.id}: restored {show_value(step.restored)} "
-                    f"but it reads back {show_value(got)}"
-                )
+                raise StepFailed("".join(not_restored_message(step, show_value(got))))
             _mark(journal, StepRestored(seq))
             result.restored += 1
         except Exception as exc:

@@ -15,7 +15,13 @@ ERR=
 # its restore removes again (apply.tidy); a rollback script starts with the journal's.
 MADE=
 
-jstr() { printf '%s' "$1" | tr '\n\t' '  ' | tr -d '\000-\037' | sed 's/\\/\\\\/g; s/"/\\"/g'; }
+# $1 as the inside of a JSON string, as json.dumps writes it: newlines and tabs escaped (a
+# command's output has them), other control characters dropped.
+TAB=$(printf '\t')
+jstr() {
+    printf '%s' "$1" | sed 's/\\/\\\\/g; s/"/\\"/g' | sed "s/$TAB/\\\\t/g" |
+        awk 'NR > 1 { printf "%s", "\\n" } { printf "%s", $0 }' | tr -d '\000-\037'
+}
 # fsync one file (coreutils >= 8.24); an older sync takes no operand: sync everything then.
 fsync() { sync -- "$@" 2>/dev/null || sync; }
 # Append one record, whole and on disk, or leave the journal as it was and fail: a device that
@@ -68,6 +74,10 @@ abnormal() {
     ERR="$1: refusing a path that is not absolute and normal."
 }
 
+# Whether a path accepts writes (host.writable); on a snapshot by its permission bits alone,
+# whoever runs the script (emulate.writable).
+writable() { if [ -n "$EMU" ]; then emu_writable "$1"; else [ -w "$R$1" ]; fi; }
+
 emu_writable() {
     e="$R$1"
     while [ ! -e "$e" ] && [ ! -h "$e" ] && [ "$e" != "${e%/*}" ]; do e="${e%/*}"; done
@@ -82,19 +92,35 @@ refused() {
     case "$3" in
     *"Invalid argument"* | *"Operation not supported"* | *"Unknown error 524"*) REFUSED=1 ;;
     esac
-    ERR="$1: the kernel refused '$2' ($3)."
+    ERR="$1: the kernel refused $(printf '%s' "$2" | awk "$REPR") ($3)."
     return 1
 }
 
-strerror() {
-    case "$1" in
-    22) echo "Invalid argument" ;; 95) echo "Operation not supported" ;; *) echo "Unknown error $1" ;;
+# strerror ERRNO: rendered by sh_engine from the C library's texts (os.strerror).
+
+# Fault injection on a snapshot, for tune's own tests (tests/engines/test_faults.py, where
+# the Python engine gets the same faults): `/.tune-emulate/fault` holding "N fail|ignore|crash"
+# makes the N-th write of this script (0-based: set_attr, put_file, delete_file, a command but
+# a dry run) fail, report success without writing, or kill the script before it writes.
+WRITES=0
+# Status 0 and RC set: the write is done with (RC 1: failed, ERR says why; RC 0: skipped).
+injected() {
+    [ -n "$EMU" ] && [ -f "$R/.tune-emulate/fault" ] || return 1
+    WRITES=$((WRITES + 1))
+    read -r at how <"$R/.tune-emulate/fault" || return 1
+    [ "$((WRITES - 1))" = "$at" ] || return 1
+    case "$how" in
+    ignore) RC=0; return 0 ;;
+    crash) kill -KILL $$ ;;
     esac
+    ERR="injected: the write failed (Input/output error)."
+    RC=1
 }
 
 set_attr() {
     f="$R$1"
     REFUSED=
+    injected && return $RC
     abnormal "$1" && return 1
     if [ -n "$EMU" ]; then
         [ -f "$f" ] || { ERR="$1: cannot open for writing (No such file or directory)."; return 1; }
@@ -118,6 +144,7 @@ put_file() {
     f="$R$1"; d="${f%/*}"; t="$d/.${f##*/}.tune-new"
     # A record that could not be journaled keeps rec's reason (a full device) in ERR.
     [ -z "${4:-}" ] || creates "$4" "${1%/*}" || return 1
+    injected && return $RC
     if mkdir -p "$d" && printf "$3" >"$t" && chmod "$2" "$t" && fsync "$t" &&
         mv -f "$t" "$f" && fsync "$d"
     then return 0; fi
@@ -143,6 +170,7 @@ tidy() {
 }
 
 delete_file() {
+    injected && return $RC
     abnormal "$1" && return 1
     rm -f "$R$1" && fsync "${R}${1%/*}/" || { ERR="$1: cannot delete."; return 1; }
 }
@@ -151,13 +179,13 @@ u8() { od -An -tu1 -j "$2" -N1 "$1" | tr -d ' \n'; }
 u16() { set -- $(od -An -tu1 -j "$2" -N2 "$1"); [ $# -eq 2 ] && echo $(($1 + 256 * $2)); }
 
 emu_modprobe() {
-    rm=; dry=; name=; params=
+    rm=; dry=; name=
     for a; do
         case "$a" in
         -r | --remove) rm=1 ;;
         -n | --dry-run) dry=1 ;;
         -*) ;;
-        *) if [ -z "$name" ]; then name=$(printf '%s' "$a" | tr - _); else params="$params $a"; fi ;;
+        *) [ -n "$name" ] || name=$(printf '%s' "$a" | tr - _) ;;
         esac
     done
     [ -n "$name" ] || { echo "modprobe: ERROR: missing module name."; return 1; }
@@ -180,9 +208,14 @@ emu_modprobe() {
         return 0
     fi
     [ -n "$line" ] && return 0
+    if [ -f "$R/.tune-emulate/modprobe/$name" ]; then cat "$R/.tune-emulate/modprobe/$name"; return 1; fi
     rest=$(cat "$mods" 2>/dev/null; printf x)
     printf '%s 16384 0 - Live 0x0000000000000000\n%s' "$name" "${rest%x}" >"$mods"
-    for p in $params; do
+    seen=
+    for p; do
+        # Every word after the name is a parameter, spaces and all (an argv, never split).
+        case "$p" in -*) continue ;; esac
+        [ -n "$seen" ] || { seen=1; continue; }
         mkdir -p "$R/sys/module/$name/parameters"
         v=$(V="${p#*=}" awk "$KTEXT" </dev/null)
         printf '%s\n' "$v" >"$R/sys/module/$name/parameters/${p%%=*}"
@@ -214,26 +247,120 @@ emu_setpci() {
         dd of="$cfg" bs=1 seek="$at" count=2 conv=notrunc 2>/dev/null
 }
 
+# What a snapshot has installed (SnapshotHost.commands): the list in /.tune-emulate/commands
+# when the snapshot holds one, else every command the emulation knows ($EMU_COMMANDS).
+emu_has() {
+    c="$R/.tune-emulate/commands"
+    if [ -f "$c" ]; then grep -qxF -- "$1" "$c"; return; fi
+    case " $EMU_COMMANDS " in *" $1 "*) return 0 ;; esac
+    return 1
+}
+
+# grubby --update-kernel=ALL --args=W | --remove-args=NAME (emulate._grubby): every BLS entry's
+# first `options` line edited as facts.cmdline.edit_entry does, every other byte kept.
+EDIT_ENTRY='
+function canon(n) { gsub(/-/, "_", n); return n }
+{ t = $0; sub(/^[ \t\r\f\v]+/, "", t); sub(/[ \t\r\f\v]+$/, "", t); k = t; sub(/ .*/, "", k) }
+done || k != "options" { print; next }
+{ done = 1; n = split(substr(t, 9), w); out = ""; placed = 0
+  for (i = 1; i <= n; i++) { key = w[i]; sub(/=.*/, "", key); key = canon(key)
+    if (ENVIRON["G"] != "" && key == canon(ENVIRON["G"])) continue
+    if (ENVIRON["S"] != "" && key == canon(ENVIRON["S"])) {
+      if (!placed) out = out " " ENVIRON["W"]; placed = 1; continue }
+    out = out " " w[i] }
+  if (ENVIRON["S"] != "" && !placed) out = out " " ENVIRON["W"]
+  print "options " substr(out, 2) }'
+
+emu_grubby() {
+    [ $# -eq 2 ] && [ "$1" = --update-kernel=ALL ] || { echo "grubby: unsupported arguments $*"; return 1; }
+    G=; S=; W=
+    case "$2" in
+    --args=*) W="${2#--args=}"; S="${W%%=*}" ;;
+    --remove-args=*) G="${2#--remove-args=}" ;;
+    *) echo "grubby: unsupported option ${2%%=*}"; return 1 ;;
+    esac
+    dir="$R/boot/loader/entries"
+    ls -A "$dir" 2>/dev/null | while IFS= read -r e; do
+        f="$dir/$e"
+        case "$e" in *.conf) ;; *) continue ;; esac
+        [ -f "$f" ] && [ ! -h "$f" ] || continue
+        new=$(G="$G" S="$S" W="$W" awk "$EDIT_ENTRY" "$f"; printf x)
+        new="${new%x}"
+        # awk ends every line; an entry whose last line has no newline keeps it that way.
+        [ -z "$(tail -c 1 "$f")" ] || new="${new%?}"
+        printf '%s' "$new" >"$f" || exit 1
+    done
+}
+
+# The device nodes a container's `ls /dev` lists (emulate._container): $EMU_CONTAINER_DEV and
+# each `lxc.mount.entry` of its config's main section that binds an existing /dev/X to dev/X.
+BOUND_DEV='
+/^[ \t]*\[[^]]+\][ \t]*$/ { exit }
+/^[ \t]*#/ { next }
+match($0, /^[ \t]*[A-Za-z0-9_.-]+[ \t]*[:=]/) {
+  key = substr($0, 1, RLENGTH - 1); gsub(/[ \t]/, "", key)
+  if (key != "lxc.mount.entry") next
+  n = split(substr($0, RLENGTH + 1), f)
+  if (n >= 2 && f[1] ~ /^\/dev\// && f[2] ~ /^dev\/[^\/]*$/) print f[1], substr(f[2], 5) }'
+
+emu_container() {
+    tool="$1"; shift; args="$*"; config=
+    case "$tool $1" in
+    "pct reboot" | "pct exec") [ $# -ge 2 ] && config="/etc/pve/lxc/$2.conf" ;;
+    pct*) ;;
+    *) [ $# -ge 4 ] && [ "$1" = -n ] && [ "$3" = -P ] && config="$4/$2/config" ;;
+    esac
+    [ -n "$config" ] && ! abnormal "$config" || { echo "$tool: unsupported arguments $args"; return 1; }
+    [ -f "$R$config" ] || { echo "$tool: configuration file '$config' does not exist"; return 2; }
+    case "$tool $1" in "pct reboot" | lxc-stop* | lxc-start*) return 0 ;; esac
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do shift; done
+    [ $# -gt 0 ] && shift
+    [ "$*" = "ls /dev" ] && [ $# -eq 2 ] || { echo "$tool: unsupported command $*"; return 1; }
+    awk "$BOUND_DEV" "$R$config" | {
+        for d in $EMU_CONTAINER_DEV; do echo "$d"; done
+        while read -r src name; do
+            if [ -e "$R$src" ] || [ -h "$R$src" ]; then echo "$name"; fi
+        done
+    } | sort -u
+}
+
+# Run the argv $2...; $1: the command as tune's messages show it (shlex.join).
 run_argv() {
+    shown="$1"; shift
+    case " $* " in *" --dry-run "*) ;; *) injected && return $RC ;; esac
     if [ -n "$EMU" ]; then
-        case "$1" in
-        modprobe) shift; out=$(emu_modprobe "$@" 2>&1) ;;
-        setpci) shift; out=$(emu_setpci "$@" 2>&1) ;;
-        *) out="$1: command not found"; false ;;
-        esac
+        if ! emu_has "$1"; then
+            out="$1: command not found"; false
+        else
+            case "$1" in
+            modprobe) shift; out=$(emu_modprobe "$@" 2>&1) ;;
+            setpci) shift; out=$(emu_setpci "$@" 2>&1) ;;
+            grubby) shift; out=$(emu_grubby "$@" 2>&1) ;;
+            pct | lxc-*) out=$(emu_container "$@" 2>&1) ;;
+            *) out="$1: command not found"; false ;;
+            esac
+        fi
     else
         out=$("$@" 2>&1)
     fi
     rc=$?
     [ $rc -eq 0 ] && return 0
-    ERR="\`$*\` failed: $out"
+    ERR="\`$shown\` failed: $out"
+    return 1
+}
+
+# A requirement `module`: modprobe's dry run; SAID: the first line it printed, as tune shows it.
+can_load() {
+    run_argv "modprobe --dry-run $1" modprobe --dry-run "$1" && return 0
+    SAID=$(printf '%s\n' "$out" | sed -n '/[^[:space:]]/{s/^[[:space:]]*//;p;q;}')
+    [ -n "$SAID" ] || SAID="modprobe failed"
     return 1
 }
 
 # A boot tool (update-grub, grub-reboot): run it; on a snapshot, journal it instead ($1 is the
 # `deferred` record), as a local snapshot does, since it would act on this machine's boot.
 boot_tool() {
-    if [ -n "$EMU" ]; then rec "$1"; return; fi
+    if [ -n "$EMU" ] && ! emu_has "$3"; then rec "$1"; return; fi
     shift
     run_argv "$@"
 }
@@ -265,7 +392,7 @@ emu_reboot() {
 }
 
 has_command() {
-    if [ -n "$EMU" ]; then case "$1" in modprobe | setpci) return 0 ;; *) return 1 ;; esac; fi
+    if [ -n "$EMU" ]; then emu_has "$1"; return; fi
     command -v "$1" >/dev/null 2>&1
 }
 
@@ -292,7 +419,25 @@ reads() {
     [ "${g%x}" = "$4" ]
 }
 reads_absent() { ! reading "$1" "$2" "$3" >/dev/null; }
-shown() { g=$(reading "$1" "$2" "$3") && printf "'%s'" "$g" || printf 'nothing (absent)'; }
+# A reading as messages show it (engine.show_value): Python's repr of the text, or
+# "nothing (absent)".
+REPR='
+BEGIN { RS = "\001"; for (i = 1; i < 32; i++) code[sprintf("%c", i)] = i; code["\177"] = 127 }
+{ s = (NR > 1 ? s "\001" : "") $0 }
+END {
+  q = (index(s, "\047") && !index(s, "\"")) ? "\"" : "\047"; out = ""
+  for (i = 1; i <= length(s); i++) { c = substr(s, i, 1)
+    if (c == "\\" || c == q) c = "\\" c
+    else if (c == "\n") c = "\\n"
+    else if (c == "\t") c = "\\t"
+    else if (c == "\r") c = "\\r"
+    else if (c in code) c = sprintf("\\x%02x", code[c])
+    out = out c }
+  printf "%s%s%s", q, out, q }'
+shown() {
+    g=$(reading "$1" "$2" "$3"; s=$?; printf x; exit $s) || { printf 'nothing (absent)'; return; }
+    printf '%s' "${g%x}" | awk "$REPR"
+}
 
 fail() {
     trap '' TERM HUP INT
@@ -309,7 +454,7 @@ restore_one() {
     if "restored_$1"; then rec "{\"type\":\"unchanged\",\"seq\":$1}"; return; fi
     ERR=
     if "undo_$1" && "restored_$1"; then rec "{\"type\":\"restored\",\"seq\":$1}"; return; fi
-    [ -n "$ERR" ] || ERR="$(step_id_$1): restored $(restored_shown_$1) but it reads back $(shown_$1)"
+    [ -n "$ERR" ] || ERR="$(unrestored_$1)"
     FAILS=$((FAILS + 1))
     rec "{\"type\":\"restore-failed\",\"seq\":$1,\"error\":\"$(jstr "$ERR")\"}"
 }

@@ -20,32 +20,40 @@ records the script appends to its journal, so the journal is the local one recor
 A failed gate, or no verdict within every probe's timeout and two command timeouts, makes the
 script roll back on its own.
 
-With `$TUNE_ROOT` set (a snapshot, as in the test lab) the library writes kernel attributes,
-`modprobe` and `setpci` the way `reconciler.hosts.emulate` does for a local snapshot, so both leave
-byte-identical trees.
+With `$TUNE_ROOT` set (a snapshot, as in the test lab) the library writes kernel attributes and
+runs `modprobe`, `setpci`, `grubby`, `pct` and `lxc-*` the way `reconciler.hosts.emulate` does for
+a local snapshot, so both leave byte-identical trees and journals; `tests/engines` runs every
+primitive and the apply, rollback, reboot-phase and fault scenarios against both engines.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import secrets
+import shlex
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..boot.verify import PENDING
 from ..errors import ApplyFailed, ConnectError, HostError
+from ..hosts import emulate
 from ..hosts.shell import Expand, ShellHost, printf_format, quoted, sh_word
 from ..kinds import boot_kind
 from ..probes.phase import PhaseProbes, Records, Regressed
 from ..profile.load import LoadedProfile
 from .engine import (
+    NO_JOURNAL,
     Restored,
     RollbackResult,
     Work,
+    explained,
+    failed_message,
+    not_restored_message,
     read_back_message,
-    show_value,
+    unmet_message,
     unsupported_message,
 )
 from .journal import (
@@ -99,8 +107,23 @@ from .steps import (
 UNMET = 90
 
 
-# The primitives. Everything profile-specific arrives as single-quoted arguments.
-LIBRARY = (Path(__file__).parent / "lib.sh").read_text()
+def _strerror() -> str:
+    """lib.sh's `strerror`: this C library's text for the errnos a snapshot's `refuses` marker
+    may hold (`emulate.REFUSES`), as the emulation in Python words them."""
+    cases = "".join(f"    {code}) echo {quoted(os.strerror(code))} ;;\n" for code in emulate.ERRNOS)
+    return (
+        f'strerror() {{\n    case "$1" in\n{cases}    *) echo "Unknown error $1" ;;\n    esac\n}}\n'
+    )
+
+
+# The primitives. Everything profile-specific arrives as single-quoted arguments. What the
+# snapshot emulation knows comes from `hosts.emulate`, the one list both emulations use.
+LIBRARY = (
+    f"EMU_COMMANDS={quoted(' '.join(emulate.COMMANDS))}\n"
+    f"EMU_CONTAINER_DEV={quoted(' '.join(emulate.CONTAINER_DEV))}\n"
+    + _strerror()
+    + (Path(__file__).parent / "lib.sh").read_text()
+)
 
 
 def _probe_args(probe: Probe) -> str:
@@ -122,7 +145,7 @@ def _op(op: Op, step_id: str = "", seq: int | None = None) -> str:
         return f"put_file {quoted(op.path)} {op.mode:o} {printf_format(op.data)}{at}"
     if isinstance(op, DeleteFile):
         return f"delete_file {quoted(op.path)}"
-    argv = " ".join(quoted(a) for a in op.argv)
+    argv = " ".join(quoted(a) for a in (shlex.join(op.argv), *op.argv))
     if isinstance(op, BootTool):
         # On a snapshot (TUNE_ROOT) the library journals it instead, as a local snapshot does.
         deferred = render(Deferred(op.argv, step_id))
@@ -136,6 +159,7 @@ def _ops(ops: tuple[Op, ...], step_id: str = "", seq: int | None = None) -> str:
 
 def _step_functions(seq: int, step: Step) -> str:
     probe = _probe_args(step.probe)
+    unrestored = sh_word(*not_restored_message(step, Expand(f"$(shown_{seq})")))
     files = [op.path for op in (*step.do, *step.undo) if isinstance(op, PutFile)]
     tidy = "rm -f " + " ".join(f'"$R"{quoted(temporary(f))}' for f in files) if files else ":"
     return (
@@ -144,9 +168,8 @@ def _step_functions(seq: int, step: Step) -> str:
         f"tidy_{seq}() {{ {tidy}; }}\n"
         f"expected_{seq}() {{ {_check(step.probe, step.expect)}; }}\n"
         f"restored_{seq}() {{ {_check(step.probe, step.restored)}; }}\n"
-        f"step_id_{seq}() {{ printf '%s' {quoted(step.id)}; }}\n"
-        f"restored_shown_{seq}() {{ printf '%s' {quoted(show_value(step.restored))}; }}\n"
         f"shown_{seq}() {{ shown {probe}; }}\n"
+        f"unrestored_{seq}() {{ printf '%s' {unrestored}; }}\n"
     )
 
 
@@ -159,20 +182,13 @@ def _made(run: Run | None) -> str:
 
 def _requirement(need: Require, step: Step) -> str:
     if need.need is Need.WRITABLE:
-        problem = f"{step.id} cannot be changed: {need.arg} is read-only on this host."
-        test = (
-            f'{{ if [ -n "$EMU" ]; then emu_writable {quoted(need.arg)}; '
-            f'else [ -w "$R"{quoted(need.arg)} ]; fi; }}'
-        )
+        test = f"writable {quoted(need.arg)}"
     elif need.need is Need.COMMAND:
-        problem = (
-            f"{need.arg} is not installed on this host (package pciutils); {step.id} needs it."
-        )
         test = f"has_command {quoted(need.arg)}"
     else:
-        problem = f"Module {need.arg} cannot be loaded on this host."
-        test = f"run_argv modprobe --dry-run {quoted(need.arg)}"
-    return f"{test} || {{ echo {quoted(problem)} >&2; BAD=1; }}\n"
+        test = f"can_load {quoted(need.arg)}"
+    problem = sh_word(*unmet_message(need, step, Expand("$SAID")))
+    return f"{test} || {{ echo {problem} >&2; BAD=1; }}\n"
 
 
 def _refused(seq: int, step: Step) -> list[str]:
@@ -236,9 +252,8 @@ class ApplyScript:
                 checks.setdefault((need, ""), _requirement(need, step))
         parts.append(
             "check() {\n    BAD=\n"
-            f'    private_dir {quoted(RUNS)} && [ -w "$R"{quoted(RUNS)} ] || '
-            f"{{ echo {quoted(f'{RUNS} is not writable, so tune cannot keep its journal there.')}"
-            " >&2; BAD=1; }\n"
+            f"    writable {quoted(RUNS)} && private_dir {quoted(RUNS)} || "
+            f"{{ echo {quoted(NO_JOURNAL)} >&2; BAD=1; }}\n"
             + "".join(f"    {line}" for line in checks.values())
             + '    [ -z "$BAD" ]\n}\n'
         )
@@ -292,7 +307,8 @@ class ApplyScript:
         # umask 077: the state directories, and the script beside its 0600 journal, are
         # nobody else's to read or change.
         return (
-            'R="${TUNE_ROOT:-}"; R="${R%/}"\numask 077\n'
+            f"{LIBRARY}umask 077\n"
+            f"writable {quoted(RUNS)} || {{ echo {quoted(NO_JOURNAL)} >&2; exit {UNMET}; }}\n"
             f'mkdir -p "$R"{quoted(RUNS)} || exit {UNMET}\n'
             f'F="$R"{quoted(script)}\n'
             f"cat >\"$F.new\" <<'{fence}'\n{self.text}{fence}\n"
@@ -420,17 +436,19 @@ def _paused(run: Run, pause_at: int | None) -> bool:
 
 
 def outcome_error(run: Run) -> ApplyFailed:
-    failed = next(iter(run.of_type(Failed)), Failed("interrupted", "the start"))
-    reason, at = failed.error, failed.at
-    head = reason if reason.startswith(at) else f"{at}: {reason}"
-    problems = [r.error for r in run.of_type(RestoreFailed)]
-    done = len(run.steps)
-    if problems:
-        return ApplyFailed(
-            f"apply failed ({head}); rolling back {done} changes left {len(problems)} not "
-            f"restored: {'; '.join(problems)} (run {run.run_id})."
-        )
-    return ApplyFailed(f"apply failed ({head}); rolled back {done} changes (run {run.run_id}).")
+    """The local engine's message for a run the script rolled back, from its journal: what
+    the last failure restored (every step of a run, or a promotion's and the boot
+    configuration of the run it extends) has its marker after the `failed` record."""
+    failures = [i for i, r in enumerate(run.records) if isinstance(r, Failed)]
+    after = run.records[failures[-1] :] if failures else run.records
+    failed = after[0] if failures else None
+    if not isinstance(failed, Failed):
+        failed = Failed("interrupted", "the start")
+    problems = [r.error for r in after if isinstance(r, RestoreFailed)]
+    markers = (StepRestored, StepUnchanged, RestoreFailed)
+    done = len({r.seq for r in after if isinstance(r, markers)}) or len(run.steps)
+    reason = explained([s for _, s in run.steps], failed.at, failed.error)
+    return ApplyFailed(failed_message(reason, failed.at, done, problems, run.run_id))
 
 
 @dataclass(frozen=True)

@@ -318,15 +318,15 @@ class SnapshotHost(DirectoryHost):
         commands: Iterable[str] | None = None,
     ) -> None:
         super().__init__(root, name)
-        # None: the commands `reconciler.hosts.emulate` knows (looked up when one runs: a plan never
-        # pays for importing the emulation).
+        # None: what the snapshot lists, else the commands `reconciler.hosts.emulate` knows
+        # (looked up when one runs: a plan never pays for importing the emulation).
         self._commands = None if commands is None else frozenset(commands)
 
     @property
     def commands(self) -> frozenset[str]:
         from . import emulate
 
-        return frozenset(emulate.COMMANDS) if self._commands is None else self._commands
+        return emulate.commands(self) if self._commands is None else self._commands
 
     def describe(self) -> str:
         return f"snapshot {self.root}"

@@ -11,7 +11,10 @@ prints. Faults (failed writes, clamped values, crashes) are the tests' business 
 except one a real kernel has: an attribute that refuses every write with an errno, as
 `kernel.nmi_watchdog` does without perf counters. A snapshot says so with a file holding the
 errno at `REFUSES` + the attribute's path (`/.tune-emulate/refuses/proc/sys/kernel/nmi_watchdog`
-containing `524`), outside every path a profile reads.
+containing `524`), outside every path a profile reads; a snapshot that lacks a tool lists the
+ones it has in `LISTED`, and one whose module cannot load holds modprobe's words in
+`LOAD_FAILS`. The sh library (`reconciler/apply/lib.sh`) emulates the same, byte for byte, for
+an apply through the sh engine with `TUNE_ROOT` set; `tests/engines` holds both to it.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from ..facts import pcie
 from ..facts.kernel import OSRELEASE
 from ..facts.modules import MODULE_DIR, MODULES
 from ..facts.pci import DEVICES
-from .base import Completed, refusal
+from .base import ENOTSUPP, Completed, refusal
 from .beneath import open_regular, write_all
 
 if TYPE_CHECKING:
@@ -37,6 +40,25 @@ if TYPE_CHECKING:
 CONTAINER_TOOLS = ("pct", "lxc-stop", "lxc-start", "lxc-attach")
 COMMANDS = ("modprobe", "setpci", "grubby", *CONTAINER_TOOLS)
 REFUSES = "/.tune-emulate/refuses"
+LISTED = "/.tune-emulate/commands"
+# A module whose load fails (built against another kernel's or RDMA stack's symbols): a file
+# named after it here holds what modprobe prints.
+LOAD_FAILS = "/.tune-emulate/modprobe"
+# The errnos a `REFUSES` marker is expected to hold: the refusing ones (EINVAL, EOPNOTSUPP,
+# ENOTSUPP), and the transient failures a kernel attribute also gives.
+ERRNOS = (
+    errno.EPERM,
+    errno.EIO,
+    errno.ENXIO,
+    errno.EAGAIN,
+    errno.EACCES,
+    errno.EBUSY,
+    errno.ENODEV,
+    errno.EINVAL,
+    errno.ERANGE,
+    errno.EOPNOTSUPP,
+    ENOTSUPP,
+)
 
 _INT = re.compile(r"[+-]?(0x[0-9a-fA-F]+|\d+)")
 _SETPCI = re.compile(r"CAP_EXP\+([0-9a-fA-F]+)\.w(?:=([0-9a-fA-F]{1,4})(?::([0-9a-fA-F]{1,4}))?)?")
@@ -47,6 +69,13 @@ def _existing(host: DirectoryHost, path: str) -> str:
     while not os.path.lexists(local) and os.path.dirname(local) != local:
         local = os.path.dirname(local)
     return local
+
+
+def commands(host: DirectoryHost) -> frozenset[str]:
+    """What the snapshot has installed: the names listed one a line in `LISTED` when it holds
+    that file (a host without `setpci`), else every command emulated here."""
+    listed = _read(host, LISTED)
+    return frozenset(COMMANDS) if listed is None else frozenset(listed.splitlines())
 
 
 def writable(host: DirectoryHost, path: str) -> bool:
@@ -154,6 +183,9 @@ def _modprobe(host: DirectoryHost, args: list[str]) -> Completed:
         return Completed(0)
     if line is not None:
         return Completed(0)
+    failure = _read(host, f"{LOAD_FAILS}/{name}")
+    if failure is not None:
+        return Completed(1, "", failure)
     # The kernel lists the newest module first.
     _overwrite(local, (f"{name} 16384 0 - Live 0x0000000000000000\n" + text).encode())
     for param in params:
@@ -203,7 +235,8 @@ def _grubby(host: DirectoryHost, args: list[str]) -> Completed:
     else:
         return Completed(1, "", f"grubby: unsupported option {option}")
     entries = cmdline.LOADER_ENTRIES.rsplit("/", 1)[0]
-    names = sorted(n for n in os.listdir(host.local(entries)) if n.endswith(".conf"))
+    found = os.listdir(host.local(entries)) if host.paths.isdir(entries) else []
+    names = sorted(n for n in found if n.endswith(".conf"))
     for name in names:
         entry = f"{entries}/{name}"
         text = (host.read_file(entry) or b"").decode("utf-8", "replace")

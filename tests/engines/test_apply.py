@@ -1,0 +1,179 @@
+"""`tune apply` and `tune rollback` scenarios (tests/test_apply.py's), run against both engines:
+the domain assertions hold for each, and both leave the same files and journals."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import BLACKWELL, write
+from small_host import SmallHost, build, config_space, tree, write_profile
+
+from reconciler.apply.journal import PROFILE, read_run, run_ids
+from reconciler.errors import ApplyFailed, HostError
+from reconciler.hosts.directory import SnapshotHost
+from reconciler.hosts.emulate import LISTED, LOAD_FAILS, REFUSES
+from reconciler.plan.make import make_plan
+from reconciler.plan.observe import observe
+from reconciler.profile.load import load_profile
+
+from .drive import FAULT, Engine
+
+
+def runtime_changes(root: Path, profile: Path, persist: bool = True) -> list[str]:
+    loaded = load_profile(profile)
+    plan = make_plan(loaded, observe(SnapshotHost(root), loaded.profile, persist), persist)
+    return [c.id for c in plan.changes if c.phase.value == "runtime"]
+
+
+def test_apply_makes_the_runtime_plan_empty_and_rollback_restores_every_byte(
+    engine: Engine, untuned: Path
+) -> None:
+    before = tree(untuned)
+    run_id = engine.apply(untuned, BLACKWELL)
+    assert run_id is not None
+    assert runtime_changes(untuned, BLACKWELL) == []
+    assert (untuned / "sys/kernel/mm/transparent_hugepage/enabled").read_text() == (
+        "always [madvise] never\n"
+    )
+    assert (untuned / "proc/sys/net/ipv4/tcp_rmem").read_text() == "4096\t87380\t268435456\n"
+    assert (untuned / "proc/modules").read_text().startswith("nvidia_peermem ")
+    run = read_run(SnapshotHost(untuned), run_id)
+    assert run is not None and run.outcome == "applied" and len(run.steps) == 281
+    assert engine.apply(untuned, BLACKWELL) is None
+    (done,) = engine.rollback(untuned)
+    assert done.result.restored == 281 and done.result.failures == []
+    assert tree(untuned) == before
+    assert not (untuned / PROFILE.lstrip("/")).exists()
+
+
+def test_masked_setpci_write_keeps_the_other_device_control_bits(
+    engine: Engine, tmp_path: Path
+) -> None:
+    root = build(tmp_path / "h", SmallHost(gpus=[512]))
+    config = root / "sys/bus/pci/devices/0000:01:00.0/config"
+    config.write_bytes(config_space(512, other_bits=0x0C3F))
+    profile = write_profile(
+        tmp_path / "p.yaml", {"pci": [{"select": {"vendor": 0x10DE}, "max_read_request": 4096}]}
+    )
+    assert engine.apply(root, profile, with_persistence=False) is not None
+    assert config.read_bytes() == config_space(4096, other_bits=0x0C3F)
+
+
+def refused(engine: Engine, root: Path, profile: Path) -> list[str]:
+    """The lines an apply that must write nothing refuses with; nothing was written."""
+    before = tree(root)
+    with pytest.raises(HostError) as caught:
+        engine.apply(root, profile)
+    assert tree(root) == before
+    assert run_ids(SnapshotHost(root)) == []
+    return str(caught.value).splitlines()
+
+
+def test_read_only_knob_is_refused_before_any_write(engine: Engine, untuned: Path) -> None:
+    (untuned / "proc/sys/vm/swappiness").chmod(0o444)
+    assert refused(engine, untuned, BLACKWELL) == [
+        "sysctl:vm.swappiness cannot be changed: /proc/sys/vm/swappiness is read-only on this host."
+    ]
+
+
+def test_missing_module_shows_modprobes_message(engine: Engine, tmp_path: Path) -> None:
+    root = build(tmp_path / "h", SmallHost())
+    write(root, "/lib/modules/6.14.8-2-pve/modules.dep", "kernel/drivers/net/dummy.ko.zst:\n")
+    profile = write_profile(
+        tmp_path / "p.yaml", {"modules": {"dummy": "loaded", "nvidia_peermem": "loaded"}}
+    )
+    assert refused(engine, root, profile) == [
+        "Module nvidia_peermem cannot be loaded on this host (modprobe: FATAL: Module "
+        "nvidia_peermem not found in directory /lib/modules/6.14.8-2-pve)."
+    ]
+
+
+def test_a_missing_setpci_names_its_package(engine: Engine, tmp_path: Path) -> None:
+    root = build(tmp_path / "h", SmallHost(gpus=[512]))
+    write(root, LISTED, "modprobe\n")
+    profile = write_profile(
+        tmp_path / "p.yaml", {"pci": [{"select": {"vendor": 0x10DE}, "max_read_request": 4096}]}
+    )
+    assert refused(engine, root, profile) == [
+        "setpci is not installed on this host (package pciutils); "
+        "pci:0000:01:00.0:max_read_request needs it."
+    ]
+
+
+def test_journal_directory_not_writable_is_refused(engine: Engine, untuned: Path) -> None:
+    (untuned / "var/lib/tune").mkdir(parents=True)
+    (untuned / "var/lib/tune").chmod(0o555)
+    assert refused(engine, untuned, BLACKWELL) == [
+        "/var/lib/tune/runs is not writable, so tune cannot keep its journal there."
+    ]
+
+
+def test_a_restore_the_kernel_does_not_take_is_reported_and_the_rest_restored(
+    engine: Engine, tmp_path: Path
+) -> None:
+    """The second write is refused (the run fails); the undo of the first is ignored by the
+    kernel (the third write): that one change stays, and the run says which and why."""
+    root = build(tmp_path / "h", SmallHost(sysctls={"vm.swappiness": "60", "fs.file-max": "9"}))
+    write(root, REFUSES + "/proc/sys/fs/file-max", "22\n")
+    profile = write_profile(
+        tmp_path / "p.yaml", {"sysctl": {"vm.swappiness": 10, "fs.file-max": 10}}
+    )
+    write(root, FAULT, "2 ignore\n")
+    with pytest.raises(ApplyFailed) as failed:
+        engine.apply(root, profile, with_persistence=False)
+    (run_id,) = run_ids(SnapshotHost(root))
+    assert str(failed.value) == (
+        "apply failed (sysctl:fs.file-max is not supported on this host: /proc/sys/fs/file-max: "
+        "the kernel refused '10' (Invalid argument); mark the entry `optional: true` to apply "
+        "the rest without it.); rolling back 2 changes left 1 not restored: "
+        "sysctl:vm.swappiness: restored '60' but it reads back '10' (run " + run_id + ")."
+    )
+    run = read_run(SnapshotHost(root), run_id)
+    assert run is not None and run.outcome == "rollback-failed"
+    (root / FAULT.lstrip("/")).unlink()
+    (done,) = engine.rollback(root)
+    assert done.result.failures == [] and done.result.restored == 1
+    assert (root / "proc/sys/vm/swappiness").read_text() == "60\n"
+
+
+def test_nvidia_peermem_symbol_mismatch_is_explained_and_rolled_back(
+    engine: Engine, tmp_path: Path
+) -> None:
+    root = build(tmp_path / "h", SmallHost(sysctls={"vm.swappiness": "60"}))
+    write(
+        root,
+        f"{LOAD_FAILS}/nvidia_peermem",
+        "modprobe: ERROR: could not insert 'nvidia_peermem': Invalid argument\n"
+        "nvidia_peermem: disagrees about version of symbol ib_register_peer_memory_client\n",
+    )
+    profile = write_profile(
+        tmp_path / "p.yaml",
+        {"sysctl": {"vm.swappiness": 10}, "modules": {"nvidia_peermem": "loaded"}},
+    )
+    before = tree(root)
+    with pytest.raises(ApplyFailed) as failed:
+        engine.apply(root, profile, with_persistence=False)
+    message = str(failed.value)
+    assert "modprobe nvidia_peermem failed because the NVIDIA driver and the RDMA stack" in message
+    assert "rolled back 2 changes" in message
+    assert failed.value.exit_code == 3
+    assert tree(root) == before
+
+
+def test_a_file_the_kernel_did_not_take_is_shown_as_python_shows_text(
+    engine: Engine, tmp_path: Path
+) -> None:
+    """The write of tune's sysctl.d file is lost (the first write, reported done): the read-back
+    line shows both texts, quotes and newlines escaped, whichever engine wrote it."""
+    host = SmallHost(sysctls={"vm.swappiness": "60"})
+    host.etc["etc/sysctl.d/90-tune.conf"] = "# it's an earlier run's\nvm.swappiness = 1\n"
+    root = build(tmp_path / "h", host)
+    profile = write_profile(tmp_path / "p.yaml", {"sysctl": {"vm.swappiness": 10}})
+    write(root, FAULT, "1 ignore\n")
+    with pytest.raises(ApplyFailed) as failed:
+        engine.apply(root, profile)
+    assert (
+        "/etc/sysctl.d/90-tune.conf reads back \"# it's an earlier run's\\nvm.swappiness = 1\\n\" "
+        "(refused or clamped by the kernel)"
+    ) in str(failed.value)

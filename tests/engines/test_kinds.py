@@ -1,0 +1,64 @@
+"""Per knob kind (tests/test_apply_kinds.py, tests/test_lxc_editor.py) against both engines:
+apply, the plan is then empty and a second apply changes nothing, rollback gives back every
+byte; and the LXC editor's edit through a whole apply keeps the config's other lines."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import write
+from small_host import build, tree, write_profile
+from test_apply_kinds import HOST, KIND_PROFILES
+from test_lxc_editor import CONFIG, DEVICES
+
+from reconciler.facts import lxc as fmt
+
+from .drive import Engine
+from .test_apply import runtime_changes
+
+
+@pytest.mark.parametrize("kind", sorted(KIND_PROFILES))
+@pytest.mark.parametrize("persist", [True, False], ids=["persist", "no-persist"])
+def test_apply_then_plan_is_empty_then_rollback_restores(
+    engine: Engine, tmp_path: Path, kind: str, persist: bool
+) -> None:
+    root = build(tmp_path / "h", HOST)
+    profile = write_profile(tmp_path / "p.yaml", KIND_PROFILES[kind])
+    before = tree(root)
+    assert engine.apply(root, profile, with_persistence=persist) is not None
+    assert runtime_changes(root, profile, persist) == []
+    assert engine.apply(root, profile, with_persistence=persist) is None
+    (done,) = engine.rollback(root)
+    assert done.result.failures == []
+    assert tree(root) == before
+
+
+def test_lxc_edit_keeps_order_comments_and_snapshots(engine: Engine, tmp_path: Path) -> None:
+    config = (
+        "# GPU container\narch: amd64\nlxc.prlimit.memlock: 65536\n"
+        "lxc.cgroup2.devices.allow: c 195:* rwm\n# keep me\n"
+        "lxc.cgroup2.devices.allow: c 511:* rwm\n"
+        "lxc.mount.entry: /dev/nvidia-uvm dev/nvidia-uvm none bind,optional,create=file\n"
+        "\n[before-upgrade]\nlxc.cgroup2.devices.allow: c 511:* rwm\n"
+    )
+    root = tmp_path / "host"
+    write(root, fmt.PROC_DEVICES, DEVICES)
+    write(root, CONFIG, config)
+    write(root, "/dev/nvidia-uvm", "")
+    profile = tmp_path / "p.yaml"
+    profile.write_text(
+        "name: c\nlxc:\n  - container: '101'\n    memlock: unlimited\n    nvidia_devices: true\n"
+    )
+    before = tree(root)
+    assert engine.apply(root, profile, phase="reboot", runtime_only=False, reboot_phase=True)
+    assert (root / CONFIG.lstrip("/")).read_text() == (
+        "# GPU container\narch: amd64\nlxc.prlimit.memlock: unlimited\n"
+        "lxc.cgroup2.devices.allow: c 195:* rwm\n"
+        "lxc.cgroup2.devices.allow: c 509:* rwm\n"
+        "lxc.cgroup2.devices.allow: c 510:* rwm\n# keep me\n"
+        "lxc.mount.entry: /dev/nvidia-uvm dev/nvidia-uvm none bind,optional,create=file\n"
+        "\n[before-upgrade]\nlxc.cgroup2.devices.allow: c 511:* rwm\n"
+    )
+    engine.rollback(root)
+    assert tree(root) == before

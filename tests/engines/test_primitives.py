@@ -1,0 +1,439 @@
+"""One specification of every primitive, as data: a small host tree, one primitive (write an
+attribute, replace or delete a file, run an argv, read a probe), and what it must leave and
+say. Each case runs against both executors of primitives: the Python one (`SnapshotHost`
+and `hosts/emulate.py`, through `apply.engine.perform` and `read`) and the sh one
+(`apply/lib.sh` as the sh engine renders it, run with `TUNE_ROOT` at the snapshot)."""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from conftest import config_space as pcie_config
+from conftest import write
+from small_host import config_space, whole_tree
+
+from reconciler.apply.engine import perform, read
+from reconciler.apply.sh_engine import LIBRARY, _op, _probe_args
+from reconciler.apply.steps import Command, DeleteFile, Op, Probe, PutFile, Read, SetAttr, Step
+from reconciler.errors import HostError, Refused
+from reconciler.hosts.directory import SnapshotHost
+from reconciler.hosts.emulate import LISTED, REFUSES
+
+Primitive = Op | Probe
+
+
+@dataclass(frozen=True)
+class Said:
+    """What a primitive answered: "ok" with a command's output or a reading ("absent" for
+    none), "refused" (the kernel rejected the value: an optional knob is skipped), or
+    "failed", with the message."""
+
+    outcome: str
+    text: str = ""
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    primitive: Primitive
+    said: Said
+    files: dict[str, str | bytes] = field(default_factory=dict)
+    after: dict[str, str | bytes | None] = field(default_factory=dict)  # None: no such file
+    modes: dict[str, int] = field(default_factory=dict)  # files' permission bits before
+
+
+THP = "/sys/kernel/mm/transparent_hugepage/enabled"
+RMEM = "/proc/sys/net/ipv4/tcp_rmem"
+WATCHDOG = "/proc/sys/kernel/nmi_watchdog"
+MODULES = "/proc/modules"
+GPU = "/sys/bus/pci/devices/0000:01:00.0/config"
+RELEASE = {"/proc/sys/kernel/osrelease": "6.8.0\n"}
+ENTRY_A = "title A\nlinux /vmlinuz\noptions root=/dev/sda1 ro quiet nomodeset\n"
+# No final newline, a duplicate parameter, `-` for `_`, and a second `options` line.
+ENTRY_B = "title B\noptions  quiet processor.max-cstate=3 x processor.max_cstate=5\noptions y"
+LXC = (
+    "arch: amd64\n# lxc.mount.entry: /dev/nvidia9 dev/nvidia9 none bind,optional,create=file\n"
+    "lxc.mount.entry: /dev/nvidia0 dev/nvidia0 none bind,optional,create=file\n"
+    "lxc.mount.entry = /dev/nvidia-uvm dev/nvidia-uvm none bind,optional,create=file\n"
+    "lxc.mount.entry: /dev/nvidia-caps dev/nvidia-caps/x none bind,optional,create=dir\n"
+    "lxc.mount.entry: /dev/absent dev/absent none bind,optional,create=file\n"
+    "[snapshot1]\nlxc.mount.entry: /dev/nvidia1 dev/nvidia1 none bind,optional,create=file\n"
+)
+ENTRY_B_SET = "title B\noptions quiet processor.max_cstate=1 x\noptions y"
+NODES = {"/dev/nvidia0": "", "/dev/nvidia1": "", "/dev/nvidia-uvm": "", "/dev/nvidia-caps/x": ""}
+IN_CONTAINER = (
+    "console\nfull\nnull\nnvidia-uvm\nnvidia0\nptmx\npts\nrandom\nshm\ntty\nurandom\nzero"
+)
+
+CASES = [
+    # Writing an attribute: the kernel's normalisation and refusals.
+    Case(
+        "choice",
+        SetAttr(THP, "never"),
+        Said("ok"),
+        {THP: "always [madvise] never\n"},
+        {THP: "always madvise [never]\n"},
+    ),
+    Case(
+        "vector",
+        SetAttr(RMEM, " 4096 87380  0x1000 "),
+        Said("ok"),
+        {RMEM: "4096\t131072\t6291456\n"},
+        {RMEM: "4096\t87380\t4096\n"},
+    ),
+    Case(
+        "leading zeros",
+        SetAttr("/proc/sys/vm/swappiness", "010"),
+        Said("ok"),
+        {"/proc/sys/vm/swappiness": "60\n"},
+        {"/proc/sys/vm/swappiness": "10\n"},
+    ),
+    Case(
+        "text",
+        SetAttr("/proc/sys/net/ipv4/tcp_congestion_control", " bbr "),
+        Said("ok"),
+        {"/proc/sys/net/ipv4/tcp_congestion_control": "cubic\n"},
+        {"/proc/sys/net/ipv4/tcp_congestion_control": "bbr\n"},
+    ),
+    Case(
+        "no such choice",
+        SetAttr(THP, "sometimes"),
+        Said("refused", f"{THP}: the kernel refused 'sometimes' (Invalid argument)."),
+        {THP: "always [madvise] never\n"},
+        {THP: "always [madvise] never\n"},
+    ),
+    Case(
+        "refused text is shown as Python shows it",
+        SetAttr(THP, "it's"),
+        Said("refused", f"""{THP}: the kernel refused "it's" (Invalid argument)."""),
+        {THP: "always [madvise] never\n"},
+        {THP: "always [madvise] never\n"},
+    ),
+    Case(
+        "refuses ENOTSUPP",
+        SetAttr(WATCHDOG, "0"),
+        Said("refused", f"{WATCHDOG}: the kernel refused '0' (Unknown error 524)."),
+        {WATCHDOG: "1\n", REFUSES + WATCHDOG: "524\n"},
+        {WATCHDOG: "1\n"},
+    ),
+    Case(
+        "refuses EBUSY",
+        SetAttr(WATCHDOG, "0"),
+        Said("failed", f"{WATCHDOG}: the kernel refused '0' (Device or resource busy)."),
+        {WATCHDOG: "1\n", REFUSES + WATCHDOG: "16"},
+        {WATCHDOG: "1\n"},
+    ),
+    Case(
+        "read-only",
+        SetAttr(WATCHDOG, "0"),
+        Said("failed", f"{WATCHDOG}: cannot open for writing (Permission denied)."),
+        {WATCHDOG: "1\n"},
+        {WATCHDOG: "1\n"},
+        {WATCHDOG: 0o444},
+    ),
+    Case(
+        "no such attribute",
+        SetAttr("/proc/sys/vm/nosuch", "1"),
+        Said("failed", "/proc/sys/vm/nosuch: cannot open for writing (No such file or directory)."),
+        after={"/proc/sys/vm/nosuch": None},
+    ),
+    # Replacing and deleting a file.
+    Case(
+        "new file, new directories",
+        PutFile("/etc/tune/a/b.conf", b"x = 1\n\0\xff", 0o600),
+        Said("ok"),
+        {"/etc/hostname": "h\n"},
+        {"/etc/tune/a/b.conf": b"x = 1\n\0\xff"},
+    ),
+    Case(
+        "replace",
+        PutFile("/etc/x.conf", b"new\n"),
+        Said("ok"),
+        {"/etc/x.conf": "old\n"},
+        {"/etc/x.conf": "new\n"},
+        {"/etc/x.conf": 0o600},
+    ),
+    Case(
+        "delete",
+        DeleteFile("/etc/x.conf"),
+        Said("ok"),
+        {"/etc/x.conf": "old\n"},
+        {"/etc/x.conf": None},
+    ),
+    Case(
+        "delete absent",
+        DeleteFile("/etc/x.conf"),
+        Said("ok"),
+        {"/etc/y": ""},
+        {"/etc/x.conf": None},
+    ),
+    # Running an argv: every command the snapshot emulation knows.
+    Case(
+        "modprobe",
+        Command(("modprobe", "dummy", "numdummies=0x2", "x=a b")),
+        Said("ok"),
+        {MODULES: "veth 16384 0 - Live 0x0\n", **RELEASE},
+        {
+            MODULES: "dummy 16384 0 - Live 0x0000000000000000\nveth 16384 0 - Live 0x0\n",
+            "/sys/module/dummy/parameters/numdummies": "2\n",
+            "/sys/module/dummy/parameters/x": "a b\n",
+        },
+    ),
+    Case(
+        "modprobe -r",
+        Command(("modprobe", "-r", "veth")),
+        Said("ok"),
+        {
+            MODULES: "veth 16384 0 - Live 0x0\nbond 1 0 - Live 0x0\n",
+            "/sys/module/veth/refcnt": "0\n",
+            **RELEASE,
+        },
+        {
+            MODULES: "bond 1 0 - Live 0x0\n",
+            "/sys/module/veth/refcnt": None,
+            "/sys/module/veth": None,
+        },
+    ),
+    Case(
+        "modprobe -r in use",
+        Command(("modprobe", "-r", "veth")),
+        Said("failed", "`modprobe -r veth` failed: modprobe: FATAL: Module veth is in use."),
+        {MODULES: "veth 16384 2 - Live 0x0\n", **RELEASE},
+    ),
+    Case(
+        "modprobe unknown",
+        Command(("modprobe", "--dry-run", "nope")),
+        Said(
+            "failed",
+            "`modprobe --dry-run nope` failed: modprobe: FATAL: Module nope not "
+            "found in directory /lib/modules/6.8.0",
+        ),
+        {MODULES: "", "/lib/modules/6.8.0/modules.dep": "kernel/a/dummy.ko.zst:\n", **RELEASE},
+    ),
+    Case(
+        "setpci read",
+        Command(("setpci", "-s", "0000:01:00.0", "CAP_EXP+8.w")),
+        Said("ok", "0810"),
+        {GPU: config_space(128)},
+    ),
+    Case(
+        "setpci masked write",
+        Command(("setpci", "-s", "0000:01:00.0", "CAP_EXP+8.w=5000:7000")),
+        Said("ok"),
+        {GPU: config_space(512, other_bits=0x0C3F)},
+        {GPU: config_space(4096, other_bits=0x0C3F)},
+    ),
+    Case(
+        "setpci no express capability",
+        Command(("setpci", "-s", "0000:01:00.0", "CAP_EXP+8.w=5000:7000")),
+        Said(
+            "failed",
+            "`setpci -s 0000:01:00.0 CAP_EXP+8.w=5000:7000` failed: setpci: "
+            "Capability 0010 not found on 0000:01:00.0.",
+        ),
+        {GPU: pcie_config(express_at=None)},
+    ),
+    Case(
+        "setpci no device",
+        Command(("setpci", "-s", "0000:09:00.0", "CAP_EXP+8.w")),
+        Said(
+            "failed",
+            "`setpci -s 0000:09:00.0 CAP_EXP+8.w` failed: setpci: Warning: No "
+            "devices selected for `0000:09:00.0'.",
+        ),
+    ),
+    Case(
+        "grubby --args",
+        Command(("grubby", "--update-kernel=ALL", "--args=processor.max_cstate=1")),
+        Said("ok"),
+        {
+            "/boot/loader/entries/a.conf": ENTRY_A,
+            "/boot/loader/entries/b.conf": ENTRY_B,
+            "/boot/loader/entries/c.txt": ENTRY_A,
+        },
+        {
+            "/boot/loader/entries/a.conf": ENTRY_A.replace(
+                "nomodeset", "nomodeset processor.max_cstate=1"
+            ),
+            "/boot/loader/entries/b.conf": ENTRY_B_SET,
+            "/boot/loader/entries/c.txt": ENTRY_A,
+        },
+    ),
+    Case(
+        "grubby --remove-args",
+        Command(("grubby", "--update-kernel=ALL", "--remove-args=quiet")),
+        Said("ok"),
+        {"/boot/loader/entries/a.conf": ENTRY_A, "/boot/loader/entries/b.conf": ENTRY_B},
+        {
+            "/boot/loader/entries/a.conf": ENTRY_A.replace(" quiet", ""),
+            "/boot/loader/entries/b.conf": ENTRY_B.replace("  quiet ", " "),
+        },
+    ),
+    Case(
+        "grubby without entries", Command(("grubby", "--update-kernel=ALL", "--args=x")), Said("ok")
+    ),
+    Case(
+        "grubby other options",
+        Command(("grubby", "--info=ALL", "--args=x")),
+        Said(
+            "failed",
+            "`grubby --info=ALL --args=x` failed: grubby: unsupported arguments "
+            "--info=ALL --args=x",
+        ),
+    ),
+    Case(
+        "pct reboot", Command(("pct", "reboot", "101")), Said("ok"), {"/etc/pve/lxc/101.conf": LXC}
+    ),
+    Case(
+        "pct exec ls /dev",
+        Command(("pct", "exec", "101", "--", "ls", "/dev")),
+        Said("ok", IN_CONTAINER),
+        {"/etc/pve/lxc/101.conf": LXC, **NODES},
+    ),
+    Case(
+        "lxc-attach ls /dev",
+        Command(("lxc-attach", "-n", "c1", "-P", "/srv/lxc", "--", "ls", "/dev")),
+        Said("ok", IN_CONTAINER),
+        {"/srv/lxc/c1/config": LXC, **NODES},
+    ),
+    Case(
+        "lxc-stop",
+        Command(("lxc-stop", "-n", "c1", "-P", "/srv/lxc")),
+        Said("ok"),
+        {"/srv/lxc/c1/config": LXC},
+    ),
+    Case(
+        "pct without config",
+        Command(("pct", "reboot", "102")),
+        Said(
+            "failed",
+            "`pct reboot 102` failed: pct: configuration file "
+            "'/etc/pve/lxc/102.conf' does not exist",
+        ),
+    ),
+    Case(
+        "lxc-attach other command",
+        Command(("lxc-attach", "-n", "c1", "-P", "/srv/lxc", "--", "id")),
+        Said(
+            "failed",
+            "`lxc-attach -n c1 -P /srv/lxc -- id` failed: lxc-attach: unsupported command id",
+        ),
+        {"/srv/lxc/c1/config": LXC},
+    ),
+    Case(
+        "not installed",
+        Command(("setpci", "-s", "0000:01:00.0", "CAP_EXP+8.w")),
+        Said("failed", "`setpci -s 0000:01:00.0 CAP_EXP+8.w` failed: setpci: command not found"),
+        {GPU: config_space(128), LISTED: "modprobe\ngrubby\n"},
+    ),
+    Case(
+        "unknown command",
+        Command(("reboot",)),
+        Said("failed", "`reboot` failed: reboot: command not found"),
+    ),
+    # The five readings.
+    Case("text", Probe("/etc/x", Read.TEXT), Said("ok", "a\n\nb\n\n"), {"/etc/x": "a\n\nb\n\n"}),
+    Case("text absent", Probe("/etc/x", Read.TEXT), Said("ok", "absent")),
+    Case(
+        "words",
+        Probe(RMEM, Read.WORDS),
+        Said("ok", "4096 87380 6291456"),
+        {RMEM: " 4096\t87380\n 6291456\n"},
+    ),
+    Case(
+        "choice", Probe(THP, Read.CHOICE), Said("ok", "madvise"), {THP: "always [madvise] never\n"}
+    ),
+    Case(
+        "choice of none",
+        Probe(THP, Read.CHOICE),
+        Said("ok", "always never"),
+        {THP: "always  never\n"},
+    ),
+    Case(
+        "module loaded",
+        Probe(MODULES, Read.MODULE, "veth"),
+        Said("ok", "loaded"),
+        {MODULES: "bond 1 0 - Live 0x0\nveth 16384 0 - Live 0x0\n"},
+    ),
+    Case(
+        "module absent",
+        Probe(MODULES, Read.MODULE, "vet"),
+        Said("ok", "absent"),
+        {MODULES: "veth 16384 0 - Live 0x0\n"},
+    ),
+    Case("mrrs", Probe(GPU, Read.MRRS, "72"), Said("ok", "4096"), {GPU: config_space(4096)}),
+    Case(
+        "mrrs short file",
+        Probe(GPU, Read.MRRS, "72"),
+        Said("ok", "absent"),
+        {GPU: config_space(4096)[:73]},
+    ),
+]
+
+STEP = Step("test:primitive", "test", "t", None, None, Probe("/x", Read.TEXT), None, None, (), ())
+
+
+def python(root: Path, primitive: Primitive) -> Said:
+    host = SnapshotHost(root)
+    if isinstance(primitive, Probe):
+        return Said("ok", read(host, primitive) or "absent")
+    try:
+        if isinstance(primitive, Command):
+            done = host.run(primitive.argv)
+            if done.returncode == 0:
+                return Said("ok", done.stdout.rstrip("\n"))
+        perform(host, STEP, primitive)
+    except Refused as exc:
+        return Said("refused", str(exc))
+    except HostError as exc:
+        return Said("failed", str(exc))
+    return Said("ok")
+
+
+def sh(root: Path, primitive: Primitive) -> Said:
+    if isinstance(primitive, Probe):
+        body = f"reading {_probe_args(primitive)} || printf absent\n"
+    else:
+        body = (
+            f"ERR=; REFUSED=; out=\nif {_op(primitive)}; then printf 'ok\\n%s' \"$out\"\n"
+            'elif [ -n "$REFUSED" ]; then printf \'refused\\n%s\' "$ERR"\n'
+            "else printf 'failed\\n%s' \"$ERR\"; fi\n"
+        )
+    env = {"PATH": "/usr/bin:/bin", "TUNE_ROOT": str(root)}
+    done = subprocess.run(["sh"], input=(LIBRARY + body).encode(), capture_output=True, env=env)
+    assert done.returncode == 0, done.stderr
+    text = done.stdout.decode()
+    if isinstance(primitive, Probe):
+        return Said("ok", text)
+    outcome, _, said = text.partition("\n")
+    return Said(outcome, said)
+
+
+EXECUTORS = {"python": python, "sh": sh}
+
+
+@pytest.mark.parametrize("executor", sorted(EXECUTORS))
+@pytest.mark.parametrize(
+    "case", CASES, ids=[f"{type(c.primitive).__name__}: {c.name}" for c in CASES]
+)
+def test_primitive(tmp_path: Path, case: Case, executor: str) -> None:
+    root = tmp_path / "host"
+    root.mkdir()
+    for path, content in case.files.items():
+        write(root, path, content)
+    for path, mode in case.modes.items():
+        (root / path.lstrip("/")).chmod(mode)
+    before = whole_tree(root)
+    said = EXECUTORS[executor](root, case.primitive)
+    assert said == case.said
+    after = whole_tree(root)
+    for path, content in case.after.items():
+        data = content.encode() if isinstance(content, str) else content
+        assert after.get(path.lstrip("/"), (0, None))[1] == data, path
+    if isinstance(case.primitive, PutFile):
+        assert after[case.primitive.path.lstrip("/")][0] & 0o7777 == case.primitive.mode
+    unchanged = {p for p in before if "/" + p not in case.after}
+    assert {p: after.get(p) for p in unchanged} == {p: before[p] for p in unchanged}
