@@ -74,15 +74,20 @@ abnormal() {
     ERR="$1: refusing a path that is not absolute and normal."
 }
 
-# Whether a path accepts writes (host.writable); on a snapshot by its permission bits alone,
-# whoever runs the script (emulate.writable).
-writable() { if [ -n "$EMU" ]; then emu_writable "$1"; else [ -w "$R$1" ]; fi; }
+# Whether a path accepts writes (host.writable): a path not there yet by the directory it would
+# be made in (a first apply creates /var/lib/tune/runs); on a snapshot by the permission bits
+# alone, whoever runs the script (emulate.writable).
+writable() { if [ -n "$EMU" ]; then emu_writable "$1"; else [ -w "$(existing "$1")" ]; fi; }
 
-emu_writable() {
+# $1 itself, or the nearest directory above it that exists.
+existing() {
     e="$R$1"
     while [ ! -e "$e" ] && [ ! -h "$e" ] && [ "$e" != "${e%/*}" ]; do e="${e%/*}"; done
-    [ -n "$e" ] || e=/
-    case $(stat -L -c %A "$e") in *w*) return 0 ;; esac
+    printf '%s' "${e:-/}"
+}
+
+emu_writable() {
+    case $(stat -L -c %A "$(existing "$1")") in *w*) return 0 ;; esac
     return 1
 }
 

@@ -6,6 +6,7 @@ and `hosts/emulate.py`, through `apply.engine.perform` and `read`) and the sh on
 
 from __future__ import annotations
 
+import os
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +22,7 @@ from reconciler.apply.steps import Command, DeleteFile, Op, Probe, PutFile, Read
 from reconciler.errors import HostError, Refused
 from reconciler.hosts.directory import SnapshotHost
 from reconciler.hosts.emulate import LISTED, REFUSES
+from reconciler.hosts.shell import quoted
 
 Primitive = Op | Probe
 
@@ -437,3 +439,14 @@ def test_primitive(tmp_path: Path, case: Case, executor: str) -> None:
         assert after[case.primitive.path.lstrip("/")][0] & 0o7777 == case.primitive.mode
     unchanged = {p for p in before if "/" + p not in case.after}
     assert {p: after.get(p) for p in unchanged} == {p: before[p] for p in unchanged}
+
+
+def test_on_a_live_host_a_directory_not_made_yet_is_writable_by_the_one_above(
+    tmp_path: Path,
+) -> None:
+    """Without TUNE_ROOT (a real target) `writable` asks about the nearest existing directory,
+    as `DirectoryHost.writable` does: a first apply creates /var/lib/tune/runs, and refusing
+    it as "not writable" stopped every first apply over SSH. Only a test (`-w`) runs here."""
+    env = {k: v for k, v in os.environ.items() if k != "TUNE_ROOT"}
+    script = LIBRARY + f"writable {quoted(str(tmp_path / 'var' / 'lib' / 'tune' / 'runs'))}\n"
+    assert subprocess.run(["sh"], input=script.encode(), env=env).returncode == 0
