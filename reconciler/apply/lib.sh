@@ -444,6 +444,8 @@ fail() {
     rec "{\"type\":\"failed\",\"error\":\"$(jstr "$1")\",\"at\":\"$(jstr "$AT")\"}"
     FAILS=0
     for n in $DONE; do restore_step "$n"; done
+    # The files written after the last step (pending.json): best effort, as apply.execute.
+    for n in ${WROTE:-}; do "unafter_$n" || :; done
     if [ "$FAILS" -eq 0 ]; then end "${FAILED_END:-rolled-back}"; else end rollback-failed; fi
     exit 3
 }

@@ -246,6 +246,9 @@ class ApplyScript:
         ]
         parts += [_step_functions(seq, step) for seq, step in earlier]
         parts += [_step_functions(seq, step) for seq, step in enumerate(steps, first)]
+        parts += [
+            f"unafter_{n}() {{ {_op(DeleteFile(op.path))}; }}\n" for n, op in enumerate(after)
+        ]
         checks: dict[tuple[Require, str], str] = {}
         for step in (*steps, *later):
             for need in step.requires:
@@ -260,7 +263,7 @@ class ApplyScript:
         seeded = " ".join(str(seq) for seq, _ in reversed(earlier))
         body = [
             "apply() {\n",
-            f"    DONE={quoted(seeded)}\n    AT='the start'\n",
+            f"    DONE={quoted(seeded)}\n    WROTE=\n    AT='the start'\n",
             '    (umask 077 && : >>"$J") || exit 1\n',
             *([f"    rec {quoted(render(header))}\n"] if extends is None and header else []),
             *([f"    rec {quoted(render(plan))}\n"] if plan is not None else []),
@@ -286,7 +289,12 @@ class ApplyScript:
             ]
         body += _await("after", probes_wait)
         # Before profile.yaml, which says the run succeeded: last, as in `apply.execute`.
-        body += [f'    AT={quoted(op.path)}\n    ERR=; {_op(op)} || fail "$ERR"\n' for op in after]
+        # `fail` removes each one written (WROTE), as `apply.execute` does.
+        body += [
+            f'    AT={quoted(op.path)}\n    ERR=; {_op(op)} || fail "$ERR"\n'
+            f'    WROTE="{n} $WROTE"\n'
+            for n, op in enumerate(after)
+        ]
         if profile is not None:
             prior, text = profile
             body += [
