@@ -487,7 +487,8 @@ def apply_remote(
     from .engine import profile_text
 
     text = profile_text(loaded)
-    prior_bytes = host.read_file(PROFILE)
+    # As observed, in the observation's batch: no round trip of its own.
+    prior_bytes = work.stored_profile
     prior = None if prior_bytes is None else prior_bytes.decode("utf-8", "replace")
     header = RunStarted(
         run_id=run_id or new_run_id(),
