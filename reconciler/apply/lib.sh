@@ -162,10 +162,13 @@ creates() {
 }
 
 # apply.tidy after step $1's restore: its temporary files (tidy_N), then the directories it
-# created, each only while empty.
+# created, each only while empty; a path that is not absolute and normal (a journal's, damaged)
+# is none of the host's, as `checked` refuses it in Python.
 tidy() {
     "tidy_$1"
-    printf '%s' "$MADE" | while read -r s e; do [ "$s" != "$1" ] || rmdir "$R$e" 2>/dev/null; done
+    printf '%s' "$MADE" | while read -r s e; do
+        [ "$s" != "$1" ] || abnormal "$e" || rmdir "$R$e" 2>/dev/null
+    done
     return 0
 }
 

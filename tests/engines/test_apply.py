@@ -197,3 +197,21 @@ def test_a_profile_yaml_that_cannot_be_written_leaves_no_pending_json(
     (root / FAULT.lstrip("/")).unlink()
     assert not (root / PENDING.lstrip("/")).exists()
     assert tree(root) == before
+
+
+def test_a_journals_directory_outside_the_snapshot_is_never_removed(
+    engine: Engine, tmp_path: Path
+) -> None:
+    """A `mkdir` record whose path is not absolute and normal (a damaged or planted journal)
+    names no directory of the host: a rollback removes it in neither engine, even empty."""
+    root = build(tmp_path / "h", SmallHost(sysctls={"vm.swappiness": "60"}))
+    profile = write_profile(tmp_path / "p.yaml", {"sysctl": {"vm.swappiness": 10}})
+    run_id = engine.apply(root, profile)
+    assert run_id is not None
+    journal = root / f"var/lib/tune/runs/{run_id}.jsonl"
+    text = journal.read_text()
+    assert '"type":"mkdir"' in text and '"/etc/sysctl.d"' in text
+    journal.write_text(text.replace('"/etc/sysctl.d"', '"/../outside"'))
+    (tmp_path / "outside").mkdir()
+    engine.rollback(root)
+    assert (tmp_path / "outside").is_dir()
