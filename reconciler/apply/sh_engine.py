@@ -67,7 +67,6 @@ from .journal import (
     now_iso,
     parse_run,
     read_run,
-    rolled_back_run,
     run_path,
     trusted_run,
 )
@@ -550,13 +549,6 @@ def _wait_probed(
         verdict = str(exc)
     first = send_probes(run_id, "after", verdict, after.lines)
     return wait(host, run_id, timeout, interval, first=first)
-
-
-def rollback_remote(
-    host: ShellHost, run_id: str | None, *, boot_only: bool = False
-) -> RollbackResult:
-    """`apply.rollback` on the target."""
-    return restore_remote(host, rolled_back_run(host, run_id), boot_only=boot_only)
 
 
 def restore_remote(host: ShellHost, run: Run, *, boot_only: bool = False) -> RollbackResult:
