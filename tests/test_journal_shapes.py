@@ -26,7 +26,6 @@ from reconciler.apply.run_record import contexts, plan_record
 from reconciler.apply.sh_engine import (
     ApplyScript,
     apply_remote,
-    rollback_remote,
     send_probes,
     start,
     wait,
@@ -94,9 +93,9 @@ def test_an_apply_an_optional_refusal_and_two_rollbacks(tmp_path: Path) -> None:
     work = prepare(shell, loaded, runtime_only=True, preflight_here=False)
     apply_remote(shell, work, loaded, phase="runtime", timeout=60, interval=0.05)
     (root / SWAPPINESS).chmod(0o444)  # the emulated kernel now refuses the restore
-    assert rollback_remote(shell, None).result.failures
+    assert roll_back(ShellEngine(shell), None)[0].result.failures
     (root / SWAPPINESS).chmod(0o644)
-    assert not rollback_remote(shell, None).result.failures
+    assert not roll_back(ShellEngine(shell), None)[0].result.failures
     assert (root / SWAPPINESS).read_text() == "60\n"
     seen = read_back(root)
     assert {"mkdir", "unsupported", "restore-failed", "restored", "unchanged", "end"} <= seen

@@ -6,13 +6,14 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+from conftest import write
 from hypothesis import given
 from hypothesis import strategies as st
 from small_host import SmallHost, build, tree, write_profile
 from test_shell_read import LocalShellHost
 
 from reconciler.apply.engine import execute, prepare
-from reconciler.apply.journal import read_run, run_ids
+from reconciler.apply.journal import PROFILE, read_run, run_ids
 from reconciler.apply.sh_engine import apply_remote, printf_format, quoted
 from reconciler.hosts.directory import SnapshotHost
 from reconciler.profile.load import load_profile
@@ -77,3 +78,18 @@ def test_the_script_leaves_the_tree_a_local_apply_leaves(tmp_path: Path) -> None
     assert run is not None and local_run is not None
     assert [s.to_json() for _, s in run.steps] == [s.to_json() for _, s in local_run.steps]
     assert run.outcome == "applied"
+
+
+def test_an_apply_reads_profile_yaml_once_in_the_observation(tmp_path: Path) -> None:
+    """The stored profile.yaml the run replaces (its prior text journaled) is the one the
+    observation read in its batch: the apply costs two round trips, start and one poll."""
+    remote, profile = host_and_profile(tmp_path, "remote")
+    write(remote, PROFILE, "# an earlier apply's\n")
+    loaded = load_profile(str(profile))
+    shell = LocalShellHost(remote)
+    work = prepare(shell, loaded, runtime_only=True, preflight_here=False)
+    shell.scripts.clear()
+    done = apply_remote(shell, work, loaded, phase="runtime", timeout=60, interval=0.05)
+    assert len(shell.scripts) == 2, "start, then one poll"
+    run = read_run(SnapshotHost(remote), done.run_id)
+    assert run is not None and run.profile_prior == (True, "# an earlier apply's\n")

@@ -248,7 +248,8 @@ def execute(
 ) -> str:
     """Apply `work.steps`; returns the run id. Raises `ApplyFailed` after rolling back.
     `after`: files written once every step holds, inside the run, before profile.yaml
-    (pending.json): one that cannot be written rolls the run back like a failed step."""
+    (pending.json): one that cannot be written rolls the run back like a failed step, and a
+    failure after them removes those written (best effort, as `tidy` is)."""
     try:
         journal = Journal.start(
             host,
@@ -262,6 +263,7 @@ def execute(
     except NoSpace as exc:
         raise NoSpace(f"{exc}; nothing was changed.") from None
     done: list[tuple[int, Step]] = []
+    written: list[PutFile] = []  # the files of `after` written, removed if the run fails
     at = "the start"
     about = contexts(work.plan, work.steps)
     try:
@@ -281,6 +283,7 @@ def execute(
             for op in after:
                 at = op.path
                 host.put_file(op.path, op.data, op.mode)
+                written.append(op)
             # profile.yaml says the run succeeded (`tune check` reads it): written last.
             at = PROFILE
             store_profile(host, journal, loaded)
@@ -291,6 +294,9 @@ def execute(
             with contextlib.suppress(Exception):
                 journal.record(Failed(reason, at))
             failures = restore(host, journal, done, journal.made).failures
+            for op in reversed(written):  # a rolled-back run leaves no pending record behind
+                with contextlib.suppress(HostError):
+                    host.delete_file(op.path)
             with contextlib.suppress(Exception):
                 journal.end("rollback-failed" if failures else "rolled-back")
         shown = explained(work.steps, at, reason)

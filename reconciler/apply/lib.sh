@@ -167,10 +167,13 @@ creates() {
 }
 
 # apply.tidy after step $1's restore: its temporary files (tidy_N), then the directories it
-# created, each only while empty.
+# created, each only while empty; a path that is not absolute and normal (a journal's, damaged)
+# is none of the host's, as `checked` refuses it in Python.
 tidy() {
     "tidy_$1"
-    printf '%s' "$MADE" | while read -r s e; do [ "$s" != "$1" ] || rmdir "$R$e" 2>/dev/null; done
+    printf '%s' "$MADE" | while read -r s e; do
+        [ "$s" != "$1" ] || abnormal "$e" || rmdir "$R$e" 2>/dev/null
+    done
     return 0
 }
 
@@ -449,6 +452,8 @@ fail() {
     rec "{\"type\":\"failed\",\"error\":\"$(jstr "$1")\",\"at\":\"$(jstr "$AT")\"}"
     FAILS=0
     for n in $DONE; do restore_step "$n"; done
+    # The files written after the last step (pending.json): best effort, as apply.execute.
+    for n in ${WROTE:-}; do "unafter_$n" || :; done
     if [ "$FAILS" -eq 0 ]; then end "${FAILED_END:-rolled-back}"; else end rollback-failed; fi
     exit 3
 }

@@ -67,7 +67,6 @@ from .journal import (
     now_iso,
     parse_run,
     read_run,
-    rolled_back_run,
     run_path,
     trusted_run,
 )
@@ -246,6 +245,9 @@ class ApplyScript:
         ]
         parts += [_step_functions(seq, step) for seq, step in earlier]
         parts += [_step_functions(seq, step) for seq, step in enumerate(steps, first)]
+        parts += [
+            f"unafter_{n}() {{ {_op(DeleteFile(op.path))}; }}\n" for n, op in enumerate(after)
+        ]
         checks: dict[tuple[Require, str], str] = {}
         for step in (*steps, *later):
             for need in step.requires:
@@ -260,7 +262,7 @@ class ApplyScript:
         seeded = " ".join(str(seq) for seq, _ in reversed(earlier))
         body = [
             "apply() {\n",
-            f"    DONE={quoted(seeded)}\n    AT='the start'\n",
+            f"    DONE={quoted(seeded)}\n    WROTE=\n    AT='the start'\n",
             '    (umask 077 && : >>"$J") || exit 1\n',
             *([f"    rec {quoted(render(header))}\n"] if extends is None and header else []),
             *([f"    rec {quoted(render(plan))}\n"] if plan is not None else []),
@@ -286,7 +288,12 @@ class ApplyScript:
             ]
         body += _await("after", probes_wait)
         # Before profile.yaml, which says the run succeeded: last, as in `apply.execute`.
-        body += [f'    AT={quoted(op.path)}\n    ERR=; {_op(op)} || fail "$ERR"\n' for op in after]
+        # `fail` removes each one written (WROTE), as `apply.execute` does.
+        body += [
+            f'    AT={quoted(op.path)}\n    ERR=; {_op(op)} || fail "$ERR"\n'
+            f'    WROTE="{n} $WROTE"\n'
+            for n, op in enumerate(after)
+        ]
         if profile is not None:
             prior, text = profile
             body += [
@@ -479,7 +486,8 @@ def apply_remote(
     from .engine import profile_text
 
     text = profile_text(loaded)
-    prior_bytes = host.read_file(PROFILE)
+    # As observed, in the observation's batch: no round trip of its own.
+    prior_bytes = work.stored_profile
     prior = None if prior_bytes is None else prior_bytes.decode("utf-8", "replace")
     header = RunStarted(
         run_id=run_id or new_run_id(),
@@ -541,13 +549,6 @@ def _wait_probed(
         verdict = str(exc)
     first = send_probes(run_id, "after", verdict, after.lines)
     return wait(host, run_id, timeout, interval, first=first)
-
-
-def rollback_remote(
-    host: ShellHost, run_id: str | None, *, boot_only: bool = False
-) -> RollbackResult:
-    """`apply.rollback` on the target."""
-    return restore_remote(host, rolled_back_run(host, run_id), boot_only=boot_only)
 
 
 def restore_remote(host: ShellHost, run: Run, *, boot_only: bool = False) -> RollbackResult:

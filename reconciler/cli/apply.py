@@ -13,7 +13,7 @@ from ..apply.journal import Run, every_run
 from ..apply.orchestration import ApplyJob, Done, Show
 from ..boot.verify import BootVerdict, PendingBoot
 from ..errors import ApplyFailed, ExitCode, JournalError, UsageError
-from ..hosts.base import Host
+from ..hosts.base import Host, ReadableHost
 from ..hosts.directory import open_host
 from ..plan import saved as saved_plans
 from ..render.apply import applied_part, dry_run_text
@@ -391,7 +391,8 @@ def rollback(run_id: str | None, root: str | None, remote: RemoteOptions) -> int
 def history(root: str | None, fmt: str, remote: RemoteOptions) -> int:
     """List the runs journaled on the host: time, profile, outcome, number of changes. A
     damaged journal's run is listed as far as it reads, outcome "damaged"; then exit 6."""
-    host = _one_remote(root, remote) if remote.wanted else open_host(root)
+    # Read-only: only apply and rollback write (mypy holds it).
+    host: ReadableHost = _one_remote(root, remote) if remote.wanted else open_host(root)
     try:
         runs, damaged = every_run(host)
     finally:
@@ -402,7 +403,7 @@ def history(root: str | None, fmt: str, remote: RemoteOptions) -> int:
     return ExitCode.IN_SYNC
 
 
-def _history_table(host: Host, runs: list[Run], damaged: set[str], fmt: str) -> None:
+def _history_table(host: ReadableHost, runs: list[Run], damaged: set[str], fmt: str) -> None:
     rows = [
         {
             "run_id": run.run_id,

@@ -34,7 +34,7 @@ from reconciler.apply.engine import (
 )
 from reconciler.apply.journal import LOCK, RUNS, new_run_id, read_run, run_ids
 from reconciler.apply.sh_engine import apply_remote, extend_remote, outcome_error, restore_remote
-from reconciler.apply.steps import Step
+from reconciler.apply.steps import PutFile, Step
 from reconciler.errors import HostError
 from reconciler.hosts.base import Host
 from reconciler.hosts.directory import SnapshotHost
@@ -70,16 +70,27 @@ class Engine:
         reboot_phase, with_persistence; runtime_only defaults to True)."""
         raise NotImplementedError
 
-    def apply(self, root: Path, profile: Path, *, phase: str = "runtime", **how: Any) -> str | None:
+    def apply(
+        self,
+        root: Path,
+        profile: Path,
+        *,
+        phase: str = "runtime",
+        after: tuple[PutFile, ...] = (),
+        **how: Any,
+    ) -> str | None:
         """Apply `profile`; the run id, None when there is nothing to change. Raises
         `HostError` when a requirement is unmet (nothing written), `ApplyFailed` when the run
-        failed and was rolled back."""
+        failed and was rolled back. `after`: files the run writes once every step holds
+        (pending.json)."""
         self._touch(root)
         loaded = load_profile(profile)
         work = self.prepare(root, profile, **how)
-        return self.execute(root, work, loaded, phase) if work.steps else None
+        return self.execute(root, work, loaded, phase, after) if work.steps else None
 
-    def execute(self, root: Path, work: Work, loaded: Any, phase: str) -> str:
+    def execute(
+        self, root: Path, work: Work, loaded: Any, phase: str, after: tuple[PutFile, ...] = ()
+    ) -> str:
         raise NotImplementedError
 
     def rollback(self, root: Path, run_id: str | None = None) -> list[RollbackResult]:
@@ -116,8 +127,10 @@ class PythonEngine(Engine):
         how.setdefault("runtime_only", True)
         return prepare(self.host(root), load_profile(profile), **how)
 
-    def execute(self, root: Path, work: Work, loaded: Any, phase: str) -> str:
-        return execute(self.host(root), work, loaded, phase=phase, sync=False)
+    def execute(
+        self, root: Path, work: Work, loaded: Any, phase: str, after: tuple[PutFile, ...] = ()
+    ) -> str:
+        return execute(self.host(root), work, loaded, phase=phase, sync=False, after=after)
 
     def rollback(self, root: Path, run_id: str | None = None) -> list[RollbackResult]:
         self._touch(root)
@@ -145,11 +158,20 @@ class ShEngine(Engine):
         how.setdefault("runtime_only", True)
         return prepare(self.host(root), load_profile(profile), preflight_here=False, **how)
 
-    def execute(self, root: Path, work: Work, loaded: Any, phase: str) -> str:
+    def execute(
+        self, root: Path, work: Work, loaded: Any, phase: str, after: tuple[PutFile, ...] = ()
+    ) -> str:
         host, run_id = self.host(root), new_run_id()
         try:
             apply_remote(
-                host, work, loaded, phase=phase, timeout=self.timeout, interval=0.02, run_id=run_id
+                host,
+                work,
+                loaded,
+                phase=phase,
+                timeout=self.timeout,
+                interval=0.02,
+                run_id=run_id,
+                after=after,
             )
         except HostError as exc:
             if "has not finished" not in str(exc):

@@ -10,6 +10,8 @@ from conftest import BLACKWELL, write
 from small_host import SmallHost, build, config_space, tree, write_profile
 
 from reconciler.apply.journal import PROFILE, read_run, run_ids
+from reconciler.apply.steps import PutFile
+from reconciler.boot.verify import PENDING
 from reconciler.errors import ApplyFailed, HostError
 from reconciler.hosts.directory import SnapshotHost
 from reconciler.hosts.emulate import LISTED, LOAD_FAILS, REFUSES
@@ -177,3 +179,39 @@ def test_a_file_the_kernel_did_not_take_is_shown_as_python_shows_text(
         "/etc/sysctl.d/90-tune.conf reads back \"# it's an earlier run's\\nvm.swappiness = 1\\n\" "
         "(refused or clamped by the kernel)"
     ) in str(failed.value)
+
+
+def test_a_profile_yaml_that_cannot_be_written_leaves_no_pending_json(
+    engine: Engine, tmp_path: Path
+) -> None:
+    """pending.json is written inside the run, before profile.yaml: when profile.yaml then
+    cannot be written, the run rolls back, and the pending record of the run it rolled back goes
+    with it, else `tune verify` would check (and roll back again) a boot nothing prepared."""
+    root = build(tmp_path / "h", SmallHost(sysctls={"vm.swappiness": "60"}))
+    profile = write_profile(tmp_path / "p.yaml", {"sysctl": {"vm.swappiness": 10}})
+    before = tree(root)
+    pending = PutFile(PENDING, b'{"run_id": "x"}', 0o600)
+    write(root, FAULT, "2 fail\n")  # the third write: the step's, pending.json's, profile.yaml's
+    with pytest.raises(ApplyFailed, match="rolled back 1 changes"):
+        engine.apply(root, profile, with_persistence=False, after=(pending,))
+    (root / FAULT.lstrip("/")).unlink()
+    assert not (root / PENDING.lstrip("/")).exists()
+    assert tree(root) == before
+
+
+def test_a_journals_directory_outside_the_snapshot_is_never_removed(
+    engine: Engine, tmp_path: Path
+) -> None:
+    """A `mkdir` record whose path is not absolute and normal (a damaged or planted journal)
+    names no directory of the host: a rollback removes it in neither engine, even empty."""
+    root = build(tmp_path / "h", SmallHost(sysctls={"vm.swappiness": "60"}))
+    profile = write_profile(tmp_path / "p.yaml", {"sysctl": {"vm.swappiness": 10}})
+    run_id = engine.apply(root, profile)
+    assert run_id is not None
+    journal = root / f"var/lib/tune/runs/{run_id}.jsonl"
+    text = journal.read_text()
+    assert '"type":"mkdir"' in text and '"/etc/sysctl.d"' in text
+    journal.write_text(text.replace('"/etc/sysctl.d"', '"/../outside"'))
+    (tmp_path / "outside").mkdir()
+    engine.rollback(root)
+    assert (tmp_path / "outside").is_dir()
