@@ -5,20 +5,13 @@ NVIDIA allow lines, NVIDIA mount entries). Pure: the steps run on in-memory text
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from conftest import write
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from small_host import tree
 
-from reconciler.apply.engine import execute, prepare, rollback
 from reconciler.apply.steps import PutFile
 from reconciler.facts import lxc as fmt
-from reconciler.hosts.directory import SnapshotHost
 from reconciler.hosts.files import Files
 from reconciler.kinds.lxc import KIND, LxcEntry
-from reconciler.profile.load import load_profile
 from reconciler.profile.schema import validate
 
 CONFIG = "/etc/pve/lxc/101.conf"
@@ -130,35 +123,3 @@ def test_edit_then_undo_is_byte_identical_and_touches_only_owned_keys(
         text = op.data.decode()
         assert step.restored == text
     assert text == config
-
-
-def test_edit_keeps_order_comments_and_snapshots(tmp_path: Path) -> None:
-    config = (
-        "# GPU container\narch: amd64\nlxc.prlimit.memlock: 65536\n"
-        "lxc.cgroup2.devices.allow: c 195:* rwm\n# keep me\n"
-        "lxc.cgroup2.devices.allow: c 511:* rwm\n"
-        "lxc.mount.entry: /dev/nvidia-uvm dev/nvidia-uvm none bind,optional,create=file\n"
-        "\n[before-upgrade]\nlxc.cgroup2.devices.allow: c 511:* rwm\n"
-    )
-    root = tmp_path / "host"
-    write(root, fmt.PROC_DEVICES, DEVICES)
-    write(root, CONFIG, config)
-    write(root, "/dev/nvidia-uvm", "")
-    profile = tmp_path / "p.yaml"
-    profile.write_text(
-        "name: c\nlxc:\n  - container: '101'\n    memlock: unlimited\n    nvidia_devices: true\n"
-    )
-    host = SnapshotHost(root)
-    before = tree(root)
-    loaded = load_profile(str(profile))
-    execute(host, prepare(host, loaded, runtime_only=False, reboot_phase=True), loaded, sync=False)
-    assert (root / CONFIG.lstrip("/")).read_text() == (
-        "# GPU container\narch: amd64\nlxc.prlimit.memlock: unlimited\n"
-        "lxc.cgroup2.devices.allow: c 195:* rwm\n"
-        "lxc.cgroup2.devices.allow: c 509:* rwm\n"
-        "lxc.cgroup2.devices.allow: c 510:* rwm\n# keep me\n"
-        "lxc.mount.entry: /dev/nvidia-uvm dev/nvidia-uvm none bind,optional,create=file\n"
-        "\n[before-upgrade]\nlxc.cgroup2.devices.allow: c 511:* rwm\n"
-    )
-    rollback(host)
-    assert tree(root) == before

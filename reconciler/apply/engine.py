@@ -289,21 +289,38 @@ def execute(
             store_profile(host, journal, loaded)
             journal.end("applied")
     except (Exception, KeyboardInterrupt) as exc:
-        reason = str(exc) if not isinstance(exc, KeyboardInterrupt) else "interrupted by SIGINT"
-        with _signals_ignored():
-            with contextlib.suppress(Exception):
-                journal.record(Failed(reason, at))
-            failures = restore(host, journal, done, journal.made).failures
-            for op in reversed(written):  # a rolled-back run leaves no pending record behind
-                with contextlib.suppress(HostError):
-                    host.delete_file(op.path)
-            with contextlib.suppress(Exception):
-                journal.end("rollback-failed" if failures else "rolled-back")
-        shown = explained(work.steps, at, reason)
-        raise _apply_failed(
-            exc, failed_message(shown, at, len(done), failures, journal.run_id)
+        raise _rolled_back(
+            exc, host, journal, work.steps, at, done, journal.made, "rolled-back", written
         ) from None
     return journal.run_id
+
+
+def _rolled_back(
+    exc: BaseException,
+    host: Host,
+    journal: Journal,
+    steps: Sequence[Step],
+    at: str,
+    done: list[tuple[int, Step]],
+    made: Mapping[int, Sequence[str]],
+    outcome: str,
+    written: Sequence[PutFile] = (),
+) -> ApplyFailed:
+    """The failure of a run (or a promotion) at `at`: journaled, every step of `done`
+    restored, the files of `written` removed (a rolled-back run leaves no pending record
+    behind), the run ended `outcome` (or rollback-failed); the error that says so."""
+    reason = str(exc) if not isinstance(exc, KeyboardInterrupt) else "interrupted by SIGINT"
+    with _signals_ignored():
+        with contextlib.suppress(Exception):
+            journal.record(Failed(reason, at))
+        failures = restore(host, journal, done, made).failures
+        for op in reversed(written):
+            with contextlib.suppress(HostError):
+                host.delete_file(op.path)
+        with contextlib.suppress(Exception):
+            journal.end("rollback-failed" if failures else outcome)
+    shown = explained(steps, at, reason)
+    return _apply_failed(exc, failed_message(shown, at, len(done), failures, journal.run_id))
 
 
 def _apply_failed(cause: BaseException, message: str) -> ApplyFailed:
@@ -359,15 +376,8 @@ def extend(host: Host, run_id: str, steps: tuple[Step, ...]) -> None:
                 make(host, journal, seq, step, done, StepAbout())
             journal.end("applied")
     except (Exception, KeyboardInterrupt) as exc:
-        reason = str(exc) if not isinstance(exc, KeyboardInterrupt) else "interrupted by SIGINT"
-        with _signals_ignored():
-            with contextlib.suppress(Exception):
-                journal.record(Failed(reason, at))
-            failures = restore(host, journal, done, {**run.made, **journal.made}).failures
-            with contextlib.suppress(Exception):
-                journal.end("rollback-failed" if failures else "boot-rolled-back")
-        shown = explained(steps, at, reason)
-        raise _apply_failed(exc, failed_message(shown, at, len(done), failures, run_id)) from None
+        made = {**run.made, **journal.made}
+        raise _rolled_back(exc, host, journal, steps, at, done, made, "boot-rolled-back") from None
 
 
 # What a message leaves to its engine: the text itself here, an expansion in the remote script.
