@@ -292,3 +292,26 @@ def test_wait_does_not_retry_a_changed_host_key() -> None:
     host = Rebooting(1, "new", HostKeyError("rebooting: the host key CHANGED"))
     with pytest.raises(HostKeyError):
         wait_for_new_boot(host, "old", 600, clock=clock, sleep=clock.sleep)
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        '{"run_id": "r", "cmdline": [], "majors": {}}',
+        '{"run_id": "r", "cmdline": {}, "majors": []}',
+        '{"run_id": 7, "cmdline": {}, "majors": {}}',
+        '{"run_id": "r", "cmdline": {}, "majors": {}, "promote": [{"id": 1}]}',
+        "[]",
+    ],
+)
+def test_a_damaged_pending_record_is_named_never_a_traceback(tmp_path: Path, record: str) -> None:
+    """pending.json is tune's own file, but a hand edit or a bad disk can damage it: each field
+    of the wrong type is a clear message naming the file, never an internal error (exit 70)."""
+    from conftest import run_tune
+
+    root = tmp_path / "host"
+    write(root, BOOT_ID, "after\n")
+    write(root, PENDING, record)
+    done = run_tune("verify", "--root", root)
+    assert done.code not in (0, 70), done.err
+    assert PENDING in done.err and "internal error" not in done.err

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..apply.records import conforms
 from ..apply.state import PROFILE, STATE
 from ..apply.steps import Step
 from ..errors import HostError
@@ -107,9 +108,13 @@ def read_pending(host: ReadableHost) -> PendingBoot | None:
     if data is None:
         return None
     try:
-        return PendingBoot.from_json(json.loads(data))
+        pending = PendingBoot.from_json(json.loads(data))
+        # Every field of its declared type, as a journal record is read: a damaged file is
+        # this message, not an AttributeError deep in `verify`.
+        conforms(pending, "pending")
     except (ValueError, KeyError, TypeError) as exc:
         raise HostError(f"{PENDING} is not a pending record tune wrote ({exc}).") from None
+    return pending
 
 
 @dataclass
