@@ -16,14 +16,11 @@ from typing import Any
 from ..errors import JournalError
 from ..hosts.base import ReadableHost
 from ..hosts.files import Files, Request
-from ..plan.model import Note, Value
+from ..plan.model import JsonValue, Note, jsonable
 from .state import PROFILE as STORED_PROFILE
 from .state import RUN_SUFFIX, RUNS, skipped_line, within_limit
 
-__all__ = ["STORED_PROFILE", "AppliedRun", "AppliedStep", "JournalError", "JsonValue"]
-
-# A value as plan JSON writes it: a string, a list of lines, or null for absent.
-JsonValue = str | list[str] | None
+__all__ = ["STORED_PROFILE", "AppliedRun", "AppliedStep", "JournalError"]
 
 
 @dataclass(frozen=True)
@@ -160,12 +157,8 @@ def applied_run(path: str, data: bytes) -> AppliedRun | None:
         finished=run.finished,
         finished_at=finished_at,
         steps=tuple(
-            AppliedStep(step.id, step.kind, step.target, _jsonable(step.desired))
+            AppliedStep(step.id, step.kind, step.target, jsonable(step.desired))
             for _, step in run.steps
         ),
         unsupported={ids[r.seq]: r.error for r in run.of_type(StepUnsupported)},
     )
-
-
-def _jsonable(value: Value) -> JsonValue:
-    return list(value) if isinstance(value, tuple) else value

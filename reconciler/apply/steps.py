@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from ..plan.model import Change, Value
+from ..plan.model import Change, Value, jsonable
 
 _SELECTED = re.compile(r"\[([^\]]+)\]")
 
@@ -232,8 +232,8 @@ class Step:
             "id": self.id,
             "kind": self.kind,
             "target": self.target,
-            "prior": _jsonable(self.prior),
-            "desired": _jsonable(self.desired),
+            "prior": jsonable(self.prior),
+            "desired": jsonable(self.desired),
             "probe": self.probe.to_json(),
             "expect": self.expect,
             "restored": self.restored,
@@ -257,10 +257,6 @@ class Step:
             undo=tuple(op_from_json(op) for op in data.get("undo", ())),
             optional=bool(data.get("optional", False)),
         )
-
-
-def _jsonable(value: Value) -> str | list[str] | None:
-    return list(value) if isinstance(value, tuple) else value
 
 
 def _value(data: Any) -> Value:

@@ -14,13 +14,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..apply import applied
-from ..apply.applied import AppliedRun, JsonValue
+from ..apply.applied import AppliedRun
 from ..errors import HostError, JournalError
 from ..hosts.base import ReadableHost
 from ..hosts.directory import DirectoryHost
 from ..hosts.files import Files, Request
 from ..plan.make import make_plan
-from ..plan.model import Change, CheckResult, Knob, Note, Pending, Plan
+from ..plan.model import Change, CheckResult, JsonValue, Knob, Note, Pending, Plan
 from ..plan.observe import Observation, observation, request
 from ..profile.load import LoadedProfile, load_profile, load_profile_text
 

@@ -62,8 +62,8 @@ class Change(Knob):
             "id": self.id,
             "kind": self.kind,
             "target": self.target,
-            "current": _jsonable(self.current),
-            "desired": _jsonable(self.desired),
+            "current": jsonable(self.current),
+            "desired": jsonable(self.desired),
             "phase": self.phase.value,
             "priority": self.priority.value,
             "reason": self.reason,
@@ -83,8 +83,8 @@ class Pending(Knob):
     def to_json(self) -> dict[str, Any]:
         return {
             "id": self.id,
-            "running": _jsonable(self.running),
-            "configured": _jsonable(self.configured),
+            "running": jsonable(self.running),
+            "configured": jsonable(self.configured),
             "action": "reboot to apply",
         }
 
@@ -183,5 +183,10 @@ class Plan:
         }
 
 
-def _jsonable(value: Value) -> str | list[str] | None:
+# A value as JSON writes it: a string, a list of lines, or null for absent.
+JsonValue = str | list[str] | None
+
+
+def jsonable(value: Value) -> JsonValue:
+    """A value as plan JSON, journals and reports write it (a tuple of lines as a list)."""
     return list(value) if isinstance(value, tuple) else value

@@ -5,10 +5,9 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from ..apply.applied import JsonValue
 from ..drift.check import DriftReport, Since
 from ..hosts.fleet import HostResult
-from ..plan.model import Change, CheckResult, Value
+from ..plan.model import Change, CheckResult, JsonValue, Value
 from . import fleet as fleet_render
 from .folding import fold, show, shown
 from .printable import printable_data

@@ -22,7 +22,7 @@ from ..apply.records import (
     Verified,
     Written,
 )
-from ..plan.model import Priority, Value
+from ..plan.model import Priority, jsonable
 from ..probes.gates import change_percent
 from ..probes.phase import AFTER_BOOT
 
@@ -77,8 +77,8 @@ def _changes(run: Run) -> list[dict[str, Any]]:
             "priority": record.about.priority,
             "phase": record.about.phase,
             "reason": record.about.reason,
-            "prior": _jsonable(step.prior),
-            "desired": _jsonable(step.desired),
+            "prior": jsonable(step.prior),
+            "desired": jsonable(step.desired),
             # Runs journaled before steps carried their operations: describe the stored ops.
             "operations": list(record.about.operations) or [op.describe() for op in step.do],
             "fix": record.about.fix,
@@ -89,10 +89,6 @@ def _changes(run: Run) -> list[dict[str, Any]]:
     ]
     ranks = {p.value: i for i, p in enumerate(Priority)}
     return sorted(rows, key=lambda r: (ranks.get(r["priority"], len(ranks)), r["seq"]))
-
-
-def _jsonable(value: Value) -> str | list[str] | None:
-    return list(value) if isinstance(value, tuple) else value
 
 
 def _still_needed(run: Run) -> dict[str, Any] | None:
