@@ -18,7 +18,7 @@ from pathlib import Path
 
 import click
 import pytest
-from conftest import run_tune
+from conftest import Result, run_tune
 from small_host import SmallHost, build, listing, write_profile
 
 from reconciler.cli.main import cli
@@ -43,54 +43,27 @@ class Row:
     pending: dict[str, str] = field(default_factory=dict)
 
 
+# The promises #18's other parts make good, as long as they have not landed.
+NO_OUTPUT = {"json to -o": OUTPUT, "--color": OUTPUT}
+ONE_HOST_ONLY = {**NO_OUTPUT, "fleet options work": FLEET}
+
+ROOT = ("--root", "{root}")
 CONTRACT: dict[str, Row] = {
-    "plan": Row(
-        ("plan", "{profile}", "--root", "{root}"),
-        pending={"json to -o": OUTPUT, "--color": OUTPUT},
-    ),
-    "check": Row(
-        ("check", "{profile}", "--root", "{root}"),
-        pending={"json to -o": OUTPUT, "--color": OUTPUT},
-    ),
-    "apply": Row(
-        ("apply", "{profile}", "--runtime-only", "--root", "{root}"),
-        writes=True,
-        pending={"json to -o": OUTPUT, "--color": OUTPUT},
-    ),
-    "rollback": Row(
-        ("rollback", "--root", "{root}"),
-        writes=True,
-        pending={"json to -o": OUTPUT, "--color": OUTPUT, "fleet options work": FLEET},
-    ),
+    "plan": Row(("plan", "{profile}", *ROOT), pending=NO_OUTPUT),
+    "check": Row(("check", "{profile}", *ROOT), pending=NO_OUTPUT),
+    "apply": Row(("apply", "{profile}", "--runtime-only", *ROOT), writes=True, pending=NO_OUTPUT),
+    "rollback": Row(("rollback", *ROOT), writes=True, pending=ONE_HOST_ONLY),
     # verify finishes an apply that was confirmed: it promotes the boot configuration that
     # apply prepared, or rolls it back when the boot did not bring it. Asking there would
     # leave a failed boot configuration in place whenever nobody is at the terminal.
-    "verify": Row(
-        ("verify", "--root", "{root}"),
-        pending={"json to -o": OUTPUT, "--color": OUTPUT, "fleet options work": FLEET},
-    ),
-    "history": Row(
-        ("history", "--root", "{root}"),
-        pending={"json to -o": OUTPUT, "--color": OUTPUT, "fleet options work": FLEET},
-    ),
-    "report": Row(
-        ("report", "--root", "{root}"),
-        pending={"json to -o": OUTPUT, "--color": OUTPUT, "fleet options work": FLEET},
-    ),
-    "audit": Row(
-        ("audit", "--root", "{root}"),
-        pending={"json to -o": OUTPUT, "--color": OUTPUT, "fleet options work": FLEET},
-    ),
-    "probe": Row(
-        ("probe", "{probed}", "--root", "{root}"),
-        pending={"json to -o": OUTPUT, "--color": OUTPUT, "fleet options work": FLEET},
-    ),
+    "verify": Row(("verify", *ROOT), pending=ONE_HOST_ONLY),
+    "history": Row(("history", *ROOT), pending=ONE_HOST_ONLY),
+    "report": Row(("report", *ROOT), pending=ONE_HOST_ONLY),
+    "audit": Row(("audit", *ROOT), pending=ONE_HOST_ONLY),
+    "probe": Row(("probe", "{probed}", *ROOT), pending=ONE_HOST_ONLY),
     # -o is the archive here; #18 asks for `-o -` to be stdout and --format json to describe it.
-    "snapshot": Row(
-        ("snapshot", "{profile}", "--root", "{root}", "-o", "{out}.tar.gz"),
-        pending={"json to -o": OUTPUT, "--color": OUTPUT, "fleet options work": FLEET},
-    ),
-    "validate": Row(("validate", "{profile}"), pending={"json to -o": OUTPUT, "--color": OUTPUT}),
+    "snapshot": Row(("snapshot", "{profile}", *ROOT, "-o", "{out}.tar.gz"), pending=ONE_HOST_ONLY),
+    "validate": Row(("validate", "{profile}"), pending=NO_OUTPUT),
     # The profile's JSON Schema: JSON whatever the format, for editors.
     "schema": Row(("schema",), reports=False),
 }
@@ -173,51 +146,53 @@ def _writer_options(name: str, command: click.Command, row: Row, host: Host, _: 
     assert dry_run is not None and dry_run.is_flag, f"{name} has no --dry-run"
 
 
+def _run(
+    host: Host, row: Row, monkeypatch: pytest.MonkeyPatch, stdin: io.StringIO, *extra: str
+) -> tuple[Result, bool]:
+    """The row's command with `stdin` and `extra` arguments; whether the host changed."""
+    monkeypatch.setattr("sys.stdin", stdin)
+    before = whole_tree(host.root)
+    result = run_tune(*host.argv(row, *extra))
+    return result, whole_tree(host.root) != before
+
+
 def _refuses_without_a_terminal(
     name: str, command: click.Command, row: Row, host: Host, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("sys.stdin", io.StringIO(""))
-    before = whole_tree(host.root)
-    refused = run_tune(*host.argv(row))
+    refused, changed = _run(host, row, monkeypatch, io.StringIO(""))
     assert refused.code == ExitCode.NOT_CONFIRMED, refused.err
     assert "no terminal to confirm on, so nothing was written" in refused.err
     assert f"`tune {name} --yes`" in refused.err
-    assert whole_tree(host.root) == before
+    assert not changed
 
 
 def _declined_on_a_terminal(
     name: str, command: click.Command, row: Row, host: Host, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("sys.stdin", Terminal("n\n"))
-    before = whole_tree(host.root)
-    declined = run_tune(*host.argv(row))
+    declined, changed = _run(host, row, monkeypatch, Terminal("n\n"))
     assert (declined.code, declined.err) == (
         ExitCode.NOT_CONFIRMED,
         "not confirmed: nothing was written.\n",
     )
     assert "? [y/N]" in declined.out
-    assert whole_tree(host.root) == before
+    assert not changed
 
 
 def _dry_run_writes_nothing(
     name: str, command: click.Command, row: Row, host: Host, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("sys.stdin", io.StringIO(""))
-    before = whole_tree(host.root)
-    shown = run_tune(*host.argv(row, "--dry-run"))
+    shown, changed = _run(host, row, monkeypatch, io.StringIO(""), "--dry-run")
     assert shown.code == ExitCode.IN_SYNC, shown.err
     assert "nothing written" in shown.out
-    assert whole_tree(host.root) == before
+    assert not changed
 
 
 def _yes_goes_ahead(
     name: str, command: click.Command, row: Row, host: Host, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("sys.stdin", io.StringIO(""))
-    before = whole_tree(host.root)
-    done = run_tune(*host.argv(row, "--yes"))
+    done, changed = _run(host, row, monkeypatch, io.StringIO(""), "--yes")
     assert done.code == ExitCode.IN_SYNC, done.err
-    assert whole_tree(host.root) != before
+    assert changed
 
 
 def _exit_codes_documented(

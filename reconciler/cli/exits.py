@@ -9,9 +9,18 @@ from typing import TypeVar
 
 import click
 
-from ..errors import EXIT_CODES
+from ..errors import EXIT_CODES, ExitCode
 
 C = TypeVar("C", bound=click.Command)
+
+# A command that holds a host up against a profile and reports what differs (plan, probe).
+COMPARES = (
+    ExitCode.IN_SYNC,
+    ExitCode.HOST_ERROR,
+    ExitCode.CHANGES,
+    ExitCode.USAGE,
+    ExitCode.INVALID_PROFILE,
+)
 
 
 def table_help() -> str:

@@ -26,7 +26,7 @@ from ..profile.load import LoadedProfile, load_profile, schema
 from ..render import RENDERERS
 from ..render import fleet as fleet_render
 from ..render.printable import printable
-from .exits import exits, table_help
+from .exits import COMPARES, exits, table_help
 from .options import format_option
 from .remote import RemoteOptions, no_root, on_one_host, progress_on_terminal, remote_options
 
@@ -75,13 +75,7 @@ def cli() -> None:
     pass
 
 
-@exits(
-    ExitCode.IN_SYNC,
-    ExitCode.HOST_ERROR,
-    ExitCode.CHANGES,
-    ExitCode.USAGE,
-    ExitCode.INVALID_PROFILE,
-)
+@exits(*COMPARES)
 @cli.command()
 @profile_arg
 @click.option("--root", metavar="PATH", help=ROOT_HELP)
