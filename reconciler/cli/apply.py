@@ -108,8 +108,10 @@ def apply(
     """Make the host match a profile, or a plan saved by `tune plan`.
 
     \b
-    Without TARGET, applies the plan `tune plan` saved in .tune/plan.json,
-    after re-observing the host: a plan whose observed values moved is refused.
+    Without TARGET, applies the plan `tune plan` saved in .tune/plan.json (the
+    phases it covers), after re-observing the host: a plan whose observed values
+    moved, or made for another host, is refused. Asks first (the question names
+    the boot configuration it changes); without a terminal, only --yes goes on.
     Each change is journaled on the host before it is written and read back
     after; any failure (or Ctrl-C) restores every change made, and exits 3.
     With probes in the profile, they run before the first write and after the
@@ -415,8 +417,9 @@ def rollback(
 ) -> int:
     """Restore the values a run recorded, in reverse order: by default the newest run, and
     the interrupted runs right before it (a run applied with --after-interrupted over one).
-    A damaged journal: the steps recorded before the damage are restored, then exit 6 with
-    the line that is damaged and what is left to check by hand."""
+    Asks first; without a terminal, only --yes goes on. A damaged journal: the steps
+    recorded before the damage are restored, then exit 6 with the line that is damaged and
+    what is left to check by hand."""
     from ..apply.orchestration import roll_back, rollback_runs
 
     engine = _engine(root, remote)
