@@ -24,7 +24,7 @@ from ..hosts.fleet import HostResult, for_each_host
 from ..kinds import lxc
 from .engine import RollbackResult, Work, prepare, roll_back_chain
 from .engines import ApplyResult, Engine
-from .journal import Run, before_apply, check_state, new_run_id, rollback_chain
+from .journal import Run, before_apply, check_state, new_run_id
 from .steps import PutFile
 
 if TYPE_CHECKING:
@@ -240,11 +240,6 @@ def roll_back(
     those runs, with the host's lock held, and raises to restore none."""
     with engine.session():
         return roll_back_chain(engine.host, run_id, engine.rollback, approve)
-
-
-def rollback_runs(engine: Engine, run_id: str | None) -> list[Run]:
-    """The runs `roll_back` would restore, read without the lock (a dry run writes nothing)."""
-    return rollback_chain(engine.host, run_id)
 
 
 class FleetShow:

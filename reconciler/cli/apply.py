@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ..apply.journal import Run, every_run
+from ..apply.journal import Run, every_run, rollback_chain
 from ..apply.orchestration import ApplyJob, Done, Show
 from ..apply.steps import BootTool, Command, DeleteFile, PutFile
 from ..boot.verify import BootVerdict, PendingBoot
@@ -420,13 +420,13 @@ def rollback(
     Asks first; without a terminal, only --yes goes on. A damaged journal: the steps
     recorded before the damage are restored, then exit 6 with the line that is damaged and
     what is left to check by hand."""
-    from ..apply.orchestration import roll_back, rollback_runs
+    from ..apply.orchestration import roll_back
 
     engine = _engine(root, remote)
     host = engine.host
     try:
         if dry_run:
-            for run in rollback_runs(engine, run_id):
+            for run in rollback_chain(host, run_id):  # read without the lock: no write
                 click.echo(_undo_text(run, host), nl=False)
             return ExitCode.IN_SYNC
 
