@@ -76,3 +76,18 @@ def test_a_plan_made_for_another_host_is_refused(tmp_path: Path) -> None:
         ".tune/plan.json was made for host small, not other: run tune plan on this host."
     )
     assert tree(root) == before
+
+
+def test_a_plan_saved_before_phases_were_recorded_covers_both(tmp_path: Path) -> None:
+    root = build(tmp_path / "h", SmallHost(sysctls={"vm.swappiness": "60"}))
+    profile = write_profile(tmp_path / "p.yaml", {"sysctl": {"vm.swappiness": 10}})
+    assert run_tune("plan", profile, "--root", root).code == ExitCode.CHANGES
+    saved = Path(".tune/plan.json")
+    data = json.loads(saved.read_text())
+    del data["phases"], data["saved_at"]
+    saved.write_text(json.dumps({**data, "version": 1}))
+    applied = run_tune("apply", "--yes")
+    assert applied.code == 0, applied.err
+    assert applied.err == (
+        "tune: applying the plan in .tune/plan.json (profile small for small, both phases).\n"
+    )
