@@ -162,7 +162,10 @@ def test_fleet_markdown_has_the_summary_table_and_each_host_report() -> None:
         (["plan", BLACKWELL, "-H", "a", "-H", "b", "--root", TUNED], "--root reads a snapshot"),
         (["plan", BLACKWELL, "--limit", "gpu"], "--limit selects hosts of an --inventory"),
         (["plan", BLACKWELL, "-H", "a", "-H", "a"], "host a is given twice"),
-        (["snapshot", BLACKWELL, "-o", "x.tar.gz", "-H", "a", "-H", "b"], "snapshot reads one"),
+        (
+            ["snapshot", BLACKWELL, "-o", "x.tar.gz", "-H", "a", "-H", "b"],
+            "tune snapshot works on one",
+        ),
     ],
 )
 def test_remote_usage_errors(args: list[object], message: str) -> None:

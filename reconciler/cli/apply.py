@@ -19,7 +19,7 @@ from ..plan import saved as saved_plans
 from ..render.apply import applied_part, dry_run_text
 from ..render.printable import printable
 from .options import format_option
-from .remote import RemoteOptions, no_root, remote_options
+from .remote import RemoteOptions, no_root, one_host_options, remote_options
 
 if TYPE_CHECKING:
     from ..apply.engine import Work
@@ -247,7 +247,7 @@ def _applied(done: Done, engine: Engine, job: ApplyJob) -> int:
     help="Keep the boot configuration even when a probe gate fails after the boot.",
 )
 @click.option("--restart-containers", is_flag=True, help=RESTART_HELP)
-@remote_options
+@one_host_options
 def verify(
     root: str | None, keep_on_regression: bool, restart_containers: bool, remote: RemoteOptions
 ) -> int:
@@ -295,8 +295,6 @@ def _verified(
 
 def _one_remote(root: str | None, remote: RemoteOptions) -> Host:
     no_root(root)
-    if remote.is_fleet:
-        raise UsageError("this command works on one -H host at a time.")
     return remote.open()[0]
 
 
@@ -350,7 +348,7 @@ def summary(work: Work) -> str:
 @click.command()
 @click.argument("run_id", required=False)
 @click.option("--root", metavar="DIR", help=ROOT_HELP)
-@remote_options
+@one_host_options
 def rollback(run_id: str | None, root: str | None, remote: RemoteOptions) -> int:
     """Restore the values a run recorded, in reverse order: by default the newest run, and
     the interrupted runs right before it (a run applied with --after-interrupted over one).
@@ -387,7 +385,7 @@ def rollback(run_id: str | None, root: str | None, remote: RemoteOptions) -> int
 @click.command()
 @click.option("--root", metavar="DIR", help="Read a snapshot directory instead of this machine.")
 @format_option("text", "json")
-@remote_options
+@one_host_options
 def history(root: str | None, fmt: str, remote: RemoteOptions) -> int:
     """List the runs journaled on the host: time, profile, outcome, number of changes. A
     damaged journal's run is listed as far as it reads, outcome "damaged"; then exit 6."""

@@ -27,7 +27,14 @@ from ..render import RENDERERS
 from ..render import fleet as fleet_render
 from ..render.printable import printable
 from .options import format_option
-from .remote import RemoteOptions, no_root, on_one_host, progress_on_terminal, remote_options
+from .remote import (
+    RemoteOptions,
+    no_root,
+    on_one_host,
+    one_host_options,
+    progress_on_terminal,
+    remote_options,
+)
 
 ROOT_HELP = "Read the host from a snapshot directory or .tar.gz instead of this machine."
 profile_arg = click.argument("profile", type=click.Path(exists=True, dir_okay=False, readable=True))
@@ -216,12 +223,10 @@ def schema_cmd() -> int:
 @profile_arg
 @click.option("-o", "--output", required=True, metavar="FILE.tar.gz", help="Archive to write.")
 @click.option("--root", metavar="PATH", help=ROOT_HELP)
-@remote_options
+@one_host_options
 def snapshot(profile: str, output: str, root: str | None, remote: RemoteOptions) -> int:
     """Capture exactly the files PROFILE reads from the host, for offline plans."""
     loaded: LoadedProfile = load_profile(profile)
-    if remote.is_fleet:
-        raise UsageError("snapshot reads one host; give a single -H.")
     source: list[str] = []
 
     def capture(host: ReadableHost) -> int:
