@@ -350,3 +350,14 @@ def test_an_inventory_with_group_vars_connects_where_ansible_would(
         ("gpu-a", "in sync"),
         ("gpu-b", "286 changes, 3 failed checks"),
     ]
+    # The audit works across the same hosts: one object per host, as one host's audit prints.
+    audited = run_tune(
+        "audit", "-i", inventory / "inv", "--ssh-config", lab.config, "--format", "json"
+    )
+    assert audited.code == 2, audited.err
+    objects = json.loads(audited.out)
+    assert [(o["host"], o["status"]) for o in objects] == [
+        ("gpu-a", "clean"),
+        ("gpu-b", "17 actionable"),
+    ]
+    assert list(objects[1]["audit"]) == ["host", "findings", "good", "not_issues"]

@@ -95,7 +95,13 @@ def table(header: list[str], rows: list[list[str]], color: bool) -> list[str]:
     return [line(row, n) for n, row in enumerate(rows)]
 
 
-SHADES = {"error": "red", "rolled back": "red", "in sync": "green", "applied": "green"}
+SHADES = {
+    "error": "red",
+    "rolled back": "red",
+    "in sync": "green",
+    "applied": "green",
+    "clean": "green",
+}
 
 
 def text(results: Sequence[HostResult[Plan]], color: bool, each: Renderer) -> str:
