@@ -100,6 +100,7 @@ def apply(
     `tune rollback` restores it, or --after-interrupted applies over it.
     """
     from ..apply.orchestration import apply_one
+    from ..profile.bundled import resolve
     from ..profile.load import load_profile
 
     if runtime_only and reboot_phase:
@@ -127,14 +128,14 @@ def apply(
     if remote.wanted:
         if target is None or saved_plans.is_saved_plan(target):
             raise UsageError("over SSH, tune apply takes a profile, not a saved plan.")
-        profile_path = target
+        profile_path = resolve(target)
     elif target is None or saved_plans.is_saved_plan(target):
         saved = saved_plans.load(target or saved_plans.DEFAULT)
         root = _plan_root(saved, root)
         profile_path = saved.profile_path
         with_persistence = with_persistence and saved.persist
     else:
-        profile_path = target
+        profile_path = resolve(target)
     job = ApplyJob(
         load_profile(profile_path),
         runtime_only=runtime_only,

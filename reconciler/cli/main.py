@@ -26,7 +26,8 @@ from ..profile.load import LoadedProfile, load_profile, schema
 from ..render import RENDERERS
 from ..render import fleet as fleet_render
 from ..render.printable import printable
-from .options import format_option
+from .config import default_map
+from .options import format_option, profile_argument
 from .remote import (
     RemoteOptions,
     no_root,
@@ -37,7 +38,7 @@ from .remote import (
 )
 
 ROOT_HELP = "Read the host from a snapshot directory or .tar.gz instead of this machine."
-profile_arg = click.argument("profile", type=click.Path(exists=True, dir_okay=False, readable=True))
+profile_arg = profile_argument()
 
 
 class LazyGroup(click.Group):
@@ -70,6 +71,11 @@ class LazyGroup(click.Group):
         "audit": "..audit.command:audit_cmd",
         "probe": "..probes.command:probe_cmd",
         "report": "..report.command:report_cmd",
+        "profiles": ".installed:profiles_cmd",
+        "examples": ".installed:examples_cmd",
+        "completion": ".installed:completion_cmd",
+        "man": ".installed:man_cmd",
+        "config": ".config:config_cmd",
     },
     context_settings={"help_option_names": ["-h", "--help"]},
 )
@@ -142,9 +148,7 @@ def plan(
 
 
 @cli.command("check")
-@click.argument(
-    "profile", required=False, type=click.Path(exists=True, dir_okay=False, readable=True)
-)
+@profile_argument(required=False)
 @click.option("--root", metavar="PATH", help=ROOT_HELP)
 @format_option("text", "json")
 @click.option("--quiet", is_flag=True, help="Print nothing when in sync; one line per drift.")
@@ -241,7 +245,10 @@ def snapshot(profile: str, output: str, root: str | None, remote: RemoteOptions)
 def main(argv: list[str] | None = None) -> None:
     """Entry point: exit codes per the contract, errors as one line, never a traceback."""
     try:
-        code: Any = cli.main(args=argv, prog_name="tune", standalone_mode=False)
+        defaults = default_map([*cli.commands, *cli.lazy])
+        code: Any = cli.main(
+            args=argv, prog_name="tune", standalone_mode=False, default_map=defaults
+        )
     except click.exceptions.NoArgsIsHelpError as exc:
         click.echo(exc.ctx.get_help() if exc.ctx else str(exc), err=True)
         code = ExitCode.USAGE

@@ -175,6 +175,10 @@ def remote_options(command: Callable[..., int]) -> Callable[..., int]:
 
     def remote(kwargs: dict[str, Any]) -> RemoteOptions:
         fleet = {name: kwargs.pop(name) for name in _FLEET_FIELDS}
+        if fleet["limit"] is not None and fleet["inventory"] is None:
+            from .config import configured_inventory
+
+            fleet["inventory"] = configured_inventory()
         return RemoteOptions(**fleet, **_settings(kwargs))
 
     return _decorated(command, [*_FLEET_OPTIONS, *_SSH_OPTIONS], remote)
