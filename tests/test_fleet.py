@@ -228,3 +228,10 @@ def test_commands_for_one_host_do_not_offer_fleet_options() -> None:
     for command in ("plan", "check", "apply", "audit"):
         help_text = run_tune(command, "--help").out
         assert "-i, --inventory" in help_text and "--limit" in help_text, command
+
+
+def test_a_fleet_audit_in_markdown_is_the_table_then_each_host_s_report() -> None:
+    out = audit_fleet.render(audit_of_snapshots(), "markdown", color=False)
+    assert "| untuned-1 | 17 actionable | 6 | 9 | 2 |" in out
+    assert out.count("# Host audit: ") == 2
+    assert "# down-1: error\n\n- down-1: cannot connect to down-1:22: refused." in out

@@ -4,14 +4,11 @@ prints, each under its host's name, as `tune plan` does for a fleet."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
-from typing import Any
 
 from ..hosts.fleet import HostResult
 from ..plan.model import Priority
-from ..render import md
-from ..render.fleet import problems, table
+from ..render.fleet import hosts_json, hosts_markdown, problems, table
 from ..render.printable import printable_data
 from .model import Finding, Report
 from .render import MULTILINE, RENDERERS, commands, phase_label
@@ -91,29 +88,16 @@ def text(results: Sequence[HostResult[Report]], color: bool) -> str:
 
 
 def markdown(results: Sequence[HostResult[Report]]) -> str:
-    out = ["# Fleet audit", "", "| " + " | ".join(HOST_HEADER) + " |"]
-    out.append("|" + "---|" * len(HOST_HEADER))
-    out += ["| " + " | ".join(md.text(c) for c in _host_row(r)) + " |" for r in results]
-    out += ["", totals(results)]
-    for result in results:
-        if result.error is not None:
-            lines = problems(result).split("\n")
-            out += ["", f"# {md.text(result.name)}: error", "", *(f"- {md.text(p)}" for p in lines)]
-        elif result.value is not None:
-            out += ["", RENDERERS["markdown"](result.value, False).rstrip("\n")]
-    return "\n".join(out) + "\n"
+    rows = [_host_row(r) for r in results]
+
+    def details(report: Report) -> str:
+        return RENDERERS["markdown"](report, False)
+
+    return hosts_markdown(HOST_HEADER, rows, totals(results), results, details)
 
 
 def as_json(results: Sequence[HostResult[Report]]) -> str:
-    objects: list[dict[str, Any]] = []
-    for result in results:
-        entry: dict[str, Any] = {"host": result.name, "status": status(result)}
-        if result.error is not None:
-            entry["error"] = str(result.error)
-        if result.value is not None:
-            entry["audit"] = result.value.to_json()
-        objects.append(entry)
-    return json.dumps(objects, indent=2) + "\n"
+    return hosts_json(results, status, "audit")
 
 
 def render(results: Sequence[HostResult[Report]], fmt: str, color: bool) -> str:
