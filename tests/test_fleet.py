@@ -221,11 +221,11 @@ def test_a_fleet_audit_in_json_is_one_host_s_object_for_each_host() -> None:
 
 
 def test_commands_for_one_host_do_not_offer_fleet_options() -> None:
-    for command in ("snapshot", "report", "history", "rollback", "verify"):
+    for command in ("snapshot", "report", "rollback", "verify", "probe"):
         help_text = run_tune(command, "--help").out
         assert "--inventory" not in help_text and "--forks" not in help_text, command
         assert "-H, --host" in help_text, command
-    for command in ("plan", "check", "apply", "audit"):
+    for command in ("plan", "check", "apply", "audit", "history"):
         help_text = run_tune(command, "--help").out
         assert "-i, --inventory" in help_text and "--limit" in help_text, command
 
