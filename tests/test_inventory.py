@@ -361,3 +361,10 @@ def test_an_inventory_with_group_vars_connects_where_ansible_would(
         ("gpu-b", "17 actionable"),
     ]
     assert list(objects[1]["audit"]) == ["host", "findings", "good", "not_issues"]
+
+
+def test_a_directory_that_links_back_up_is_named_not_walked_for_ever(tmp_path: Path) -> None:
+    source = lay_out(tmp_path, {"inv/hosts": "[gpu]\ng1\n"}) / "inv"
+    (source / "loop").symlink_to(source)
+    with pytest.raises(InventoryError, match="a link back to a directory of the inventory"):
+        inventory_targets(source)

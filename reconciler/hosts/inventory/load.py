@@ -31,7 +31,12 @@ def load_inventory(path: str | Path) -> Inventory:
     source = str(path)
     inventory = Inventory(source)
     if source == STDIN:
-        parse_listing(inventory, sys.stdin.read(MAX_INVENTORY_BYTES + 1), "standard input")
+        text = sys.stdin.read(MAX_INVENTORY_BYTES + 1)
+        if len(text) > MAX_INVENTORY_BYTES:
+            raise InventoryError(
+                f"standard input: an inventory larger than {MAX_INVENTORY_BYTES >> 20} MiB."
+            )
+        parse_listing(inventory, text, "standard input")
         return inventory
     where = Path(path)
     if where.is_dir():
@@ -46,13 +51,22 @@ def load_inventory(path: str | Path) -> Inventory:
     return inventory
 
 
-def _read_directory(inventory: Inventory, directory: Path) -> None:
-    for name in sorted(os.listdir(directory)):
+def _read_directory(
+    inventory: Inventory, directory: Path, seen: frozenset[str] = frozenset()
+) -> None:
+    real = os.path.realpath(directory)
+    if real in seen:  # a link back up the tree would be read for ever
+        raise InventoryError(f"{directory}: a link back to a directory of the inventory.")
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError as exc:
+        raise InventoryError(f"{directory}: cannot list the inventory ({exc.strerror}).") from exc
+    for name in names:
         if IGNORED.search(name):
             continue
         path = directory / name
         if path.is_dir():
-            _read_directory(inventory, path)
+            _read_directory(inventory, path, seen | {real})
         else:
             _read_file(inventory, path)
 
