@@ -140,9 +140,15 @@ def ansible_inventory(tmp_path: Path, *args: str | Path) -> dict[str, Any]:
 
 def comparable(value: Any) -> Any:
     """Ansible's INI values are Python literals, tune's are the text; a vaulted value is
-    {"__ansible_vault": ...} there and `Unknowable` here."""
+    {"__ansible_vault": ...} there and a templated one its text, where tune has `Unknowable`."""
     if isinstance(value, Unknowable) or (isinstance(value, dict) and "__ansible_vault" in value):
-        return "<vault>"
+        return "<unknowable>"
+    if isinstance(value, str) and ("{{" in value or "{%" in value):
+        return "<unknowable>"
+    if isinstance(value, dict):
+        return {str(k): comparable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [comparable(v) for v in value]
     return str(value)
 
 
@@ -162,6 +168,43 @@ def test_every_host_s_variables_are_those_ansible_inventory_lists(
     for host, variables in expected.items():
         ours = {k: comparable(v) for k, v in inventory.variables(host).items()}
         assert ours == {k: comparable(v) for k, v in variables.items()}, host
+
+
+KUBESPRAY = Path(__file__).parent / "corpus/kubespray/inventory/sample"
+
+
+def kubespray(tmp_path: Path) -> Path:
+    """kubespray's sample inventory, its example nodes uncommented."""
+    copy = tmp_path / "kubespray"
+    shutil.copytree(KUBESPRAY, copy)
+    ini = copy / "inventory.ini"
+    lines = ini.read_text().splitlines()
+    ini.write_text(
+        "\n".join(line.removeprefix("# ") if line.startswith("# node") else line for line in lines)
+        + "\n"
+    )
+    return ini
+
+
+@needs_ansible
+def test_kubespray_s_sample_inventory_reads_as_ansible_reads_it(tmp_path: Path) -> None:
+    source = kubespray(tmp_path)
+    expected = ansible_inventory(tmp_path, "-i", source)["_meta"]["hostvars"]
+    inventory = load_inventory(source)
+    assert set(inventory.hosts) == set(expected) == {f"node{n}" for n in range(1, 7)}
+    for host, variables in expected.items():
+        ours = {k: comparable(v) for k, v in inventory.variables(host).items()}
+        assert ours == {k: comparable(v) for k, v in variables.items()}, host
+
+
+def test_kubespray_s_templates_do_not_stop_tune_where_it_connects(tmp_path: Path) -> None:
+    targets = {t.name: t for t in inventory_targets(kubespray(tmp_path), "etcd:kube_node[0]")}
+    assert targets == {
+        "node1": Target("node1", "95.54.0.12"),
+        "node2": Target("node2", "95.54.0.13"),
+        "node3": Target("node3", "95.54.0.14"),
+        "node4": Target("node4", "95.54.0.15"),
+    }
 
 
 def test_group_vars_and_host_vars_decide_where_tune_connects(tmp_path: Path) -> None:
