@@ -411,3 +411,20 @@ def test_a_directory_that_links_back_up_is_named_not_walked_for_ever(tmp_path: P
     (source / "loop").symlink_to(source)
     with pytest.raises(InventoryError, match="a link back to a directory of the inventory"):
         inventory_targets(source)
+
+
+def test_the_ssh_spellings_win_as_in_ansible_s_ssh_connection(tmp_path: Path) -> None:
+    """ansible.builtin.ssh lists `vars: [ansible_host, ansible_ssh_host]` (and likewise for
+    port, user and key); its config manager lets the last one defined win."""
+    files = {
+        "hosts.ini": "[gpu]\ng1\n",
+        "group_vars/gpu.yml": (
+            "ansible_host: 10.0.0.1\nansible_ssh_host: 127.0.0.7\n"
+            "ansible_port: 22\nansible_ssh_port: 2207\n"
+            "ansible_user: a\nansible_ssh_user: b\n"
+            "ansible_ssh_private_key_file: ~/.ssh/ssh\nansible_private_key_file: ~/.ssh/plain\n"
+            f"ansible_become_user: {VAULTED}"
+        ),
+    }
+    source = lay_out(tmp_path, files) / "hosts.ini"
+    assert inventory_targets(source) == [Target("g1", "127.0.0.7", "b", 2207, "~/.ssh/ssh")]

@@ -9,12 +9,14 @@ from ...errors import InventoryError
 from ..targets import Target
 from .values import Unknowable
 
-# Each field of a Target, from the first of these variables that is set.
+# Each field of a Target, from the LAST of these variables that is set: the order of the ssh
+# connection plugin's option `vars`, which Ansible's config manager walks letting each defined
+# one replace the one before (so ansible_ssh_host beats ansible_host).
 CONNECTION_VARS = {
     "host": ("ansible_host", "ansible_ssh_host"),
     "port": ("ansible_port", "ansible_ssh_port"),
     "user": ("ansible_user", "ansible_ssh_user"),
-    "identity_file": ("ansible_ssh_private_key_file", "ansible_private_key_file"),
+    "identity_file": ("ansible_private_key_file", "ansible_ssh_private_key_file"),
     "become": ("ansible_become", "ansible_sudo"),
     "become_method": ("ansible_become_method",),
     "become_user": ("ansible_become_user", "ansible_sudo_user"),
@@ -30,7 +32,7 @@ FALSE = frozenset({"false", "no", "off", "0", "n", "f"})
 
 def to_target(name: str, variables: dict[str, Any], source: str) -> Target:
     def pick(field: str) -> Any:
-        for key in CONNECTION_VARS[field]:
+        for key in reversed(CONNECTION_VARS[field]):
             value = variables.get(key)
             if isinstance(value, Unknowable):
                 raise InventoryError(
