@@ -164,7 +164,7 @@ def test_fleet_markdown_has_the_summary_table_and_each_host_report() -> None:
     [
         (["plan", BLACKWELL, "--root", TUNED, "-H", "a"], "--root reads a snapshot"),
         (["plan", BLACKWELL, "-H", "a", "-H", "b", "--root", TUNED], "--root reads a snapshot"),
-        (["plan", BLACKWELL, "--limit", "gpu"], "--limit selects hosts of an --inventory"),
+        (["plan", BLACKWELL, "--limit", "gpu"], "--limit selects hosts of an inventory; give -i"),
         (["plan", BLACKWELL, "-H", "a", "-H", "a"], "host a is given twice"),
         (
             ["snapshot", BLACKWELL, "-o", "x.tar.gz", "-H", "a", "-H", "b"],

@@ -42,7 +42,10 @@ class RemoteOptions:
 
     def __post_init__(self) -> None:
         if self.limit is not None and self.inventory is None:
-            raise UsageError("--limit selects hosts of an --inventory; none was given.")
+            raise UsageError(
+                "--limit selects hosts of an inventory; give -i, or set inventory in "
+                "~/.config/tune/config.toml (see `tune config`)."
+            )
 
     @property
     def wanted(self) -> bool:
