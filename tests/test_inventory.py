@@ -243,8 +243,7 @@ LIMITS = [
 def test_limit_selects_the_hosts_ansible_selects(tmp_path: Path, limit: str) -> None:
     case = "ini-with-vars-directories"
     source = lay_out(tmp_path, INVENTORIES[case]) / ENTRY[case]
-    (tmp_path / "limit.txt").write_text("g1\nblackwell\n")
-    os.chdir(tmp_path)
+    (tmp_path / "limit.txt").write_text("g1\nblackwell\n")  # the working directory's
     expected = listed_hosts(ansible_inventory(tmp_path, "-i", source, "--limit", limit))
     assert {t.name for t in inventory_targets(source, limit)} == expected
 
