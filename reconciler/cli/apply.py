@@ -7,11 +7,11 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from ..apply.journal import Run, every_run, rollback_chain
+from ..apply.journal import DamagedJournal, Run, every_run, rollback_chain
 from ..apply.orchestration import ApplyJob, Done, Show
 from ..apply.steps import BootTool, Command, DeleteFile, PutFile
 from ..boot.verify import BootVerdict, PendingBoot
@@ -26,7 +26,7 @@ from ..render.printable import printable
 from .consent import confirm, dry_run_option, yes_option
 from .exits import exits
 from .options import format_option
-from .remote import RemoteOptions, no_root, remote_options
+from .remote import RemoteOptions, no_root, one_host_options, remote_options
 
 if TYPE_CHECKING:
     from ..apply.engine import Work
@@ -121,6 +121,7 @@ def apply(
     `tune rollback` restores it, or --after-interrupted applies over it.
     """
     from ..apply.orchestration import apply_one
+    from ..profile.bundled import resolve
     from ..profile.load import load_profile
 
     if runtime_only and reboot_phase:
@@ -148,7 +149,7 @@ def apply(
     if remote.wanted:
         if target is None or saved_plans.is_saved_plan(target):
             raise UsageError("over SSH, tune apply takes a profile, not a saved plan.")
-        profile_path = target
+        profile_path = resolve(target)
     elif target is None or saved_plans.is_saved_plan(target):
         saved = saved_plans.load(target or saved_plans.DEFAULT)
         root = _plan_root(saved, root)
@@ -164,7 +165,7 @@ def apply(
             )
         click.echo(saved.described(time.time()), err=True)
     else:
-        profile_path = target
+        profile_path = resolve(target)
     job = ApplyJob(
         load_profile(profile_path),
         runtime_only=runtime_only,
@@ -298,7 +299,7 @@ def _applied(done: Done, engine: Engine, job: ApplyJob) -> int:
     help="Keep the boot configuration even when a probe gate fails after the boot.",
 )
 @click.option("--restart-containers", is_flag=True, help=RESTART_HELP)
-@remote_options
+@one_host_options
 def verify(
     root: str | None, keep_on_regression: bool, restart_containers: bool, remote: RemoteOptions
 ) -> int:
@@ -346,8 +347,6 @@ def _verified(
 
 def _one_remote(root: str | None, remote: RemoteOptions) -> Host:
     no_root(root)
-    if remote.is_fleet:
-        raise UsageError("this command works on one -H host at a time.")
     return remote.open()[0]
 
 
@@ -411,7 +410,7 @@ def summary(work: Work) -> str:
 @click.option("--root", metavar="DIR", help=ROOT_HELP)
 @yes_option
 @dry_run_option
-@remote_options
+@one_host_options
 def rollback(
     run_id: str | None, root: str | None, yes: bool, dry_run: bool, remote: RemoteOptions
 ) -> int:
@@ -480,52 +479,89 @@ def _undo_text(run: Run, host: Host) -> str:
 @format_option("text", "json")
 @remote_options
 def history(root: str | None, fmt: str, remote: RemoteOptions) -> int:
-    """List the runs journaled on the host: time, profile, outcome, number of changes. A
-    damaged journal's run is listed as far as it reads, outcome "damaged"; then exit 6."""
+    """List the runs journaled on the host(s): time, profile, outcome, number of changes. A
+    damaged journal's run is listed as far as it reads, outcome "damaged"; then exit 6. Over
+    several hosts, one table with a HOST column (JSON: one object per host)."""
+    if remote.is_fleet:
+        no_root(root)
+        return _fleet_history(remote, fmt)
     # Read-only: only apply and rollback write (mypy holds it).
     host: ReadableHost = _one_remote(root, remote) if remote.wanted else open_host(root)
     try:
         runs, damaged = every_run(host)
     finally:
         host.close()
-    _history_table(host, runs, {d.readable.run_id for d in damaged}, fmt)
+    rows = _history_rows(runs, damaged)
+    if fmt == "json":
+        click.echo(json.dumps(rows, indent=2))
+    elif rows:
+        _table(HISTORY_HEADER, [[str(r[key]) for key in HISTORY_KEYS] for r in rows])
+    else:
+        click.echo(f"No tune runs on {host.describe()}.")
     if damaged:  # after the table: the other runs are still worth seeing
         raise JournalError(*(p for d in damaged for p in d.problems()))
     return ExitCode.IN_SYNC
 
 
-def _history_table(host: ReadableHost, runs: list[Run], damaged: set[str], fmt: str) -> None:
-    rows = [
+HISTORY_KEYS = ("run_id", "started", "profile", "phase", "outcome", "changes")
+HISTORY_HEADER = ["RUN", "STARTED", "PROFILE", "PHASE", "OUTCOME", "CHANGES"]
+
+
+def _history_rows(runs: list[Run], damaged: list[DamagedJournal]) -> list[dict[str, Any]]:
+    broken = {d.readable.run_id for d in damaged}
+    return [
         {
             "run_id": run.run_id,
             "started": run.header.started if run.header else None,
             "finished": run.finished,
             "profile": run.header.profile if run.header else None,
             "phase": run.header.phase if run.header else None,
-            "outcome": "damaged" if run.run_id in damaged else run.outcome,
+            "outcome": "damaged" if run.run_id in broken else run.outcome,
             "changes": len(run.steps),
         }
         for run in runs
     ]
+
+
+def _fleet_history(remote: RemoteOptions, fmt: str) -> int:
+    """Every host's runs: one table, each row led by its host; unreachable hosts after it."""
+    from ..hosts.fleet import fleet_exit_code, for_each_host
+    from ..render.fleet import problems
+    from .remote import progress_on_terminal
+
+    results = for_each_host(remote.open(), every_run, remote.forks, progress_on_terminal())
+    damaged = [d for r in results if r.value is not None for d in r.value[1]]
     if fmt == "json":
-        click.echo(json.dumps(rows, indent=2))
-        return
-    if not rows:
-        click.echo(f"No tune runs on {host.describe()}.")
-        return
-    header = ("RUN", "STARTED", "PROFILE", "PHASE", "OUTCOME", "CHANGES")
-    table = [header] + [
-        (
-            str(r["run_id"]),
-            str(r["started"]),
-            str(r["profile"]),
-            str(r["phase"]),
-            str(r["outcome"]),
-            str(r["changes"]),
-        )
-        for r in rows
-    ]
-    cells = [[printable(cell) for cell in row] for row in table]  # the journals' own text
+        objects: list[dict[str, Any]] = []
+        for result in results:
+            if result.value is None:
+                objects.append({"host": result.name, "status": "error", "error": str(result.error)})
+                continue
+            status = "damaged" if result.value[1] else "ok"
+            rows = _history_rows(*result.value)
+            objects.append({"host": result.name, "status": status, "runs": rows})
+        click.echo(json.dumps(objects, indent=2))
+    else:
+        table: list[list[str]] = []
+        for result in results:
+            if result.value is None:
+                table.append([result.name, "-", "-", "-", "-", "error", "-"])
+                continue
+            rows = _history_rows(*result.value)
+            table += [[result.name, *(str(r[key]) for key in HISTORY_KEYS)] for r in rows]
+            if not rows:
+                table.append([result.name, "-", "-", "-", "-", "no runs", "-"])
+        _table(["HOST", *HISTORY_HEADER], table)
+        for result in results:
+            if result.error is not None:
+                click.echo(f"\n== {result.name}: error\n{problems(result)}")
+    if damaged:
+        raise JournalError(*(p for d in damaged for p in d.problems()))
+    return fleet_exit_code(results, lambda _: True)
+
+
+def _table(header: list[str], rows: list[list[str]]) -> None:
+    cells = [[printable(cell) for cell in row] for row in [header, *rows]]  # the journals' text
     widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
     for row in cells:
         click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())

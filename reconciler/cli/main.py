@@ -26,14 +26,20 @@ from ..profile.load import LoadedProfile, load_profile, schema
 from ..render import RENDERERS
 from ..render import fleet as fleet_render
 from ..render.printable import printable
+from .config import default_map
 from .exits import COMPARES, exits, table_help
-from .options import format_option
-from .remote import RemoteOptions, no_root, on_one_host, progress_on_terminal, remote_options
+from .options import format_option, profile_argument
+from .remote import (
+    RemoteOptions,
+    no_root,
+    on_one_host,
+    one_host_options,
+    progress_on_terminal,
+    remote_options,
+)
 
 ROOT_HELP = "Read the host from a snapshot directory or .tar.gz instead of this machine."
-
-
-profile_arg = click.argument("profile", type=click.Path(exists=True, dir_okay=False, readable=True))
+profile_arg = profile_argument()
 
 
 class LazyGroup(click.Group):
@@ -66,6 +72,11 @@ class LazyGroup(click.Group):
         "audit": "..audit.command:audit_cmd",
         "probe": "..probes.command:probe_cmd",
         "report": "..report.command:report_cmd",
+        "profiles": ".installed:profiles_cmd",
+        "examples": ".installed:examples_cmd",
+        "completion": ".installed:completion_cmd",
+        "man": ".installed:man_cmd",
+        "config": ".config:config_cmd",
     },
     context_settings={"help_option_names": ["-h", "--help"]},
     help="Tuning-as-code for Linux GPU inference hosts.\n\n" + table_help(),
@@ -161,9 +172,7 @@ def _saved_line(path: str, phases: tuple[Phase, ...], named: bool) -> str:
 
 
 @cli.command("check")
-@click.argument(
-    "profile", required=False, type=click.Path(exists=True, dir_okay=False, readable=True)
-)
+@profile_argument(required=False)
 @click.option("--root", metavar="PATH", help=ROOT_HELP)
 @format_option("text", "json")
 @click.option("--quiet", is_flag=True, help="Print nothing when in sync; one line per drift.")
@@ -251,12 +260,10 @@ def schema_cmd() -> int:
 @profile_arg
 @click.option("-o", "--output", required=True, metavar="FILE.tar.gz", help="Archive to write.")
 @click.option("--root", metavar="PATH", help=ROOT_HELP)
-@remote_options
+@one_host_options
 def snapshot(profile: str, output: str, root: str | None, remote: RemoteOptions) -> int:
     """Capture exactly the files PROFILE reads from the host, for offline plans."""
     loaded: LoadedProfile = load_profile(profile)
-    if remote.is_fleet:
-        raise UsageError("snapshot reads one host; give a single -H.")
     source: list[str] = []
 
     def capture(host: ReadableHost) -> int:
@@ -271,7 +278,10 @@ def snapshot(profile: str, output: str, root: str | None, remote: RemoteOptions)
 def main(argv: list[str] | None = None) -> None:
     """Entry point: exit codes per the contract, errors as one line, never a traceback."""
     try:
-        code: Any = cli.main(args=argv, prog_name="tune", standalone_mode=False)
+        defaults = default_map([*cli.commands, *cli.lazy])
+        code: Any = cli.main(
+            args=argv, prog_name="tune", standalone_mode=False, default_map=defaults
+        )
     except click.exceptions.NoArgsIsHelpError as exc:
         click.echo(exc.ctx.get_help() if exc.ctx else str(exc), err=True)
         code = ExitCode.USAGE
