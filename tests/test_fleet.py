@@ -18,7 +18,7 @@ from reconciler.plan.make import make_plan
 from reconciler.plan.model import Plan
 from reconciler.plan.observe import observe
 from reconciler.profile.load import load_profile
-from reconciler.render import fleet
+from reconciler.render import as_json, fleet
 
 
 class CountingHost(Host):
@@ -133,18 +133,31 @@ def test_fleet_text_is_a_table_then_details_of_hosts_not_in_sync() -> None:
     assert "== tuned-1" not in details, "hosts in sync have no details"
 
 
-def test_fleet_json_has_one_object_per_host() -> None:
+def test_fleet_json_is_a_list_of_the_one_host_documents() -> None:
     objects = json.loads(fleet.render(fleet_of_snapshots(), "json", color=False))
-    assert [(o["host"], o["status"]) for o in objects] == [
-        ("tuned-1", "in sync"),
-        ("untuned-1", "286 changes, 3 failed checks"),
-        ("down-1", "error"),
+    assert [(o["target"], o["kind"], o["status"]) for o in objects] == [
+        ("tuned-1", "plan", "in-sync"),
+        ("untuned-1", "plan", "changes"),
+        ("down-1", "plan", "error"),
     ]
-    assert objects[0]["plan"]["changes"] == []
+    single = json.loads(as_json(fleet_of_snapshots()[0].value))
+    assert objects[0] == single | {"target": "tuned-1"}, "the same object as for one host"
+    assert objects[1]["summary"] | {"in_sync": 0} == {
+        "changes": 286,
+        "runtime": 281,
+        "reboot": 5,
+        "in_sync": 0,
+        "pending": 0,
+        "checks": 11,
+        "failed_checks": 3,
+    }
     assert objects[2] == {
-        "host": "down-1",
+        "format_version": 1,
+        "kind": "plan",
+        "host": {"name": "down-1"},
         "status": "error",
         "error": "down-1: cannot connect to down-1:22: refused.",
+        "target": "down-1",
     }
 
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from ..kinds import named
 from ..plan.model import Phase, Priority
-from ..render import md
+from ..render import documents, md
 from ..render.printable import printable_data
 from ..render.style import styler
 from .model import Device, Finding, HostSummary, Remark, Report
@@ -99,7 +99,8 @@ def text(report: Report, color: bool = False) -> str:
 
 
 def as_json(report: Report, color: bool = False) -> str:
-    return json.dumps(report.to_json(), indent=2) + "\n"
+    body = report.to_json()
+    return json.dumps(documents.document("audit", body.pop("host"), body), indent=2) + "\n"
 
 
 # ---------------------------------------------------------------------------------------------

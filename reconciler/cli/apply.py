@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -16,14 +16,16 @@ from ..errors import ApplyFailed, ExitCode, JournalError, UsageError
 from ..hosts.base import Host, ReadableHost
 from ..hosts.directory import open_host
 from ..plan import saved as saved_plans
+from ..render import documents
 from ..render.apply import applied_part, dry_run_text
 from ..render.printable import printable
-from .options import format_option
+from .output import Output, output_options
 from .remote import RemoteOptions, no_root, remote_options
 
 if TYPE_CHECKING:
-    from ..apply.engine import Work
+    from ..apply.engine import RollbackResult, Work
     from ..apply.engines import ApplyResult, Engine
+    from ..apply.orchestration import BootHeld
     from ..probes.phase import GateFailure, PhaseProbes
 
 ROOT_HELP = "Apply to a snapshot directory laid out like the host's / instead of this machine."
@@ -67,7 +69,7 @@ RESTART_HELP = (
 @click.option(
     "--keep-on-regression", is_flag=True, help="Keep the changes even when a probe gate fails."
 )
-@format_option("text", "json", help="json: one object per host (several hosts only).")
+@output_options("text", "json")
 @remote_options
 def apply(
     target: str | None,
@@ -83,7 +85,7 @@ def apply(
     after_interrupted: bool,
     no_probes: bool,
     keep_on_regression: bool,
-    fmt: str,
+    out: Output,
     remote: RemoteOptions,
 ) -> int:
     """Make the host match a profile, or a plan saved by `tune plan`.
@@ -104,11 +106,6 @@ def apply(
 
     if runtime_only and reboot_phase:
         raise UsageError("--runtime-only and --reboot-phase exclude each other.")
-    if fmt == "json" and not remote.is_fleet:
-        raise UsageError(
-            "--format json is for several hosts (-H ... -H ... or --inventory); one host's run "
-            "is in `tune history --format json`."
-        )
     if reboot and runtime_only:
         raise UsageError("--reboot needs the boot configuration: drop --runtime-only.")
     if restart_containers and runtime_only:
@@ -151,13 +148,17 @@ def apply(
     )
     if remote.is_fleet:
         no_root(root)
-        return _apply_fleet(job, yes, remote, fmt)
+        return _apply_fleet(job, yes, remote, out)
     engine = _engine(root, remote)
+    terminal = Terminal(yes, out)
     try:
-        done = apply_one(engine, job, Terminal(yes))
+        done = apply_one(engine, job, terminal)
     finally:
         engine.host.close()
-    return _applied(done, engine, job)
+    code = _applied(done, engine, job, terminal)
+    if out.json:
+        out.document(apply_document(done, engine.host, job))
+    return code
 
 
 def _engine(root: str | None, remote: RemoteOptions) -> Engine:
@@ -169,74 +170,103 @@ def _engine(root: str | None, remote: RemoteOptions) -> Engine:
 
 
 class Terminal(Show):
-    """One host's apply on the terminal: what will change, the question, what it came to."""
+    """One host's apply: what will change, the question, what it came to. In text, the output
+    (`-o`); with --format json, standard output is the one document at the end and these
+    sentences go to standard error. The question, and what it is about, go where the operator
+    reads: standard output on a terminal, else standard error."""
 
-    def __init__(self, yes: bool) -> None:
+    def __init__(self, yes: bool, out: Output) -> None:
         self.yes = yes
+        self.out = out
+        self.asks_on_stderr = out.json or out.to_file
+
+    def say(self, text: str, nl: bool = True) -> None:
+        if self.out.json:
+            click.echo(text, nl=nl, err=True)
+        else:
+            self.out.echo(text, nl=nl)
 
     def dry_run(self, host: Host, work: Work) -> None:
-        _reboot_why(work)
-        text = dry_run_text(work.steps, host)
+        self._reboot_why(work)
+        text = dry_run_text(work.steps, host, color=self.out.color)
         if work.promote:
             text += dry_run_text(
-                work.promote, host, "Once the boot is verified, appended to the run"
+                work.promote,
+                host,
+                "Once the boot is verified, appended to the run",
+                color=self.out.color,
             )
-        click.echo(text, nl=False)
+        self.say(text, nl=False)
 
     def confirm(self, host: Host, work: Work) -> None:
-        _reboot_why(work)
-        click.echo(summary(work), nl=False)
+        self._reboot_why(work)
+        err = self.asks_on_stderr
+        color = self.out.stderr_color if err else self.out.color
+        click.echo(summary(work, color), nl=False, err=err, color=color)
         if not self.yes and sys.stdin.isatty():
-            click.confirm(f"Apply {len(work.planned)} changes to {host.describe()}?", abort=True)
+            question = f"Apply {len(work.planned)} changes to {host.describe()}?"
+            click.confirm(question, abort=True, err=err)
 
     def probes(self, around: PhaseProbes) -> None:
         names = ", ".join(around.probes)
         if around.measured_after_boot:
-            click.echo(
+            self.say(
                 f"Probes {names} run before the first change; `tune verify` runs them again "
                 "after the boot."
             )
         else:
-            click.echo(f"Probes {names} run before the first change and after the last.")
+            self.say(f"Probes {names} run before the first change and after the last.")
 
     def applied(self, host: Host, applied: ApplyResult, kept: list[GateFailure]) -> None:
         for line in applied.unsupported:
-            click.echo(printable(line))  # it names the knob: a host's file name, maybe
-        click.echo(
-            f"Applied {applied.changes} changes to {host.describe()} (run {applied.run_id})."
-        )
+            self.say(printable(line))  # it names the knob: a host's file name, maybe
+        self.say(f"Applied {applied.changes} changes to {host.describe()} (run {applied.run_id}).")
         _kept(kept)
 
     def rebooting(self, host: Host, wait: float | None) -> None:
         if wait is None:
-            click.echo(f"Rebooting {host.describe()}; after the boot, run `tune verify`.")
+            self.say(f"Rebooting {host.describe()}; after the boot, run `tune verify`.")
         else:
-            click.echo(f"Rebooting {host.describe()}; waiting up to {wait:g} s for it.")
+            self.say(f"Rebooting {host.describe()}; waiting up to {wait:g} s for it.")
+
+    def _reboot_why(self, work: Work) -> None:
+        """How a rebooting apply reaches the new configuration, before anything is written."""
+        if work.reboot_why:
+            self.say(f"Reboot: {work.reboot_why}.")
 
 
-def _reboot_why(work: Work) -> None:
-    """How a rebooting apply reaches the new configuration, before anything is written."""
-    if work.reboot_why:
-        click.echo(f"Reboot: {work.reboot_why}.")
-
-
-def _applied(done: Done, engine: Engine, job: ApplyJob) -> int:
+def _applied(done: Done, engine: Engine, job: ApplyJob, terminal: Terminal) -> int:
     """What one host's apply says once it is over."""
     host = engine.host
     if done.applied is None:
         if not job.dry_run:
-            click.echo(f"In sync: nothing to change on {host.describe()}.")
+            terminal.say(f"In sync: nothing to change on {host.describe()}.")
         return ExitCode.IN_SYNC
     if done.verdict is not None and done.pending is not None:
-        return _verified(done.verdict, done.pending, host, done.kept)
+        return _verified(done.verdict, done.pending, host, done.kept, terminal.say)
     if done.pending is None and job.reboot:
-        click.echo("No boot configuration changed: not rebooting.")
+        terminal.say("No boot configuration changed: not rebooting.")
     elif done.pending is not None and not job.reboot:
-        click.echo(
+        terminal.say(
             "The boot configuration changed: it takes effect at the next boot. Reboot, then "
             f"run `{engine.verify_command()}`."
         )
     return ExitCode.IN_SYNC
+
+
+def apply_document(done: Done, host: Host, job: ApplyJob) -> dict[str, Any]:
+    """One host's apply as JSON: the same document a fleet's apply has for each host, and
+    whether a boot is still to come."""
+    from ..apply.engines import ApplyResult
+    from ..hosts.fleet import HostResult
+    from ..render.fleet import applied_document
+
+    result = None
+    if not job.dry_run:
+        value = done.applied or ApplyResult(run_id=None, changes=0)
+        result = HostResult(host.name, value=value)
+    document = applied_document(host.name, result, applied_part(done.work))
+    return document | {"boot_pending": done.pending is not None and done.verdict is None}
 
 
 @click.command()
@@ -247,9 +277,14 @@ def _applied(done: Done, engine: Engine, job: ApplyJob) -> int:
     help="Keep the boot configuration even when a probe gate fails after the boot.",
 )
 @click.option("--restart-containers", is_flag=True, help=RESTART_HELP)
+@output_options("text", "json")
 @remote_options
 def verify(
-    root: str | None, keep_on_regression: bool, restart_containers: bool, remote: RemoteOptions
+    root: str | None,
+    keep_on_regression: bool,
+    restart_containers: bool,
+    out: Output,
+    remote: RemoteOptions,
 ) -> int:
     """After the reboot that a reboot-phase apply prepared: check that the boot brought what it
     must (kernel parameters, NVIDIA majors of each container, the runtime part still held).
@@ -274,21 +309,48 @@ def verify(
         )
     finally:
         engine.host.close()
-    if verified is None:
-        click.echo(f"Nothing to verify on {engine.host.describe()}: no reboot-phase apply pending.")
+    host = engine.host
+    if out.json:
+        out.document(verify_document(host, verified))
         return ExitCode.IN_SYNC
-    return _verified(verified.verdict, verified.pending, engine.host, verified.kept)
+    if verified is None:
+        out.echo(f"Nothing to verify on {host.describe()}: no reboot-phase apply pending.")
+        return ExitCode.IN_SYNC
+    return _verified(verified.verdict, verified.pending, host, verified.kept, out.echo)
+
+
+def verify_document(host: Host, verified: BootHeld | None) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "status": "nothing-pending",
+        "run": None,
+        "held": [],
+        "promoted": False,
+        "kept_gates": [],
+    }
+    if verified is not None:
+        body = {
+            "status": "verified",
+            "run": verified.pending.run_id,
+            "held": verified.verdict.held,
+            "promoted": bool(verified.pending.promote),
+            "kept_gates": [{"probe": f.probe, "message": f.verdict.message} for f in verified.kept],
+        }
+    return documents.document("verify", documents.named(host.name), body)
 
 
 def _verified(
-    verdict: BootVerdict, pending: PendingBoot, host: Host, kept: list[GateFailure]
+    verdict: BootVerdict,
+    pending: PendingBoot,
+    host: Host,
+    kept: list[GateFailure],
+    say: Callable[[str], None],
 ) -> int:
     """What a verification that held says: each check, a promotion, the gates kept failing."""
     for line in verdict.held:
-        click.echo(f"ok  {printable(line)}")  # a value read back from the host
+        say(f"ok  {printable(line)}")  # a value read back from the host
     if pending.promote:
-        click.echo("The new boot configuration is now the default.")
-    click.echo(f"Verified run {pending.run_id} after the boot on {host.describe()}.")
+        say("The new boot configuration is now the default.")
+    say(f"Verified run {pending.run_id} after the boot on {host.describe()}.")
     _kept(kept)
     return ExitCode.IN_SYNC
 
@@ -300,7 +362,7 @@ def _one_remote(root: str | None, remote: RemoteOptions) -> Host:
     return remote.open()[0]
 
 
-def _apply_fleet(job: ApplyJob, yes: bool, remote: RemoteOptions, fmt: str) -> int:
+def _apply_fleet(job: ApplyJob, yes: bool, remote: RemoteOptions, out: Output) -> int:
     """Several hosts: the live settings only, each host through `reconciler.cli.fleet`."""
     from .fleet import apply_hosts
 
@@ -319,7 +381,7 @@ def _apply_fleet(job: ApplyJob, yes: bool, remote: RemoteOptions, fmt: str) -> i
         timeout=remote.command_timeout,
         forks=remote.forks,
         yes=yes,
-        as_json=fmt == "json",
+        out=out,
     )
 
 
@@ -339,10 +401,9 @@ def _plan_root(saved: saved_plans.SavedPlan, root: str | None) -> str | None:
     return root
 
 
-def summary(work: Work) -> str:
+def summary(work: Work, color: bool) -> str:
     from ..render.text import render
 
-    color = sys.stdout.isatty()
     lines = render(applied_part(work), color).splitlines()
     return "\n".join(lines[:-1]) + "\n"
 
@@ -350,8 +411,9 @@ def summary(work: Work) -> str:
 @click.command()
 @click.argument("run_id", required=False)
 @click.option("--root", metavar="DIR", help=ROOT_HELP)
+@output_options("text", "json")
 @remote_options
-def rollback(run_id: str | None, root: str | None, remote: RemoteOptions) -> int:
+def rollback(run_id: str | None, root: str | None, out: Output, remote: RemoteOptions) -> int:
     """Restore the values a run recorded, in reverse order: by default the newest run, and
     the interrupted runs right before it (a run applied with --after-interrupted over one).
     A damaged journal: the steps recorded before the damage are restored, then exit 6 with
@@ -364,31 +426,54 @@ def rollback(run_id: str | None, root: str | None, remote: RemoteOptions) -> int
     finally:
         engine.host.close()
     host = engine.host
+    if out.json:  # the whole outcome first, failures included; the exit code follows below
+        out.document(rollback_document(host, done))
     for one in done:
-        if one.already:
-            click.echo(f"Run {one.run_id} is already rolled back; nothing to do.")
-            continue
         result = one.result
+        if one.already:
+            if not out.json:
+                out.echo(f"Run {one.run_id} is already rolled back; nothing to do.")
+            continue
         if result.failures:
             raise ApplyFailed(
                 f"rollback of run {one.run_id} left {len(result.failures)} changes not restored: "
                 + "; ".join(result.failures)
             )
-        click.echo(
-            f"Rolled back run {one.run_id} on {host.describe()}: {result.restored} restored, "
-            f"{result.unchanged} already at their prior value."
-        )
+        if not out.json:
+            out.echo(
+                f"Rolled back run {one.run_id} on {host.describe()}: {result.restored} "
+                f"restored, {result.unchanged} already at their prior value."
+            )
     damaged = [one.damage for one in done if one.damage is not None]
     if damaged:  # what was readable is restored; what was not, the operator must see
         raise JournalError(*damaged[0].problems_after_rollback())
     return ExitCode.IN_SYNC
 
 
+def rollback_document(host: Host, done: Sequence[RollbackResult]) -> dict[str, Any]:
+    def status(one: RollbackResult) -> str:
+        if one.already:
+            return "already-rolled-back"
+        return "failed" if one.result.failures else "rolled-back"
+
+    runs = [
+        {
+            "run": one.run_id,
+            "status": status(one),
+            "restored": one.result.restored,
+            "unchanged": one.result.unchanged,
+            "failures": list(one.result.failures),
+        }
+        for one in done
+    ]
+    return documents.document("rollback", documents.named(host.name), {"runs": runs})
+
+
 @click.command()
 @click.option("--root", metavar="DIR", help="Read a snapshot directory instead of this machine.")
-@format_option("text", "json")
+@output_options("text", "json")
 @remote_options
-def history(root: str | None, fmt: str, remote: RemoteOptions) -> int:
+def history(root: str | None, out: Output, remote: RemoteOptions) -> int:
     """List the runs journaled on the host: time, profile, outcome, number of changes. A
     damaged journal's run is listed as far as it reads, outcome "damaged"; then exit 6."""
     # Read-only: only apply and rollback write (mypy holds it).
@@ -397,13 +482,13 @@ def history(root: str | None, fmt: str, remote: RemoteOptions) -> int:
         runs, damaged = every_run(host)
     finally:
         host.close()
-    _history_table(host, runs, {d.readable.run_id for d in damaged}, fmt)
+    _history_table(host, runs, {d.readable.run_id for d in damaged}, out)
     if damaged:  # after the table: the other runs are still worth seeing
         raise JournalError(*(p for d in damaged for p in d.problems()))
     return ExitCode.IN_SYNC
 
 
-def _history_table(host: ReadableHost, runs: list[Run], damaged: set[str], fmt: str) -> None:
+def _history_table(host: ReadableHost, runs: list[Run], damaged: set[str], out: Output) -> None:
     rows = [
         {
             "run_id": run.run_id,
@@ -416,11 +501,11 @@ def _history_table(host: ReadableHost, runs: list[Run], damaged: set[str], fmt: 
         }
         for run in runs
     ]
-    if fmt == "json":
-        click.echo(json.dumps(rows, indent=2))
+    if out.json:
+        out.document(documents.document("history", documents.named(host.name), {"runs": rows}))
         return
     if not rows:
-        click.echo(f"No tune runs on {host.describe()}.")
+        out.echo(f"No tune runs on {host.describe()}.")
         return
     header = ("RUN", "STARTED", "PROFILE", "PHASE", "OUTCOME", "CHANGES")
     table = [header] + [
@@ -437,4 +522,4 @@ def _history_table(host: ReadableHost, runs: list[Run], damaged: set[str], fmt: 
     cells = [[printable(cell) for cell in row] for row in table]  # the journals' own text
     widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
     for row in cells:
-        click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+        out.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())

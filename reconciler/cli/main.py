@@ -9,12 +9,13 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import click
 
 from .. import __version__
-from ..errors import ExitCode, TuneError, UsageError
+from ..errors import ExitCode, ProfileError, TuneError, UsageError
 from ..hosts.archive import write_archive
 from ..hosts.base import FULL, ReadableHost
 from ..hosts.fleet import fleet_exit_code, for_each_host
@@ -23,10 +24,10 @@ from ..plan.make import make_plan
 from ..plan.model import Plan
 from ..plan.observe import observation, observe, request
 from ..profile.load import LoadedProfile, load_profile, schema
-from ..render import RENDERERS
+from ..render import RENDERERS, documents
 from ..render import fleet as fleet_render
 from ..render.printable import printable
-from .options import format_option
+from .output import STDOUT, Output, output_options
 from .remote import RemoteOptions, no_root, on_one_host, progress_on_terminal, remote_options
 
 ROOT_HELP = "Read the host from a snapshot directory or .tar.gz instead of this machine."
@@ -81,24 +82,25 @@ def cli() -> None:
 @cli.command()
 @profile_arg
 @click.option("--root", metavar="PATH", help=ROOT_HELP)
-@format_option("text", *sorted(set(RENDERERS) - {"text"}))
+@output_options("text", *sorted(set(RENDERERS) - {"text"}))
 @click.option(
-    "-o", "--output", metavar="FILE.json", help="Save the plan here (default .tune/plan.json)."
+    "--save",
+    metavar="FILE.json",
+    help=f"Save the plan for `tune apply` here (default {saved.DEFAULT}).",
 )
 @click.option("--no-persist", is_flag=True, help="Leave tune's boot-time files out of the plan.")
 @remote_options
 def plan(
     profile: str,
     root: str | None,
-    fmt: str,
-    output: str | None,
+    out: Output,
+    save: str | None,
     no_persist: bool,
     remote: RemoteOptions,
 ) -> int:
     """Show what differs between PROFILE and the host(s), and why. Changes nothing on a host;
-    for one host, saves the plan for `tune apply` (.tune/plan.json, or -o FILE)."""
+    for one host, saves the plan for `tune apply` (.tune/plan.json, or --save FILE)."""
     loaded = load_profile(profile)
-    color = fmt == "text" and sys.stdout.isatty() and "NO_COLOR" not in os.environ
 
     # Only a profile with optional entries pays for reading the last run's journal: it says
     # which of them the kernel refused there.
@@ -118,15 +120,15 @@ def plan(
     if remote.is_fleet:
         no_root(root)
         results = for_each_host(remote.open(), plan_of, remote.forks, progress_on_terminal())
-        click.echo(fleet_render.render(results, fmt, color), nl=False, color=color)
+        out.echo(fleet_render.render(results, out.fmt, out.color), nl=False)
         return fleet_exit_code(results, lambda p: p.is_clean)
     result = on_one_host(root, remote, plan_of)
-    click.echo(RENDERERS[fmt](result, color), nl=False, color=color)
+    out.echo(RENDERERS[out.fmt](result, out.color), nl=False)
     # A saved plan is applied where it was made; apply over SSH does not exist yet, so a remote
     # plan is not saved (`tune apply` would otherwise take it for this machine's).
     if not remote.wanted:
         try:
-            saved.save(output or saved.DEFAULT, loaded, result, root, not no_persist)
+            saved.save(save or saved.DEFAULT, loaded, result, root, not no_persist)
         except OSError as exc:
             click.echo(f"tune: could not save the plan ({exc.strerror}): {exc.filename}", err=True)
         except TuneError as exc:
@@ -139,7 +141,7 @@ def plan(
     "profile", required=False, type=click.Path(exists=True, dir_okay=False, readable=True)
 )
 @click.option("--root", metavar="PATH", help=ROOT_HELP)
-@format_option("text", "json")
+@output_options("text", "json")
 @click.option("--quiet", is_flag=True, help="Print nothing when in sync; one line per drift.")
 @click.option(
     "--prometheus", metavar="FILE", help="Write node_exporter textfile metrics to FILE atomically."
@@ -154,7 +156,7 @@ def plan(
 def check_cmd(
     profile: str | None,
     root: str | None,
-    fmt: str,
+    out: Output,
     quiet: bool,
     prometheus: str | None,
     since_apply: bool,
@@ -171,7 +173,7 @@ def check_cmd(
     from ..drift.check import DriftReport, run_check
     from ..render import check as render_check
 
-    color = fmt == "text" and sys.stdout.isatty() and "NO_COLOR" not in os.environ
+    fmt, color = out.fmt, out.color
 
     def check_of(host: ReadableHost) -> DriftReport:
         return run_check(host, profile, since_apply=since_apply, with_persistence=not no_persist)
@@ -181,7 +183,7 @@ def check_cmd(
             raise UsageError("--prometheus describes one host; run it on each host instead.")
         no_root(root)
         results = for_each_host(remote.open(), check_of, remote.forks, progress_on_terminal())
-        click.echo(render_check.fleet(results, fmt, quiet=quiet, color=color), nl=False)
+        out.echo(render_check.fleet(results, fmt, quiet=quiet, color=color), nl=False)
         return fleet_exit_code(results, lambda r: r.in_sync)
     try:
         report = on_one_host(root, remote, check_of)
@@ -189,7 +191,7 @@ def check_cmd(
         if prometheus:
             metrics.write_atomically(prometheus, metrics.exposition(None, time.time()))
         raise
-    click.echo(render_check.render(report, fmt, quiet=quiet, color=color), nl=False, color=color)
+    out.echo(render_check.render(report, fmt, quiet=quiet, color=color), nl=False)
     if prometheus:
         metrics.write_atomically(prometheus, metrics.exposition(report, time.time()))
     return ExitCode.IN_SYNC if report.in_sync else ExitCode.CHANGES
@@ -197,39 +199,99 @@ def check_cmd(
 
 @cli.command()
 @profile_arg
-def validate(profile: str) -> int:
+@output_options("text", "json")
+def validate(profile: str, out: Output) -> int:
     """Check PROFILE (and every profile it extends) without reading a host."""
-    loaded = load_profile(profile)
+    try:
+        loaded = load_profile(profile)
+    except ProfileError as exc:
+        if out.json:  # the problems as data too, for an editor or CI; the exit code says 65
+            out.document(validation_document(profile, None, exc.problems()))
+        raise
+    if out.json:
+        out.document(validation_document(profile, loaded, []))
+        return ExitCode.IN_SYNC
     parents = f" (with {', '.join(loaded.files[:-1])})" if len(loaded.files) > 1 else ""
-    click.echo(f"{profile}: valid profile {loaded.profile.name!r}{parents}")
+    out.echo(f"{profile}: valid profile {loaded.profile.name!r}{parents}")
     return ExitCode.IN_SYNC
 
 
+def validation_document(
+    path: str, loaded: LoadedProfile | None, problems: list[str]
+) -> dict[str, Any]:
+    return documents.versioned(
+        "validate",
+        {
+            "profile": path,
+            "valid": loaded is not None,
+            "name": loaded.profile.name if loaded else None,
+            "files": list(loaded.files) if loaded else [],
+            "problems": problems,
+        },
+    )
+
+
+def schema_options(command: Callable[..., int]) -> Callable[..., int]:
+    """`--profile` (the default), then `--plan`, `--check`, ...: one flag a schema, one choice."""
+    flags = [("profile", "The profile's schema, for editor completion (the default).")]
+    flags += [(kind, f"The schema of `tune {kind} --format json`.") for kind in documents.KINDS]
+    for kind, help in reversed(flags):
+        # Only the first has a default: flags that share a destination and each declared one
+        # would compete for it.
+        if kind == "profile":
+            option = click.option("--profile", "which", flag_value=kind, default=True, help=help)
+        else:
+            option = click.option(f"--{kind}", "which", flag_value=kind, help=help)
+        command = option(command)
+    return command
+
+
 @cli.command("schema")
-def schema_cmd() -> int:
-    """Print the profile's JSON Schema (for editor completion)."""
-    click.echo(json.dumps(schema(), indent=2))
+@schema_options
+def schema_cmd(which: str) -> int:
+    """Print a JSON Schema: the profile's (the default), or that of a command's --format json."""
+    from ..render.schemas import SCHEMAS
+
+    document = schema() if which == "profile" else SCHEMAS[which]
+    click.echo(json.dumps(document, indent=2))
     return ExitCode.IN_SYNC
 
 
 @cli.command()
 @profile_arg
-@click.option("-o", "--output", required=True, metavar="FILE.tar.gz", help="Archive to write.")
+@click.option(
+    "-o",
+    "--output",
+    required=True,
+    metavar="FILE.tar.gz",
+    help="Archive to write; - writes it to standard output (then the summary is on stderr).",
+)
 @click.option("--root", metavar="PATH", help=ROOT_HELP)
+@output_options("text", "json", output=False)
 @remote_options
-def snapshot(profile: str, output: str, root: str | None, remote: RemoteOptions) -> int:
+def snapshot(
+    profile: str, output: str, root: str | None, out: Output, remote: RemoteOptions
+) -> int:
     """Capture exactly the files PROFILE reads from the host, for offline plans."""
     loaded: LoadedProfile = load_profile(profile)
     if remote.is_fleet:
         raise UsageError("snapshot reads one host; give a single -H.")
-    source: list[str] = []
+    source: list[ReadableHost] = []
 
     def capture(host: ReadableHost) -> int:
-        source.append(host.describe())
-        return write_archive(host.fetch(request(loaded.profile)), output)
+        source.append(host)
+        archive = sys.stdout.buffer if output == STDOUT else output
+        return write_archive(host.fetch(request(loaded.profile)), archive)
 
     count = on_one_host(root, remote, capture)
-    click.echo(f"{output}: {count} files from {source[0]}")
+    if output == STDOUT:  # standard output is the archive
+        out = dataclasses.replace(out, stream=sys.stderr)
+    if out.json:
+        body = {"archive": output, "files": count, "profile": loaded.path}
+        host = {"name": source[0].name, "source": source[0].describe()}
+        out.document(documents.document("snapshot", host, body))
+    else:
+        out.echo(f"{output}: {count} files from {source[0].describe()}")
     return ExitCode.IN_SYNC
 
 

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 
-from ..cli.options import format_option
+from ..cli.output import Output, output_options
 from ..cli.remote import RemoteOptions, on_one_host, remote_options
 from ..errors import ExitCode, UsageError
 from ..hosts.base import Host
 from ..profile.load import load_profile
+from ..render import documents
 
 ROOT_HELP = "Read the host from a snapshot directory instead of this machine."
 
@@ -18,9 +17,9 @@ ROOT_HELP = "Read the host from a snapshot directory instead of this machine."
 @click.command("probe")
 @click.argument("profile", type=click.Path(exists=True, dir_okay=False, readable=True))
 @click.option("--root", metavar="PATH", help=ROOT_HELP)
-@format_option("text", "json")
+@output_options("text", "json")
 @remote_options
-def probe_cmd(profile: str, root: str | None, fmt: str, remote: RemoteOptions) -> int:
+def probe_cmd(profile: str, root: str | None, out: Output, remote: RemoteOptions) -> int:
     """Run PROFILE's probes on the host and print median, min and max of each.
 
     \b
@@ -42,7 +41,10 @@ def probe_cmd(profile: str, root: str | None, fmt: str, remote: RemoteOptions) -
         raise UsageError("tune probe measures one -H host at a time.")
     probes = loaded.profile.probes
 
+    names: list[str] = []
+
     def measure(host: Host) -> list[ProbeResult]:
+        names.append(host.name)
         execute, env = engine_for(host, root=root, timeout=remote.command_timeout).probe_executor()
         return [run_probe(name, spec, execute, env) for name, spec in probes.items()]
 
@@ -54,20 +56,16 @@ def probe_cmd(profile: str, root: str | None, fmt: str, remote: RemoteOptions) -
         if (spec := loaded.profile.probes[r.name]).gate is not None
         and not (v := judge(spec.gate, spec.better, None, r.median)).ok
     ]
-    if fmt == "json":
-        click.echo(
-            json.dumps(
-                {
-                    "probes": [r.to_json() for r in results],
-                    "gates": [{"probe": n, "message": m} for n, m in failed_gates],
-                },
-                indent=2,
-            )
-        )
+    if out.json:
+        body = {
+            "probes": [r.to_json() for r in results],
+            "gates": [{"probe": n, "message": m} for n, m in failed_gates],
+        }
+        out.document(documents.document("probe", documents.named(names[0]), body))
     else:
-        click.echo(render(results), nl=False)
+        out.echo(render(results), nl=False)
         for name, message in failed_gates:
-            click.echo(f"gate failed: {name}: {message}")
+            out.echo(f"gate failed: {name}: {message}")
     if any(not r.ok for r in results):
         return ExitCode.HOST_ERROR
     return ExitCode.CHANGES if failed_gates else ExitCode.IN_SYNC

@@ -25,7 +25,9 @@ def applied_part(work: Work) -> Plan:
     )
 
 
-def dry_run_text(steps: tuple[Step, ...], host: ReadableHost, later: str | None = None) -> str:
+def dry_run_text(
+    steps: tuple[Step, ...], host: ReadableHost, later: str | None = None, *, color: bool = False
+) -> str:
     from ..plan.model import Value
 
     def show(value: Value) -> str:
