@@ -130,7 +130,8 @@ def test_dry_run_prints_exact_operations_and_writes_nothing(untuned: Path) -> No
     assert "run setpci -s 0000:41:00.0 CAP_EXP+8.w=5000:7000" in result.out
     assert "run modprobe nvidia_peermem" in result.out
     assert "write file /etc/sysctl.d/90-tune.conf (mode 0644" in result.out
-    assert "| net.ipv4.tcp_rmem = 4096 87380 268435456" in result.out
+    assert "--- /dev/null\n        +++ b/etc/sysctl.d/90-tune.conf\n" in result.out
+    assert "\n        +net.ipv4.tcp_rmem = 4096 87380 268435456\n" in result.out
     assert tree(untuned) == before
     assert not (untuned / "var").exists() and not (untuned / "run").exists()
 

@@ -46,7 +46,7 @@ CHANGE = record(
         "priority": {"enum": ["P0", "P1", "P2"]},
         "reason": STRING,
     },
-    {"optional": {"type": "boolean"}, "diff": STRING},
+    {"optional": {"type": "boolean"}},
 )
 PENDING = record({"id": STRING, "running": VALUE, "configured": VALUE, "action": STRING})
 CHECK = record(
