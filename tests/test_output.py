@@ -282,3 +282,26 @@ def test_no_color_is_honoured_on_a_terminal(command: str, tmp_path: Path) -> Non
     if command == "apply":
         run_tune("rollback", "--root", root)
     assert "\x1b[" in _on_a_terminal(*args, env={"NO_COLOR": ""})
+
+
+PROBED = """
+name: probed
+probes:
+  swappiness:
+    run: [sh, -c, 'echo "value: $(cat "$TUNE_ROOT/proc/sys/vm/swappiness")"']
+    metric: 'value: ([0-9]+)'
+    repeat: 3
+"""
+
+
+def test_probes_show_progress_on_a_terminal_only(tmp_path: Path) -> None:
+    probed = profile(tmp_path, PROBED)
+    seen = _on_a_terminal("probe", probed, "--root", UNTUNED, env={})
+    last = "Probe swappiness: run 3 of 3"
+    assert f"\r{last}" in seen
+    cleared = "\r" + " " * len(last) + "\r"  # before the table, which follows whole
+    assert "swappiness" in seen.split(cleared)[1]
+    as_json = _on_a_terminal("probe", probed, "--root", UNTUNED, "--format", "json", env={})
+    assert "Probe swappiness: run" not in as_json
+    piped = run_tune("probe", probed, "--root", UNTUNED)
+    assert "Probe swappiness: run" not in piped.err + piped.out

@@ -179,8 +179,10 @@ class Terminal(Show):
         self.yes = yes
         self.out = out
         self.asks_on_stderr = out.json or out.to_file
+        self.waiting = out.progress()
 
     def say(self, text: str, nl: bool = True) -> None:
+        self.waiting.clear()
         if self.out.json:
             click.echo(text, nl=nl, err=True)
         else:
@@ -202,6 +204,7 @@ class Terminal(Show):
         self._reboot_why(work)
         err = self.asks_on_stderr
         color = self.out.stderr_color if err else self.out.color
+        self.waiting.clear()
         click.echo(summary(work, color), nl=False, err=err, color=color)
         if not self.yes and sys.stdin.isatty():
             question = f"Apply {len(work.planned)} changes to {host.describe()}?"
@@ -222,6 +225,9 @@ class Terminal(Show):
             self.say(printable(line))  # it names the knob: a host's file name, maybe
         self.say(f"Applied {applied.changes} changes to {host.describe()} (run {applied.run_id}).")
         _kept(kept)
+
+    def progress(self, text: str) -> None:
+        self.waiting(text)
 
     def rebooting(self, host: Host, wait: float | None) -> None:
         if wait is None:

@@ -42,7 +42,7 @@ def apply_hosts(
             job,
             show,
             forks=forks,
-            progress=progress_on_terminal(),
+            progress=progress_on_terminal(out),
         )
     finally:
         for host in hosts:

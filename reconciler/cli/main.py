@@ -119,7 +119,7 @@ def plan(
 
     if remote.is_fleet:
         no_root(root)
-        results = for_each_host(remote.open(), plan_of, remote.forks, progress_on_terminal())
+        results = for_each_host(remote.open(), plan_of, remote.forks, progress_on_terminal(out))
         out.echo(fleet_render.render(results, out.fmt, out.color), nl=False)
         return fleet_exit_code(results, lambda p: p.is_clean)
     result = on_one_host(root, remote, plan_of)
@@ -182,7 +182,7 @@ def check_cmd(
         if prometheus:
             raise UsageError("--prometheus describes one host; run it on each host instead.")
         no_root(root)
-        results = for_each_host(remote.open(), check_of, remote.forks, progress_on_terminal())
+        results = for_each_host(remote.open(), check_of, remote.forks, progress_on_terminal(out))
         out.echo(render_check.fleet(results, fmt, quiet=quiet, color=color), nl=False)
         return fleet_exit_code(results, lambda r: r.in_sync)
     try:

@@ -77,6 +77,10 @@ class Output:
             # color=True: `--color always` keeps its escapes in a pipe, where click strips them.
             click.echo(text, file=self.stream, nl=nl, color=self.color)
 
+    def progress(self) -> Progress:
+        """A status line for a long wait: on a terminal only, never with JSON."""
+        return Progress(not self.json and sys.stderr.isatty())
+
     def document(self, data: Any) -> None:
         """A JSON document, indented as every command writes one."""
         self.echo(json.dumps(data, indent=2))
@@ -89,6 +93,28 @@ class Output:
         assert self.path is not None
         write_atomically(self.path, "".join(self._held))
         self._held.clear()
+
+
+class Progress:
+    """One status line on standard error, rewritten in place while a wait lasts (`\\r`, no
+    terminal escapes: TERM=dumb reads it too); `clear` before the next line of output."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.width = 0
+
+    def __call__(self, text: str) -> None:
+        if not self.enabled:
+            return
+        sys.stderr.write("\r" + text.ljust(self.width))
+        sys.stderr.flush()
+        self.width = len(text)
+
+    def clear(self) -> None:
+        if self.width:
+            sys.stderr.write("\r" + " " * self.width + "\r")
+            sys.stderr.flush()
+            self.width = 0
 
 
 def write_atomically(path: str, content: str) -> None:

@@ -42,14 +42,18 @@ def probe_cmd(profile: str, root: str | None, out: Output, remote: RemoteOptions
     probes = loaded.profile.probes
 
     names: list[str] = []
+    waiting = out.progress()
 
     def measure(host: Host) -> list[ProbeResult]:
         names.append(host.name)
         execute, env = engine_for(host, root=root, timeout=remote.command_timeout).probe_executor()
-        return [run_probe(name, spec, execute, env) for name, spec in probes.items()]
+        return [run_probe(name, spec, execute, env, waiting) for name, spec in probes.items()]
 
     # Opening the host refuses a missing snapshot before anything runs.
-    results = on_one_host(root, remote, measure)
+    try:
+        results = on_one_host(root, remote, measure)
+    finally:
+        waiting.clear()
     failed_gates = [
         (r.name, v.message)
         for r in results
