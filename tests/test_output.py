@@ -142,6 +142,7 @@ COMMANDS = {
     "verify": ("verify", "--root", "{root}"),
     "probe": ("probe", "{small}", "--root", "{root}"),
     "apply": ("apply", "{small}", "--dry-run", "--no-probes", "--root", "{root}"),
+    "schema": ("schema", "--plan"),
 }
 
 
@@ -154,7 +155,8 @@ def _args(command: str, root: Path, small: Path) -> list[str]:
 def test_dash_o_writes_what_stdout_would_have_had(
     command: str, fmt: str, applied: tuple[Path, Path], tmp_path: Path
 ) -> None:
-    fmt = "markdown" if command == "report" and fmt == "text" else fmt  # a report's text
+    if fmt == "text":  # a report's text is Markdown; a schema is JSON only
+        fmt = {"report": "markdown", "schema": "json"}.get(command, fmt)
     args = [*_args(command, *applied), "--format", fmt]
     printed = run_tune(*args)
     target = tmp_path / "out.md"  # the suffix says nothing: --format does

@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import gc
 import importlib
-import json
 import os
 import sys
 import time
@@ -248,12 +247,12 @@ def schema_options(command: Callable[..., int]) -> Callable[..., int]:
 
 @cli.command("schema")
 @schema_options
-def schema_cmd(which: str) -> int:
+@output_options("json")
+def schema_cmd(which: str, out: Output) -> int:
     """Print a JSON Schema: the profile's (the default), or that of a command's --format json."""
     from ..render.schemas import SCHEMAS
 
-    document = schema() if which == "profile" else SCHEMAS[which]
-    click.echo(json.dumps(document, indent=2))
+    out.document(schema() if which == "profile" else SCHEMAS[which])
     return ExitCode.IN_SYNC
 
 
