@@ -39,7 +39,7 @@ probes:
   swappiness:
     run: [sh, -c, 'echo "value: $(cat "$TUNE_ROOT/proc/sys/vm/swappiness")"']
     metric: 'value: ([0-9]+)'
-    better: lower
+    repeat: 3
 """
 
 
@@ -286,18 +286,8 @@ def test_no_color_is_honoured_on_a_terminal(command: str, tmp_path: Path) -> Non
     assert "\x1b[" in _on_a_terminal(*args, env={"NO_COLOR": ""})
 
 
-PROBED = """
-name: probed
-probes:
-  swappiness:
-    run: [sh, -c, 'echo "value: $(cat "$TUNE_ROOT/proc/sys/vm/swappiness")"']
-    metric: 'value: ([0-9]+)'
-    repeat: 3
-"""
-
-
 def test_probes_show_progress_on_a_terminal_only(tmp_path: Path) -> None:
-    probed = profile(tmp_path, PROBED)
+    probed = profile(tmp_path, SMALL)
     seen = _on_a_terminal("probe", probed, "--root", UNTUNED, env={})
     last = "Probe swappiness: run 3 of 3"
     assert f"\r{last}" in seen
@@ -307,3 +297,9 @@ def test_probes_show_progress_on_a_terminal_only(tmp_path: Path) -> None:
     assert "Probe swappiness: run" not in as_json
     piped = run_tune("probe", probed, "--root", UNTUNED)
     assert "Probe swappiness: run" not in piped.err + piped.out
+
+
+def test_the_suffix_of_the_output_file_does_not_choose_the_format(tmp_path: Path) -> None:
+    target = tmp_path / "audit.json"
+    run_tune("audit", "--root", UNTUNED, "-o", target)
+    assert target.read_text() == run_tune("audit", "--root", UNTUNED).out, "text, the default"
