@@ -15,10 +15,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import click
 import jsonschema
 import pytest
 from conftest import BLACKWELL, PROJECT, TUNED, UNTUNED, copy_host, profile, run_tune
 
+from reconciler.cli.main import cli
 from reconciler.cli.output import wants_color
 from reconciler.errors import HostError
 from reconciler.hosts.directory import SnapshotHost
@@ -303,3 +305,17 @@ def test_the_suffix_of_the_output_file_does_not_choose_the_format(tmp_path: Path
     target = tmp_path / "audit.json"
     run_tune("audit", "--root", UNTUNED, "-o", target)
     assert target.read_text() == run_tune("audit", "--root", UNTUNED).out, "text, the default"
+
+
+def test_every_command_with_json_has_a_published_schema_and_the_output_options() -> None:
+    context = click.Context(cli)
+    with_json = set()
+    for name in cli.list_commands(context):
+        command = cli.get_command(context, name)
+        assert command is not None
+        options = {flag: p for p in command.params for flag in getattr(p, "opts", [])}
+        assert {"-o", "--color", "--format"} <= set(options), f"tune {name}"
+        fmt = options.get("--format")
+        if isinstance(fmt, click.Option) and "json" in getattr(fmt.type, "choices", ()):
+            with_json.add(name)
+    assert with_json - {"schema"} == set(KINDS)
