@@ -319,3 +319,28 @@ def test_every_command_with_json_has_a_published_schema_and_the_output_options()
         if isinstance(fmt, click.Option) and "json" in getattr(fmt.type, "choices", ()):
             with_json.add(name)
     assert with_json - {"schema"} == set(KINDS)
+
+
+def test_history_writes_its_table_to_the_file_before_a_damaged_journal_exits_6(
+    applied: tuple[Path, Path], tmp_path: Path
+) -> None:
+    root, _ = applied
+    (journal,) = (root / "var/lib/tune/runs").glob("*.jsonl")
+    journal.write_bytes(journal.read_bytes() + b'{"type": "wri\n{"type": "end"}\n')
+    target = tmp_path / "history.txt"
+    result = run_tune("history", "--root", root, "-o", target)
+    assert result.code == 6, result.err
+    assert "damaged" in target.read_text()
+
+
+def test_an_interrupted_command_leaves_no_half_written_output(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def interrupted(*args: object) -> None:
+        raise KeyboardInterrupt  # after the plan was rendered, while it is being saved
+
+    monkeypatch.setattr("reconciler.plan.saved.save", interrupted)
+    target = tmp_path / "plan.txt"
+    result = run_tune("plan", BLACKWELL, "--root", UNTUNED, "-o", target)
+    assert result.code == 130
+    assert not target.exists()

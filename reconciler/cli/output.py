@@ -20,7 +20,7 @@ from typing import IO, Any
 
 import click
 
-from ..errors import OutputError
+from ..errors import OutputError, TuneError
 from ..hosts.base import FULL, write_error
 from .options import format_option
 
@@ -151,7 +151,7 @@ def output_options(
 ) -> Callable[[Callable[..., int]], Callable[..., int]]:
     """`--format` (the first of `formats` the default), `-o/--output FILE` and `--color`; the
     command receives them as one `out: Output`, whose file is written when the command ends
-    (also when it fails after writing: `tune history`'s table before its exit 6). `output`
+    (also on an error after output: `tune history`'s table before its exit 6). `output`
     False: the command has its own `-o` (snapshot's archive)."""
 
     def decorate(command: Callable[..., int]) -> Callable[..., int]:
@@ -163,9 +163,13 @@ def output_options(
                 kwargs.pop("color_choice"),
             )
             try:
-                return command(*args, out=out, **kwargs)
-            finally:
+                code = command(*args, out=out, **kwargs)
+            except TuneError:  # a result with its exit code: what was said is the output
                 out.close()
+                raise
+            # Anything else (Ctrl-C, a bug) leaves the file as it was: no half a report.
+            out.close()
+            return code
 
         decorated: Callable[..., int] = color_option(wrapper)
         if output:
