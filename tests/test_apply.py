@@ -20,7 +20,7 @@ from reconciler.profile.load import load_profile
 
 
 def runtime_changes(root: Path, profile: Path = BLACKWELL) -> list[dict]:
-    result = run_tune("plan", profile, "--root", root, "--format", "json", "-o", "p.json")
+    result = run_tune("plan", profile, "--root", root, "--format", "json", "--save", "p.json")
     return [c for c in json.loads(result.out)["changes"] if c["phase"] == "runtime"]
 
 
@@ -83,7 +83,7 @@ def test_rollback_restores_every_byte_and_history_says_so(untuned: Path) -> None
     assert tree(untuned) == before
     assert not (untuned / PROFILE.lstrip("/")).exists()
     history = run_tune("history", "--root", untuned, "--format", "json")
-    (row,) = json.loads(history.out)
+    (row,) = json.loads(history.out)["runs"]
     assert row["outcome"] == "rolled-back" and row["changes"] == 281
     assert row["profile"] == "blackwell-8x"
     text = run_tune("history", "--root", untuned).out
@@ -133,7 +133,8 @@ def test_dry_run_prints_exact_operations_and_writes_nothing(untuned: Path) -> No
     assert "run setpci -s 0000:41:00.0 CAP_EXP+8.w=5000:7000" in result.out
     assert "run modprobe nvidia_peermem" in result.out
     assert "write file /etc/sysctl.d/90-tune.conf (mode 0644" in result.out
-    assert "| net.ipv4.tcp_rmem = 4096 87380 268435456" in result.out
+    assert "--- /dev/null\n        +++ b/etc/sysctl.d/90-tune.conf\n" in result.out
+    assert "\n        +net.ipv4.tcp_rmem = 4096 87380 268435456\n" in result.out
     assert tree(untuned) == before
     assert not (untuned / "var").exists() and not (untuned / "run").exists()
 
@@ -156,7 +157,7 @@ def test_saved_plan_is_applied_after_reobserving(untuned: Path) -> None:
 
 
 def test_stale_plan_is_refused_with_what_moved(untuned: Path) -> None:
-    assert run_tune("plan", BLACKWELL, "--root", untuned, "-o", "plan.json").code == 2
+    assert run_tune("plan", BLACKWELL, "--root", untuned, "--save", "plan.json").code == 2
     write(untuned, "/proc/sys/vm/swappiness", "30\n")
     before = tree(untuned)
     result = run_tune("apply", "--yes", "plan.json", "--runtime-only")

@@ -32,7 +32,17 @@ def audit_json(root: object, *args: str) -> tuple[int, dict]:
 def test_untuned_host_json_contract() -> None:
     code, report = audit_json(UNTUNED)
     assert code == 2
-    assert list(report) == ["host", "findings", "good", "not_issues"]
+    assert list(report) == [
+        "format_version",
+        "kind",
+        "host",
+        "status",
+        "findings",
+        "good",
+        "not_issues",
+    ]
+    assert report["status"] == "actionable"
+    assert (report["format_version"], report["kind"]) == (1, "audit")
     assert all(list(f) == FINDING_KEYS for f in report["findings"])
     by_id = {f["id"]: f for f in report["findings"]}
     assert {i for i, f in by_id.items() if f["actionable"]} == UNTUNED_ACTIONABLE
@@ -74,9 +84,10 @@ def test_tuned_host_has_nothing_actionable() -> None:
 
 def test_markdown_report_reads_like_a_hand_written_audit(tmp_path: Path) -> None:
     target = tmp_path / "report.md"
-    result = run_tune("audit", "--root", UNTUNED, "-o", target)
+    result = run_tune("audit", "--root", UNTUNED, "--format", "markdown", "-o", target)
     assert result.code == 2
-    assert result.out.startswith(f"{target}: 18 findings: 17 actionable")
+    assert result.out == "", "-o FILE takes the output; where it went is said on stderr"
+    assert result.err.startswith(f"{target}: 18 findings: 17 actionable")
     text = target.read_text()
     for line in (
         "# Host audit: gpu-node-07",

@@ -22,7 +22,7 @@ from reconciler.plan.make import make_plan
 from reconciler.plan.model import Plan
 from reconciler.plan.observe import observe
 from reconciler.profile.load import load_profile
-from reconciler.render import fleet
+from reconciler.render import as_json, fleet
 
 
 class CountingHost(Host):
@@ -137,18 +137,31 @@ def test_fleet_text_is_a_table_then_details_of_hosts_not_in_sync() -> None:
     assert "== tuned-1" not in details, "hosts in sync have no details"
 
 
-def test_fleet_json_has_one_object_per_host() -> None:
+def test_fleet_json_is_a_list_of_the_one_host_documents() -> None:
     objects = json.loads(fleet.render(fleet_of_snapshots(), "json", color=False))
-    assert [(o["host"], o["status"]) for o in objects] == [
-        ("tuned-1", "in sync"),
-        ("untuned-1", "286 changes, 3 failed checks"),
-        ("down-1", "error"),
+    assert [(o["target"], o["kind"], o["status"]) for o in objects] == [
+        ("tuned-1", "plan", "in-sync"),
+        ("untuned-1", "plan", "changes"),
+        ("down-1", "plan", "error"),
     ]
-    assert objects[0]["plan"]["changes"] == []
+    single = json.loads(as_json(fleet_of_snapshots()[0].value))
+    assert objects[0] == single | {"target": "tuned-1"}, "the same object as for one host"
+    assert objects[1]["summary"] | {"in_sync": 0} == {
+        "changes": 286,
+        "runtime": 281,
+        "reboot": 5,
+        "in_sync": 0,
+        "pending": 0,
+        "checks": 11,
+        "failed_checks": 3,
+    }
     assert objects[2] == {
-        "host": "down-1",
+        "format_version": 1,
+        "kind": "plan",
+        "host": {"name": "down-1"},
         "status": "error",
         "error": "down-1: cannot connect to down-1:22: refused.",
+        "target": "down-1",
     }
 
 
@@ -210,13 +223,14 @@ def test_a_fleet_audit_in_json_is_one_host_s_object_for_each_host() -> None:
     results = audit_of_snapshots()
     objects = json.loads(audit_fleet.render(results, "json", color=False))
     one = run_tune("audit", "--root", UNTUNED, "--format", "json")
-    assert [(o["host"], o["status"]) for o in objects] == [
+    assert [(o["target"], o["status"]) for o in objects] == [
         ("tuned-1", "clean"),
-        ("untuned-1", "17 actionable"),
+        ("untuned-1", "actionable"),
         ("down-1", "error"),
     ]
-    untuned = objects[1]["audit"]
-    assert untuned["findings"] == json.loads(one.out)["findings"]
+    assert {o["kind"] for o in objects} == {"audit"}
+    untuned = objects[1]
+    assert untuned == json.loads(one.out) | {"target": "untuned-1"}
     assert objects[2]["error"] == "down-1: cannot connect to down-1:22: refused."
 
 

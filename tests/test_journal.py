@@ -129,7 +129,7 @@ def test_a_torn_last_line_is_a_crash_and_reads_as_interrupted(
     assert run.outcome == "interrupted" and run.damage is None
     history = run_tune("history", "--root", root, "--format", "json")
     assert history.code == 0, history.err
-    assert json.loads(history.out)[0]["outcome"] == "interrupted"
+    assert json.loads(history.out)["runs"][0]["outcome"] == "interrupted"
     rollback = run_tune("rollback", "--yes", "--root", root)
     assert rollback.code == 0, rollback.err
     assert tree(root) == host[2]

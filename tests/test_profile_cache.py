@@ -152,7 +152,7 @@ def test_a_cached_plan_never_imports_yaml_or_pydantic(tmp_path: Path, cache: Pat
         str(PROJECT / "profiles" / "blackwell-8x.yaml"),
         "--root",
         str(UNTUNED),
-        "-o",
+        "--save",
         str(tmp_path / "plan.json"),
     ]
     env = {**os.environ, "PYTHONPATH": str(PROJECT)}

@@ -287,6 +287,18 @@ def test_wait_times_out_with_its_own_exit_code() -> None:
     assert clock.now == 10
 
 
+def test_the_wait_says_how_long_it_has_waited_after_each_try() -> None:
+    clock = Clock()
+    heard: list[str] = []
+    host = Rebooting(0, "old")
+    with pytest.raises(RebootTimeout):
+        wait_for_new_boot(
+            host, "old", 6, interval=2, clock=clock, sleep=clock.sleep, progress=heard.append
+        )
+    name = host.describe()
+    assert heard == [f"Waiting for {name} to boot: {s} of 6 s" for s in (0, 2, 4)]
+
+
 def test_wait_does_not_retry_a_changed_host_key() -> None:
     clock = Clock()
     host = Rebooting(1, "new", HostKeyError("rebooting: the host key CHANGED"))

@@ -86,7 +86,7 @@ def test_a_node_the_container_does_not_mount_fails_the_boot_and_rolls_it_back(
         assert after.get(path) == before.get(path)
     assert not (untuned / "var/lib/tune/pending.json").exists()
 
-    history = json.loads(run_tune("history", "--root", untuned, "--format", "json").out)
+    history = json.loads(run_tune("history", "--root", untuned, "--format", "json").out)["runs"]
     assert [(r["run_id"], r["outcome"]) for r in history] == [(run_id, "boot-rolled-back")]
     check = run_tune("check", BLACKWELL, "--root", untuned, "--since-apply", "--format", "json")
     assert json.loads(check.out)["last_apply"] is None, "a boot rolled back is not applied"

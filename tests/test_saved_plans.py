@@ -19,7 +19,7 @@ def test_every_plan_says_where_it_saved_itself_and_how_to_apply_it(untuned: Path
     assert both.err == (
         f"{SAVED}`tune apply --runtime-only` applies its live settings, `tune apply` both phases.\n"
     )
-    named = run_tune("plan", BLACKWELL, "--root", untuned, "--runtime-only", "-o", "p.json")
+    named = run_tune("plan", BLACKWELL, "--root", untuned, "--runtime-only", "--save", "p.json")
     assert named.err == (
         "tune: plan saved in p.json; `tune apply p.json` applies it (the runtime phase only).\n"
     )

@@ -98,15 +98,16 @@ def test_twenty_hosts_in_mixed_states_one_exec_request_each(
     args = [a for n in range(1, 21) for a in ("-H", f"h{n}")]
     code, out, err = plan(lab, *args, "--format", "json")
     assert (code, err) == (2, "")
-    hosts = {entry["host"]: entry for entry in json.loads(out)}
+    hosts = {entry["target"]: entry for entry in json.loads(out)}
     assert list(hosts) == [f"h{n}" for n in range(1, 21)]
-    expected = {
-        name: "286 changes, 3 failed checks" if n % 3 == 0 else "in sync"
-        for n, name in enumerate(roots, 1)
+    expected = {name: (286, 3) if n % 3 == 0 else (0, 0) for n, name in enumerate(roots, 1)}
+    expected["h7"] = (1, 0)
+    counts = {
+        name: (entry["summary"]["changes"], entry["summary"]["failed_checks"])
+        for name, entry in hosts.items()
     }
-    expected["h7"] = "1 change"
-    assert {name: entry["status"] for name, entry in hosts.items()} == expected
-    assert hosts["h7"]["plan"]["changes"][0]["id"] == "sysctl:vm.swappiness"
+    assert counts == expected
+    assert hosts["h7"]["changes"][0]["id"] == "sysctl:vm.swappiness"
     assert lab.connections() == {name: 1 for name in roots}
     assert lab.exec_requests() == {name: 1 for name in roots}
 
@@ -245,10 +246,10 @@ def test_ansible_inventory_with_limit(start_lab: StartLab, tmp_path: Path) -> No
     inventory.write_text("\n".join([*lines, "[canary]", "gpu-b", ""]))
     code, out, _ = plan(lab, "--inventory", inventory, "--format", "json")
     assert code == 2
-    assert [(e["host"], e["status"]) for e in json.loads(out)] == [
-        ("gpu-a", "in sync"),
-        ("gpu-b", "286 changes, 3 failed checks"),
-        ("gpu-c", "in sync"),
+    assert [(e["target"], e["status"]) for e in json.loads(out)] == [
+        ("gpu-a", "in-sync"),
+        ("gpu-b", "changes"),
+        ("gpu-c", "in-sync"),
     ]
     code, out, _ = plan(lab, "--inventory", inventory, "--limit", "gpu:!canary")
     assert code == 0
@@ -349,7 +350,7 @@ def test_check_over_ssh_prints_drift_per_host_for_cron(
     # With PROFILE given and no run journal on the targets: one exec request observes each.
     assert lab.exec_requests() == {"c1": 1, "c2": 1, "c3": 1}
     report = run_tune("check", BLACKWELL, "--ssh-config", lab.config, *hosts, "--format", "json")
-    statuses = {entry["host"]: entry["status"] for entry in json.loads(report.out)}
+    statuses = {entry["target"]: entry["status"] for entry in json.loads(report.out)}
     assert statuses == {"c1": "in-sync", "c2": "drift", "c3": "in-sync"}
     replace_file(roots["c2"], SWAPPINESS, "10\n")
     clean = run_tune("check", BLACKWELL, "--ssh-config", lab.config, *hosts, "--quiet")

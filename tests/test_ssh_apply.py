@@ -44,7 +44,7 @@ def tune(lab: SshLab, *args: str | Path) -> tuple[int, str, str]:
 def history(lab: SshLab, name: str) -> list[dict[str, Any]]:
     code, out, err = tune(lab, "history", "-H", name, "--format", "json")
     assert (code, err) == (0, "")
-    rows: list[dict[str, Any]] = json.loads(out)
+    rows: list[dict[str, Any]] = json.loads(out)["runs"]
     return rows
 
 

@@ -174,9 +174,9 @@ def test_a_fleet_apply_in_json_is_one_object_per_host_and_nothing_else(
     )
     assert (code, err) == (1, "")
     objects = json.loads(out)
-    assert [(o["host"], o["result"], o["changes"]) for o in objects] == [
+    assert [(o["target"], o["status"], o["changes"]) for o in objects] == [
         ("a", "applied", 5),
-        ("b", "in sync", 0),
+        ("b", "in-sync", 0),
         (down, "error", None),
     ]
     (run,) = [r["run_id"] for r in history(lab, "a")]
@@ -190,17 +190,25 @@ def test_a_fleet_apply_in_json_is_one_object_per_host_and_nothing_else(
         *hosts[:4],
     )  # fmt: skip
     assert code == 0
-    assert [(o["host"], o["result"], o["run"]) for o in json.loads(out)] == [
-        ("a", "in sync", None),
-        ("b", "in sync", None),
+    assert [(o["target"], o["status"], o["run"]) for o in json.loads(out)] == [
+        ("a", "in-sync", None),
+        ("b", "in-sync", None),
     ]
 
 
-def test_json_output_is_for_fleets_only(tmp_path: Path) -> None:
+def test_one_host_apply_in_json_is_the_document_a_fleet_has_for_each_host(
+    tmp_path: Path,
+) -> None:
     profile = small_profile(tmp_path / "p.yaml")
-    done = run_tune("apply", "--format", "json", profile, "--root", small(tmp_path / "a", 1))
-    assert done.code == 64, done.err
-    assert "--format json is for several hosts" in done.err
+    root = small(tmp_path / "a", 1)
+    apply = ("apply", "--runtime-only", "--no-persist", "-y", "--format", "json", profile)
+    done = run_tune(*apply, "--root", root)
+    assert done.code == 0, done.err
+    document = json.loads(done.out)
+    assert (document["kind"], document["status"], document["changes"]) == ("apply", "applied", 5)
+    assert document["run"] is not None and len(document["plan"]["changes"]) == 5
+    again = run_tune(*apply, "--root", root)
+    assert (json.loads(again.out)["status"], json.loads(again.out)["run"]) == ("in-sync", None)
 
 
 def test_a_fleet_apply_with_nothing_to_change_stores_the_profile_on_each_host(
@@ -250,7 +258,7 @@ def test_history_across_hosts_is_one_table_led_by_each_host(
     assert rows[3] == [down, "-", "-", "-", "-", "error", "-"]
     code, out, _ = tune(lab, "history", "-H", "fresh", "-H", "tuned", "--format", "json")
     objects = json.loads(out)
-    assert [(o["host"], o["status"], len(o["runs"])) for o in objects] == [
+    assert [(o["target"], o["status"], len(o["runs"])) for o in objects] == [
         ("fresh", "ok", 0),
         ("tuned", "ok", 1),
     ]

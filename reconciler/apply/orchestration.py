@@ -86,6 +86,9 @@ class Show:
         """The reboot starts; `wait`: how long this process waits for the host to come back
         (None: it does not, the machine it runs on reboots)."""
 
+    def progress(self, text: str) -> None:
+        """How a long wait (a probe's runs, the reboot) is going; replaced by the next."""
+
 
 @dataclass(frozen=True)
 class Done:
@@ -161,7 +164,14 @@ def _probes(engine: Engine, job: ApplyJob, show: Show) -> PhaseProbes | None:
     if not job.probes or not job.loaded.profile.probes:
         return None
     execute, env = engine.probe_executor()
-    around = PhaseProbes(job.loaded.profile.probes, job.phase, env, job.keep_on_regression, execute)
+    around = PhaseProbes(
+        job.loaded.profile.probes,
+        job.phase,
+        env,
+        job.keep_on_regression,
+        execute,
+        progress=show.progress,
+    )
     show.probes(around)
     return around
 
@@ -178,7 +188,7 @@ def after_run(engine: Engine, job: ApplyJob, done: Done, show: Show) -> Done:
         return done
     engine.reboot()
     show.rebooting(engine.host, job.reboot_timeout)
-    wait_for_new_boot(engine.host, pending.boot_id, job.reboot_timeout)
+    wait_for_new_boot(engine.host, pending.boot_id, job.reboot_timeout, progress=show.progress)
     kept: list[GateFailure] = []
     after = after_boot(engine, job.keep_on_regression, kept, job.restart_containers)
     return replace(done, verdict=conclude(engine, pending, after), kept=kept)

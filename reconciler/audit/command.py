@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import re
-import sys
-from pathlib import Path
 
 import click
 
+from ..cli.output import Output, output_options, write_atomically
 from ..cli.remote import (
     RemoteOptions,
     no_root,
@@ -16,11 +14,9 @@ from ..cli.remote import (
     progress_on_terminal,
     remote_options,
 )
-from ..errors import ExitCode, HostError, UsageError
+from ..errors import ExitCode, UsageError
 from ..hosts.fleet import fleet_exit_code, for_each_host
 from .thresholds import Thresholds
-
-SUFFIX_FORMATS = {".md": "markdown", ".markdown": "markdown", ".json": "json"}
 
 
 @click.command("audit")
@@ -29,13 +25,7 @@ SUFFIX_FORMATS = {".md": "markdown", ".markdown": "markdown", ".json": "json"}
     metavar="PATH",
     help="Read the host from a snapshot directory or .tar.gz instead of this machine.",
 )
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["json", "markdown", "text"]),
-    help="Report format  [default: from -o's suffix, else text]",
-)
-@click.option("-o", "--output", metavar="FILE", help="Write the report to FILE, not stdout.")
+@output_options("text", "json", "markdown")
 @click.option(
     "--write-profile",
     metavar="FILE.yaml",
@@ -51,8 +41,7 @@ SUFFIX_FORMATS = {".md": "markdown", ".markdown": "markdown", ".json": "json"}
 @remote_options
 def audit_cmd(
     root: str | None,
-    fmt: str | None,
-    output: str | None,
+    out: Output,
     write_profile: str | None,
     min_kernel: str,
     remote: RemoteOptions,
@@ -71,9 +60,7 @@ def audit_cmd(
 
     if not re.fullmatch(r"\d+(\.\d+){0,2}", min_kernel):
         raise UsageError(f"--min-kernel: expected a version such as 6.14, not {min_kernel!r}.")
-    fmt = fmt or SUFFIX_FORMATS.get(Path(output).suffix.lower() if output else "", "text")
     thresholds = Thresholds(min_kernel=min_kernel)
-    color = fmt == "text" and not output and sys.stdout.isatty() and "NO_COLOR" not in os.environ
     if remote.is_fleet:
         if write_profile:
             raise UsageError("--write-profile describes one host; give a single -H.")
@@ -84,32 +71,19 @@ def audit_cmd(
             remote.open(),
             lambda host: audit(host, thresholds),
             remote.forks,
-            progress_on_terminal(),
+            progress_on_terminal(out),
         )
-        rendered = fleet.render(results, fmt, color)
-        if output:
-            _write(output, rendered)
-            click.echo(f"{output}: {fleet.totals(results)}")
-        else:
-            click.echo(rendered, nl=False, color=color)
+        out.echo(fleet.render(results, out.fmt, out.color), nl=False)
+        if out.to_file:
+            click.echo(f"{out.path}: {fleet.totals(results)}", err=True)
         return fleet_exit_code(results, lambda report: not report.actionable)
     report = on_one_host(root, remote, lambda host: audit(host, thresholds))
-    rendered = RENDERERS[fmt](report, color)
-    if output:
-        _write(output, rendered)
-        click.echo(f"{output}: {summary(report)}")
-    else:
-        click.echo(rendered, nl=False, color=color)
+    out.echo(RENDERERS[out.fmt](report, out.color), nl=False)
+    if out.to_file:
+        click.echo(f"{out.path}: {summary(report)}", err=True)
     if write_profile:
         from .suggest import suggested_profile  # ruamel.yaml: only when writing one
 
-        _write(write_profile, suggested_profile(report))
+        write_atomically(write_profile, suggested_profile(report))
         click.echo(f"{write_profile}: profile fixing {len(report.actionable)} findings", err=True)
     return ExitCode.CHANGES if report.actionable else ExitCode.IN_SYNC
-
-
-def _write(path: str, content: str) -> None:
-    try:
-        Path(path).write_text(content, encoding="utf-8")
-    except OSError as exc:
-        raise HostError(f"{path}: cannot write ({exc.strerror}).") from exc

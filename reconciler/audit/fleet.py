@@ -4,14 +4,16 @@ prints, each under its host's name, as `tune plan` does for a fleet."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 from ..hosts.fleet import HostResult
 from ..plan.model import Priority
-from ..render.fleet import hosts_json, hosts_markdown, problems, table
+from ..render import documents
+from ..render.fleet import hosts_markdown, problems, table
 from ..render.printable import printable_data
 from .model import Finding, Report
-from .render import MULTILINE, RENDERERS, commands, phase_label
+from .render import MULTILINE, RENDERERS, audit_document, commands, phase_label
 
 HOST_HEADER = ["HOST", "STATUS", *(p.value for p in Priority)]
 FINDING_HEADER = ["FINDING", "PRIORITY", "HOSTS", "ON"]
@@ -97,7 +99,9 @@ def markdown(results: Sequence[HostResult[Report]]) -> str:
 
 
 def as_json(results: Sequence[HostResult[Report]]) -> str:
-    return hosts_json(results, status, "audit")
+    """One audit document per host, as one host's `--format json`; an error document for a
+    host that could not be read."""
+    return json.dumps(documents.fleet("audit", results, audit_document), indent=2) + "\n"
 
 
 def render(results: Sequence[HostResult[Report]], fmt: str, color: bool) -> str:

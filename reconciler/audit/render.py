@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from typing import Any
 
 from ..kinds import named
 from ..plan.model import Phase, Priority
-from ..render import md
+from ..render import documents, md
 from ..render.printable import printable_data
 from ..render.style import styler
 from .model import Device, Finding, HostSummary, Remark, Report
@@ -98,8 +99,15 @@ def text(report: Report, color: bool = False) -> str:
     return "\n".join(lines) + "\n"
 
 
+def audit_document(report: Report) -> dict[str, Any]:
+    """One host's audit as `--format json` writes it, alone or in a fleet's list."""
+    body = report.to_json()
+    status = "actionable" if report.actionable else "clean"
+    return documents.document("audit", body.pop("host"), {"status": status, **body})
+
+
 def as_json(report: Report, color: bool = False) -> str:
-    return json.dumps(report.to_json(), indent=2) + "\n"
+    return json.dumps(audit_document(report), indent=2) + "\n"
 
 
 # ---------------------------------------------------------------------------------------------

@@ -33,11 +33,13 @@ def wait_for_new_boot(
     interval: float = POLL_S,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
+    progress: Callable[[str], None] | None = None,
 ) -> str:
     """Ask for the boot id until it differs from `before`; `RebootTimeout` after `timeout` s.
     While the host is down, connecting fails or a read breaks off: both mean "not yet"; a
-    changed host key does not."""
-    deadline = clock() + timeout
+    changed host key does not. `progress` hears how long it has waited, after each try."""
+    start = clock()
+    deadline = start + timeout
     while True:
         try:
             now = host.fetch(Request.of(BOOT_ID)).value(BOOT_ID)
@@ -52,6 +54,10 @@ def wait_for_new_boot(
                 f"{host.describe()} did not come back with a new boot id within {timeout:g} s "
                 "of the reboot; the run stays pending: once the host is up, `tune verify` "
                 "checks the boot (and rolls the boot configuration back if it did not hold)."
+            )
+        if progress is not None:
+            progress(
+                f"Waiting for {host.describe()} to boot: {clock() - start:.0f} of {timeout:g} s"
             )
         sleep(interval)
 

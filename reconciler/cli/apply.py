@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-import json
-import sys
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,16 +20,18 @@ from ..hosts.directory import open_host
 from ..kinds import boot_kind
 from ..plan import saved as saved_plans
 from ..plan.model import Phase
+from ..render import documents
 from ..render.apply import applied_part, dry_run_text
 from ..render.printable import printable
 from .consent import confirm, dry_run_option, yes_option
 from .exits import exits
-from .options import format_option
+from .output import Output, output_options
 from .remote import RemoteOptions, no_root, one_host_options, remote_options
 
 if TYPE_CHECKING:
-    from ..apply.engine import Work
+    from ..apply.engine import RollbackResult, Work
     from ..apply.engines import ApplyResult, Engine
+    from ..apply.orchestration import BootHeld
     from ..probes.phase import GateFailure, PhaseProbes
 
 ROOT_HELP = "Apply to a snapshot directory laid out like the host's / instead of this machine."
@@ -86,7 +87,7 @@ RESTART_HELP = (
 @click.option(
     "--keep-on-regression", is_flag=True, help="Keep the changes even when a probe gate fails."
 )
-@format_option("text", "json", help="json: one object per host (several hosts only).")
+@output_options("text", "json")
 @remote_options
 def apply(
     target: str | None,
@@ -102,7 +103,7 @@ def apply(
     after_interrupted: bool,
     no_probes: bool,
     keep_on_regression: bool,
-    fmt: str,
+    out: Output,
     remote: RemoteOptions,
 ) -> int:
     """Make the host match a profile, or a plan saved by `tune plan`.
@@ -126,11 +127,6 @@ def apply(
 
     if runtime_only and reboot_phase:
         raise UsageError("--runtime-only and --reboot-phase exclude each other.")
-    if fmt == "json" and not remote.is_fleet:
-        raise UsageError(
-            "--format json is for several hosts (-H ... -H ... or --inventory); one host's run "
-            "is in `tune history --format json`."
-        )
     if reboot and runtime_only:
         raise UsageError("--reboot needs the boot configuration: drop --runtime-only.")
     if restart_containers and runtime_only:
@@ -182,13 +178,17 @@ def apply(
     )
     if remote.is_fleet:
         no_root(root)
-        return _apply_fleet(job, yes, remote, fmt)
+        return _apply_fleet(job, yes, remote, out)
     engine = _engine(root, remote)
+    terminal = Terminal(yes, out)
     try:
-        done = apply_one(engine, job, Terminal(yes))
+        done = apply_one(engine, job, terminal)
     finally:
         engine.host.close()
-    return _applied(done, engine, job)
+    code = _applied(done, engine, job, terminal)
+    if out.json:
+        out.document(apply_document(done, engine.host, job))
+    return code
 
 
 def _engine(root: str | None, remote: RemoteOptions) -> Engine:
@@ -200,52 +200,77 @@ def _engine(root: str | None, remote: RemoteOptions) -> Engine:
 
 
 class Terminal(Show):
-    """One host's apply on the terminal: what will change, the question, what it came to."""
+    """One host's apply: what will change, the question, what it came to. In text, the output
+    (`-o`); with --format json, standard output is the one document at the end and these
+    sentences go to standard error. The question, and what it is about, go where the operator
+    reads: standard output on a terminal, else standard error."""
 
-    def __init__(self, yes: bool) -> None:
+    def __init__(self, yes: bool, out: Output) -> None:
         self.yes = yes
+        self.out = out
+        self.asks_on_stderr = out.json or out.to_file
+        self.waiting = out.progress()
+
+    def say(self, text: str, nl: bool = True) -> None:
+        self.waiting.clear()
+        if self.out.json:
+            click.echo(text, nl=nl, err=True)
+        else:
+            self.out.echo(text, nl=nl)
 
     def dry_run(self, host: Host, work: Work) -> None:
-        _reboot_why(work)
-        text = dry_run_text(work.steps, host)
+        self._reboot_why(work)
+        text = dry_run_text(work.steps, host, color=self.out.color)
         if work.promote:
             text += dry_run_text(
-                work.promote, host, "Once the boot is verified, appended to the run"
+                work.promote,
+                host,
+                "Once the boot is verified, appended to the run",
+                color=self.out.color,
             )
-        click.echo(text, nl=False)
+        self.say(text, nl=False)
 
     def confirm(self, host: Host, work: Work) -> None:
-        _reboot_why(work)
-        click.echo(summary(work), nl=False)
+        self._reboot_why(work)
+        err = self.asks_on_stderr
+        color = self.out.stderr_color if err else self.out.color
+        self.waiting.clear()
+        click.echo(summary(work, color), nl=False, err=err, color=color)
         question = f"Apply {len(work.planned)} changes to {host.describe()}"
         boot = boot_configuration(work)
         if boot:  # the reboot phase: what the next boot, or a container's restart, takes up
             question += f", the boot configuration among them ({', '.join(boot)})"
-        confirm(printable(question + "?"), yes=self.yes, command="tune apply")
+        confirm(printable(question + "?"), yes=self.yes, command="tune apply", err=err)
 
     def probes(self, around: PhaseProbes) -> None:
         names = ", ".join(around.probes)
         if around.measured_after_boot:
-            click.echo(
+            self.say(
                 f"Probes {names} run before the first change; `tune verify` runs them again "
                 "after the boot."
             )
         else:
-            click.echo(f"Probes {names} run before the first change and after the last.")
+            self.say(f"Probes {names} run before the first change and after the last.")
 
     def applied(self, host: Host, applied: ApplyResult, kept: list[GateFailure]) -> None:
         for line in applied.unsupported:
-            click.echo(printable(line))  # it names the knob: a host's file name, maybe
-        click.echo(
-            f"Applied {applied.changes} changes to {host.describe()} (run {applied.run_id})."
-        )
+            self.say(printable(line))  # it names the knob: a host's file name, maybe
+        self.say(f"Applied {applied.changes} changes to {host.describe()} (run {applied.run_id}).")
         _kept(kept)
+
+    def progress(self, text: str) -> None:
+        self.waiting(text)
 
     def rebooting(self, host: Host, wait: float | None) -> None:
         if wait is None:
-            click.echo(f"Rebooting {host.describe()}; after the boot, run `tune verify`.")
+            self.say(f"Rebooting {host.describe()}; after the boot, run `tune verify`.")
         else:
-            click.echo(f"Rebooting {host.describe()}; waiting up to {wait:g} s for it.")
+            self.say(f"Rebooting {host.describe()}; waiting up to {wait:g} s for it.")
+
+    def _reboot_why(self, work: Work) -> None:
+        """How a rebooting apply reaches the new configuration, before anything is written."""
+        if work.reboot_why:
+            self.say(f"Reboot: {work.reboot_why}.")
 
 
 def boot_configuration(work: Work) -> list[str]:
@@ -263,29 +288,38 @@ def boot_configuration(work: Work) -> list[str]:
     return list(dict.fromkeys(named))
 
 
-def _reboot_why(work: Work) -> None:
-    """How a rebooting apply reaches the new configuration, before anything is written."""
-    if work.reboot_why:
-        click.echo(f"Reboot: {work.reboot_why}.")
-
-
-def _applied(done: Done, engine: Engine, job: ApplyJob) -> int:
+def _applied(done: Done, engine: Engine, job: ApplyJob, terminal: Terminal) -> int:
     """What one host's apply says once it is over."""
     host = engine.host
     if done.applied is None:
         if not job.dry_run:
-            click.echo(f"In sync: nothing to change on {host.describe()}.")
+            terminal.say(f"In sync: nothing to change on {host.describe()}.")
         return ExitCode.IN_SYNC
     if done.verdict is not None and done.pending is not None:
-        return _verified(done.verdict, done.pending, host, done.kept)
+        return _verified(done.verdict, done.pending, host, done.kept, terminal.say)
     if done.pending is None and job.reboot:
-        click.echo("No boot configuration changed: not rebooting.")
+        terminal.say("No boot configuration changed: not rebooting.")
     elif done.pending is not None and not job.reboot:
-        click.echo(
+        terminal.say(
             "The boot configuration changed: it takes effect at the next boot. Reboot, then "
             f"run `{engine.verify_command()}`."
         )
     return ExitCode.IN_SYNC
+
+
+def apply_document(done: Done, host: Host, job: ApplyJob) -> dict[str, Any]:
+    """One host's apply as JSON: the same document a fleet's apply has for each host, and
+    whether a boot is still to come."""
+    from ..apply.engines import ApplyResult
+    from ..hosts.fleet import HostResult
+    from ..render.fleet import applied_document
+
+    result = None
+    if not job.dry_run:
+        value = done.applied or ApplyResult(run_id=None, changes=0)
+        result = HostResult(host.name, value=value)
+    document = applied_document(host.name, result, applied_part(done.work))
+    return document | {"boot_pending": done.pending is not None and done.verdict is None}
 
 
 @exits(
@@ -299,9 +333,14 @@ def _applied(done: Done, engine: Engine, job: ApplyJob) -> int:
     help="Keep the boot configuration even when a probe gate fails after the boot.",
 )
 @click.option("--restart-containers", is_flag=True, help=RESTART_HELP)
+@output_options("text", "json")
 @one_host_options
 def verify(
-    root: str | None, keep_on_regression: bool, restart_containers: bool, remote: RemoteOptions
+    root: str | None,
+    keep_on_regression: bool,
+    restart_containers: bool,
+    out: Output,
+    remote: RemoteOptions,
 ) -> int:
     """After the reboot that a reboot-phase apply prepared: check that the boot brought what it
     must (kernel parameters, NVIDIA majors of each container, the runtime part still held).
@@ -326,21 +365,48 @@ def verify(
         )
     finally:
         engine.host.close()
-    if verified is None:
-        click.echo(f"Nothing to verify on {engine.host.describe()}: no reboot-phase apply pending.")
+    host = engine.host
+    if out.json:
+        out.document(verify_document(host, verified))
         return ExitCode.IN_SYNC
-    return _verified(verified.verdict, verified.pending, engine.host, verified.kept)
+    if verified is None:
+        out.echo(f"Nothing to verify on {host.describe()}: no reboot-phase apply pending.")
+        return ExitCode.IN_SYNC
+    return _verified(verified.verdict, verified.pending, host, verified.kept, out.echo)
+
+
+def verify_document(host: Host, verified: BootHeld | None) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "status": "nothing-pending",
+        "run": None,
+        "held": [],
+        "promoted": False,
+        "kept_gates": [],
+    }
+    if verified is not None:
+        body = {
+            "status": "verified",
+            "run": verified.pending.run_id,
+            "held": verified.verdict.held,
+            "promoted": bool(verified.pending.promote),
+            "kept_gates": [{"probe": f.probe, "message": f.verdict.message} for f in verified.kept],
+        }
+    return documents.document("verify", documents.named(host.name), body)
 
 
 def _verified(
-    verdict: BootVerdict, pending: PendingBoot, host: Host, kept: list[GateFailure]
+    verdict: BootVerdict,
+    pending: PendingBoot,
+    host: Host,
+    kept: list[GateFailure],
+    say: Callable[[str], None],
 ) -> int:
     """What a verification that held says: each check, a promotion, the gates kept failing."""
     for line in verdict.held:
-        click.echo(f"ok  {printable(line)}")  # a value read back from the host
+        say(f"ok  {printable(line)}")  # a value read back from the host
     if pending.promote:
-        click.echo("The new boot configuration is now the default.")
-    click.echo(f"Verified run {pending.run_id} after the boot on {host.describe()}.")
+        say("The new boot configuration is now the default.")
+    say(f"Verified run {pending.run_id} after the boot on {host.describe()}.")
     _kept(kept)
     return ExitCode.IN_SYNC
 
@@ -350,7 +416,7 @@ def _one_remote(root: str | None, remote: RemoteOptions) -> Host:
     return remote.open()[0]
 
 
-def _apply_fleet(job: ApplyJob, yes: bool, remote: RemoteOptions, fmt: str) -> int:
+def _apply_fleet(job: ApplyJob, yes: bool, remote: RemoteOptions, out: Output) -> int:
     """Several hosts: the live settings only, each host through `reconciler.cli.fleet`."""
     from .fleet import apply_hosts
 
@@ -369,7 +435,7 @@ def _apply_fleet(job: ApplyJob, yes: bool, remote: RemoteOptions, fmt: str) -> i
         timeout=remote.command_timeout,
         forks=remote.forks,
         yes=yes,
-        as_json=fmt == "json",
+        out=out,
     )
 
 
@@ -389,10 +455,9 @@ def _plan_root(saved: saved_plans.SavedPlan, root: str | None) -> str | None:
     return root
 
 
-def summary(work: Work) -> str:
+def summary(work: Work, color: bool) -> str:
     from ..render.text import render
 
-    color = sys.stdout.isatty()
     lines = render(applied_part(work), color).splitlines()
     return "\n".join(lines[:-1]) + "\n"
 
@@ -410,9 +475,15 @@ def summary(work: Work) -> str:
 @click.option("--root", metavar="DIR", help=ROOT_HELP)
 @yes_option
 @dry_run_option
+@output_options("text", "json")
 @one_host_options
 def rollback(
-    run_id: str | None, root: str | None, yes: bool, dry_run: bool, remote: RemoteOptions
+    run_id: str | None,
+    root: str | None,
+    yes: bool,
+    dry_run: bool,
+    out: Output,
+    remote: RemoteOptions,
 ) -> int:
     """Restore the values a run recorded, in reverse order: by default the newest run, and
     the interrupted runs right before it (a run applied with --after-interrupted over one).
@@ -426,7 +497,7 @@ def rollback(
     try:
         if dry_run:
             for run in rollback_chain(host, run_id):  # read without the lock: no write
-                click.echo(_undo_text(run, host), nl=False)
+                out.echo(_undo_text(run, host), nl=False)
             return ExitCode.IN_SYNC
 
         def approve(runs: list[Run]) -> None:
@@ -441,24 +512,47 @@ def rollback(
         done = roll_back(engine, run_id, approve)
     finally:
         host.close()
+    if out.json:  # the whole outcome first, failures included; the exit code follows below
+        out.document(rollback_document(host, done))
     for one in done:
-        if one.already:
-            click.echo(f"Run {one.run_id} is already rolled back; nothing to do.")
-            continue
         result = one.result
+        if one.already:
+            if not out.json:
+                out.echo(f"Run {one.run_id} is already rolled back; nothing to do.")
+            continue
         if result.failures:
             raise ApplyFailed(
                 f"rollback of run {one.run_id} left {len(result.failures)} changes not restored: "
                 + "; ".join(result.failures)
             )
-        click.echo(
-            f"Rolled back run {one.run_id} on {host.describe()}: {result.restored} restored, "
-            f"{result.unchanged} already at their prior value."
-        )
+        if not out.json:
+            out.echo(
+                f"Rolled back run {one.run_id} on {host.describe()}: {result.restored} "
+                f"restored, {result.unchanged} already at their prior value."
+            )
     damaged = [one.damage for one in done if one.damage is not None]
     if damaged:  # what was readable is restored; what was not, the operator must see
         raise JournalError(*damaged[0].problems_after_rollback())
     return ExitCode.IN_SYNC
+
+
+def rollback_document(host: Host, done: Sequence[RollbackResult]) -> dict[str, Any]:
+    def status(one: RollbackResult) -> str:
+        if one.already:
+            return "already-rolled-back"
+        return "failed" if one.result.failures else "rolled-back"
+
+    runs = [
+        {
+            "run": one.run_id,
+            "status": status(one),
+            "restored": one.result.restored,
+            "unchanged": one.result.unchanged,
+            "failures": list(one.result.failures),
+        }
+        for one in done
+    ]
+    return documents.document("rollback", documents.named(host.name), {"runs": runs})
 
 
 def _undo_text(run: Run, host: Host) -> str:
@@ -476,28 +570,22 @@ def _undo_text(run: Run, host: Host) -> str:
 @exits(ExitCode.IN_SYNC, ExitCode.HOST_ERROR, ExitCode.JOURNAL, ExitCode.USAGE)
 @click.command()
 @click.option("--root", metavar="DIR", help="Read a snapshot directory instead of this machine.")
-@format_option("text", "json")
+@output_options("text", "json")
 @remote_options
-def history(root: str | None, fmt: str, remote: RemoteOptions) -> int:
+def history(root: str | None, out: Output, remote: RemoteOptions) -> int:
     """List the runs journaled on the host(s): time, profile, outcome, number of changes. A
     damaged journal's run is listed as far as it reads, outcome "damaged"; then exit 6. Over
     several hosts, one table with a HOST column (JSON: one object per host)."""
     if remote.is_fleet:
         no_root(root)
-        return _fleet_history(remote, fmt)
+        return _fleet_history(remote, out)
     # Read-only: only apply and rollback write (mypy holds it).
     host: ReadableHost = _one_remote(root, remote) if remote.wanted else open_host(root)
     try:
         runs, damaged = every_run(host)
     finally:
         host.close()
-    rows = _history_rows(runs, damaged)
-    if fmt == "json":
-        click.echo(json.dumps(rows, indent=2))
-    elif rows:
-        _table(HISTORY_HEADER, [[str(r[key]) for key in HISTORY_KEYS] for r in rows])
-    else:
-        click.echo(f"No tune runs on {host.describe()}.")
+    _history_table(host, _history_rows(runs, damaged), out)
     if damaged:  # after the table: the other runs are still worth seeing
         raise JournalError(*(p for d in damaged for p in d.problems()))
     return ExitCode.IN_SYNC
@@ -523,24 +611,24 @@ def _history_rows(runs: list[Run], damaged: list[DamagedJournal]) -> list[dict[s
     ]
 
 
-def _fleet_history(remote: RemoteOptions, fmt: str) -> int:
-    """Every host's runs: one table, each row led by its host; unreachable hosts after it."""
+def _fleet_history(remote: RemoteOptions, out: Output) -> int:
+    """Every host's runs: one table, each row led by its host; unreachable hosts after it.
+    JSON: one history document per host, as one host's."""
     from ..hosts.fleet import fleet_exit_code, for_each_host
     from ..render.fleet import problems
     from .remote import progress_on_terminal
 
-    results = for_each_host(remote.open(), every_run, remote.forks, progress_on_terminal())
+    results = for_each_host(remote.open(), every_run, remote.forks, progress_on_terminal(out))
     damaged = [d for r in results if r.value is not None for d in r.value[1]]
-    if fmt == "json":
-        objects: list[dict[str, Any]] = []
-        for result in results:
-            if result.value is None:
-                objects.append({"host": result.name, "status": "error", "error": str(result.error)})
-                continue
-            status = "damaged" if result.value[1] else "ok"
-            rows = _history_rows(*result.value)
-            objects.append({"host": result.name, "status": status, "runs": rows})
-        click.echo(json.dumps(objects, indent=2))
+    if out.json:
+
+        def body(value: tuple[list[Run], list[DamagedJournal]]) -> dict[str, Any]:
+            status = "damaged" if value[1] else "ok"
+            return documents.versioned("history", {"status": status, "runs": _history_rows(*value)})
+
+        # The journal does not name its host: the inventory's name is the host's here.
+        listed = documents.fleet("history", results, body)
+        out.document([{"host": documents.named(d["target"])} | d for d in listed])
     else:
         table: list[list[str]] = []
         for result in results:
@@ -551,17 +639,26 @@ def _fleet_history(remote: RemoteOptions, fmt: str) -> int:
             table += [[result.name, *(str(r[key]) for key in HISTORY_KEYS)] for r in rows]
             if not rows:
                 table.append([result.name, "-", "-", "-", "-", "no runs", "-"])
-        _table(["HOST", *HISTORY_HEADER], table)
+        _table(["HOST", *HISTORY_HEADER], table, out)
         for result in results:
             if result.error is not None:
-                click.echo(f"\n== {result.name}: error\n{problems(result)}")
+                out.echo(f"\n== {result.name}: error\n{problems(result)}")
     if damaged:
         raise JournalError(*(p for d in damaged for p in d.problems()))
     return fleet_exit_code(results, lambda _: True)
 
 
-def _table(header: list[str], rows: list[list[str]]) -> None:
+def _history_table(host: ReadableHost, rows: list[dict[str, Any]], out: Output) -> None:
+    if out.json:
+        out.document(documents.document("history", documents.named(host.name), {"runs": rows}))
+    elif rows:
+        _table(HISTORY_HEADER, [[str(r[key]) for key in HISTORY_KEYS] for r in rows], out)
+    else:
+        out.echo(f"No tune runs on {host.describe()}.")
+
+
+def _table(header: list[str], rows: list[list[str]], out: Output) -> None:
     cells = [[printable(cell) for cell in row] for row in [header, *rows]]  # the journals' text
     widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
     for row in cells:
-        click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+        out.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())

@@ -19,7 +19,9 @@ import click
 
 from ..errors import ExitCode, UsageError
 from ..hosts.bounded import read_bounded
+from ..render import documents
 from .exits import exits
+from .output import Output, output_options
 
 SYSTEM = Path("/etc/tune/config.toml")
 ENV_PREFIX = "TUNE_"
@@ -132,14 +134,20 @@ def configured_inventory() -> str | None:
 
 @exits(ExitCode.IN_SYNC, ExitCode.USAGE)
 @click.command("config")
-def config_cmd() -> int:
+@output_options("text", "json")
+def config_cmd(out: Output) -> int:
     """Show the defaults tune takes from TUNE_* variables and its config files, and where each
     comes from. Files: ~/.config/tune/config.toml, /etc/tune/config.toml (keys: inventory,
     forks, ssh_config, sudo)."""
-    for setting in settings().values():
+    found = list(settings().values())
+    if out.json:
+        rows = [{"key": s.key, "value": s.value, "source": s.source} for s in found]
+        out.document(documents.versioned("config", {"settings": rows}))
+        return ExitCode.IN_SYNC
+    for setting in found:
         value = setting.value
         shown = (
             "-" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
         )
-        click.echo(f"{setting.key:<10}  {shown:<30}  {setting.source}")
+        out.echo(f"{setting.key:<10}  {shown:<30}  {setting.source}")
     return ExitCode.IN_SYNC

@@ -4,10 +4,7 @@ does the work, each host through the stages one host goes through)."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
-
-import click
 
 from ..apply.engine import Work
 from ..apply.engines import engine_for
@@ -18,7 +15,9 @@ from ..plan.model import Plan
 from ..render import RENDERERS
 from ..render import fleet as fleet_render
 from ..render.apply import applied_part, dry_run_text
+from ..render.documents import failed
 from .consent import confirm
+from .output import Output
 from .remote import progress_on_terminal
 
 
@@ -29,32 +28,31 @@ def apply_hosts(
     timeout: float,
     forks: int,
     yes: bool,
-    as_json: bool = False,
+    out: Output,
 ) -> int:
-    """Apply `job` to every host; exit code 1 if any host failed, else 0. `as_json`: standard
-    output is one JSON array (an object per host) and nothing else; a confirmation question
-    goes to standard error. `timeout`: each host's command timeout."""
-    show = FleetTerminal(hosts, job.dry_run, yes=yes, as_json=as_json)
+    """Apply `job` to every host; exit code 1 if any host failed, else 0. In JSON, the output
+    is one array (a document per host) and nothing else; a confirmation question goes to
+    standard error. `timeout`: each host's command timeout."""
+    show = FleetTerminal(hosts, job.dry_run, yes=yes, out=out)
     try:
         done = apply_fleet(
             [engine_for(host, timeout=timeout) for host in hosts],
             job,
             show,
             forks=forks,
-            progress=progress_on_terminal(),
+            progress=progress_on_terminal(out),
         )
     finally:
         for host in hosts:
             host.close()
     if job.dry_run:
         return fleet_exit_code(done.prepared, lambda _: True)
-    if as_json:
-        click.echo(fleet_render.applied_json(done.applied, show.plans), nl=not done.ran)
+    if out.json:
+        out.echo(fleet_render.applied_json(done.applied, show.plans), nl=not done.ran)
     elif not done.ran:
-        click.echo("Nothing to apply.")
+        out.echo("Nothing to apply.")
     else:
-        color = show.color
-        click.echo("\n" + fleet_render.applied(done.applied, color), nl=False, color=color)
+        out.echo("\n" + fleet_render.applied(done.applied, out.color), nl=False)
     return fleet_exit_code(done.applied, lambda _: True)
 
 
@@ -62,12 +60,11 @@ class FleetTerminal(FleetShow):
     """The plans table (or, for a dry run in JSON, the plans), a dry run's operations, and
     the one question."""
 
-    def __init__(self, hosts: Sequence[Host], dry_run: bool, *, yes: bool, as_json: bool) -> None:
+    def __init__(self, hosts: Sequence[Host], dry_run: bool, *, yes: bool, out: Output) -> None:
         self.hosts = hosts
         self.dry_run = dry_run
         self.yes = yes
-        self.as_json = as_json
-        self.color = sys.stdout.isatty() and not as_json
+        self.out = out
         self.plans: list[HostResult[Plan]] = []
 
     def prepared(self, prepared: Sequence[HostResult[Work]]) -> None:
@@ -77,22 +74,35 @@ class FleetTerminal(FleetShow):
             else HostResult(r.name, error=r.error)
             for r in prepared
         ]
-        if self.as_json:
+        out = self.out
+        if out.json:
             if self.dry_run:
-                click.echo(fleet_render.as_json(self.plans), nl=False)
+                documents = [
+                    (
+                        fleet_render.applied_document(r.name, None, r.value)
+                        if r.value is not None
+                        else failed("apply", r.name, r.error)
+                    )
+                    | {"target": r.name}
+                    for r in self.plans
+                ]
+                out.document(documents)
             return
-        color = self.color
-        click.echo(fleet_render.text(self.plans, color, RENDERERS["text"]), nl=False, color=color)
+        out.echo(fleet_render.text(self.plans, out.color, RENDERERS["text"]), nl=False)
         if not self.dry_run:
             return
         works = {r.name: r.value for r in prepared if r.value is not None}
         for host in self.hosts:
             work = works.get(host.name)
             if work is not None and work.steps:
-                click.echo(f"\n{dry_run_text(work.steps, host)}", nl=False)
+                out.echo(f"\n{dry_run_text(work.steps, host, color=out.color)}", nl=False)
 
     def confirm(self, changes: int, hosts: int) -> None:
         question = f"Apply {changes} changes to {hosts} hosts?"
-        if not self.as_json:
-            question = f"\n{question}"
-        confirm(question, yes=self.yes, command="tune apply", err=self.as_json)
+        on_stderr = self.out.json or self.out.to_file
+        confirm(
+            question if on_stderr else f"\n{question}",
+            yes=self.yes,
+            command="tune apply",
+            err=on_stderr,
+        )

@@ -3,7 +3,6 @@ the installed command's path filled in, shell completion and the man page."""
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import sys
@@ -13,8 +12,9 @@ from pathlib import Path
 import click
 
 from ..errors import ExitCode, UsageError
+from ..render import documents
 from .exits import exits
-from .options import format_option
+from .output import Output, output_options
 
 # A `tune` that runs a subcommand, as the examples write it (never `/var/lib/tune`).
 _COMMAND = re.compile(r"(?<![\w/.-])(?:/usr/local/bin/)?tune(?= (?:check|apply|plan)\b)")
@@ -22,8 +22,8 @@ _COMMAND = re.compile(r"(?<![\w/.-])(?:/usr/local/bin/)?tune(?= (?:check|apply|p
 
 @exits(ExitCode.IN_SYNC, ExitCode.USAGE)
 @click.command("profiles")
-@format_option("text", "json")
-def profiles_cmd(fmt: str) -> int:
+@output_options("text", "json")
+def profiles_cmd(out: Output) -> int:
     """List the profiles bundled with tune; `tune plan NAME` takes a name (a path that exists
     wins)."""
     from ..profile.bundled import bundled
@@ -35,12 +35,12 @@ def profiles_cmd(fmt: str) -> int:
         rows.append(
             {"name": profile.name, "description": loaded.description, "path": str(profile.path)}
         )
-    if fmt == "json":
-        click.echo(json.dumps(rows, indent=2))
+    if out.json:
+        out.document(documents.versioned("profiles", {"profiles": rows}))
         return ExitCode.IN_SYNC
     width = max((len(r["name"]) for r in rows), default=0)
     for row in rows:
-        click.echo(f"{row['name'].ljust(width)}  {row['description']}".rstrip())
+        out.echo(f"{row['name'].ljust(width)}  {row['description'] or ''}".rstrip())
     return ExitCode.IN_SYNC
 
 

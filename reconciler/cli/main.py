@@ -5,16 +5,16 @@ from __future__ import annotations
 import dataclasses
 import gc
 import importlib
-import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import click
 
 from .. import __version__
-from ..errors import ExitCode, TuneError, UsageError
+from ..errors import ExitCode, ProfileError, TuneError, UsageError
 from ..hosts.archive import write_archive
 from ..hosts.base import FULL, ReadableHost
 from ..hosts.fleet import fleet_exit_code, for_each_host
@@ -23,12 +23,13 @@ from ..plan.make import make_plan
 from ..plan.model import Phase, Plan
 from ..plan.observe import observation, observe, request
 from ..profile.load import LoadedProfile, load_profile, schema
-from ..render import RENDERERS
+from ..render import RENDERERS, documents
 from ..render import fleet as fleet_render
 from ..render.printable import printable
 from .config import default_map
 from .exits import COMPARES, exits, table_help
-from .options import format_option, profile_argument
+from .options import profile_argument
+from .output import STDOUT, Output, output_options
 from .remote import (
     RemoteOptions,
     no_root,
@@ -90,9 +91,11 @@ def cli() -> None:
 @cli.command()
 @profile_arg
 @click.option("--root", metavar="PATH", help=ROOT_HELP)
-@format_option("text", *sorted(set(RENDERERS) - {"text"}))
+@output_options("text", *sorted(set(RENDERERS) - {"text"}))
 @click.option(
-    "-o", "--output", metavar="FILE.json", help="Save the plan here (default .tune/plan.json)."
+    "--save",
+    metavar="FILE.json",
+    help=f"Save the plan for `tune apply` here (default {saved.DEFAULT}).",
 )
 @click.option("--no-persist", is_flag=True, help="Leave tune's boot-time files out of the plan.")
 @click.option(
@@ -107,21 +110,20 @@ def cli() -> None:
 def plan(
     profile: str,
     root: str | None,
-    fmt: str,
-    output: str | None,
+    out: Output,
+    save: str | None,
     no_persist: bool,
     runtime_only: bool,
     reboot_phase: bool,
     remote: RemoteOptions,
 ) -> int:
     """Show what differs between PROFILE and the host(s), and why. Changes nothing on a host;
-    for one host, saves the plan for `tune apply` (.tune/plan.json, or -o FILE), with the
+    for one host, saves the plan for `tune apply` (.tune/plan.json, or --save FILE), with the
     phases it covers (both, unless --runtime-only or --reboot-phase)."""
     if runtime_only and reboot_phase:
         raise UsageError("--runtime-only and --reboot-phase exclude each other.")
     phases = saved.chosen_phases(runtime_only, reboot_phase)
     loaded = load_profile(profile)
-    color = fmt == "text" and sys.stdout.isatty() and "NO_COLOR" not in os.environ
 
     # Only a profile with optional entries pays for reading the last run's journal: it says
     # which of them the kernel refused there.
@@ -141,18 +143,18 @@ def plan(
 
     if remote.is_fleet:
         no_root(root)
-        results = for_each_host(remote.open(), plan_of, remote.forks, progress_on_terminal())
-        click.echo(fleet_render.render(results, fmt, color), nl=False, color=color)
+        results = for_each_host(remote.open(), plan_of, remote.forks, progress_on_terminal(out))
+        out.echo(fleet_render.render(results, out.fmt, out.color), nl=False)
         return fleet_exit_code(results, lambda p: p.is_clean)
     result = on_one_host(root, remote, plan_of)
-    click.echo(RENDERERS[fmt](result, color), nl=False, color=color)
+    out.echo(RENDERERS[out.fmt](result, out.color), nl=False)
     # A saved plan is applied where it was made; apply over SSH does not exist yet, so a remote
     # plan is not saved (`tune apply` would otherwise take it for this machine's).
     if not remote.wanted:
-        target = output or saved.DEFAULT
+        target = save or saved.DEFAULT
         try:
             saved.save(target, loaded, result, root, not no_persist, phases)
-            click.echo(_saved_line(str(target), phases, output is not None), err=True)
+            click.echo(_saved_line(str(target), phases, save is not None), err=True)
         except OSError as exc:
             click.echo(f"tune: could not save the plan ({exc.strerror}): {exc.filename}", err=True)
         except TuneError as exc:
@@ -174,7 +176,7 @@ def _saved_line(path: str, phases: tuple[Phase, ...], named: bool) -> str:
 @cli.command("check")
 @profile_argument(required=False)
 @click.option("--root", metavar="PATH", help=ROOT_HELP)
-@format_option("text", "json")
+@output_options("text", "json")
 @click.option("--quiet", is_flag=True, help="Print nothing when in sync; one line per drift.")
 @click.option(
     "--prometheus", metavar="FILE", help="Write node_exporter textfile metrics to FILE atomically."
@@ -189,7 +191,7 @@ def _saved_line(path: str, phases: tuple[Phase, ...], named: bool) -> str:
 def check_cmd(
     profile: str | None,
     root: str | None,
-    fmt: str,
+    out: Output,
     quiet: bool,
     prometheus: str | None,
     since_apply: bool,
@@ -206,7 +208,7 @@ def check_cmd(
     from ..drift.check import DriftReport, run_check
     from ..render import check as render_check
 
-    color = fmt == "text" and sys.stdout.isatty() and "NO_COLOR" not in os.environ
+    fmt, color = out.fmt, out.color
 
     def check_of(host: ReadableHost) -> DriftReport:
         return run_check(host, profile, since_apply=since_apply, with_persistence=not no_persist)
@@ -215,8 +217,8 @@ def check_cmd(
         if prometheus:
             raise UsageError("--prometheus describes one host; run it on each host instead.")
         no_root(root)
-        results = for_each_host(remote.open(), check_of, remote.forks, progress_on_terminal())
-        click.echo(render_check.fleet(results, fmt, quiet=quiet, color=color), nl=False)
+        results = for_each_host(remote.open(), check_of, remote.forks, progress_on_terminal(out))
+        out.echo(render_check.fleet(results, fmt, quiet=quiet, color=color), nl=False)
         return fleet_exit_code(results, lambda r: r.in_sync)
     try:
         report = on_one_host(root, remote, check_of)
@@ -224,7 +226,7 @@ def check_cmd(
         if prometheus:
             metrics.write_atomically(prometheus, metrics.exposition(None, time.time()))
         raise
-    click.echo(render_check.render(report, fmt, quiet=quiet, color=color), nl=False, color=color)
+    out.echo(render_check.render(report, fmt, quiet=quiet, color=color), nl=False)
     if prometheus:
         metrics.write_atomically(prometheus, metrics.exposition(report, time.time()))
     return ExitCode.IN_SYNC if report.in_sync else ExitCode.CHANGES
@@ -233,19 +235,62 @@ def check_cmd(
 @exits(ExitCode.IN_SYNC, ExitCode.USAGE, ExitCode.INVALID_PROFILE)
 @cli.command()
 @profile_arg
-def validate(profile: str) -> int:
+@output_options("text", "json")
+def validate(profile: str, out: Output) -> int:
     """Check PROFILE (and every profile it extends) without reading a host."""
-    loaded = load_profile(profile)
+    try:
+        loaded = load_profile(profile)
+    except ProfileError as exc:
+        if out.json:  # the problems as data too, for an editor or CI; the exit code says 65
+            out.document(validation_document(profile, None, exc.problems()))
+        raise
+    if out.json:
+        out.document(validation_document(profile, loaded, []))
+        return ExitCode.IN_SYNC
     parents = f" (with {', '.join(loaded.files[:-1])})" if len(loaded.files) > 1 else ""
-    click.echo(f"{profile}: valid profile {loaded.profile.name!r}{parents}")
+    out.echo(f"{profile}: valid profile {loaded.profile.name!r}{parents}")
     return ExitCode.IN_SYNC
+
+
+def validation_document(
+    path: str, loaded: LoadedProfile | None, problems: list[str]
+) -> dict[str, Any]:
+    return documents.versioned(
+        "validate",
+        {
+            "profile": path,
+            "valid": loaded is not None,
+            "name": loaded.profile.name if loaded else None,
+            "files": list(loaded.files) if loaded else [],
+            "problems": problems,
+        },
+    )
+
+
+def schema_options(command: Callable[..., int]) -> Callable[..., int]:
+    """`--profile` (the default), then `--plan`, `--check`, ...: one flag a schema, one choice."""
+    flags = [("profile", "The profile's schema, for editor completion (the default).")]
+    flags += [(kind, f"The schema of `tune {kind} --format json`.") for kind in documents.KINDS]
+    for kind, help in reversed(flags):
+        # Only the first has a default: flags that share a destination and each declared one
+        # would compete for it.
+        if kind == "profile":
+            option = click.option("--profile", "which", flag_value=kind, default=True, help=help)
+        else:
+            option = click.option(f"--{kind}", "which", flag_value=kind, help=help)
+        command = option(command)
+    return command
 
 
 @exits(ExitCode.IN_SYNC)
 @cli.command("schema")
-def schema_cmd() -> int:
-    """Print the profile's JSON Schema (for editor completion)."""
-    click.echo(json.dumps(schema(), indent=2))
+@schema_options
+@output_options("json")
+def schema_cmd(which: str, out: Output) -> int:
+    """Print a JSON Schema: the profile's (the default), or that of a command's --format json."""
+    from ..render.schemas import SCHEMAS
+
+    out.document(schema() if which == "profile" else SCHEMAS[which])
     return ExitCode.IN_SYNC
 
 
@@ -258,20 +303,37 @@ def schema_cmd() -> int:
 )
 @cli.command()
 @profile_arg
-@click.option("-o", "--output", required=True, metavar="FILE.tar.gz", help="Archive to write.")
+@click.option(
+    "-o",
+    "--output",
+    required=True,
+    metavar="FILE.tar.gz",
+    help="Archive to write; - writes it to standard output (then the summary is on stderr).",
+)
 @click.option("--root", metavar="PATH", help=ROOT_HELP)
+@output_options("text", "json", output=False)
 @one_host_options
-def snapshot(profile: str, output: str, root: str | None, remote: RemoteOptions) -> int:
+def snapshot(
+    profile: str, output: str, root: str | None, out: Output, remote: RemoteOptions
+) -> int:
     """Capture exactly the files PROFILE reads from the host, for offline plans."""
     loaded: LoadedProfile = load_profile(profile)
-    source: list[str] = []
+    source: list[ReadableHost] = []
 
     def capture(host: ReadableHost) -> int:
-        source.append(host.describe())
-        return write_archive(host.fetch(request(loaded.profile)), output)
+        source.append(host)
+        archive = sys.stdout.buffer if output == STDOUT else output
+        return write_archive(host.fetch(request(loaded.profile)), archive)
 
     count = on_one_host(root, remote, capture)
-    click.echo(f"{output}: {count} files from {source[0]}")
+    if output == STDOUT:  # standard output is the archive
+        out = dataclasses.replace(out, stream=sys.stderr)
+    if out.json:
+        body = {"archive": output, "files": count, "profile": loaded.path}
+        host = {"name": source[0].name, "source": source[0].describe()}
+        out.document(documents.document("snapshot", host, body))
+    else:
+        out.echo(f"{output}: {count} files from {source[0].describe()}")
     return ExitCode.IN_SYNC
 
 

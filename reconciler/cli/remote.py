@@ -10,7 +10,6 @@ imported only when a command really goes remote.
 from __future__ import annotations
 
 import functools
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -21,6 +20,7 @@ from ..errors import UsageError
 from ..hosts.base import Host
 from ..hosts.directory import open_host
 from ..hosts.fleet import DEFAULT_FORKS
+from .output import Output
 
 if TYPE_CHECKING:
     from ..hosts.targets import Target
@@ -200,15 +200,16 @@ def one_host_options(command: Callable[..., int]) -> Callable[..., int]:
     return _decorated(command, [_ONE_HOST_OPTION, *_SSH_OPTIONS], remote)
 
 
-def progress_on_terminal() -> Callable[[int, int], None] | None:
-    """A one-line progress counter on stderr, only when stderr is a terminal."""
-    if not sys.stderr.isatty():
+def progress_on_terminal(out: Output) -> Callable[[int, int], None] | None:
+    """How many hosts are done, on standard error: on a terminal only, never with JSON."""
+    waiting = out.progress()
+    if not waiting.enabled:
         return None
 
     def show(done: int, total: int) -> None:
-        end = "\n" if done == total else ""
-        sys.stderr.write(f"\r{done}/{total} hosts{end}")
-        sys.stderr.flush()
+        waiting(f"{done}/{total} hosts")
+        if done == total:
+            waiting.clear()
 
     return show
 

@@ -10,7 +10,7 @@ import io
 import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from ..errors import HostError
 from .base import Host, write_error
@@ -197,20 +197,27 @@ def _members(tar: Any, tree: dict[str, bytes], directories: set[str]) -> None:
             directories.add(path)
 
 
-def write_archive(files: Files, target: str | os.PathLike[str]) -> int:
-    """Pack observed files into a snapshot archive; returns how many files went in. A device
-    node goes in as an empty file (a directory of them as a directory): the name is what was
-    observed, and the same layout in a snapshot directory reads back the same."""
+def write_archive(files: Files, target: str | os.PathLike[str] | BinaryIO) -> int:
+    """Pack observed files into a snapshot archive (a path, or a stream such as standard
+    output); returns how many files went in. A device node goes in as an empty file (a
+    directory of them as a directory): the name is what was observed, and the same layout in
+    a snapshot directory reads back the same."""
     import tarfile  # only snapshots packed as archives need it
     import time
 
     now = int(time.time())
     nodes = {p for found in files.nodes.values() for p in found}
     entries = {**{p: b"" for p in nodes}, **files.contents}
+    stream = not isinstance(target, str | os.PathLike)
+    name = "standard output" if stream else str(target)
     try:
-        tar = tarfile.open(target, "w:gz")  # noqa: SIM115 - entered below, once it opened
+        # A stream is written forward only ("w|gz"): a pipe cannot seek back.
+        if isinstance(target, str | os.PathLike):
+            tar = tarfile.open(target, "w:gz")  # noqa: SIM115 - entered below, once it opened
+        else:
+            tar = tarfile.open(fileobj=target, mode="w|gz")  # noqa: SIM115 - likewise
     except OSError as exc:
-        raise write_error(str(target), "write the snapshot", exc) from exc
+        raise write_error(name, "write the snapshot", exc) from exc
     try:
         with tar:
             for path, data in sorted(entries.items()):
@@ -224,7 +231,8 @@ def write_archive(files: Files, target: str | os.PathLike[str]) -> int:
                 info.mode = 0o644
                 tar.addfile(info, io.BytesIO(data))
     except OSError as exc:  # a full device: no half an archive left behind
-        with contextlib.suppress(OSError):
-            os.unlink(target)
-        raise write_error(str(target), "write the snapshot", exc) from exc
+        if not stream:
+            with contextlib.suppress(OSError):
+                os.unlink(name)
+        raise write_error(name, "write the snapshot", exc) from exc
     return sum(not p.endswith("/") for p in entries)

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 
 from ..cli.exits import COMPARES, exits
-from ..cli.options import format_option, profile_argument
+from ..cli.options import profile_argument
+from ..cli.output import Output, output_options
 from ..cli.remote import RemoteOptions, on_one_host, one_host_options
 from ..errors import ExitCode, UsageError
 from ..hosts.base import Host
 from ..profile.load import load_profile
+from ..render import documents
 
 ROOT_HELP = "Read the host from a snapshot directory instead of this machine."
 
@@ -20,9 +20,9 @@ ROOT_HELP = "Read the host from a snapshot directory instead of this machine."
 @click.command("probe")
 @profile_argument()
 @click.option("--root", metavar="PATH", help=ROOT_HELP)
-@format_option("text", "json")
+@output_options("text", "json")
 @one_host_options
-def probe_cmd(profile: str, root: str | None, fmt: str, remote: RemoteOptions) -> int:
+def probe_cmd(profile: str, root: str | None, out: Output, remote: RemoteOptions) -> int:
     """Run PROFILE's probes on the host and print median, min and max of each.
 
     \b
@@ -42,32 +42,35 @@ def probe_cmd(profile: str, root: str | None, fmt: str, remote: RemoteOptions) -
         raise UsageError(f"{profile} defines no probes.")
     probes = loaded.profile.probes
 
+    names: list[str] = []
+    waiting = out.progress()
+
     def measure(host: Host) -> list[ProbeResult]:
+        names.append(host.name)
         execute, env = engine_for(host, root=root, timeout=remote.command_timeout).probe_executor()
-        return [run_probe(name, spec, execute, env) for name, spec in probes.items()]
+        return [run_probe(name, spec, execute, env, waiting) for name, spec in probes.items()]
 
     # Opening the host refuses a missing snapshot before anything runs.
-    results = on_one_host(root, remote, measure)
+    try:
+        results = on_one_host(root, remote, measure)
+    finally:
+        waiting.clear()
     failed_gates = [
         (r.name, v.message)
         for r in results
         if (spec := loaded.profile.probes[r.name]).gate is not None
         and not (v := judge(spec.gate, spec.better, None, r.median)).ok
     ]
-    if fmt == "json":
-        click.echo(
-            json.dumps(
-                {
-                    "probes": [r.to_json() for r in results],
-                    "gates": [{"probe": n, "message": m} for n, m in failed_gates],
-                },
-                indent=2,
-            )
-        )
+    if out.json:
+        body = {
+            "probes": [r.to_json() for r in results],
+            "gates": [{"probe": n, "message": m} for n, m in failed_gates],
+        }
+        out.document(documents.document("probe", documents.named(names[0]), body))
     else:
-        click.echo(render(results), nl=False)
+        out.echo(render(results), nl=False)
         for name, message in failed_gates:
-            click.echo(f"gate failed: {name}: {message}")
+            out.echo(f"gate failed: {name}: {message}")
     if any(not r.ok for r in results):
         return ExitCode.HOST_ERROR
     return ExitCode.CHANGES if failed_gates else ExitCode.IN_SYNC

@@ -4,7 +4,7 @@ unless the operator asked to keep it."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -57,6 +57,7 @@ class PhaseProbes:
     env: Mapping[str, str] = field(default_factory=dict)
     keep_on_regression: bool = False
     execute: Executor = run_argv
+    progress: Callable[[str], None] | None = None  # hears each probe run, while it runs
     before_results: dict[str, ProbeResult] = field(default_factory=dict)
     after_results: dict[str, ProbeResult] = field(default_factory=dict)
     failures: list[GateFailure] = field(default_factory=list)
@@ -67,7 +68,7 @@ class PhaseProbes:
 
     def _measure(self, journal: Recorder, when: str) -> dict[str, ProbeResult]:
         results = {
-            name: run_probe(name, spec, self.execute, self.env)
+            name: run_probe(name, spec, self.execute, self.env, self.progress)
             for name, spec in self.probes.items()
         }
         journal.record(

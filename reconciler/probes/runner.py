@@ -126,13 +126,20 @@ def argv_of(spec: ProbeSpec) -> list[str]:
 
 
 def run_probe(
-    name: str, spec: ProbeSpec, execute: Executor = run_argv, env: Mapping[str, str] | None = None
+    name: str,
+    spec: ProbeSpec,
+    execute: Executor = run_argv,
+    env: Mapping[str, str] | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> ProbeResult:
+    """Run the probe `spec.repeat` times; `progress` hears which run is going."""
     base = ProbeResult(name, spec.metric, spec.unit_label, spec.better)
     values: list[float] = []
     output = ""
     details: dict[str, Any] = {}
-    for _ in range(spec.repeat):
+    for run in range(1, spec.repeat + 1):
+        if progress is not None:
+            progress(f"Probe {name}: run {run} of {spec.repeat}")
         done = execute(argv_of(spec), spec.timeout, env or {})
         output = _tail(done.stdout + (("\n" + done.stderr) if done.stderr else ""))
         if done.returncode is None:

@@ -13,7 +13,9 @@ from ..plan.model import Plan
 
 
 def as_json(plan: Plan, color: bool = False) -> str:
-    return json.dumps(plan.to_json(), indent=2) + "\n"
+    from .documents import plan_document
+
+    return json.dumps(plan_document(plan), indent=2) + "\n"
 
 
 def as_text(plan: Plan, color: bool = False) -> str:

@@ -7,9 +7,11 @@ from dataclasses import replace
 
 from ..apply.engine import Work
 from ..apply.state import LOCK, STATE
-from ..apply.steps import Step
+from ..apply.steps import PutFile, Step
 from ..hosts.base import ReadableHost
+from ..hosts.files import Request
 from ..plan.model import Plan
+from .diff import unified
 from .printable import printable
 
 
@@ -25,7 +27,11 @@ def applied_part(work: Work) -> Plan:
     )
 
 
-def dry_run_text(steps: tuple[Step, ...], host: ReadableHost, later: str | None = None) -> str:
+def dry_run_text(
+    steps: tuple[Step, ...], host: ReadableHost, later: str | None = None, *, color: bool = False
+) -> str:
+    """Each step and its operations; a file it replaces as a unified diff from the file the
+    host has now (or the one an earlier step of the run writes), read in one batch."""
     from ..plan.model import Value
 
     def show(value: Value) -> str:
@@ -42,11 +48,36 @@ def dry_run_text(steps: tuple[Step, ...], host: ReadableHost, later: str | None 
             f"Each change is journaled under {STATE}/runs/ before its write, with {LOCK} held.",
         ]
     )
+    lines = [printable(line) for line in lines]
+    files = _current_files(steps, host)
     for step in steps:
-        lines.append(f"{step.id}: {show(step.prior)} -> {show(step.desired)}")
+        lines.append(printable(f"{step.id}: {show(step.prior)} -> {show(step.desired)}"))
         for op in step.do:
             first, *body = op.describe().split("\n")  # a file's body: one `| line` a line
-            lines += [f"    {first}", *body]
+            lines.append(printable(f"    {first}"))
+            if isinstance(op, PutFile):
+                before, files[op.path] = files.get(op.path), op.data
+                lines += [f"        {line}" for line in _diff(op.path, before, op.data, color)]
+            else:
+                lines += [printable(line) for line in body]
         if not step.do:
             lines.append("    (made by the step before it)")
-    return "".join(printable(line) + "\n" for line in lines)
+    return "".join(line + "\n" for line in lines)
+
+
+def _current_files(steps: tuple[Step, ...], host: ReadableHost) -> dict[str, bytes | None]:
+    """The files the steps replace, as the host has them now (None: absent)."""
+    paths = sorted({op.path for step in steps for op in step.do if isinstance(op, PutFile)})
+    if not paths:
+        return {}
+    found = host.fetch(Request.of(*paths, whole=paths))
+    return {path: found.read(path) for path in paths}
+
+
+def _diff(path: str, before: bytes | None, after: bytes, color: bool) -> list[str]:
+    def lines(data: bytes | None) -> list[str] | None:
+        if data is None:
+            return None
+        return [printable(line) for line in data.decode("utf-8", "replace").splitlines()]
+
+    return unified(path, lines(before), lines(after), color)

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import Any
 
 from ..drift.check import DriftReport, Since
 from ..hosts.fleet import HostResult
 from ..plan.model import Change, CheckResult, JsonValue, Value
+from . import documents
 from . import fleet as fleet_render
 from .folding import fold, show, shown
 from .printable import printable_data
@@ -23,8 +25,13 @@ def render(report: DriftReport, fmt: str, *, quiet: bool, color: bool) -> str:
     return drift_only(report) if quiet else text(report, color)
 
 
+def check_document(report: DriftReport) -> dict[str, Any]:
+    body = report.to_json()
+    return documents.document("check", body.pop("host"), body)
+
+
 def as_json(report: DriftReport, color: bool = False) -> str:
-    return json.dumps(report.to_json(), indent=2) + "\n"
+    return json.dumps(check_document(report), indent=2) + "\n"
 
 
 def drift_only(report: DriftReport) -> str:
@@ -136,16 +143,7 @@ def fleet(results: Sequence[HostResult[DriftReport]], fmt: str, *, quiet: bool, 
     """Many hosts: `--quiet` prefixes each drift line with its host (cron mails one list);
     text is the fleet summary table then each drifted host's report; JSON one object a host."""
     if fmt == "json":
-        objects = [
-            {"host": r.name, "status": "error", "error": str(r.error)}
-            if r.value is None
-            else {
-                "host": r.name,
-                "status": "in-sync" if r.value.in_sync else "drift",
-                "report": r.value.to_json(),
-            }
-            for r in results
-        ]
+        objects = documents.fleet("check", results, check_document)
         return json.dumps(objects, indent=2) + "\n"
     results = printable_data(results)
     if quiet:

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from ..errors import ApplyFailed, TuneError
+from ..errors import ApplyFailed
 from ..hosts.fleet import HostResult
 from ..plan.model import Phase, Plan
-from . import md
+from . import documents, md
 from .printable import printable
 
 if TYPE_CHECKING:
@@ -29,9 +29,7 @@ T = TypeVar("T")
 def problems(result: HostResult[Any]) -> str:
     """A failed host's error for a terminal: one printable line a problem (it quotes the
     host's paths and values); JSON keeps the error as it is."""
-    error = result.error
-    lines = error.problems() if isinstance(error, TuneError) else [str(error)]
-    return "\n".join(printable(line) for line in lines)
+    return "\n".join(printable(line) for line in documents.problems(result.error))
 
 
 def status(result: HostResult[Plan]) -> str:
@@ -147,30 +145,9 @@ def markdown(results: Sequence[HostResult[Plan]], each: Renderer) -> str:
     return hosts_markdown(HEADER, rows, totals(results), results, details)
 
 
-class Reported(Protocol):
-    def to_json(self) -> dict[str, Any]: ...
-
-
-R = TypeVar("R", bound=Reported)
-
-
-def hosts_json(
-    results: Sequence[HostResult[R]], status_of: Callable[[HostResult[R]], str], key: str
-) -> str:
-    """One object per host: its name, status, and the error or the one-host JSON under `key`."""
-    objects: list[dict[str, Any]] = []
-    for result in results:
-        entry: dict[str, Any] = {"host": result.name, "status": status_of(result)}
-        if result.error is not None:
-            entry["error"] = str(result.error)
-        if result.value is not None:
-            entry[key] = result.value.to_json()
-        objects.append(entry)
-    return json.dumps(objects, indent=2) + "\n"
-
-
 def as_json(results: Sequence[HostResult[Plan]]) -> str:
-    return hosts_json(results, status, "plan")
+    """One plan document per host (`documents.py`), an error document for a failed one."""
+    return json.dumps(documents.fleet("plan", results, documents.plan_document), indent=2) + "\n"
 
 
 APPLIED_HEADER = ["HOST", "RESULT", "CHANGES", "RUN"]
@@ -207,26 +184,35 @@ def applied(results: Sequence[HostResult[ApplyResult]], color: bool) -> str:
     return "\n".join(out) + "\n"
 
 
+APPLIED_STATUS = {"applied": "applied", "in sync": "in-sync", "rolled back": "rolled-back"}
+
+
+def applied_document(
+    name: str, result: HostResult[ApplyResult] | None, plan: Plan | None
+) -> dict[str, Any]:
+    """One host's apply: its status, the run it started, and the changes it was to make (no
+    `result`: a dry run). The same document for `tune apply` on one host and on many."""
+    if result is None:
+        status, changes, run = "dry-run", None, None
+    else:
+        state, changes, run = _applied(result)
+        status = APPLIED_STATUS.get(state, "error")
+    body: dict[str, Any] = {"status": status, "changes": changes, "run": run}
+    if result is not None and result.error is not None:
+        body["error"] = "\n".join(documents.problems(result.error))
+    if plan is not None:
+        body["plan"] = documents.plan_document(plan)
+    return documents.document("apply", documents.named(name), body)
+
+
 def applied_json(
     results: Sequence[HostResult[ApplyResult]], plans: Sequence[HostResult[Plan]]
 ) -> str:
-    """One object per host: its result, the run it started, and the changes it was to make."""
+    """One apply document per host."""
     planned = {p.name: p.value for p in plans}
-    objects: list[dict[str, Any]] = []
-    for result in results:
-        state, changes, run = _applied(result)
-        entry: dict[str, Any] = {
-            "host": result.name,
-            "result": state,
-            "changes": changes,
-            "run": run,
-        }
-        if result.error is not None:
-            entry["error"] = str(result.error)
-        plan = planned.get(result.name)
-        if plan is not None:
-            entry["plan"] = plan.to_json()
-        objects.append(entry)
+    objects = [
+        applied_document(r.name, r, planned.get(r.name)) | {"target": r.name} for r in results
+    ]
     return json.dumps(objects, indent=2) + "\n"
 
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ..plan.model import Change, Phase, Plan, Priority
+from ..plan.model import Change, Phase, Plan, Priority, Value
+from .diff import unified
 from .folding import fold, show, whole_files
 from .printable import printable_data
 from .style import styler
@@ -41,7 +42,9 @@ def render(plan: Plan, color: bool = False) -> str:
                 long = whole_file or _line_count(c) > LONG_LIST
                 arrow = file_arrow(c) if long else f"{show(c.current)} -> {show(c.desired)}"
                 lines.append(f"    ~ {group.label}: {style(arrow, fg='cyan')}")
-                if long and not whole_file:
+                if whole_file:
+                    lines.extend(f"        {line}" for line in file_diff(c, color))
+                elif long:
                     lines.extend(f"        {mark} {line}" for mark, line in line_changes(c))
                 if c.reason:
                     lines.append(f"        {style(c.reason, dim=True)}")
@@ -83,6 +86,15 @@ def line_changes(change: Change) -> list[tuple[str, str]]:
     old = change.current if isinstance(change.current, tuple) else ()
     new = change.desired if isinstance(change.desired, tuple) else ()
     return [("+", x) for x in new if x not in old] + [("-", x) for x in old if x not in new]
+
+
+def file_diff(change: Change, color: bool) -> list[str]:
+    """A whole file's change as a unified diff (`target` is the file's path)."""
+
+    def lines(value: Value) -> tuple[str, ...] | None:
+        return value if isinstance(value, tuple) else None
+
+    return unified(change.target, lines(change.current), lines(change.desired), color)
 
 
 def file_arrow(change: Change) -> str:

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
 from ..cli.exits import exits
-from ..cli.options import format_option
+from ..cli.output import Output, output_options
 from ..cli.remote import RemoteOptions, on_one_host, one_host_options
-from ..errors import ExitCode, HostError
+from ..errors import ExitCode
+from ..render import documents
 
 if TYPE_CHECKING:
     from ..apply.journal import Run
@@ -24,37 +24,31 @@ ROOT_HELP = "Read the runs of a snapshot directory instead of this machine."
 @click.command("report")
 @click.argument("run_id", required=False)
 @click.option("--root", metavar="DIR", help=ROOT_HELP)
-@click.option("-o", "--output", metavar="FILE", help="Write the report to FILE, not stdout.")
-@format_option("markdown", "json")
+@output_options("markdown", "json")
 @one_host_options
-def report_cmd(
-    run_id: str | None, root: str | None, output: str | None, fmt: str, remote: RemoteOptions
-) -> int:
+def report_cmd(run_id: str | None, root: str | None, out: Output, remote: RemoteOptions) -> int:
     """The record of a run (the newest by default): probes before and after, what was
     changed and why, by priority, with the exact operations, and what still needs a reboot
     or the BIOS. With -H, the run is read from the target's journal.
     """
     from .build import build
-    from .render import as_json, markdown
+    from .render import markdown
 
-    run, summary = on_one_host(root, remote, lambda host: _read(host, run_id))
-    chosen = run.run_id
+    run, summary, name = on_one_host(root, remote, lambda host: _read(host, run_id))
     data = build(run, None if summary is None else summary.to_json())
-    rendered = as_json(data) if fmt == "json" else markdown(data)
-    if output is None:
-        click.echo(rendered, nl=False)
-        return ExitCode.IN_SYNC
-    try:
-        Path(output).write_text(rendered, encoding="utf-8")
-    except OSError as exc:
-        raise HostError(f"{output}: cannot write ({exc.strerror}).") from exc
-    click.echo(f"{output}: run {chosen} ({data['run']['outcome']}).")
+    if out.json:
+        out.document(documents.document("report", documents.named(name), data))
+    else:
+        out.echo(markdown(data), nl=False)
+    if out.to_file:
+        click.echo(f"{out.path}: run {run.run_id} ({data['run']['outcome']}).", err=True)
     return ExitCode.IN_SYNC
 
 
-def _read(host: ReadableHost, run_id: str | None) -> tuple[Run, HostSummary | None]:
-    """The run (the newest by default) and the host summary: three reads, whatever the host."""
+def _read(host: ReadableHost, run_id: str | None) -> tuple[Run, HostSummary | None, str]:
+    """The run (the newest by default), the host summary and the host's name: three reads,
+    whatever the host."""
     from ..apply.journal import chosen_run
     from ..audit.engine import host_summary
 
-    return chosen_run(host, run_id, "report"), host_summary(host)
+    return chosen_run(host, run_id, "report"), host_summary(host), host.name

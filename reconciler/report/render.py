@@ -4,7 +4,6 @@ record quotes the host (values, paths, messages) and the profile: each value goe
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from ..render import md
@@ -18,10 +17,6 @@ OUTCOMES = {
     "rollback-failed": "rollback FAILED: some changes are not restored",
     "interrupted": "interrupted (no end record; `tune rollback` restores it)",
 }
-
-
-def as_json(report: dict[str, Any]) -> str:
-    return json.dumps(report, indent=2) + "\n"
 
 
 def markdown(report: dict[str, Any]) -> str:

@@ -33,7 +33,7 @@ def plan_json(vm: Vm, profile: Path) -> dict[str, Any]:
 def history(vm: Vm) -> list[dict[str, Any]]:
     result = tune(vm, "history", "--format", "json")
     assert result.code == 0, result.err
-    rows: list[dict[str, Any]] = json.loads(result.out)
+    rows: list[dict[str, Any]] = json.loads(result.out)["runs"]
     return rows
 
 

@@ -403,6 +403,6 @@ def test_over_ssh_a_fleet_refuses_an_interrupted_host_even_when_it_is_in_sync(
     )  # fmt: skip
     assert code == 1
     h1, h2 = json.loads(out)
-    assert (h1["host"], h1["result"]) == ("h1", "error")
+    assert (h1["target"], h1["status"]) == ("h1", "error")
     assert "has not ended (interrupted, or still running)" in h1["error"]
-    assert (h2["host"], h2["result"]) == ("h2", "in sync")
+    assert (h2["target"], h2["status"]) == ("h2", "in-sync")

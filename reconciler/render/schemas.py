@@ -1,0 +1,198 @@
+"""JSON Schemas of every command's `--format json` (`tune schema --plan`, `--check`, ...).
+
+Written as data, beside the documents they describe (`documents.py`); the tests validate each
+command's real output against its schema. A document may gain fields without a new
+`format_version` (objects stay open); it may not lose or retype one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .documents import FORMAT_VERSION, KINDS
+
+Schema = dict[str, Any]
+
+STRING: Schema = {"type": "string"}
+TEXT: Schema = {"type": ["string", "null"]}  # absent on the host, or not recorded
+COUNT: Schema = {"type": "integer", "minimum": 0}
+STRINGS: Schema = {"type": "array", "items": STRING}
+# A knob's value: a normalised string, a list of lines, or null when the host lacks the knob.
+VALUE: Schema = {"type": ["string", "array", "null"], "items": STRING}
+
+
+def record(required: dict[str, Schema], optional: dict[str, Schema] | None = None) -> Schema:
+    """An object with these fields (and perhaps more: documents grow)."""
+    return {
+        "type": "object",
+        "required": list(required),
+        "properties": required | (optional or {}),
+    }
+
+
+def listed(item: Schema) -> Schema:
+    return {"type": "array", "items": item}
+
+
+HOST = record({"name": STRING}, {"source": STRING, "kernel": TEXT, "boot_id": TEXT})
+CHANGE = record(
+    {
+        "id": STRING,
+        "kind": STRING,
+        "target": STRING,
+        "current": VALUE,
+        "desired": VALUE,
+        "phase": {"enum": ["runtime", "reboot"]},
+        "priority": {"enum": ["P0", "P1", "P2"]},
+        "reason": STRING,
+    },
+    {"optional": {"type": "boolean"}},
+)
+PENDING = record({"id": STRING, "running": VALUE, "configured": VALUE, "action": STRING})
+CHECK = record(
+    {
+        "id": STRING,
+        "name": STRING,
+        "ok": {"type": "boolean"},
+        "observed": TEXT,
+        "expected": STRING,
+        "remedy": STRING,
+    }
+)
+NOTE = record({"about": STRING, "message": STRING})
+SUMMARY = record(
+    dict.fromkeys(
+        ("changes", "runtime", "reboot", "in_sync", "pending", "checks", "failed_checks"), COUNT
+    )
+)
+PLAN_BODY: dict[str, Schema] = {
+    "status": {"enum": ["in-sync", "changes"]},
+    "profile": STRING,
+    "changes": listed(CHANGE),
+    "pending": listed(PENDING),
+    "checks": listed(CHECK),
+    "notes": listed(NOTE),
+    "summary": SUMMARY,
+}
+RUN_ID: Schema = {"type": ["string", "null"]}
+GATE = record({"probe": STRING, "message": STRING})
+PROBE = record(
+    {
+        "name": STRING,
+        "unit": STRING,
+        "values": listed({"type": "number"}),
+        "median": {"type": ["number", "null"]},
+        "error": TEXT,
+    }
+)
+ROLLED_BACK = record(
+    {
+        "run": STRING,
+        "status": {"enum": ["rolled-back", "already-rolled-back", "failed"]},
+        "restored": COUNT,
+        "unchanged": COUNT,
+        "failures": STRINGS,
+    }
+)
+RUN_ROW = record(
+    {
+        "run_id": STRING,
+        "started": TEXT,
+        "finished": TEXT,
+        "profile": TEXT,
+        "phase": TEXT,
+        "outcome": STRING,
+        "changes": COUNT,
+    }
+)
+FINDING = record(
+    {"id": STRING, "priority": STRING, "actionable": {"type": "boolean"}, "observed": TEXT}
+)
+
+
+def _document(kind: str, body: dict[str, Schema], host: Schema | None = HOST) -> Schema:
+    head: dict[str, Schema] = {"format_version": {"const": FORMAT_VERSION}, "kind": {"const": kind}}
+    # A fleet names each document's host as its inventory or -H did.
+    return record(head | ({"host": host} if host else {}) | body, {"target": STRING})
+
+
+def _error(kind: str) -> Schema:
+    """A host a fleet command could not read or work on."""
+    return _document(kind, {"status": {"const": "error"}, "error": STRING})
+
+
+BODIES: dict[str, dict[str, Schema]] = {
+    "plan": PLAN_BODY,
+    "check": {
+        "status": STRING,
+        "profile": STRING,
+        "drift": listed(CHANGE),
+        "failed_checks": listed(CHECK),
+        "pending": listed(PENDING),
+        "notes": listed(NOTE),
+    },
+    "apply": {
+        "status": {"enum": ["applied", "in-sync", "rolled-back", "error", "dry-run"]},
+        "changes": {"type": ["integer", "null"]},
+        "run": RUN_ID,
+    },
+    "rollback": {"runs": listed(ROLLED_BACK)},
+    "verify": {
+        "status": {"enum": ["verified", "nothing-pending"]},
+        "run": RUN_ID,
+        "held": STRINGS,
+        "promoted": {"type": "boolean"},
+        "kept_gates": listed(GATE),
+    },
+    "history": {"runs": listed(RUN_ROW)},
+    "report": {
+        "run": record({"run_id": STRING, "outcome": STRING, "profile": TEXT, "phase": TEXT}),
+        "changes": {"type": "array"},
+        "probes": {"type": "array"},
+    },
+    "audit": {
+        "status": {"enum": ["clean", "actionable"]},
+        "findings": listed(FINDING),
+        "good": {"type": "array"},
+        "not_issues": {"type": "array"},
+    },
+    "probe": {"probes": listed(PROBE), "gates": listed(GATE)},
+    "snapshot": {"archive": STRING, "files": COUNT, "profile": STRING},
+    "validate": {
+        "profile": STRING,
+        "valid": {"type": "boolean"},
+        "name": TEXT,
+        "files": STRINGS,
+        "problems": STRINGS,
+    },
+    "profiles": {
+        "profiles": listed(record({"name": STRING, "description": TEXT, "path": STRING})),
+    },
+    "config": {
+        # A setting's value is what its key takes: a path, a number, a flag, or null (unset).
+        "settings": listed(record({"key": STRING, "value": {}, "source": STRING})),
+    },
+}
+# The commands that take several hosts write a list of the one-host documents.
+FLEET = frozenset({"plan", "check", "apply", "audit", "history"})
+# What reads no host: a profile, or tune itself.
+NO_HOST = frozenset({"validate", "profiles", "config"})
+
+
+def schema_of(kind: str) -> Schema:
+    one = _document(kind, BODIES[kind], None if kind in NO_HOST else HOST)
+    if kind == "apply":  # a fleet's apply or dry run shows each host's plan
+        one["properties"]["plan"] = _document("plan", PLAN_BODY)
+    if kind in FLEET:
+        one = {"anyOf": [one, _error(kind)]}
+        shape: Schema = {"anyOf": [one, listed(one)]}
+    else:
+        shape = one
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": f"tune {kind} --format json, format_version {FORMAT_VERSION}",
+        **shape,
+    }
+
+
+SCHEMAS: dict[str, Schema] = {kind: schema_of(kind) for kind in KINDS}
