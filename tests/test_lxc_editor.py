@@ -5,8 +5,12 @@ NVIDIA allow lines, NVIDIA mount entries). Pure: the steps run on in-memory text
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from lxc_oracle import lxc_refuses
 
 from reconciler.apply.steps import PutFile
 from reconciler.facts import lxc as fmt
@@ -140,6 +144,10 @@ def test_edit_then_undo_is_byte_identical_and_touches_only_owned_keys(
         read = [fmt.meaning(key, v) for v in wrote.values(key)]
         before = [fmt.meaning(key, v) for v in fmt.parse(config, syntax).values(key)]
         assert len(read) - len(set(read)) <= len(before) - len(set(before))
+    if path == PLAIN:  # LXC itself reads what tune wrote
+        with tempfile.TemporaryDirectory() as scratch:
+            assert lxc_refuses(config, Path(scratch)) is None
+            assert lxc_refuses(text, Path(scratch)) is None
     for step in reversed(steps):
         (op,) = step.undo
         assert isinstance(op, PutFile)
