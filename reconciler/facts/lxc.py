@@ -398,9 +398,13 @@ def replace_key(config: Config, key: str, owned: frozenset[str] | None, lines: l
     `key` item when `owned` is None) made to read as `lines`: an item that already means one of
     `lines` keeps its bytes and its place, the others go, and each of `lines` no item means is
     written in the file's syntax after the last item kept, else at the first owned item's
-    place, else at the end of the main section. Comments, order, other keys and snapshot
-    sections keep every byte, so undoing an edit is putting the prior bytes back."""
+    place, else at the end of the main section. In a plain LXC config a line of `key` in
+    Proxmox's syntax (which LXC refuses, and which tune itself wrote before it knew better) goes
+    when it says one of `owned` or `lines`: the line in LXC's syntax replaces it. Comments,
+    order, other keys and snapshot sections keep every byte, so undoing an edit is putting the
+    prior bytes back."""
     by_line = {i.line: i for i in config.items if i.key == key}
+    misspelt = {i.line: i for i in _misspelt(config) if i.key == key}
     wanted = set(lines)
     kept: set[str] = set()
     at: int | None = None
@@ -408,6 +412,11 @@ def replace_key(config: Config, key: str, owned: frozenset[str] | None, lines: l
     for index, line in enumerate(config.lines[: config.main_end]):
         item = by_line.get(index)
         read_as = None if item is None else meaning(key, item.value)
+        wrong = misspelt.get(index)
+        if wrong is not None and (owned is None or meaning(key, wrong.value) in owned | wanted):
+            if at is None:
+                at = len(out)
+            continue
         if read_as is None or (owned is not None and read_as not in owned):
             out.append(line)
             continue
@@ -425,6 +434,19 @@ def replace_key(config: Config, key: str, owned: frozenset[str] | None, lines: l
     if at > 0 and not out[at - 1].endswith("\n") and new:
         out[at - 1] += "\n"
     return "".join(out[:at] + new + out[at:] + list(config.lines[config.main_end :]))
+
+
+def _misspelt(config: Config) -> list[Item]:
+    """The lines of a plain LXC config that LXC refuses and Proxmox would read as `lxc.*`
+    items (`lxc.prlimit.memlock: unlimited`), as Proxmox reads them."""
+    if config.syntax is not Syntax.LXC:
+        return []
+    found = []
+    for refused in config.unreadable:
+        match = _PVE_LXC_ITEM.fullmatch(config.lines[refused.line].rstrip("\n"))
+        if match and match.group(2) == ":":
+            found.append(Item(match.group(1), match.group(3), refused.line))
+    return found
 
 
 def nvidia_allow_lines(config: Config, proc_devices: str, mounts: bool | None = None) -> list[str]:
