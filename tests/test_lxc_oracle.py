@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from lxc_oracle import lxc_refuses
 
 from reconciler.facts import lxc as fmt
@@ -40,3 +41,18 @@ def test_lxc_and_tune_agree_on_what_lxc_reads(tmp_path: Path) -> None:
     for line in lines:
         config = fmt.parse(line + "\n", fmt.Syntax.LXC)
         assert (lxc_refuses(line + "\n", tmp_path) is None) == (not config.unreadable), line
+
+
+CORPUS = Path(__file__).resolve().parent / "corpus"
+REAL = sorted(p for p in CORPUS.rglob("*") if p.is_file() and p.suffix != ".md")
+
+
+@pytest.mark.parametrize("source", REAL, ids=[str(p.relative_to(CORPUS)) for p in REAL])
+def test_lxc_and_tune_agree_on_every_real_config(tmp_path: Path, source: Path) -> None:
+    # Proxmox's configs too: LXC skips their own keys and refuses their `lxc.key: value` lines.
+    text = source.read_text()
+    refused = fmt.parse(text, fmt.Syntax.LXC).unreadable
+    said = lxc_refuses(text, tmp_path)
+    assert (said is None) == (not refused), said
+    if refused:
+        assert refused[0].message in (said or "")
