@@ -24,7 +24,7 @@ from audit_support import (
     set_vendor,
     sysctl,
 )
-from conftest import write
+from conftest import plan_json, write
 
 from reconciler.audit.engine import audit
 from reconciler.audit.model import Area, Fix, Problem
@@ -366,8 +366,14 @@ def test_lxc_memlock_fires_on_a_finite_limit_in_a_plain_lxc_container(
     tuned: Path, tmp_path: Path
 ) -> None:
     config = (tuned / CONTAINER.lstrip("/")).read_text().split("\n[")[0]
+    # The same container in plain LXC's own syntax: `key = value`, no Proxmox keys.
+    plain = "".join(
+        line.replace(": ", " = ", 1) + "\n"
+        for line in config.splitlines()
+        if line.startswith("lxc.")
+    )
     write(tuned, "/var/lib/lxc/infer/config",
-          config.replace("memlock: unlimited", "memlock: 65536:unlimited"))  # fmt: skip
+          plain.replace("memlock = unlimited", "memlock = 65536:unlimited"))  # fmt: skip
     report = run_audit(tuned)
     finding = only(report, "lxc-memlock")
     assert "container infer mounts NVIDIA devices with memlock 65536:unlimited" in finding.observed
@@ -404,6 +410,28 @@ def test_lxc_stale_majors_fires_on_a_node_added_or_gone(tuned: Path, tmp_path: P
     )
     assert [c.id for c in finding.changes] == ["lxc:101:lxc.mount.entry"]
     closes_loop(tuned, report, tmp_path)
+
+
+def test_lxc_lines_as_lxc_reads_them_agree_with_the_plan(tuned: Path, tmp_path: Path) -> None:
+    # An fstab entry with its dump and pass fields and other blanks is the same mount, and LXC
+    # reads an allow rule's type, major:minor and access and ignores the rest: no P0, and the
+    # plan of the fix audit would offer finds nothing to change either.
+    text = (tuned / CONTAINER.lstrip("/")).read_text()
+    main, snapshot = text.split("\n[", 1)
+    lines = []
+    for line in main.splitlines():
+        if line.startswith("lxc.mount.entry: /dev/nvidia"):
+            key, _, value = line.partition(": ")
+            line = f"{key}: " + value.replace(" ", "\t", 1) + " 0 0"
+        elif line.startswith("lxc.cgroup2.devices.allow: c"):
+            line += " # NVIDIA, see the runbook"
+        lines.append(line)
+    write(tuned, CONTAINER, "\n".join(lines) + "\n[" + snapshot)
+    assert run_audit(tuned).findings == ()
+    profile = (
+        "name: t\nlxc:\n  - container: '101'\n    memlock: unlimited\n    nvidia_devices: true\n"
+    )
+    assert plan_json(tmp_path, tuned, profile)["code"] == 0
 
 
 def test_lxc_stale_majors_does_not_fire_on_allow_all_or_without_mounts(tuned: Path) -> None:

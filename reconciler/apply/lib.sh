@@ -300,31 +300,69 @@ emu_grubby() {
     done
 }
 
+# A container config's items as its reader takes them (facts/lxc.py `parse`), one
+# "KEY<tab>VALUE" line each: S=lxc as LXC's parse_line reads it (it prints "!" and LXC's words
+# for the first line LXC refuses, and stops), S=pve the main section as Proxmox reads it.
+# $LXC_KEYS: LXC's key table, a prefix key with a final "*".
+CONFIG_ITEMS='
+function known(key,  i, n, name, k) {
+  n = split(K, k, " ")
+  for (i = 1; i <= n; i++) {
+    name = k[i]
+    if (name ~ /\*$/) {
+      name = substr(name, 1, length(name) - 1)
+      if (substr(key, 1, length(name)) == name) return 1
+    } else if (key == name) return 1
+  }
+  return 0
+}
+S == "pve" {
+  if ($0 ~ /^\[[A-Za-z][A-Za-z0-9_-]+\][ \t\r\f\v]*$/ || tolower($0) ~ /^\[pve:pending\][ \t\r\f\v]*$/) exit
+  if ($0 ~ /^#/ || !match($0, /^lxc\.[a-z0-9_.-]+(:|[ \t\r\f\v]*=)/)) next
+  key = substr($0, 1, RLENGTH - 1); sub(/[ \t\r\f\v]+$/, "", key)
+  value = substr($0, RLENGTH + 1); sub(/^[ \t\r\f\v]+/, "", value); sub(/[ \t\r\f\v]+$/, "", value)
+  print key "\t" value; next }
+{
+  line = $0
+  if (line ~ /^[ \t\r\f]*$/) next
+  sub(/^[ \t]+/, "", line)
+  if (substr(line, 1, 1) == "#" || substr(line, 1, 4) != "lxc.") next
+  eq = index(line, "=")
+  if (!eq) { print "!Invalid configuration line: " line; exit }
+  key = substr(line, 1, eq - 1); sub(/[ \t]+$/, "", key)
+  value = substr(line, eq + 1); sub(/^[ \t]+/, "", value); sub(/[ \t]+$/, "", value)
+  q = substr(value, 1, 1)
+  if (length(value) > 1 && (q == "\"" || q == "\047") && substr(value, length(value)) == q)
+    value = substr(value, 2, length(value) - 2)
+  if (!known(key)) { print "!Unsupported config key \"" key "\""; exit }
+  print key "\t" value }'
+
 # The device nodes a container's `ls /dev` lists (emulate._container): $EMU_CONTAINER_DEV and
-# each `lxc.mount.entry` of its config's main section that binds an existing /dev/X to dev/X.
+# each `lxc.mount.entry` item (CONFIG_ITEMS) that binds an existing /dev/X to dev/X.
 BOUND_DEV='
-/^[ \t]*\[[^]]+\][ \t]*$/ { exit }
-/^[ \t]*#/ { next }
-match($0, /^[ \t]*[A-Za-z0-9_.-]+[ \t]*[:=]/) {
-  key = substr($0, 1, RLENGTH - 1); gsub(/[ \t]/, "", key)
-  if (key != "lxc.mount.entry") next
-  n = split(substr($0, RLENGTH + 1), f)
-  if (n >= 2 && f[1] ~ /^\/dev\// && f[2] ~ /^dev\/[^\/]*$/) print f[1], substr(f[2], 5) }'
+BEGIN { FS = "\t" }
+$1 == "lxc.mount.entry" {
+  n = split($2, f, /[ \t]+/)
+  if (f[1] == "") { for (i = 1; i < n; i++) f[i] = f[i + 1] }
+  if (f[1] ~ /^\/dev\// && f[2] ~ /^dev\/[^\/]*$/) print f[1], substr(f[2], 5) }'
 
 emu_container() {
-    tool="$1"; shift; args="$*"; config=
+    tool="$1"; shift; args="$*"; config=; syntax=lxc
     case "$tool $1" in
-    "pct reboot" | "pct exec") [ $# -ge 2 ] && config="/etc/pve/lxc/$2.conf" ;;
+    "pct reboot" | "pct exec") [ $# -ge 2 ] && config="/etc/pve/lxc/$2.conf"; syntax=pve ;;
     pct*) ;;
     *) [ $# -ge 4 ] && [ "$1" = -n ] && [ "$3" = -P ] && config="$4/$2/config" ;;
     esac
     [ -n "$config" ] && ! abnormal "$config" || { echo "$tool: unsupported arguments $args"; return 1; }
     [ -f "$R$config" ] || { echo "$tool: configuration file '$config' does not exist"; return 2; }
+    items=$(awk -v S="$syntax" -v K="$LXC_KEYS" "$CONFIG_ITEMS" "$R$config")
+    case "$items" in *"
+!"* | "!"*) echo "$tool: $2: ${items##*!}"; return 1 ;; esac
     case "$tool $1" in "pct reboot" | lxc-stop* | lxc-start*) return 0 ;; esac
     while [ $# -gt 0 ] && [ "$1" != -- ]; do shift; done
     [ $# -gt 0 ] && shift
     [ "$*" = "ls /dev" ] && [ $# -eq 2 ] || { echo "$tool: unsupported command $*"; return 1; }
-    awk "$BOUND_DEV" "$R$config" | {
+    printf '%s\n' "$items" | awk "$BOUND_DEV" | {
         for d in $EMU_CONTAINER_DEV; do echo "$d"; done
         while read -r src name; do
             if [ -e "$R$src" ] || [ -h "$R$src" ]; then echo "$name"; fi

@@ -120,6 +120,7 @@ def _strerror() -> str:
 LIBRARY = (
     f"EMU_COMMANDS={quoted(' '.join(emulate.COMMANDS))}\n"
     f"EMU_CONTAINER_DEV={quoted(' '.join(emulate.CONTAINER_DEV))}\n"
+    f"LXC_KEYS={quoted(emulate.LXC_KEY_WORDS)}\n"
     + _strerror()
     + (Path(__file__).parent / "lib.sh").read_text()
 )

@@ -88,7 +88,7 @@ def restart_containers(host: Host, configs: list[str], journal: Journal) -> Boot
         if failure is not None:
             done.failed.append(failure)
             continue
-        if not fmt.mounts_nvidia(files.text(config) or ""):
+        if not fmt.mounts_nvidia(fmt.read(config, files.text(config) or "")):
             done.held.append(f"container {container.name} restarted")
             continue
         listed = _run(host, container, container.list_dev(), journal)

@@ -1,12 +1,26 @@
-"""LXC container configs (Proxmox `/etc/pve/lxc/<id>.conf` or a plain LXC `config`), the
-character-device majors in `/proc/devices` that their `devices.allow` lines refer to, and the
-`/dev/nvidia*` nodes their `mount.entry` lines bind into the container."""
+"""LXC container configs (Proxmox `/etc/pve/lxc/<id>.conf` or a plain LXC `config`), read as
+their own reader reads them, the character-device majors in `/proc/devices` that their
+`devices.allow` lines refer to, and the `/dev/nvidia*` nodes their `mount.entry` lines bind
+into the container.
+
+Two readers, two syntaxes. Proxmox's `parse_pct_config` (pve-container
+`src/PVE/LXC/Config.pm`) reads `key: value` (and `lxc.key = value` for raw LXC keys), a
+`#` comment only at the start of a line, and sections `[snapshot]` / `[pve:pending]` after the
+main one. LXC's `parse_line` (lxc/lxc `src/lxc/confile.c`) reads `lxc.key = value` and nothing
+else: it skips blank lines, comments after blanks and lines that do not begin with `lxc.`, and
+refuses the whole config on an `lxc.` line without `=` ("Invalid configuration line") or with a
+key it does not know ("Unsupported config key"); it has no sections. What a value means is LXC's
+either way: Proxmox hands its `lxc.*` items to LXC unchanged.
+"""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from enum import Enum
 from functools import lru_cache
+
+from .lxc_keys import KEYS
 
 PROC_DEVICES = "/proc/devices"
 # Proxmox's containers, by id, and plain LXC's, by name.
@@ -18,30 +32,56 @@ MOUNT = "lxc.mount.entry"
 # Observed by name and type only (`Request.nodes`); a directory ends with "/".
 NVIDIA_NODES = "/dev/nvidia*"
 
-_ITEM = re.compile(r"\s*([A-Za-z0-9_.-]+)\s*[:=]\s?(.*?)\s*$")
-_SECTION = re.compile(r"\s*\[[^\]]+\]\s*$")
 # The bind source of an NVIDIA node directly under /dev (nvidia0, nvidia-uvm, nvidia-caps); a
 # mount of something deeper (one capability under nvidia-caps/) is the user's own.
 _NVIDIA_SOURCE = re.compile(r"/dev/nvidia[^/\s]*")
-_DEVICE_RULE = re.compile(r"([abc])\s+(\d+|\*):(\d+|\*)\s+([rwm]+)")
 
-
+_PROXMOX_PLACE = re.compile(r"/etc/pve/(nodes/[^/]+/)?lxc/[0-9]+\.conf")
+_LXC_PLACE = re.compile(
+    r"/var/lib/lxc/[^/]+/config|/etc/lxc/[^/]+|/root/\.local/share/lxc/[^/]+/config"
+)
 # Where LXC and Proxmox keep container configs, in directories only root can change:
 # Proxmox's cluster file system (this node's view, and every node's), LXC's lxcpath for root,
 # and /etc/lxc (default.conf, the template of new containers). A config anywhere else must read
 # as one; an unprivileged user's lxcpath (~/.local/share/lxc) too, as that user decides what
 # its names are (a link to /etc/shadow there made apply copy the file into the user's home).
-STANDARD_PLACES = re.compile(
-    r"/etc/pve/(nodes/[^/]+/)?lxc/[0-9]+\.conf"
-    r"|/var/lib/lxc/[^/]+/config"
-    r"|/etc/lxc/[^/]+"
-    r"|/root/\.local/share/lxc/[^/]+/config"
-)
+STANDARD_PLACES = re.compile(f"{_PROXMOX_PLACE.pattern}|{_LXC_PLACE.pattern}")
 # A line of a config: LXC's `lxc.key = value`, or Proxmox's `key: value` (its own keys and
 # `lxc.*` ones), a snapshot section `[name]`, a comment or nothing.
 _CONFIG_LINE = re.compile(
     r"\s*(lxc\.[A-Za-z0-9_.-]+\s*=.*|[a-z][a-z0-9_.-]*: .*|\[[^\]]+\]|#.*|)\s*"
 )
+
+# parse_pct_config's patterns, in the order it tries them.
+_PVE_PENDING = re.compile(r"\[pve:pending\]\s*", re.IGNORECASE)
+_PVE_SECTION = re.compile(r"\[[a-z][a-z0-9_\-]+\]\s*", re.IGNORECASE)
+_PVE_LXC_ITEM = re.compile(r"(lxc\.[a-z0-9_\-.]+)(:|\s*=)\s*(.*?)\s*")
+_PVE_ITEM = re.compile(r"([a-z][a-z_]*\d*):\s*(.+?)\s*")
+_PVE_OTHER = re.compile(r"(description|delete):\s*(.*)|.*snapstate:\s*(prepare|delete)\s*")
+# An `lxc.` line in the syntax of the other reader, for the note that says which it is.
+_LXC_FORM = re.compile(r"[ \t]*lxc\.[^\s=:]+[ \t]*=")
+
+
+class Syntax(Enum):
+    PROXMOX = "key: value"
+    LXC = "key = value"
+
+    def line(self, key: str, value: str) -> str:
+        """`key` set to `value` as a line this syntax's reader takes."""
+        return f"{key}: {value}\n" if self is Syntax.PROXMOX else f"{key} = {value}\n"
+
+
+def syntax_of(path: str, text: str | None) -> Syntax:
+    """Proxmox's for its own places, LXC's for LXC's; elsewhere what the file already holds:
+    Proxmox's when it has a `key:` item and no `lxc.key =` line, LXC's otherwise."""
+    if _PROXMOX_PLACE.fullmatch(path):
+        return Syntax.PROXMOX
+    if _LXC_PLACE.fullmatch(path) or text is None:
+        return Syntax.LXC
+    lines = [line.rstrip("\n") for line in _lines(text)]
+    proxmox = any(_PVE_ITEM.fullmatch(line) or _PVE_LXC_ITEM.fullmatch(line) for line in lines)
+    lxc = any(_LXC_FORM.match(line) for line in lines)
+    return Syntax.PROXMOX if proxmox and not lxc else Syntax.LXC
 
 
 def proxmox_config(container: str) -> str:
@@ -53,6 +93,110 @@ def is_standard_place(path: str) -> bool:
     return STANDARD_PLACES.fullmatch(path) is not None
 
 
+@dataclass(frozen=True)
+class Item:
+    key: str
+    value: str  # as the reader passes it on: trimmed, LXC's surrounding quotes removed
+    line: int  # 0-based index in the file's lines
+
+
+@dataclass(frozen=True)
+class RefusedLine:
+    line: int  # 0-based
+    message: str  # the reader's own words
+
+
+@dataclass(frozen=True)
+class Config:
+    """A config as its reader takes it: the items of its main section, and the lines the reader
+    refuses (LXC then refuses to start the container; Proxmox warns and skips them)."""
+
+    syntax: Syntax
+    lines: tuple[str, ...]  # the file's lines, each with its newline
+    items: tuple[Item, ...]
+    main_end: int  # index of the first line after the main section
+    unreadable: tuple[RefusedLine, ...]
+
+    def values(self, key: str) -> list[str]:
+        return [i.value for i in self.items if i.key == key]
+
+    def last(self, key: str) -> str | None:
+        values = self.values(key)
+        return values[-1] if values else None
+
+
+def _lines(text: str) -> list[str]:
+    """Lines split at "\\n" only, as both readers split them, each keeping its newline."""
+    return re.findall(r"[^\n]*\n|[^\n]+$", text)
+
+
+def read(path: str, text: str) -> Config:
+    """The config at `path` holding `text`, read in its syntax."""
+    return parse(text, syntax_of(path, text))
+
+
+# A plan reads one config several times (allow lines, mounts, notes): parsed once per text.
+@lru_cache(maxsize=32)
+def parse(text: str, syntax: Syntax) -> Config:
+    lines = tuple(_lines(text))
+    if syntax is Syntax.PROXMOX:
+        return _parse_proxmox(lines)
+    return _parse_lxc(lines)
+
+
+def _parse_proxmox(lines: tuple[str, ...]) -> Config:
+    items: list[Item] = []
+    unreadable: list[RefusedLine] = []
+    for index, physical in enumerate(lines):
+        line = physical.rstrip("\n")
+        if not line.strip() or line.startswith("#"):
+            continue
+        if _PVE_PENDING.fullmatch(line) or _PVE_SECTION.fullmatch(line):
+            return Config(Syntax.PROXMOX, lines, tuple(items), index, tuple(unreadable))
+        raw = _PVE_LXC_ITEM.fullmatch(line)
+        own = _PVE_ITEM.fullmatch(line)
+        if raw:
+            items.append(Item(raw.group(1), raw.group(3), index))
+        elif _PVE_OTHER.fullmatch(line):
+            continue
+        elif own:
+            items.append(Item(own.group(1), own.group(2), index))
+        else:
+            unreadable.append(RefusedLine(index, f"unable to parse config: {line}"))
+    return Config(Syntax.PROXMOX, lines, tuple(items), len(lines), tuple(unreadable))
+
+
+def _parse_lxc(lines: tuple[str, ...]) -> Config:
+    """LXC's `parse_line`, line by line (lxc-5.0.2 `src/lxc/confile.c`)."""
+    items: list[Item] = []
+    unreadable: list[RefusedLine] = []
+    for index, physical in enumerate(lines):
+        line = physical.rstrip("\n")
+        if not line.strip(" \t\r\f\0"):
+            continue  # lxc_is_line_empty
+        line = line.lstrip(" \t")  # lxc_char_left_gc
+        if line.startswith("#") or not line.startswith("lxc."):
+            continue  # a comment, or a "martian option": skipped, not refused
+        key, equals, value = line.partition("=")
+        if not equals:
+            unreadable.append(RefusedLine(index, f"Invalid configuration line: {line}"))
+            continue
+        key = key.rstrip(" \t\0")  # lxc_char_right_gc
+        value = value.lstrip(" \t").rstrip(" \t\0")
+        if len(value) > 1 and value[0] in "'\"" and value[-1] == value[0]:
+            value = value[1:-1]
+        if not known_key(key):
+            unreadable.append(RefusedLine(index, f'Unsupported config key "{key}"'))
+            continue
+        items.append(Item(key, value, index))
+    return Config(Syntax.LXC, lines, tuple(items), len(lines), tuple(unreadable))
+
+
+def known_key(key: str) -> bool:
+    """Whether LXC's `lxc_get_config` finds `key` in its table."""
+    return any(key == name if strict else key.startswith(name) for name, strict in KEYS)
+
+
 def foreign_line(text: str) -> int | None:
     """The 1-based number of the first line that no LXC or Proxmox config holds (`root:x:0:0`
     of /etc/passwd), 0 for a file with no setting at all, None for a config."""
@@ -60,53 +204,117 @@ def foreign_line(text: str) -> int | None:
     for number, line in enumerate(lines, 1):
         if not _CONFIG_LINE.fullmatch(line):
             return number
-    return None if items(text) else 0
+    has_item = any(parse(text, syntax).items for syntax in Syntax)
+    return None if has_item else 0
+
+
+# --- What a value means to LXC ---------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class Item:
-    key: str
-    value: str
-    line: int  # 0-based index in the file's lines
+class DeviceRule:
+    """A `devices.allow`/`.deny` rule as LXC's `device_cgroup_rule_parse` (cgfsng.c) reads it:
+    type, major:minor (None for `*`) and access; it reads at most three access letters and
+    ignores whatever follows them (`c 195:* rwm # note`)."""
+
+    type: str
+    major: int | None
+    minor: int | None
+    access: frozenset[str]
+
+    def __str__(self) -> str:
+        if self.type == "a" and self.major is None and self.minor is None and not self.access:
+            return "a"
+        numbers = ":".join("*" if n is None else str(n) for n in (self.major, self.minor))
+        return f"{self.type} {numbers} {''.join(c for c in 'rwm' if c in self.access)}"
 
 
-def main_section(text: str) -> list[str]:
-    """The lines that configure the container now: everything before the first `[snapshot]`."""
-    lines = text.splitlines()
-    for index, line in enumerate(lines):
-        if _SECTION.match(line):
-            return lines[:index]
-    return lines
+_RULE = re.compile(r"([abc])\s(\*|\d+):(\*|\d+)\s([rwm]{0,3})")
 
 
-@lru_cache(maxsize=16)
-def items(text: str) -> tuple[Item, ...]:
-    """The main section's `key: value` items (parsed once per text; a plan asks ~4 times)."""
-    found = []
-    for index, line in enumerate(main_section(text)):
-        if line.lstrip().startswith("#"):
-            continue
-        match = _ITEM.match(line)
-        if match:
-            found.append(Item(match.group(1), match.group(2), index))
-    return tuple(found)
+def device_rule(value: str) -> DeviceRule | None:
+    """None for a rule LXC refuses. LXC passes exactly one blank between the fields."""
+    if value == "a":
+        return DeviceRule("a", None, None, frozenset())
+    match = _RULE.match(value)
+    if not match:
+        return None
+    rest = value[match.end() :]
+    if len(match.group(4)) < 3 and rest:
+        return None  # fewer than three letters must end the value
+    major, minor = (None if g == "*" else int(g) for g in match.group(2, 3))
+    return DeviceRule(match.group(1), major, minor, frozenset(match.group(4)))
 
 
-def last(text: str, key: str) -> str | None:
-    values = [i.value for i in items(text) if i.key == key]
-    return values[-1] if values else None
+@dataclass(frozen=True)
+class MountEntry:
+    """An `lxc.mount.entry` as LXC reads it: one fstab line (glibc's `getmntent`), fields split
+    on blanks, `\\040`-style escapes decoded, a missing dump or pass field 0."""
+
+    source: str
+    target: str
+    fstype: str
+    options: str
+    freq: int = 0
+    passno: int = 0
+
+    def __str__(self) -> str:
+        fields = [_escape(f) for f in (self.source, self.target, self.fstype, self.options)]
+        if (self.freq, self.passno) != (0, 0):
+            fields += [str(self.freq), str(self.passno)]
+        return " ".join(fields)
 
 
-def mounts_nvidia(text: str) -> bool:
+_ESCAPES = {"\\040": " ", "\\011": "\t", "\\012": "\n", "\\134": "\\"}
+
+
+def _escape(field: str) -> str:
+    for code, char in reversed(_ESCAPES.items()):
+        field = field.replace(char, code)
+    return field
+
+
+def _unescape(field: str) -> str:
+    return re.sub(r"\\(040|011|012|134)", lambda m: _ESCAPES[m.group(0)], field)
+
+
+def mount_entry(value: str) -> MountEntry | None:
+    """None for an entry with no target (LXC cannot mount it) or a comment."""
+    fields = [f for f in re.split(r"[ \t]+", value) if f]
+    if len(fields) < 2 or fields[0].startswith("#"):
+        return None
+    numbers = [int(f) if f.isdigit() else 0 for f in fields[4:6]]
+    numbers += [0] * (2 - len(numbers))
+    text = [_unescape(f) for f in fields[:4]] + [""] * (4 - min(len(fields), 4))
+    return MountEntry(text[0], text[1], text[2], text[3], numbers[0], numbers[1])
+
+
+def meaning(key: str, value: str) -> str:
+    """`value` of `key` as LXC reads it, written the one way tune writes it: equal meanings
+    give equal text. A value LXC cannot read stays as it is."""
+    parsed: DeviceRule | MountEntry | None = None
+    if key == MOUNT:
+        parsed = mount_entry(value)
+    elif key.startswith("lxc.cgroup2.devices.") or key.startswith("lxc.cgroup.devices."):
+        parsed = device_rule(value)
+    return value if parsed is None else str(parsed)
+
+
+# --- NVIDIA's lines --------------------------------------------------------------------------
+
+
+def mounts_nvidia(config: Config) -> bool:
     """Whether the main section bind-mounts NVIDIA device nodes into the container."""
-    return any(i.key == MOUNT and i.value.startswith("/dev/nvidia") for i in items(text))
+    return any(
+        i.key == MOUNT and mount_source(i.value).startswith("/dev/nvidia") for i in config.items
+    )
 
 
-def nvidia_mount_lines(text: str) -> list[str]:
-    """The main section's mount entries of NVIDIA nodes, in `node_order`."""
+def nvidia_mount_lines(config: Config) -> list[str]:
+    """The main section's mount entries of NVIDIA nodes, as LXC reads them, in `node_order`."""
     lines = {
-        i.value.strip()
-        for i in items(text)
+        meaning(MOUNT, i.value)
+        for i in config.items
         if i.key == MOUNT and _NVIDIA_SOURCE.fullmatch(mount_source(i.value))
     }
     return sorted(lines, key=node_order)
@@ -114,8 +322,13 @@ def nvidia_mount_lines(text: str) -> list[str]:
 
 def mount_source(value: str) -> str:
     """The bind source of a mount entry (its first field)."""
-    fields = value.split()
-    return fields[0] if fields else ""
+    entry = mount_entry(value)
+    return entry.source if entry else ""
+
+
+def mount_target(value: str) -> str:
+    entry = mount_entry(value)
+    return entry.target if entry else ""
 
 
 def mount_line(node: str) -> str:
@@ -160,10 +373,10 @@ def nvidia_majors(proc_devices: str) -> dict[int, str]:
 
 def rule_major(value: str) -> int | None:
     """The major of a `c 195:* rwm` rule; None for block or wildcard rules."""
-    match = _DEVICE_RULE.fullmatch(value.strip())
-    if not match or match.group(1) != "c" or match.group(2) == "*":
+    rule = device_rule(value)
+    if rule is None or rule.type != "c":
         return None
-    return int(match.group(2))
+    return rule.major
 
 
 def allow_line(major: int) -> str:
@@ -180,66 +393,79 @@ def is_dynamic(major: int) -> bool:
     return any(major in r for r in DYNAMIC)
 
 
-def _main_end(lines: list[str]) -> int:
-    """Index of the first snapshot section header, or len(lines)."""
-    for index, line in enumerate(lines):
-        if _SECTION.match(line):
-            return index
-    return len(lines)
-
-
-def _owned(line: str, key: str, values: frozenset[str] | None) -> bool:
-    if line.lstrip().startswith("#"):
-        return False
-    match = _ITEM.match(line)
-    if not match or match.group(1) != key:
-        return False
-    return values is None or match.group(2).strip() in values
-
-
-def replace_key(text: str, key: str, owned: frozenset[str] | None, lines: list[str]) -> str:
-    """`text` with the main-section `key` lines whose value is in `owned` (every `key` line when
-    `owned` is None) replaced by `key: line` for each of `lines`, at the first one's place (else
-    at the end of the main section). Comments, order, other keys and snapshot sections keep
-    every byte, so undoing an edit is putting the prior bytes back."""
-    kept = text.splitlines(keepends=True)
-    end = _main_end([line.rstrip("\r\n") for line in kept])
-    main, rest = kept[:end], kept[end:]
+def replace_key(config: Config, key: str, owned: frozenset[str] | None, lines: list[str]) -> str:
+    """The text of `config` with its main-section `key` items whose meaning is in `owned` (every
+    `key` item when `owned` is None) made to read as `lines`: an item that already means one of
+    `lines` keeps its bytes and its place, the others go, and each of `lines` no item means is
+    written in the file's syntax after the last item kept, else at the first owned item's
+    place, else at the end of the main section. In a plain LXC config a line of `key` in
+    Proxmox's syntax (which LXC refuses, and which tune itself wrote before it knew better) goes
+    when it says one of `owned` or `lines`: the line in LXC's syntax replaces it. Comments,
+    order, other keys and snapshot sections keep every byte, so undoing an edit is putting the
+    prior bytes back."""
+    by_line = {i.line: i for i in config.items if i.key == key}
+    misspelt = {i.line: i for i in _misspelt(config) if i.key == key}
+    wanted = set(lines)
+    kept: set[str] = set()
     at: int | None = None
     out: list[str] = []
-    for line in main:
-        if _owned(line.rstrip("\r\n"), key, owned):
+    for index, line in enumerate(config.lines[: config.main_end]):
+        item = by_line.get(index)
+        read_as = None if item is None else meaning(key, item.value)
+        wrong = misspelt.get(index)
+        if wrong is not None and (owned is None or meaning(key, wrong.value) in owned | wanted):
             if at is None:
                 at = len(out)
             continue
-        out.append(line)
-    new = [f"{key}: {value}\n" for value in lines]
+        if read_as is None or (owned is not None and read_as not in owned):
+            out.append(line)
+            continue
+        if read_as in wanted:
+            kept.add(read_as)
+            out.append(line)
+            at = len(out)
+        elif at is None:
+            at = len(out)
+    new = [config.syntax.line(key, value) for value in lines if value not in kept]
     if at is None:
         at = len(out)
         while at > 0 and not out[at - 1].strip():
             at -= 1  # before the blank lines that separate the main section from a snapshot
-        if at > 0 and not out[at - 1].endswith("\n"):
-            out[at - 1] += "\n"
-    return "".join(out[:at] + new + out[at:] + rest)
+    if at > 0 and not out[at - 1].endswith("\n") and new:
+        out[at - 1] += "\n"
+    return "".join(out[:at] + new + out[at:] + list(config.lines[config.main_end :]))
 
 
-def nvidia_allow_lines(config: str, proc_devices: str, mounts: bool | None = None) -> list[str]:
-    """The allow lines in the main section that are NVIDIA's: for a major /proc/devices lists
-    as `nvidia*`, for 195, and, in a container that mounts NVIDIA nodes, for a dynamic major no
-    device has any more (what a kernel or driver upgrade leaves behind). `mounts` when the
-    container will mount NVIDIA nodes whatever `config` says now."""
+def _misspelt(config: Config) -> list[Item]:
+    """The lines of a plain LXC config that LXC refuses and Proxmox would read as `lxc.*`
+    items (`lxc.prlimit.memlock: unlimited`), as Proxmox reads them."""
+    if config.syntax is not Syntax.LXC:
+        return []
+    found = []
+    for refused in config.unreadable:
+        match = _PVE_LXC_ITEM.fullmatch(config.lines[refused.line].rstrip("\n"))
+        if match and match.group(2) == ":":
+            found.append(Item(match.group(1), match.group(3), refused.line))
+    return found
+
+
+def nvidia_allow_lines(config: Config, proc_devices: str, mounts: bool | None = None) -> list[str]:
+    """The allow lines in the main section that are NVIDIA's, as LXC reads them: for a major
+    /proc/devices lists as `nvidia*`, for 195, and, in a container that mounts NVIDIA nodes, for
+    a dynamic major no device has any more (what a kernel or driver upgrade leaves behind).
+    `mounts` when the container will mount NVIDIA nodes whatever `config` says now."""
     majors = char_majors(proc_devices)
     nvidia = nvidia_majors(proc_devices)
     if mounts is None:
         mounts = mounts_nvidia(config)
     lines = []
-    for item in items(config):
+    for item in config.items:
         major = rule_major(item.value) if item.key == ALLOW else None
         if major is None:
             continue
         stale = major not in majors and is_dynamic(major) and mounts
         if major in nvidia or major == NVIDIA_STATIC or stale:
-            lines.append(item.value.strip())
+            lines.append(meaning(ALLOW, item.value))
     return sorted(set(lines), key=_by_major)
 
 
@@ -248,20 +474,22 @@ def _by_major(line: str) -> tuple[int, str]:
 
 
 def device_lines(
-    text: str, devices: str, nodes: tuple[str, ...]
+    config: Config, devices: str, nodes: tuple[str, ...]
 ) -> dict[str, tuple[list[str], list[str]]]:
-    """Key -> (NVIDIA's lines in `text` now, the lines wanted) for the allow key and, when the
-    host has any /dev/nvidia* node, the mount key: with none at all (nothing has created them
-    yet, or a snapshot taken without /dev) the mounts are left as they are. A free dynamic
-    major is judged by the mounts the edit leaves, so one apply converges."""
+    """Key -> (NVIDIA's lines in `config` now, the lines wanted), each as LXC reads it, for the
+    allow key and, when the host has any /dev/nvidia* node, the mount key: with none at all
+    (nothing has created them yet, or a snapshot taken without /dev) the mounts are left as
+    they are. A free dynamic major is judged by the mounts the edit leaves, so one apply
+    converges."""
     lines: dict[str, tuple[list[str], list[str]]] = {}
-    after = text
+    after = config
     if nodes:
-        mounts = (nvidia_mount_lines(text), mount_lines(nodes))
-        after = replace_key(text, MOUNT, frozenset(mounts[0]), mounts[1])
+        mounts = (nvidia_mount_lines(config), mount_lines(nodes))
+        text = replace_key(config, MOUNT, frozenset(mounts[0]), mounts[1])
+        after = parse(text, config.syntax)
         lines[MOUNT] = mounts
     lines[ALLOW] = (
-        nvidia_allow_lines(text, devices, mounts_nvidia(after)),
+        nvidia_allow_lines(config, devices, mounts_nvidia(after)),
         [allow_line(m) for m in sorted(nvidia_majors(devices))],
     )
     return dict(sorted(lines.items(), key=lambda item: item[0] != ALLOW))

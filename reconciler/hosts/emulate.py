@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 from ..errors import HostError
 from ..facts import pcie
 from ..facts.kernel import OSRELEASE
+from ..facts.lxc_keys import KEYS
 from ..facts.modules import MODULE_DIR, MODULES
 from ..facts.pci import DEVICES
 from .base import ENOTSUPP, Completed, refusal
@@ -38,6 +39,8 @@ if TYPE_CHECKING:
     from .directory import DirectoryHost
 
 CONTAINER_TOOLS = ("pct", "lxc-stop", "lxc-start", "lxc-attach")
+# LXC's key table as the sh emulation takes it: names, a prefix key with a final "*".
+LXC_KEY_WORDS = " ".join(name + ("" if strict else "*") for name, strict in KEYS)
 COMMANDS = ("modprobe", "setpci", "grubby", *CONTAINER_TOOLS)
 REFUSES = "/.tune-emulate/refuses"
 LISTED = "/.tune-emulate/commands"
@@ -261,34 +264,39 @@ CONTAINER_DEV = (
 
 def _container(host: DirectoryHost, argv: list[str]) -> Completed:
     """`pct reboot ID`, `pct exec ID -- ls /dev`, and `lxc-stop|lxc-start|lxc-attach -n NAME
-    -P LXCPATH [-- ls /dev]`: the forms tune runs. A restart succeeds when the config exists;
-    `ls /dev` lists the mount entries of its main section whose source the snapshot has (they
-    are `optional`: a missing source is skipped, as LXC does). Stateless: the listing is what
-    a start with the current config would bind."""
+    -P LXCPATH [-- ls /dev]`: the forms tune runs. `pct` reads its config as Proxmox does, an
+    `lxc-*` tool as LXC does, and fails as LXC does, with LXC's words, on the first line LXC
+    cannot read (`lxc.KEY: VALUE`, an unknown key), as every LXC tool loads the config first.
+    Otherwise a restart succeeds when the config exists; `ls /dev` lists the mount entries of
+    its main section whose source the snapshot has (they are `optional`: a missing source is
+    skipped, as LXC does). Stateless: the listing is what a start with the current config
+    would bind."""
     from ..facts import lxc
 
     tool, args = argv[0], argv[1:]
     command = args[args.index("--") + 1 :] if "--" in args else []
     if tool == "pct" and len(args) >= 2 and args[0] in ("reboot", "exec"):
-        config = f"/etc/pve/lxc/{args[1]}.conf"
+        config, syntax = f"/etc/pve/lxc/{args[1]}.conf", lxc.Syntax.PROXMOX
     elif tool != "pct" and args[:1] == ["-n"] and args[2:3] == ["-P"] and len(args) >= 4:
-        config = f"{args[3]}/{args[1]}/config"
+        config, syntax = f"{args[3]}/{args[1]}/config", lxc.Syntax.LXC
     else:
         return Completed(1, "", f"{tool}: unsupported arguments {' '.join(args)}")
     text = _read(host, config)
     if text is None:
         return Completed(2, "", f"{tool}: configuration file '{config}' does not exist")
+    parsed = lxc.parse(text, syntax)
+    if syntax is lxc.Syntax.LXC and parsed.unreadable:
+        return Completed(1, "", f"{tool}: {args[1]}: {parsed.unreadable[0].message}")
     if (tool == "pct" and args[0] == "reboot") or tool in ("lxc-stop", "lxc-start"):
         return Completed(0)
     if command != ["ls", "/dev"]:
         return Completed(1, "", f"{tool}: unsupported command {' '.join(command)}")
     names = set(CONTAINER_DEV)
-    for item in lxc.items(text):
-        fields = item.value.split()
-        if item.key != lxc.MOUNT or len(fields) < 2 or not fields[0].startswith("/dev/"):
+    for value in parsed.values(lxc.MOUNT):
+        source, target = lxc.mount_source(value), lxc.mount_target(value)
+        if not source.startswith("/dev/"):
             continue
-        target = fields[1]
         directly_in_dev = target.startswith("dev/") and target.count("/") == 1
-        if directly_in_dev and os.path.lexists(host.local(fields[0])):
+        if directly_in_dev and os.path.lexists(host.local(source)):
             names.add(target.removeprefix("dev/"))
     return Completed(0, "\n".join(sorted(names)) + "\n")

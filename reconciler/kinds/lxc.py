@@ -18,6 +18,12 @@ Which mount entries are NVIDIA's: those that bind a node directly under /dev who
 with `nvidia`. The desired ones bind each `/dev/nvidia*` node that exists on the host
 (`create=file`, a directory such as nvidia-caps `create=dir`); one for a node that no longer
 exists goes. Every other mount entry is left alone.
+
+Each file is read and written in its own syntax: Proxmox's `key: value` in `/etc/pve`, LXC's
+`lxc.key = value` in `/var/lib/lxc`, `/etc/lxc` and, elsewhere, whichever the file already
+holds. Lines are compared as LXC reads them: a mount entry is an fstab line (`X`, `X 0 0` and
+`X` with other blanks are one mount), an allow rule is its type, major:minor and access (a
+trailing `# note` is ignored); a line that already says what is wanted keeps its bytes.
 """
 
 from __future__ import annotations
@@ -76,31 +82,51 @@ class Lxc(Kind[list[LxcEntry]]):
         outcome = Outcome()
         devices = files.text(fmt.PROC_DEVICES) or ""
         for item in spec:
-            config = files.text(item.config)
-            if config is not None:  # absent: a note, as in LXC's own places (apply refuses)
-                _refuse_foreign(item, config)
-            if config is None:
+            text = files.text(item.config)
+            if text is not None:  # absent: a note, as in LXC's own places (apply refuses)
+                _refuse_foreign(item, text)
+            config = _read(item, text)
+            if text is None:
                 outcome.notes.append(
                     Note(f"{item.config} does not exist on this host.", f"lxc:{item.name}")
                 )
+            self._unreadable_notes(item, config, outcome)
             if item.memlock is not None:
-                current = None if config is None else fmt.last(config, fmt.MEMLOCK)
+                current = None if text is None else config.last(fmt.MEMLOCK)
                 outcome.changes.append(
-                    self._change(item, fmt.MEMLOCK, current, item.memlock.value, item.memlock)
+                    self._change(
+                        item, config, fmt.MEMLOCK, current, item.memlock.value, item.memlock
+                    )
                 )
             if item.nvidia_devices is not None and item.nvidia_devices.value:
                 nodes = files.node_paths(fmt.NVIDIA_NODES)
-                lines = fmt.device_lines(config or "", devices, nodes)
+                lines = fmt.device_lines(config, devices, nodes)
                 for key, (now, desired) in lines.items():
-                    found = None if config is None else tuple(now)
-                    change = self._change(item, key, found, tuple(desired), item.nvidia_devices)
+                    found = None if text is None else tuple(now)
+                    change = self._change(
+                        item, config, key, found, tuple(desired), item.nvidia_devices
+                    )
                     outcome.changes.append(change)
-                self._device_notes(item, config, devices, lines[fmt.ALLOW][0], outcome)
-                self._mount_notes(item, config, devices, nodes, lines, outcome)
+                self._device_notes(item, text, devices, lines[fmt.ALLOW][0], outcome)
+                self._mount_notes(item, devices, nodes, lines, outcome)
         return outcome
 
+    def _unreadable_notes(self, item: LxcEntry, config: fmt.Config, outcome: Outcome) -> None:
+        """LXC refuses a whole config for one line it cannot read: the container then does not
+        start, whatever tune writes (Proxmox only warns, and skips the line)."""
+        if config.syntax is not fmt.Syntax.LXC:
+            return
+        for bad in config.unreadable:
+            outcome.notes.append(
+                Note(
+                    f"{item.config} line {bad.line + 1} is not one LXC reads ({bad.message}); "
+                    f"LXC refuses to start the container until it is `lxc.KEY = VALUE`.",
+                    f"lxc:{item.name}",
+                )
+            )
+
     def _device_notes(
-        self, item: LxcEntry, config: str | None, devices: str, current: list[str], outcome: Outcome
+        self, item: LxcEntry, text: str | None, devices: str, current: list[str], outcome: Outcome
     ) -> None:
         nvidia = fmt.nvidia_majors(devices)
         if not nvidia:
@@ -111,7 +137,7 @@ class Lxc(Kind[list[LxcEntry]]):
                 )
             )
         for major, name in sorted(nvidia.items()):
-            if config is not None and fmt.allow_line(major) not in current:
+            if text is not None and fmt.allow_line(major) not in current:
                 outcome.notes.append(
                     Note(
                         f"{name} is now major {major}; {item.config} does not allow it.",
@@ -132,7 +158,6 @@ class Lxc(Kind[list[LxcEntry]]):
     def _mount_notes(
         self,
         item: LxcEntry,
-        config: str | None,
         devices: str,
         nodes: tuple[str, ...],
         lines: dict[str, tuple[list[str], list[str]]],
@@ -163,6 +188,7 @@ class Lxc(Kind[list[LxcEntry]]):
     def _change(
         self,
         item: LxcEntry,
+        config: fmt.Config,
         key: str,
         current: str | tuple[str, ...] | None,
         desired: str | tuple[str, ...],
@@ -172,7 +198,7 @@ class Lxc(Kind[list[LxcEntry]]):
         restart = f"pct reboot {item.container}" if item.container else "restart the container"
         fix = (
             f"in {item.config} set "
-            + "; ".join(f"{key}: {v}" for v in lines)
+            + "; ".join(config.syntax.line(key, v).rstrip("\n") for v in lines)
             + f" (main section), then {restart}"
         )
         return self.change(
@@ -189,15 +215,16 @@ class Lxc(Kind[list[LxcEntry]]):
             raise HostError(f"{change.id} cannot be made: {item.config} does not exist.")
         text = prior.decode("utf-8", "replace")
         _refuse_foreign(item, text)
+        config = _read(item, text)
         devices = files.text(fmt.PROC_DEVICES) or ""
-        edits = _edits(item, text, devices, files.node_paths(fmt.NVIDIA_NODES))
+        edits = _edits(item, config, devices, files.node_paths(fmt.NVIDIA_NODES))
         keys = [key for key, _, _ in edits]
         upto = keys.index(change.setting)
         before, after = text, text
         for index, (key, owned, lines) in enumerate(edits[: upto + 1]):
             if index == upto:
                 before = after
-            after = fmt.replace_key(after, key, owned, lines)
+            after = fmt.replace_key(fmt.parse(after, config.syntax), key, owned, lines)
         probe = Probe(item.config, Read.TEXT)
         return Step.of(
             change,
@@ -245,13 +272,18 @@ def _wants_devices(item: LxcEntry) -> bool:
     return item.nvidia_devices is not None and item.nvidia_devices.value
 
 
-def _edits(item: LxcEntry, text: str, devices: str, nodes: tuple[str, ...]) -> list[Edit]:
-    """The edits `item` needs on `text`, in the order `compare` lists its changes."""
+def _read(item: LxcEntry, text: str | None) -> fmt.Config:
+    """The config as its reader takes it; an absent one as an empty one of its syntax."""
+    return fmt.parse(text or "", fmt.syntax_of(item.config, text))
+
+
+def _edits(item: LxcEntry, config: fmt.Config, devices: str, nodes: tuple[str, ...]) -> list[Edit]:
+    """The edits `item` needs on `config`, in the order `compare` lists its changes."""
     edits: list[Edit] = []
-    if item.memlock is not None and fmt.last(text, fmt.MEMLOCK) != item.memlock.value:
+    if item.memlock is not None and config.last(fmt.MEMLOCK) != item.memlock.value:
         edits.append((fmt.MEMLOCK, None, [item.memlock.value]))
     if _wants_devices(item):
-        for key, (current, desired) in fmt.device_lines(text, devices, nodes).items():
+        for key, (current, desired) in fmt.device_lines(config, devices, nodes).items():
             if current != desired:
                 edits.append((key, frozenset(current), desired))
     # The plan's order (priority, then this order) is the order apply makes them in.

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from conftest import write
+from lxc_oracle import lxc_refuses
 from small_host import build, tree, write_profile
 from test_apply_kinds import HOST, KIND_PROFILES
 from test_lxc_editor import CONFIG, DEVICES
@@ -34,6 +35,26 @@ def test_apply_then_plan_is_empty_then_rollback_restores(
     assert tree(root) == before
 
 
+def applied(engine: Engine, tmp_path: Path, config: str, text: str, which: str) -> str:
+    """`config` holding `text` on a host with NVIDIA majors and /dev/nvidia-uvm, after an apply
+    of memlock and NVIDIA devices for the container `which` (a profile entry's first line);
+    the rollback after it must give back every byte."""
+    root = tmp_path / "host"
+    write(root, fmt.PROC_DEVICES, DEVICES)
+    write(root, config, text)
+    write(root, "/dev/nvidia-uvm", "")
+    profile = tmp_path / "p.yaml"
+    profile.write_text(
+        f"name: c\nlxc:\n  - {which}\n    memlock: unlimited\n    nvidia_devices: true\n"
+    )
+    before = tree(root)
+    assert engine.apply(root, profile, phase="reboot", runtime_only=False, reboot_phase=True)
+    after = (root / config.lstrip("/")).read_text()
+    engine.rollback(root)
+    assert tree(root) == before
+    return after
+
+
 def test_lxc_edit_keeps_order_comments_and_snapshots(engine: Engine, tmp_path: Path) -> None:
     config = (
         "# GPU container\narch: amd64\nlxc.prlimit.memlock: 65536\n"
@@ -42,17 +63,7 @@ def test_lxc_edit_keeps_order_comments_and_snapshots(engine: Engine, tmp_path: P
         "lxc.mount.entry: /dev/nvidia-uvm dev/nvidia-uvm none bind,optional,create=file\n"
         "\n[before-upgrade]\nlxc.cgroup2.devices.allow: c 511:* rwm\n"
     )
-    root = tmp_path / "host"
-    write(root, fmt.PROC_DEVICES, DEVICES)
-    write(root, CONFIG, config)
-    write(root, "/dev/nvidia-uvm", "")
-    profile = tmp_path / "p.yaml"
-    profile.write_text(
-        "name: c\nlxc:\n  - container: '101'\n    memlock: unlimited\n    nvidia_devices: true\n"
-    )
-    before = tree(root)
-    assert engine.apply(root, profile, phase="reboot", runtime_only=False, reboot_phase=True)
-    assert (root / CONFIG.lstrip("/")).read_text() == (
+    assert applied(engine, tmp_path, CONFIG, config, "container: '101'") == (
         "# GPU container\narch: amd64\nlxc.prlimit.memlock: unlimited\n"
         "lxc.cgroup2.devices.allow: c 195:* rwm\n"
         "lxc.cgroup2.devices.allow: c 509:* rwm\n"
@@ -60,5 +71,21 @@ def test_lxc_edit_keeps_order_comments_and_snapshots(engine: Engine, tmp_path: P
         "lxc.mount.entry: /dev/nvidia-uvm dev/nvidia-uvm none bind,optional,create=file\n"
         "\n[before-upgrade]\nlxc.cgroup2.devices.allow: c 511:* rwm\n"
     )
-    engine.rollback(root)
-    assert tree(root) == before
+
+
+def test_plain_lxc_config_tune_wrote_in_proxmox_syntax_is_repaired(
+    engine: Engine, tmp_path: Path
+) -> None:
+    # What tune wrote into a plain LXC config before it knew its syntax: LXC refuses it whole.
+    config = "/var/lib/lxc/infer/config"
+    damaged = (
+        "lxc.uts.name = infer\nlxc.prlimit.memlock: unlimited\n"
+        "lxc.cgroup2.devices.allow: c 195:* rwm\n"
+        "lxc.cgroup2.devices.allow: c 509:* rwm\n"
+        "lxc.cgroup2.devices.allow: c 510:* rwm\n"
+        "lxc.mount.entry: /dev/nvidia-uvm dev/nvidia-uvm none bind,optional,create=file\n"
+    )
+    assert lxc_refuses(damaged, tmp_path) is not None
+    repaired = applied(engine, tmp_path, config, damaged, f"path: {config}")
+    assert repaired == damaged.replace(": ", " = ")
+    assert lxc_refuses(repaired, tmp_path) is None

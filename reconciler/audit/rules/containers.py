@@ -18,21 +18,24 @@ class ContainerConfig:
     identity: dict[str, str]  # {"container": "101"} or {"path": "/var/lib/lxc/x/config"}
     name: str
     config: str
-    text: str
+    parsed: lxc_fmt.Config  # as its reader takes it
 
 
 def gpu_containers(facts: Facts) -> list[ContainerConfig]:
     found = []
     for pattern in (PVE_CONFIGS, LXC_CONFIGS):
         for path in facts.files.glob(pattern):
-            text = facts.files.text(path)
-            if text is None or not lxc_fmt.mounts_nvidia(text):
+            raw = facts.files.text(path)
+            if raw is None:
+                continue
+            parsed = lxc_fmt.read(path, raw)
+            if not lxc_fmt.mounts_nvidia(parsed):
                 continue
             if pattern == PVE_CONFIGS:
                 name = path.rsplit("/", 1)[1].removesuffix(".conf")
-                found.append(ContainerConfig({"container": name}, name, path, text))
+                found.append(ContainerConfig({"container": name}, name, path, parsed))
             else:
-                found.append(ContainerConfig({"path": path}, path.split("/")[-2], path, text))
+                found.append(ContainerConfig({"path": path}, path.split("/")[-2], path, parsed))
     return found
 
 
@@ -41,9 +44,11 @@ def lxc_memlock(facts: Facts, limits: Thresholds) -> list[Verdict]:
     limited: list[tuple[ContainerConfig, str | None, str]] = []
     fine: list[tuple[ContainerConfig, str | None, str]] = []
     for container in gpu_containers(facts):
-        value = lxc_fmt.last(container.text, lxc_fmt.MEMLOCK)
+        value = container.parsed.last(lxc_fmt.MEMLOCK)
         shown = f"{container.config}: " + (
-            f"{lxc_fmt.MEMLOCK}: {value}" if value else f"no {lxc_fmt.MEMLOCK}"
+            container.parsed.syntax.line(lxc_fmt.MEMLOCK, value).rstrip("\n")
+            if value
+            else f"no {lxc_fmt.MEMLOCK}"
         )
         unlimited = value is not None and all(p == "unlimited" for p in value.split(":"))
         (fine if unlimited else limited).append((container, value, shown))
@@ -108,9 +113,9 @@ class Stale:
 def _stale(container: ContainerConfig, devices: str, nodes: tuple[str, ...]) -> Stale | None:
     """None when the container allows every NVIDIA major and mounts every NVIDIA node."""
     nvidia = lxc_fmt.nvidia_majors(devices)
-    lines = device_lines(container.text, devices, nodes)
+    lines = device_lines(container.parsed, devices, nodes)
     current, wanted = lines[lxc_fmt.ALLOW]
-    allows = [i.value.strip() for i in lxc_fmt.items(container.text) if i.key == lxc_fmt.ALLOW]
+    allows = [lxc_fmt.meaning(lxc_fmt.ALLOW, v) for v in container.parsed.values(lxc_fmt.ALLOW)]
     allowed = current == wanted or any(a in ALLOW_ALL for a in allows)
     mounted, to_mount = lines.get(lxc_fmt.MOUNT, ([], []))
     if allowed and mounted == to_mount:
@@ -169,7 +174,7 @@ def lxc_stale_majors(facts: Facts, limits: Thresholds) -> list[Verdict]:
                     f"{lxc_fmt.NVIDIA_NODES}: {' '.join(nodes) or 'none'}",
                     *(
                         f"{s.container.config}: {lxc_fmt.ALLOW} "
-                        + ", ".join(nvidia_allow_lines(s.container.text, devices))
+                        + ", ".join(nvidia_allow_lines(s.container.parsed, devices))
                         for s in stale
                     ),
                 ),
