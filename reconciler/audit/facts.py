@@ -36,7 +36,7 @@ READS = (
     # /proc/cpuinfo outgrows the cap on kernel files on a large host (1.4 KiB per CPU), and
     # sockets are counted over all of it.
     | Request.of(whole=[cpu.CPUINFO])
-    | Request.of(modules.MODULES)
+    | Request.of(modules.MODULES, modules.BUILTIN)
     | Request.of(*OWNED)  # tune's own boot-time files: a host tune already manages
 )
 
