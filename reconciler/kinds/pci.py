@@ -21,7 +21,7 @@ from ..apply.persist import UDEV, Persisted
 from ..apply.steps import Command, Need, Probe, Read, Require, Step
 from ..errors import HostError
 from ..facts import pcie
-from ..facts.pci import DEVICES, PciDevice, Selector, pci_devices, request_devices
+from ..facts.pci import DEVICES, Selector, pci_devices, request_devices
 from ..hosts.files import Files, Request
 from ..plan.model import Change, Note, Outcome, Phase
 from ..profile.schema import After, Constrain
@@ -67,7 +67,7 @@ class Pci(Kind[list[PciEntry]]):
                 current = None if cap is None else str(cap.max_read_request)
                 outcome.changes.append(self._change(device.address, current, desired, item))
                 if cap is None:
-                    outcome.notes.append(Note(_no_express(device), f"pci:{device.address}"))
+                    outcome.notes.append(Note(device.no_express, f"pci:{device.address}"))
             if not matched:
                 target = item.select.describe()
                 outcome.changes.append(self._change(target, None, desired, item))
@@ -116,7 +116,7 @@ def _step(change: Change, files: Files) -> Step:
         raise HostError(f"No PCI device matches {address}.")
     cap = device.express
     if cap is None or change.current is None:
-        raise HostError(f"{change.id} cannot be set: {_no_express(device)}")
+        raise HostError(f"{change.id} cannot be set: {device.no_express}")
     config = f"{DEVICES}/{address}/config"
     return Step.of(
         change,
@@ -127,15 +127,6 @@ def _step(change: Change, files: Files) -> Step:
         undo=(Command(("setpci", "-s", address, masked_write(int(str(change.current))))),),
         requires=(Require(Need.COMMAND, "setpci"),),
     )
-
-
-def _no_express(device: PciDevice) -> str:
-    if len(device.config) <= pcie.HEADER_BYTES:
-        return (
-            f"{device.address}: only the {len(device.config)}-byte config header is readable; "
-            "reading PCI Express registers needs root."
-        )
-    return f"{device.address} has no PCI Express capability."
 
 
 KIND = Pci()
