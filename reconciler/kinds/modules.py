@@ -32,7 +32,16 @@ from ..facts.modules import (
 )
 from ..hosts.files import Files, Request
 from ..plan.model import Change, Note, Outcome, Phase
-from .base import Entry, KernelValue, Kind, attribute_step, entry, normalize_words, safe
+from .base import (
+    Entry,
+    KernelValue,
+    Kind,
+    attribute_step,
+    entry,
+    missing_note,
+    normalize_words,
+    safe,
+)
 
 ModuleName = safe(r"[A-Za-z0-9_-]+", "module name", "nvidia_peermem")
 ParamName = safe(r"[A-Za-z0-9_]+", "module parameter", "NVreg_EnableGpuFirmware")
@@ -88,8 +97,7 @@ def loaded_of(files: Files) -> set[str] | None:
 
 NO_PROC_MODULES = (
     f"{MODULES} does not exist on this host: its kernel was built without loadable module "
-    "support (CONFIG_MODULES=n), or the snapshot lacks the file; tune cannot tell which "
-    "modules are loaded."
+    "support (CONFIG_MODULES=n), or the snapshot lacks the file."
 )
 
 
@@ -112,8 +120,6 @@ class Modules(Kind[dict[str, ModuleEntry]]):
     def compare(self, spec: dict[str, ModuleEntry], files: Files) -> Outcome:
         outcome = Outcome()
         loaded, compiled_in = loaded_of(files), builtin(files)
-        if loaded is None:
-            outcome.notes.append(Note(NO_PROC_MODULES, about="modules"))
         for name, item in spec.items():
             current = state(canonical(name), loaded, compiled_in)
             outcome.notes.extend(self._builtin_notes(name, item, current))
@@ -124,12 +130,24 @@ class Modules(Kind[dict[str, ModuleEntry]]):
                 if item.value == "loaded"
                 else f"modprobe -r {canonical(name)}"
             )
-            outcome.changes.append(self.change(canonical(name), current, desired, item, fix=fix))
+            # No /proc/modules: a kernel without loadable modules has none of these knobs.
+            missing = current is None
+            if missing:
+                note = missing_note(NO_PROC_MODULES, item)
+                outcome.notes.append(Note(note, about=f"modules:{name}"))
+            outcome.changes.append(
+                self.change(canonical(name), current, desired, item, fix=fix, missing=missing)
+            )
             if item.value != "loaded":
                 continue
             for param, value in item.params.items():
                 path = param_path(name, param)
                 observed = normalize_words(files.value(path))
+                # Loaded without it: this build of the module has no such parameter.
+                absent = observed is None and current in ("loaded", "builtin")
+                if absent and path not in files.errors:
+                    said = f"{canonical(name)} has no parameter {param} (no {path})."
+                    outcome.notes.append(Note(missing_note(said, item), f"modules:{name}"))
                 # A module compiled in cannot be reloaded: its parameter is written in place.
                 reload = (
                     f"echo {shlex.quote(str(value))} > {path}"
@@ -144,6 +162,7 @@ class Modules(Kind[dict[str, ModuleEntry]]):
                         param_value(str(value), observed),
                         item,
                         fix=reload,
+                        missing=absent and path not in files.errors,
                     )
                 )
         return outcome

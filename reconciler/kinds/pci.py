@@ -25,7 +25,7 @@ from ..facts.pci import DEVICES, Selector, pci_devices, request_devices
 from ..hosts.files import Files, Request
 from ..plan.model import Change, Note, Outcome, Phase
 from ..profile.schema import After, Constrain
-from .base import Kind, Meta
+from .base import Kind, Meta, missing_note
 
 # Debian, Ubuntu and Proxmox install it here; udev's RUN needs an absolute path.
 SETPCI = "/usr/bin/setpci"
@@ -65,16 +65,24 @@ class Pci(Kind[list[PciEntry]]):
             for device in matched:
                 cap = device.express
                 current = None if cap is None else str(cap.max_read_request)
-                outcome.changes.append(self._change(device.address, current, desired, item))
+                # Read whole without the capability: conventional PCI has no such register.
+                missing = cap is None and not device.header_only
+                outcome.changes.append(
+                    self._change(device.address, current, desired, item, missing=missing)
+                )
                 if cap is None:
-                    outcome.notes.append(Note(device.no_express, f"pci:{device.address}"))
+                    said = missing_note(device.no_express, item) if missing else device.no_express
+                    outcome.notes.append(Note(said, f"pci:{device.address}"))
             if not matched:
                 target = item.select.describe()
-                outcome.changes.append(self._change(target, None, desired, item))
-                outcome.notes.append(Note(f"No PCI device matches {target}.", f"pci:{target}"))
+                outcome.changes.append(self._change(target, None, desired, item, missing=True))
+                said = missing_note(f"No PCI device matches {target}.", item)
+                outcome.notes.append(Note(said, f"pci:{target}"))
         return outcome
 
-    def _change(self, subject: str, current: str | None, desired: str, item: PciEntry) -> Change:
+    def _change(
+        self, subject: str, current: str | None, desired: str, item: PciEntry, missing: bool
+    ) -> Change:
         field = pcie.mrrs_field(int(desired)) << pcie.MRRS_SHIFT
         return self.change(
             f"{subject}:max_read_request",
@@ -86,6 +94,7 @@ class Pci(Kind[list[PciEntry]]):
             # The address is a directory name of the host's: quoted, so a name made to be
             # a shell command is one word of the command the reader copies.
             fix=f"setpci -s {shlex.quote(subject)} CAP_EXP+8.w={field:04x}:{pcie.MRRS_MASK:04x}",
+            missing=missing,
         )
 
     def step(self, spec: list[PciEntry], change: Change, files: Files) -> Step:

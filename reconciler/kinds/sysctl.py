@@ -20,7 +20,16 @@ from ..apply.steps import Read, Step
 from ..facts.sysctl import ROOT, key_of, path_of
 from ..hosts.files import Files, Request
 from ..plan.model import Change, Note, Outcome, Phase
-from .base import Entry, KernelValue, Kind, attribute_step, entry, normalize_words, safe
+from .base import (
+    Entry,
+    KernelValue,
+    Kind,
+    attribute_step,
+    entry,
+    missing_note,
+    normalize_words,
+    safe,
+)
 
 # A component never starts with `/`: `kernel.//` would be the path /proc/sys/kernel/..
 SysctlKey = safe(
@@ -54,11 +63,19 @@ class Sysctl(Kind[dict[str, Entry[str]]]):
             path = path_of(key)
             current = normalize_words(files.value(path))
             fix = f"sysctl -w {shlex.quote(f'{key}={item.value}')}"
+            # Unreadable is not missing: the key is there, and a write may still be made. A
+            # key close to one that exists is a typo more likely than a knob this host lacks:
+            # it stays a change, which apply refuses.
+            close = None if current is not None else closest(key, files)
+            missing = current is None and path not in files.errors and close is None
+            desired = normalize_words(str(item.value))
             outcome.changes.append(
-                self.change(key, current, normalize_words(str(item.value)), item, fix=fix)
+                self.change(key, current, desired, item, fix=fix, missing=missing)
             )
             if current is None:
-                outcome.notes.append(Note(missing_message(key, path, files), about=f"sysctl:{key}"))
+                said = missing_message(key, path, files, close)
+                said = missing_note(said, item) if missing else said
+                outcome.notes.append(Note(said, about=f"sysctl:{key}"))
         return outcome
 
     def step(self, spec: dict[str, Entry[str]], change: Change, files: Files) -> Step:
@@ -68,12 +85,17 @@ class Sysctl(Kind[dict[str, Entry[str]]]):
         return [Persisted(SYSCTL, f"{key} = {item.value}") for key, item in spec.items()]
 
 
-def missing_message(key: str, path: str, files: Files) -> str:
-    if path in files.errors:
-        return f"{key} exists but cannot be read: {files.errors[path]}."
+def closest(key: str, files: Files) -> str | None:
+    """The existing sysctl name closest to `key`, if one is close."""
     names = [key_of(p) for p in files.listing(ROOT)]
     close = difflib.get_close_matches(key, names, n=1, cutoff=0.75)
-    hint = f"; did you mean {close[0]}?" if close else "."
+    return close[0] if close else None
+
+
+def missing_message(key: str, path: str, files: Files, close: str | None) -> str:
+    if path in files.errors:
+        return f"{key} exists but cannot be read: {files.errors[path]}."
+    hint = f"; did you mean {close}?" if close else "."
     return f"{key} does not exist on this host (no {path}){hint}"
 
 

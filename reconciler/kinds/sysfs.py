@@ -17,7 +17,16 @@ from ..apply.steps import Read, Step
 from ..hosts.files import Files, Request
 from ..hosts.paths import is_glob
 from ..plan.model import Change, Note, Outcome, Phase
-from .base import Entry, KernelValue, Kind, attribute_step, entry, host_path, normalize_choice
+from .base import (
+    Entry,
+    KernelValue,
+    Kind,
+    attribute_step,
+    entry,
+    host_path,
+    missing_note,
+    normalize_choice,
+)
 
 SysfsPath = host_path(
     r"/sys(/(?!\.\.?(?:/|$))[A-Za-z0-9_.:*?\[\]-]+)+",
@@ -48,6 +57,7 @@ class Sysfs(Kind[dict[str, Entry[str]]]):
             paths = files.glob(pattern) or (pattern,)
             for path in paths:
                 current = normalize_choice(files.value(path))
+                missing = current is None and path not in files.errors
                 outcome.changes.append(
                     self.change(
                         path,
@@ -57,13 +67,16 @@ class Sysfs(Kind[dict[str, Entry[str]]]):
                         setting=pattern,
                         subject=path if is_glob(pattern) else "",
                         fix=f"echo {shlex.quote(str(item.value))} > {pattern}",
+                        missing=missing,
                     )
                 )
                 if current is None:
                     what = "matches nothing" if is_glob(pattern) else "does not exist"
                     if path in files.errors:
                         what = f"cannot be read ({files.errors[path]})"
-                    outcome.notes.append(Note(f"{path} {what} on this host.", f"sysfs:{path}"))
+                    said = f"{path} {what} on this host."
+                    said = missing_note(said, item) if missing else said
+                    outcome.notes.append(Note(said, f"sysfs:{path}"))
         return outcome
 
     def step(self, spec: dict[str, Entry[str]], change: Change, files: Files) -> Step:
