@@ -6,8 +6,9 @@ sysctl:
   vm.swappiness: 10
   net.ipv4.tcp_rmem: "4096 87380 268435456"
 ```
-Keys are the dotted names `sysctl` uses; a `/` in a key stands for a dot inside one component
-(`net.ipv4.conf.eth0/100.rp_filter`), as in sysctl.conf.
+Keys are named as sysctl.conf names them: dotted, where a `/` stands for a dot inside one
+component (`net.ipv4.conf.eth0/100.rp_filter`), or as a path below /proc/sys, where dots are part
+of names (`net/ipv4/conf/eth0.100/rp_filter`).
 """
 
 from __future__ import annotations
@@ -31,9 +32,11 @@ from .base import (
     safe,
 )
 
-# A component never starts with `/`: `kernel.//` would be the path /proc/sys/kernel/..
+# Dotted (a component never starts with `/`: `kernel.//` would be the path /proc/sys/kernel/..)
+# or a path (a component never starts with `.`, so none is `.` or `..`).
 SysctlKey = safe(
-    r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-][A-Za-z0-9_/-]*)+",
+    r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-][A-Za-z0-9_/-]*)+"
+    r"|[A-Za-z0-9_-]+(/[A-Za-z0-9_-][A-Za-z0-9_.-]*)+",
     "sysctl name",
     "kernel.numa_balancing",
 )
@@ -88,7 +91,7 @@ class Sysctl(Kind[dict[str, Entry[str]]]):
 def closest(key: str, files: Files) -> str | None:
     """The existing sysctl name closest to `key`, if one is close."""
     names = [key_of(p) for p in files.listing(ROOT)]
-    close = difflib.get_close_matches(key, names, n=1, cutoff=0.75)
+    close = difflib.get_close_matches(key_of(path_of(key)), names, n=1, cutoff=0.75)
     return close[0] if close else None
 
 
