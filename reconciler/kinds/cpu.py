@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from ..apply.persist import Persisted, tmpfiles_write
 from ..apply.steps import Read, Step
+from ..facts import services
 from ..facts.cpu import CPUS, GOVERNOR, STATE_DISABLE, STATE_NAME, by_cpu, cpu_of, idle_states
 from ..hosts.files import Files, Request
 from ..plan.model import Change, Note, Outcome, Phase
@@ -55,7 +56,8 @@ class Cpu(Kind[CpuSpec]):
             patterns.append(GOVERNOR)
         if spec.idle_states is not None:
             patterns += [STATE_NAME, STATE_DISABLE]
-        return Request.of(*patterns)
+        daemons = services.request() if spec.governor is not None else Request()
+        return Request.of(*patterns) | daemons
 
     def compare(self, spec: CpuSpec, files: Files) -> Outcome:
         outcome = Outcome()
@@ -88,6 +90,11 @@ class Cpu(Kind[CpuSpec]):
 
     def _governor(self, governor: Entry[str], files: Files, outcome: Outcome) -> None:
         paths = by_cpu(files.glob(GOVERNOR))
+        outcome.notes.extend(
+            Note(d.note("the CPU frequency governor"), "cpu:governor")
+            for d in services.managers(files)
+            if d.sets_path(GOVERNOR)
+        )
         fix = f"echo {governor.value} | tee {GOVERNOR.replace('[0-9]', '')}"
         for path in paths:
             outcome.changes.append(

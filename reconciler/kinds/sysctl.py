@@ -18,6 +18,7 @@ import shlex
 
 from ..apply.persist import SYSCTL, Persisted
 from ..apply.steps import Read, Step
+from ..facts import services
 from ..facts.sysctl import ROOT, key_of, path_of
 from ..hosts.files import Files, Request
 from ..plan.model import Change, Note, Outcome, Phase
@@ -58,12 +59,17 @@ class Sysctl(Kind[dict[str, Entry[str]]]):
     def request(self, spec: dict[str, Entry[str]]) -> Request:
         # The names of all sysctls, for "did you mean", only when a key names no file.
         paths = [path_of(k) for k in spec]
-        return Request.of(*paths, listings_if_no_file=[(ROOT, p) for p in paths])
+        own = Request.of(*paths, listings_if_no_file=[(ROOT, p) for p in paths])
+        return own | services.request()
 
     def compare(self, spec: dict[str, Entry[str]], files: Files) -> Outcome:
         outcome = Outcome()
+        daemons = services.managers(files)
         for key, item in spec.items():
             path = path_of(key)
+            outcome.notes.extend(
+                Note(d.note(key), f"sysctl:{key}") for d in daemons if d.sets_sysctl(key)
+            )
             current = normalize_words(files.value(path))
             fix = f"sysctl -w {shlex.quote(f'{key}={item.value}')}"
             # Unreadable is not missing: the key is there, and a write may still be made. A

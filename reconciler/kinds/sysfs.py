@@ -14,6 +14,7 @@ import shlex
 
 from ..apply.persist import Persisted, tmpfiles_write
 from ..apply.steps import Read, Step
+from ..facts import services
 from ..hosts.files import Files, Request
 from ..hosts.paths import is_glob
 from ..plan.model import Change, Note, Outcome, Phase
@@ -48,11 +49,15 @@ class Sysfs(Kind[dict[str, Entry[str]]]):
     noun = "paths"
 
     def request(self, spec: dict[str, Entry[str]]) -> Request:
-        return Request.of(*spec)
+        return Request.of(*spec) | services.request()
 
     def compare(self, spec: dict[str, Entry[str]], files: Files) -> Outcome:
         outcome = Outcome()
+        daemons = services.managers(files)
         for pattern, item in spec.items():
+            outcome.notes.extend(
+                Note(d.note(pattern), f"sysfs:{pattern}") for d in daemons if d.sets_path(pattern)
+            )
             desired = normalize_choice(str(item.value))
             paths = files.glob(pattern) or (pattern,)
             for path in paths:
