@@ -207,13 +207,31 @@ def test_read_only_knob_is_refused_before_any_write(untuned: Path) -> None:
     assert tree(untuned) == before
 
 
-def test_missing_knob_and_unmatched_pci_selector_are_refused(tmp_path: Path) -> None:
+def test_missing_knob_and_unmatched_pci_selector_are_skipped(tmp_path: Path) -> None:
+    # A host without the knob: one note each, and apply makes the rest.
     root = build(tmp_path / "h", SmallHost(sysctls={"vm.swappiness": "60"}))
     profile = write_profile(
         tmp_path / "p.yaml",
         {
             "sysctl": {"vm.swappiness": 10, "vm.nosuchknob": 1},
             "pci": [{"select": {"vendor": 0x10DE}, "max_read_request": 4096}],
+        },
+    )
+    result = run_tune("apply", profile, "--runtime-only", "--root", root)
+    assert result.code == 0, result.err
+    assert (root / "proc/sys/vm/swappiness").read_text() == "10\n"
+    assert runtime_changes(root, profile) == []
+
+
+def test_missing_knob_and_unmatched_pci_selector_that_are_required_are_refused(
+    tmp_path: Path,
+) -> None:
+    root = build(tmp_path / "h", SmallHost(sysctls={"vm.swappiness": "60"}))
+    profile = write_profile(
+        tmp_path / "p.yaml",
+        {
+            "sysctl": {"vm.swappiness": 10, "vm.nosuchknob": {"value": 1, "required": True}},
+            "pci": [{"select": {"vendor": 0x10DE}, "max_read_request": 4096, "required": True}],
         },
     )
     before = tree(root)

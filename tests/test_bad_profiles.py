@@ -259,6 +259,14 @@ BAD = [
         ("base.yaml", 4, 1),
         {"base.yaml": "name: base\nsysctl:\n  vm.swappiness: 'unterminated\n"},
     ),
+    Bad(
+        # YAML 1.2 reads an unquoted 020 as 20, where sysctl.conf and the kernel read 16.
+        "leading-zero-number",
+        "name: x\nsysctl:\n  vm.swappiness: 1\n  vm.dirty_ratio: 020\n",
+        "020 is ambiguous: YAML reads an unquoted 020 as 20, the kernel reads it as octal 16; "
+        "write the number without leading zeros, or quote it ('020')",
+        (P, 4, 19),
+    ),
     Bad("not-utf8", "name: x\ndescription: caf\udcff\n", "not UTF-8 text (byte 0xff)", (P, 2, 17)),
 ]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import TUNED, UNTUNED, by_id, plan_json, write
+from conftest import TUNED, UNTUNED, by_id, notes, plan_json, write
 
 PROC_MODULES = """\
 nvidia_uvm 1527808 4 - Live 0x0000000000000000 (POE)
@@ -65,3 +65,32 @@ def test_example_host_lacks_nvidia_peermem(tmp_path: Path) -> None:
     text = "name: t\nmodules:\n  nvidia_peermem: loaded\n  nvidia-uvm: loaded\n"
     assert sorted(by_id(plan_json(tmp_path, UNTUNED, text))) == ["module:nvidia_peermem"]
     assert plan_json(tmp_path, TUNED, text)["code"] == 0
+
+
+CORPUS = Path(__file__).resolve().parent / "corpus" / "kmod" / "modules.builtin"
+DEBIAN_RELEASE = "6.1.0-50-cloud-amd64"
+
+
+def debian_cloud_host(root: Path) -> list[str]:
+    """A host running Debian 12's cloud kernel, its real modules.builtin; the module names."""
+    write(root, "/proc/sys/kernel/osrelease", DEBIAN_RELEASE + "\n")
+    write(root, "/proc/modules", PROC_MODULES)
+    write(root, f"/lib/modules/{DEBIAN_RELEASE}/modules.builtin", CORPUS.read_text())
+    lines = CORPUS.read_text().splitlines()
+    return [line.rsplit("/", 1)[1].split(".ko")[0] for line in lines]
+
+
+def test_every_module_a_debian_kernel_compiles_in_is_loaded(tmp_path: Path) -> None:
+    # Never in /proc/modules, yet `modprobe NAME` succeeds: before, each read `absent`.
+    names = debian_cloud_host(tmp_path / "host")
+    assert len(names) == 141 and "nvme-core" in names and "unix" in names
+    body = "".join(f"  {name}: loaded\n" for name in names)
+    plan = plan_json(tmp_path, tmp_path / "host", f"name: t\nmodules:\n{body}")
+    assert plan["code"] == 0, plan["changes"][:3]
+
+
+def test_a_module_compiled_in_cannot_be_absent(tmp_path: Path) -> None:
+    debian_cloud_host(tmp_path / "host")
+    plan = plan_json(tmp_path, tmp_path / "host", "name: t\nmodules:\n  ipv6: absent\n")
+    assert by_id(plan)["module:ipv6"]["current"] == "builtin"
+    assert "ipv6 is compiled into the running kernel" in " ".join(notes(plan))

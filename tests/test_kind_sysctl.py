@@ -10,8 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import by_id, plan_json, write
+from conftest import by_id, plan_json, run_tune, write
 
+from reconciler.errors import ExitCode
 from reconciler.facts.sysctl import path_of
 from reconciler.hosts.directory import SnapshotHost
 from reconciler.kinds.sysctl import KIND
@@ -75,6 +76,33 @@ def test_slash_in_a_key_is_a_dot_inside_one_component(tmp_path: Path) -> None:
         tmp_path, tmp_path / "host", "name: t\nsysctl:\n  net.ipv4.conf.eth0/100.rp_filter: 1\n"
     )
     assert by_id(plan)["sysctl:net.ipv4.conf.eth0/100.rp_filter"]["current"] == "2"
+
+
+@pytest.mark.parametrize(
+    ("key", "path"),
+    [
+        # sysctl.d(5)'s own example: the first separator is a slash, so dots are in names.
+        ("net/ipv4/conf/enp3s0.200/forwarding", "net/ipv4/conf/enp3s0.200/forwarding"),
+        ("net.ipv4.conf.enp3s0/200.forwarding", "net/ipv4/conf/enp3s0.200/forwarding"),
+        ("net/ipv4/conf/eth0.100/rp_filter", "net/ipv4/conf/eth0.100/rp_filter"),
+        ("kernel/numa_balancing", "kernel/numa_balancing"),
+    ],
+)
+def test_a_key_whose_first_separator_is_a_slash_is_a_path(
+    tmp_path: Path, key: str, path: str
+) -> None:
+    # As procps' sysctl (slashdot) and systemd-sysctl (sysctl_normalize) read a name.
+    assert path_of(key) == f"/proc/sys/{path}"
+    write(tmp_path / "host", f"/proc/sys/{path}", "2\n")
+    plan = plan_json(tmp_path, tmp_path / "host", f"name: t\nsysctl:\n  {key}: 1\n")
+    assert by_id(plan)[f"sysctl:{key}"]["current"] == "2"
+
+
+@pytest.mark.parametrize("key", ["net/../../etc/x", "net/./x", "net/.x", "/net/x", "net//x"])
+def test_a_path_form_key_never_leaves_proc_sys(tmp_path: Path, key: str) -> None:
+    result = run_tune("validate", write(tmp_path, "/p.yaml", f"name: t\nsysctl:\n  {key}: 1\n"))
+    assert result.code == ExitCode.INVALID_PROFILE
+    assert "sysctl name" in result.err
 
 
 def test_default_priority_is_p1_and_short_form_equals_long_form(tmp_path: Path) -> None:

@@ -186,28 +186,40 @@ delete_file() {
 u8() { od -An -tu1 -j "$2" -N1 "$1" | tr -d ' \n'; }
 u16() { set -- $(od -An -tu1 -j "$2" -N2 "$1"); [ $# -eq 2 ] && echo $(($1 + 256 * $2)); }
 
+# Whether the module list $1 (modules.dep or modules.builtin: a module's path first on each
+# line) names module $2 (facts.modules.module_name).
+lists_module() {
+    [ -f "$1" ] && M="$2" awk -F: '{ n = $1; sub(/.*\//, "", n); sub(/\.ko.*/, "", n)
+        gsub(/-/, "_", n); if (n == ENVIRON["M"]) f = 1 } END { exit !f }' "$1"
+}
+
+# As kmod's modprobe: a module compiled in (modules.builtin) loads with success and nothing to
+# do, and refuses removal.
 emu_modprobe() {
-    rm=; dry=; name=
+    rm=; dry=; name=; typed=
     for a; do
         case "$a" in
         -r | --remove) rm=1 ;;
         -n | --dry-run) dry=1 ;;
         -*) ;;
-        *) [ -n "$name" ] || name=$(printf '%s' "$a" | tr - _) ;;
+        *) [ -n "$name" ] || { typed=$a; name=$(printf '%s' "$a" | tr - _); } ;;
         esac
     done
     [ -n "$name" ] || { echo "modprobe: ERROR: missing module name."; return 1; }
     release=$(cat "$R/proc/sys/kernel/osrelease" 2>/dev/null | tr -d ' \n')
-    dep="$R/lib/modules/$release/modules.dep"
-    if [ -f "$dep" ] && ! M="$name" awk -F: '{ n = $1; sub(/.*\//, "", n); sub(/\.ko.*/, "", n)
-        gsub(/-/, "_", n); if (n == ENVIRON["M"]) f = 1 } END { exit !f }' "$dep"; then
-        echo "modprobe: FATAL: Module $name not found in directory /lib/modules/$release"; return 1
+    dir="$R/lib/modules/$release"
+    if lists_module "$dir/modules.builtin" "$name"; then
+        [ -z "$rm" ] || { echo "modprobe: FATAL: Module $name is builtin."; return 1; }
+        return 0
+    fi
+    if [ -f "$dir/modules.dep" ] && ! lists_module "$dir/modules.dep" "$name"; then
+        echo "modprobe: FATAL: Module $typed not found in directory /lib/modules/$release"; return 1
     fi
     [ -n "$dry" ] && return 0
     mods="$R/proc/modules"
     line=$(M="$name" awk '$1 == ENVIRON["M"] { print; exit }' "$mods" 2>/dev/null)
     if [ -n "$rm" ]; then
-        [ -n "$line" ] || { echo "modprobe: FATAL: Module $name is not currently loaded."; return 1; }
+        [ -n "$line" ] || { echo "modprobe: FATAL: Module $name is not in kernel."; return 1; }
         set -- $line
         [ "$3" = 0 ] || { echo "modprobe: FATAL: Module $name is in use."; return 1; }
         rest=$(M="$name" awk '$1 == ENVIRON["M"] && !d { d = 1; next } { print }' "$mods"; printf x)

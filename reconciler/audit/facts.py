@@ -9,7 +9,7 @@ from functools import cached_property
 
 from ..apply.persist import OWNED
 from ..facts import cmdline as cmdline_fmt
-from ..facts import cpu, modules
+from ..facts import cpu, modules, services
 from ..facts.cpu import CpuInfo
 from ..facts.numa import NODES_ONLINE, parse_list
 from ..facts.pci import NUMA_NODE, PciDevice, numa_node, pci_devices, request_devices
@@ -36,7 +36,8 @@ READS = (
     # /proc/cpuinfo outgrows the cap on kernel files on a large host (1.4 KiB per CPU), and
     # sockets are counted over all of it.
     | Request.of(whole=[cpu.CPUINFO])
-    | Request.of(modules.MODULES)
+    | Request.of(modules.MODULES, modules.BUILTIN)
+    | services.request()  # the daemons that set knobs too, which the kinds' notes name
     | Request.of(*OWNED)  # tune's own boot-time files: a host tune already manages
 )
 

@@ -31,6 +31,34 @@ class PciDevice:
     def express(self) -> pcie.Express | None:
         return pcie.express(self.config)
 
+    @property
+    def header_only(self) -> bool:
+        """Read without root: sysfs stops at the header, before any capability."""
+        return len(self.config) <= pcie.HEADER_BYTES
+
+    @property
+    def no_express(self) -> str:
+        """Why `express` is None."""
+        if self.header_only:
+            return (
+                f"{self.address}: only the {len(self.config)}-byte config header is readable; "
+                "reading PCI Express registers needs root."
+            )
+        return f"{self.address} has no PCI Express capability (a conventional PCI function)."
+
+    def no_link(self) -> str | None:
+        """Why the function has no PCI Express link to read, if it has none: no capability, or
+        one of a function inside the root complex; None when it has one."""
+        cap = self.express
+        if cap is None:
+            return self.no_express
+        if not cap.has_link:
+            return (
+                f"{self.address} is {pcie.NO_LINK[cap.port_type]}: it has no PCI Express link "
+                "(lspci shows no LnkCap or LnkSta for it)."
+            )
+        return None
+
 
 def request_devices() -> Request:
     return Request.of(*(f"{DEVICES}/*/{a}" for a in ATTRS))

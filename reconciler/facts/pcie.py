@@ -1,6 +1,6 @@
 """PCI configuration space, read from the binary `config` file sysfs exposes.
 
-Only what tune needs: the capability list, the PCI Express capability's Device Control
+Only what tune needs: the capability list, the PCI Express capability's type, Device Control
 (Max_Read_Request_Size), Link Capabilities and Link Status. Offsets are from the PCI Express
 Base Specification, section 7.5.3; `lspci -vvv` prints the same fields.
 """
@@ -17,12 +17,23 @@ CAP_ID_EXP = 0x10
 # Unprivileged reads of sysfs `config` stop after the 64-byte header.
 HEADER_BYTES = 64
 
+EXP_FLAGS = 0x02
 DEVCAP = 0x04
 DEVCTL = 0x08
 LNKCAP = 0x0C
 LNKSTA = 0x12
 MRRS_SHIFT = 12
 MRRS_MASK = 0x7000
+
+# Device/Port Type (PCI Express Capabilities, bits 7:4) of the functions that sit inside the root
+# complex and have no link: their link registers are reserved, and lspci prints no LnkCap or
+# LnkSta for them (ls-caps.c, cap_express).
+ROOT_COMPLEX_INTEGRATED_ENDPOINT = 0x9
+ROOT_COMPLEX_EVENT_COLLECTOR = 0xA
+NO_LINK = {
+    ROOT_COMPLEX_INTEGRATED_ENDPOINT: "a root-complex integrated endpoint",
+    ROOT_COMPLEX_EVENT_COLLECTOR: "a root-complex event collector",
+}
 
 SPEEDS = {1: "2.5GT/s", 2: "5GT/s", 3: "8GT/s", 4: "16GT/s", 5: "32GT/s", 6: "64GT/s"}
 
@@ -77,10 +88,19 @@ class Express:
     """The PCI Express capability of one function."""
 
     offset: int
+    flags: int
     device_capabilities: int
     device_control: int
     link_capabilities: int
     link_status: int
+
+    @property
+    def port_type(self) -> int:
+        return (self.flags >> 4) & 0xF
+
+    @property
+    def has_link(self) -> bool:
+        return self.port_type not in NO_LINK
 
     @property
     def max_read_request(self) -> int:
@@ -118,6 +138,7 @@ def express(config: bytes) -> Express | None:
         return None
     return Express(
         offset=offset,
+        flags=u16(config, offset + EXP_FLAGS),
         device_capabilities=u32(config, offset + DEVCAP),
         device_control=u16(config, offset + DEVCTL),
         link_capabilities=u32(config, offset + LNKCAP),

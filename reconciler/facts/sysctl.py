@@ -1,14 +1,24 @@
-"""Kernel parameters under /proc/sys, named as `sysctl` names them: dotted, with a `/` standing
-for a dot inside one component (`net.ipv4.conf.eth0/100.rp_filter`), as in sysctl.conf."""
+"""Kernel parameters under /proc/sys, named as `sysctl` names them. As procps' sysctl(8) and
+systemd-sysctl read a name (`slashdot`, `sysctl_normalize`), its first separator decides: a
+dot makes it the dotted form, where `/` stands for a dot inside one component
+(`net.ipv4.conf.eth0/100.rp_filter`); a slash makes it a path below /proc/sys, where dots are
+part of names (`net/ipv4/conf/eth0.100/rp_filter`)."""
 
 from __future__ import annotations
 
+import re
+
 ROOT = "/proc/sys"
+_DOTTED = str.maketrans("./", "/.")
 
 
 def path_of(key: str) -> str:
-    return ROOT + "/" + "/".join(part.replace("/", ".") for part in key.split("."))
+    first = re.search(r"[./]", key)
+    if first is not None and first.group() == "/":
+        return f"{ROOT}/{key}"
+    return f"{ROOT}/{key.translate(_DOTTED)}"
 
 
 def key_of(path: str) -> str:
-    return ".".join(p.replace(".", "/") for p in path[len(ROOT) + 1 :].split("/"))
+    """The dotted name of a path below /proc/sys."""
+    return path[len(ROOT) + 1 :].translate(_DOTTED)

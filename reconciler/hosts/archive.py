@@ -17,6 +17,7 @@ from .base import Host, write_error
 from .bounded import size_text
 from .files import MAX_FILE_BYTES, Files, Request, last
 from .paths import is_glob, path_matches, within
+from .unreadable import UNREADABLE, apply_markers, kept
 
 
 class ArchiveHost(Host):
@@ -52,6 +53,8 @@ class ArchiveHost(Host):
             found = _expand(pattern, self._tree)
             found += [d + "/" for d in _expand(pattern, self._directories)]
             files.nodes[pattern] = tuple(sorted(found))
+        markers = {p: data for p, data in self._tree.items() if p.startswith(UNREADABLE + "/")}
+        apply_markers(files, markers)
         return files
 
 
@@ -201,13 +204,20 @@ def write_archive(files: Files, target: str | os.PathLike[str] | BinaryIO) -> in
     """Pack observed files into a snapshot archive (a path, or a stream such as standard
     output); returns how many files went in. A device node goes in as an empty file (a
     directory of them as a directory): the name is what was observed, and the same layout in
-    a snapshot directory reads back the same."""
+    a snapshot directory reads back the same. A kernel file that could not be read goes in
+    empty, with its marker (`reconciler.hosts.unreadable`)."""
     import tarfile  # only snapshots packed as archives need it
     import time
 
     now = int(time.time())
     nodes = {p for found in files.nodes.values() for p in found}
-    entries = {**{p: b"" for p in nodes}, **files.contents}
+    unreadable = dict(kept(files))
+    entries = {
+        **{p: b"" for p in nodes},
+        **files.contents,
+        **{m.removeprefix(UNREADABLE): b"" for m in unreadable},
+        **unreadable,
+    }
     stream = not isinstance(target, str | os.PathLike)
     name = "standard output" if stream else str(target)
     try:
@@ -235,4 +245,4 @@ def write_archive(files: Files, target: str | os.PathLike[str] | BinaryIO) -> in
             with contextlib.suppress(OSError):
                 os.unlink(name)
         raise write_error(name, "write the snapshot", exc) from exc
-    return sum(not p.endswith("/") for p in entries)
+    return sum(not p.endswith("/") for p in entries) - len(unreadable)

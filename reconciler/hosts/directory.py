@@ -18,6 +18,7 @@ from .base import Completed, Host, refusal, write_error
 from .beneath import Beneath, Rooted, open_regular, write_all
 from .files import MAX_STATE_BYTES, Files, Request, last
 from .paths import checked, is_glob, within
+from .unreadable import UNREADABLE, apply_markers
 
 
 class DirectoryHost(Host):
@@ -330,6 +331,20 @@ class SnapshotHost(DirectoryHost):
 
     def describe(self) -> str:
         return f"snapshot {self.root}"
+
+    def fetch(self, request: Request) -> Files:
+        with self.paths.batch():
+            files = self._fetch(request)
+            # One walk finds the few markers a snapshot holds, not a lookup a file read.
+            found = self.paths.walk(UNREADABLE)
+            markers = {}
+            for where in (m for m in found if m.removeprefix(UNREADABLE) in files.contents):
+                try:
+                    markers[where] = self.paths.read(where, 64)
+                except OSError as exc:
+                    raise HostError(f"{where}: cannot read the marker ({exc.strerror}).") from exc
+        apply_markers(files, markers)
+        return files
 
     def check_privileges(self) -> None:
         return None

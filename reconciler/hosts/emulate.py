@@ -30,7 +30,7 @@ from ..errors import HostError
 from ..facts import pcie
 from ..facts.kernel import OSRELEASE
 from ..facts.lxc_keys import KEYS
-from ..facts.modules import MODULE_DIR, MODULES
+from ..facts.modules import MODULE_DIR, MODULES, builtin_modules, builtin_path, module_name
 from ..facts.pci import DEVICES
 from .base import ENOTSUPP, Completed, refusal
 from .beneath import open_regular, write_all
@@ -144,21 +144,17 @@ def _read(host: DirectoryHost, path: str) -> str | None:
     return None if data is None else data.decode("utf-8", "replace")
 
 
-def _available(host: DirectoryHost, name: str) -> bool:
+def _loadable(host: DirectoryHost, release: str, name: str) -> bool:
     """Listed in the snapshot's `modules.dep`; every module is, when the snapshot has none."""
-    release = (_read(host, OSRELEASE) or "").strip()
     dep = _read(host, f"/lib/modules/{release}/modules.dep")
     if dep is None:
         return True
-    names = {
-        os.path.basename(line.split(":", 1)[0]).split(".ko", 1)[0].replace("-", "_")
-        for line in dep.splitlines()
-        if line.strip()
-    }
-    return name in names
+    return name in {module_name(line.split(":", 1)[0]) for line in dep.splitlines() if line.strip()}
 
 
 def _modprobe(host: DirectoryHost, args: list[str]) -> Completed:
+    """As kmod's modprobe (tools/modprobe.c): a module compiled in (modules.builtin) loads
+    with success and nothing to do, and refuses removal."""
     remove = "-r" in args or "--remove" in args
     dry = "-n" in args or "--dry-run" in args
     words = [a for a in args if not a.startswith("-")]
@@ -166,10 +162,17 @@ def _modprobe(host: DirectoryHost, args: list[str]) -> Completed:
         return Completed(1, "", "modprobe: ERROR: missing module name.")
     name, params = words[0].replace("-", "_"), words[1:]
     release = (_read(host, OSRELEASE) or "").strip()
-    if not _available(host, name):
+    builtin = name in builtin_modules(_read(host, builtin_path(release)))
+    if not builtin and not _loadable(host, release, name):
         return Completed(
-            1, "", f"modprobe: FATAL: Module {name} not found in directory /lib/modules/{release}"
+            1,
+            "",
+            f"modprobe: FATAL: Module {words[0]} not found in directory /lib/modules/{release}",
         )
+    if builtin:
+        if remove:
+            return Completed(1, "", f"modprobe: FATAL: Module {name} is builtin.")
+        return Completed(0)
     text = _read(host, MODULES) or ""
     lines = text.splitlines(keepends=True)
     line = next((x for x in lines if x.split() and x.split()[0] == name), None)
@@ -178,7 +181,7 @@ def _modprobe(host: DirectoryHost, args: list[str]) -> Completed:
     local = host.local(MODULES)
     if remove:
         if line is None:
-            return Completed(1, "", f"modprobe: FATAL: Module {name} is not currently loaded.")
+            return Completed(1, "", f"modprobe: FATAL: Module {name} is not in kernel.")
         if line.split()[2] != "0":
             return Completed(1, "", f"modprobe: FATAL: Module {name} is in use.")
         _overwrite(local, "".join(x for x in lines if x is not line).encode())

@@ -48,6 +48,13 @@ class Meta(Strict):
             "skips this entry instead of failing the run"
         },
     )
+    required: bool = field(
+        default=False,
+        metadata={
+            "description": "a host without this knob (no such file or device) is an error "
+            "that stops apply, instead of a note and a skipped entry"
+        },
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -55,6 +62,19 @@ class Entry(Meta, Generic[V]):
     """The long form `{value, priority, reason}` of any profile entry."""
 
     value: V
+
+
+# The one rule for a knob the host does not have, said after why it is missing.
+SKIPPED = (
+    "Skipped: not a change, apply leaves it and check does not count it as drift "
+    "(`required: true` on the entry makes it an error)."
+)
+REQUIRED = "The entry is `required: true`: tune apply refuses to run without it."
+
+
+def missing_note(reason: str, meta: Meta) -> str:
+    """`reason` (a sentence: why the knob is not there) and what tune does about it."""
+    return f"{reason} {REQUIRED if meta.required else SKIPPED}"
 
 
 def _long_form(data: Any) -> Any:
@@ -243,7 +263,9 @@ class Kind(ABC, Generic[SpecT]):
         setting: str = "",
         subject: str = "",
         fix: str = "",
+        missing: bool = False,
     ) -> Change:
+        """`missing`: the host has no such knob (`missing_note` says so in the plan)."""
         return Change(
             kind=self.kind,
             target=target,
@@ -256,6 +278,7 @@ class Kind(ABC, Generic[SpecT]):
             subject=subject,
             fix=fix,
             optional=meta.optional,
+            missing=missing and not meta.required,
         )
 
     def step(self, spec: SpecT, change: Change, files: Files) -> Step:

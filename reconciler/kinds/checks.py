@@ -150,9 +150,14 @@ def _link(link: LinkCheck, devices: list[PciDevice], outcome: Outcome) -> None:
         unreadable("no device matches; check the selector", link.select.describe())
     idle = []
     for device in matched:
-        cap = device.express
-        if cap is None:
-            unreadable("PCI Express registers unreadable (needs root)", device.address)
+        cap, why = device.express, device.no_link()
+        if cap is None or why is not None:
+            if device.header_only:
+                unreadable(device.no_express, device.address)
+            else:
+                # No link to train: nothing a slot, riser or BIOS setting changes.
+                note = f"{why} pci_link does not apply to it."
+                outcome.notes.append(Note(note, "check:pci_link"))
             continue
         ok = (link.width is None or cap.link_width >= link.width) and (
             link.speed is None or gts(cap.link_speed_max) >= gts(link.speed)

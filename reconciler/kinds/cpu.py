@@ -6,7 +6,9 @@ cpu:
   idle_states: {disable: [C2], priority: P0, reason: "C2 exit latency stalls the launch path"}
 ```
 Idle states are named as in `cpuidle/stateN/name`. A state a CPU does not expose (C2 while
-`processor.max_cstate=1` runs) is in sync: it cannot be entered.
+`processor.max_cstate=1` runs) is in sync: it cannot be entered. A host without cpufreq (most
+VMs) has no governor: like any knob a host lacks, it is skipped with a note unless the entry
+says `required: true`.
 """
 
 from __future__ import annotations
@@ -15,10 +17,11 @@ from dataclasses import dataclass, field
 
 from ..apply.persist import Persisted, tmpfiles_write
 from ..apply.steps import Read, Step
+from ..facts import services
 from ..facts.cpu import CPUS, GOVERNOR, STATE_DISABLE, STATE_NAME, by_cpu, cpu_of, idle_states
 from ..hosts.files import Files, Request
 from ..plan.model import Change, Note, Outcome, Phase
-from .base import Entry, Kind, Meta, Strict, attribute_step, entry, safe
+from .base import Entry, Kind, Meta, Strict, attribute_step, entry, missing_note, safe
 
 IDLE_FLAG = {"disabled": "1", "enabled": "0"}
 
@@ -53,7 +56,8 @@ class Cpu(Kind[CpuSpec]):
             patterns.append(GOVERNOR)
         if spec.idle_states is not None:
             patterns += [STATE_NAME, STATE_DISABLE]
-        return Request.of(*patterns)
+        daemons = services.request() if spec.governor is not None else Request()
+        return Request.of(*patterns) | daemons
 
     def compare(self, spec: CpuSpec, files: Files) -> Outcome:
         outcome = Outcome()
@@ -64,7 +68,14 @@ class Cpu(Kind[CpuSpec]):
         return outcome
 
     def _change(
-        self, subject: str, setting: str, current: str | None, desired: str, meta: Meta, fix: str
+        self,
+        subject: str,
+        setting: str,
+        current: str | None,
+        desired: str,
+        meta: Meta,
+        fix: str,
+        missing: bool = False,
     ) -> Change:
         return self.change(
             f"{subject}:{setting}",
@@ -74,10 +85,16 @@ class Cpu(Kind[CpuSpec]):
             setting=setting,
             subject=subject,
             fix=fix,
+            missing=missing,
         )
 
     def _governor(self, governor: Entry[str], files: Files, outcome: Outcome) -> None:
         paths = by_cpu(files.glob(GOVERNOR))
+        outcome.notes.extend(
+            Note(d.note("the CPU frequency governor"), "cpu:governor")
+            for d in services.managers(files)
+            if d.sets_path(GOVERNOR)
+        )
         fix = f"echo {governor.value} | tee {GOVERNOR.replace('[0-9]', '')}"
         for path in paths:
             outcome.changes.append(
@@ -86,10 +103,12 @@ class Cpu(Kind[CpuSpec]):
                 )
             )
         if not paths:
+            # Most VMs: the hypervisor keeps frequency scaling, and no cpufreq driver binds.
             outcome.changes.append(
-                self._change("cpu*", "governor", None, governor.value, governor, fix)
+                self._change("cpu*", "governor", None, governor.value, governor, fix, missing=True)
             )
-            outcome.notes.append(Note("No CPU exposes cpufreq/scaling_governor.", "cpu:governor"))
+            said = "No CPU exposes cpufreq/scaling_governor (no cpufreq driver, as in most VMs)."
+            outcome.notes.append(Note(missing_note(said, governor), "cpu:governor"))
 
     def _idle(self, spec: IdleStates, files: Files, outcome: Outcome) -> None:
         states = idle_states(files)
@@ -101,6 +120,11 @@ class Cpu(Kind[CpuSpec]):
             for cpu, dirs in states.items():
                 if name not in dirs:
                     missing += 1
+                    if spec.required:
+                        # Nothing to write to: the change that apply refuses.
+                        outcome.changes.append(
+                            self._change(cpu, f"idle:{name}", None, desired, spec, "")
+                        )
                     continue
                 flag = files.value(dirs[name] + "/disable")
                 current = (
@@ -111,7 +135,7 @@ class Cpu(Kind[CpuSpec]):
                 outcome.changes.append(
                     self._change(cpu, f"idle:{name}", current, desired, spec, fix)
                 )
-            if missing and desired == "disabled":
+            if missing and desired == "disabled" and not spec.required:
                 outcome.notes.append(
                     Note(
                         f"{name} is not exposed on {missing} CPUs: in sync, it cannot be entered.",
@@ -119,12 +143,8 @@ class Cpu(Kind[CpuSpec]):
                     )
                 )
             elif missing:
-                outcome.notes.append(
-                    Note(
-                        f"{name} is not exposed on {missing} CPUs and cannot be enabled there.",
-                        f"cpu:idle:{name}",
-                    )
-                )
+                said = f"{name} is not exposed on {missing} CPUs."
+                outcome.notes.append(Note(missing_note(said, spec), f"cpu:idle:{name}"))
         return None
 
     def step(self, spec: CpuSpec, change: Change, files: Files) -> Step:

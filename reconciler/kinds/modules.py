@@ -6,7 +6,9 @@ modules:
   nouveau: absent
   nvidia: {value: loaded, params: {NVreg_EnableGpuFirmware: 1}}
 ```
-Names compare with dashes and underscores as the same, as modprobe does.
+Names compare with dashes and underscores as the same, as modprobe does. A module compiled
+into the running kernel (listed in its `modules.builtin`) reads `builtin`: that is `loaded`,
+and it can never be `absent`.
 """
 
 from __future__ import annotations
@@ -18,10 +20,28 @@ from typing import Literal
 from ..apply.persist import MODPROBE, MODULES_LOAD, Persisted
 from ..apply.steps import Command, Need, Probe, Read, Require, Step
 from ..errors import HostError
-from ..facts.modules import MODULES, canonical, loaded_modules, param_path
+from ..facts.kernel import OSRELEASE
+from ..facts.modules import (
+    BUILTIN,
+    MODULES,
+    builtin_modules,
+    builtin_path,
+    canonical,
+    loaded_modules,
+    param_path,
+)
 from ..hosts.files import Files, Request
-from ..plan.model import Change, Outcome, Phase
-from .base import Entry, KernelValue, Kind, attribute_step, entry, normalize_words, safe
+from ..plan.model import Change, Note, Outcome, Phase
+from .base import (
+    Entry,
+    KernelValue,
+    Kind,
+    attribute_step,
+    entry,
+    missing_note,
+    normalize_words,
+    safe,
+)
 
 ModuleName = safe(r"[A-Za-z0-9_-]+", "module name", "nvidia_peermem")
 ParamName = safe(r"[A-Za-z0-9_]+", "module parameter", "NVreg_EnableGpuFirmware")
@@ -54,6 +74,37 @@ def param_value(value: str | None, observed: str | None) -> str | None:
     return normalize_words(value)
 
 
+def builtin(files: Files) -> frozenset[str]:
+    """The modules compiled into the running kernel: its release's modules.builtin."""
+    release = files.value(OSRELEASE)
+    return frozenset() if release is None else builtin_modules(files.text(builtin_path(release)))
+
+
+def state(name: str, loaded: set[str] | None, compiled_in: frozenset[str]) -> str | None:
+    """`builtin`, `loaded` or `absent`; None when there is no /proc/modules (`loaded`) and the
+    module is not compiled in: nothing tells whether it is loaded."""
+    if name in compiled_in:
+        return "builtin"
+    if loaded is None:
+        return None
+    return "loaded" if name in loaded else "absent"
+
+
+def loaded_of(files: Files) -> set[str] | None:
+    text = files.text(MODULES)
+    return None if text is None else loaded_modules(text)
+
+
+NO_PROC_MODULES = (
+    f"{MODULES} does not exist on this host: its kernel was built without loadable module "
+    "support (CONFIG_MODULES=n), or the snapshot lacks the file."
+)
+
+
+COMPILED_IN = "is compiled into the running kernel (its modules.builtin lists it)"
+NO_UNLOAD = "neither modprobe -r nor a blacklist can remove it, only a kernel built without it"
+
+
 class Modules(Kind[dict[str, ModuleEntry]]):
     section = "modules"
     spec_type = ModulesSpec
@@ -64,28 +115,44 @@ class Modules(Kind[dict[str, ModuleEntry]]):
 
     def request(self, spec: dict[str, ModuleEntry]) -> Request:
         params = [param_path(m, p) for m, e in spec.items() for p in e.params]
-        return Request.of(MODULES, *params)
+        return Request.of(MODULES, OSRELEASE, BUILTIN, *params)
 
     def compare(self, spec: dict[str, ModuleEntry], files: Files) -> Outcome:
         outcome = Outcome()
-        text = files.text(MODULES)
-        loaded = loaded_modules(text)
+        loaded, compiled_in = loaded_of(files), builtin(files)
         for name, item in spec.items():
-            current = (
-                None if text is None else ("loaded" if canonical(name) in loaded else "absent")
-            )
+            current = state(canonical(name), loaded, compiled_in)
+            outcome.notes.extend(self._builtin_notes(name, item, current))
+            # A module compiled in is as loaded as a module gets.
+            desired = "builtin" if current == "builtin" and item.value == "loaded" else item.value
             fix = (
                 f"modprobe {canonical(name)}"
                 if item.value == "loaded"
                 else f"modprobe -r {canonical(name)}"
             )
-            outcome.changes.append(self.change(canonical(name), current, item.value, item, fix=fix))
+            # No /proc/modules: a kernel without loadable modules has none of these knobs.
+            missing = current is None
+            if missing:
+                note = missing_note(NO_PROC_MODULES, item)
+                outcome.notes.append(Note(note, about=f"modules:{name}"))
+            outcome.changes.append(
+                self.change(canonical(name), current, desired, item, fix=fix, missing=missing)
+            )
             if item.value != "loaded":
                 continue
             for param, value in item.params.items():
-                observed = normalize_words(files.value(param_path(name, param)))
+                path = param_path(name, param)
+                observed = normalize_words(files.value(path))
+                # Loaded without it: this build of the module has no such parameter.
+                absent = observed is None and current in ("loaded", "builtin")
+                if absent and path not in files.errors:
+                    said = f"{canonical(name)} has no parameter {param} (no {path})."
+                    outcome.notes.append(Note(missing_note(said, item), f"modules:{name}"))
+                # A module compiled in cannot be reloaded: its parameter is written in place.
                 reload = (
-                    f"modprobe -r {canonical(name)} && "
+                    f"echo {shlex.quote(str(value))} > {path}"
+                    if current == "builtin"
+                    else f"modprobe -r {canonical(name)} && "
                     f"modprobe {canonical(name)} {param}={shlex.quote(str(value))}"
                 )
                 outcome.changes.append(
@@ -95,18 +162,41 @@ class Modules(Kind[dict[str, ModuleEntry]]):
                         param_value(str(value), observed),
                         item,
                         fix=reload,
+                        missing=absent and path not in files.errors,
                     )
                 )
         return outcome
 
+    def _builtin_notes(self, name: str, item: ModuleEntry, current: str | None) -> list[Note]:
+        if current != "builtin":
+            return []
+        about = f"modules:{name}"
+        if item.value == "absent":
+            return [Note(f"{canonical(name)} {COMPILED_IN}: {NO_UNLOAD}.", about=about)]
+        if item.params:
+            words = " ".join(f"{canonical(name)}.{k}={v}" for k, v in item.params.items())
+            return [
+                Note(
+                    f"{canonical(name)} {COMPILED_IN}: modprobe.d options never reach it, so "
+                    f"its parameters last until the next boot unless the kernel command line "
+                    f"sets them ({words}).",
+                    about=about,
+                )
+            ]
+        return []
+
     def step(self, spec: dict[str, ModuleEntry], change: Change, files: Files) -> Step:
         name, _, param = change.target.partition(":")
-        text = files.text(MODULES)
-        if text is None:
+        current = state(name, loaded_of(files), builtin(files))
+        if current == "builtin" and not param:
+            raise HostError(
+                f"{change.id} cannot be made absent: {name} {COMPILED_IN}; {NO_UNLOAD}."
+            )
+        if current is None:
             raise HostError(
                 f"{change.id} cannot be changed: {MODULES} does not exist on this host."
             )
-        loaded = name in loaded_modules(text)
+        loaded = current != "absent"
         if param:
             if loaded:
                 return attribute_step(change, param_path(name, param), files, Read.WORDS)

@@ -21,11 +21,11 @@ from ..apply.persist import UDEV, Persisted
 from ..apply.steps import Command, Need, Probe, Read, Require, Step
 from ..errors import HostError
 from ..facts import pcie
-from ..facts.pci import DEVICES, PciDevice, Selector, pci_devices, request_devices
+from ..facts.pci import DEVICES, Selector, pci_devices, request_devices
 from ..hosts.files import Files, Request
 from ..plan.model import Change, Note, Outcome, Phase
 from ..profile.schema import After, Constrain
-from .base import Kind, Meta
+from .base import Kind, Meta, missing_note
 
 # Debian, Ubuntu and Proxmox install it here; udev's RUN needs an absolute path.
 SETPCI = "/usr/bin/setpci"
@@ -65,16 +65,24 @@ class Pci(Kind[list[PciEntry]]):
             for device in matched:
                 cap = device.express
                 current = None if cap is None else str(cap.max_read_request)
-                outcome.changes.append(self._change(device.address, current, desired, item))
+                # Read whole without the capability: conventional PCI has no such register.
+                missing = cap is None and not device.header_only
+                outcome.changes.append(
+                    self._change(device.address, current, desired, item, missing=missing)
+                )
                 if cap is None:
-                    outcome.notes.append(Note(_no_express(device), f"pci:{device.address}"))
+                    said = missing_note(device.no_express, item) if missing else device.no_express
+                    outcome.notes.append(Note(said, f"pci:{device.address}"))
             if not matched:
                 target = item.select.describe()
-                outcome.changes.append(self._change(target, None, desired, item))
-                outcome.notes.append(Note(f"No PCI device matches {target}.", f"pci:{target}"))
+                outcome.changes.append(self._change(target, None, desired, item, missing=True))
+                said = missing_note(f"No PCI device matches {target}.", item)
+                outcome.notes.append(Note(said, f"pci:{target}"))
         return outcome
 
-    def _change(self, subject: str, current: str | None, desired: str, item: PciEntry) -> Change:
+    def _change(
+        self, subject: str, current: str | None, desired: str, item: PciEntry, missing: bool
+    ) -> Change:
         field = pcie.mrrs_field(int(desired)) << pcie.MRRS_SHIFT
         return self.change(
             f"{subject}:max_read_request",
@@ -86,6 +94,7 @@ class Pci(Kind[list[PciEntry]]):
             # The address is a directory name of the host's: quoted, so a name made to be
             # a shell command is one word of the command the reader copies.
             fix=f"setpci -s {shlex.quote(subject)} CAP_EXP+8.w={field:04x}:{pcie.MRRS_MASK:04x}",
+            missing=missing,
         )
 
     def step(self, spec: list[PciEntry], change: Change, files: Files) -> Step:
@@ -116,7 +125,7 @@ def _step(change: Change, files: Files) -> Step:
         raise HostError(f"No PCI device matches {address}.")
     cap = device.express
     if cap is None or change.current is None:
-        raise HostError(f"{change.id} cannot be set: {_no_express(device)}")
+        raise HostError(f"{change.id} cannot be set: {device.no_express}")
     config = f"{DEVICES}/{address}/config"
     return Step.of(
         change,
@@ -127,15 +136,6 @@ def _step(change: Change, files: Files) -> Step:
         undo=(Command(("setpci", "-s", address, masked_write(int(str(change.current))))),),
         requires=(Require(Need.COMMAND, "setpci"),),
     )
-
-
-def _no_express(device: PciDevice) -> str:
-    if len(device.config) <= pcie.HEADER_BYTES:
-        return (
-            f"{device.address}: only the {len(device.config)}-byte config header is readable; "
-            "reading PCI Express registers needs root."
-        )
-    return f"{device.address} has no PCI Express capability."
 
 
 KIND = Pci()

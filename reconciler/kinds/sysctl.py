@@ -6,8 +6,9 @@ sysctl:
   vm.swappiness: 10
   net.ipv4.tcp_rmem: "4096 87380 268435456"
 ```
-Keys are the dotted names `sysctl` uses; a `/` in a key stands for a dot inside one component
-(`net.ipv4.conf.eth0/100.rp_filter`), as in sysctl.conf.
+Keys are named as sysctl.conf names them: dotted, where a `/` stands for a dot inside one
+component (`net.ipv4.conf.eth0/100.rp_filter`), or as a path below /proc/sys, where dots are part
+of names (`net/ipv4/conf/eth0.100/rp_filter`).
 """
 
 from __future__ import annotations
@@ -17,14 +18,26 @@ import shlex
 
 from ..apply.persist import SYSCTL, Persisted
 from ..apply.steps import Read, Step
+from ..facts import services
 from ..facts.sysctl import ROOT, key_of, path_of
 from ..hosts.files import Files, Request
 from ..plan.model import Change, Note, Outcome, Phase
-from .base import Entry, KernelValue, Kind, attribute_step, entry, normalize_words, safe
+from .base import (
+    Entry,
+    KernelValue,
+    Kind,
+    attribute_step,
+    entry,
+    missing_note,
+    normalize_words,
+    safe,
+)
 
-# A component never starts with `/`: `kernel.//` would be the path /proc/sys/kernel/..
+# Dotted (a component never starts with `/`: `kernel.//` would be the path /proc/sys/kernel/..)
+# or a path (a component never starts with `.`, so none is `.` or `..`).
 SysctlKey = safe(
-    r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-][A-Za-z0-9_/-]*)+",
+    r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-][A-Za-z0-9_/-]*)+"
+    r"|[A-Za-z0-9_-]+(/[A-Za-z0-9_-][A-Za-z0-9_.-]*)+",
     "sysctl name",
     "kernel.numa_balancing",
 )
@@ -46,19 +59,32 @@ class Sysctl(Kind[dict[str, Entry[str]]]):
     def request(self, spec: dict[str, Entry[str]]) -> Request:
         # The names of all sysctls, for "did you mean", only when a key names no file.
         paths = [path_of(k) for k in spec]
-        return Request.of(*paths, listings_if_no_file=[(ROOT, p) for p in paths])
+        own = Request.of(*paths, listings_if_no_file=[(ROOT, p) for p in paths])
+        return own | services.request()
 
     def compare(self, spec: dict[str, Entry[str]], files: Files) -> Outcome:
         outcome = Outcome()
+        daemons = services.managers(files)
         for key, item in spec.items():
             path = path_of(key)
+            outcome.notes.extend(
+                Note(d.note(key), f"sysctl:{key}") for d in daemons if d.sets_sysctl(key)
+            )
             current = normalize_words(files.value(path))
             fix = f"sysctl -w {shlex.quote(f'{key}={item.value}')}"
+            # Unreadable is not missing: the key is there, and a write may still be made. A
+            # key close to one that exists is a typo more likely than a knob this host lacks:
+            # it stays a change, which apply refuses.
+            close = None if current is not None else closest(key, files)
+            missing = current is None and path not in files.errors and close is None
+            desired = normalize_words(str(item.value))
             outcome.changes.append(
-                self.change(key, current, normalize_words(str(item.value)), item, fix=fix)
+                self.change(key, current, desired, item, fix=fix, missing=missing)
             )
             if current is None:
-                outcome.notes.append(Note(missing_message(key, path, files), about=f"sysctl:{key}"))
+                said = missing_message(key, path, files, close)
+                said = missing_note(said, item) if missing else said
+                outcome.notes.append(Note(said, about=f"sysctl:{key}"))
         return outcome
 
     def step(self, spec: dict[str, Entry[str]], change: Change, files: Files) -> Step:
@@ -68,12 +94,17 @@ class Sysctl(Kind[dict[str, Entry[str]]]):
         return [Persisted(SYSCTL, f"{key} = {item.value}") for key, item in spec.items()]
 
 
-def missing_message(key: str, path: str, files: Files) -> str:
+def closest(key: str, files: Files) -> str | None:
+    """The existing sysctl name closest to `key`, if one is close."""
+    names = [key_of(p) for p in files.listing(ROOT)]
+    close = difflib.get_close_matches(key_of(path_of(key)), names, n=1, cutoff=0.75)
+    return close[0] if close else None
+
+
+def missing_message(key: str, path: str, files: Files, close: str | None) -> str:
     if path in files.errors:
         return f"{key} exists but cannot be read: {files.errors[path]}."
-    names = [key_of(p) for p in files.listing(ROOT)]
-    close = difflib.get_close_matches(key, names, n=1, cutoff=0.75)
-    hint = f"; did you mean {close[0]}?" if close else "."
+    hint = f"; did you mean {close}?" if close else "."
     return f"{key} does not exist on this host (no {path}){hint}"
 
 

@@ -14,10 +14,20 @@ import shlex
 
 from ..apply.persist import Persisted, tmpfiles_write
 from ..apply.steps import Read, Step
+from ..facts import services
 from ..hosts.files import Files, Request
 from ..hosts.paths import is_glob
 from ..plan.model import Change, Note, Outcome, Phase
-from .base import Entry, KernelValue, Kind, attribute_step, entry, host_path, normalize_choice
+from .base import (
+    Entry,
+    KernelValue,
+    Kind,
+    attribute_step,
+    entry,
+    host_path,
+    missing_note,
+    normalize_choice,
+)
 
 SysfsPath = host_path(
     r"/sys(/(?!\.\.?(?:/|$))[A-Za-z0-9_.:*?\[\]-]+)+",
@@ -39,15 +49,20 @@ class Sysfs(Kind[dict[str, Entry[str]]]):
     noun = "paths"
 
     def request(self, spec: dict[str, Entry[str]]) -> Request:
-        return Request.of(*spec)
+        return Request.of(*spec) | services.request()
 
     def compare(self, spec: dict[str, Entry[str]], files: Files) -> Outcome:
         outcome = Outcome()
+        daemons = services.managers(files)
         for pattern, item in spec.items():
+            outcome.notes.extend(
+                Note(d.note(pattern), f"sysfs:{pattern}") for d in daemons if d.sets_path(pattern)
+            )
             desired = normalize_choice(str(item.value))
             paths = files.glob(pattern) or (pattern,)
             for path in paths:
                 current = normalize_choice(files.value(path))
+                missing = current is None and path not in files.errors
                 outcome.changes.append(
                     self.change(
                         path,
@@ -57,13 +72,16 @@ class Sysfs(Kind[dict[str, Entry[str]]]):
                         setting=pattern,
                         subject=path if is_glob(pattern) else "",
                         fix=f"echo {shlex.quote(str(item.value))} > {pattern}",
+                        missing=missing,
                     )
                 )
                 if current is None:
                     what = "matches nothing" if is_glob(pattern) else "does not exist"
                     if path in files.errors:
                         what = f"cannot be read ({files.errors[path]})"
-                    outcome.notes.append(Note(f"{path} {what} on this host.", f"sysfs:{path}"))
+                    said = f"{path} {what} on this host."
+                    said = missing_note(said, item) if missing else said
+                    outcome.notes.append(Note(said, f"sysfs:{path}"))
         return outcome
 
     def step(self, spec: dict[str, Entry[str]], change: Change, files: Files) -> Step:

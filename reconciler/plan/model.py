@@ -52,10 +52,14 @@ class Change(Knob):
     fix: str = ""
     # The profile entry says `optional: true`: a kernel that refuses the write skips it.
     optional: bool = False
+    # The knob does not exist on this host (no cpufreq in a VM, no such sysctl, no device): not a
+    # change, so apply skips it and check does not count it; never set for a `required` entry.
+    missing: bool = False
 
     @property
     def in_sync(self) -> bool:
-        return self.current == self.desired
+        """Nothing to do: the value is the desired one, or the host has no such knob."""
+        return self.current == self.desired or self.missing
 
     def to_json(self) -> dict[str, Any]:
         out = {
@@ -161,7 +165,12 @@ class Plan:
 
     @property
     def in_sync(self) -> tuple[Change, ...]:
-        return tuple(c for c in self.compared if c.in_sync)
+        return tuple(c for c in self.compared if c.in_sync and not c.missing)
+
+    @property
+    def missing(self) -> tuple[Change, ...]:
+        """Knobs this host does not have: neither a change nor in sync."""
+        return tuple(c for c in self.compared if c.missing)
 
     @property
     def failed_checks(self) -> tuple[CheckResult, ...]:

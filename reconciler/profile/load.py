@@ -319,10 +319,47 @@ def _plain(node: Any, path: Path_, name: str, tree: Tree) -> Any:
         return items
     if node is None or type(node) in (bool, int, float, str):
         return node
+    digits = _leading_zero(node)
+    if digits is not None and not _octal_alike(digits, int(node)):
+        file, line, column = tree.values.get(path, (name, 1, 1))
+        raise ProfileError([Diagnostic(file, line, column, _ambiguous(digits, int(node)))])
     if isinstance(node, bool | int | float | str):
         # ruamel's ScalarInt/ScalarFloat/ScalarString subclasses carry formatting; drop it.
         return type(node).__mro__[-2](node)
     return node
+
+
+def _leading_zero(node: Any) -> str | None:
+    """The digits of an unquoted integer written with a leading zero (`020`), else None. ruamel
+    keeps how many digits were written (`_width`) beside the value YAML 1.2 gives; its
+    subclasses (`0x0302`, `0o20`) say their base."""
+    from ruamel.yaml.scalarint import ScalarInt
+
+    width = getattr(node, "_width", None)
+    if type(node) is not ScalarInt or not isinstance(width, int):
+        return None
+    digits = str(abs(int(node))).zfill(width)
+    return digits if len(digits) > 1 and digits.startswith("0") else None
+
+
+def _octal_alike(digits: str, value: int) -> bool:
+    """Whether the kernel's octal reading is YAML's value all the same (`00`, `07`)."""
+    octal = set(digits) <= set("01234567")
+    return octal and int(digits, 8) == abs(value)
+
+
+def _ambiguous(digits: str, value: int) -> str:
+    sign = "-" if value < 0 else ""
+    kernel = (
+        f"as octal {sign}{int(digits, 8)}"
+        if set(digits) <= set("01234567")
+        else "as no number (not octal)"
+    )
+    return (
+        f"{sign}{digits} is ambiguous: YAML reads an unquoted {sign}{digits} as {value}, the "
+        f"kernel reads it {kernel}; write the number without leading zeros, or quote it "
+        f"('{sign}{digits}') for the kernel's reading."
+    )
 
 
 def _merge(base: Tree, top: Tree) -> Tree:

@@ -53,6 +53,11 @@ WATCHDOG = "/proc/sys/kernel/nmi_watchdog"
 MODULES = "/proc/modules"
 GPU = "/sys/bus/pci/devices/0000:01:00.0/config"
 RELEASE = {"/proc/sys/kernel/osrelease": "6.8.0\n"}
+# As Debian's kernel packages list them (tests/corpus/kmod/modules.builtin).
+BUILTIN = {
+    "/lib/modules/6.8.0/modules.builtin": "kernel/net/unix/unix.ko\n"
+    "kernel/drivers/nvme/host/nvme-core.ko\n"
+}
 ENTRY_A = "title A\nlinux /vmlinuz\noptions root=/dev/sda1 ro quiet nomodeset\n"
 # No final newline, a duplicate parameter, `-` for `_`, and a second `options` line.
 ENTRY_B = "title B\noptions  quiet processor.max-cstate=3 x processor.max_cstate=5\noptions y"
@@ -223,6 +228,42 @@ CASES = [
             "found in directory /lib/modules/6.8.0",
         ),
         {MODULES: "", "/lib/modules/6.8.0/modules.dep": "kernel/a/dummy.ko.zst:\n", **RELEASE},
+    ),
+    Case(
+        "modprobe of a module compiled in: success, nothing loaded",
+        Command(("modprobe", "nvme-core")),
+        Said("ok"),
+        {MODULES: "veth 16384 0 - Live 0x0\n", **BUILTIN, **RELEASE},
+        {MODULES: "veth 16384 0 - Live 0x0\n"},
+    ),
+    Case(
+        "modprobe --dry-run of a module compiled in",
+        Command(("modprobe", "--dry-run", "unix")),
+        Said("ok"),
+        {MODULES: "", **BUILTIN, **RELEASE},
+    ),
+    Case(
+        "modprobe -r of a module compiled in",
+        Command(("modprobe", "-r", "unix")),
+        Said("failed", "`modprobe -r unix` failed: modprobe: FATAL: Module unix is builtin."),
+        {MODULES: "", **BUILTIN, **RELEASE},
+    ),
+    Case(
+        "modprobe -r of a module not loaded",
+        Command(("modprobe", "-r", "veth")),
+        Said("failed", "`modprobe -r veth` failed: modprobe: FATAL: Module veth is not in kernel."),
+        {MODULES: "bond 1 0 - Live 0x0\n", **RELEASE},
+    ),
+    Case(
+        "modprobe unknown names it as typed",
+        Command(("modprobe", "no-such")),
+        Said(
+            "failed",
+            "`modprobe no-such` failed: modprobe: FATAL: Module no-such not "
+            "found in directory /lib/modules/6.8.0",
+        ),
+        {MODULES: "", **BUILTIN, "/lib/modules/6.8.0/modules.dep": "kernel/a/dummy.ko.zst:\n"}
+        | RELEASE,
     ),
     Case(
         "setpci read",
