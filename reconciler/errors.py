@@ -13,6 +13,7 @@ class ExitCode:
     REBOOT_TIMEOUT = 4
     UNFINISHED_RUN = 5
     JOURNAL = 6  # a run journal tune cannot read or understand (damaged, unreadable, too large)
+    BOOT_CONFIG_UNKNOWN = 7  # the configured kernel command line cannot be known exactly
     USAGE = 64
     INVALID_PROFILE = 65
     NO_SPACE = 74  # sysexits' EX_IOERR: the device (or the quota) is full
@@ -46,6 +47,14 @@ class JournalError(HostError):
     (and the line) and says what can still be rolled back."""
 
     exit_code = ExitCode.JOURNAL
+
+
+class BootConfigUnknown(HostError):
+    """The boot configuration's command line cannot be known exactly (a GRUB file tune cannot
+    evaluate, a drop-in after tune's that overrides it): writing from a guess could drop
+    parameters nobody asked to drop, so nothing is written."""
+
+    exit_code = ExitCode.BOOT_CONFIG_UNKNOWN
 
 
 class NoSpace(HostError):

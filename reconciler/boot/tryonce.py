@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 from ..apply.steps import BootTool, DeleteFile, Need, Op, Probe, PutFile, Read, Require, Step
 from ..facts import cmdline as fmt
+from ..facts.shell_values import Unknown
 from ..hosts.files import Files
 from ..hosts.paths import path_matches
 from ..kinds import cmdline, named
@@ -88,18 +89,22 @@ def _tried(step: Step) -> bool:
 def _grub(
     steps: tuple[Step, ...], line: tuple[Step, ...], others: tuple[Step, ...], files: Files
 ) -> Boot:
-    default = fmt.grub_env(files).get("GRUB_DEFAULT", "0")
+    default = fmt.grub_env(files).get("GRUB_DEFAULT")
     if default != "saved":
+        said = (
+            f"cannot be known ({default})" if isinstance(default, Unknown) else repr(default or "0")
+        )
         return Boot(
             None,
-            f"not try-once: GRUB_DEFAULT is {default!r}, not 'saved', so grub-reboot cannot "
+            f"not try-once: GRUB_DEFAULT is {said}, not 'saved', so grub-reboot cannot "
             "boot the new command line once; if the host does not come back, it needs its "
             "console",
             steps,
         )
-    env = fmt.grub_env(_after(files, line[-1]))
-    linux, default = env.get("GRUB_CMDLINE_LINUX", ""), env.get("GRUB_CMDLINE_LINUX_DEFAULT", "")
-    script = entry_script(linux, default)
+    after = fmt.grub_variables(_after(files, line[-1]))
+    # The command-line steps were made only where the line with them is known exactly.
+    assert not isinstance(after, Unknown)
+    script = entry_script(*after)
     entry = TryEntry(fmt.TRY_SCRIPT, 0o755, entry_cmdline)
     install = entry.step(
         "try-once",

@@ -74,6 +74,7 @@ def cli() -> None:
     Exit codes: 0 in sync, 2 changes or failed checks, 1 host unreadable,
     3 apply failed and rolled back, 4 a rebooted host did not come back,
     5 an interrupted run awaits rollback, 6 a run journal is damaged or unreadable,
+    7 the configured kernel command line cannot be known exactly (nothing written),
     64 usage error, 65 invalid profile, 74 no space left on a device.
     """
 

@@ -4,11 +4,12 @@ loader will pass next boot."""
 from __future__ import annotations
 
 import fnmatch
-import re
 from dataclasses import dataclass
 
 from ..hosts.files import Files, Request
+from ..hosts.paths import path_matches
 from .kernel import OSRELEASE
+from .shell_values import Script, Unknown, Variables, evaluate
 
 PROC_CMDLINE = "/proc/cmdline"
 GRUB_DEFAULT = "/etc/default/grub"
@@ -25,6 +26,19 @@ LOADER_ENTRIES = "/boot/loader/entries/*.conf"
 LOADER_DIRS = ("/boot/efi/loader", "/efi/loader", "/boot/loader")
 TRY_CONF = "tune-try.conf"
 GRUB_VARS = ("GRUB_CMDLINE_LINUX", "GRUB_CMDLINE_LINUX_DEFAULT")
+# Set by grub-mkconfig before it sources the defaults (util/grub-mkconfig.in); any other
+# GRUB_ variable is unset until a file sets it, and other names come from its environment.
+GRUB_PRESET = frozenset(
+    {
+        "GRUB_DEVICE",
+        "GRUB_DEVICE_UUID",
+        "GRUB_DEVICE_PARTUUID",
+        "GRUB_DEVICE_BOOT",
+        "GRUB_DEVICE_BOOT_UUID",
+        "GRUB_FS",
+        "GRUB_EARLY_INITRD_LINUX_STOCK",
+    }
+)
 
 
 def canonical(name: str) -> str:
@@ -66,11 +80,13 @@ def parameters(text: str | None) -> dict[str, str] | None:
 
 @dataclass(frozen=True)
 class BootConfig:
-    """The command line the next boot will use, and where it came from."""
+    """The command line the next boot will use, and where it came from; `unknown` says why
+    the line cannot be known exactly (then `cmdline` is None and nothing may be written)."""
 
-    tool: str  # "grub", "proxmox-boot-tool", "kernel-cmdline"
+    tool: str  # "grub", "proxmox-boot-tool", "kernel-cmdline", "grubby"
     cmdline: str | None
     sources: tuple[str, ...]
+    unknown: Unknown | None = None
 
     @property
     def parameters(self) -> dict[str, str]:
@@ -108,10 +124,7 @@ def boot_config(files: Files) -> BootConfig | None:
         # RHEL-like hosts keep the command line in the BLS entries, and grubby edits them all.
         return BootConfig("grubby", entry_options(files.text(entries[0]) or ""), entries)
     if files.read(GRUB_DEFAULT) is not None:
-        sources = (GRUB_DEFAULT, *files.glob(GRUB_DROPINS))
-        env = grub_env(files)
-        line = " ".join(env.get(v, "") for v in GRUB_VARS)
-        return BootConfig("grub", " ".join(line.split()), sources)
+        return grub_config(files)
     if files.read(KERNEL_CMDLINE) is not None:
         return BootConfig("kernel-cmdline", files.value(KERNEL_CMDLINE), (KERNEL_CMDLINE,))
     return None
@@ -120,13 +133,67 @@ def boot_config(files: Files) -> BootConfig | None:
 LOOKED_FOR = (PROXMOX_BOOT_UUIDS, REDHAT_RELEASE, GRUB_DEFAULT, KERNEL_CMDLINE)
 
 
-def grub_env(files: Files, without: str | None = None) -> dict[str, str]:
-    """The variables GRUB's scripts see: /etc/default/grub, then the drop-ins in order."""
-    env: dict[str, str] = {}
-    for path in (GRUB_DEFAULT, *files.glob(GRUB_DROPINS)):
-        if path != without:
-            assign(files.text(path) or "", env)
-    return env
+def grub_sources(files: Files) -> tuple[str, ...]:
+    """What grub-mkconfig sources, in its order: /etc/default/grub, then grub.d/*.cfg."""
+    return (GRUB_DEFAULT, *files.glob(GRUB_DROPINS))
+
+
+def grub_env(files: Files, before: str | None = None) -> Variables:
+    """The variables GRUB's scripts see after sourcing the files (only those that sort before
+    the drop-in `before`, when given), as /bin/sh computes them."""
+    dropins = [p for p in files.glob(GRUB_DROPINS) if before is None or p < before]
+    return evaluate(
+        (Script(p, files.text(p) or "") for p in (GRUB_DEFAULT, *dropins)),
+        unset_outside=lambda name: name.startswith("GRUB_") and name not in GRUB_PRESET,
+    )
+
+
+def grub_variables(files: Files) -> tuple[str, str] | Unknown:
+    """GRUB_CMDLINE_LINUX and GRUB_CMDLINE_LINUX_DEFAULT (unset: empty) after the files."""
+    env = grub_env(files)
+    values: list[str] = []
+    for name in GRUB_VARS:
+        value = env.get(name)
+        if isinstance(value, Unknown):
+            return value
+        if value is not None and "\n" in value:
+            # 10_linux echoes the `linux` line into grub.cfg: what follows a line break
+            # becomes a GRUB command of its own, not kernel parameters.
+            return Unknown(
+                f"{name} holds a line break, and update-grub would write what follows it as "
+                "a separate line of grub.cfg",
+                grub_sources(files)[-1],
+                0,
+            )
+        values.append(value or "")
+    return values[0], values[1]
+
+
+def grub_line(files: Files) -> str | Unknown:
+    """`$GRUB_CMDLINE_LINUX $GRUB_CMDLINE_LINUX_DEFAULT`, what 10_linux gives the default entry."""
+    found = grub_variables(files)
+    return found if isinstance(found, Unknown) else " ".join(" ".join(found).split())
+
+
+def grub_config(files: Files) -> BootConfig:
+    line = grub_line(files)
+    if isinstance(line, Unknown):
+        return BootConfig("grub", None, grub_sources(files), line)
+    return BootConfig("grub", line, grub_sources(files))
+
+
+def with_file(files: Files, path: str, data: bytes | None) -> Files:
+    """`files` with one file written (or removed, for None), globs matched anew."""
+    contents = dict(files.contents)
+    if data is None:
+        contents.pop(path, None)
+    else:
+        contents[path] = data
+    matches = {
+        pattern: tuple(sorted(p for p in contents if path_matches(pattern, p)))
+        for pattern in files.matches
+    }
+    return Files(contents, matches, files.listings, files.errors, files.nodes)
 
 
 def word(name: str, value: str) -> str:
@@ -232,91 +299,3 @@ def edit_entry(text: str, sets: dict[str, str], removes: set[str]) -> str:
             lines[index] = "options " + " ".join(words) + end
             return "".join(lines)
     return text
-
-
-_ASSIGN = re.compile(r"\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=")
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_BRACED = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
-
-
-class Unsupported(ValueError):
-    """Shell the mini-evaluator does not run (command substitution, arithmetic)."""
-
-
-def assign(text: str, env: dict[str, str]) -> None:
-    """Apply the plain `NAME=value` lines of a file that GRUB sources, expanding `$VAR` as sh
-    would. Other lines (conditionals, commands) are skipped; an assignment using command
-    substitution leaves its variable as it was."""
-    for line in text.splitlines():
-        match = _ASSIGN.match(line)
-        if not match:
-            continue
-        try:
-            env[match.group(1)] = _word(line[match.end() :], env)
-        except Unsupported:
-            continue
-
-
-def _variable(rest: str, i: int, env: dict[str, str]) -> tuple[int, str]:
-    """Expand the `$NAME` or `${NAME}` at rest[i] (a `$`); a lone `$` stays literal."""
-    for pattern in (_NAME, _BRACED):
-        match = pattern.match(rest, i + 1)
-        if match:
-            return match.end(), env.get(match.group(match.lastindex or 0), "")
-    # Command substitution, ${VAR:-x} and the like, and special parameters ($1, $@, $$): sh
-    # expands these to something this evaluator cannot know.
-    if rest.startswith(("$(", "${"), i) or (
-        i + 1 < len(rest) and rest[i + 1] in "0123456789@*#?$!-"
-    ):
-        raise Unsupported(rest)
-    return i + 1, "$"
-
-
-def _word(rest: str, env: dict[str, str]) -> str:
-    """One shell word: unquoted, 'single' and "double" quoted parts, up to an unquoted blank."""
-    out: list[str] = []
-    i = 0
-    quoted = False
-    while i < len(rest):
-        char = rest[i]
-        if quoted:
-            if char == '"':
-                quoted = False
-                i += 1
-            elif char == "\\" and i + 1 < len(rest) and rest[i + 1] in '$`"\\':
-                out.append(rest[i + 1])
-                i += 2
-            elif char == "$":
-                i, value = _variable(rest, i, env)
-                out.append(value)
-            elif char == "`":
-                raise Unsupported(rest)
-            else:
-                out.append(char)
-                i += 1
-            continue
-        if char in " \t;&|":
-            break
-        if char == "'":
-            end = rest.find("'", i + 1)
-            if end < 0:
-                raise Unsupported(rest)
-            out.append(rest[i + 1 : end])
-            i = end + 1
-        elif char == '"':
-            quoted = True
-            i += 1
-        elif char == "\\" and i + 1 < len(rest):
-            out.append(rest[i + 1])
-            i += 2
-        elif char == "$":
-            i, value = _variable(rest, i, env)
-            out.append(value)
-        elif char in "`()<>":
-            raise Unsupported(rest)
-        else:
-            out.append(char)
-            i += 1
-    if quoted:
-        raise Unsupported(rest)
-    return "".join(out)

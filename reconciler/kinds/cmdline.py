@@ -27,9 +27,10 @@ from ..apply.steps import (
     Require,
     Step,
 )
-from ..errors import HostError
+from ..errors import BootConfigUnknown, HostError
 from ..facts import cmdline as fmt
 from ..facts.kernel import OSRELEASE
+from ..facts.shell_values import Unknown
 from ..hosts.files import Files, Request
 from ..plan.model import Change, Note, Outcome, Pending, Phase, Priority
 from .base import AfterBoot, Kind, Meta, Strict, entry, safe, safe_scalar
@@ -69,7 +70,9 @@ class Cmdline(Kind[CmdlineSpec]):
                     "cmdline",
                 )
             )
-        configured = boot.parameters if boot else running
+        if boot is not None and boot.unknown is not None:
+            outcome.notes.append(Note(cannot_know(boot), "cmdline"))
+        configured = boot.parameters if boot and boot.unknown is None else running
         wanted: list[tuple[str, str | None, Meta]] = [
             (name, item.value if item.value is not None else "", item)
             for name, item in spec.set.items()
@@ -84,7 +87,7 @@ class Cmdline(Kind[CmdlineSpec]):
             outcome.changes.append(
                 self.change(name, next_boot, desired, meta, fix=_fix(name, desired, boot))
             )
-            if boot and next_boot != desired and now == desired:
+            if boot and boot.unknown is None and next_boot != desired and now == desired:
                 outcome.notes.append(
                     Note(
                         f"{name} is on the running kernel but not in the {boot.tool} "
@@ -104,6 +107,8 @@ class Cmdline(Kind[CmdlineSpec]):
                 f"{change.id} cannot be made: no supported boot loader configuration found "
                 f"(looked for {', '.join(fmt.LOOKED_FOR)})."
             )
+        if boot.unknown is not None:
+            raise BootConfigUnknown(f"{change.id} cannot be made: {cannot_know(boot)}")
         edits = _edits(spec, files, boot)
         upto = [name for name, _ in edits].index(change.target)
         if boot.tool == "grub":
@@ -125,6 +130,22 @@ HOW = {
     "kernel-cmdline": "/etc/kernel/cmdline, then kernel-install (or bootctl) and reboot",
     "grubby": "grubby --update-kernel=ALL --args/--remove-args, then reboot",
 }
+
+
+ADVICE = {
+    "grub": "put the parameters in GRUB_CMDLINE_LINUX_DEFAULT in /etc/default/grub or in a "
+    'plain drop-in (GRUB_CMDLINE_LINUX_DEFAULT="$GRUB_CMDLINE_LINUX_DEFAULT ..." appends)',
+}
+
+
+def cannot_know(boot: fmt.BootConfig) -> str:
+    """One sentence: why the next boot's command line is unknown, and what to do."""
+    assert boot.unknown is not None
+    advice = ADVICE.get(boot.tool, f"make {', '.join(boot.sources)} plain")
+    return (
+        f"the {boot.tool} configuration's kernel command line cannot be known exactly "
+        f"({boot.unknown}), so tune writes no boot configuration from a guess: {advice}."
+    )
 
 
 def _fix(name: str, desired: str | None, boot: fmt.BootConfig | None) -> str:
@@ -224,23 +245,37 @@ def _quoted(words: list[str]) -> str:
     return f'"{text}"'
 
 
-def dropin(base: dict[str, str], sets: dict[str, str], removes: set[str]) -> bytes | None:
-    """The drop-in's bytes: append to GRUB_CMDLINE_LINUX_DEFAULT, unless a removed parameter
-    is in the base configuration; then both variables are given whole, without it."""
-    linux = fmt.split(base.get("GRUB_CMDLINE_LINUX", ""))
-    default = fmt.split(base.get("GRUB_CMDLINE_LINUX_DEFAULT", ""))
-    gone = {fmt.canonical(n) for n in removes}
-    if not any(fmt.canonical(w.partition("=")[0]) in gone for w in linux + default):
+def dropin(linux: str, default: str, sets: dict[str, str], removes: set[str]) -> bytes | None:
+    """The drop-in's bytes for the variables as the files before it leave them: appended to
+    GRUB_CMDLINE_LINUX_DEFAULT where no parameter it sets or removes is there already;
+    otherwise both variables given whole, edited in place."""
+    linux_words, default_words = fmt.split(linux), fmt.split(default)
+    named = {fmt.canonical(n) for n in (*sets, *removes)}
+    if not any(fmt.canonical(w.partition("=")[0]) in named for w in linux_words + default_words):
         if not sets:
             return None
         words = " ".join(fmt.word(n, v) for n, v in sets.items())
         body = f'GRUB_CMDLINE_LINUX_DEFAULT="$GRUB_CMDLINE_LINUX_DEFAULT {words}"\n'
     else:
+        # A parameter GRUB_CMDLINE_LINUX holds is edited there and goes from the default.
+        in_linux = {fmt.canonical(w.partition("=")[0]) for w in linux_words}
+        there = {n: v for n, v in sets.items() if fmt.canonical(n) in in_linux}
+        elsewhere = {n: v for n, v in sets.items() if n not in there}
         body = (
-            f"GRUB_CMDLINE_LINUX={_quoted(fmt.edit_words(linux, {}, removes))}\n"
-            f"GRUB_CMDLINE_LINUX_DEFAULT={_quoted(fmt.edit_words(default, sets, removes))}\n"
+            f"GRUB_CMDLINE_LINUX={_quoted(fmt.edit_words(linux_words, there, removes))}\n"
+            "GRUB_CMDLINE_LINUX_DEFAULT="
+            f"{_quoted(fmt.edit_words(default_words, elsewhere, removes | set(there)))}\n"
         )
     return (DROPIN_HEADER + body).encode()
+
+
+def _by_name(words: list[str]) -> dict[str, list[str]]:
+    """Each parameter's values in order: what the kernel sees, whatever the order of names."""
+    found: dict[str, list[str]] = {}
+    for item in words:
+        name, _, value = item.partition("=")
+        found.setdefault(fmt.canonical(name), []).append(value)
+    return found
 
 
 def _grub_step(
@@ -251,7 +286,20 @@ def _grub_step(
     edits: list[Edit],
     upto: int,
 ) -> Step:
-    base = fmt.grub_env(files, without=fmt.DROPIN)
+    """tune's drop-in, written relative to what the files before it configure; each version
+    of it is evaluated with every file (drop-ins after it too) and must give exactly the line
+    asked for, or nothing is written."""
+    base = fmt.grub_env(files, before=fmt.DROPIN)
+    linux, default = (base.get(name) for name in fmt.GRUB_VARS)
+    plain = fmt.grub_line(fmt.with_file(files, fmt.DROPIN, None))
+    for unknown in (linux, default, plain):
+        if isinstance(unknown, Unknown):
+            raise BootConfigUnknown(
+                f"{change.id} cannot be made: "
+                + cannot_know(fmt.BootConfig("grub", None, boot.sources, unknown))
+            )
+    assert not isinstance(linux, Unknown) and not isinstance(default, Unknown)
+    assert not isinstance(plain, Unknown)
     in_sync = [e for e in _wanted(spec) if e not in edits]
 
     def content(count: int) -> bytes | None:
@@ -259,7 +307,18 @@ def _grub_step(
             return files.read(fmt.DROPIN)
         made = in_sync + edits[:count]
         sets = {n: v for n, v in made if v is not None}
-        return dropin(base, sets, {n for n, v in made if v is None})
+        data = dropin(linux or "", default or "", sets, {n for n, v in made if v is None})
+        wanted = _apply(fmt.split(plain), made)
+        got = fmt.grub_line(fmt.with_file(files, fmt.DROPIN, data))
+        if isinstance(got, Unknown) or _by_name(fmt.split(got)) != _by_name(wanted):
+            raise BootConfigUnknown(
+                f"{change.id} cannot be made exactly: with {fmt.DROPIN} written, GRUB would "
+                f"pass {got if isinstance(got, Unknown) else repr(got)} rather than "
+                f"{' '.join(wanted)!r} (a drop-in sorted after it sets the line), so nothing "
+                "is written: move that drop-in's parameters into /etc/default/grub or append "
+                'there with GRUB_CMDLINE_LINUX_DEFAULT="$GRUB_CMDLINE_LINUX_DEFAULT ...".'
+            )
+        return data
 
     update = (BootTool(("update-grub",)),)
     return _file_step(change, fmt.DROPIN, content(upto), content(upto + 1), update)
