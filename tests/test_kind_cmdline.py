@@ -11,11 +11,21 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import TUNED, UNTUNED, by_id, notes, plan_json, profile, run_tune, write
+from conftest import (
+    TUNED,
+    UNTUNED,
+    booted_by_systemd_boot,
+    by_id,
+    notes,
+    plan_json,
+    profile,
+    run_tune,
+    write,
+)
 from small_host import tree
 
 from reconciler.facts import cmdline as fmt
-from reconciler.hosts.files import Files
+from reconciler.hosts.directory import SnapshotHost
 from reconciler.profile.load import load_profile
 
 GRUB = """\
@@ -40,10 +50,7 @@ def grub_host(root: Path, running: str = RUNNING, **dropins: str) -> Path:
 
 
 def configured(root: Path) -> str | None:
-    files = Files(
-        {"/" + str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
-    )
-    boot = fmt.boot_config(files)
+    boot = fmt.boot_config(SnapshotHost(root).fetch(fmt.request()))
     if boot is None:
         return None
     return f"{boot.tool}: {boot.cmdline if boot.unknown is None else boot.unknown}"
@@ -88,6 +95,7 @@ def test_grub_command_substitution_makes_the_line_unknown_and_apply_refuses(
 def test_proxmox_boot_tool_reads_etc_kernel_cmdline(tmp_path: Path) -> None:
     root = grub_host(tmp_path / "host")
     write(root, "/etc/kernel/proxmox-boot-uuids", "1234-ABCD\n")
+    booted_by_systemd_boot(root)
     write(root, "/etc/kernel/cmdline", "root=ZFS=rpool/ROOT/pve-1 boot=zfs amd_pstate=active\n")
     assert (
         configured(root)
@@ -208,3 +216,38 @@ def test_a_drop_in_after_tunes_that_sets_the_line_whole_refuses_the_apply(tmp_pa
     assert result.code == 7, result.err
     assert "GRUB would pass 'quiet' rather than 'quiet amd_pstate=active'" in result.err
     assert tree(root) == before
+
+
+@pytest.mark.parametrize(
+    ("efi", "tool", "line"),
+    [
+        (None, "proxmox-boot-tool-grub", "grub: quiet"),  # legacy BIOS: GRUB
+        ("BootCurrent-8be4df61-93ca-11d2-aa0d-00e098032b8c", "proxmox-boot-tool-grub", "quiet"),
+        ("LoaderInfo-4a67b082-0a4c-41cf-b6c7-440b29bb8c4f", "proxmox-boot-tool", "boot=zfs"),
+    ],
+)
+def test_proxmox_boot_tool_mode_as_its_hook_decides(
+    tmp_path: Path, efi: str | None, tool: str, line: str
+) -> None:
+    """zz-proxmox-boot runs update-grub on the ESPs after a legacy-BIOS boot or where they hold
+    GRUB; only systemd-boot ESPs take /etc/kernel/cmdline."""
+    root = grub_host(tmp_path / "host")
+    write(root, "/etc/kernel/proxmox-boot-uuids", "1234-ABCD\n")
+    write(root, "/etc/kernel/cmdline", "root=ZFS=rpool/ROOT/pve-1 boot=zfs\n")
+    if efi is not None:
+        write(root, f"/sys/firmware/efi/efivars/{efi}", b"\x06\x00\x00\x00")
+    found = configured(root)
+    assert found is not None and found.startswith(f"{tool}: ")
+    assert found.endswith(line.split(": ")[-1])
+
+
+def test_proxmox_on_uefi_without_efi_variables_is_unknown(tmp_path: Path) -> None:
+    root = grub_host(tmp_path / "host")
+    write(root, "/etc/kernel/proxmox-boot-uuids", "1234-ABCD\n")
+    (root / "sys/firmware/efi/efivars").mkdir(parents=True)
+    found = configured(root)
+    assert found is not None and "lists no variable" in found
+    result = run_tune(
+        "apply", profile(tmp_path, WANT_PSTATE), "--reboot-phase", "--root", root, "-y"
+    )
+    assert result.code == 7, result.err

@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from conftest import BLACKWELL, profile, run_tune, write
+from conftest import BLACKWELL, booted_by_systemd_boot, profile, run_tune, write
 from small_host import tree
 
 from reconciler.apply.engine import execute, prepare, rollback
@@ -76,6 +76,19 @@ def kernel_cmdline(root: Path, proxmox: bool) -> None:
     write(root, fmt.KERNEL_CMDLINE, "root=ZFS=rpool/ROOT/pve-1 boot=zfs quiet nomodeset\n")
     if proxmox:
         write(root, fmt.PROXMOX_BOOT_UUIDS, "# This file is managed by proxmox-boot-tool\nABCD\n")
+        booted_by_systemd_boot(root)
+
+
+def proxmox_grub(root: Path, uefi: bool) -> None:
+    """proxmox-boot-tool keeping GRUB on its ESPs (legacy BIOS, or `init DEV grub` on UEFI):
+    the boot uses /etc/default/grub, and /etc/kernel/cmdline, stale here, is not read."""
+    grub(root, True, False)
+    write(root, fmt.KERNEL_CMDLINE, "root=ZFS=rpool/ROOT/pve-1 boot=zfs\n")
+    write(root, fmt.PROXMOX_BOOT_UUIDS, "# This file is managed by proxmox-boot-tool\nABCD\n")
+    if uefi:  # GRUB started this boot: EFI variables, none of them systemd-boot's LoaderInfo
+        write(
+            root, "/sys/firmware/efi/efivars/BootCurrent-8be4df61-93ca-11d2-aa0d-00e098032b8c", b""
+        )
 
 
 def grubby(root: Path) -> None:
@@ -94,6 +107,14 @@ LAYOUTS = {
     "grub, no drop-in dir": (lambda r: grub(r, False, False), ("update-grub",)),
     "grub, GRUB_DEFAULT=saved": (lambda r: grub(r, True, True), ("update-grub",)),
     "proxmox-boot-tool": (lambda r: kernel_cmdline(r, True), ("proxmox-boot-tool", "refresh")),
+    "proxmox-boot-tool, GRUB, legacy BIOS": (
+        lambda r: proxmox_grub(r, False),
+        ("proxmox-boot-tool", "refresh"),
+    ),
+    "proxmox-boot-tool, GRUB, UEFI": (
+        lambda r: proxmox_grub(r, True),
+        ("proxmox-boot-tool", "refresh"),
+    ),
     "kernel-install": (
         lambda r: kernel_cmdline(r, False),
         ("kernel-install", "add", "6.14.8-2-pve", "/boot/vmlinuz-6.14.8-2-pve"),

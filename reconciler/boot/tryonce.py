@@ -51,6 +51,8 @@ NO_ONE_TIME_BOOT = {
     "kernel-cmdline": "kernel-install writes the default boot entry itself and no "
     f"systemd-boot default entry was found ({LOOKED_FOR_ENTRIES})",
     "grubby": "grubby changes every boot entry at once",
+    "proxmox-boot-tool-grub": "proxmox-boot-tool keeps GRUB and its environment block on the "
+    "ESPs, where grub-reboot does not write",
 }
 
 

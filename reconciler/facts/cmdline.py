@@ -4,7 +4,7 @@ loader will pass next boot."""
 from __future__ import annotations
 
 import fnmatch
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..hosts.files import Files, Request
 from ..hosts.paths import path_matches
@@ -16,6 +16,13 @@ GRUB_DEFAULT = "/etc/default/grub"
 GRUB_DROPINS = "/etc/default/grub.d/*.cfg"
 KERNEL_CMDLINE = "/etc/kernel/cmdline"
 PROXMOX_BOOT_UUIDS = "/etc/kernel/proxmox-boot-uuids"
+# The boot was started by UEFI firmware when this directory exists.
+EFI = "/sys/firmware/efi"
+EFIVARS = "/sys/firmware/efi/efivars/*"
+# systemd-boot sets LoaderInfo (its vendor GUID) on every boot it starts; GRUB sets nothing there.
+LOADER_INFO = "/sys/firmware/efi/efivars/LoaderInfo-4a67b082-0a4c-41cf-b6c7-440b29bb8c4f"
+# The boot tools whose command line is GRUB's defaults, and what regenerates the menu.
+GRUB_TOOLS = {"grub": ("update-grub",), "proxmox-boot-tool-grub": ("proxmox-boot-tool", "refresh")}
 DROPIN = "/etc/default/grub.d/90-tune.cfg"
 # tune's one-time GRUB entry (see reconciler.boot.tryonce): read so a leftover one is journaled.
 TRY_SCRIPT = "/etc/grub.d/42_tune_try"
@@ -83,7 +90,9 @@ class BootConfig:
     """The command line the next boot will use, and where it came from; `unknown` says why
     the line cannot be known exactly (then `cmdline` is None and nothing may be written)."""
 
-    tool: str  # "grub", "proxmox-boot-tool", "kernel-cmdline", "grubby"
+    # "grub", "proxmox-boot-tool" (systemd-boot), "proxmox-boot-tool-grub", "kernel-cmdline",
+    # "grubby"
+    tool: str
     cmdline: str | None
     sources: tuple[str, ...]
     unknown: Unknown | None = None
@@ -112,12 +121,18 @@ def request() -> Request:
         TRY_SCRIPT,
         *(f"{d}/entries/*.conf" for d in LOADER_DIRS),
         *(f"{d}/loader.conf" for d in LOADER_DIRS),
+        nodes=(EFI, EFIVARS),
     )
 
 
 def boot_config(files: Files) -> BootConfig | None:
     """Detect the boot tool the way the host itself decides, not by assumption."""
     if files.read(PROXMOX_BOOT_UUIDS) is not None:
+        loader = proxmox_loader(files)
+        if isinstance(loader, Unknown):
+            return BootConfig("proxmox-boot-tool", None, (PROXMOX_BOOT_UUIDS,), loader)
+        if loader == "grub":
+            return replace(grub_config(files), tool="proxmox-boot-tool-grub")
         return BootConfig("proxmox-boot-tool", files.value(KERNEL_CMDLINE), (KERNEL_CMDLINE,))
     entries = files.glob(LOADER_ENTRIES)
     if files.read(REDHAT_RELEASE) is not None and entries:
@@ -128,6 +143,25 @@ def boot_config(files: Files) -> BootConfig | None:
     if files.read(KERNEL_CMDLINE) is not None:
         return BootConfig("kernel-cmdline", files.value(KERNEL_CMDLINE), (KERNEL_CMDLINE,))
     return None
+
+
+def proxmox_loader(files: Files) -> str | Unknown:
+    """The loader proxmox-boot-tool keeps on its ESPs, decided as its zz-proxmox-boot hook
+    does: GRUB after a legacy-BIOS boot, and after a UEFI boot where the ESP holds
+    EFI/proxmox/grubx64.efi (`proxmox-boot-tool init DEV grub`, Secure Boot); systemd-boot
+    otherwise. The ESPs are mounted only while the hook runs, so a UEFI host's is told by the
+    loader that started this boot: systemd-boot leaves its LoaderInfo variable, GRUB none."""
+    if not files.node_paths(EFI):
+        return "grub"
+    variables = files.node_paths(EFIVARS)
+    if not variables:
+        return Unknown(
+            f"booted by UEFI, but {EFIVARS.rsplit('/', 1)[0]} lists no variable, so whether "
+            "proxmox-boot-tool's ESPs hold GRUB or systemd-boot cannot be told",
+            PROXMOX_BOOT_UUIDS,
+            0,
+        )
+    return "systemd-boot" if LOADER_INFO in variables else "grub"
 
 
 LOOKED_FOR = (PROXMOX_BOOT_UUIDS, REDHAT_RELEASE, GRUB_DEFAULT, KERNEL_CMDLINE)

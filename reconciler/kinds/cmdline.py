@@ -13,7 +13,7 @@ value) compares as the empty string.
 from __future__ import annotations
 
 import posixpath
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..apply.steps import (
     BootTool,
@@ -111,7 +111,7 @@ class Cmdline(Kind[CmdlineSpec]):
             raise BootConfigUnknown(f"{change.id} cannot be made: {cannot_know(boot)}")
         edits = _edits(spec, files, boot)
         upto = [name for name, _ in edits].index(change.target)
-        if boot.tool == "grub":
+        if boot.tool in fmt.GRUB_TOOLS:
             return _grub_step(change, spec, files, boot, edits, upto)
         if boot.tool == "grubby":
             return _grubby_step(change, files, boot, edits, upto)
@@ -127,14 +127,21 @@ HOW = {
     "grub": "GRUB_CMDLINE_LINUX_DEFAULT in /etc/default/grub (or a grub.d drop-in), then "
     "update-grub and reboot",
     "proxmox-boot-tool": "/etc/kernel/cmdline, then proxmox-boot-tool refresh and reboot",
+    "proxmox-boot-tool-grub": "GRUB_CMDLINE_LINUX_DEFAULT in /etc/default/grub (or a grub.d "
+    "drop-in), then proxmox-boot-tool refresh and reboot",
     "kernel-cmdline": "/etc/kernel/cmdline, then kernel-install (or bootctl) and reboot",
     "grubby": "grubby --update-kernel=ALL --args/--remove-args, then reboot",
 }
 
 
+GRUB_ADVICE = (
+    "put the parameters in GRUB_CMDLINE_LINUX_DEFAULT in /etc/default/grub or in a plain "
+    'drop-in (GRUB_CMDLINE_LINUX_DEFAULT="$GRUB_CMDLINE_LINUX_DEFAULT ..." appends)'
+)
 ADVICE = {
-    "grub": "put the parameters in GRUB_CMDLINE_LINUX_DEFAULT in /etc/default/grub or in a "
-    'plain drop-in (GRUB_CMDLINE_LINUX_DEFAULT="$GRUB_CMDLINE_LINUX_DEFAULT ..." appends)',
+    "grub": GRUB_ADVICE,
+    "proxmox-boot-tool-grub": GRUB_ADVICE,
+    "proxmox-boot-tool": "mount efivarfs on /sys/firmware/efi/efivars so the loader can be told",
 }
 
 
@@ -296,7 +303,7 @@ def _grub_step(
         if isinstance(unknown, Unknown):
             raise BootConfigUnknown(
                 f"{change.id} cannot be made: "
-                + cannot_know(fmt.BootConfig("grub", None, boot.sources, unknown))
+                + cannot_know(replace(boot, cmdline=None, unknown=unknown))
             )
     assert not isinstance(linux, Unknown) and not isinstance(default, Unknown)
     assert not isinstance(plain, Unknown)
@@ -320,7 +327,7 @@ def _grub_step(
             )
         return data
 
-    update = (BootTool(("update-grub",)),)
+    update = (BootTool(fmt.GRUB_TOOLS[boot.tool]),)
     return _file_step(change, fmt.DROPIN, content(upto), content(upto + 1), update)
 
 
