@@ -4,6 +4,7 @@ loader will pass next boot."""
 from __future__ import annotations
 
 import fnmatch
+import re
 from dataclasses import dataclass, replace
 
 from ..hosts.files import Files, Request
@@ -27,6 +28,12 @@ DROPIN = "/etc/default/grub.d/90-tune.cfg"
 # tune's one-time GRUB entry (see reconciler.boot.tryonce): read so a leftover one is journaled.
 TRY_SCRIPT = "/etc/grub.d/42_tune_try"
 REDHAT_RELEASE = "/etc/redhat-release"
+# GRUB's environment block: RHEL 8's BLS entries say `options $kernelopts $tuned_params`, and
+# GRUB expands those from here when it boots.
+GRUBENV = "/boot/grub2/grubenv"
+GRUBENV_HEADER = "# GRUB Environment Block\n"
+# tuned's bootloader plugin: what its /etc/grub.d/00_tuned sets $tuned_params from.
+TUNED_BOOTCMDLINE = "/etc/tuned/bootcmdline"
 LOADER_ENTRIES = "/boot/loader/entries/*.conf"
 # Where systemd-boot's Type #1 entries live: the ESP mounted at /boot/efi or /efi, or /boot
 # itself being the ESP (or the XBOOTLDR partition); `bootctl` looks in the same places.
@@ -117,6 +124,8 @@ def request() -> Request:
         PROXMOX_BOOT_UUIDS,
         REDHAT_RELEASE,
         LOADER_ENTRIES,
+        GRUBENV,
+        TUNED_BOOTCMDLINE,
         OSRELEASE,
         TRY_SCRIPT,
         *(f"{d}/entries/*.conf" for d in LOADER_DIRS),
@@ -137,7 +146,10 @@ def boot_config(files: Files) -> BootConfig | None:
     entries = files.glob(LOADER_ENTRIES)
     if files.read(REDHAT_RELEASE) is not None and entries:
         # RHEL-like hosts keep the command line in the BLS entries, and grubby edits them all.
-        return BootConfig("grubby", entry_options(files.text(entries[0]) or ""), entries)
+        line = expand_entry(files, entry_options(files.text(entries[0]) or ""))
+        if isinstance(line, Unknown):
+            return BootConfig("grubby", None, entries, line)
+        return BootConfig("grubby", line, entries)
     if files.read(GRUB_DEFAULT) is not None:
         return grub_config(files)
     if files.read(KERNEL_CMDLINE) is not None:
@@ -204,9 +216,14 @@ def grub_variables(files: Files) -> tuple[str, str] | Unknown:
 
 
 def grub_line(files: Files) -> str | Unknown:
-    """`$GRUB_CMDLINE_LINUX $GRUB_CMDLINE_LINUX_DEFAULT`, what 10_linux gives the default entry."""
+    """`$GRUB_CMDLINE_LINUX $GRUB_CMDLINE_LINUX_DEFAULT`, what 10_linux gives the default entry,
+    with the GRUB variables left in it as GRUB expands them."""
     found = grub_variables(files)
-    return found if isinstance(found, Unknown) else " ".join(" ".join(found).split())
+    if isinstance(found, Unknown):
+        return found
+    # GRUB expands what is left of `$...` when it runs the menu entry (tuned patches
+    # /etc/default/grub with `\$tuned_params`).
+    return expand_entry(files, " ".join(found))
 
 
 def grub_config(files: Files) -> BootConfig:
@@ -311,6 +328,57 @@ def try_entry(text: str, line: str) -> str:
         if key != "title":
             out.append(item if item.endswith("\n") else item + "\n")
     return "".join(out) + f"options {line}\n"
+
+
+def grubenv(text: str) -> dict[str, str]:
+    """The variables of a GRUB environment block: `name=value` lines after the header, padded
+    with `#` to 1024 bytes. grub-editenv puts a backslash before a backslash or a newline in a
+    value (lib/envblk.c), and a line starting with `#` is padding."""
+    found: dict[str, str] = {}
+    body = text.removeprefix(GRUBENV_HEADER)
+    i = 0
+    while i < len(body):
+        end = i
+        while end < len(body) and body[end] != "\n":
+            end += 2 if body[end] == "\\" else 1
+        line = body[i:end]
+        i = end + 1
+        if line.startswith("#") or "=" not in line:
+            continue
+        name, _, value = line.partition("=")
+        found[name] = re.sub(r"\\(.)", r"\1", value, flags=re.DOTALL)
+    return found
+
+
+_GRUB_VARIABLE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
+
+
+def expand_entry(files: Files, options: str) -> str | Unknown:
+    """A BLS entry's `options` with the GRUB variables in it expanded as GRUB does at boot:
+    from the environment block, except $tuned_params, which grub.cfg sets after loading the
+    block from /etc/tuned/bootcmdline (tuned's 00_tuned sources it with /bin/sh) where that
+    file exists. An unset GRUB variable expands to nothing."""
+    env: dict[str, str | Unknown] = dict(grubenv(files.text(GRUBENV) or ""))
+    tuned = files.text(TUNED_BOOTCMDLINE)
+    if tuned is not None:
+        value = evaluate([Script(TUNED_BOOTCMDLINE, tuned)]).get("TUNED_BOOT_CMDLINE")
+        env["tuned_params"] = value or ""
+    if "kernelopts" not in env:
+        # RHEL 8's grub.cfg then sets a kernelopts of its own (`if [ -z "${kernelopts}" ]`).
+        env["kernelopts"] = Unknown(
+            "$kernelopts is not in the GRUB environment block, so grub.cfg sets it", GRUBENV, 0
+        )
+    unknown: list[Unknown] = []
+
+    def expanded(match: re.Match[str]) -> str:
+        value = env.get(match.group(1) or match.group(2), "")
+        if isinstance(value, Unknown):
+            unknown.append(value)
+            return ""
+        return value
+
+    line = _GRUB_VARIABLE.sub(expanded, options)
+    return unknown[0] if unknown else " ".join(line.split())
 
 
 def entry_options(text: str) -> str:

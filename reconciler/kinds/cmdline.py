@@ -336,6 +336,14 @@ def _grubby_step(
 ) -> Step:
     """grubby edits every BLS entry itself; undo puts each entry's prior bytes back."""
     entries = boot.sources
+    if any("$" in fmt.entry_options(files.text(path) or "") for path in entries):
+        # RHEL 8's grubby changes $kernelopts in the GRUB environment block instead, a file
+        # tune does not journal and read back yet.
+        raise BootConfigUnknown(
+            f"{change.id} cannot be made: the boot entries take their command line from "
+            f"GRUB variables ({fmt.GRUBENV}), which grubby --update-kernel=ALL edits and tune "
+            "does not yet journal: run grubby yourself, or give the entries a plain options line."
+        )
 
     def texts(count: int) -> list[str]:
         out = [files.text(path) or "" for path in entries]
