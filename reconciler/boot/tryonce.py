@@ -31,7 +31,6 @@ from ..apply.steps import BootTool, DeleteFile, Need, Op, Probe, PutFile, Read, 
 from ..facts import cmdline as fmt
 from ..facts.shell_values import Unknown
 from ..hosts.files import Files
-from ..hosts.paths import path_matches
 from ..kinds import cmdline, named
 from ..plan.model import Change, Phase
 
@@ -192,14 +191,10 @@ def _quoted(text: str) -> str:
 
 def _after(files: Files, last: Step) -> Files:
     """`files` as the last command-line step leaves them (the GRUB drop-in, /etc/kernel/cmdline)."""
-    contents = dict(files.contents)
     for op in last.do:
-        if isinstance(op, PutFile):
-            contents[op.path] = op.data
-        elif isinstance(op, DeleteFile):
-            contents.pop(op.path, None)
-    dropins = tuple(sorted(p for p in contents if path_matches(fmt.GRUB_DROPINS, p)))
-    return Files(contents, {**files.matches, fmt.GRUB_DROPINS: dropins})
+        if isinstance(op, PutFile | DeleteFile):
+            files = fmt.with_file(files, op.path, op.data if isinstance(op, PutFile) else None)
+    return files
 
 
 @dataclass(frozen=True)
