@@ -102,6 +102,23 @@ def grubby(root: Path) -> None:
         )
 
 
+def grubby_kernelopts(root: Path) -> None:
+    """RHEL 8: the entries say `options $kernelopts $tuned_params`, and grubby edits kernelopts
+    in the GRUB environment block."""
+    write(root, fmt.REDHAT_RELEASE, "AlmaLinux release 8.10 (Cerulean Leopard)\n")
+    for name in ("a", "b"):
+        write(
+            root,
+            f"/boot/loader/entries/{name}.conf",
+            f"title Alma {name}\nversion 4.18\nlinux /vmlinuz\n"
+            "initrd /initramfs $tuned_initrd\noptions $kernelopts $tuned_params\n",
+        )
+    block = (
+        "# GRUB Environment Block\nsaved_entry=a\nkernelopts=root=/dev/sda1 ro quiet nomodeset\n"
+    )
+    write(root, fmt.GRUBENV, block + "#" * (1024 - len(block)))
+
+
 LAYOUTS = {
     "grub, drop-in dir": (lambda r: grub(r, True, False), ("update-grub",)),
     "grub, no drop-in dir": (lambda r: grub(r, False, False), ("update-grub",)),
@@ -120,6 +137,7 @@ LAYOUTS = {
         ("kernel-install", "add", "6.14.8-2-pve", "/boot/vmlinuz-6.14.8-2-pve"),
     ),
     "grubby": (grubby, None),
+    "grubby, RHEL 8 kernelopts": (grubby_kernelopts, None),
 }
 
 
@@ -143,7 +161,7 @@ def configured(host: BootTools) -> dict[str, str]:
 
 def menu(root: Path) -> str:
     """What the boot loader will actually read next boot."""
-    for path in (GRUB_CFG, ESP_ENTRY, "/boot/loader/entries/a.conf"):
+    for path in (GRUB_CFG, ESP_ENTRY, fmt.GRUBENV, "/boot/loader/entries/a.conf"):
         if (root / path.lstrip("/")).exists():
             return (root / path.lstrip("/")).read_text()
     raise AssertionError("no boot menu")
@@ -169,7 +187,9 @@ def test_every_boot_layout_applies_verifies_and_rolls_back(tmp_path: Path, name:
     assert "amd_pstate=active" in menu(root) and "nomodeset" not in menu(root)
     tool = LAYOUTS[name][1]
     if tool is None:
-        assert "processor.max_cstate=1" in (root / "boot/loader/entries/b.conf").read_text()
+        # grubby edits every entry, or on RHEL 8 the kernelopts they all use.
+        edited = "boot/grub2/grubenv" if "kernelopts" in name else "boot/loader/entries/b.conf"
+        assert "processor.max_cstate=1" in (root / edited).read_text()
     else:
         assert host.calls == [tool] * 3
 

@@ -32,6 +32,9 @@ REDHAT_RELEASE = "/etc/redhat-release"
 # GRUB expands those from here when it boots.
 GRUBENV = "/boot/grub2/grubenv"
 GRUBENV_HEADER = "# GRUB Environment Block\n"
+GRUBENV_SIZE = 1024
+# What RHEL 8's grubby --update-kernel=ALL edits instead of an entry that uses it.
+KERNELOPTS = "$kernelopts"
 # tuned's bootloader plugin: what its /etc/grub.d/00_tuned sets $tuned_params from.
 TUNED_BOOTCMDLINE = "/etc/tuned/bootcmdline"
 LOADER_ENTRIES = "/boot/loader/entries/*.conf"
@@ -348,6 +351,40 @@ def grubenv(text: str) -> dict[str, str]:
         name, _, value = line.partition("=")
         found[name] = re.sub(r"\\(.)", r"\1", value, flags=re.DOTALL)
     return found
+
+
+def grubby_edit(texts: dict[str, str], sets: dict[str, str], removes: set[str]) -> dict[str, str]:
+    """What `grubby --update-kernel=ALL --args/--remove-args` leaves of these files (BLS
+    entries, and the GRUB environment block if given): each entry's `options` edited, except
+    an entry whose options use $kernelopts; for those, RHEL 8's grubby edits kernelopts in the
+    environment block instead, once."""
+    out = dict(texts)
+    via_env = False
+    for path, text in texts.items():
+        if path == GRUBENV:
+            continue
+        if KERNELOPTS in entry_options(text).split():
+            via_env = True
+        else:
+            out[path] = edit_entry(text, sets, removes)
+    if via_env and GRUBENV in texts:
+        out[GRUBENV] = edit_grubenv(texts[GRUBENV], sets, removes)
+    return out
+
+
+_ESCAPED = re.compile(r"([\\\n])")
+
+
+def edit_grubenv(text: str, sets: dict[str, str], removes: set[str]) -> str:
+    """The block after `grubby --update-kernel=ALL` on RHEL 8: kernelopts edited as an entry's
+    options are, written back by grub2-editenv (each variable in its place, escaped, padded
+    with `#` to the block's size)."""
+    env = grubenv(text)
+    env["kernelopts"] = " ".join(edit_words(env.get("kernelopts", "").split(), sets, removes))
+    body = GRUBENV_HEADER + "".join(
+        name + "=" + _ESCAPED.sub(r"\\\1", value) + "\n" for name, value in env.items()
+    )
+    return body + "#" * max(0, GRUBENV_SIZE - len(body.encode()))
 
 
 _GRUB_VARIABLE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")

@@ -130,7 +130,8 @@ HOW = {
     "proxmox-boot-tool-grub": "GRUB_CMDLINE_LINUX_DEFAULT in /etc/default/grub (or a grub.d "
     "drop-in), then proxmox-boot-tool refresh and reboot",
     "kernel-cmdline": "/etc/kernel/cmdline, then kernel-install (or bootctl) and reboot",
-    "grubby": "grubby --update-kernel=ALL --args/--remove-args, then reboot",
+    "grubby": "grubby --update-kernel=ALL --args/--remove-args (on RHEL 8 it edits kernelopts "
+    "in /boot/grub2/grubenv), then reboot",
 }
 
 
@@ -334,38 +335,35 @@ def _grub_step(
 def _grubby_step(
     change: Change, files: Files, boot: fmt.BootConfig, edits: list[Edit], upto: int
 ) -> Step:
-    """grubby edits every BLS entry itself; undo puts each entry's prior bytes back."""
+    """grubby edits every BLS entry itself, or on RHEL 8 the kernelopts their options use in
+    the GRUB environment block (read back there); undo puts each file's prior bytes back."""
     entries = boot.sources
-    if any("$" in fmt.entry_options(files.text(path) or "") for path in entries):
-        # RHEL 8's grubby changes $kernelopts in the GRUB environment block instead, a file
-        # tune does not journal and read back yet.
-        raise BootConfigUnknown(
-            f"{change.id} cannot be made: the boot entries take their command line from "
-            f"GRUB variables ({fmt.GRUBENV}), which grubby --update-kernel=ALL edits and tune "
-            "does not yet journal: run grubby yourself, or give the entries a plain options line."
-        )
+    uses_env = any(
+        fmt.KERNELOPTS in fmt.entry_options(files.text(p) or "").split() for p in entries
+    )
+    paths = (*entries, fmt.GRUBENV) if uses_env else entries
 
-    def texts(count: int) -> list[str]:
-        out = [files.text(path) or "" for path in entries]
+    def texts(count: int) -> dict[str, str]:
+        out = {path: files.text(path) or "" for path in paths}
         for name, value in edits[:count]:
             sets = {} if value is None else {name: value}
-            removes = {name} if value is None else set()
-            out = [fmt.edit_entry(text, sets, removes) for text in out]
+            out = fmt.grubby_edit(out, sets, {name} if value is None else set())
         return out
 
     name, value = edits[upto]
     arg = f"--remove-args={name}" if value is None else f"--args={fmt.word(name, value)}"
-    probe = Probe(entries[0], Read.TEXT)
+    read = paths[-1]
+    probe = Probe(read, Read.TEXT)
     before = texts(upto)
     return Step.of(
         change,
         probe=probe,
-        expect=texts(upto + 1)[0],
-        restored=before[0],
+        expect=texts(upto + 1)[read],
+        restored=before[read],
         do=(Command(("grubby", "--update-kernel=ALL", arg)),),
         undo=tuple(
-            PutFile(path, files.read(path) or b"" if upto == 0 else text.encode())
-            for path, text in zip(entries, before, strict=True)
+            PutFile(path, files.read(path) or b"" if upto == 0 else before[path].encode())
+            for path in paths
         ),
         requires=(Require(Need.COMMAND, "grubby"),),
     )
