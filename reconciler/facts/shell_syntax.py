@@ -6,7 +6,7 @@ command where it stands; a file sh itself could not parse raises `ShellSyntaxErr
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -83,6 +83,36 @@ class ShellSyntaxError(Exception):
         self.line = line
 
 
+@dataclass
+class _Parts:
+    """A word's parts as the lexer finds them: runs of plain characters gathered into one
+    literal (quoted or not), expansions and quoted pieces in between."""
+
+    quoted: bool
+    parts: list[Part] = field(default_factory=list)
+    literal: list[str] = field(default_factory=list)
+
+    @property
+    def empty(self) -> bool:
+        return not self.parts and not self.literal
+
+    def char(self, char: str) -> None:
+        self.literal.append(char)
+
+    def add(self, part: Part) -> None:
+        self._flush()
+        self.parts.append(part)
+
+    def done(self) -> tuple[Part, ...]:
+        self._flush()
+        return tuple(self.parts)
+
+    def _flush(self) -> None:
+        if self.literal:
+            self.parts.append(Literal("".join(self.literal), self.quoted))
+            self.literal.clear()
+
+
 class Lexer:
     """Tokens as sh's lexer makes them: words (with their quoting kept) and operators."""
 
@@ -122,14 +152,7 @@ class Lexer:
 
     def _word(self) -> Word:
         line = self.line
-        parts: list[Part] = []
-        literal: list[str] = []
-
-        def flush() -> None:
-            if literal:
-                parts.append(Literal("".join(literal), False))
-                literal.clear()
-
+        out = _Parts(quoted=False)
         while self.i < len(self.text):
             char = self.text[self.i]
             if char in _METACHARS:
@@ -139,74 +162,57 @@ class Lexer:
                     self.i += 2
                     self.line += 1
                     continue
-                flush()
                 if self.i + 1 >= len(self.text):
                     self.i += 1
                     break
-                parts.append(Literal(self.text[self.i + 1], True))
+                out.add(Literal(self.text[self.i + 1], True))
                 self.i += 2
             elif char == "'":
-                flush()
                 end = self.text.find("'", self.i + 1)
                 if end < 0:
                     raise ShellSyntaxError("a ' quote is never closed", self.line)
                 body = self.text[self.i + 1 : end]
-                parts.append(Literal(body, True))
+                out.add(Literal(body, True))
                 self.line += body.count("\n")
                 self.i = end + 1
             elif char == '"':
-                flush()
-                parts.extend(self._double_quoted())
+                for part in self._double_quoted():
+                    out.add(part)
             elif char == "$":
-                flush()
-                parts.append(self._dollar(quoted=False))
+                out.add(self._dollar(quoted=False))
             elif char == "`":
-                flush()
-                parts.append(self._backquoted(quoted=False))
-            else:
-                if char == "~" and not literal and not parts:
-                    flush()
-                    parts.append(Opaque("tilde expansion", False))
-                    self.i += 1
-                    continue
-                literal.append(char)
+                out.add(self._backquoted(quoted=False))
+            elif char == "~" and out.empty:
+                out.add(Opaque("tilde expansion", False))
                 self.i += 1
-        flush()
-        return Word(tuple(parts), line)
+            else:
+                out.char(char)
+                self.i += 1
+        return Word(out.done(), line)
 
     def _double_quoted(self) -> list[Part]:
         start = self.line
         self.i += 1
-        parts: list[Part] = []
-        literal: list[str] = []
-
-        def flush() -> None:
-            if literal:
-                parts.append(Literal("".join(literal), True))
-                literal.clear()
-
+        out = _Parts(quoted=True)
         while self.i < len(self.text):
             char = self.text[self.i]
             if char == '"':
                 self.i += 1
-                flush()
-                return parts or [Literal("", True)]
+                return list(out.done()) or [Literal("", True)]
             if char == "\\" and self.i + 1 < len(self.text) and self.text[self.i + 1] in '$`"\\\n':
                 if self.text[self.i + 1] == "\n":
                     self.line += 1
                 else:
-                    literal.append(self.text[self.i + 1])
+                    out.char(self.text[self.i + 1])
                 self.i += 2
             elif char == "$":
-                flush()
-                parts.append(self._dollar(quoted=True))
+                out.add(self._dollar(quoted=True))
             elif char == "`":
-                flush()
-                parts.append(self._backquoted(quoted=True))
+                out.add(self._backquoted(quoted=True))
             else:
                 if char == "\n":
                     self.line += 1
-                literal.append(char)
+                out.char(char)
                 self.i += 1
         raise ShellSyntaxError('a " quote is never closed', start)
 
