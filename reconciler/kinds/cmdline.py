@@ -71,7 +71,8 @@ class Cmdline(Kind[CmdlineSpec]):
                 )
             )
         if boot is not None and boot.unknown is not None:
-            outcome.notes.append(Note(cannot_know(boot), "cmdline"))
+            said = cannot_know(boot)
+            outcome.notes.append(Note(said[:1].upper() + said[1:], "cmdline"))
         configured = boot.parameters if boot and boot.unknown is None else running
         wanted: list[tuple[str, str | None, Meta]] = [
             (name, item.value if item.value is not None else "", item)
