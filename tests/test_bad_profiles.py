@@ -316,7 +316,7 @@ def test_every_error_in_a_profile_is_reported_together(tmp_path: Path) -> None:
         ((), "Usage: tune"),
         (("bogus",), "No such command 'bogus'"),
         (("plan",), "Missing argument 'PROFILE'"),
-        (("plan", "no-such-profile.yaml"), "does not exist"),
+        (("plan", "no-such-profile.yaml"), "no such file"),
         (("plan", BLACKWELL, "--format", "xml"), "'xml' is not one of"),
         (("plan", BLACKWELL, "--root"), "requires an argument"),
         (("validate", "/"), "is a directory"),

@@ -9,6 +9,10 @@ from pathlib import Path
 import pytest
 from conftest import BLACKWELL, TUNED, UNTUNED, run_tune
 
+from reconciler.audit import fleet as audit_fleet
+from reconciler.audit.engine import audit
+from reconciler.audit.model import Report
+from reconciler.audit.thresholds import Thresholds
 from reconciler.errors import HostError
 from reconciler.hosts.base import Host
 from reconciler.hosts.directory import SnapshotHost
@@ -160,12 +164,74 @@ def test_fleet_markdown_has_the_summary_table_and_each_host_report() -> None:
     [
         (["plan", BLACKWELL, "--root", TUNED, "-H", "a"], "--root reads a snapshot"),
         (["plan", BLACKWELL, "-H", "a", "-H", "b", "--root", TUNED], "--root reads a snapshot"),
-        (["plan", BLACKWELL, "--limit", "gpu"], "--limit selects hosts of an --inventory"),
+        (["plan", BLACKWELL, "--limit", "gpu"], "--limit selects hosts of an inventory; give -i"),
         (["plan", BLACKWELL, "-H", "a", "-H", "a"], "host a is given twice"),
-        (["snapshot", BLACKWELL, "-o", "x.tar.gz", "-H", "a", "-H", "b"], "snapshot reads one"),
+        (
+            ["snapshot", BLACKWELL, "-o", "x.tar.gz", "-H", "a", "-H", "b"],
+            "tune snapshot works on one",
+        ),
     ],
 )
 def test_remote_usage_errors(args: list[object], message: str) -> None:
     result = run_tune(*args)  # type: ignore[arg-type]
     assert result.code == 64
     assert message in result.err
+
+
+def audit_of_snapshots() -> list[HostResult[Report]]:
+    return [
+        HostResult("tuned-1", value=audit(SnapshotHost(TUNED, name="tuned-1"), Thresholds())),
+        HostResult("untuned-1", value=audit(SnapshotHost(UNTUNED, name="untuned-1"), Thresholds())),
+        HostResult("down-1", error=HostError("down-1: cannot connect to down-1:22: refused.")),
+    ]
+
+
+def test_a_fleet_audit_is_a_table_of_hosts_then_of_findings_then_each_finding_once() -> None:
+    out = audit_fleet.render(audit_of_snapshots(), "text", color=False)
+    hosts, findings, totals, *details = out.split("\n\n")
+    assert hosts.splitlines() == [
+        "HOST       STATUS         P0  P1  P2",
+        "tuned-1    clean           0   0   0",
+        "untuned-1  17 actionable   6   9   2",
+        "down-1     error           -   -   -",
+    ]
+    rows = [line.split() for line in findings.splitlines()]
+    assert rows[0] == ["FINDING", "PRIORITY", "HOSTS", "ON"]
+    assert ["pcie-mrrs", "P0", "1/2", "untuned-1"] in rows
+    assert ["kernel-version", "P1", "1/2", "untuned-1"] in rows
+    assert totals == "3 hosts: 1 clean, 1 with actionable findings, 1 unreachable or failed."
+    kernel = next(d for d in details if d.startswith("== kernel-version")).splitlines()
+    assert kernel[0] == "== kernel-version [kernel, P1]"
+    assert kernel[2].startswith("  untuned-1 (not fixable by tune): ")
+    assert details[-1] == "== down-1: error\ndown-1: cannot connect to down-1:22: refused.\n"
+
+
+def test_a_fleet_audit_in_json_is_one_host_s_object_for_each_host() -> None:
+    results = audit_of_snapshots()
+    objects = json.loads(audit_fleet.render(results, "json", color=False))
+    one = run_tune("audit", "--root", UNTUNED, "--format", "json")
+    assert [(o["host"], o["status"]) for o in objects] == [
+        ("tuned-1", "clean"),
+        ("untuned-1", "17 actionable"),
+        ("down-1", "error"),
+    ]
+    untuned = objects[1]["audit"]
+    assert untuned["findings"] == json.loads(one.out)["findings"]
+    assert objects[2]["error"] == "down-1: cannot connect to down-1:22: refused."
+
+
+def test_commands_for_one_host_do_not_offer_fleet_options() -> None:
+    for command in ("snapshot", "report", "rollback", "verify", "probe"):
+        help_text = run_tune(command, "--help").out
+        assert "--inventory" not in help_text and "--forks" not in help_text, command
+        assert "-H, --host" in help_text, command
+    for command in ("plan", "check", "apply", "audit", "history"):
+        help_text = run_tune(command, "--help").out
+        assert "-i, --inventory" in help_text and "--limit" in help_text, command
+
+
+def test_a_fleet_audit_in_markdown_is_the_table_then_each_host_s_report() -> None:
+    out = audit_fleet.render(audit_of_snapshots(), "markdown", color=False)
+    assert "| untuned-1 | 17 actionable | 6 | 9 | 2 |" in out
+    assert out.count("# Host audit: ") == 2
+    assert "# down-1: error\n\n- down-1: cannot connect to down-1:22: refused." in out

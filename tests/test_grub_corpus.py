@@ -12,6 +12,7 @@ import pytest
 from conftest import PROJECT, plan_json, profile, run_tune, write
 from small_host import tree
 
+from reconciler.errors import ExitCode
 from reconciler.facts import cmdline as fmt
 from reconciler.facts.shell_values import Unknown
 from reconciler.hosts.directory import SnapshotHost
@@ -144,7 +145,7 @@ def test_rhel8_without_kernelopts_in_grubenv_is_unknown_and_apply_refuses(tmp_pa
     before = tree(root)
     text = "name: t\ncmdline:\n  set: {amd_pstate: active}\n"
     result = run_tune("apply", profile(tmp_path, text), "--reboot-phase", "--root", root, "-y")
-    assert result.code == 7, result.err
+    assert result.code == ExitCode.BOOT_CONFIG_UNKNOWN, result.err
     assert tree(root) == before
 
 

@@ -24,6 +24,7 @@ from conftest import (
 )
 from small_host import tree
 
+from reconciler.errors import ExitCode
 from reconciler.facts import cmdline as fmt
 from reconciler.hosts.directory import SnapshotHost
 from reconciler.profile.load import load_profile
@@ -73,7 +74,7 @@ def test_grub_command_substitution_makes_the_line_unknown_and_apply_refuses(
     tmp_path: Path,
 ) -> None:
     """The old reader skipped such a line and compared with `quiet` alone; the next boot's
-    line is not known, so plan says where and why, and apply writes nothing (exit 7)."""
+    line is not known, so plan says where and why, and apply writes nothing (exit 8)."""
     root = grub_host(
         tmp_path / "host",
         **{"50-x.cfg": 'GRUB_CMDLINE_LINUX_DEFAULT="$(cat /etc/extra) quiet"\n'},
@@ -87,7 +88,7 @@ def test_grub_command_substitution_makes_the_line_unknown_and_apply_refuses(
     result = run_tune(
         "apply", profile(tmp_path, WANT_PSTATE), "--reboot-phase", "--root", root, "-y"
     )
-    assert result.code == 7, result.err
+    assert result.code == ExitCode.BOOT_CONFIG_UNKNOWN, result.err
     assert where in result.err and "writes no boot configuration from a guess" in result.err
     assert tree(root) == before
 
@@ -213,7 +214,7 @@ def test_a_drop_in_after_tunes_that_sets_the_line_whole_refuses_the_apply(tmp_pa
     result = run_tune(
         "apply", profile(tmp_path, WANT_PSTATE), "--reboot-phase", "--root", root, "-y"
     )
-    assert result.code == 7, result.err
+    assert result.code == ExitCode.BOOT_CONFIG_UNKNOWN, result.err
     assert "GRUB would pass 'quiet' rather than 'quiet amd_pstate=active'" in result.err
     assert tree(root) == before
 
@@ -250,4 +251,4 @@ def test_proxmox_on_uefi_without_efi_variables_is_unknown(tmp_path: Path) -> Non
     result = run_tune(
         "apply", profile(tmp_path, WANT_PSTATE), "--reboot-phase", "--root", root, "-y"
     )
-    assert result.code == 7, result.err
+    assert result.code == ExitCode.BOOT_CONFIG_UNKNOWN, result.err

@@ -410,8 +410,8 @@ def test_audit_over_ssh_reads_the_host_in_one_exec_and_matches_its_snapshot(
     assert over_ssh["findings"] == from_snapshot["findings"]
     assert over_ssh["good"] == from_snapshot["good"]
     assert lab.exec_requests() == {"a1": 1}
-    fleet = run_tune("audit", "--ssh-config", lab.config, "-H", "a1", "-H", "a1")
-    assert fleet.code == 64 and "one host" in fleet.err
+    twice = run_tune("audit", "--ssh-config", lab.config, "-H", "a1", "-H", "a1")
+    assert twice.code == 64 and "host a1 is given twice" in twice.err
 
 
 def test_an_identity_file_is_read_once_per_run_and_left_to_paramiko_when_it_cannot_be(

@@ -16,6 +16,8 @@ from small_host import tree
 from ssh_fixture import SshLab, StartLab, sshd_available
 from test_ssh_apply import history, in_sync_without_a_stored_profile, small, small_profile, tune
 
+from reconciler.errors import ExitCode
+
 pytestmark = pytest.mark.skipif(
     not sshd_available(), reason="needs root and openssh-server (.ci/run installs it)"
 )
@@ -119,7 +121,7 @@ def test_one_confirmation_for_the_whole_fleet_and_no_writes_when_declined(
     code, out, err = tune(
         lab, "apply", "--runtime-only", "--no-persist", profile, "-H", "a", "-H", "b"
     )
-    assert code == 130 and "aborted" in err
+    assert code == ExitCode.NOT_CONFIRMED and err == "not confirmed: nothing was written.\n"
     assert out.count("Apply 11 changes to 2 hosts? [y/N]") == 1
     assert {name: tree(root) for name, root in roots.items()} == before
     # Observed once, tune's state checked (its runs listed, their owners read: an interrupted
@@ -226,3 +228,30 @@ def test_a_fleet_apply_with_nothing_to_change_stores_the_profile_on_each_host(
         assert [r["outcome"] for r in history(lab, name)] == ["applied"]  # no run started
     code, out, err = tune(lab, "check", "--no-persist", "-H", "a", "-H", "b")
     assert (code, err) == (0, ""), out
+
+
+def test_history_across_hosts_is_one_table_led_by_each_host(
+    tmp_path: Path, start_lab: StartLab
+) -> None:
+    profile = small_profile(tmp_path / "p.yaml")
+    roots = {"fresh": small(tmp_path / "fresh", 1), "tuned": small(tmp_path / "tuned", 2)}
+    done = run_tune(
+        "apply", "--runtime-only", "--no-persist", "-y", profile, "--root", roots["tuned"]
+    )
+    assert done.code == 0, done.err
+    lab = start_lab(roots)
+    down = f"127.0.0.250:{lab.port['fresh']}"
+    code, out, err = tune(lab, "history", "-H", "fresh", "-H", "tuned", "-H", down)
+    assert (code, err) == (1, "")  # 1: a host could not be read
+    rows = [line.split() for line in out.splitlines()]
+    assert rows[0] == ["HOST", "RUN", "STARTED", "PROFILE", "PHASE", "OUTCOME", "CHANGES"]
+    assert rows[1] == ["fresh", "-", "-", "-", "-", "no", "runs", "-"]
+    assert rows[2][0] == "tuned" and rows[2][5:] == ["applied", "6"]
+    assert rows[3] == [down, "-", "-", "-", "-", "error", "-"]
+    code, out, _ = tune(lab, "history", "-H", "fresh", "-H", "tuned", "--format", "json")
+    objects = json.loads(out)
+    assert [(o["host"], o["status"], len(o["runs"])) for o in objects] == [
+        ("fresh", "ok", 0),
+        ("tuned", "ok", 1),
+    ]
+    assert objects[1]["runs"] == history(lab, "tuned")

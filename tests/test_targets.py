@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from reconciler.errors import InventoryError, UsageError
-from reconciler.hosts.targets import Target, load_inventory, parse_host
+from reconciler.hosts.inventory import inventory_targets
+from reconciler.hosts.targets import Target, parse_host
 
 
 @pytest.mark.parametrize(
@@ -59,8 +60,7 @@ ansible_user=nobody
 def test_ini_inventory_groups_ranges_and_variable_precedence(tmp_path: Path) -> None:
     path = tmp_path / "hosts.ini"
     path.write_text(INI)
-    inventory = load_inventory(path)
-    targets = {t.name: t for t in inventory.select(None)}
+    targets = {t.name: t for t in inventory_targets(path)}
     assert list(targets) == ["bastion", "gpu01.dc1", "gpu02.dc1", "gpu03.dc1", "gpu-big"]
     assert targets["bastion"] == Target("bastion", "203.0.113.5", "nobody")
     # The host's own variable beats its group's.
@@ -72,18 +72,17 @@ def test_ini_inventory_groups_ranges_and_variable_precedence(tmp_path: Path) -> 
 def test_limit_takes_hosts_groups_patterns_and_exclusions(tmp_path: Path) -> None:
     path = tmp_path / "hosts.ini"
     path.write_text(INI)
-    inventory = load_inventory(path)
 
     def names(limit: str) -> list[str]:
-        return [t.name for t in inventory.select(limit)]
+        return [t.name for t in inventory_targets(path, limit)]
 
     assert names("blackwell") == ["gpu-big"]
     assert names("prod") == ["gpu01.dc1", "gpu02.dc1", "gpu03.dc1", "gpu-big"]
     assert names("prod:!blackwell") == ["gpu01.dc1", "gpu02.dc1", "gpu03.dc1"]
     assert names("gpu0*,bastion") == ["bastion", "gpu01.dc1", "gpu02.dc1", "gpu03.dc1"]
     assert names("all:&blackwell") == ["gpu-big"]
-    with pytest.raises(InventoryError, match="no hosts matching --limit 'nothing'"):
-        inventory.select("nothing")
+    with pytest.raises(InventoryError, match="'nothing' matches no host or group"):
+        inventory_targets(path, "nothing")
 
 
 YAML_INVENTORY = """\
@@ -113,12 +112,12 @@ all:
 def test_yaml_inventory_is_read_like_ansible(tmp_path: Path) -> None:
     path = tmp_path / "hosts.yml"
     path.write_text(YAML_INVENTORY)
-    targets = {t.name: t for t in load_inventory(path).select(None)}
+    targets = {t.name: t for t in inventory_targets(path)}
     assert list(targets) == ["lab-1", "nodea", "nodeb", "nodec", "node-x"]
     assert targets["lab-1"] == Target("lab-1", "127.0.0.2", "root")
     assert targets["nodeb"] == Target("nodeb", "nodeb", "root", 2222)
     assert targets["node-x"] == Target("node-x", "node-x", "ops", 2200)
-    assert [t.name for t in load_inventory(path).select("blackwell")] == ["node-x"]
+    assert [t.name for t in inventory_targets(path, "blackwell")] == ["node-x"]
 
 
 @pytest.mark.parametrize(
@@ -136,4 +135,4 @@ def test_broken_inventories_say_where(tmp_path: Path, text: str, message: str) -
     path = tmp_path / "inventory"
     path.write_text(text)
     with pytest.raises(InventoryError, match=message):
-        load_inventory(path).select(None)
+        inventory_targets(path)

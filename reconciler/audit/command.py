@@ -9,8 +9,15 @@ from pathlib import Path
 
 import click
 
-from ..cli.remote import RemoteOptions, on_one_host, remote_options
+from ..cli.remote import (
+    RemoteOptions,
+    no_root,
+    on_one_host,
+    progress_on_terminal,
+    remote_options,
+)
 from ..errors import ExitCode, HostError, UsageError
+from ..hosts.fleet import fleet_exit_code, for_each_host
 from .thresholds import Thresholds
 
 SUFFIX_FORMATS = {".md": "markdown", ".markdown": "markdown", ".json": "json"}
@@ -50,7 +57,9 @@ def audit_cmd(
     min_kernel: str,
     remote: RemoteOptions,
 ) -> int:
-    """Find what is wrong with a GPU host, without a profile. Changes nothing.
+    """Find what is wrong with a GPU host, without a profile. Changes nothing. Over several
+    hosts (-H ... -H ..., or -i INVENTORY): a table of hosts, one of findings, then each
+    finding with what every host showed.
 
     \b
     Exit codes: 0 nothing actionable, 2 actionable findings, 1 host unreadable,
@@ -63,11 +72,28 @@ def audit_cmd(
     if not re.fullmatch(r"\d+(\.\d+){0,2}", min_kernel):
         raise UsageError(f"--min-kernel: expected a version such as 6.14, not {min_kernel!r}.")
     fmt = fmt or SUFFIX_FORMATS.get(Path(output).suffix.lower() if output else "", "text")
-    if remote.is_fleet:
-        raise UsageError("tune audit reads one host; give a single -H HOST.")
     thresholds = Thresholds(min_kernel=min_kernel)
-    report = on_one_host(root, remote, lambda host: audit(host, thresholds))
     color = fmt == "text" and not output and sys.stdout.isatty() and "NO_COLOR" not in os.environ
+    if remote.is_fleet:
+        if write_profile:
+            raise UsageError("--write-profile describes one host; give a single -H.")
+        no_root(root)
+        from . import fleet
+
+        results = for_each_host(
+            remote.open(),
+            lambda host: audit(host, thresholds),
+            remote.forks,
+            progress_on_terminal(),
+        )
+        rendered = fleet.render(results, fmt, color)
+        if output:
+            _write(output, rendered)
+            click.echo(f"{output}: {fleet.totals(results)}")
+        else:
+            click.echo(rendered, nl=False, color=color)
+        return fleet_exit_code(results, lambda report: not report.actionable)
+    report = on_one_host(root, remote, lambda host: audit(host, thresholds))
     rendered = RENDERERS[fmt](report, color)
     if output:
         _write(output, rendered)

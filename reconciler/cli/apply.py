@@ -2,24 +2,31 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
+import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from ..apply.journal import Run, every_run
+from ..apply.journal import DamagedJournal, Run, every_run, rollback_chain
 from ..apply.orchestration import ApplyJob, Done, Show
+from ..apply.steps import BootTool, Command, DeleteFile, PutFile
 from ..boot.verify import BootVerdict, PendingBoot
 from ..errors import ApplyFailed, ExitCode, JournalError, UsageError
 from ..hosts.base import Host, ReadableHost
 from ..hosts.directory import open_host
+from ..kinds import boot_kind
 from ..plan import saved as saved_plans
+from ..plan.model import Phase
 from ..render.apply import applied_part, dry_run_text
 from ..render.printable import printable
+from .consent import confirm, dry_run_option, yes_option
+from .exits import exits
 from .options import format_option
-from .remote import RemoteOptions, no_root, remote_options
+from .remote import RemoteOptions, no_root, one_host_options, remote_options
 
 if TYPE_CHECKING:
     from ..apply.engine import Work
@@ -33,6 +40,19 @@ RESTART_HELP = (
 )
 
 
+@exits(
+    ExitCode.IN_SYNC,
+    ExitCode.HOST_ERROR,
+    ExitCode.APPLY_FAILED,
+    ExitCode.REBOOT_TIMEOUT,
+    ExitCode.UNFINISHED_RUN,
+    ExitCode.JOURNAL,
+    ExitCode.NOT_CONFIRMED,
+    ExitCode.BOOT_CONFIG_UNKNOWN,
+    ExitCode.USAGE,
+    ExitCode.INVALID_PROFILE,
+    ExitCode.NO_SPACE,
+)
 @click.command()
 @click.argument("target", required=False, metavar="[PROFILE|PLAN.json]")
 @click.option("--runtime-only", is_flag=True, help="Only live settings; never boot configuration.")
@@ -55,8 +75,8 @@ RESTART_HELP = (
 )
 @click.option("--restart-containers", is_flag=True, help=RESTART_HELP)
 @click.option("--root", metavar="DIR", help=ROOT_HELP)
-@click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation on a terminal.")
-@click.option("--dry-run", is_flag=True, help="Print the exact operations; write nothing.")
+@yes_option
+@dry_run_option
 @click.option("--no-persist", is_flag=True, help="Do not write tune's boot-time files.")
 @click.option(
     "--after-interrupted",
@@ -89,8 +109,10 @@ def apply(
     """Make the host match a profile, or a plan saved by `tune plan`.
 
     \b
-    Without TARGET, applies the plan `tune plan` saved in .tune/plan.json,
-    after re-observing the host: a plan whose observed values moved is refused.
+    Without TARGET, applies the plan `tune plan` saved in .tune/plan.json (the
+    phases it covers), after re-observing the host: a plan whose observed values
+    moved, or made for another host, is refused. Asks first (the question names
+    the boot configuration it changes); without a terminal, only --yes goes on.
     Each change is journaled on the host before it is written and read back
     after; any failure (or Ctrl-C) restores every change made, and exits 3.
     With probes in the profile, they run before the first write and after the
@@ -100,6 +122,7 @@ def apply(
     `tune rollback` restores it, or --after-interrupted applies over it.
     """
     from ..apply.orchestration import apply_one
+    from ..profile.bundled import resolve
     from ..profile.load import load_profile
 
     if runtime_only and reboot_phase:
@@ -127,14 +150,23 @@ def apply(
     if remote.wanted:
         if target is None or saved_plans.is_saved_plan(target):
             raise UsageError("over SSH, tune apply takes a profile, not a saved plan.")
-        profile_path = target
+        profile_path = resolve(target)
     elif target is None or saved_plans.is_saved_plan(target):
         saved = saved_plans.load(target or saved_plans.DEFAULT)
         root = _plan_root(saved, root)
         profile_path = saved.profile_path
         with_persistence = with_persistence and saved.persist
+        phases = saved.phases_for(runtime_only, reboot_phase)
+        runtime_only = phases == (Phase.RUNTIME,)
+        reboot_phase = phases == (Phase.REBOOT,)
+        if runtime_only and (reboot or restart_containers):
+            raise UsageError(
+                f"{saved.path} covers the runtime phase only: --reboot and "
+                "--restart-containers need the boot configuration; run tune plan again."
+            )
+        click.echo(saved.described(time.time()), err=True)
     else:
-        profile_path = target
+        profile_path = resolve(target)
     job = ApplyJob(
         load_profile(profile_path),
         runtime_only=runtime_only,
@@ -186,8 +218,11 @@ class Terminal(Show):
     def confirm(self, host: Host, work: Work) -> None:
         _reboot_why(work)
         click.echo(summary(work), nl=False)
-        if not self.yes and sys.stdin.isatty():
-            click.confirm(f"Apply {len(work.planned)} changes to {host.describe()}?", abort=True)
+        question = f"Apply {len(work.planned)} changes to {host.describe()}"
+        boot = boot_configuration(work)
+        if boot:  # the reboot phase: what the next boot, or a container's restart, takes up
+            question += f", the boot configuration among them ({', '.join(boot)})"
+        confirm(printable(question + "?"), yes=self.yes, command="tune apply")
 
     def probes(self, around: PhaseProbes) -> None:
         names = ", ".join(around.probes)
@@ -212,6 +247,21 @@ class Terminal(Show):
             click.echo(f"Rebooting {host.describe()}; after the boot, run `tune verify`.")
         else:
             click.echo(f"Rebooting {host.describe()}; waiting up to {wait:g} s for it.")
+
+
+def boot_configuration(work: Work) -> list[str]:
+    """What of the boot configuration `work` changes: the files it writes (the boot loader's,
+    each container's config) and the boot tools it runs, in the order of the steps."""
+    named: list[str] = []
+    for step in work.steps:
+        if not boot_kind(step.kind):
+            continue
+        for op in step.do:
+            if isinstance(op, PutFile | DeleteFile):
+                named.append(op.path)
+            elif isinstance(op, BootTool | Command):
+                named.append(op.argv[0])
+    return list(dict.fromkeys(named))
 
 
 def _reboot_why(work: Work) -> None:
@@ -239,6 +289,9 @@ def _applied(done: Done, engine: Engine, job: ApplyJob) -> int:
     return ExitCode.IN_SYNC
 
 
+@exits(
+    ExitCode.IN_SYNC, ExitCode.HOST_ERROR, ExitCode.APPLY_FAILED, ExitCode.JOURNAL, ExitCode.USAGE
+)
 @click.command()
 @click.option("--root", metavar="DIR", help="Verify a snapshot directory instead of this machine.")
 @click.option(
@@ -247,7 +300,7 @@ def _applied(done: Done, engine: Engine, job: ApplyJob) -> int:
     help="Keep the boot configuration even when a probe gate fails after the boot.",
 )
 @click.option("--restart-containers", is_flag=True, help=RESTART_HELP)
-@remote_options
+@one_host_options
 def verify(
     root: str | None, keep_on_regression: bool, restart_containers: bool, remote: RemoteOptions
 ) -> int:
@@ -295,8 +348,6 @@ def _verified(
 
 def _one_remote(root: str | None, remote: RemoteOptions) -> Host:
     no_root(root)
-    if remote.is_fleet:
-        raise UsageError("this command works on one -H host at a time.")
     return remote.open()[0]
 
 
@@ -347,23 +398,50 @@ def summary(work: Work) -> str:
     return "\n".join(lines[:-1]) + "\n"
 
 
+@exits(
+    ExitCode.IN_SYNC,
+    ExitCode.HOST_ERROR,
+    ExitCode.APPLY_FAILED,
+    ExitCode.JOURNAL,
+    ExitCode.NOT_CONFIRMED,
+    ExitCode.USAGE,
+)
 @click.command()
 @click.argument("run_id", required=False)
 @click.option("--root", metavar="DIR", help=ROOT_HELP)
-@remote_options
-def rollback(run_id: str | None, root: str | None, remote: RemoteOptions) -> int:
+@yes_option
+@dry_run_option
+@one_host_options
+def rollback(
+    run_id: str | None, root: str | None, yes: bool, dry_run: bool, remote: RemoteOptions
+) -> int:
     """Restore the values a run recorded, in reverse order: by default the newest run, and
     the interrupted runs right before it (a run applied with --after-interrupted over one).
-    A damaged journal: the steps recorded before the damage are restored, then exit 6 with
-    the line that is damaged and what is left to check by hand."""
+    Asks first; without a terminal, only --yes goes on. A damaged journal: the steps
+    recorded before the damage are restored, then exit 6 with the line that is damaged and
+    what is left to check by hand."""
     from ..apply.orchestration import roll_back
 
     engine = _engine(root, remote)
-    try:
-        done = roll_back(engine, run_id)
-    finally:
-        engine.host.close()
     host = engine.host
+    try:
+        if dry_run:
+            for run in rollback_chain(host, run_id):  # read without the lock: no write
+                click.echo(_undo_text(run, host), nl=False)
+            return ExitCode.IN_SYNC
+
+        def approve(runs: list[Run]) -> None:
+            undone = [run for run in runs if run.outcome != "rolled-back" and run.steps]
+            if not undone:
+                return  # each is rolled back already: nothing to ask about
+            changes = sum(len(run.steps) for run in undone)
+            ids = ", ".join(run.run_id for run in undone)
+            question = f"Roll back {changes} changes of run {ids} on {host.describe()}?"
+            confirm(printable(question), yes=yes, command="tune rollback")
+
+        done = roll_back(engine, run_id, approve)
+    finally:
+        host.close()
     for one in done:
         if one.already:
             click.echo(f"Run {one.run_id} is already rolled back; nothing to do.")
@@ -384,57 +462,107 @@ def rollback(run_id: str | None, root: str | None, remote: RemoteOptions) -> int
     return ExitCode.IN_SYNC
 
 
+def _undo_text(run: Run, host: Host) -> str:
+    """What rolling back `run` would write: its steps undone, newest first."""
+    if run.outcome == "rolled-back" or not run.steps:
+        return f"Run {run.run_id} is already rolled back; nothing to do.\n"
+    undo = tuple(
+        dataclasses.replace(step, prior=step.desired, desired=step.prior, do=step.undo)
+        for _, step in reversed(run.steps)
+    )
+    title = f"Dry run of the rollback of run {run.run_id} on {host.describe()}, nothing written"
+    return dry_run_text(undo, host, title)
+
+
+@exits(ExitCode.IN_SYNC, ExitCode.HOST_ERROR, ExitCode.JOURNAL, ExitCode.USAGE)
 @click.command()
 @click.option("--root", metavar="DIR", help="Read a snapshot directory instead of this machine.")
 @format_option("text", "json")
 @remote_options
 def history(root: str | None, fmt: str, remote: RemoteOptions) -> int:
-    """List the runs journaled on the host: time, profile, outcome, number of changes. A
-    damaged journal's run is listed as far as it reads, outcome "damaged"; then exit 6."""
+    """List the runs journaled on the host(s): time, profile, outcome, number of changes. A
+    damaged journal's run is listed as far as it reads, outcome "damaged"; then exit 6. Over
+    several hosts, one table with a HOST column (JSON: one object per host)."""
+    if remote.is_fleet:
+        no_root(root)
+        return _fleet_history(remote, fmt)
     # Read-only: only apply and rollback write (mypy holds it).
     host: ReadableHost = _one_remote(root, remote) if remote.wanted else open_host(root)
     try:
         runs, damaged = every_run(host)
     finally:
         host.close()
-    _history_table(host, runs, {d.readable.run_id for d in damaged}, fmt)
+    rows = _history_rows(runs, damaged)
+    if fmt == "json":
+        click.echo(json.dumps(rows, indent=2))
+    elif rows:
+        _table(HISTORY_HEADER, [[str(r[key]) for key in HISTORY_KEYS] for r in rows])
+    else:
+        click.echo(f"No tune runs on {host.describe()}.")
     if damaged:  # after the table: the other runs are still worth seeing
         raise JournalError(*(p for d in damaged for p in d.problems()))
     return ExitCode.IN_SYNC
 
 
-def _history_table(host: ReadableHost, runs: list[Run], damaged: set[str], fmt: str) -> None:
-    rows = [
+HISTORY_KEYS = ("run_id", "started", "profile", "phase", "outcome", "changes")
+HISTORY_HEADER = ["RUN", "STARTED", "PROFILE", "PHASE", "OUTCOME", "CHANGES"]
+
+
+def _history_rows(runs: list[Run], damaged: list[DamagedJournal]) -> list[dict[str, Any]]:
+    broken = {d.readable.run_id for d in damaged}
+    return [
         {
             "run_id": run.run_id,
             "started": run.header.started if run.header else None,
             "finished": run.finished,
             "profile": run.header.profile if run.header else None,
             "phase": run.header.phase if run.header else None,
-            "outcome": "damaged" if run.run_id in damaged else run.outcome,
+            "outcome": "damaged" if run.run_id in broken else run.outcome,
             "changes": len(run.steps),
         }
         for run in runs
     ]
+
+
+def _fleet_history(remote: RemoteOptions, fmt: str) -> int:
+    """Every host's runs: one table, each row led by its host; unreachable hosts after it."""
+    from ..hosts.fleet import fleet_exit_code, for_each_host
+    from ..render.fleet import problems
+    from .remote import progress_on_terminal
+
+    results = for_each_host(remote.open(), every_run, remote.forks, progress_on_terminal())
+    damaged = [d for r in results if r.value is not None for d in r.value[1]]
     if fmt == "json":
-        click.echo(json.dumps(rows, indent=2))
-        return
-    if not rows:
-        click.echo(f"No tune runs on {host.describe()}.")
-        return
-    header = ("RUN", "STARTED", "PROFILE", "PHASE", "OUTCOME", "CHANGES")
-    table = [header] + [
-        (
-            str(r["run_id"]),
-            str(r["started"]),
-            str(r["profile"]),
-            str(r["phase"]),
-            str(r["outcome"]),
-            str(r["changes"]),
-        )
-        for r in rows
-    ]
-    cells = [[printable(cell) for cell in row] for row in table]  # the journals' own text
+        objects: list[dict[str, Any]] = []
+        for result in results:
+            if result.value is None:
+                objects.append({"host": result.name, "status": "error", "error": str(result.error)})
+                continue
+            status = "damaged" if result.value[1] else "ok"
+            rows = _history_rows(*result.value)
+            objects.append({"host": result.name, "status": status, "runs": rows})
+        click.echo(json.dumps(objects, indent=2))
+    else:
+        table: list[list[str]] = []
+        for result in results:
+            if result.value is None:
+                table.append([result.name, "-", "-", "-", "-", "error", "-"])
+                continue
+            rows = _history_rows(*result.value)
+            table += [[result.name, *(str(r[key]) for key in HISTORY_KEYS)] for r in rows]
+            if not rows:
+                table.append([result.name, "-", "-", "-", "-", "no runs", "-"])
+        _table(["HOST", *HISTORY_HEADER], table)
+        for result in results:
+            if result.error is not None:
+                click.echo(f"\n== {result.name}: error\n{problems(result)}")
+    if damaged:
+        raise JournalError(*(p for d in damaged for p in d.problems()))
+    return fleet_exit_code(results, lambda _: True)
+
+
+def _table(header: list[str], rows: list[list[str]]) -> None:
+    cells = [[printable(cell) for cell in row] for row in [header, *rows]]  # the journals' text
     widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
     for row in cells:
         click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())

@@ -1,8 +1,10 @@
-"""The command line's remote hosts: `-H`, `--inventory` and the SSH options.
+"""The command line's remote hosts: `-H`, `-i/--inventory` and the SSH options.
 
-Every command that reads hosts (plan and snapshot; check and apply later) takes the same options
-through `remote_options`. The SSH module, and with it fabric and paramiko, is imported only
-when a command really goes remote.
+Commands that work across hosts (plan, check, apply, audit) take every option through
+`remote_options`; commands that work on one host (snapshot, report, history, rollback, verify)
+take `one_host_options`: a single -H and the SSH options, no --inventory, --limit or --forks,
+so that --help offers only what works. The SSH module, and with it fabric and paramiko, is
+imported only when a command really goes remote.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import functools
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
@@ -40,7 +42,10 @@ class RemoteOptions:
 
     def __post_init__(self) -> None:
         if self.limit is not None and self.inventory is None:
-            raise UsageError("--limit selects hosts of an --inventory; none was given.")
+            raise UsageError(
+                "--limit selects hosts of an inventory; give -i, or set inventory in "
+                "~/.config/tune/config.toml (see `tune config`)."
+            )
 
     @property
     def wanted(self) -> bool:
@@ -52,11 +57,12 @@ class RemoteOptions:
         return self.inventory is not None or len(self.hosts) > 1
 
     def targets(self) -> list[Target]:
-        from ..hosts.targets import load_inventory, parse_host
+        from ..hosts.inventory import inventory_targets
+        from ..hosts.targets import parse_host
 
         found = [parse_host(h) for h in self.hosts]
         if self.inventory is not None:
-            found += load_inventory(self.inventory).select(self.limit)
+            found += inventory_targets(self.inventory, self.limit)
         names = [t.name for t in found]
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:
@@ -81,21 +87,30 @@ class RemoteOptions:
         return [setup.host(t) for t in targets]
 
 
-_OPTIONS = [
+_HOST_HELP = "Read this host over SSH{}; ~/.ssh/config aliases work."
+_FLEET_OPTIONS = [
     click.option(
         "-H",
         "--host",
         "hosts",
         multiple=True,
         metavar="[USER@]HOST[:PORT]",
-        help="Read this host over SSH (repeatable); ~/.ssh/config aliases work.",
+        help=_HOST_HELP.format(" (repeatable)"),
     ),
     click.option(
+        "-i",
         "--inventory",
-        type=click.Path(exists=True, dir_okay=False),
-        help="Ansible inventory (INI or YAML) of hosts to read over SSH.",
+        type=click.Path(exists=True, allow_dash=True),
+        help="Ansible inventory of hosts to reach over SSH: an INI or YAML file or a directory "
+        "of them (group_vars/ and host_vars/ beside it are read), or the JSON of "
+        "`ansible-inventory --list` (a .json file, or - for standard input).",
     ),
-    click.option("--limit", metavar="PATTERN", help="Only these inventory hosts or groups."),
+    click.option(
+        "--limit",
+        metavar="PATTERN",
+        help="Only these inventory hosts, as Ansible's --limit: a:b, a:&b, a:!b, *, ~regex, "
+        "group[0], @file.",
+    ),
     click.option(
         "--forks",
         type=click.IntRange(1, 1000),
@@ -103,6 +118,12 @@ _OPTIONS = [
         show_default=True,
         help="Hosts to work on at once.",
     ),
+]
+# Repeatable only to refuse a second -H by name: click would otherwise keep the last one.
+_ONE_HOST_OPTION = click.option(
+    "-H", "--host", "host", multiple=True, metavar="[USER@]HOST[:PORT]", help=_HOST_HELP.format("")
+)
+_SSH_OPTIONS = [
     click.option("--sudo", is_flag=True, help="Read as root through passwordless sudo."),
     click.option(
         "--ssh-config",
@@ -129,21 +150,54 @@ _OPTIONS = [
         help="Seconds for a host to answer.",
     ),
 ]
-_FIELDS = [f.name for f in fields(RemoteOptions)]
+_SSH_FIELDS = ["sudo", "ssh_config", "accept_new_host_keys", "connect_timeout", "command_timeout"]
+_FLEET_FIELDS = ["hosts", "inventory", "limit", "forks"]
+
+
+def _decorated(
+    command: Callable[..., int],
+    options: list[Any],
+    remote: Callable[[dict[str, Any]], RemoteOptions],
+) -> Callable[..., int]:
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> int:
+        return command(*args, remote=remote(kwargs), **kwargs)
+
+    decorated: Callable[..., int] = wrapper
+    for option in reversed(options):
+        decorated = option(decorated)
+    return decorated
+
+
+def _settings(kwargs: dict[str, Any]) -> dict[str, Any]:
+    return {name: kwargs.pop(name) for name in _SSH_FIELDS}
 
 
 def remote_options(command: Callable[..., int]) -> Callable[..., int]:
-    """Add the remote-host options to a click command; it receives them as `remote`."""
+    """Add the options of a command that works across hosts; it receives them as `remote`."""
 
-    @functools.wraps(command)
-    def wrapper(*args: Any, **kwargs: Any) -> int:
-        remote = RemoteOptions(**{name: kwargs.pop(name) for name in _FIELDS})
-        return command(*args, remote=remote, **kwargs)
+    def remote(kwargs: dict[str, Any]) -> RemoteOptions:
+        fleet = {name: kwargs.pop(name) for name in _FLEET_FIELDS}
+        if fleet["limit"] is not None and fleet["inventory"] is None:
+            from .config import configured_inventory
 
-    decorated: Callable[..., int] = wrapper
-    for option in reversed(_OPTIONS):
-        decorated = option(decorated)
-    return decorated
+            fleet["inventory"] = configured_inventory()
+        return RemoteOptions(**fleet, **_settings(kwargs))
+
+    return _decorated(command, [*_FLEET_OPTIONS, *_SSH_OPTIONS], remote)
+
+
+def one_host_options(command: Callable[..., int]) -> Callable[..., int]:
+    """Add the options of a command that works on one host: one -H and the SSH options."""
+
+    def remote(kwargs: dict[str, Any]) -> RemoteOptions:
+        hosts = kwargs.pop("host")
+        if len(hosts) > 1:
+            name = click.get_current_context().command_path
+            raise UsageError(f"{name} works on one host; give a single -H.")
+        return RemoteOptions(hosts=hosts, **_settings(kwargs))
+
+    return _decorated(command, [_ONE_HOST_OPTION, *_SSH_OPTIONS], remote)
 
 
 def progress_on_terminal() -> Callable[[int, int], None] | None:

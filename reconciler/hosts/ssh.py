@@ -257,7 +257,10 @@ class SshHost(ShellHost):
     def command(self) -> str:
         """What the login shell runs: a POSIX sh that reads tune's script on standard input,
         so the user's login shell (bash, zsh, fish) never parses the script itself."""
-        return "sudo -n -- sh" if self.setup.settings.sudo else "sh"
+        sudo = self.target.sudo
+        # The inventory's ansible_become wins over --sudo, as Ansible's variables win over
+        # its command line.
+        return "sudo -n -- sh" if (self.setup.settings.sudo if sudo is None else sudo) else "sh"
 
     def run_script(self, script: str, timeout: float | None = None) -> ScriptResult:
         transport = self._transport()

@@ -6,8 +6,9 @@ import json
 
 import click
 
-from ..cli.options import format_option
-from ..cli.remote import RemoteOptions, on_one_host, remote_options
+from ..cli.exits import COMPARES, exits
+from ..cli.options import format_option, profile_argument
+from ..cli.remote import RemoteOptions, on_one_host, one_host_options
 from ..errors import ExitCode, UsageError
 from ..hosts.base import Host
 from ..profile.load import load_profile
@@ -15,11 +16,12 @@ from ..profile.load import load_profile
 ROOT_HELP = "Read the host from a snapshot directory instead of this machine."
 
 
+@exits(*COMPARES)
 @click.command("probe")
-@click.argument("profile", type=click.Path(exists=True, dir_okay=False, readable=True))
+@profile_argument()
 @click.option("--root", metavar="PATH", help=ROOT_HELP)
 @format_option("text", "json")
-@remote_options
+@one_host_options
 def probe_cmd(profile: str, root: str | None, fmt: str, remote: RemoteOptions) -> int:
     """Run PROFILE's probes on the host and print median, min and max of each.
 
@@ -38,8 +40,6 @@ def probe_cmd(profile: str, root: str | None, fmt: str, remote: RemoteOptions) -
     loaded = load_profile(profile)
     if not loaded.profile.probes:
         raise UsageError(f"{profile} defines no probes.")
-    if remote.is_fleet:
-        raise UsageError("tune probe measures one -H host at a time.")
     probes = loaded.profile.probes
 
     def measure(host: Host) -> list[ProbeResult]:

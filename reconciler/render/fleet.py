@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import click
 
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from ..apply.engines import ApplyResult
 
 Renderer = Callable[[Plan, bool], str]
+T = TypeVar("T")
 
 
 def problems(result: HostResult[Any]) -> str:
@@ -95,7 +96,13 @@ def table(header: list[str], rows: list[list[str]], color: bool) -> list[str]:
     return [line(row, n) for n, row in enumerate(rows)]
 
 
-SHADES = {"error": "red", "rolled back": "red", "in sync": "green", "applied": "green"}
+SHADES = {
+    "error": "red",
+    "rolled back": "red",
+    "in sync": "green",
+    "applied": "green",
+    "clean": "green",
+}
 
 
 def text(results: Sequence[HostResult[Plan]], color: bool, each: Renderer) -> str:
@@ -109,30 +116,61 @@ def text(results: Sequence[HostResult[Plan]], color: bool, each: Renderer) -> st
     return "\n".join(out) + "\n"
 
 
-def markdown(results: Sequence[HostResult[Plan]], each: Renderer) -> str:
-    out = ["# Fleet audit", "", "| " + " | ".join(HEADER) + " |"]
-    out.append("|" + "---|" * len(HEADER))
-    out += ["| " + " | ".join(md.text(cell) for cell in _row(r)) + " |" for r in results]
-    out += ["", totals(results)]
+def hosts_markdown(
+    header: list[str],
+    rows: list[list[str]],
+    summary: str,
+    results: Sequence[HostResult[T]],
+    each: Callable[[T], str | None],
+) -> str:
+    """A table of hosts, the summary, then each failed host's problems and what `each` says of
+    every other host (None: nothing)."""
+    out = ["# Fleet audit", "", "| " + " | ".join(header) + " |"]
+    out.append("|" + "---|" * len(header))
+    out += ["| " + " | ".join(md.text(cell) for cell in row) + " |" for row in rows]
+    out += ["", summary]
     for result in results:
         if result.error is not None:  # a list: a problem quoting the host starts no block
             lines = problems(result).split("\n")
             out += ["", f"# {md.text(result.name)}: error", "", *(f"- {md.text(p)}" for p in lines)]
-        elif result.value is not None and not result.value.is_clean:
-            out += ["", each(result.value, False).rstrip("\n")]
+        elif result.value is not None:
+            shown = each(result.value)
+            out += [] if shown is None else ["", shown.rstrip("\n")]
     return "\n".join(out) + "\n"
 
 
-def as_json(results: Sequence[HostResult[Plan]]) -> str:
+def markdown(results: Sequence[HostResult[Plan]], each: Renderer) -> str:
+    def details(plan: Plan) -> str | None:
+        return None if plan.is_clean else each(plan, False)
+
+    rows = [_row(r) for r in results]
+    return hosts_markdown(HEADER, rows, totals(results), results, details)
+
+
+class Reported(Protocol):
+    def to_json(self) -> dict[str, Any]: ...
+
+
+R = TypeVar("R", bound=Reported)
+
+
+def hosts_json(
+    results: Sequence[HostResult[R]], status_of: Callable[[HostResult[R]], str], key: str
+) -> str:
+    """One object per host: its name, status, and the error or the one-host JSON under `key`."""
     objects: list[dict[str, Any]] = []
     for result in results:
-        entry: dict[str, Any] = {"host": result.name, "status": status(result)}
+        entry: dict[str, Any] = {"host": result.name, "status": status_of(result)}
         if result.error is not None:
             entry["error"] = str(result.error)
         if result.value is not None:
-            entry["plan"] = result.value.to_json()
+            entry[key] = result.value.to_json()
         objects.append(entry)
     return json.dumps(objects, indent=2) + "\n"
+
+
+def as_json(results: Sequence[HostResult[Plan]]) -> str:
+    return hosts_json(results, status, "plan")
 
 
 APPLIED_HEADER = ["HOST", "RESULT", "CHANGES", "RUN"]

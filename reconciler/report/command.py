@@ -7,9 +7,10 @@ from typing import TYPE_CHECKING
 
 import click
 
+from ..cli.exits import exits
 from ..cli.options import format_option
-from ..cli.remote import RemoteOptions, on_one_host, remote_options
-from ..errors import ExitCode, HostError, UsageError
+from ..cli.remote import RemoteOptions, on_one_host, one_host_options
+from ..errors import ExitCode, HostError
 
 if TYPE_CHECKING:
     from ..apply.journal import Run
@@ -19,12 +20,13 @@ if TYPE_CHECKING:
 ROOT_HELP = "Read the runs of a snapshot directory instead of this machine."
 
 
+@exits(ExitCode.IN_SYNC, ExitCode.HOST_ERROR, ExitCode.JOURNAL, ExitCode.USAGE)
 @click.command("report")
 @click.argument("run_id", required=False)
 @click.option("--root", metavar="DIR", help=ROOT_HELP)
 @click.option("-o", "--output", metavar="FILE", help="Write the report to FILE, not stdout.")
 @format_option("markdown", "json")
-@remote_options
+@one_host_options
 def report_cmd(
     run_id: str | None, root: str | None, output: str | None, fmt: str, remote: RemoteOptions
 ) -> int:
@@ -35,8 +37,6 @@ def report_cmd(
     from .build import build
     from .render import as_json, markdown
 
-    if remote.is_fleet:
-        raise UsageError("tune report reads one -H host at a time.")
     run, summary = on_one_host(root, remote, lambda host: _read(host, run_id))
     chosen = run.run_id
     data = build(run, None if summary is None else summary.to_json())

@@ -1,0 +1,116 @@
+"""What comes with an installed tune: its bundled profiles, the systemd and cron examples with
+the installed command's path filled in, shell completion and the man page."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import sys
+from importlib import resources
+from pathlib import Path
+
+import click
+
+from ..errors import ExitCode, UsageError
+from .exits import exits
+from .options import format_option
+
+# A `tune` that runs a subcommand, as the examples write it (never `/var/lib/tune`).
+_COMMAND = re.compile(r"(?<![\w/.-])(?:/usr/local/bin/)?tune(?= (?:check|apply|plan)\b)")
+
+
+@exits(ExitCode.IN_SYNC, ExitCode.USAGE)
+@click.command("profiles")
+@format_option("text", "json")
+def profiles_cmd(fmt: str) -> int:
+    """List the profiles bundled with tune; `tune plan NAME` takes a name (a path that exists
+    wins)."""
+    from ..profile.bundled import bundled
+    from ..profile.load import load_profile
+
+    rows = []
+    for profile in bundled():
+        loaded = load_profile(profile.path).profile
+        rows.append(
+            {"name": profile.name, "description": loaded.description, "path": str(profile.path)}
+        )
+    if fmt == "json":
+        click.echo(json.dumps(rows, indent=2))
+        return ExitCode.IN_SYNC
+    width = max((len(r["name"]) for r in rows), default=0)
+    for row in rows:
+        click.echo(f"{row['name'].ljust(width)}  {row['description']}".rstrip())
+    return ExitCode.IN_SYNC
+
+
+def examples_directory() -> Path:
+    return Path(str(resources.files("reconciler") / "examples"))
+
+
+def tune_command() -> str:
+    """The installed `tune`: beside this interpreter (a virtual environment, pipx), else on
+    PATH."""
+    beside = Path(sys.executable).parent / "tune"
+    if beside.exists():
+        return str(beside)
+    return shutil.which("tune") or "tune"
+
+
+@exits(ExitCode.IN_SYNC, ExitCode.USAGE)
+@click.command("examples")
+@click.argument("name", required=False)
+@click.argument("file", required=False)
+def examples_cmd(name: str | None, file: str | None) -> int:
+    """Print an installed example (systemd, cron) with the path of this tune filled in; with
+    FILE, only that file, ready to redirect into place. Without NAME, list them."""
+    directory = examples_directory()
+    available = sorted(p.name for p in directory.iterdir() if p.is_dir())
+    if name is None:
+        for example in available:
+            listed = ", ".join(sorted(p.name for p in (directory / example).iterdir()))
+            click.echo(f"{example}: {listed} (in {directory / example})")
+        return ExitCode.IN_SYNC
+    if name not in available:
+        raise UsageError(f"no example {name!r}; there are: {', '.join(available)}.")
+    files = sorted((directory / name).iterdir())
+    if file is not None:
+        files = [p for p in files if p.name == file]
+        if not files:
+            raise UsageError(f"example {name} has no file {file!r}.")
+    command = tune_command()
+    for index, path in enumerate(files):
+        text = _COMMAND.sub(command.replace("\\", "\\\\"), path.read_text(encoding="utf-8"))
+        if len(files) > 1:
+            click.echo(("\n" if index else "") + f"# ==> {path.name} <==")
+        click.echo(text, nl=False)
+    return ExitCode.IN_SYNC
+
+
+@exits(ExitCode.IN_SYNC, ExitCode.USAGE)
+@click.command("completion")
+@click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
+def completion_cmd(shell: str) -> int:
+    """Print the shell completion script (click's). bash: `eval "$(tune completion bash)"` in
+    ~/.bashrc; zsh: the same in ~/.zshrc; fish: `tune completion fish >
+    ~/.config/fish/completions/tune.fish`."""
+    from click.shell_completion import get_completion_class
+
+    root = click.get_current_context().find_root().command
+    completion = get_completion_class(shell)
+    assert completion is not None  # the choice holds only shells click knows
+    click.echo(completion(root, {}, "tune", "_TUNE_COMPLETE").source())
+    return ExitCode.IN_SYNC
+
+
+@exits(ExitCode.IN_SYNC, ExitCode.USAGE)
+@click.command("man")
+def man_cmd() -> int:
+    """Print tune(1), written from these commands' help: `tune man >
+    /usr/local/share/man/man1/tune.1`, or `tune man | man -l -`."""
+    from .manpage import manual
+
+    root = click.get_current_context().find_root()
+    assert isinstance(root.command, click.Group)
+    click.echo(manual(root.command, root), nl=False)
+    return ExitCode.IN_SYNC

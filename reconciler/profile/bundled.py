@@ -1,0 +1,44 @@
+"""The profiles that come with tune, found by name: `tune plan blackwell-8x` after a pipx
+install, from any directory. A path that exists always wins over a bundled name."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from ..errors import UsageError
+
+SUFFIX = ".yaml"
+
+
+@dataclass(frozen=True)
+class BundledProfile:
+    name: str
+    path: Path
+
+
+def directory() -> Path:
+    return Path(str(resources.files("reconciler") / "profiles"))
+
+
+def bundled() -> list[BundledProfile]:
+    found = sorted(directory().glob(f"*{SUFFIX}"))
+    return [BundledProfile(path.name.removesuffix(SUFFIX), path) for path in found]
+
+
+def resolve(spec: str) -> str:
+    """`spec` as a path when one exists there, else the bundled profile of that name."""
+    if Path(spec).exists():
+        return spec
+    if "/" in spec:
+        raise UsageError(f"{spec}: no such file.")
+    name = spec.removesuffix(SUFFIX)
+    for profile in bundled():
+        if profile.name == name:
+            return str(profile.path)
+    names = ", ".join(p.name for p in bundled())
+    raise UsageError(
+        f"{spec}: no such file, and no bundled profile of that name "
+        f"(`tune profiles` lists them: {names})."
+    )

@@ -1,0 +1,195 @@
+"""tune installed like a tool: bundled profiles by name, the examples with the installed path
+filled in, shell completion, the man page, and defaults from config files and TUNE_*."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import PROFILES, PROJECT, UNTUNED, run_tune
+
+from reconciler.cli import config
+
+TUNE = Path(sys.executable).parent / "tune"
+
+
+def test_a_wheel_installed_in_a_fresh_venv_plans_with_a_bundled_profile_from_anywhere(
+    tmp_path: Path,
+) -> None:
+    """What `pipx install` does: a wheel into a new virtual environment, run from elsewhere."""
+    # Built from a copy: setuptools writes build/ and *.egg-info beside the sources.
+    source = tmp_path / "source"
+    skip = shutil.ignore_patterns("__pycache__", "*.egg-info")
+    shutil.copytree(PROJECT / "reconciler", source / "reconciler", ignore=skip)
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(PROJECT / name, source / name)
+    wheels = tmp_path / "wheels"
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", wheels, source],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert built.returncode == 0, built.stderr
+    (wheel,) = wheels.glob("tune_gpu_host-*.whl")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    installed = subprocess.run(
+        [venv / "bin/pip", "install", "-q", wheel], capture_output=True, text=True, timeout=600
+    )
+    assert installed.returncode == 0, installed.stderr
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    plan = subprocess.run(
+        [venv / "bin/tune", "plan", "blackwell-8x", "--root", UNTUNED],
+        capture_output=True,
+        text=True,
+        cwd=elsewhere,
+        timeout=300,
+    )
+    assert plan.returncode == 2, plan.stderr
+    assert "Plan: 286 to change" in plan.stdout
+    cron = subprocess.run(
+        [venv / "bin/tune", "examples", "cron"], capture_output=True, text=True, check=True
+    )
+    assert f"flock -n /var/lib/tune {venv / 'bin/tune'} check --quiet" in cron.stdout
+
+
+def test_profiles_lists_the_bundled_ones_with_their_descriptions() -> None:
+    result = run_tune("profiles")
+    assert result.code == 0
+    assert result.out.splitlines() == [
+        "base-gpu-inference  Kernel, memory and network settings for any GPU inference host",
+        "blackwell-8x        8x RTX PRO 6000 Blackwell, 2x EPYC 9335, Proxmox host serving "
+        "SGLang from LXC 101",
+    ]
+
+
+def test_a_bundled_name_resolves_and_a_path_that_exists_wins(tmp_path: Path) -> None:
+    by_name = run_tune("plan", "blackwell-8x", "--root", UNTUNED, "--format", "json")
+    by_path = run_tune(
+        "plan", PROFILES / "blackwell-8x.yaml", "--root", UNTUNED, "--format", "json"
+    )
+    assert (by_name.code, by_name.out) == (by_path.code, by_path.out)
+    # The autouse fixture runs every test in tmp_path: a file of that name there wins.
+    (tmp_path / "blackwell-8x").write_text("name: mine\nsysctl:\n  vm.swappiness: {value: 10}\n")
+    assert "valid profile 'mine'" in run_tune("validate", "blackwell-8x").out
+    missing = run_tune("plan", "no-such-profile", "--root", UNTUNED)
+    assert missing.code == 64
+    assert "no-such-profile: no such file, and no bundled profile of that name" in missing.err
+    assert run_tune("plan", "./missing.yaml").err.endswith("./missing.yaml: no such file.\n")
+
+
+def test_examples_are_printed_with_this_tune_s_path() -> None:
+    cron = run_tune("examples", "cron")
+    assert cron.code == 0
+    assert f"flock -n /var/lib/tune {TUNE} check --quiet --since-apply" in cron.out
+    timer = run_tune("examples", "systemd", "tune-check.timer")
+    assert timer.out == (PROJECT / "examples/systemd/tune-check.timer").read_text()
+    service = run_tune("examples", "systemd").out
+    assert f"ExecStart={TUNE} check --quiet" in service
+    assert "# ==> tune-check.service <==" in service and "# ==> tune-check.timer <==" in service
+    assert run_tune("examples", "launchd").code == 64
+
+
+def test_completion_scripts_complete_commands_and_options() -> None:
+    for shell in ("bash", "zsh", "fish"):
+        result = run_tune("completion", shell)
+        assert result.code == 0 and "_TUNE_COMPLETE" in result.out, shell
+    env = {
+        **os.environ,
+        "_TUNE_COMPLETE": "bash_complete",
+        "COMP_WORDS": "tune pro",
+        "COMP_CWORD": "1",
+    }
+    done = subprocess.run([TUNE], capture_output=True, text=True, env=env, timeout=60)
+    assert done.stdout.split() == ["plain,probe", "plain,profiles"]
+    env |= {"COMP_WORDS": "tune audit --inv", "COMP_CWORD": "2"}
+    done = subprocess.run([TUNE], capture_output=True, text=True, env=env, timeout=60)
+    assert done.stdout.split() == ["plain,--inventory"]
+
+
+@pytest.mark.skipif(shutil.which("groff") is None, reason="needs groff (groff-base)")
+def test_the_man_page_is_valid_roff_naming_every_command(tmp_path: Path) -> None:
+    page = run_tune("man").out
+    checked = subprocess.run(
+        ["groff", "-man", "-Tutf8", "-ww", "-z"], input=page, capture_output=True, text=True
+    )
+    assert (checked.returncode, checked.stderr) == (0, "")
+    commands = run_tune("--help").out.split("Commands:")[1].split()
+    for name in ("plan", "apply", "audit", "profiles", "config", "completion"):
+        assert name in commands
+        assert f'.SS "tune {name}' in page, name
+
+
+@pytest.fixture
+def config_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    system = tmp_path / "etc/tune/config.toml"
+    user = tmp_path / "home/.config/tune/config.toml"
+    system.parent.mkdir(parents=True)
+    user.parent.mkdir(parents=True)
+    monkeypatch.setattr(config, "SYSTEM", system)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "home/.config"))
+    for key in config.KEYS:
+        monkeypatch.delenv(config.ENV_PREFIX + key.upper(), raising=False)
+    return system, user
+
+
+def test_config_files_then_the_environment_then_the_command_line(
+    config_files: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    system, user = config_files
+    system.write_text('forks = 5\nsudo = true\ninventory = "/etc/ansible/hosts"\n')
+    user.write_text("forks = 6\n")
+    ssh_config = tmp_path / "ssh_config"
+    ssh_config.write_text("Host *\n")
+    monkeypatch.setenv("TUNE_SSH_CONFIG", str(ssh_config))
+    shown = [line.split() for line in run_tune("config").out.splitlines()]
+    assert shown == [
+        ["inventory", "/etc/ansible/hosts", str(system)],
+        ["forks", "6", str(user)],
+        ["ssh_config", str(ssh_config), "TUNE_SSH_CONFIG"],
+        ["sudo", "true", str(system)],
+    ]
+    monkeypatch.setenv("TUNE_FORKS", "7")
+    assert "[default: 7;" in run_tune("plan", "--help").out
+
+
+def test_the_configured_inventory_serves_limit_and_never_a_bare_command(
+    config_files: tuple[Path, Path], tmp_path: Path
+) -> None:
+    _, user = config_files
+    inventory = tmp_path / "hosts.ini"
+    inventory.write_text("[gpu]\ng1 ansible_port=x\n")
+    user.write_text(f'inventory = "{inventory}"\n')
+    # A bare plan stays on this machine (here: the snapshot); --limit reaches the inventory.
+    assert run_tune("plan", "blackwell-8x", "--root", UNTUNED).code == 2
+    limited = run_tune("plan", "blackwell-8x", "--limit", "gpu")
+    assert (limited.code, limited.err) == (
+        64,
+        f"{inventory}: g1: ansible_port 'x' is not a number.\n",
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("forks = 0\n", "forks = 0: expected a number from 1 to 1000."),
+        ("colour = true\n", "unknown setting 'colour' (tune reads inventory, forks, ssh_config"),
+        ("forks = \n", "not valid TOML"),
+    ],
+)
+def test_a_bad_config_file_is_one_line_naming_it(
+    config_files: tuple[Path, Path], text: str, message: str
+) -> None:
+    _, user = config_files
+    user.write_text(text)
+    result = run_tune("config")
+    assert result.code == 64
+    assert result.err.startswith(f"{user}: ") and message in result.err
+    assert result.err.count("\n") == 1
