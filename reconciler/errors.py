@@ -14,6 +14,7 @@ class ExitCode:
     UNFINISHED_RUN = 5
     JOURNAL = 6  # a run journal tune cannot read or understand (damaged, unreadable, too large)
     NOT_CONFIRMED = 7  # the operator said no, or could not be asked: nothing was written
+    BOOT_CONFIG_UNKNOWN = 8  # the configured kernel command line cannot be known exactly
     USAGE = 64
     INVALID_PROFILE = 65
     INTERNAL = 70  # sysexits' EX_SOFTWARE: a bug of tune's
@@ -38,6 +39,8 @@ EXIT_CODES: dict[int, str] = {
     "and line, and what can still be rolled back)",
     ExitCode.NOT_CONFIRMED: "not confirmed: the answer was no, or there was no terminal to ask "
     "and no `--yes`; nothing was written",
+    ExitCode.BOOT_CONFIG_UNKNOWN: "the configured kernel command line cannot be known exactly "
+    "(the message names the file and line tune cannot evaluate); nothing was written",
     ExitCode.USAGE: "usage error",
     ExitCode.INVALID_PROFILE: "invalid profile (`FILE:LINE:COL: message` on stderr)",
     ExitCode.INTERNAL: "internal error, a bug of tune's (`TUNE_DEBUG=1` shows the traceback)",
@@ -83,6 +86,14 @@ class JournalError(HostError):
     (and the line) and says what can still be rolled back."""
 
     exit_code = ExitCode.JOURNAL
+
+
+class BootConfigUnknown(HostError):
+    """The boot configuration's command line cannot be known exactly (a GRUB file tune cannot
+    evaluate, a drop-in after tune's that overrides it): writing from a guess could drop
+    parameters nobody asked to drop, so nothing is written."""
+
+    exit_code = ExitCode.BOOT_CONFIG_UNKNOWN
 
 
 class NoSpace(HostError):

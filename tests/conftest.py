@@ -82,6 +82,16 @@ def tuned(tmp_path: Path) -> Path:
     return copy_host(TUNED, tmp_path / "tuned")
 
 
+def booted_by_systemd_boot(root: Path) -> None:
+    """A UEFI boot started by systemd-boot: its LoaderInfo EFI variable (4 attribute bytes, then
+    UTF-16), which is how tune tells proxmox-boot-tool's systemd-boot mode from its GRUB mode."""
+    write(
+        root,
+        "/sys/firmware/efi/efivars/LoaderInfo-4a67b082-0a4c-41cf-b6c7-440b29bb8c4f",
+        b"\x06\x00\x00\x00" + "systemd-boot 252.30\0".encode("utf-16-le"),
+    )
+
+
 def write(root: Path, path: str, content: str | bytes) -> Path:
     """Write a file inside a snapshot root (`path` is absolute on the host)."""
     target = root / path.lstrip("/")

@@ -11,7 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from conftest import profile, write
+from conftest import booted_by_systemd_boot, profile, write
 from small_host import tree
 
 from reconciler.apply.engine import execute, prepare, rollback
@@ -199,6 +199,7 @@ def test_a_failed_promotion_rolls_the_whole_boot_configuration_back(tmp_path: Pa
             lambda r: (
                 write(r, fmt.KERNEL_CMDLINE, "root=ZFS=rpool quiet\n"),
                 write(r, fmt.PROXMOX_BOOT_UUIDS, "ABCD\n"),
+                booted_by_systemd_boot(r),
             ),
             "not try-once: proxmox-boot-tool regenerates every boot entry",
         ),

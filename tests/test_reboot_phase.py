@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from conftest import BLACKWELL, profile, run_tune, write
+from conftest import BLACKWELL, booted_by_systemd_boot, profile, run_tune, write
 from small_host import tree
 
 from reconciler.apply.engine import execute, prepare, rollback
@@ -76,6 +76,19 @@ def kernel_cmdline(root: Path, proxmox: bool) -> None:
     write(root, fmt.KERNEL_CMDLINE, "root=ZFS=rpool/ROOT/pve-1 boot=zfs quiet nomodeset\n")
     if proxmox:
         write(root, fmt.PROXMOX_BOOT_UUIDS, "# This file is managed by proxmox-boot-tool\nABCD\n")
+        booted_by_systemd_boot(root)
+
+
+def proxmox_grub(root: Path, uefi: bool) -> None:
+    """proxmox-boot-tool keeping GRUB on its ESPs (legacy BIOS, or `init DEV grub` on UEFI):
+    the boot uses /etc/default/grub, and /etc/kernel/cmdline, stale here, is not read."""
+    grub(root, True, False)
+    write(root, fmt.KERNEL_CMDLINE, "root=ZFS=rpool/ROOT/pve-1 boot=zfs\n")
+    write(root, fmt.PROXMOX_BOOT_UUIDS, "# This file is managed by proxmox-boot-tool\nABCD\n")
+    if uefi:  # GRUB started this boot: EFI variables, none of them systemd-boot's LoaderInfo
+        write(
+            root, "/sys/firmware/efi/efivars/BootCurrent-8be4df61-93ca-11d2-aa0d-00e098032b8c", b""
+        )
 
 
 def grubby(root: Path) -> None:
@@ -89,16 +102,42 @@ def grubby(root: Path) -> None:
         )
 
 
+def grubby_kernelopts(root: Path) -> None:
+    """RHEL 8: the entries say `options $kernelopts $tuned_params`, and grubby edits kernelopts
+    in the GRUB environment block."""
+    write(root, fmt.REDHAT_RELEASE, "AlmaLinux release 8.10 (Cerulean Leopard)\n")
+    for name in ("a", "b"):
+        write(
+            root,
+            f"/boot/loader/entries/{name}.conf",
+            f"title Alma {name}\nversion 4.18\nlinux /vmlinuz\n"
+            "initrd /initramfs $tuned_initrd\noptions $kernelopts $tuned_params\n",
+        )
+    block = (
+        "# GRUB Environment Block\nsaved_entry=a\nkernelopts=root=/dev/sda1 ro quiet nomodeset\n"
+    )
+    write(root, fmt.GRUBENV, block + "#" * (1024 - len(block)))
+
+
 LAYOUTS = {
     "grub, drop-in dir": (lambda r: grub(r, True, False), ("update-grub",)),
     "grub, no drop-in dir": (lambda r: grub(r, False, False), ("update-grub",)),
     "grub, GRUB_DEFAULT=saved": (lambda r: grub(r, True, True), ("update-grub",)),
     "proxmox-boot-tool": (lambda r: kernel_cmdline(r, True), ("proxmox-boot-tool", "refresh")),
+    "proxmox-boot-tool, GRUB, legacy BIOS": (
+        lambda r: proxmox_grub(r, False),
+        ("proxmox-boot-tool", "refresh"),
+    ),
+    "proxmox-boot-tool, GRUB, UEFI": (
+        lambda r: proxmox_grub(r, True),
+        ("proxmox-boot-tool", "refresh"),
+    ),
     "kernel-install": (
         lambda r: kernel_cmdline(r, False),
         ("kernel-install", "add", "6.14.8-2-pve", "/boot/vmlinuz-6.14.8-2-pve"),
     ),
     "grubby": (grubby, None),
+    "grubby, RHEL 8 kernelopts": (grubby_kernelopts, None),
 }
 
 
@@ -122,7 +161,7 @@ def configured(host: BootTools) -> dict[str, str]:
 
 def menu(root: Path) -> str:
     """What the boot loader will actually read next boot."""
-    for path in (GRUB_CFG, ESP_ENTRY, "/boot/loader/entries/a.conf"):
+    for path in (GRUB_CFG, ESP_ENTRY, fmt.GRUBENV, "/boot/loader/entries/a.conf"):
         if (root / path.lstrip("/")).exists():
             return (root / path.lstrip("/")).read_text()
     raise AssertionError("no boot menu")
@@ -148,7 +187,9 @@ def test_every_boot_layout_applies_verifies_and_rolls_back(tmp_path: Path, name:
     assert "amd_pstate=active" in menu(root) and "nomodeset" not in menu(root)
     tool = LAYOUTS[name][1]
     if tool is None:
-        assert "processor.max_cstate=1" in (root / "boot/loader/entries/b.conf").read_text()
+        # grubby edits every entry, or on RHEL 8 the kernelopts they all use.
+        edited = "boot/grub2/grubenv" if "kernelopts" in name else "boot/loader/entries/b.conf"
+        assert "processor.max_cstate=1" in (root / edited).read_text()
     else:
         assert host.calls == [tool] * 3
 

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from conftest import write
+from conftest import booted_by_systemd_boot, write
 from small_host import tree
 from test_reboot import BOOT_ID_BEFORE, apply_with_reboot
 
@@ -98,6 +98,7 @@ def proxmox_host(tmp_path: Path, fail: str | None = None) -> BootTools:
     esp = "/boot/efi/loader"
     write(root, fmt.KERNEL_CMDLINE, OLD_LINE + "\n")
     write(root, fmt.PROXMOX_BOOT_UUIDS, "ABCD-1234\n")
+    booted_by_systemd_boot(root)
     write(root, f"{esp}/loader.conf", "default proxmox-6.8.12-4*\ntimeout 3\n")
     write(root, f"{esp}/entries/proxmox-6.5.13-1-pve.conf", entry("old", "6.5.13-1-pve", OLD_LINE))
     write(root, f"{esp}/entries/proxmox-{RELEASE}.conf", entry("Proxmox VE", RELEASE, OLD_LINE))

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import BLACKWELL, UNTUNED, copy_host, run_tune, write
+from conftest import BLACKWELL, UNTUNED, booted_by_systemd_boot, copy_host, run_tune, write
 from small_host import SmallHost, build, tree, write_profile
 from ssh_fixture import SshLab, StartLab, minimal_host, sshd_available
 from test_reboot_phase import block_pending, reboot
@@ -272,6 +272,7 @@ def test_reboot_over_ssh_with_systemd_boot_boots_the_try_entry_once_and_promotes
     release = (root / "proc/sys/kernel/osrelease").read_text().strip()
     write(root, "/etc/kernel/cmdline", "root=ZFS=rpool/ROOT/pve-1 boot=zfs quiet\n")
     write(root, "/etc/kernel/proxmox-boot-uuids", "ABCD-1234\n")
+    booted_by_systemd_boot(root)
     write(root, "/boot/efi/loader/loader.conf", "timeout 3\n")
     default = f"boot/efi/loader/entries/proxmox-{release}.conf"
     write(

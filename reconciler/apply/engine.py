@@ -17,7 +17,15 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any, Protocol, TypeVar
 
-from ..errors import ApplyFailed, ExitCode, HostError, NoSpace, Refused, TuneError
+from ..errors import (
+    ApplyFailed,
+    BootConfigUnknown,
+    ExitCode,
+    HostError,
+    NoSpace,
+    Refused,
+    TuneError,
+)
 from ..hosts.base import Host
 from ..hosts.files import Request
 from ..kinds import boot_kind, named
@@ -141,6 +149,7 @@ def prepare(
         saved.check(plan, loaded, with_persistence)
     specs = {k.kind: (k, spec) for k, spec in loaded.profile.work(with_persistence)}
     problems: list[str] = []
+    refusal: type[HostError] = HostError
     steps: list[Step] = []
     # Runtime knobs and tune's boot-time files first; the boot configuration last.
     for change in sorted(plan.changes, key=lambda c: c.phase is not Phase.RUNTIME):
@@ -153,6 +162,8 @@ def prepare(
             steps.append(kind.step(spec, change, observation.files))
         except HostError as exc:
             problems.append(str(exc))
+            if isinstance(exc, BootConfigUnknown):
+                refusal = BootConfigUnknown  # its own exit code, whatever else is wrong
     planned = tuple(steps)
     boot = arrange(planned, fetched) if reboot else Boot(None, "", planned)
     if boot.now and preflight_here:
@@ -161,7 +172,7 @@ def prepare(
             boot.now + boot.promote
         )
     if problems:
-        raise HostError(*dict.fromkeys(problems))
+        raise refusal(*dict.fromkeys(problems))
     return Work(plan, boot.now, observation, planned, boot.promote, boot.try_once, boot.why)
 
 

@@ -291,6 +291,25 @@ done || k != "options" { print; next }
   if (ENVIRON["S"] != "" && !placed) out = out " " ENVIRON["W"]
   print "options " substr(out, 2) }'
 
+# Whether an entry's first `options` line uses $kernelopts (facts.cmdline.grubby_edit): RHEL 8's
+# grubby then edits kernelopts in the GRUB environment block instead of the entry.
+USES_KERNELOPTS='
+{ t = $0; sub(/^[ \t\r\f\v]+/, "", t); k = t; sub(/ .*/, "", k) }
+k == "options" { n = split(substr(t, 9), w); for (i = 1; i <= n; i++) if (w[i] == "$kernelopts") f = 1; exit }
+END { exit !f }'
+
+# /boot/grub2/grubenv with kernelopts edited as an entry's options are, rewritten as
+# grub2-editenv does: header, the variables in place, `#` up to 1024 bytes.
+emu_grubenv() {
+    body=$(sed '/^#/d; s/^kernelopts=/options /' "$1" | G="$G" S="$S" W="$W" awk "$EDIT_ENTRY" |
+        sed 's/^options /kernelopts=/'; printf x)
+    body="# GRUB Environment Block
+${body%x}"
+    n=$(printf '%s' "$body" | wc -c)
+    { printf '%s' "$body"
+      if [ "$n" -lt 1024 ]; then printf "%$((1024 - n))s" '' | tr ' ' '#'; fi; } >"$1"
+}
+
 emu_grubby() {
     [ $# -eq 2 ] && [ "$1" = --update-kernel=ALL ] || { echo "grubby: unsupported arguments $*"; return 1; }
     G=; S=; W=
@@ -300,16 +319,19 @@ emu_grubby() {
     *) echo "grubby: unsupported option ${2%%=*}"; return 1 ;;
     esac
     dir="$R/boot/loader/entries"
-    ls -A "$dir" 2>/dev/null | while IFS= read -r e; do
+    # One `k` printed for each entry left to grubenv's kernelopts.
+    uses=$(ls -A "$dir" 2>/dev/null | while IFS= read -r e; do
         f="$dir/$e"
         case "$e" in *.conf) ;; *) continue ;; esac
         [ -f "$f" ] && [ ! -h "$f" ] || continue
+        if awk "$USES_KERNELOPTS" "$f"; then echo k; continue; fi
         new=$(G="$G" S="$S" W="$W" awk "$EDIT_ENTRY" "$f"; printf x)
         new="${new%x}"
         # awk ends every line; an entry whose last line has no newline keeps it that way.
         [ -z "$(tail -c 1 "$f")" ] || new="${new%?}"
         printf '%s' "$new" >"$f" || exit 1
-    done
+    done) || return 1
+    if [ -n "$uses" ] && [ -f "$R/boot/grub2/grubenv" ]; then emu_grubenv "$R/boot/grub2/grubenv"; fi
 }
 
 # A container config's items as its reader takes them (facts/lxc.py `parse`), one

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 
 from ..apply.steps import BootTool, DeleteFile, Need, Op, Probe, PutFile, Read, Require, Step
 from ..facts import cmdline as fmt
+from ..facts.shell_values import Unknown
 from ..hosts.files import Files
-from ..hosts.paths import path_matches
 from ..kinds import cmdline, named
 from ..plan.model import Change, Phase
 
@@ -50,6 +50,8 @@ NO_ONE_TIME_BOOT = {
     "kernel-cmdline": "kernel-install writes the default boot entry itself and no "
     f"systemd-boot default entry was found ({LOOKED_FOR_ENTRIES})",
     "grubby": "grubby changes every boot entry at once",
+    "proxmox-boot-tool-grub": "proxmox-boot-tool keeps GRUB and its environment block on the "
+    "ESPs, where grub-reboot does not write",
 }
 
 
@@ -88,18 +90,22 @@ def _tried(step: Step) -> bool:
 def _grub(
     steps: tuple[Step, ...], line: tuple[Step, ...], others: tuple[Step, ...], files: Files
 ) -> Boot:
-    default = fmt.grub_env(files).get("GRUB_DEFAULT", "0")
+    default = fmt.grub_env(files).get("GRUB_DEFAULT")
     if default != "saved":
+        said = (
+            f"cannot be known ({default})" if isinstance(default, Unknown) else repr(default or "0")
+        )
         return Boot(
             None,
-            f"not try-once: GRUB_DEFAULT is {default!r}, not 'saved', so grub-reboot cannot "
+            f"not try-once: GRUB_DEFAULT is {said}, not 'saved', so grub-reboot cannot "
             "boot the new command line once; if the host does not come back, it needs its "
             "console",
             steps,
         )
-    env = fmt.grub_env(_after(files, line[-1]))
-    linux, default = env.get("GRUB_CMDLINE_LINUX", ""), env.get("GRUB_CMDLINE_LINUX_DEFAULT", "")
-    script = entry_script(linux, default)
+    after = fmt.grub_variables(_after(files, line[-1]))
+    # The command-line steps were made only where the line with them is known exactly.
+    assert not isinstance(after, Unknown)
+    script = entry_script(*after)
     entry = TryEntry(fmt.TRY_SCRIPT, 0o755, entry_cmdline)
     install = entry.step(
         "try-once",
@@ -185,14 +191,10 @@ def _quoted(text: str) -> str:
 
 def _after(files: Files, last: Step) -> Files:
     """`files` as the last command-line step leaves them (the GRUB drop-in, /etc/kernel/cmdline)."""
-    contents = dict(files.contents)
     for op in last.do:
-        if isinstance(op, PutFile):
-            contents[op.path] = op.data
-        elif isinstance(op, DeleteFile):
-            contents.pop(op.path, None)
-    dropins = tuple(sorted(p for p in contents if path_matches(fmt.GRUB_DROPINS, p)))
-    return Files(contents, {**files.matches, fmt.GRUB_DROPINS: dropins})
+        if isinstance(op, PutFile | DeleteFile):
+            files = fmt.with_file(files, op.path, op.data if isinstance(op, PutFile) else None)
+    return files
 
 
 @dataclass(frozen=True)

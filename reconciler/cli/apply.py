@@ -49,6 +49,7 @@ RESTART_HELP = (
     ExitCode.UNFINISHED_RUN,
     ExitCode.JOURNAL,
     ExitCode.NOT_CONFIRMED,
+    ExitCode.BOOT_CONFIG_UNKNOWN,
     ExitCode.USAGE,
     ExitCode.INVALID_PROFILE,
     ExitCode.NO_SPACE,

@@ -227,7 +227,8 @@ def _setpci(host: DirectoryHost, args: list[str]) -> Completed:
 
 def _grubby(host: DirectoryHost, args: list[str]) -> Completed:
     """`grubby --update-kernel=ALL --args=W | --remove-args=NAME`: edits every BLS entry's
-    `options` line, the way RHEL's grubby keeps the kernel command line."""
+    `options` line, or RHEL 8's kernelopts in the GRUB environment block for entries that use
+    it (facts.cmdline.grubby_edit)."""
     from ..facts import cmdline
 
     if len(args) != 2 or args[0] != "--update-kernel=ALL":
@@ -242,11 +243,13 @@ def _grubby(host: DirectoryHost, args: list[str]) -> Completed:
         return Completed(1, "", f"grubby: unsupported option {option}")
     entries = cmdline.LOADER_ENTRIES.rsplit("/", 1)[0]
     found = os.listdir(host.local(entries)) if host.paths.isdir(entries) else []
-    names = sorted(n for n in found if n.endswith(".conf"))
-    for name in names:
-        entry = f"{entries}/{name}"
-        text = (host.read_file(entry) or b"").decode("utf-8", "replace")
-        _overwrite(host.local(entry), cmdline.edit_entry(text, sets, removes).encode())
+    paths = [f"{entries}/{n}" for n in sorted(found) if n.endswith(".conf")]
+    if host.paths.isfile(cmdline.GRUBENV):
+        paths.append(cmdline.GRUBENV)
+    texts = {p: (host.read_file(p) or b"").decode("utf-8", "replace") for p in paths}
+    for path, text in cmdline.grubby_edit(texts, sets, removes).items():
+        if text != texts[path]:
+            _overwrite(host.local(path), text.encode())
     return Completed(0)
 
 

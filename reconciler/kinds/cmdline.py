@@ -13,7 +13,7 @@ value) compares as the empty string.
 from __future__ import annotations
 
 import posixpath
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..apply.steps import (
     BootTool,
@@ -27,9 +27,10 @@ from ..apply.steps import (
     Require,
     Step,
 )
-from ..errors import HostError
+from ..errors import BootConfigUnknown, HostError
 from ..facts import cmdline as fmt
 from ..facts.kernel import OSRELEASE
+from ..facts.shell_values import Unknown
 from ..hosts.files import Files, Request
 from ..plan.model import Change, Note, Outcome, Pending, Phase, Priority
 from .base import AfterBoot, Kind, Meta, Strict, entry, safe, safe_scalar
@@ -69,7 +70,10 @@ class Cmdline(Kind[CmdlineSpec]):
                     "cmdline",
                 )
             )
-        configured = boot.parameters if boot else running
+        if boot is not None and boot.unknown is not None:
+            said = cannot_know(boot)
+            outcome.notes.append(Note(said[:1].upper() + said[1:], "cmdline"))
+        configured = boot.parameters if boot and boot.unknown is None else running
         wanted: list[tuple[str, str | None, Meta]] = [
             (name, item.value if item.value is not None else "", item)
             for name, item in spec.set.items()
@@ -84,7 +88,7 @@ class Cmdline(Kind[CmdlineSpec]):
             outcome.changes.append(
                 self.change(name, next_boot, desired, meta, fix=_fix(name, desired, boot))
             )
-            if boot and next_boot != desired and now == desired:
+            if boot and boot.unknown is None and next_boot != desired and now == desired:
                 outcome.notes.append(
                     Note(
                         f"{name} is on the running kernel but not in the {boot.tool} "
@@ -104,9 +108,11 @@ class Cmdline(Kind[CmdlineSpec]):
                 f"{change.id} cannot be made: no supported boot loader configuration found "
                 f"(looked for {', '.join(fmt.LOOKED_FOR)})."
             )
+        if boot.unknown is not None:
+            raise BootConfigUnknown(f"{change.id} cannot be made: {cannot_know(boot)}")
         edits = _edits(spec, files, boot)
         upto = [name for name, _ in edits].index(change.target)
-        if boot.tool == "grub":
+        if boot.tool in fmt.GRUB_TOOLS:
             return _grub_step(change, spec, files, boot, edits, upto)
         if boot.tool == "grubby":
             return _grubby_step(change, files, boot, edits, upto)
@@ -122,9 +128,33 @@ HOW = {
     "grub": "GRUB_CMDLINE_LINUX_DEFAULT in /etc/default/grub (or a grub.d drop-in), then "
     "update-grub and reboot",
     "proxmox-boot-tool": "/etc/kernel/cmdline, then proxmox-boot-tool refresh and reboot",
+    "proxmox-boot-tool-grub": "GRUB_CMDLINE_LINUX_DEFAULT in /etc/default/grub (or a grub.d "
+    "drop-in), then proxmox-boot-tool refresh and reboot",
     "kernel-cmdline": "/etc/kernel/cmdline, then kernel-install (or bootctl) and reboot",
-    "grubby": "grubby --update-kernel=ALL --args/--remove-args, then reboot",
+    "grubby": "grubby --update-kernel=ALL --args/--remove-args (on RHEL 8 it edits kernelopts "
+    "in /boot/grub2/grubenv), then reboot",
 }
+
+
+GRUB_ADVICE = (
+    "put the parameters in GRUB_CMDLINE_LINUX_DEFAULT in /etc/default/grub or in a plain "
+    'drop-in (GRUB_CMDLINE_LINUX_DEFAULT="$GRUB_CMDLINE_LINUX_DEFAULT ..." appends)'
+)
+ADVICE = {
+    "grub": GRUB_ADVICE,
+    "proxmox-boot-tool-grub": GRUB_ADVICE,
+    "proxmox-boot-tool": "mount efivarfs on /sys/firmware/efi/efivars so the loader can be told",
+}
+
+
+def cannot_know(boot: fmt.BootConfig) -> str:
+    """One sentence: why the next boot's command line is unknown, and what to do."""
+    assert boot.unknown is not None
+    advice = ADVICE.get(boot.tool, f"make {', '.join(boot.sources)} plain")
+    return (
+        f"the {boot.tool} configuration's kernel command line cannot be known exactly "
+        f"({boot.unknown}), so tune writes no boot configuration from a guess: {advice}."
+    )
 
 
 def _fix(name: str, desired: str | None, boot: fmt.BootConfig | None) -> str:
@@ -224,23 +254,37 @@ def _quoted(words: list[str]) -> str:
     return f'"{text}"'
 
 
-def dropin(base: dict[str, str], sets: dict[str, str], removes: set[str]) -> bytes | None:
-    """The drop-in's bytes: append to GRUB_CMDLINE_LINUX_DEFAULT, unless a removed parameter
-    is in the base configuration; then both variables are given whole, without it."""
-    linux = fmt.split(base.get("GRUB_CMDLINE_LINUX", ""))
-    default = fmt.split(base.get("GRUB_CMDLINE_LINUX_DEFAULT", ""))
-    gone = {fmt.canonical(n) for n in removes}
-    if not any(fmt.canonical(w.partition("=")[0]) in gone for w in linux + default):
+def dropin(linux: str, default: str, sets: dict[str, str], removes: set[str]) -> bytes | None:
+    """The drop-in's bytes for the variables as the files before it leave them: appended to
+    GRUB_CMDLINE_LINUX_DEFAULT where no parameter it sets or removes is there already;
+    otherwise both variables given whole, edited in place."""
+    linux_words, default_words = fmt.split(linux), fmt.split(default)
+    named = {fmt.canonical(n) for n in (*sets, *removes)}
+    if not any(fmt.canonical(w.partition("=")[0]) in named for w in linux_words + default_words):
         if not sets:
             return None
         words = " ".join(fmt.word(n, v) for n, v in sets.items())
         body = f'GRUB_CMDLINE_LINUX_DEFAULT="$GRUB_CMDLINE_LINUX_DEFAULT {words}"\n'
     else:
+        # A parameter GRUB_CMDLINE_LINUX holds is edited there and goes from the default.
+        in_linux = {fmt.canonical(w.partition("=")[0]) for w in linux_words}
+        there = {n: v for n, v in sets.items() if fmt.canonical(n) in in_linux}
+        elsewhere = {n: v for n, v in sets.items() if n not in there}
         body = (
-            f"GRUB_CMDLINE_LINUX={_quoted(fmt.edit_words(linux, {}, removes))}\n"
-            f"GRUB_CMDLINE_LINUX_DEFAULT={_quoted(fmt.edit_words(default, sets, removes))}\n"
+            f"GRUB_CMDLINE_LINUX={_quoted(fmt.edit_words(linux_words, there, removes))}\n"
+            "GRUB_CMDLINE_LINUX_DEFAULT="
+            f"{_quoted(fmt.edit_words(default_words, elsewhere, removes | set(there)))}\n"
         )
     return (DROPIN_HEADER + body).encode()
+
+
+def _by_name(words: list[str]) -> dict[str, list[str]]:
+    """Each parameter's values in order: what the kernel sees, whatever the order of names."""
+    found: dict[str, list[str]] = {}
+    for item in words:
+        name, _, value = item.partition("=")
+        found.setdefault(fmt.canonical(name), []).append(value)
+    return found
 
 
 def _grub_step(
@@ -251,7 +295,20 @@ def _grub_step(
     edits: list[Edit],
     upto: int,
 ) -> Step:
-    base = fmt.grub_env(files, without=fmt.DROPIN)
+    """tune's drop-in, written relative to what the files before it configure; each version
+    of it is evaluated with every file (drop-ins after it too) and must give exactly the line
+    asked for, or nothing is written."""
+    base = fmt.grub_env(files, before=fmt.DROPIN)
+    linux, default = (base.get(name) for name in fmt.GRUB_VARS)
+    plain = fmt.grub_line(fmt.with_file(files, fmt.DROPIN, None))
+    for unknown in (linux, default, plain):
+        if isinstance(unknown, Unknown):
+            raise BootConfigUnknown(
+                f"{change.id} cannot be made: "
+                + cannot_know(replace(boot, cmdline=None, unknown=unknown))
+            )
+    assert not isinstance(linux, Unknown) and not isinstance(default, Unknown)
+    assert not isinstance(plain, Unknown)
     in_sync = [e for e in _wanted(spec) if e not in edits]
 
     def content(count: int) -> bytes | None:
@@ -259,39 +316,55 @@ def _grub_step(
             return files.read(fmt.DROPIN)
         made = in_sync + edits[:count]
         sets = {n: v for n, v in made if v is not None}
-        return dropin(base, sets, {n for n, v in made if v is None})
+        data = dropin(linux or "", default or "", sets, {n for n, v in made if v is None})
+        wanted = _apply(fmt.split(plain), made)
+        got = fmt.grub_line(fmt.with_file(files, fmt.DROPIN, data))
+        if isinstance(got, Unknown) or _by_name(fmt.split(got)) != _by_name(wanted):
+            raise BootConfigUnknown(
+                f"{change.id} cannot be made exactly: with {fmt.DROPIN} written, GRUB would "
+                f"pass {got if isinstance(got, Unknown) else repr(got)} rather than "
+                f"{' '.join(wanted)!r} (a drop-in sorted after it sets the line), so nothing "
+                "is written: move that drop-in's parameters into /etc/default/grub or append "
+                'there with GRUB_CMDLINE_LINUX_DEFAULT="$GRUB_CMDLINE_LINUX_DEFAULT ...".'
+            )
+        return data
 
-    update = (BootTool(("update-grub",)),)
+    update = (BootTool(fmt.GRUB_TOOLS[boot.tool]),)
     return _file_step(change, fmt.DROPIN, content(upto), content(upto + 1), update)
 
 
 def _grubby_step(
     change: Change, files: Files, boot: fmt.BootConfig, edits: list[Edit], upto: int
 ) -> Step:
-    """grubby edits every BLS entry itself; undo puts each entry's prior bytes back."""
+    """grubby edits every BLS entry itself, or on RHEL 8 the kernelopts their options use in
+    the GRUB environment block (read back there); undo puts each file's prior bytes back."""
     entries = boot.sources
+    uses_env = any(
+        fmt.KERNELOPTS in fmt.entry_options(files.text(p) or "").split() for p in entries
+    )
+    paths = (*entries, fmt.GRUBENV) if uses_env else entries
 
-    def texts(count: int) -> list[str]:
-        out = [files.text(path) or "" for path in entries]
+    def texts(count: int) -> dict[str, str]:
+        out = {path: files.text(path) or "" for path in paths}
         for name, value in edits[:count]:
             sets = {} if value is None else {name: value}
-            removes = {name} if value is None else set()
-            out = [fmt.edit_entry(text, sets, removes) for text in out]
+            out = fmt.grubby_edit(out, sets, {name} if value is None else set())
         return out
 
     name, value = edits[upto]
     arg = f"--remove-args={name}" if value is None else f"--args={fmt.word(name, value)}"
-    probe = Probe(entries[0], Read.TEXT)
+    read = paths[-1]
+    probe = Probe(read, Read.TEXT)
     before = texts(upto)
     return Step.of(
         change,
         probe=probe,
-        expect=texts(upto + 1)[0],
-        restored=before[0],
+        expect=texts(upto + 1)[read],
+        restored=before[read],
         do=(Command(("grubby", "--update-kernel=ALL", arg)),),
         undo=tuple(
-            PutFile(path, files.read(path) or b"" if upto == 0 else text.encode())
-            for path, text in zip(entries, before, strict=True)
+            PutFile(path, files.read(path) or b"" if upto == 0 else before[path].encode())
+            for path in paths
         ),
         requires=(Require(Need.COMMAND, "grubby"),),
     )

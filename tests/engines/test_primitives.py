@@ -12,14 +12,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from conftest import PROJECT, write
 from conftest import config_space as pcie_config
-from conftest import write
 from small_host import config_space, whole_tree
 
 from reconciler.apply.engine import perform, read
 from reconciler.apply.sh_engine import LIBRARY, _op, _probe_args
 from reconciler.apply.steps import Command, DeleteFile, Op, Probe, PutFile, Read, SetAttr, Step
 from reconciler.errors import HostError, Refused
+from reconciler.facts import cmdline as fmt
 from reconciler.hosts.directory import SnapshotHost
 from reconciler.hosts.emulate import LISTED, REFUSES
 from reconciler.hosts.shell import quoted
@@ -79,6 +80,10 @@ PLAIN = (
     "lxc.mount.entry = /dev/absent dev/absent none bind,optional,create=file\n"
 )
 ENTRY_B_SET = "title B\noptions quiet processor.max_cstate=1 x\noptions y"
+# RHEL 8: entries use $kernelopts from the GRUB environment block (tests/corpus/grub/rhel8).
+RHEL8 = PROJECT / "tests/corpus/grub/rhel8"
+ENTRY_EL8 = (RHEL8 / "loader-entry.conf").read_text()
+GRUBENV = (RHEL8 / "grubenv").read_text()
 NODES = {"/dev/nvidia0": "", "/dev/nvidia1": "", "/dev/nvidia-uvm": "", "/dev/nvidia-caps/x": ""}
 IN_CONTAINER = (
     "console\nfull\nnull\nnvidia-uvm\nnvidia0\nptmx\npts\nrandom\nshm\ntty\nurandom\nzero"
@@ -322,6 +327,31 @@ CASES = [
         {
             "/boot/loader/entries/a.conf": ENTRY_A.replace(" quiet", ""),
             "/boot/loader/entries/b.conf": ENTRY_B.replace("  quiet ", " "),
+        },
+    ),
+    Case(
+        "grubby --args on RHEL 8: kernelopts in grubenv, not the entry",
+        Command(("grubby", "--update-kernel=ALL", "--args=processor.max_cstate=1")),
+        Said("ok"),
+        {
+            "/boot/loader/entries/el8.conf": ENTRY_EL8,
+            "/boot/loader/entries/b.conf": ENTRY_B,
+            "/boot/grub2/grubenv": GRUBENV,
+        },
+        {
+            "/boot/loader/entries/el8.conf": ENTRY_EL8,
+            "/boot/loader/entries/b.conf": ENTRY_B_SET,
+            "/boot/grub2/grubenv": fmt.edit_grubenv(GRUBENV, {"processor.max_cstate": "1"}, set()),
+        },
+    ),
+    Case(
+        "grubby --remove-args on RHEL 8",
+        Command(("grubby", "--update-kernel=ALL", "--remove-args=noapic")),
+        Said("ok"),
+        {"/boot/loader/entries/el8.conf": ENTRY_EL8, "/boot/grub2/grubenv": GRUBENV},
+        {
+            "/boot/loader/entries/el8.conf": ENTRY_EL8,
+            "/boot/grub2/grubenv": fmt.edit_grubenv(GRUBENV, {}, {"noapic"}),
         },
     ),
     Case(

@@ -1,0 +1,157 @@
+"""GRUB defaults, drop-ins and RHEL 8 boot entries that nobody here wrote (tests/corpus/grub,
+SOURCE.md says where each comes from), read by tune and judged by /bin/sh sourcing them the way
+grub-mkconfig does."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import PROJECT, plan_json, profile, run_tune, write
+from small_host import tree
+
+from reconciler.errors import ExitCode
+from reconciler.facts import cmdline as fmt
+from reconciler.facts.shell_values import Unknown
+from reconciler.hosts.directory import SnapshotHost
+
+CORPUS = PROJECT / "tests/corpus/grub"
+DEBIAN = CORPUS / "debian-grub2-common/default-grub"
+CLOUDIMG = CORPUS / "ubuntu-cloudimg/50-cloudimg-settings.cfg"
+TUNED_PATCH = CORPUS / "tuned/default-grub-patch"
+TUNED_BOOTCMDLINE = CORPUS / "tuned/bootcmdline"
+RHEL8_ENTRY = CORPUS / "rhel8/loader-entry.conf"
+RHEL8_GRUBENV = CORPUS / "rhel8/grubenv"
+RUNNING = "BOOT_IMAGE=/vmlinuz root=/dev/sda1 ro\n"
+
+
+def sh(root: Path, script: str) -> str:
+    done = subprocess.run(
+        ["/bin/sh", "-c", script], cwd=root, capture_output=True, text=True, env={}, check=True
+    )
+    return done.stdout
+
+
+def sh_line(root: Path) -> list[str]:
+    """The words /bin/sh gives GRUB's `linux` line, as grub-mkconfig sources the files; then
+    `$tuned_params` as tuned's 00_tuned sets it in grub.cfg (from /etc/tuned/bootcmdline)."""
+    line = sh(
+        root,
+        "set -e; . ./etc/default/grub; for f in ./etc/default/grub.d/*.cfg; do "
+        'if [ -e "$f" ]; then . "$f"; fi; done >/dev/null 2>&1; '
+        'printf "%s %s" "$GRUB_CMDLINE_LINUX" "$GRUB_CMDLINE_LINUX_DEFAULT"',
+    )
+    if "$tuned_params" in line:
+        tuned = sh(root, '. ./etc/tuned/bootcmdline; printf %s "$TUNED_BOOT_CMDLINE"')
+        line = line.replace("$tuned_params", tuned)
+    return line.split()
+
+
+def boot(root: Path) -> fmt.BootConfig:
+    found = fmt.boot_config(SnapshotHost(root).fetch(fmt.request()))
+    assert found is not None
+    return found
+
+
+def grub_host(root: Path, *dropins: Path, patch: Path | None = None) -> Path:
+    write(root, fmt.PROC_CMDLINE, RUNNING)
+    text = DEBIAN.read_text() + (patch.read_text() if patch else "")
+    write(root, fmt.GRUB_DEFAULT, text)
+    for source in dropins:
+        write(root, f"/etc/default/grub.d/{source.name}", source.read_bytes())
+    return root
+
+
+@pytest.mark.parametrize(
+    ("dropins", "patch", "expected"),
+    [
+        ((), None, ["quiet"]),
+        ((CLOUDIMG,), None, ["console=tty1", "console=ttyS0", "nvme_core.io_timeout=4294967295"]),
+        ((), TUNED_PATCH, ["quiet"]),
+        ((CLOUDIMG,), TUNED_PATCH, ["console=tty1", "console=ttyS0"]),
+    ],
+    ids=["debian", "debian+cloudimg", "debian+tuned", "debian+cloudimg+tuned"],
+)
+def test_grub_files_read_to_the_line_sh_gives(
+    tmp_path: Path, dropins: tuple[Path, ...], patch: Path | None, expected: list[str]
+) -> None:
+    root = grub_host(tmp_path / "host", *dropins, patch=patch)
+    if patch is not None:
+        write(root, fmt.TUNED_BOOTCMDLINE, TUNED_BOOTCMDLINE.read_bytes())
+    found = boot(root)
+    assert found.unknown is None and found.cmdline is not None
+    assert found.cmdline.split() == sh_line(root)
+    assert sh_line(root)[: len(expected)] == expected
+
+
+def test_debians_distributor_backquotes_leave_the_command_line_known(tmp_path: Path) -> None:
+    """GRUB_DISTRIBUTOR=`lsb_release ...` is a command substitution: that variable alone is
+    unknown."""
+    env = fmt.grub_env(SnapshotHost(grub_host(tmp_path / "host")).fetch(fmt.request()))
+    distributor = env.get("GRUB_DISTRIBUTOR")
+    assert isinstance(distributor, Unknown)
+    assert str(distributor) == (
+        "/etc/default/grub:8: a command substitution (`...`) is not evaluated"
+    )
+    assert env.get("GRUB_CMDLINE_LINUX_DEFAULT") == "quiet"
+
+
+def rhel8_host(root: Path, grubenv: bool = True, tuned: bool = False) -> Path:
+    write(root, fmt.REDHAT_RELEASE, "Red Hat Enterprise Linux release 8.4 (Ootpa)\n")
+    write(root, "/boot/loader/entries/rhel-4.18.0-305.el8.x86_64.conf", RHEL8_ENTRY.read_bytes())
+    if grubenv:
+        write(root, fmt.GRUBENV, RHEL8_GRUBENV.read_bytes())
+    if tuned:
+        write(root, fmt.TUNED_BOOTCMDLINE, TUNED_BOOTCMDLINE.read_bytes())
+    return root
+
+
+KERNELOPTS = (
+    "root=/dev/mapper/root_vg-lv_root ro crashkernel=auto resume=/dev/mapper/root_vg-lv_swap "
+    "rd.lvm.lv=root_vg/lv_root rd.lvm.lv=root_vg/lv_swap console=tty0 console=ttyS0,115200 noapic"
+)
+
+
+@pytest.mark.parametrize(
+    ("tuned", "line"),
+    [(False, KERNELOPTS + " transparent_hugepages=never"), (True, KERNELOPTS)],
+    ids=["tuned_params from grubenv", "tuned_params from /etc/tuned/bootcmdline"],
+)
+def test_rhel8_entries_expand_kernelopts_and_tuned_params(
+    tmp_path: Path, tuned: bool, line: str
+) -> None:
+    root = rhel8_host(tmp_path / "host", tuned=tuned)
+    found = boot(root)
+    assert (found.tool, found.cmdline) == ("grubby", line)
+
+
+def test_rhel8_a_parameter_in_kernelopts_is_configured_not_a_change(tmp_path: Path) -> None:
+    """The old reader took `$kernelopts $tuned_params` as the command line: noapic, which the
+    host boots with, was a change to make."""
+    root = rhel8_host(tmp_path / "host")
+    write(root, fmt.PROC_CMDLINE, f"BOOT_IMAGE=(hd0,msdos1)/vmlinuz {KERNELOPTS}\n")
+    plan = plan_json(tmp_path, root, "name: t\ncmdline:\n  set: {noapic: }\n")
+    assert plan["code"] == 0, plan["changes"]
+
+
+def test_rhel8_without_kernelopts_in_grubenv_is_unknown_and_apply_refuses(tmp_path: Path) -> None:
+    root = rhel8_host(tmp_path / "host", grubenv=False)
+    write(root, fmt.PROC_CMDLINE, RUNNING)
+    found = boot(root)
+    assert found.cmdline is None and found.unknown is not None
+    assert "$kernelopts is not in the GRUB environment block" in str(found.unknown)
+    before = tree(root)
+    text = "name: t\ncmdline:\n  set: {amd_pstate: active}\n"
+    result = run_tune("apply", profile(tmp_path, text), "--reboot-phase", "--root", root, "-y")
+    assert result.code == ExitCode.BOOT_CONFIG_UNKNOWN, result.err
+    assert tree(root) == before
+
+
+def test_the_corpus_files_are_the_ones_source_md_names() -> None:
+    listed = (CORPUS / "SOURCE.md").read_text()
+    for path in CORPUS.rglob("*"):
+        if path.is_file() and path.name != "SOURCE.md":
+            assert f"`{path.relative_to(CORPUS)}`" in listed, path
+    assert shutil.which("sh") is not None
