@@ -62,6 +62,19 @@ def test_a_day_of_cron_after_the_documented_flow_is_silent_until_a_knob_moves(
     assert loud.code == 0
 
     assert cron(untuned, clock, 24) == [(0, "", "")] * 24
+    # The TuneDrift alert (tune_knobs_drifted > 0) stays quiet; the rest has its own series.
+    prom = untuned.parent / "tune.prom"
+    assert run_tune("check", "--quiet", "--root", untuned, "--prometheus", prom).code == 0
+    assert {
+        line.split("{")[0]: line.rsplit(" ", 1)[1]
+        for line in prom.read_text().splitlines()
+        if line.startswith(("tune_knobs_", "tune_checks_failed", "tune_applied"))
+    } == {
+        "tune_knobs_drifted": "0",
+        "tune_knobs_not_applied": "5",
+        "tune_checks_failed": "3",
+        "tune_applied": "1",
+    }
 
     write(untuned, "/proc/sys/kernel/numa_balancing", "1\n")
     first_sighting = clock.stamp()

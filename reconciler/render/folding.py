@@ -1,4 +1,10 @@
-"""Fold changes that differ only in their subject (128 CPUs, 8 GPUs) into one line."""
+"""Fold changes that differ only in their subject (128 CPUs, 8 GPUs) into one line.
+
+One rule for every view of many knobs: the text plan, `--dry-run`, `tune report`, `tune check`,
+the summary counts and the Prometheus metrics. A profile entry (`cpu: {governor: performance}`)
+expands to one knob per subject; `entry` is what those knobs share, so a view counts and labels
+profile entries, never CPUs.
+"""
 
 from __future__ import annotations
 
@@ -28,26 +34,30 @@ class Group:
         )
 
     @property
+    def entry(self) -> str:
+        """The profile entry's name, the same for each of its subjects (`governor`, `idle C2`),
+        or the knob's target: a label that stays put whatever the host has drifted to."""
+        c = self.first
+        return c.setting if c.subject else c.target
+
+    @property
     def fixes(self) -> list[str]:
         return list(dict.fromkeys(c.fix for c in self.changes if c.fix))
 
 
-def fold(changes: Iterable[Change]) -> list[Group]:
+def entry(change: Change) -> tuple[object, ...]:
+    """What the knobs of one profile entry share: their kind and setting, or the knob itself."""
+    return (change.kind, change.setting) if change.subject else (change.id,)
+
+
+def fold(changes: Iterable[Change], *, same_values: bool = True) -> list[Group]:
+    """Changes grouped by profile entry, in first-seen order; with `same_values` (a line that
+    shows one value for all of them) only those that also agree on what they show."""
     groups: dict[tuple[object, ...], list[Change]] = {}
     for change in changes:
-        key: tuple[object, ...] = (
-            (
-                change.kind,
-                change.setting,
-                change.current,
-                change.desired,
-                change.priority,
-                change.reason,
-                change.phase,
-            )
-            if change.subject
-            else (change.id,)
-        )
+        key = entry(change)
+        if same_values and change.subject:
+            key += (change.current, change.desired, change.priority, change.reason, change.phase)
         groups.setdefault(key, []).append(change)
     return [Group(tuple(g)) for g in groups.values()]
 
