@@ -9,7 +9,7 @@ from ..drift.check import DriftReport, Since
 from ..hosts.fleet import HostResult
 from ..plan.model import Change, CheckResult, JsonValue, Value
 from . import fleet as fleet_render
-from .folding import Group, fold, show, shown
+from .folding import Group, entries, fold, show, shown
 from .printable import printable_data
 from .style import styler
 from .text import HOW
@@ -108,18 +108,31 @@ def text(report: DriftReport, color: bool = False) -> str:
 
 
 def summary(report: DriftReport) -> str:
+    """Counts of profile entries (a governor on 128 CPUs is one), and of their knobs where
+    that is more."""
     plan = report.plan
     checks = f"{len(plan.checks) - len(report.failed_checks)} of {len(plan.checks)} checks pass"
-    not_applied = f"{len(report.not_applied)} not applied; " if report.not_applied else ""
+    not_applied = f"{_entries(report.not_applied)} not applied; " if report.not_applied else ""
     pending = f"{len(report.pending)} pending reboot"
     changed = f"; {len(report.changed)} changed after apply" if report.since_apply else ""
     tail = f"{not_applied}{checks}; {pending}{changed}."
     if report.undone:
         return f"Not applied: no run of tune is in effect on this host; {tail}"
     if not report.drift and not report.changed:
-        return f"In sync: {len(plan.in_sync)} knobs; {tail}"
-    knobs = len(plan.in_sync) + len(report.drift)
-    return f"Drift: {len(report.drift)} of {knobs} knobs; {tail}"
+        return f"In sync: {_entries(plan.in_sync)}; {tail}"
+    compared = (*plan.in_sync, *report.drift)
+    return f"Drift: {_entries(report.drift, compared)}; {tail}"
+
+
+def _entries(changes: Sequence[Change], out_of: Sequence[Change] | None = None) -> str:
+    """`1 of 24 entries`, and the knobs they are where that is more: `(4 of 158 knobs)`."""
+    of = f" of {entries(out_of)}" if out_of is not None else ""
+    said = f"{entries(changes)}{of} entries"
+    knobs = f"{len(changes)}" + (f" of {len(out_of)}" if out_of is not None else "")
+    wider = len(changes) != entries(changes) or (
+        out_of is not None and len(out_of) != entries(out_of)
+    )
+    return f"{said} ({knobs} knobs)" if wider else said
 
 
 def _drift(report: DriftReport, group: Group) -> str:

@@ -50,16 +50,26 @@ def entry(change: Change) -> tuple[object, ...]:
     return (change.kind, change.setting) if change.subject else (change.id,)
 
 
+def fold_key(change: Change, *, same_values: bool = True) -> tuple[object, ...]:
+    """The one folding rule: changes with equal keys are one group. By profile entry; with
+    `same_values` (a line that shows one value for all of them) also by what the line shows."""
+    key = entry(change)
+    if same_values and change.subject:
+        key += (change.current, change.desired, change.priority, change.reason, change.phase)
+    return key
+
+
 def fold(changes: Iterable[Change], *, same_values: bool = True) -> list[Group]:
-    """Changes grouped by profile entry, in first-seen order; with `same_values` (a line that
-    shows one value for all of them) only those that also agree on what they show."""
+    """Changes grouped by `fold_key`, in the order each group first appears."""
     groups: dict[tuple[object, ...], list[Change]] = {}
     for change in changes:
-        key = entry(change)
-        if same_values and change.subject:
-            key += (change.current, change.desired, change.priority, change.reason, change.phase)
-        groups.setdefault(key, []).append(change)
+        groups.setdefault(fold_key(change, same_values=same_values), []).append(change)
     return [Group(tuple(g)) for g in groups.values()]
+
+
+def entries(changes: Iterable[Change]) -> int:
+    """How many profile entries `changes` come from (128 CPUs' governors are one)."""
+    return len({entry(c) for c in changes})
 
 
 def noun(kind: str) -> str:
