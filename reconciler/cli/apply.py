@@ -176,10 +176,10 @@ class Terminal(Show):
 
     def dry_run(self, host: Host, work: Work) -> None:
         _reboot_why(work)
-        text = dry_run_text(work.steps, host)
+        text = dry_run_text(work.steps, host, plan=work.plan)
         if work.promote:
             text += dry_run_text(
-                work.promote, host, "Once the boot is verified, appended to the run"
+                work.promote, host, "Once the boot is verified, appended to the run", work.plan
             )
         click.echo(text, nl=False)
 

@@ -3,13 +3,16 @@ and a dry run's operations, step by step."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from dataclasses import replace
 
 from ..apply.engine import Work
 from ..apply.state import LOCK, STATE
 from ..apply.steps import Step
 from ..hosts.base import ReadableHost
-from ..plan.model import Plan
+from ..plan.model import Change, Plan
+from .folding import Group, fold_key, subjects
 from .printable import printable
 
 
@@ -25,7 +28,11 @@ def applied_part(work: Work) -> Plan:
     )
 
 
-def dry_run_text(steps: tuple[Step, ...], host: ReadableHost, later: str | None = None) -> str:
+def dry_run_text(
+    steps: tuple[Step, ...], host: ReadableHost, later: str | None = None, plan: Plan | None = None
+) -> str:
+    """Each step's operations; with the `plan` the steps came from, steps that do the same to
+    another CPU or device fold into the first one's, as the plan folds their changes."""
     from ..plan.model import Value
 
     def show(value: Value) -> str:
@@ -34,6 +41,7 @@ def dry_run_text(steps: tuple[Step, ...], host: ReadableHost, later: str | None 
         # Quoted, not repr(): the line is made printable as a whole, once.
         return "(absent)" if value is None else f"'{value}'"
 
+    changes = {c.id: c for c in plan.compared} if plan is not None else {}
     lines = (
         [f"{later}: {len(steps)} changes."]
         if later
@@ -42,11 +50,46 @@ def dry_run_text(steps: tuple[Step, ...], host: ReadableHost, later: str | None 
             f"Each change is journaled under {STATE}/runs/ before its write, with {LOCK} held.",
         ]
     )
-    for step in steps:
-        lines.append(f"{step.id}: {show(step.prior)} -> {show(step.desired)}")
+    for block in fold_steps(steps, changes):
+        step = block[0]
+        folded = Group(tuple(changes[s.id] for s in block)) if len(block) > 1 else None
+        lines.append(
+            f"{folded.label if folded else step.id}: {show(step.prior)} -> {show(step.desired)}"
+        )
         for op in step.do:
             first, *body = op.describe().split("\n")  # a file's body: one `| line` a line
             lines += [f"    {first}", *body]
         if not step.do:
             lines.append("    (made by the step before it)")
+        if folded:
+            lines.append(f"    (the same for {subjects(folded.changes[1:])})")
     return "".join(printable(line) + "\n" for line in lines)
+
+
+def fold_steps(steps: tuple[Step, ...], changes: Mapping[str, Change]) -> list[list[Step]]:
+    """Steps in blocks, each where its first step was: the steps of changes that fold together
+    (`folding.fold_key`) whose operations are the first one's with only the subject changed;
+    any other step alone."""
+    blocks: dict[tuple[object, ...], list[Step]] = {}
+    for n, step in enumerate(steps):
+        change = changes.get(step.id)
+        key: tuple[object, ...] = ("alone", n)
+        if change is not None and change.subject and step.do:
+            key = (*fold_key(change), step.prior, step.desired)
+            block = blocks.get(key)
+            if block and _operations(step, change.subject) != _operations(
+                block[0], changes[block[0].id].subject, change.subject
+            ):
+                key = ("alone", n)
+        blocks.setdefault(key, []).append(step)
+    return list(blocks.values())
+
+
+def _operations(step: Step, subject: str, instead: str | None = None) -> list[str]:
+    """`step`'s operations as text, with its subject named `instead` where given."""
+    said = [op.describe() for op in step.do]
+    if instead is None:
+        return said
+    # Whole names only: cpu1 is not the start of cpu12.
+    name = re.compile(rf"(?<![\w.:-]){re.escape(subject)}(?![\w.:-])")
+    return [name.sub(instead, text) for text in said]
