@@ -3,7 +3,6 @@ and a dry run's operations, step by step."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import replace
 
@@ -12,7 +11,7 @@ from ..apply.state import LOCK, STATE
 from ..apply.steps import Step
 from ..hosts.base import ReadableHost
 from ..plan.model import Change, Plan
-from .folding import Group, fold_key, subjects
+from .folding import Group, blocks, fold_key, same_but_subject, subjects
 from .printable import printable
 
 
@@ -68,28 +67,14 @@ def dry_run_text(
 
 def fold_steps(steps: tuple[Step, ...], changes: Mapping[str, Change]) -> list[list[Step]]:
     """Steps in blocks, each where its first step was: the steps of changes that fold together
-    (`folding.fold_key`) whose operations are the first one's with only the subject changed;
-    any other step alone."""
-    blocks: dict[tuple[object, ...], list[Step]] = {}
-    for n, step in enumerate(steps):
+    (`folding.fold_key`) and whose operations differ only in their CPU or device; any other
+    step alone."""
+
+    def key(step: Step) -> tuple[object, ...] | None:
         change = changes.get(step.id)
-        key: tuple[object, ...] = ("alone", n)
-        if change is not None and change.subject and step.do:
-            key = (*fold_key(change), step.prior, step.desired)
-            block = blocks.get(key)
-            if block and _operations(step, change.subject) != _operations(
-                block[0], changes[block[0].id].subject, change.subject
-            ):
-                key = ("alone", n)
-        blocks.setdefault(key, []).append(step)
-    return list(blocks.values())
+        if change is None or not change.subject or not step.do:
+            return None
+        operations = same_but_subject((op.describe() for op in step.do), change.subject)
+        return (*fold_key(change), step.prior, step.desired, operations)
 
-
-def _operations(step: Step, subject: str, instead: str | None = None) -> list[str]:
-    """`step`'s operations as text, with its subject named `instead` where given."""
-    said = [op.describe() for op in step.do]
-    if instead is None:
-        return said
-    # Whole names only: cpu1 is not the start of cpu12.
-    name = re.compile(rf"(?<![\w.:-]){re.escape(subject)}(?![\w.:-])")
-    return [name.sub(instead, text) for text in said]
+    return blocks(steps, key)

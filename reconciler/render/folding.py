@@ -9,11 +9,14 @@ profile entries, never CPUs.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from ..kinds import named
 from ..plan.model import Change, Value
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -61,10 +64,26 @@ def fold_key(change: Change, *, same_values: bool = True) -> tuple[object, ...]:
 
 def fold(changes: Iterable[Change], *, same_values: bool = True) -> list[Group]:
     """Changes grouped by `fold_key`, in the order each group first appears."""
-    groups: dict[tuple[object, ...], list[Change]] = {}
-    for change in changes:
-        groups.setdefault(fold_key(change, same_values=same_values), []).append(change)
-    return [Group(tuple(g)) for g in groups.values()]
+    return [
+        Group(tuple(b)) for b in blocks(changes, lambda c: fold_key(c, same_values=same_values))
+    ]
+
+
+def blocks(items: Iterable[T], key: Callable[[T], Hashable | None]) -> list[list[T]]:
+    """`items` in blocks of equal key, each block where its first item was; an item whose key
+    is None is a block of its own."""
+    found: dict[Hashable, list[T]] = {}
+    for n, item in enumerate(items):
+        k = key(item)
+        found.setdefault(("alone", n) if k is None else ("key", k), []).append(item)
+    return list(found.values())
+
+
+def same_but_subject(texts: Iterable[str], subject: str) -> tuple[str, ...]:
+    """`texts` (a step's operations) with `subject` blanked out as a whole name (cpu1 is not
+    the start of cpu12): equal for steps that do the same thing to another CPU or device."""
+    name = re.compile(rf"(?<![\w.:-]){re.escape(subject)}(?![\w.:-])")
+    return tuple(name.sub("\0", text) for text in texts)
 
 
 def entries(changes: Iterable[Change]) -> int:
