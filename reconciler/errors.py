@@ -13,9 +13,39 @@ class ExitCode:
     REBOOT_TIMEOUT = 4
     UNFINISHED_RUN = 5
     JOURNAL = 6  # a run journal tune cannot read or understand (damaged, unreadable, too large)
+    NOT_CONFIRMED = 7  # the operator said no, or could not be asked: nothing was written
     USAGE = 64
     INVALID_PROFILE = 65
+    INTERNAL = 70  # sysexits' EX_SOFTWARE: a bug of tune's
     NO_SPACE = 74  # sysexits' EX_IOERR: the device (or the quota) is full
+    INTERRUPTED = 130  # the shells' 128 + SIGINT
+
+
+# The one list of what each exit code means: `tune --help` prints it, and a test holds the
+# README's table of exit codes to it, word for word.
+EXIT_CODES: dict[int, str] = {
+    ExitCode.IN_SYNC: "in sync (nothing to change, every check passes; a parameter waiting "
+    "for a reboot does not count), or the command did what it was asked",
+    ExitCode.HOST_ERROR: "the host could not be read or written (or tune's state there is "
+    "not root's)",
+    ExitCode.CHANGES: "changes to make, drift, failed checks or actionable findings",
+    ExitCode.APPLY_FAILED: "an apply or a verification failed and was rolled back, or a "
+    "rollback left changes not restored",
+    ExitCode.REBOOT_TIMEOUT: "a host rebooted by `tune apply --reboot` did not come back in time",
+    ExitCode.UNFINISHED_RUN: "an earlier run was interrupted and awaits `tune rollback` (or "
+    "`tune apply --after-interrupted`)",
+    ExitCode.JOURNAL: "a run journal is damaged or cannot be read (the message names the file "
+    "and line, and what can still be rolled back)",
+    ExitCode.NOT_CONFIRMED: "not confirmed: the answer was no, or there was no terminal to ask "
+    "and no `--yes`; nothing was written",
+    ExitCode.USAGE: "usage error",
+    ExitCode.INVALID_PROFILE: "invalid profile (`FILE:LINE:COL: message` on stderr)",
+    ExitCode.INTERNAL: "internal error, a bug of tune's (`TUNE_DEBUG=1` shows the traceback)",
+    ExitCode.NO_SPACE: "no space left on a device (nothing was changed, or the run was rolled "
+    "back)",
+    ExitCode.INTERRUPTED: "interrupted (Ctrl-C) before anything was written; an interrupted "
+    "run rolls back and exits 3",
+}
 
 
 class TuneError(Exception):
@@ -33,6 +63,13 @@ class TuneError(Exception):
 
 class UsageError(TuneError):
     exit_code = ExitCode.USAGE
+
+
+class NotConfirmed(TuneError):
+    """A command that writes to a host was not confirmed: the operator declined, or there was
+    no terminal to ask on and no `--yes` (cron, CI, `ssh host tune apply`)."""
+
+    exit_code = ExitCode.NOT_CONFIRMED
 
 
 class HostError(TuneError):

@@ -31,6 +31,7 @@ HOSTS = PROJECT / "examples" / "hosts"
 BLACKWELL = PROFILES / "blackwell-8x.yaml"
 UNTUNED = HOSTS / "rtx6000bw-untuned"
 TUNED = HOSTS / "rtx6000bw-tuned"
+SAVED = "tune: plan saved in .tune/plan.json; "  # the one line `tune plan` writes to stderr
 
 
 @pytest.fixture(autouse=True)
@@ -100,12 +101,13 @@ def profile(tmp_path: Path, text: str, name: str = "p.yaml") -> Path:
 
 def plan_json(tmp_path: Path, root: Path, text: str) -> dict[str, Any]:
     """`tune plan --format json` of the profile `text` against the snapshot `root`, with its exit
-    code under "code"; a plan never writes to stderr. Knob tests leave tune's boot-time files
-    out (`--no-persist`): those are planned and tested on their own (test_apply*)."""
+    code under "code"; a plan writes one line to stderr, where it saved itself. Knob tests leave
+    tune's boot-time files out (`--no-persist`): those are planned and tested on their own
+    (test_apply*)."""
     result = run_tune(
         "plan", profile(tmp_path, text), "--root", root, "--format", "json", "--no-persist"
     )
-    assert result.err == "", result.err
+    assert result.err.startswith(SAVED) and result.err.count("\n") == 1, result.err
     return {"code": result.code, **json.loads(result.out)}
 
 

@@ -44,7 +44,7 @@ def test_apply_makes_the_runtime_plan_empty_and_a_second_apply_changes_nothing(
 def test_applied_snapshot_has_the_tuned_hosts_boot_files_and_mrrs(
     untuned: Path, tuned: Path
 ) -> None:
-    assert run_tune("apply", BLACKWELL, "--runtime-only", "--root", untuned).code == 0
+    assert run_tune("apply", "--yes", BLACKWELL, "--runtime-only", "--root", untuned).code == 0
     for rel in (
         "etc/sysctl.d/90-tune.conf",
         "etc/modules-load.d/tune.conf",
@@ -66,15 +66,18 @@ def test_masked_setpci_write_keeps_the_other_device_control_bits(tmp_path: Path)
     profile = write_profile(
         tmp_path / "p.yaml", {"pci": [{"select": {"vendor": 0x10DE}, "max_read_request": 4096}]}
     )
-    assert run_tune("apply", profile, "--runtime-only", "--root", root, "--no-persist").code == 0
+    assert (
+        run_tune("apply", "--yes", profile, "--runtime-only", "--root", root, "--no-persist").code
+        == 0
+    )
     assert config.read_bytes() == config_space(4096, other_bits=0x0C3F)
 
 
 def test_rollback_restores_every_byte_and_history_says_so(untuned: Path) -> None:
     before = tree(untuned)
-    assert run_tune("apply", BLACKWELL, "--runtime-only", "--root", untuned).code == 0
+    assert run_tune("apply", "--yes", BLACKWELL, "--runtime-only", "--root", untuned).code == 0
     assert tree(untuned) != before
-    result = run_tune("rollback", "--root", untuned)
+    result = run_tune("rollback", "--yes", "--root", untuned)
     assert result.code == 0, result.err
     assert "281 restored" in result.out
     assert tree(untuned) == before
@@ -85,11 +88,11 @@ def test_rollback_restores_every_byte_and_history_says_so(untuned: Path) -> None
     assert row["profile"] == "blackwell-8x"
     text = run_tune("history", "--root", untuned).out
     assert "rolled-back" in text and "blackwell-8x" in text
-    assert "already rolled back" in run_tune("rollback", "--root", untuned).out
+    assert "already rolled back" in run_tune("rollback", "--yes", "--root", untuned).out
 
 
 def test_journal_follows_the_contract(untuned: Path) -> None:
-    assert run_tune("apply", BLACKWELL, "--runtime-only", "--root", untuned).code == 0
+    assert run_tune("apply", "--yes", BLACKWELL, "--runtime-only", "--root", untuned).code == 0
     (run_id,) = run_ids(SnapshotHost(untuned))
     assert len(run_id) == 23 and run_id[8] == "T" and run_id[15:17] == "Z-"
     path = untuned / "var/lib/tune/runs" / f"{run_id}.jsonl"
@@ -156,7 +159,9 @@ def test_dry_run_folds_what_each_cpu_and_device_does_alike(untuned: Path) -> Non
 
 
 def test_no_persist_writes_no_boot_files(untuned: Path) -> None:
-    result = run_tune("apply", BLACKWELL, "--runtime-only", "--root", untuned, "--no-persist")
+    result = run_tune(
+        "apply", "--yes", BLACKWELL, "--runtime-only", "--root", untuned, "--no-persist"
+    )
     assert result.code == 0, result.err
     assert "Applied 277 changes" in result.out
     assert not (untuned / "etc/sysctl.d").exists()
@@ -165,7 +170,7 @@ def test_no_persist_writes_no_boot_files(untuned: Path) -> None:
 def test_saved_plan_is_applied_after_reobserving(untuned: Path) -> None:
     assert run_tune("plan", BLACKWELL, "--root", untuned).code == 2
     assert Path(".tune/plan.json").is_file()
-    result = run_tune("apply", "--runtime-only")
+    result = run_tune("apply", "--yes", "--runtime-only")
     assert result.code == 0, result.err
     assert runtime_changes(untuned) == []
 
@@ -174,9 +179,10 @@ def test_stale_plan_is_refused_with_what_moved(untuned: Path) -> None:
     assert run_tune("plan", BLACKWELL, "--root", untuned, "-o", "plan.json").code == 2
     write(untuned, "/proc/sys/vm/swappiness", "30\n")
     before = tree(untuned)
-    result = run_tune("apply", "plan.json", "--runtime-only")
+    result = run_tune("apply", "--yes", "plan.json", "--runtime-only")
     assert result.code == 1
-    assert result.err.startswith("stale plan: the host changed since plan.json was made")
+    said = result.err.splitlines()[-1]
+    assert said.startswith("stale plan: the host changed since plan.json was made")
     assert "sysctl:vm.swappiness: 60 -> 30" in result.err
     assert tree(untuned) == before and not (untuned / "var").exists()
 
@@ -184,12 +190,12 @@ def test_stale_plan_is_refused_with_what_moved(untuned: Path) -> None:
 def test_plan_from_another_boot_is_stale(untuned: Path) -> None:
     assert run_tune("plan", BLACKWELL, "--root", untuned).code == 2
     write(untuned, "/proc/sys/kernel/random/boot_id", "4f1e0c8a-0000-4000-8000-000000000000\n")
-    result = run_tune("apply", "--runtime-only")
+    result = run_tune("apply", "--yes", "--runtime-only")
     assert result.code == 1 and "the host rebooted since" in result.err
 
 
 def test_apply_without_a_saved_plan_says_what_to_do() -> None:
-    result = run_tune("apply", "--runtime-only")
+    result = run_tune("apply", "--yes", "--runtime-only")
     assert result.code == 64 and "run tune plan PROFILE first" in result.err
 
 
@@ -203,7 +209,7 @@ def test_lock_held_refuses_and_writes_nothing(untuned: Path) -> None:
         held.write("4242\n")
         held.flush()
         before = tree(untuned)
-        result = run_tune("apply", BLACKWELL, "--runtime-only", "--root", untuned)
+        result = run_tune("apply", "--yes", BLACKWELL, "--runtime-only", "--root", untuned)
     assert result.code == 1
     assert result.err.strip() == "another tune apply is running (pid 4242)."
     assert tree(untuned) == before and not (untuned / "var").exists()
@@ -212,7 +218,7 @@ def test_lock_held_refuses_and_writes_nothing(untuned: Path) -> None:
 def test_read_only_knob_is_refused_before_any_write(untuned: Path) -> None:
     (untuned / "proc/sys/vm/swappiness").chmod(0o444)
     before = tree(untuned)
-    result = run_tune("apply", BLACKWELL, "--runtime-only", "--root", untuned)
+    result = run_tune("apply", "--yes", BLACKWELL, "--runtime-only", "--root", untuned)
     assert result.code == 1
     assert result.err.strip() == (
         "sysctl:vm.swappiness cannot be changed: /proc/sys/vm/swappiness is read-only on this host."
@@ -230,7 +236,7 @@ def test_missing_knob_and_unmatched_pci_selector_are_refused(tmp_path: Path) -> 
         },
     )
     before = tree(root)
-    result = run_tune("apply", profile, "--runtime-only", "--root", root)
+    result = run_tune("apply", "--yes", profile, "--runtime-only", "--root", root)
     assert result.code == 1
     assert result.err.splitlines() == [
         "sysctl:vm.nosuchknob cannot be set: /proc/sys/vm/nosuchknob does not exist on this host.",
@@ -246,7 +252,7 @@ def test_missing_module_shows_modprobes_message(tmp_path: Path) -> None:
         tmp_path / "p.yaml", {"modules": {"dummy": "loaded", "nvidia_peermem": "loaded"}}
     )
     before = tree(root)
-    result = run_tune("apply", profile, "--runtime-only", "--root", root)
+    result = run_tune("apply", "--yes", profile, "--runtime-only", "--root", root)
     assert result.code == 1
     assert result.err.strip() == (
         "Module nvidia_peermem cannot be loaded on this host (modprobe: FATAL: Module "
@@ -270,7 +276,7 @@ def test_setpci_missing_is_refused(tmp_path: Path) -> None:
 def test_journal_directory_not_writable_is_refused(untuned: Path) -> None:
     (untuned / "var/lib/tune").mkdir(parents=True)
     (untuned / "var/lib/tune").chmod(0o555)
-    result = run_tune("apply", BLACKWELL, "--runtime-only", "--root", untuned)
+    result = run_tune("apply", "--yes", BLACKWELL, "--runtime-only", "--root", untuned)
     assert result.code == 1
     assert result.err.strip() == (
         "/var/lib/tune/runs is not writable, so tune cannot keep its journal there."
@@ -285,7 +291,9 @@ def test_not_root_on_a_live_host(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_reboot_phase_is_refused_with_runtime_only(untuned: Path) -> None:
     before = tree(untuned)
-    result = run_tune("apply", BLACKWELL, "--root", untuned, "--runtime-only", "--reboot-phase")
+    result = run_tune(
+        "apply", "--yes", BLACKWELL, "--root", untuned, "--runtime-only", "--reboot-phase"
+    )
     assert result.code == 64
     assert "--runtime-only and --reboot-phase exclude each other" in result.err
     assert tree(untuned) == before
@@ -382,5 +390,5 @@ def test_a_failing_restore_is_reported_and_the_rest_still_restored(untuned: Path
     assert run is not None and run.outcome == "rollback-failed"
     assert any(r["type"] == "restore-failed" for r in (r.to_json() for r in run.records))
     # Once the kernel lets go, `tune rollback` finishes the job.
-    assert run_tune("rollback", "--root", untuned).code == 0
+    assert run_tune("rollback", "--yes", "--root", untuned).code == 0
     assert tree(untuned) == before

@@ -57,21 +57,21 @@ def test_apply_then_plan_is_empty_then_rollback_restores(
     profile = write_profile(tmp_path / "p.yaml", KIND_PROFILES[kind])
     flags = [] if persist else ["--no-persist"]
     before = tree(root)
-    first = run_tune("apply", profile, "--runtime-only", "--root", root, *flags)
+    first = run_tune("apply", "--yes", profile, "--runtime-only", "--root", root, *flags)
     assert first.code == 0, first.err
     assert "Applied" in first.out
     plan = run_tune("plan", profile, "--root", root, *flags)
     assert plan.code == 0, plan.out
-    again = run_tune("apply", profile, "--runtime-only", "--root", root, *flags)
+    again = run_tune("apply", "--yes", profile, "--runtime-only", "--root", root, *flags)
     assert "In sync: nothing to change" in again.out
-    assert run_tune("rollback", "--root", root).code == 0
+    assert run_tune("rollback", "--yes", "--root", root).code == 0
     assert tree(root) == before
 
 
 def test_module_parameters_load_with_the_module_and_persist(tmp_path: Path) -> None:
     root = build(tmp_path / "h", HOST)
     profile = write_profile(tmp_path / "p.yaml", KIND_PROFILES["modules"])
-    assert run_tune("apply", profile, "--runtime-only", "--root", root).code == 0
+    assert run_tune("apply", "--yes", profile, "--runtime-only", "--root", root).code == 0
     assert (root / "sys/module/dummy/parameters/numdummies").read_text() == "2\n"
     assert "veth" not in (root / "proc/modules").read_text()
     assert (root / "etc/modprobe.d/tune.conf").read_text().splitlines()[1:] == [
@@ -84,7 +84,9 @@ def test_module_parameters_load_with_the_module_and_persist(tmp_path: Path) -> N
 def test_a_file_tune_no_longer_needs_is_removed(tmp_path: Path) -> None:
     root = build(tmp_path / "h", HOST)
     write_profile(tmp_path / "a.yaml", KIND_PROFILES["sysctl"])
-    assert run_tune("apply", tmp_path / "a.yaml", "--runtime-only", "--root", root).code == 0
+    assert (
+        run_tune("apply", "--yes", tmp_path / "a.yaml", "--runtime-only", "--root", root).code == 0
+    )
     assert (root / "etc/sysctl.d/90-tune.conf").exists()
     write_profile(tmp_path / "b.yaml", KIND_PROFILES["sysfs"])
     result = run_tune("apply", tmp_path / "b.yaml", "--runtime-only", "--root", root, "--dry-run")

@@ -44,7 +44,7 @@ def test_improvement_within_the_gate_is_kept_and_both_measurements_journaled(
     tmp_path: Path,
 ) -> None:
     root, profile = setup(tmp_path, 10, {"regress_max": "5%"})
-    result = run_tune("apply", profile, "--root", root, "--runtime-only", "--no-persist")
+    result = run_tune("apply", "--yes", profile, "--root", root, "--runtime-only", "--no-persist")
     assert result.code == 0, result.err
     assert "Probes score run before the first change and after the last." in result.out
     assert (root / "proc/sys/vm/swappiness").read_text() == "10\n"
@@ -59,7 +59,7 @@ def test_improvement_within_the_gate_is_kept_and_both_measurements_journaled(
 def test_regression_past_the_gate_rolls_the_phase_back_and_exits_3(tmp_path: Path) -> None:
     root, profile = setup(tmp_path, 90, {"regress_max": "5%"})
     before = tree(root)
-    result = run_tune("apply", profile, "--root", root, "--runtime-only", "--no-persist")
+    result = run_tune("apply", "--yes", profile, "--root", root, "--runtime-only", "--no-persist")
     assert result.code == 3
     assert "(the probes after the phase: probe gate failed: score: 40 -> 10 (-75.0%)" in result.err
     assert "rolled back 1 changes" in result.err
@@ -74,7 +74,14 @@ def test_regression_past_the_gate_rolls_the_phase_back_and_exits_3(tmp_path: Pat
 def test_keep_on_regression_keeps_the_changes_and_says_so(tmp_path: Path) -> None:
     root, profile = setup(tmp_path, 90, {"regress_max": "5%"})
     result = run_tune(
-        "apply", profile, "--root", root, "--runtime-only", "--no-persist", "--keep-on-regression"
+        "apply",
+        "--yes",
+        profile,
+        "--root",
+        root,
+        "--runtime-only",
+        "--no-persist",
+        "--keep-on-regression",
     )
     assert result.code == 0, result.err
     assert (root / "proc/sys/vm/swappiness").read_text() == "90\n"
@@ -88,7 +95,7 @@ def test_keep_on_regression_keeps_the_changes_and_says_so(tmp_path: Path) -> Non
 def test_no_probes_runs_none_and_gates_nothing(tmp_path: Path, gate: dict[str, object]) -> None:
     root, profile = setup(tmp_path, 90, gate)
     result = run_tune(
-        "apply", profile, "--root", root, "--runtime-only", "--no-persist", "--no-probes"
+        "apply", "--yes", profile, "--root", root, "--runtime-only", "--no-persist", "--no-probes"
     )
     assert result.code == 0, result.err
     assert (root / "proc/sys/vm/swappiness").read_text() == "90\n"
@@ -98,7 +105,7 @@ def test_no_probes_runs_none_and_gates_nothing(tmp_path: Path, gate: dict[str, o
 def test_absolute_gate_judges_after_alone(tmp_path: Path) -> None:
     root, profile = setup(tmp_path, 45, {"min": 60})
     before = tree(root)
-    result = run_tune("apply", profile, "--root", root, "--runtime-only", "--no-persist")
+    result = run_tune("apply", "--yes", profile, "--root", root, "--runtime-only", "--no-persist")
     assert result.code == 3
     assert "score: 55 is below the minimum 60" in result.err
     assert tree(root) == before
@@ -118,7 +125,7 @@ def test_probe_that_worked_before_and_fails_after_is_a_failed_gate(tmp_path: Pat
         },
     )
     before = tree(root)
-    result = run_tune("apply", profile, "--root", root, "--runtime-only", "--no-persist")
+    result = run_tune("apply", "--yes", profile, "--root", root, "--runtime-only", "--no-persist")
     assert result.code == 3
     assert "ok: measured 1 before, then exited with status 1" in result.err
     assert tree(root) == before

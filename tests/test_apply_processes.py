@@ -71,7 +71,7 @@ def test_kill_9_mid_apply_then_rollback_restores_everything(tmp_path: Path, untu
     assert tree(untuned) != before
     history = run_tune("history", "--root", untuned)
     assert "interrupted" in history.out
-    result = run_tune("rollback", "--root", untuned)
+    result = run_tune("rollback", "--yes", "--root", untuned)
     assert result.code == 0, result.err
     assert tree(untuned) == before
 

@@ -115,7 +115,7 @@ def test_after_a_rollback_nothing_is_applied_and_cron_stays_quiet(
     untuned: Path, clock: Clock
 ) -> None:
     applied_runtime_only(untuned)
-    rolled = run_tune("rollback", "--root", untuned)
+    rolled = run_tune("rollback", "--yes", "--root", untuned)
     assert rolled.code == 0, rolled.err
     # The rollback took the stored profile away: the check says what it found, exit 0.
     assert cron(untuned, clock, 2) == [(0, "", "")] * 2

@@ -104,7 +104,7 @@ def test_a_step_record_without_its_probe_is_named_not_a_crash(
     assert "damaged" in history.out  # the table is still shown, the run marked
     assert "The 2 steps recorded before it" in history.err
 
-    rollback = run_tune("rollback", "--root", root)
+    rollback = run_tune("rollback", "--yes", "--root", root)
     clear(rollback)
     assert rollback.code == ExitCode.JOURNAL
     assert rollback.err.startswith(where), rollback.err
@@ -130,7 +130,7 @@ def test_a_torn_last_line_is_a_crash_and_reads_as_interrupted(
     history = run_tune("history", "--root", root, "--format", "json")
     assert history.code == 0, history.err
     assert json.loads(history.out)[0]["outcome"] == "interrupted"
-    rollback = run_tune("rollback", "--root", root)
+    rollback = run_tune("rollback", "--yes", "--root", root)
     assert rollback.code == 0, rollback.err
     assert tree(root) == host[2]
     # The torn record was cut before the rollback's were added: the journal reads whole.
@@ -210,7 +210,7 @@ def test_any_damage_gives_a_clear_message_and_restores_what_is_readable(
         ("report", "--root", root),
     ):
         clear(run_tune(*args))
-    rollback = run_tune("rollback", "--root", root)
+    rollback = run_tune("rollback", "--yes", "--root", root)
     clear(rollback)
     if readable.damage is not None:
         assert rollback.code == ExitCode.JOURNAL

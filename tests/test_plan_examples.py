@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 
-from conftest import BLACKWELL, TUNED, UNTUNED, run_tune
+from conftest import BLACKWELL, SAVED, TUNED, UNTUNED, run_tune
 
 
 def plan_json(root: object) -> dict:
     result = run_tune("plan", BLACKWELL, "--root", root, "--format", "json")
-    assert result.err == ""
+    assert result.err.startswith(SAVED) and result.err.count("\n") == 1
     return {"code": result.code, **json.loads(result.out)}
 
 

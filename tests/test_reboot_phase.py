@@ -212,7 +212,7 @@ def test_snapshot_journals_boot_tools_and_never_writes_runtime(untuned: Path) ->
     assert not any(p.startswith(("proc/", "sys/")) for p in changed)
     assert "etc/default/grub.d/90-tune.cfg" in changed
 
-    assert run_tune("rollback", "--root", untuned).code == 0
+    assert run_tune("rollback", "--yes", "--root", untuned).code == 0
     assert tree(untuned) == before
 
 
@@ -230,7 +230,7 @@ def test_apply_without_phase_flag_writes_runtime_then_reboot(untuned: Path) -> N
 
 def test_reboot_is_refused_on_a_snapshot(untuned: Path) -> None:
     before = tree(untuned)
-    result = run_tune("apply", BLACKWELL, "--reboot-phase", "--reboot", "--root", untuned)
+    result = run_tune("apply", "--yes", BLACKWELL, "--reboot-phase", "--reboot", "--root", untuned)
     assert result.code == 64
     assert "--reboot is refused on a snapshot" in result.err
     assert tree(untuned) == before

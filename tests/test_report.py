@@ -68,7 +68,9 @@ def applied_host(tmp_path: Path, swappiness: int, *flags: str) -> tuple[Path, in
     )
     profile = tmp_path / "p.yaml"
     profile.write_text(PROFILE.format(swappiness=swappiness))
-    result = run_tune("apply", profile, "--root", root, "--runtime-only", "--no-persist", *flags)
+    result = run_tune(
+        "apply", "--yes", profile, "--root", root, "--runtime-only", "--no-persist", *flags
+    )
     return root, result.code
 
 

@@ -160,7 +160,7 @@ def test_containers_by_config_path() -> None:
 def test_rollback_of_a_reboot_phase_run_clears_what_is_pending(untuned: Path) -> None:
     assert run_tune("apply", BLACKWELL, "--reboot-phase", "--root", untuned, "-y").code == 0
     assert pending(untuned)["run_id"] == only_run(untuned)
-    assert run_tune("rollback", "--root", untuned).code == 0
+    assert run_tune("rollback", "--yes", "--root", untuned).code == 0
     assert not (untuned / "var/lib/tune/pending.json").exists()
     result = run_tune("verify", "--root", untuned)
     assert result.code == 0
@@ -171,13 +171,13 @@ def test_rollback_of_another_run_keeps_what_is_pending(untuned: Path) -> None:
     assert run_tune("apply", BLACKWELL, "--runtime-only", "--root", untuned, "-y").code == 0
     runtime_run = only_run(untuned)
     assert run_tune("apply", BLACKWELL, "--reboot-phase", "--root", untuned, "-y").code == 0
-    assert run_tune("rollback", runtime_run, "--root", untuned).code == 0
+    assert run_tune("rollback", "--yes", runtime_run, "--root", untuned).code == 0
     assert pending(untuned)["run_id"] != runtime_run
 
 
 def test_restart_containers_is_refused_with_runtime_only(untuned: Path) -> None:
     result = run_tune(
-        "apply", BLACKWELL, "--runtime-only", "--restart-containers", "--root", untuned
+        "apply", "--yes", BLACKWELL, "--runtime-only", "--restart-containers", "--root", untuned
     )
     assert result.code == 64
     assert "--restart-containers follows the boot configuration" in result.err

@@ -76,13 +76,13 @@ def test_apply_over_ssh_equals_the_local_apply(
     (row,) = history(lab, "h1")
     assert (row["outcome"], row["changes"], row["phase"]) == ("applied", 281, "runtime")
 
-    code, out, err = tune(lab, "rollback", "-H", "h1")
+    code, out, err = tune(lab, "rollback", "--yes", "-H", "h1")
     assert (code, err) == (0, "")
     assert "281 restored" in out
     assert tree(remote) == before
     assert not (remote / "var/lib/tune/profile.yaml").exists()
     assert [r["outcome"] for r in history(lab, "h1")] == ["rolled-back"]
-    code, out, _ = tune(lab, "rollback", "-H", "h1")
+    code, out, _ = tune(lab, "rollback", "--yes", "-H", "h1")
     assert code == 0 and "already rolled back" in out
 
 

@@ -86,7 +86,7 @@ def test_reboot_over_ssh_boots_once_verifies_and_promotes(
     # Round trips: bounded by the phases, not by the knobs (two check tune's state first).
     assert lab.exec_requests()["h1"] <= 16
 
-    code, out, err = tune_plain(lab, "rollback", "-H", "h1")
+    code, out, err = tune_plain(lab, "rollback", "--yes", "-H", "h1")
     assert (code, err) == (0, ""), out
     assert boot_files(root) == before
 
@@ -238,7 +238,7 @@ def test_rollback_over_ssh_of_the_pending_run_clears_it_so_verify_has_nothing(
     code, out, err = tune(lab, "apply", BLACKWELL, "-y", "-H", "h1")
     assert (code, err) == (0, ""), out
     assert (root / "var/lib/tune/pending.json").exists()
-    code, out, err = tune_plain(lab, "rollback", "-H", "h1")
+    code, out, err = tune_plain(lab, "rollback", "--yes", "-H", "h1")
     assert (code, err) == (0, ""), out
     assert boot_files(root) == before
     assert not (root / "var/lib/tune/pending.json").exists()
@@ -259,7 +259,7 @@ def test_rollback_over_ssh_of_an_older_run_keeps_the_pending_one(
     assert (code, err) == (0, ""), out
     pending = (root / "var/lib/tune/pending.json").read_bytes()
     first = run_ids(SnapshotHost(root))[0]
-    code, out, err = tune_plain(lab, "rollback", first, "-H", "h1")
+    code, out, err = tune_plain(lab, "rollback", "--yes", first, "-H", "h1")
     assert (code, err) == (0, ""), out
     assert (root / "var/lib/tune/pending.json").read_bytes() == pending
 

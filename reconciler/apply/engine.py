@@ -546,12 +546,19 @@ def rollback(host: Host, run_id: str | None = None, *, boot_only: bool = False) 
 
 
 def roll_back_chain(
-    host: Host, run_id: str | None, restore_one: Callable[[Run], RollbackResult]
+    host: Host,
+    run_id: str | None,
+    restore_one: Callable[[Run], RollbackResult],
+    approve: Callable[[list[Run]], None] | None = None,
 ) -> list[RollbackResult]:
     """`tune rollback`: each run of `journal.rollback_chain`, newest first, with `restore_one`
-    (an engine's `rollback`); stops at the first run that leaves a change behind."""
+    (an engine's `rollback`); stops at the first run that leaves a change behind. `approve`
+    sees the runs before the first is restored, and raises to restore none."""
     results: list[RollbackResult] = []
-    for run in rollback_chain(host, run_id):
+    chain = rollback_chain(host, run_id)
+    if approve is not None:
+        approve(chain)
+    for run in chain:
         results.append(restore_one(run))
         if results[-1].result.failures:
             break

@@ -24,7 +24,7 @@ from ..hosts.fleet import HostResult, for_each_host
 from ..kinds import lxc
 from .engine import RollbackResult, Work, prepare, roll_back_chain
 from .engines import ApplyResult, Engine
-from .journal import before_apply, check_state, new_run_id
+from .journal import Run, before_apply, check_state, new_run_id
 from .steps import PutFile
 
 if TYPE_CHECKING:
@@ -232,11 +232,14 @@ def after_boot(
     return after
 
 
-def roll_back(engine: Engine, run_id: str | None) -> Sequence[RollbackResult]:
+def roll_back(
+    engine: Engine, run_id: str | None, approve: Callable[[list[Run]], None] | None = None
+) -> Sequence[RollbackResult]:
     """`tune rollback`: the run `run_id` (by default the newest, and the interrupted runs right
-    before it), newest first; stops at the first that leaves a change behind."""
+    before it), newest first; stops at the first that leaves a change behind. `approve` sees
+    those runs, with the host's lock held, and raises to restore none."""
     with engine.session():
-        return roll_back_chain(engine.host, run_id, engine.rollback)
+        return roll_back_chain(engine.host, run_id, engine.rollback, approve)
 
 
 class FleetShow:

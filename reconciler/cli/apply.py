@@ -2,22 +2,29 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
-from ..apply.journal import Run, every_run
+from ..apply.journal import Run, every_run, rollback_chain
 from ..apply.orchestration import ApplyJob, Done, Show
+from ..apply.steps import BootTool, Command, DeleteFile, PutFile
 from ..boot.verify import BootVerdict, PendingBoot
 from ..errors import ApplyFailed, ExitCode, JournalError, UsageError
 from ..hosts.base import Host, ReadableHost
 from ..hosts.directory import open_host
+from ..kinds import boot_kind
 from ..plan import saved as saved_plans
+from ..plan.model import Phase
 from ..render.apply import applied_part, dry_run_text
 from ..render.printable import printable
+from .consent import confirm, dry_run_option, yes_option
+from .exits import exits
 from .options import format_option
 from .remote import RemoteOptions, no_root, remote_options
 
@@ -33,6 +40,18 @@ RESTART_HELP = (
 )
 
 
+@exits(
+    ExitCode.IN_SYNC,
+    ExitCode.HOST_ERROR,
+    ExitCode.APPLY_FAILED,
+    ExitCode.REBOOT_TIMEOUT,
+    ExitCode.UNFINISHED_RUN,
+    ExitCode.JOURNAL,
+    ExitCode.NOT_CONFIRMED,
+    ExitCode.USAGE,
+    ExitCode.INVALID_PROFILE,
+    ExitCode.NO_SPACE,
+)
 @click.command()
 @click.argument("target", required=False, metavar="[PROFILE|PLAN.json]")
 @click.option("--runtime-only", is_flag=True, help="Only live settings; never boot configuration.")
@@ -55,8 +74,8 @@ RESTART_HELP = (
 )
 @click.option("--restart-containers", is_flag=True, help=RESTART_HELP)
 @click.option("--root", metavar="DIR", help=ROOT_HELP)
-@click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation on a terminal.")
-@click.option("--dry-run", is_flag=True, help="Print the exact operations; write nothing.")
+@yes_option
+@dry_run_option
 @click.option("--no-persist", is_flag=True, help="Do not write tune's boot-time files.")
 @click.option(
     "--after-interrupted",
@@ -89,8 +108,10 @@ def apply(
     """Make the host match a profile, or a plan saved by `tune plan`.
 
     \b
-    Without TARGET, applies the plan `tune plan` saved in .tune/plan.json,
-    after re-observing the host: a plan whose observed values moved is refused.
+    Without TARGET, applies the plan `tune plan` saved in .tune/plan.json (the
+    phases it covers), after re-observing the host: a plan whose observed values
+    moved, or made for another host, is refused. Asks first (the question names
+    the boot configuration it changes); without a terminal, only --yes goes on.
     Each change is journaled on the host before it is written and read back
     after; any failure (or Ctrl-C) restores every change made, and exits 3.
     With probes in the profile, they run before the first write and after the
@@ -133,6 +154,15 @@ def apply(
         root = _plan_root(saved, root)
         profile_path = saved.profile_path
         with_persistence = with_persistence and saved.persist
+        phases = saved.phases_for(runtime_only, reboot_phase)
+        runtime_only = phases == (Phase.RUNTIME,)
+        reboot_phase = phases == (Phase.REBOOT,)
+        if runtime_only and (reboot or restart_containers):
+            raise UsageError(
+                f"{saved.path} covers the runtime phase only: --reboot and "
+                "--restart-containers need the boot configuration; run tune plan again."
+            )
+        click.echo(saved.described(time.time()), err=True)
     else:
         profile_path = target
     job = ApplyJob(
@@ -186,8 +216,11 @@ class Terminal(Show):
     def confirm(self, host: Host, work: Work) -> None:
         _reboot_why(work)
         click.echo(summary(work), nl=False)
-        if not self.yes and sys.stdin.isatty():
-            click.confirm(f"Apply {len(work.planned)} changes to {host.describe()}?", abort=True)
+        question = f"Apply {len(work.planned)} changes to {host.describe()}"
+        boot = boot_configuration(work)
+        if boot:  # the reboot phase: what the next boot, or a container's restart, takes up
+            question += f", the boot configuration among them ({', '.join(boot)})"
+        confirm(printable(question + "?"), yes=self.yes, command="tune apply")
 
     def probes(self, around: PhaseProbes) -> None:
         names = ", ".join(around.probes)
@@ -212,6 +245,21 @@ class Terminal(Show):
             click.echo(f"Rebooting {host.describe()}; after the boot, run `tune verify`.")
         else:
             click.echo(f"Rebooting {host.describe()}; waiting up to {wait:g} s for it.")
+
+
+def boot_configuration(work: Work) -> list[str]:
+    """What of the boot configuration `work` changes: the files it writes (the boot loader's,
+    each container's config) and the boot tools it runs, in the order of the steps."""
+    named: list[str] = []
+    for step in work.steps:
+        if not boot_kind(step.kind):
+            continue
+        for op in step.do:
+            if isinstance(op, PutFile | DeleteFile):
+                named.append(op.path)
+            elif isinstance(op, BootTool | Command):
+                named.append(op.argv[0])
+    return list(dict.fromkeys(named))
 
 
 def _reboot_why(work: Work) -> None:
@@ -239,6 +287,9 @@ def _applied(done: Done, engine: Engine, job: ApplyJob) -> int:
     return ExitCode.IN_SYNC
 
 
+@exits(
+    ExitCode.IN_SYNC, ExitCode.HOST_ERROR, ExitCode.APPLY_FAILED, ExitCode.JOURNAL, ExitCode.USAGE
+)
 @click.command()
 @click.option("--root", metavar="DIR", help="Verify a snapshot directory instead of this machine.")
 @click.option(
@@ -347,23 +398,50 @@ def summary(work: Work) -> str:
     return "\n".join(lines[:-1]) + "\n"
 
 
+@exits(
+    ExitCode.IN_SYNC,
+    ExitCode.HOST_ERROR,
+    ExitCode.APPLY_FAILED,
+    ExitCode.JOURNAL,
+    ExitCode.NOT_CONFIRMED,
+    ExitCode.USAGE,
+)
 @click.command()
 @click.argument("run_id", required=False)
 @click.option("--root", metavar="DIR", help=ROOT_HELP)
+@yes_option
+@dry_run_option
 @remote_options
-def rollback(run_id: str | None, root: str | None, remote: RemoteOptions) -> int:
+def rollback(
+    run_id: str | None, root: str | None, yes: bool, dry_run: bool, remote: RemoteOptions
+) -> int:
     """Restore the values a run recorded, in reverse order: by default the newest run, and
     the interrupted runs right before it (a run applied with --after-interrupted over one).
-    A damaged journal: the steps recorded before the damage are restored, then exit 6 with
-    the line that is damaged and what is left to check by hand."""
+    Asks first; without a terminal, only --yes goes on. A damaged journal: the steps
+    recorded before the damage are restored, then exit 6 with the line that is damaged and
+    what is left to check by hand."""
     from ..apply.orchestration import roll_back
 
     engine = _engine(root, remote)
-    try:
-        done = roll_back(engine, run_id)
-    finally:
-        engine.host.close()
     host = engine.host
+    try:
+        if dry_run:
+            for run in rollback_chain(host, run_id):  # read without the lock: no write
+                click.echo(_undo_text(run, host), nl=False)
+            return ExitCode.IN_SYNC
+
+        def approve(runs: list[Run]) -> None:
+            undone = [run for run in runs if run.outcome != "rolled-back" and run.steps]
+            if not undone:
+                return  # each is rolled back already: nothing to ask about
+            changes = sum(len(run.steps) for run in undone)
+            ids = ", ".join(run.run_id for run in undone)
+            question = f"Roll back {changes} changes of run {ids} on {host.describe()}?"
+            confirm(printable(question), yes=yes, command="tune rollback")
+
+        done = roll_back(engine, run_id, approve)
+    finally:
+        host.close()
     for one in done:
         if one.already:
             click.echo(f"Run {one.run_id} is already rolled back; nothing to do.")
@@ -384,6 +462,19 @@ def rollback(run_id: str | None, root: str | None, remote: RemoteOptions) -> int
     return ExitCode.IN_SYNC
 
 
+def _undo_text(run: Run, host: Host) -> str:
+    """What rolling back `run` would write: its steps undone, newest first."""
+    if run.outcome == "rolled-back" or not run.steps:
+        return f"Run {run.run_id} is already rolled back; nothing to do.\n"
+    undo = tuple(
+        dataclasses.replace(step, prior=step.desired, desired=step.prior, do=step.undo)
+        for _, step in reversed(run.steps)
+    )
+    title = f"Dry run of the rollback of run {run.run_id} on {host.describe()}, nothing written"
+    return dry_run_text(undo, host, title)
+
+
+@exits(ExitCode.IN_SYNC, ExitCode.HOST_ERROR, ExitCode.JOURNAL, ExitCode.USAGE)
 @click.command()
 @click.option("--root", metavar="DIR", help="Read a snapshot directory instead of this machine.")
 @format_option("text", "json")

@@ -18,6 +18,7 @@ from ..plan.model import Plan
 from ..render import RENDERERS
 from ..render import fleet as fleet_render
 from ..render.apply import applied_part, dry_run_text
+from .consent import confirm
 from .remote import progress_on_terminal
 
 
@@ -91,7 +92,7 @@ class FleetTerminal(FleetShow):
                 click.echo(f"\n{dry_run_text(work.steps, host)}", nl=False)
 
     def confirm(self, changes: int, hosts: int) -> None:
-        if self.yes or not sys.stdin.isatty():
-            return
         question = f"Apply {changes} changes to {hosts} hosts?"
-        click.confirm(question if self.as_json else f"\n{question}", abort=True, err=self.as_json)
+        if not self.as_json:
+            question = f"\n{question}"
+        confirm(question, yes=self.yes, command="tune apply", err=self.as_json)

@@ -20,16 +20,19 @@ from ..hosts.base import FULL, Host, ReadableHost
 from ..hosts.fleet import fleet_exit_code, for_each_host
 from ..plan import saved
 from ..plan.make import make_plan
-from ..plan.model import Plan
+from ..plan.model import Phase, Plan
 from ..plan.observe import observation, observe, request
 from ..profile.load import LoadedProfile, load_profile, schema
 from ..render import RENDERERS
 from ..render import fleet as fleet_render
 from ..render.printable import printable
+from .exits import COMPARES, exits, table_help
 from .options import format_option
 from .remote import RemoteOptions, no_root, on_one_host, progress_on_terminal, remote_options
 
 ROOT_HELP = "Read the host from a snapshot directory or .tar.gz instead of this machine."
+
+
 profile_arg = click.argument("profile", type=click.Path(exists=True, dir_okay=False, readable=True))
 
 
@@ -65,19 +68,14 @@ class LazyGroup(click.Group):
         "report": "..report.command:report_cmd",
     },
     context_settings={"help_option_names": ["-h", "--help"]},
+    help="Tuning-as-code for Linux GPU inference hosts.\n\n" + table_help(),
 )
 @click.version_option(__version__, prog_name="tune")
 def cli() -> None:
-    """Tuning-as-code for Linux GPU inference hosts.
-
-    \b
-    Exit codes: 0 in sync, 2 changes or failed checks, 1 host unreadable,
-    3 apply failed and rolled back, 4 a rebooted host did not come back,
-    5 an interrupted run awaits rollback, 6 a run journal is damaged or unreadable,
-    64 usage error, 65 invalid profile, 74 no space left on a device.
-    """
+    pass
 
 
+@exits(*COMPARES)
 @cli.command()
 @profile_arg
 @click.option("--root", metavar="PATH", help=ROOT_HELP)
@@ -86,6 +84,14 @@ def cli() -> None:
     "-o", "--output", metavar="FILE.json", help="Save the plan here (default .tune/plan.json)."
 )
 @click.option("--no-persist", is_flag=True, help="Leave tune's boot-time files out of the plan.")
+@click.option(
+    "--runtime-only", is_flag=True, help="Only live settings: what `apply --runtime-only` writes."
+)
+@click.option(
+    "--reboot-phase",
+    is_flag=True,
+    help="Only boot configuration: what `apply --reboot-phase` does.",
+)
 @remote_options
 def plan(
     profile: str,
@@ -93,10 +99,16 @@ def plan(
     fmt: str,
     output: str | None,
     no_persist: bool,
+    runtime_only: bool,
+    reboot_phase: bool,
     remote: RemoteOptions,
 ) -> int:
     """Show what differs between PROFILE and the host(s), and why. Changes nothing on a host;
-    for one host, saves the plan for `tune apply` (.tune/plan.json, or -o FILE)."""
+    for one host, saves the plan for `tune apply` (.tune/plan.json, or -o FILE), with the
+    phases it covers (both, unless --runtime-only or --reboot-phase)."""
+    if runtime_only and reboot_phase:
+        raise UsageError("--runtime-only and --reboot-phase exclude each other.")
+    phases = saved.chosen_phases(runtime_only, reboot_phase)
     loaded = load_profile(profile)
     color = fmt == "text" and sys.stdout.isatty() and "NO_COLOR" not in os.environ
 
@@ -106,14 +118,15 @@ def plan(
 
     def plan_of(host: ReadableHost) -> Plan:
         if not optional:
-            return make_plan(loaded, observe(host, loaded.profile, not no_persist), not no_persist)
+            observed = observe(host, loaded.profile, not no_persist)
+            return saved.of_phases(make_plan(loaded, observed, not no_persist), phases)
         from ..apply import applied
 
         wanted = request(loaded.profile, not no_persist)
         files = host.fetch(wanted | applied.runs_request(applied.JOURNAL_BATCH))
         made = make_plan(loaded, observation(host, files), not no_persist)
         notes = applied.unsupported_notes(host, files)
-        return dataclasses.replace(made, notes=(*made.notes, *notes))
+        return saved.of_phases(dataclasses.replace(made, notes=(*made.notes, *notes)), phases)
 
     if remote.is_fleet:
         no_root(root)
@@ -125,13 +138,26 @@ def plan(
     # A saved plan is applied where it was made; apply over SSH does not exist yet, so a remote
     # plan is not saved (`tune apply` would otherwise take it for this machine's).
     if not remote.wanted:
+        target = output or saved.DEFAULT
         try:
-            saved.save(output or saved.DEFAULT, loaded, result, root, not no_persist)
+            saved.save(target, loaded, result, root, not no_persist, phases)
+            click.echo(_saved_line(str(target), phases, output is not None), err=True)
         except OSError as exc:
             click.echo(f"tune: could not save the plan ({exc.strerror}): {exc.filename}", err=True)
         except TuneError as exc:
             click.echo(f"tune: could not save the plan: {exc}", err=True)
     return ExitCode.IN_SYNC if result.is_clean else ExitCode.CHANGES
+
+
+def _saved_line(path: str, phases: tuple[Phase, ...], named: bool) -> str:
+    """The one stderr line of every `tune plan` that saved: where, and how to apply it."""
+    apply = "tune apply" + (f" {path}" if named else "")
+    if phases != saved.BOTH:
+        return f"tune: plan saved in {path}; `{apply}` applies it ({saved.phases_text(phases)})."
+    return (
+        f"tune: plan saved in {path}; `{apply} --runtime-only` applies its live settings, "
+        f"`{apply}` both phases."
+    )
 
 
 @cli.command("check")
@@ -207,6 +233,7 @@ def check_cmd(
     return ExitCode.CHANGES if report.needs_attention else ExitCode.IN_SYNC
 
 
+@exits(ExitCode.IN_SYNC, ExitCode.USAGE, ExitCode.INVALID_PROFILE)
 @cli.command()
 @profile_arg
 def validate(profile: str) -> int:
@@ -217,6 +244,7 @@ def validate(profile: str) -> int:
     return ExitCode.IN_SYNC
 
 
+@exits(ExitCode.IN_SYNC)
 @cli.command("schema")
 def schema_cmd() -> int:
     """Print the profile's JSON Schema (for editor completion)."""
@@ -224,6 +252,13 @@ def schema_cmd() -> int:
     return ExitCode.IN_SYNC
 
 
+@exits(
+    ExitCode.IN_SYNC,
+    ExitCode.HOST_ERROR,
+    ExitCode.USAGE,
+    ExitCode.INVALID_PROFILE,
+    ExitCode.NO_SPACE,
+)
 @cli.command()
 @profile_arg
 @click.option("-o", "--output", required=True, metavar="FILE.tar.gz", help="Archive to write.")
@@ -257,14 +292,14 @@ def main(argv: list[str] | None = None) -> None:
         code = ExitCode.USAGE
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
-        code = 130
+        code = ExitCode.INTERRUPTED
     except TuneError as exc:
         # Messages quote host paths and values: one line a problem, whatever they hold.
         click.echo("\n".join(printable(p) for p in exc.problems()), err=True)
         code = exc.exit_code
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
-        code = 130
+        code = ExitCode.INTERRUPTED
     except Exception as exc:  # the last line of defence against tracebacks
         if os.environ.get("TUNE_DEBUG"):
             raise
@@ -277,7 +312,7 @@ def main(argv: list[str] | None = None) -> None:
         else:
             said = f"tune: internal error: {type(exc).__name__}: {printable(str(exc))}"
             said += " (set TUNE_DEBUG=1 for a traceback)"
-            code = 70
+            code = ExitCode.INTERNAL
         click.echo(said, err=True)
     if argv is None:
         # Run as the program: the interpreter's last act is a full collection of every object,

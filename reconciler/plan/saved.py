@@ -1,8 +1,9 @@
 """Saved plans: what `tune plan` leaves in `.tune/plan.json` (or `-o FILE`) for `tune apply`.
 
-A saved plan records the profile, the host it was made for, every observed value and the boot
-id, with a fingerprint of those. `tune apply` re-observes and refuses the plan when the
-fingerprint moved: the operator approved changes from those values, not from others.
+A saved plan records the profile, the host it was made for, the phases it covers, every
+observed value and the boot id, with a fingerprint of those. `tune apply` re-observes and refuses
+the plan when the fingerprint moved, or when it was made for another host: the operator approved
+changes from those values, on that host, not others.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ import contextlib
 import hashlib
 import json
 import os
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +22,29 @@ from ..errors import StalePlan, UsageError
 from ..hosts.bounded import MAX_SAVED_PLAN_BYTES, read_bounded
 from ..kinds import boot_files
 from ..profile.load import LoadedProfile
-from .model import Plan
+from .model import Phase, Plan
 
 DEFAULT = Path(".tune") / "plan.json"
-VERSION = 1
+VERSION = 2  # 2: "phases" and "saved_at" (a version 1 plan covers both phases)
+BOTH = (Phase.RUNTIME, Phase.REBOOT)
+
+
+def chosen_phases(runtime_only: bool, reboot_phase: bool) -> tuple[Phase, ...]:
+    """The phases `--runtime-only` / `--reboot-phase` (or neither: both) choose."""
+    if runtime_only:
+        return (Phase.RUNTIME,)
+    return (Phase.REBOOT,) if reboot_phase else BOTH
+
+
+def of_phases(plan: Plan, phases: tuple[Phase, ...]) -> Plan:
+    """The plan cut to the changes of `phases` (checks, notes and pending reboots kept)."""
+    if phases == BOTH:
+        return plan
+    return replace(plan, compared=tuple(c for c in plan.compared if c.phase in phases))
+
+
+def phases_text(phases: tuple[Phase, ...]) -> str:
+    return "both phases" if phases == BOTH else f"the {phases[0].value} phase only"
 
 
 def observed_values(plan: Plan, with_files: bool = True) -> dict[str, Any]:
@@ -54,15 +75,47 @@ class SavedPlan:
     observed: dict[str, Any]
     fingerprint: str
     persist: bool
+    host_name: str | None = None
+    profile_name: str | None = None
+    phases: tuple[Phase, ...] = BOTH
+    saved_at: float | None = None  # seconds since the epoch
+
+    def phases_for(self, runtime_only: bool, reboot_phase: bool) -> tuple[Phase, ...]:
+        """The phases an apply of this plan writes: those asked for, which this plan must
+        cover; with neither flag, the phases it covers (the operator saw those, no others)."""
+        asked = chosen_phases(runtime_only, reboot_phase)
+        if asked == BOTH:
+            return self.phases
+        if not set(asked) <= set(self.phases):
+            raise UsageError(
+                f"{self.path} covers {phases_text(self.phases)}, not the {asked[0].value} "
+                "phase: run tune plan again without --runtime-only or --reboot-phase."
+            )
+        return asked
+
+    def described(self, now: float) -> str:
+        """Which plan an apply uses, for the operator: where, how old, of what."""
+        age = "" if self.saved_at is None else f", saved {_age(now - self.saved_at)} ago"
+        of = f"profile {self.profile_name or self.profile_path}"
+        on = f" for {self.host_name}" if self.host_name else ""
+        covers = phases_text(self.phases)
+        return f"tune: applying the plan in {self.path}{age} ({of}{on}, {covers})."
 
     def check(self, plan: Plan, loaded: LoadedProfile, persist: bool) -> None:
-        """Raise `StalePlan` unless `plan` (made now) starts from the values this one saw."""
+        """Raise `StalePlan` unless `plan` (made now) is of the host this one was made for and
+        starts from the values this one saw."""
         where = self.path
         if profile_digest(loaded) != self.profile_digest:
             raise StalePlan(
                 f"stale plan: {self.profile_path} changed since {where} was made; "
                 "run tune plan again."
             )
+        if self.host_name is not None and plan.host.name != self.host_name:
+            raise StalePlan(
+                f"{where} was made for host {self.host_name}, not {plan.host.name}: "
+                "run tune plan on this host."
+            )
+        plan = of_phases(plan, self.phases)
         if plan.host.boot_id != self.boot_id:
             raise StalePlan(
                 f"stale plan: the host rebooted since {where} was made; run tune plan again."
@@ -102,6 +155,14 @@ def moved(before: dict[str, Any], now: dict[str, Any]) -> str:
     return ", ".join(parts[:3]) + more
 
 
+def _age(seconds: float) -> str:
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        if seconds >= size:
+            count = int(seconds // size)
+            return f"{count} {unit}{'s' if count > 1 else ''}"
+    return "less than a minute"
+
+
 def _id(deepdiff_path: str) -> str:
     """`root['sysctl:vm.swappiness'][2]` -> `sysctl:vm.swappiness`."""
     inner = deepdiff_path.removeprefix("root[")
@@ -114,10 +175,14 @@ def save(
     plan: Plan,
     root: str | None,
     persist: bool,
+    phases: tuple[Phase, ...] = BOTH,
 ) -> None:
+    """Save `plan`, made of `phases` (`of_phases`), for `tune apply`."""
     observed = observed_values(plan)
     data = {
         "version": VERSION,
+        "saved_at": time.time(),
+        "phases": [phase.value for phase in phases],
         "profile_path": str(Path(loaded.path).resolve()),
         "profile": plan.profile,
         "profile_digest": profile_digest(loaded),
@@ -182,6 +247,10 @@ def load(path: str | os.PathLike[str]) -> SavedPlan:
             observed=data["observed"],
             fingerprint=data["fingerprint"],
             persist=bool(data.get("persist", True)),
+            host_name=data["host"].get("name"),
+            profile_name=data.get("profile"),
+            phases=_phases(data.get("phases", BOTH)),
+            saved_at=None if data.get("saved_at") is None else float(data["saved_at"]),
         )
     except FileNotFoundError:
         raise UsageError(
@@ -189,6 +258,14 @@ def load(path: str | os.PathLike[str]) -> SavedPlan:
         ) from None
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise UsageError(f"{path} is not a plan saved by tune plan ({exc}).") from None
+
+
+def _phases(names: list[str]) -> tuple[Phase, ...]:
+    """The phases a plan file names, in apply's order; none named is a damaged file."""
+    named = {Phase(name) for name in names}
+    if not named:
+        raise ValueError("it covers no phase")
+    return tuple(phase for phase in BOTH if phase in named)
 
 
 def is_saved_plan(path: str) -> bool:

@@ -6,6 +6,7 @@ import json
 
 import click
 
+from ..cli.exits import COMPARES, exits
 from ..cli.options import format_option
 from ..cli.remote import RemoteOptions, on_one_host, remote_options
 from ..errors import ExitCode, UsageError
@@ -15,6 +16,7 @@ from ..profile.load import load_profile
 ROOT_HELP = "Read the host from a snapshot directory instead of this machine."
 
 
+@exits(*COMPARES)
 @click.command("probe")
 @click.argument("profile", type=click.Path(exists=True, dir_okay=False, readable=True))
 @click.option("--root", metavar="PATH", help=ROOT_HELP)

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from ..cli.exits import exits
 from ..cli.options import format_option
 from ..cli.remote import RemoteOptions, on_one_host, remote_options
 from ..errors import ExitCode, HostError, UsageError
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
 ROOT_HELP = "Read the runs of a snapshot directory instead of this machine."
 
 
+@exits(ExitCode.IN_SYNC, ExitCode.HOST_ERROR, ExitCode.JOURNAL, ExitCode.USAGE)
 @click.command("report")
 @click.argument("run_id", required=False)
 @click.option("--root", metavar="DIR", help=ROOT_HELP)

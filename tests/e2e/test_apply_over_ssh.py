@@ -87,7 +87,7 @@ def test_check_is_clean_after_apply_and_reports_drift(vm: Vm, tmp_path: Path) ->
         assert "vm.swappiness" in drift.out and "vm.dirty_ratio" not in drift.out
         assert tune(vm, "check").code == 2
     finally:
-        assert tune(vm, "rollback").code == 0
+        assert tune(vm, "rollback", "--yes").code == 0
 
 
 # Integer sysctls of the neighbour tables of `lo` and of new interfaces: writing them disturbs
@@ -174,7 +174,7 @@ def test_connection_cut_mid_apply_ends_fully_applied_or_fully_rolled_back(
     now = dict(zip(desired, vm.sh("sysctl -n " + " ".join(desired)).stdout.split(), strict=True))
     if run["outcome"] == "applied":
         assert now == desired
-        assert tune(vm, "rollback").code == 0
+        assert tune(vm, "rollback", "--yes").code == 0
     else:
         assert run["outcome"] == "rolled-back", run
     final = dict(zip(desired, vm.sh("sysctl -n " + " ".join(desired)).stdout.split(), strict=True))
@@ -227,5 +227,5 @@ def test_knob_the_kernel_refuses_is_unsupported_and_optional_entries_still_apply
         notes = plan_json(vm, optional)["notes"]
         assert any(refusal in n["message"] for n in notes), notes
     finally:
-        assert tune(vm, "rollback").code == 0
+        assert tune(vm, "rollback", "--yes").code == 0
     assert guest.sysctl(vm, "vm.swappiness") == swappiness

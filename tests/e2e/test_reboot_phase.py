@@ -143,7 +143,7 @@ pci:
 
     # The runtime run rolled back by its id; the boot default stays for the next test.
     (runtime_run,) = [run["run_id"] for run in history(vm) if run["phase"] == "runtime"]
-    back = tune(vm, "rollback", runtime_run)
+    back = tune(vm, "rollback", "--yes", runtime_run)
     assert back.code == 0, back.err
     assert guest.sysctl(vm, "vm.swappiness") != "10"
     assert "dummy" not in guest.loaded_modules(vm)

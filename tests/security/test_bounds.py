@@ -256,7 +256,7 @@ def test_a_real_short_write_of_the_kernel_stops_the_apply_before_the_step(
     before = whole_tree(untuned)
 
     args = ("--runtime-only", "--root", untuned, "--yes")
-    done = tune_with_files_up_to(limit, "apply", BLACKWELL, *args)
+    done = tune_with_files_up_to(limit, "apply", "--yes", BLACKWELL, *args)
     assert done.returncode == ExitCode.APPLY_FAILED, done.stderr
     assert "File too large" in done.stderr
     assert "rolled back 2 changes" in done.stderr

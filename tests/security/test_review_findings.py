@@ -383,7 +383,7 @@ def test_no_snapshot_makes_tune_fail_internally_wait_or_leave_it(
         ("snapshot", profile, "--root", root, "-o", base / "s.tar.gz"),
         ("plan", profile, "--root", base / "s.tar.gz"),
         ("apply", profile, "--root", root, "-y"),
-        ("rollback", "--root", root),
+        ("rollback", "--yes", "--root", root),
         ("history", "--root", root),
         ("audit", "--root", root),
     ]
@@ -505,6 +505,6 @@ def test_a_rollback_removes_the_directories_made_where_a_dangling_link_led(
     profile = swappiness(tmp_path)
     assert run_tune("apply", profile, "--root", root, "-y").code == 0
     assert (root / "opt/sysctl.d/current/90-tune.conf").exists()
-    rolled = run_tune("rollback", "--root", root)
+    rolled = run_tune("rollback", "--yes", "--root", root)
     assert rolled.code == 0, rolled.err
     assert whole_tree(root) == before

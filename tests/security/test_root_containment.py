@@ -183,7 +183,7 @@ def test_an_apply_and_a_rollback_write_nothing_outside_the_snapshot(
     plant(root, "proc/modules", outside / "modules")
     plant(root, "etc/sysctl.d", outside / "etc")
     before = listing(outside)
-    rolled = run_tune("rollback", "--root", root)
+    rolled = run_tune("rollback", "--yes", "--root", root)
     assert rolled.code != 0
     assert OUTSIDE in rolled.out + rolled.err
     assert listing(outside) == before
@@ -262,7 +262,7 @@ def test_a_rollback_leaves_the_tree_as_it_was_directories_included(tmp_path: Pat
     before = whole_tree(root)
     assert run_tune("apply", profile, "--root", root, "-y").code == 0
     assert (root / "etc/sysctl.d/90-tune.conf").exists()
-    rolled = run_tune("rollback", "--root", root)
+    rolled = run_tune("rollback", "--yes", "--root", root)
     assert rolled.code == 0, rolled.err
     assert whole_tree(root) == before
 
@@ -299,7 +299,7 @@ def test_a_write_cut_short_leaves_neither_its_temporary_file_nor_its_directories
         monkeypatch.undo()
         # What a kill at that moment leaves behind.
         (root / "etc/sysctl.d/.90-tune.conf.tune-new").write_text("vm.swappiness = 10\n")
-        assert run_tune("rollback", "--root", root).code == 0
+        assert run_tune("rollback", "--yes", "--root", root).code == 0
     else:
         assert run_tune("apply", profile, "--root", root, "-y").code == 3
     assert whole_tree(root) == before
@@ -318,7 +318,7 @@ def test_a_rollback_over_ssh_leaves_the_tree_as_it_was(
     ssh = ("--ssh-config", lab.config)
     assert run_tune("apply", profile, "-H", "h1", "-y", *ssh).code == 0
     assert (root / "etc/sysctl.d/90-tune.conf").exists()
-    rolled = run_tune("rollback", "-H", "h1", *ssh)
+    rolled = run_tune("rollback", "--yes", "-H", "h1", *ssh)
     assert rolled.code == 0, rolled.err
     assert whole_tree(root) == before
 
@@ -327,6 +327,6 @@ def test_a_rollback_over_ssh_leaves_the_tree_as_it_was(
         run_tune("apply", profile, "--root", root, "-y")
     monkeypatch.undo()
     (root / "etc/sysctl.d/.90-tune.conf.tune-new").write_text("vm.swappiness = 10\n")
-    rolled = run_tune("rollback", "-H", "h1", *ssh)
+    rolled = run_tune("rollback", "--yes", "-H", "h1", *ssh)
     assert rolled.code == 0, rolled.err
     assert whole_tree(root) == before
