@@ -122,6 +122,7 @@ def test_after_a_rollback_nothing_is_applied_and_cron_stays_quiet(
     loud = run_tune("check", "--root", untuned)
     assert loud.code == 0
     assert "No run tune applied is in effect here" in loud.out
+    assert loud.out.startswith("tune check: blackwell-8x on gpu-node-07")
     assert loud.out.splitlines()[-1].startswith("Not applied: no run of tune is in effect")
     # Against the profile, every difference is one tune does not claim: not applied.
     against = run_tune("check", BLACKWELL, "--root", untuned, "--format", "json")

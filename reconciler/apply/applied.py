@@ -137,6 +137,19 @@ def latest_applied(files: Files) -> AppliedRun | None:
     return None
 
 
+def newest_profile(files: Files) -> str:
+    """The profile name the newest fetched run journaled, "" where none says: what a check
+    names when a rollback took the stored profile away."""
+    from .journal import read_journal
+
+    for path in run_paths(files):
+        data = files.read(path)
+        if data is not None:
+            run = read_journal(posixpath.basename(path).removesuffix(RUN_SUFFIX), data, path)
+            return run.header.profile if run.header is not None else ""
+    return ""
+
+
 def applied_run(path: str, data: bytes) -> AppliedRun | None:
     """The run journaled in `data` (read by `journal.parse_run`), when its outcome is
     `applied`; None for one that was interrupted, rolled back or failed."""

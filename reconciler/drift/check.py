@@ -231,7 +231,7 @@ def judge(gathered: Gathered, *, since_apply: bool, strict: bool = False) -> Dri
         last, undone = None, False  # no history to go by: every difference is drift
         notes.append(Note(f"{exc} Drift is shown without the time of the last apply.", "check"))
     if gathered.loaded is None:
-        plan = Plan("", gathered.observed.host, (), (), (), ())
+        plan = Plan(applied.newest_profile(gathered.runs), gathered.observed.host, (), (), (), ())
     else:
         plan = make_plan(gathered.loaded, gathered.observed, gathered.with_persistence)
     notes[:0] = plan.notes

@@ -78,7 +78,7 @@ def remember(host: Host, report: DriftReport, now: float) -> DriftReport:
 
 
 def _read(host: DirectoryHost) -> dict[str, str]:
-    caller, owned = host.owned([DIRECTORY, RECORD])
+    caller, owned = host.owned([STATE, DIRECTORY, RECORD])
     # Only times are read from it, but one planted by another user could still backdate or
     # hide a drift: the same trust as the rest of tune's state.
     trust.check(caller, owned, files=[RECORD])
