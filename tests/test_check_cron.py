@@ -129,3 +129,17 @@ def test_after_a_rollback_nothing_is_applied_and_cron_stays_quiet(
     report = json.loads(against.out)
     assert (against.code, report["status"], report["drift"]) == (0, "failing-checks", [])
     assert len(report["not_applied"]) == 286
+
+
+def test_an_interrupted_run_is_not_taken_for_a_rolled_back_one(tuned: Path) -> None:
+    from applied_state import write_run
+
+    # The first apply died half-way: some of its writes are in effect, and no profile is stored.
+    write_run(tuned, run_id="20250602T000000Z-cccccc", outcome=None)
+    alone = run_tune("check", "--quiet", "--root", tuned)
+    assert alone.code == 1
+    assert "no profile has been applied here" in alone.err
+    write(tuned, "/proc/sys/kernel/numa_balancing", "1\n")
+    drift = run_tune("check", BLACKWELL, "--quiet", "--root", tuned)
+    assert drift.code == 2
+    assert drift.out.startswith("DRIFT sysctl kernel.numa_balancing: 1 (want 0)")

@@ -137,17 +137,31 @@ def latest_applied(files: Files) -> AppliedRun | None:
     return None
 
 
-def newest_profile(files: Files) -> str:
-    """The profile name the newest fetched run journaled, "" where none says: what a check
-    names when a rollback took the stored profile away."""
+@dataclass(frozen=True)
+class LastRun:
+    """The newest journaled run, whatever its outcome: what check says of a host on which no
+    applied run is in effect."""
+
+    profile: str  # "" where its journal does not say
+    outcome: str  # as `journal.Run.outcome`: rolled-back, interrupted, ...
+
+    @property
+    def undone(self) -> bool:
+        """Rolled back, so none of its changes are in effect (a rollback that failed, or an
+        interrupted run, left some of them)."""
+        return self.outcome in ("rolled-back", "boot-rolled-back")
+
+
+def last_run(files: Files) -> LastRun | None:
+    """The newest fetched run's profile and outcome, read as far as it can be."""
     from .journal import read_journal
 
     for path in run_paths(files):
         data = files.read(path)
         if data is not None:
             run = read_journal(posixpath.basename(path).removesuffix(RUN_SUFFIX), data, path)
-            return run.header.profile if run.header is not None else ""
-    return ""
+            return LastRun(run.header.profile if run.header is not None else "", run.outcome)
+    return None
 
 
 def applied_run(path: str, data: bytes) -> AppliedRun | None:

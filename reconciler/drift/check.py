@@ -10,7 +10,8 @@ apart because only the first is news to page someone for:
 - not applied: a knob of a phase no applied run in effect covered (`--runtime-only` leaves the
   reboot phase; a rolled-back run leaves everything), or a parameter waiting for a reboot;
 - a failed check: an audit-only expectation tune cannot fix (`kernel >= 6.14`).
-A host with no run journal at all has no history to tell them apart: every difference is drift.
+A host with no run journal at all, or whose newest run was interrupted, has no history to tell
+them apart: every difference is drift.
 With `since_apply`, drift also covers every knob whose value differs from what the newest
 applied run wrote. Nothing here writes to the host or takes a lock.
 """
@@ -187,11 +188,15 @@ def gather(host: ReadableHost, profile_path: str | None, with_persistence: bool 
     files = host.fetch(wanted | applied.runs_request(applied.JOURNAL_BATCH))
     runs = applied.fetch_journals(host, files)
     if loaded is None and not applied.run_paths(runs):
-        raise HostError(
-            f"{host.describe()}: no profile has been applied here ({applied.STORED_PROFILE} "
-            "does not exist); give PROFILE to check against."
-        )
+        raise no_profile(host.describe())
     return Gathered(loaded, observation(host, files), runs, with_persistence)
+
+
+def no_profile(host: str) -> HostError:
+    return HostError(
+        f"{host}: no profile has been applied here ({applied.STORED_PROFILE} does not exist); "
+        "give PROFILE to check against."
+    )
 
 
 def stored_profile(host: ReadableHost) -> LoadedProfile | None:
@@ -224,14 +229,18 @@ def judge(gathered: Gathered, *, since_apply: bool, strict: bool = False) -> Dri
     notes: list[Note] = []
     try:
         last = applied.latest_applied(gathered.runs)
-        undone = last is None and bool(applied.run_paths(gathered.runs))
+        newest = applied.last_run(gathered.runs) if last is None else None
+        undone = newest is not None and newest.undone
     except JournalError as exc:
         if since_apply:
             raise
-        last, undone = None, False  # no history to go by: every difference is drift
+        last, newest, undone = None, None, False  # no history to go by: all is drift
         notes.append(Note(f"{exc} Drift is shown without the time of the last apply.", "check"))
+    if gathered.loaded is None and not undone:
+        raise no_profile(gathered.observed.host.source)  # the first apply never finished
     if gathered.loaded is None:
-        plan = Plan(applied.newest_profile(gathered.runs), gathered.observed.host, (), (), (), ())
+        profile = newest.profile if newest is not None else ""
+        plan = Plan(profile, gathered.observed.host, (), (), (), ())
     else:
         plan = make_plan(gathered.loaded, gathered.observed, gathered.with_persistence)
     notes[:0] = plan.notes
@@ -264,8 +273,8 @@ def judge(gathered: Gathered, *, since_apply: bool, strict: bool = False) -> Dri
 def nothing_in_effect(runs: Files) -> str:
     newest = applied.run_paths(runs)[0]
     return (
-        f"No run tune applied is in effect here (the newest, {newest}, was rolled back or did "
-        "not finish): every difference from the profile is not applied, none is drift."
+        f"No run tune applied is in effect here (the newest, {newest}, was rolled back): "
+        "every difference from the profile is not applied, none is drift."
     )
 
 
