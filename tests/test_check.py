@@ -418,3 +418,24 @@ def test_check_reads_the_stored_profile_whole(tuned: Path) -> None:
     write_applied(tuned, profile_text="# padding\n" * 8000 + resolved_yaml())
     assert os.path.getsize(tuned / "var/lib/tune/profile.yaml") > 1 << 16
     assert check(tuned, "--quiet", profile_path=None).code == 0
+
+
+def test_fleet_table_counts_drift_not_what_was_never_applied(tuned: Path) -> None:
+    from dataclasses import replace
+
+    from reconciler.drift.check import run_check
+    from reconciler.hosts.directory import SnapshotHost
+    from reconciler.hosts.fleet import HostResult
+    from reconciler.render.check import fleet
+
+    sysctl_drift(tuned)
+    drifted = run_check(SnapshotHost(tuned), str(BLACKWELL), since_apply=False)
+    never = replace(drifted, unapplied=frozenset({"sysctl:kernel.numa_balancing"}))
+    table = fleet(
+        [HostResult("a", drifted, None), HostResult("b", never, None)],
+        "text",
+        quiet=False,
+        color=False,
+    ).splitlines()
+    assert table[1].split()[:2] == ["a", "1"] and table[2].split()[:3] == ["b", "in", "sync"]
+    assert "== a" in table and "== b" not in table

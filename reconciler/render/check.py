@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 
 from ..drift.check import DriftReport, Since
 from ..hosts.fleet import HostResult
-from ..plan.model import Change, CheckResult, JsonValue, Value
+from ..plan.model import Change, CheckResult, JsonValue, Plan, Value
 from . import fleet as fleet_render
 from .folding import Group, entries, fold, show, shown
 from .printable import printable_data
@@ -194,7 +195,14 @@ def fleet(results: Sequence[HostResult[DriftReport]], fmt: str, *, quiet: bool, 
             else:
                 lines += [f"{r.name}: {line}" for line in drift_lines(r.value)]
         return "".join(line + "\n" for line in lines)
-    # The summary table reads plans; the details are each host's own check report.
-    reports = {id(r.value.plan): r.value for r in results if r.value is not None}
-    plans = [HostResult(r.name, r.value.plan if r.value else None, r.error) for r in results]
+    # The summary table reads plans, cut to what check calls drift (a reboot phase not applied
+    # is no change to count); the details are each host's own check report.
+    drift = {r.name: as_plan(r.value) for r in results if r.value is not None}
+    reports = {id(drift[r.name]): r.value for r in results if r.value is not None}
+    plans = [HostResult(r.name, drift.get(r.name), r.error) for r in results]
     return fleet_render.text(plans, color, lambda plan, c: text(reports[id(plan)], c))
+
+
+def as_plan(report: DriftReport) -> Plan:
+    """The report's plan with only the changes that are drift: what a table of plans counts."""
+    return replace(report.plan, compared=(*report.plan.in_sync, *report.drift))
