@@ -166,7 +166,9 @@ def _saved_line(path: str, phases: tuple[Phase, ...], named: bool) -> str:
 )
 @click.option("--root", metavar="PATH", help=ROOT_HELP)
 @format_option("text", "json")
-@click.option("--quiet", is_flag=True, help="Print nothing when in sync; one line per drift.")
+@click.option(
+    "--quiet", is_flag=True, help="Print nothing unless a knob drifted; then one line a drift."
+)
 @click.option(
     "--prometheus", metavar="FILE", help="Write node_exporter textfile metrics to FILE atomically."
 )
