@@ -121,3 +121,38 @@ def test_run_ids_of_one_second_sort_in_the_order_they_were_made() -> None:
         made = [new_run_id(second.replace(microsecond=us)) for us in (0, 1, 15, 16, 999_999)]
         assert sorted(made) == made
         assert all(len(i) == len("20261201T100000Z-a1b2c3") for i in made)
+
+
+def planned(phase: str) -> bytes:
+    """A run of `phase` whose plan had a runtime and a reboot change, and which applied the
+    runtime one: what `tune apply --runtime-only` journals."""
+    text = journal(steps=(STEP,)).replace('"phase": "all"', f'"phase": "{phase}"')
+    head, rest = text.split("\n", 1)
+    changes = [
+        {"id": "sysctl:vm.swappiness", "phase": "runtime", "applied_now": True},
+        {"id": "cmdline:amd_pstate", "phase": "reboot", "applied_now": False},
+        {"id": "sysctl:kernel.numa_balancing", "phase": "runtime", "applied_now": False},
+    ]
+    plan = json.dumps({"type": "plan", "changes": changes, "pending": [], "failed_checks": []})
+    return f"{head}\n{plan}\n{rest}".encode()
+
+
+@pytest.mark.parametrize(
+    ("phase", "not_applied"),
+    [
+        ("runtime", {"cmdline:amd_pstate"}),
+        # A runtime change a reboot-phase run left alone was applied before, or never: unknown
+        # from this run, so it stays drift.
+        ("reboot", set()),
+        ("all", set()),
+        ("a phase from the future", set()),
+    ],
+)
+def test_the_knobs_of_a_phase_the_run_did_not_apply(phase: str, not_applied: set[str]) -> None:
+    run = applied_run(PATH, planned(phase))
+    assert run is not None and run.not_applied == not_applied
+
+
+def test_a_run_journaled_before_the_plan_record_left_nothing_unapplied() -> None:
+    run = applied_run(PATH, journal(steps=(STEP,)).replace('"all"', '"runtime"').encode())
+    assert run is not None and run.not_applied == frozenset()

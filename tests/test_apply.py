@@ -130,13 +130,33 @@ def test_dry_run_prints_exact_operations_and_writes_nothing(untuned: Path) -> No
     result = run_tune("apply", BLACKWELL, "--runtime-only", "--root", untuned, "--dry-run")
     assert result.code == 0, result.err
     assert "write /proc/sys/kernel/numa_balancing: 0" in result.out
-    assert "run setpci -s 0000:41:00.0 CAP_EXP+8.w=5000:7000" in result.out
+    assert "run setpci -s 0000:01:00.0 CAP_EXP+8.w=5000:7000" in result.out
     assert "run modprobe nvidia_peermem" in result.out
     assert "write file /etc/sysctl.d/90-tune.conf (mode 0644" in result.out
     assert "--- /dev/null\n        +++ b/etc/sysctl.d/90-tune.conf\n" in result.out
     assert "\n        +net.ipv4.tcp_rmem = 4096 87380 268435456\n" in result.out
     assert tree(untuned) == before
     assert not (untuned / "var").exists() and not (untuned / "run").exists()
+
+
+def test_dry_run_folds_what_each_cpu_and_device_does_alike(untuned: Path) -> None:
+    # cpu5 is another case: its own block, the others still one.
+    write(untuned, "/sys/devices/system/cpu/cpu5/cpufreq/scaling_governor", "powersave\n")
+    result = run_tune("apply", BLACKWELL, "--runtime-only", "--root", untuned, "--dry-run")
+    assert result.code == 0, result.err
+    lines = result.out.splitlines()
+    governor = lines.index("cpu governor on 127 CPUs (cpu0-4,6-127): 'schedutil' -> 'performance'")
+    assert lines[governor + 1 : governor + 3] == [
+        "    write /sys/devices/system/cpu/cpu0/cpufreq/scaling_governor: performance",
+        "    (the same for cpu1-4,6-127)",
+    ]
+    assert "cpu:cpu5:governor: 'powersave' -> 'performance'" in lines
+    pci = lines.index(
+        "pci max_read_request on 8 devices (0000:01:00.0 ... 0000:e1:00.0): '512' -> '4096'"
+    )
+    assert lines[pci + 2] == "    (the same for 0000:21:00.0 ... 0000:e1:00.0)"
+    assert lines[0] == f"Dry run on snapshot {untuned}: 281 changes, nothing written."
+    assert len(lines) < 80  # 584 unfolded
 
 
 def test_no_persist_writes_no_boot_files(untuned: Path) -> None:
@@ -217,7 +237,7 @@ def test_missing_knob_and_unmatched_pci_selector_are_skipped(tmp_path: Path) -> 
             "pci": [{"select": {"vendor": 0x10DE}, "max_read_request": 4096}],
         },
     )
-    result = run_tune("apply", profile, "--runtime-only", "--root", root)
+    result = run_tune("apply", profile, "--runtime-only", "--root", root, "--yes")
     assert result.code == 0, result.err
     assert (root / "proc/sys/vm/swappiness").read_text() == "10\n"
     assert runtime_changes(root, profile) == []

@@ -6,32 +6,44 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from applied_state import FINISHED, RUN_ID, journal, write_applied, write_run
 from conftest import BLACKWELL, profile, run_tune, write
 
+from reconciler.drift.first_seen import RECORD as FIRST_SEEN
 from reconciler.errors import ExitCode
 from reconciler.facts import pcie
 
-SINCE = f" since {FINISHED}"
+# The clock of every check here: the first sighting of a drift is when a check first saw it.
+NOW = datetime(2025, 6, 2, 6, 30, tzinfo=UTC)
+SINCE = " since 2025-06-02T06:30:00Z"
 CPUS = "/sys/devices/system/cpu"
 LXC = "/etc/pve/lxc/101.conf"
+
+
+@pytest.fixture(autouse=True)
+def _clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(time, "time", NOW.timestamp)
 
 
 def check(root: Path, *args: str | Path, profile_path: Path | None = BLACKWELL):
     before = tree_digest(root)
     result = run_tune("check", *([profile_path] if profile_path else []), "--root", root, *args)
-    assert tree_digest(root) == before, "tune check must never write to the host"
+    assert tree_digest(root) == before, "tune check writes nothing but its first sightings"
     return result
 
 
 def tree_digest(root: Path) -> str:
+    """Every file of the host but check's own record of first sightings."""
     digest = hashlib.sha256()
+    record = root / FIRST_SEEN.lstrip("/")
     for path in sorted(root.rglob("*")):
-        if path.is_file() and not path.is_symlink():
+        if path.is_file() and not path.is_symlink() and path != record:
             digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
 
@@ -115,7 +127,8 @@ def test_tuned_host_is_in_sync_and_quiet_prints_nothing(tuned: Path) -> None:
     loud = check(tuned)
     assert loud.code == 0
     assert (
-        loud.out.splitlines()[-1] == "In sync: 158 knobs; 11 of 11 checks pass; 0 pending reboot."
+        loud.out.splitlines()[-1]
+        == "In sync: 24 entries (158 knobs); 11 of 11 checks pass; 0 pending reboot."
     )
     assert "DRIFT" not in loud.out
 
@@ -126,9 +139,9 @@ def test_drift_of_each_kind_alone(tuned: Path, kind: str) -> None:
     inject(tuned)
     result = check(tuned, "--quiet")
     assert result.code == 2
-    same_injection = [ln for inj, ln in DRIFTS.values() if inj is inject]
+    same_injection = [ln + SINCE for inj, ln in DRIFTS.values() if inj is inject]
     assert result.out.splitlines() == same_injection
-    assert line in same_injection
+    assert line + SINCE in same_injection
     assert result.err == ""
 
 
@@ -138,7 +151,7 @@ def test_drift_of_every_kind_at_once(tuned: Path) -> None:
     result = check(tuned, "--quiet")
     assert result.code == 2
     lines = result.out.splitlines()
-    assert sorted(lines) == sorted(line for _, line in DRIFTS.values())
+    assert sorted(lines) == sorted(line + SINCE for _, line in DRIFTS.values())
     as_json = json.loads(check(tuned, "--format", "json").out)
     assert as_json["status"] == "drift"
     assert {d["kind"] for d in as_json["drift"]} == {
@@ -153,7 +166,7 @@ def test_drift_of_every_kind_at_once(tuned: Path) -> None:
     }
 
 
-def test_quiet_lines_say_since_the_last_apply(tuned: Path) -> None:
+def test_quiet_lines_say_since_the_first_sighting_not_the_last_apply(tuned: Path) -> None:
     write_applied(tuned)
     sysctl_drift(tuned)
     result = check(tuned, "--quiet")
@@ -171,15 +184,22 @@ def test_text_report_folds_cpus_and_names_the_last_apply(tuned: Path) -> None:
         result.out
     )
     assert result.out.splitlines()[-1] == (
-        "Drift: 4 of 158 knobs; 11 of 11 checks pass; 0 pending reboot."
+        "Drift: 1 of 24 entries (4 of 158 knobs); 11 of 11 checks pass; 0 pending reboot."
     )
 
 
-def test_failed_audit_check_is_drift(tuned: Path) -> None:
+def test_failed_audit_check_is_reported_and_drift_only_when_strict(tuned: Path) -> None:
+    # tune cannot upgrade a kernel: paging for it every five minutes helps nobody.
     write(tuned, "/proc/sys/kernel/osrelease", "6.8.12-9-pve\n")
-    result = check(tuned, "--quiet")
-    assert result.code == 2
-    assert result.out == "DRIFT check kernel: 6.8.12-9-pve (want >=6.14)\n"
+    quiet = check(tuned, "--quiet")
+    assert (quiet.code, quiet.out) == (0, "")
+    loud = check(tuned)
+    assert loud.code == 0
+    assert f"FAIL check kernel: 6.8.12-9-pve (want >=6.14){SINCE}\n" in loud.out
+    assert json.loads(check(tuned, "--format", "json").out)["status"] == "failing-checks"
+    strict = check(tuned, "--quiet", "--strict")
+    assert strict.code == 2
+    assert strict.out == f"FAIL check kernel: 6.8.12-9-pve (want >=6.14){SINCE}\n"
 
 
 def test_pending_reboot_is_reported_not_drift(tuned: Path) -> None:
@@ -398,3 +418,24 @@ def test_check_reads_the_stored_profile_whole(tuned: Path) -> None:
     write_applied(tuned, profile_text="# padding\n" * 8000 + resolved_yaml())
     assert os.path.getsize(tuned / "var/lib/tune/profile.yaml") > 1 << 16
     assert check(tuned, "--quiet", profile_path=None).code == 0
+
+
+def test_fleet_table_counts_drift_not_what_was_never_applied(tuned: Path) -> None:
+    from dataclasses import replace
+
+    from reconciler.drift.check import run_check
+    from reconciler.hosts.directory import SnapshotHost
+    from reconciler.hosts.fleet import HostResult
+    from reconciler.render.check import fleet
+
+    sysctl_drift(tuned)
+    drifted = run_check(SnapshotHost(tuned), str(BLACKWELL), since_apply=False)
+    never = replace(drifted, unapplied=frozenset({"sysctl:kernel.numa_balancing"}))
+    table = fleet(
+        [HostResult("a", drifted, None), HostResult("b", never, None)],
+        "text",
+        quiet=False,
+        color=False,
+    ).splitlines()
+    assert table[1].split()[:2] == ["a", "1"] and table[2].split()[:3] == ["b", "in", "sync"]
+    assert "== a" in table and "== b" not in table

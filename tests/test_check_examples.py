@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 from pathlib import Path
 
@@ -58,3 +59,21 @@ def test_timer_is_persistent_and_spread() -> None:
     assert "Persistent=true" in timer
     assert any(line.startswith("RandomizedDelaySec=") for line in timer)
     assert any(line.startswith("OnCalendar=") for line in timer), "Persistent needs OnCalendar"
+
+
+def test_alert_rules_use_only_metrics_tune_writes(tuned: Path, tmp_path: Path) -> None:
+    from ruamel.yaml import YAML
+
+    rules = YAML(typ="safe").load((EXAMPLES / "prometheus/tune-alerts.yml").read_text())
+    exprs = {r["alert"]: r["expr"] for group in rules["groups"] for r in group["rules"]}
+    assert {"TuneDrift", "TuneCheckFailing", "TuneCheckStale"} <= set(exprs)
+    write_applied(tuned)
+    write(tuned, "/proc/sys/kernel/numa_balancing", "1\n")  # a drift, so every series is there
+    prom = tmp_path / "tune.prom"
+    run_tune("check", "--since-apply", "--root", tuned, "--prometheus", prom)
+    written = {
+        line.split()[2] for line in prom.read_text().splitlines() if line.startswith("# TYPE")
+    }
+    for alert, expr in exprs.items():
+        used = set(re.findall(r"\btune_[a-z_]+", expr))
+        assert used and used <= written, f"{alert} uses {used - written}, which tune never writes"

@@ -4,6 +4,7 @@ scrape never sees half a file."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -39,6 +40,11 @@ def value(samples: Samples, name: str, **labels: str) -> float:
     return samples[(name, frozenset(labels.items()))]
 
 
+# The tuned example host's profile entries as metrics count them: its 158 knobs less the
+# per-CPU and per-device ones, each entry once.
+ENTRIES = 24
+
+
 def knob(target: str, kind: str = "sysctl", phase: str = "runtime") -> dict[str, str]:
     return {"profile": "blackwell-8x", "kind": kind, "target": target, "phase": phase}
 
@@ -55,16 +61,35 @@ def test_metrics_of_a_drifted_host(tuned: Path, tmp_path: Path) -> None:
     assert value(samples, "tune_knobs_drifted", profile="blackwell-8x") == 1
     assert value(samples, "tune_knob_in_sync", **knob("kernel.numa_balancing")) == 0
     assert value(samples, "tune_knob_in_sync", **knob("vm.swappiness")) == 1
-    lxc = knob("101:lxc.cgroup2.devices.allow", "lxc", "reboot")
+    lxc = knob("lxc.cgroup2.devices.allow", "lxc", "reboot")
     assert value(samples, "tune_knob_in_sync", **lxc) == 1
     in_sync = [v for (name, _), v in samples.items() if name == "tune_knob_in_sync"]
-    assert (len(in_sync), sum(in_sync)) == (158, 157)
+    assert (len(in_sync), sum(in_sync)) == (ENTRIES, ENTRIES - 1)
     assert value(samples, "tune_pending_reboot", profile="blackwell-8x") == 0
+    assert value(samples, "tune_knobs_not_applied", profile="blackwell-8x") == 0
+    assert value(samples, "tune_applied", profile="blackwell-8x") == 1
     assert value(samples, "tune_checks_failed", profile="blackwell-8x") == 0
+    assert value(samples, "tune_check_passing", profile="blackwell-8x", check="pci_link") == 1
     assert value(samples, "tune_last_apply_timestamp_seconds", profile="blackwell-8x") == (
         1748779205  # 2025-06-01T12:00:05Z
     )
     assert oct(target.stat().st_mode & 0o777) == "0o644"
+
+
+def test_one_series_per_profile_entry_whatever_the_cpus(tuned: Path, tmp_path: Path) -> None:
+    write_applied(tuned)
+    for cpu in (1, 2, 3):
+        write(tuned, f"/sys/devices/system/cpu/cpu{cpu}/cpufreq/scaling_governor", "schedutil\n")
+    target = tmp_path / "tune.prom"
+    assert run_tune("check", BLACKWELL, "--root", tuned, "--prometheus", target).code == 2
+    samples = parse(target.read_text())
+    assert value(samples, "tune_knobs_drifted", profile="blackwell-8x") == 1
+    assert value(samples, "tune_knob_in_sync", **knob("governor", "cpu")) == 0
+    assert value(samples, "tune_knob_in_sync", **knob("nvidia_peermem", "module")) == 1
+    assert value(samples, "tune_knob_in_sync", **knob("max_read_request", "pci")) == 1
+    labels = [dict(key) for _, key in samples]
+    assert not [ls for ls in labels if re.search(r"cpu\d|0000:", ls.get("target", ""))]
+    assert len(samples) < 60
 
 
 def test_metrics_count_pending_reboots_as_in_sync(tuned: Path, tmp_path: Path) -> None:

@@ -71,7 +71,11 @@ def test_text_plan_folds_cpus_and_devices() -> None:
     assert runtime < result.out.index("kernel.numa_balancing") < reboot
     assert reboot < result.out.index("cmdline amd_pstate")
     assert "file /etc/sysctl.d/90-tune.conf: (absent) -> 12 lines" in result.out
-    assert result.out.rstrip().splitlines()[-1].startswith("Plan: 286 to change (281 runtime")
+    # Counted as the plan shows them: profile entries, then the writes they expand to.
+    assert result.out.rstrip().splitlines()[-1] == (
+        "Plan: 25 to change (20 runtime, 5 reboot; 286 writes), 0 in sync; 8 of 11 checks pass; "
+        "0 pending reboot."
+    )
 
 
 def test_markdown_report_has_audit_sections() -> None:

@@ -255,3 +255,26 @@ def test_a_report_shows_the_text_of_its_run_record_as_text(tmp_path: Path) -> No
     assert acting(out) == [], out
     assert f"60 {EVIL}" in codes(out)  # the prior swappiness, exact in its code span
     assert cells(out, "Profile") == ["Profile", f"small-gpu {EVIL}"], out
+
+
+def test_a_report_folds_what_each_cpu_and_device_had_done_alike(untuned: Path) -> None:
+    from conftest import BLACKWELL
+
+    applied = run_tune("apply", BLACKWELL, "--runtime-only", "--yes", "--root", untuned)
+    assert applied.code == 0, applied.err
+    text = report(untuned)
+    lines = text.splitlines()
+    assert "### P0 (138 changes, 4 as the plan shows them)" in lines
+    idle = lines.index(
+        "- **cpu idle:C2 on 128 CPUs (cpu0-127)**: `enabled` → `disabled` (applied). Why: C2 "
+        "exit latency (\\~400 us on Turin) stalls the CPU threads that launch GPU work."
+    )
+    assert lines[idle + 3] == "  write /sys/devices/system/cpu/cpu0/cpuidle/state2/disable: 1"
+    assert lines[idle + 6] == "  The same for cpu1-127."
+    assert "  The same for 0000:21:00.0 ... 0000:e1:00.0." in lines
+    assert len(lines) < 250  # 1,498 unfolded
+    # JSON keeps every step, each with what it folds by.
+    steps = json.loads(report(untuned, "--format", "json"))["changes"]
+    assert len(steps) == 281
+    governor = next(s for s in steps if s["id"] == "cpu:cpu7:governor")
+    assert (governor["setting"], governor["subject"]) == ("governor", "cpu7")

@@ -44,6 +44,10 @@ class AppliedRun:
     steps: tuple[AppliedStep, ...]
     # Optional knobs the kernel refused, which the run skipped: knob id -> the refusal.
     unsupported: dict[str, str] = field(default_factory=dict)
+    # Knobs of the phase this run left for later (`--runtime-only` leaves the reboot phase)
+    # that its plan would have changed: tune never set them, so they cannot drift. Empty for
+    # runs journaled before the plan record.
+    not_applied: frozenset[str] = frozenset()
 
     def unsupported_notes(self) -> list[Note]:
         """One line for each knob this run found the kernel refuses: not drift, nothing to do."""
@@ -133,11 +137,38 @@ def latest_applied(files: Files) -> AppliedRun | None:
     return None
 
 
+@dataclass(frozen=True)
+class LastRun:
+    """The newest journaled run, whatever its outcome: what check says of a host on which no
+    applied run is in effect."""
+
+    profile: str  # "" where its journal does not say
+    outcome: str  # as `journal.Run.outcome`: rolled-back, interrupted, ...
+
+    @property
+    def undone(self) -> bool:
+        """Rolled back, so none of its changes are in effect (a rollback that failed, or an
+        interrupted run, left some of them)."""
+        return self.outcome in ("rolled-back", "boot-rolled-back")
+
+
+def last_run(files: Files) -> LastRun | None:
+    """The newest fetched run's profile and outcome, read as far as it can be."""
+    from .journal import read_journal
+
+    for path in run_paths(files):
+        data = files.read(path)
+        if data is not None:
+            run = read_journal(posixpath.basename(path).removesuffix(RUN_SUFFIX), data, path)
+            return LastRun(run.header.profile if run.header is not None else "", run.outcome)
+    return None
+
+
 def applied_run(path: str, data: bytes) -> AppliedRun | None:
     """The run journaled in `data` (read by `journal.parse_run`), when its outcome is
     `applied`; None for one that was interrupted, rolled back or failed."""
     from .journal import parse_run  # the record types load only when a journal is read
-    from .records import StepUnsupported
+    from .records import PlanRecord, StepUnsupported
 
     run = parse_run(posixpath.basename(path).removesuffix(RUN_SUFFIX), data, path)
     if run.header is None or run.outcome != "applied" or run.finished is None:
@@ -149,6 +180,7 @@ def applied_run(path: str, data: bytes) -> AppliedRun | None:
     if finished_at.tzinfo is None:  # the contract records UTC; never read it as local time
         finished_at = finished_at.replace(tzinfo=UTC)
     ids = {seq: step.id for seq, step in run.steps}
+    left = LEAVES.get(run.header.phase, ())
     return AppliedRun(
         run_id=run.header.run_id,
         path=path,
@@ -161,4 +193,17 @@ def applied_run(path: str, data: bytes) -> AppliedRun | None:
             for _, step in run.steps
         ),
         unsupported={ids[r.seq]: r.error for r in run.of_type(StepUnsupported)},
+        not_applied=frozenset(
+            str(change.get("id"))
+            for plan in run.of_type(PlanRecord)[:1]
+            for change in plan.changes
+            if not change.get("applied_now") and change.get("phase") in left
+        ),
     )
+
+
+# The knob phases a run of each phase (`orchestration.Job.phase`) leaves for a later run: the
+# documented flow is `--runtime-only`, then `--reboot-phase` at a maintenance window. A runtime
+# knob a reboot-phase run found wrong was applied by an earlier run or never; this run cannot
+# tell which, so it stays drift (a false alarm is cheaper than a silenced one).
+LEAVES = {"runtime": ("reboot",)}

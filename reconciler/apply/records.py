@@ -230,11 +230,17 @@ class StepAbout:
     reason: str = ""
     phase: str | None = None
     fix: str | None = None
+    # The change's `setting` and `subject` (`Change`), so a report folds 128 CPUs' steps as
+    # the plan folded their changes; only for changes that have a subject.
+    setting: str = ""
+    subject: str = ""
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"operations": list(self.operations)}
         if self.priority is not None:
             out |= {"priority": self.priority, "reason": self.reason, "phase": self.phase}
+        if self.subject:
+            out |= {"setting": self.setting, "subject": self.subject}
         return out | ({"fix": self.fix} if self.fix else {})
 
 

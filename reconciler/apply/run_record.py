@@ -31,6 +31,8 @@ def step_context(change: Change | None, step: Step) -> StepAbout:
         reason=change.reason,
         phase=change.phase.value,
         fix=change.fix or None,
+        setting=change.setting if change.subject else "",
+        subject=change.subject,
     )
 
 

@@ -221,12 +221,13 @@ class Terminal(Show):
 
     def dry_run(self, host: Host, work: Work) -> None:
         self._reboot_why(work)
-        text = dry_run_text(work.steps, host, color=self.out.color)
+        text = dry_run_text(work.steps, host, plan=work.plan, color=self.out.color)
         if work.promote:
             text += dry_run_text(
                 work.promote,
                 host,
                 "Once the boot is verified, appended to the run",
+                work.plan,
                 color=self.out.color,
             )
         self.say(text, nl=False)

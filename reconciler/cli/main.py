@@ -16,7 +16,7 @@ import click
 from .. import __version__
 from ..errors import ExitCode, ProfileError, TuneError, UsageError
 from ..hosts.archive import write_archive
-from ..hosts.base import FULL, ReadableHost
+from ..hosts.base import FULL, Host, ReadableHost
 from ..hosts.fleet import fleet_exit_code, for_each_host
 from ..plan import saved
 from ..plan.make import make_plan
@@ -177,11 +177,14 @@ def _saved_line(path: str, phases: tuple[Phase, ...], named: bool) -> str:
 @profile_argument(required=False)
 @click.option("--root", metavar="PATH", help=ROOT_HELP)
 @output_options("text", "json")
-@click.option("--quiet", is_flag=True, help="Print nothing when in sync; one line per drift.")
+@click.option(
+    "--quiet", is_flag=True, help="Print nothing unless a knob drifted; then one line a drift."
+)
 @click.option(
     "--prometheus", metavar="FILE", help="Write node_exporter textfile metrics to FILE atomically."
 )
 @click.option("--since-apply", is_flag=True, help="Also report knobs changed after the last apply.")
+@click.option("--strict", is_flag=True, help="Failed audit checks exit 2 and print, as drift does.")
 @click.option(
     "--no-persist",
     is_flag=True,
@@ -195,23 +198,34 @@ def check_cmd(
     quiet: bool,
     prometheus: str | None,
     since_apply: bool,
+    strict: bool,
     no_persist: bool,
     remote: RemoteOptions,
 ) -> int:
     """Report drift of the host(s) from PROFILE (default: the profile last applied there).
 
-    Exit codes: 0 in sync (pending reboots included), 2 drift, 1 could not check,
-    6 the last run's journal is damaged (--since-apply), 65 invalid profile. Never writes to
-    a host except the metrics FILE (local).
+    Drift is a knob tune applied, or found in sync, that has moved since. Knobs of a phase
+    never applied (--runtime-only leaves the reboot phase), a rolled-back run and pending
+    reboots are reported but are not drift; failed audit checks are reported, and are drift
+    only with --strict.
+
+    Exit codes: 0 no drift, 2 drift, 1 could not check, 6 the last run's journal is damaged
+    (--since-apply), 65 invalid profile. Writes nothing to a host but the metrics FILE (local)
+    and, on this machine or a snapshot directory, when it first saw each drift
+    (/var/lib/tune/check/first-seen.json).
     """
-    from ..drift import metrics
+    from ..drift import first_seen, metrics
     from ..drift.check import DriftReport, run_check
     from ..render import check as render_check
 
     fmt, color = out.fmt, out.color
+    now = time.time()
 
-    def check_of(host: ReadableHost) -> DriftReport:
-        return run_check(host, profile, since_apply=since_apply, with_persistence=not no_persist)
+    def check_of(host: Host) -> DriftReport:
+        report = run_check(
+            host, profile, since_apply=since_apply, strict=strict, with_persistence=not no_persist
+        )
+        return first_seen.remember(host, report, now)
 
     if remote.is_fleet:
         if prometheus:
@@ -219,17 +233,17 @@ def check_cmd(
         no_root(root)
         results = for_each_host(remote.open(), check_of, remote.forks, progress_on_terminal(out))
         out.echo(render_check.fleet(results, fmt, quiet=quiet, color=color), nl=False)
-        return fleet_exit_code(results, lambda r: r.in_sync)
+        return fleet_exit_code(results, lambda r: not r.needs_attention)
     try:
         report = on_one_host(root, remote, check_of)
     except TuneError:
         if prometheus:
-            metrics.write_atomically(prometheus, metrics.exposition(None, time.time()))
+            metrics.write_atomically(prometheus, metrics.exposition(None, now))
         raise
     out.echo(render_check.render(report, fmt, quiet=quiet, color=color), nl=False)
     if prometheus:
-        metrics.write_atomically(prometheus, metrics.exposition(report, time.time()))
-    return ExitCode.IN_SYNC if report.in_sync else ExitCode.CHANGES
+        metrics.write_atomically(prometheus, metrics.exposition(report, now))
+    return ExitCode.CHANGES if report.needs_attention else ExitCode.IN_SYNC
 
 
 @exits(ExitCode.IN_SYNC, ExitCode.USAGE, ExitCode.INVALID_PROFILE)

@@ -2,15 +2,24 @@
 
 Two halves, so a fleet runner can call them per host: `gather` reads (the stored profile when
 none is given, the observation and the run journal names in one batch, then journals newest
-first until an applied run turns up), and `judge` is a pure function of what was read. Drift is
-the plan's changes and failed checks (`make_plan`, not a second diff); with `since_apply` it is
-also every knob whose value differs from what the newest applied run wrote.
-Nothing here writes to the host or takes a lock.
+first until an applied run turns up), and `judge` is a pure function of what was read.
+
+A difference from the profile (`make_plan`, not a second diff) is one of three things, kept
+apart because only the first is news to page someone for:
+- drift: a knob tune applied, or found in sync, has moved;
+- not applied: a knob of a phase no applied run in effect covered (`--runtime-only` leaves the
+  reboot phase; a rolled-back run leaves everything), or a parameter waiting for a reboot;
+- a failed check: an audit-only expectation tune cannot fix (`kernel >= 6.14`).
+A host with no run journal at all, or whose newest run was interrupted, has no history to tell
+them apart: every difference is drift.
+With `since_apply`, drift also covers every knob whose value differs from what the newest
+applied run wrote. Nothing here writes to the host or takes a lock.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..apply import applied
@@ -21,7 +30,7 @@ from ..hosts.directory import DirectoryHost
 from ..hosts.files import Files, Request
 from ..plan.make import make_plan
 from ..plan.model import Change, CheckResult, JsonValue, Knob, Note, Pending, Plan
-from ..plan.observe import Observation, observation, request
+from ..plan.observe import IDENTITY, Observation, observation, request
 from ..profile.load import LoadedProfile, load_profile, load_profile_text
 
 
@@ -52,6 +61,15 @@ class Changed(Knob):
         }
 
 
+class Status:
+    """A checked host, as `--format json` and the fleet table name it, most urgent first."""
+
+    DRIFT = "drift"
+    FAILING_CHECKS = "failing-checks"
+    NOT_APPLIED = "not-applied"
+    IN_SYNC = "in-sync"
+
+
 @dataclass(frozen=True)
 class DriftReport:
     """What `tune check` found on one host."""
@@ -61,14 +79,29 @@ class DriftReport:
     since_apply: bool
     changed: tuple[Changed, ...]  # only with since_apply
     notes: tuple[Note, ...]  # the plan's notes and the check's own
+    # Knob ids no applied run in effect set (see the module's docstring): not drift.
+    unapplied: frozenset[str] = frozenset()
+    strict: bool = False  # failed checks need attention too (`--strict`)
+    undone: bool = False  # runs are recorded, none that applied is in effect (rolled back)
+    # Knob or check id -> when `tune check` first saw it drift (ISO 8601 UTC), where the host
+    # keeps that record (`first_seen`); empty where it cannot.
+    first_seen: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def drift(self) -> tuple[Change, ...]:
-        """The plan's changes, less the optional knobs the last apply found the kernel refuses
-        (they cannot be set on this host, so they cannot drift)."""
+        """The plan's changes to knobs tune applied or found in sync; not the optional knobs
+        the last apply found the kernel refuses (they cannot be set here, so cannot drift)."""
         return tuple(c for c in self.plan.changes if self.drifted(c))
 
     def drifted(self, change: Change) -> bool:
+        return self._differs(change) and change.id not in self.unapplied
+
+    @property
+    def not_applied(self) -> tuple[Change, ...]:
+        """The plan's changes to knobs of a phase no applied run in effect covered."""
+        return tuple(c for c in self.plan.changes if self._differs(c) and c.id in self.unapplied)
+
+    def _differs(self, change: Change) -> bool:
         unsupported = self.last_apply.unsupported if self.last_apply is not None else {}
         return not change.in_sync and change.id not in unsupported
 
@@ -81,9 +114,20 @@ class DriftReport:
         return self.plan.pending
 
     @property
-    def in_sync(self) -> bool:
-        """Pending reboots alone keep a host in sync."""
-        return not self.drift and not self.failed_checks and not self.changed
+    def needs_attention(self) -> bool:
+        """Drift, a knob changed after apply, or (`--strict`) a failed check: exit 2. Knobs
+        not applied and pending reboots are reported, never alarming."""
+        return bool(self.drift or self.changed or (self.strict and self.failed_checks))
+
+    @property
+    def status(self) -> str:
+        if self.drift or self.changed:
+            return Status.DRIFT
+        if self.failed_checks:
+            return Status.FAILING_CHECKS
+        if self.not_applied or self.pending:
+            return Status.NOT_APPLIED
+        return Status.IN_SYNC
 
     def since(self, change_id: str) -> str | None:
         """How a knob stands against the last applied run; None without `since_apply`."""
@@ -94,10 +138,15 @@ class DriftReport:
         written = {s.id for s in self.last_apply.steps}
         return Since.AS_APPLIED if change_id in written else Since.NOT_IN_RUN
 
+    def drift_ids(self) -> list[str]:
+        """Every id that is drift now: what the record of first sightings keeps."""
+        ids = [c.id for c in self.drift] + [c.id for c in self.changed]
+        return list(dict.fromkeys(ids + [c.id for c in self.failed_checks]))
+
     def to_json(self) -> dict[str, Any]:
         drift = []
         for change in self.drift:
-            item = change.to_json()
+            item = change.to_json() | {"first_seen": self.first_seen.get(change.id)}
             since = self.since(change.id)
             if since is not None:
                 item["since_apply"] = since
@@ -105,10 +154,13 @@ class DriftReport:
         return {
             "profile": self.plan.profile,
             "host": self.plan.host.to_json(),
-            "status": "in-sync" if self.in_sync else "drift",
+            "status": self.status,
             "last_apply": self.last_apply.to_json() if self.last_apply else None,
             "drift": drift,
-            "failed_checks": [c.to_json() for c in self.failed_checks],
+            "not_applied": [c.to_json() for c in self.not_applied],
+            "failed_checks": [
+                c.to_json() | {"first_seen": self.first_seen.get(c.id)} for c in self.failed_checks
+            ],
             "changed_after_apply": [c.to_json() for c in self.changed]
             if self.since_apply
             else None,
@@ -122,7 +174,7 @@ class DriftReport:
 class Gathered:
     """Everything `judge` needs from one host."""
 
-    loaded: LoadedProfile
+    loaded: LoadedProfile | None  # None: no profile stored, the runs recorded were undone
     observed: Observation
     runs: Files  # the journal listing and the journals fetched, newest first
     with_persistence: bool = True  # judge tune's boot-time files too
@@ -132,24 +184,31 @@ def gather(host: ReadableHost, profile_path: str | None, with_persistence: bool 
     """One batch reads the observation, the journal names and the newest journals; older
     journals cost one more batch each JOURNAL_BATCH, only while no applied run turned up."""
     loaded = load_profile(profile_path) if profile_path else stored_profile(host)
-    wanted = request(loaded.profile, with_persistence) | applied.runs_request(applied.JOURNAL_BATCH)
-    files = host.fetch(wanted)
+    wanted = request(loaded.profile, with_persistence) if loaded else IDENTITY
+    files = host.fetch(wanted | applied.runs_request(applied.JOURNAL_BATCH))
     runs = applied.fetch_journals(host, files)
+    if loaded is None and not applied.run_paths(runs):
+        raise no_profile(host.describe())
     return Gathered(loaded, observation(host, files), runs, with_persistence)
 
 
-def stored_profile(host: ReadableHost) -> LoadedProfile:
-    """The resolved profile the last successful apply left on the host."""
+def no_profile(host: str) -> HostError:
+    return HostError(
+        f"{host}: no profile has been applied here ({applied.STORED_PROFILE} does not exist); "
+        "give PROFILE to check against."
+    )
+
+
+def stored_profile(host: ReadableHost) -> LoadedProfile | None:
+    """The resolved profile the last successful apply left on the host; None where there is
+    none (never applied, or a rollback took it away)."""
     path = applied.STORED_PROFILE
     files = host.fetch(Request.of(whole=[path]))
     if path in files.errors:
         raise HostError(f"{path}: cannot read the applied profile ({files.errors[path]}).")
     data = files.read(path)
     if data is None:
-        raise HostError(
-            f"{host.describe()}: no profile has been applied here ({path} does not exist); "
-            "give PROFILE to check against."
-        )
+        return None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
@@ -164,17 +223,29 @@ def location(host: ReadableHost, path: str) -> str:
     return f"{host.name}:{path}"
 
 
-def judge(gathered: Gathered, *, since_apply: bool) -> DriftReport:
-    """Pure: the plan, the last applied run, and (with `since_apply`) what changed after it."""
-    plan = make_plan(gathered.loaded, gathered.observed, gathered.with_persistence)
-    notes = list(plan.notes)
+def judge(gathered: Gathered, *, since_apply: bool, strict: bool = False) -> DriftReport:
+    """Pure: the plan, the last applied run, what tune never applied, and (with
+    `since_apply`) what changed after the last apply."""
+    notes: list[Note] = []
     try:
         last = applied.latest_applied(gathered.runs)
+        newest = applied.last_run(gathered.runs) if last is None else None
+        undone = newest is not None and newest.undone
     except JournalError as exc:
         if since_apply:
             raise
-        last = None
+        last, newest, undone = None, None, False  # no history to go by: all is drift
         notes.append(Note(f"{exc} Drift is shown without the time of the last apply.", "check"))
+    if gathered.loaded is None and not undone:
+        raise no_profile(gathered.observed.host.source)  # the first apply never finished
+    if gathered.loaded is None:
+        profile = newest.profile if newest is not None else ""
+        plan = Plan(profile, gathered.observed.host, (), (), (), ())
+    else:
+        plan = make_plan(gathered.loaded, gathered.observed, gathered.with_persistence)
+    notes[:0] = plan.notes
+    if undone:
+        notes.append(Note(nothing_in_effect(gathered.runs), "check"))
     changed: tuple[Changed, ...] = ()
     if last is not None:
         notes += last.unsupported_notes()
@@ -192,7 +263,19 @@ def judge(gathered: Gathered, *, since_apply: bool) -> DriftReport:
                     "check",
                 )
             )
-    return DriftReport(plan, last, since_apply, changed, tuple(notes))
+    if undone:
+        unapplied = frozenset(c.id for c in plan.changes)
+    else:
+        unapplied = last.not_applied if last is not None else frozenset()
+    return DriftReport(plan, last, since_apply, changed, tuple(notes), unapplied, strict, undone)
+
+
+def nothing_in_effect(runs: Files) -> str:
+    newest = applied.run_paths(runs)[0]
+    return (
+        f"No run tune applied is in effect here (the newest, {newest}, was rolled back): "
+        "every difference from the profile is not applied, none is drift."
+    )
 
 
 def changed_after(plan: Plan, run: AppliedRun) -> tuple[tuple[Changed, ...], list[str]]:
@@ -216,6 +299,8 @@ def run_check(
     profile_path: str | None,
     *,
     since_apply: bool,
+    strict: bool = False,
     with_persistence: bool = True,
 ) -> DriftReport:
-    return judge(gather(host, profile_path, with_persistence), since_apply=since_apply)
+    gathered = gather(host, profile_path, with_persistence)
+    return judge(gathered, since_apply=since_apply, strict=strict)

@@ -13,9 +13,11 @@ import os
 import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 from ..errors import OutputError
+from ..render.folding import fold
 from .check import DriftReport
 
 Labels = dict[str, str]
@@ -71,27 +73,42 @@ def exposition(report: DriftReport | None, now: float) -> str:
 
 
 def _knobs(report: DriftReport) -> Iterable[Family]:
+    """One series per profile entry, never per CPU or device (`folding.fold`): a 128-CPU host
+    has as many series as a 4-CPU one."""
     profile = {"profile": report.plan.profile}
     plan = report.plan
+    not_applied = {c.id for c in report.not_applied}
     in_sync = Family(
         "tune_knob_in_sync",
-        "1 if the knob matches the profile (a parameter pending a reboot counts), 0 if drifted.",
+        "1 if every knob of the profile entry matches it (a parameter pending a reboot counts), "
+        "0 if one drifted or was never applied.",
     )
-    for change in plan.compared:
-        labels = profile | {
-            "kind": change.kind,
-            "target": change.target,
-            "phase": change.phase.value,
-        }
-        in_sync.samples.append((labels, 0 if report.drifted(change) else 1))
+    for group in fold(plan.compared, same_values=False):
+        first = group.first
+        labels = profile | {"kind": first.kind, "target": group.entry, "phase": first.phase.value}
+        differs = any(report.drifted(c) or c.id in not_applied for c in group.changes)
+        in_sync.samples.append((labels, 0 if differs else 1))
     for pending in plan.pending:
         labels = profile | {"kind": pending.kind, "target": pending.target, "phase": "reboot"}
         in_sync.samples.append((labels, 1))
+    passing = Family(
+        "tune_check_passing",
+        "1 if the profile's audit check passes (on every device it names), 0 if it fails.",
+    )
+    checks: dict[str, bool] = {}
+    for check in plan.checks:
+        checks[check.name] = checks.get(check.name, True) and check.ok
+    passing.samples += [(profile | {"check": name}, int(ok)) for name, ok in checks.items()]
     families = [
         Family(
             "tune_knobs_drifted",
-            "Knobs that differ from the profile.",
-            [(profile, len(report.drift))],
+            "Profile entries with a knob tune applied, or found in sync, that has moved.",
+            [(profile, len(fold(report.drift, same_values=False)))],
+        ),
+        Family(
+            "tune_knobs_not_applied",
+            "Profile entries of a phase never applied (or rolled back): not drift.",
+            [(profile, len(fold(report.not_applied, same_values=False)))],
         ),
         in_sync,
         Family(
@@ -99,12 +116,28 @@ def _knobs(report: DriftReport) -> Iterable[Family]:
             "Audit checks of the profile that fail (kernel, driver, IOMMU, PCIe link).",
             [(profile, len(report.failed_checks))],
         ),
+        passing,
         Family(
             "tune_pending_reboot",
             "Kernel parameters configured for the next boot but not running yet.",
             [(profile, len(report.pending))],
         ),
+        Family(
+            "tune_applied",
+            "1 if a run tune applied is in effect on the host, 0 if none is (never, rolled back).",
+            [(profile, 0 if report.last_apply is None else 1)],
+        ),
     ]
+    drifting = [c.id for c in report.drift] + [c.id for c in report.changed]
+    seen = [report.first_seen[i] for i in drifting if i in report.first_seen]
+    if seen:
+        families.append(
+            Family(
+                "tune_drift_first_seen_timestamp_seconds",
+                "Unix time tune check first saw the oldest drift still there.",
+                [(profile, datetime.fromisoformat(min(seen)).timestamp())],
+            )
+        )
     if report.since_apply:
         families.append(
             Family(

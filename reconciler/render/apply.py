@@ -3,6 +3,7 @@ and a dry run's operations, step by step."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 
 from ..apply.engine import Work
@@ -10,8 +11,9 @@ from ..apply.state import LOCK, STATE
 from ..apply.steps import PutFile, Step
 from ..hosts.base import ReadableHost
 from ..hosts.files import Request
-from ..plan.model import Plan
+from ..plan.model import Change, Plan
 from .diff import unified
+from .folding import Group, blocks, fold_key, same_but_subject, subjects
 from .printable import printable
 
 
@@ -28,10 +30,17 @@ def applied_part(work: Work) -> Plan:
 
 
 def dry_run_text(
-    steps: tuple[Step, ...], host: ReadableHost, later: str | None = None, *, color: bool = False
+    steps: tuple[Step, ...],
+    host: ReadableHost,
+    later: str | None = None,
+    plan: Plan | None = None,
+    *,
+    color: bool = False,
 ) -> str:
     """Each step and its operations; a file it replaces as a unified diff from the file the
-    host has now (or the one an earlier step of the run writes), read in one batch."""
+    host has now (or the one an earlier step of the run writes), read in one batch. With the
+    `plan` the steps came from, steps that do the same to another CPU or device fold into the
+    first one's, as the plan folds their changes."""
     from ..plan.model import Value
 
     def show(value: Value) -> str:
@@ -40,6 +49,7 @@ def dry_run_text(
         # Quoted, not repr(): the line is made printable as a whole, once.
         return "(absent)" if value is None else f"'{value}'"
 
+    changes = {c.id: c for c in plan.compared} if plan is not None else {}
     lines = (
         [f"{later}: {len(steps)} changes."]
         if later
@@ -50,8 +60,11 @@ def dry_run_text(
     )
     lines = [printable(line) for line in lines]
     files = _current_files(steps, host)
-    for step in steps:
-        lines.append(printable(f"{step.id}: {show(step.prior)} -> {show(step.desired)}"))
+    for block in fold_steps(steps, changes):
+        step = block[0]
+        folded = Group(tuple(changes[s.id] for s in block)) if len(block) > 1 else None
+        label = folded.label if folded else step.id
+        lines.append(printable(f"{label}: {show(step.prior)} -> {show(step.desired)}"))
         for op in step.do:
             first, *body = op.describe().split("\n")  # a file's body: one `| line` a line
             lines.append(printable(f"    {first}"))
@@ -62,6 +75,8 @@ def dry_run_text(
                 lines += [printable(line) for line in body]
         if not step.do:
             lines.append("    (made by the step before it)")
+        if folded:
+            lines.append(printable(f"    (the same for {subjects(folded.changes[1:])})"))
     return "".join(line + "\n" for line in lines)
 
 
@@ -81,3 +96,18 @@ def _diff(path: str, before: bytes | None, after: bytes, color: bool) -> list[st
         return [printable(line) for line in data.decode("utf-8", "replace").splitlines()]
 
     return unified(path, lines(before), lines(after), color)
+
+
+def fold_steps(steps: tuple[Step, ...], changes: Mapping[str, Change]) -> list[list[Step]]:
+    """Steps in blocks, each where its first step was: the steps of changes that fold together
+    (`folding.fold_key`) and whose operations differ only in their CPU or device; any other
+    step alone."""
+
+    def key(step: Step) -> tuple[object, ...] | None:
+        change = changes.get(step.id)
+        if change is None or not change.subject or not step.do:
+            return None
+        operations = same_but_subject((op.describe() for op in step.do), change.subject)
+        return (*fold_key(change), step.prior, step.desired, operations)
+
+    return blocks(steps, key)

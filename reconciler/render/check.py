@@ -4,23 +4,25 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from ..drift.check import DriftReport, Since
 from ..hosts.fleet import HostResult
-from ..plan.model import Change, CheckResult, JsonValue, Value
+from ..plan.model import Change, CheckResult, JsonValue, Plan, Value
 from . import documents
 from . import fleet as fleet_render
-from .folding import fold, show, shown
+from .folding import Group, entries, fold, show, shown
 from .printable import printable_data
 from .style import styler
+from .text import HOW
 
 
 def render(report: DriftReport, fmt: str, *, quiet: bool, color: bool) -> str:
-    """`--quiet` prints nothing when in sync, whatever the format; on drift, text becomes one
-    line per knob and JSON stays whole."""
+    """`--quiet` prints nothing unless the host needs attention, whatever the format; then
+    text becomes one line per drift and JSON stays whole."""
     if fmt == "json":
-        return "" if quiet and report.in_sync else as_json(report)
+        return "" if quiet and not report.needs_attention else as_json(report)
     report = printable_data(report)
     return drift_only(report) if quiet else text(report, color)
 
@@ -35,56 +37,69 @@ def as_json(report: DriftReport, color: bool = False) -> str:
 
 
 def drift_only(report: DriftReport) -> str:
-    """Nothing when in sync (cron mails nothing); otherwise one line per knob and failed check."""
-    if report.in_sync:
+    """Nothing unless the host needs attention (cron mails nothing); otherwise one line per
+    drift (knobs that differ only in their CPU or device folded) and, with `--strict`, per
+    failed check. Knobs never applied and pending reboots are no news: not here."""
+    if not report.needs_attention:
         return ""
     return "".join(line + "\n" for line in drift_lines(report))
 
 
 def drift_lines(report: DriftReport) -> list[str]:
-    since = _since(report)
-    lines = [_drift(c) + since + _changed_suffix(report, c) for c in report.drift]
-    lines += [_failed(check) + since for check in report.failed_checks]
-    drifted = {c.id for c in report.drift}
-    lines += [
-        f"CHANGED {c.kind} {c.target}: {_show(c.current)} (tune wrote {_show(c.written)})" + since
-        for c in report.changed
-        if c.id not in drifted
-    ]
+    lines = [_drift(report, group) for group in _drift_groups(report)]
+    if report.strict:
+        lines += [_failed(report, check) for check in report.failed_checks]
+    lines += _changed_lines(report)
     return lines
 
 
+def _drift_groups(report: DriftReport) -> list[Group]:
+    # Folded apart, so a folded line never mixes knobs changed after apply with the others.
+    changed = {c.id for c in report.changed}
+    return fold(c for c in report.drift if c.id not in changed) + fold(
+        c for c in report.drift if c.id in changed
+    )
+
+
+def _changed_lines(report: DriftReport) -> list[str]:
+    """Knobs changed after apply that the profile now agrees with (the others are DRIFT)."""
+    drifted = {c.id for c in report.drift}
+    return [
+        f"CHANGED {c.kind} {c.target}: {_show(c.current)} (tune wrote {_show(c.written)})"
+        + _since(report, [c.id])
+        for c in report.changed
+        if c.id not in drifted
+    ]
+
+
 def text(report: DriftReport, color: bool = False) -> str:
-    """The same lines for a terminal, with identical CPU and device lines folded."""
+    """The same lines for a terminal, then what was never applied, failed checks and pending
+    reboots."""
 
     style = styler(color)
 
     plan, last = report.plan, report.last_apply
     out = [
-        style(f"tune check: {plan.profile} on {plan.host.name}", bold=True)
+        style(f"tune check: {plan.profile or 'no profile'} on {plan.host.name}", bold=True)
         + f" ({plan.host.source}, kernel {plan.host.kernel or 'unknown'})",
         (
             f"Last apply: {last.finished} (run {last.run_id}, phase {last.phase})"
             if last
-            else "Last apply: none recorded on this host"
+            else "Last apply: none in effect on this host"
         ),
         "",
     ]
-    since = _since(report)
-    body = []
-    changed = {c.id for c in report.changed}
-    as_written = [c for c in report.drift if c.id not in changed]
-    # Folded apart, so a folded line never mixes knobs changed after apply with the others.
-    for group in fold(as_written) + fold(c for c in report.drift if c.id in changed):
-        first = group.first
-        line = (
-            f"DRIFT {group.label}: {shown(first, first.current)} "
-            f"(want {shown(first, first.desired)})" + since
-        )
-        body.append(style(line + _changed_suffix(report, first), fg="red"))
-    body += [style(_failed(check) + since, fg="red") for check in report.failed_checks]
-    changed_lines = [line for line in drift_lines(report) if line.startswith("CHANGED ")]
-    body += [style(line, fg="yellow") for line in changed_lines]
+    body = [style(_drift(report, group), fg="red") for group in _drift_groups(report)]
+    body += [style(line, fg="yellow") for line in _changed_lines(report)]
+    body += [
+        style(_failed(report, check), fg="red" if report.strict else "yellow")
+        for check in report.failed_checks
+    ]
+    body += [
+        f"NOT APPLIED {group.label}: {shown(group.first, group.first.current)} "
+        f"(want {shown(group.first, group.first.desired)}; {HOW[group.first.phase]})"
+        for group in fold(report.not_applied)
+    ]
     body += [
         f"PENDING {p.kind} {p.target}: running {show(p.running)}, next boot {show(p.configured)}"
         " (reboot to apply)"
@@ -101,20 +116,40 @@ def text(report: DriftReport, color: bool = False) -> str:
 
 
 def summary(report: DriftReport) -> str:
+    """Counts of profile entries (a governor on 128 CPUs is one), and of their knobs where
+    that is more."""
     plan = report.plan
     checks = f"{len(plan.checks) - len(report.failed_checks)} of {len(plan.checks)} checks pass"
+    not_applied = f"{_entries(report.not_applied)} not applied; " if report.not_applied else ""
     pending = f"{len(report.pending)} pending reboot"
     changed = f"; {len(report.changed)} changed after apply" if report.since_apply else ""
-    if report.in_sync:
-        return f"In sync: {len(plan.in_sync)} knobs; {checks}; {pending}{changed}."
-    knobs = len(plan.in_sync) + len(report.drift)
-    return f"Drift: {len(report.drift)} of {knobs} knobs; {checks}; {pending}{changed}."
+    tail = f"{not_applied}{checks}; {pending}{changed}."
+    if report.undone:
+        return f"Not applied: no run of tune is in effect on this host; {tail}"
+    if not report.drift and not report.changed:
+        return f"In sync: {_entries(plan.in_sync)}; {tail}"
+    compared = (*plan.in_sync, *report.drift)
+    return f"Drift: {_entries(report.drift, compared)}; {tail}"
 
 
-def _drift(change: Change) -> str:
+def _entries(changes: Sequence[Change], out_of: Sequence[Change] | None = None) -> str:
+    """`1 of 24 entries`, and the knobs they are where that is more: `(4 of 158 knobs)`."""
+    of = f" of {entries(out_of)}" if out_of is not None else ""
+    said = f"{entries(changes)}{of} entries"
+    knobs = f"{len(changes)}" + (f" of {len(out_of)}" if out_of is not None else "")
+    wider = len(changes) != entries(changes) or (
+        out_of is not None and len(out_of) != entries(out_of)
+    )
+    return f"{said} ({knobs} knobs)" if wider else said
+
+
+def _drift(report: DriftReport, group: Group) -> str:
+    first = group.first
     return (
-        f"DRIFT {change.kind} {change.target}: {shown(change, change.current)} "
-        f"(want {shown(change, change.desired)})"
+        f"DRIFT {group.label}: {shown(first, first.current)} "
+        f"(want {shown(first, first.desired)})"
+        + _since(report, [c.id for c in group.changes])
+        + _changed_suffix(report, first)
     )
 
 
@@ -125,13 +160,17 @@ def _changed_suffix(report: DriftReport, change: Change) -> str:
     return f"; changed after apply (tune wrote {_show(written)})"
 
 
-def _failed(check: CheckResult) -> str:
+def _failed(report: DriftReport, check: CheckResult) -> str:
     name = check.name + (f" {check.subject}" if check.subject else "")
-    return f"DRIFT check {name}: {check.observed or '(absent)'} (want {check.expected})"
+    return f"FAIL check {name}: {check.observed or '(absent)'} (want {check.expected})" + _since(
+        report, [check.id]
+    )
 
 
-def _since(report: DriftReport) -> str:
-    return f" since {report.last_apply.finished}" if report.last_apply else ""
+def _since(report: DriftReport, ids: Sequence[str]) -> str:
+    """When `tune check` first saw the earliest of `ids` drift, where the host keeps a record."""
+    seen = [report.first_seen[i] for i in ids if i in report.first_seen]
+    return f" since {min(seen)}" if seen else ""
 
 
 def _show(value: JsonValue) -> str:
@@ -154,7 +193,14 @@ def fleet(results: Sequence[HostResult[DriftReport]], fmt: str, *, quiet: bool, 
             else:
                 lines += [f"{r.name}: {line}" for line in drift_lines(r.value)]
         return "".join(line + "\n" for line in lines)
-    # The summary table reads plans; the details are each host's own check report.
-    reports = {id(r.value.plan): r.value for r in results if r.value is not None}
-    plans = [HostResult(r.name, r.value.plan if r.value else None, r.error) for r in results]
+    # The summary table reads plans, cut to what check calls drift (a reboot phase not applied
+    # is no change to count); the details are each host's own check report.
+    drift = {r.name: as_plan(r.value) for r in results if r.value is not None}
+    reports = {id(drift[r.name]): r.value for r in results if r.value is not None}
+    plans = [HostResult(r.name, drift.get(r.name), r.error) for r in results]
     return fleet_render.text(plans, color, lambda plan, c: text(reports[id(plan)], c))
+
+
+def as_plan(report: DriftReport) -> Plan:
+    """The report's plan with only the changes that are drift: what a table of plans counts."""
+    return replace(report.plan, compared=(*report.plan.in_sync, *report.drift))

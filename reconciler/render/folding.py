@@ -1,13 +1,22 @@
-"""Fold changes that differ only in their subject (128 CPUs, 8 GPUs) into one line."""
+"""Fold changes that differ only in their subject (128 CPUs, 8 GPUs) into one line.
+
+One rule for every view of many knobs: the text plan, `--dry-run`, `tune report`, `tune check`,
+the summary counts and the Prometheus metrics. A profile entry (`cpu: {governor: performance}`)
+expands to one knob per subject; `entry` is what those knobs share, so a view counts and labels
+profile entries, never CPUs.
+"""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from ..kinds import named
 from ..plan.model import Change, Value
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -28,28 +37,58 @@ class Group:
         )
 
     @property
+    def entry(self) -> str:
+        """The profile entry's name, the same for each of its subjects (`governor`, `idle C2`),
+        or the knob's target: a label that stays put whatever the host has drifted to."""
+        c = self.first
+        return c.setting if c.subject else c.target
+
+    @property
     def fixes(self) -> list[str]:
         return list(dict.fromkeys(c.fix for c in self.changes if c.fix))
 
 
-def fold(changes: Iterable[Change]) -> list[Group]:
-    groups: dict[tuple[object, ...], list[Change]] = {}
-    for change in changes:
-        key: tuple[object, ...] = (
-            (
-                change.kind,
-                change.setting,
-                change.current,
-                change.desired,
-                change.priority,
-                change.reason,
-                change.phase,
-            )
-            if change.subject
-            else (change.id,)
-        )
-        groups.setdefault(key, []).append(change)
-    return [Group(tuple(g)) for g in groups.values()]
+def entry(change: Change) -> tuple[object, ...]:
+    """What the knobs of one profile entry share: their kind and setting, or the knob itself."""
+    return (change.kind, change.setting) if change.subject else (change.id,)
+
+
+def fold_key(change: Change, *, same_values: bool = True) -> tuple[object, ...]:
+    """The one folding rule: changes with equal keys are one group. By profile entry; with
+    `same_values` (a line that shows one value for all of them) also by what the line shows."""
+    key = entry(change)
+    if same_values and change.subject:
+        key += (change.current, change.desired, change.priority, change.reason, change.phase)
+    return key
+
+
+def fold(changes: Iterable[Change], *, same_values: bool = True) -> list[Group]:
+    """Changes grouped by `fold_key`, in the order each group first appears."""
+    return [
+        Group(tuple(b)) for b in blocks(changes, lambda c: fold_key(c, same_values=same_values))
+    ]
+
+
+def blocks(items: Iterable[T], key: Callable[[T], Hashable | None]) -> list[list[T]]:
+    """`items` in blocks of equal key, each block where its first item was; an item whose key
+    is None is a block of its own."""
+    found: dict[Hashable, list[T]] = {}
+    for n, item in enumerate(items):
+        k = key(item)
+        found.setdefault(("alone", n) if k is None else ("key", k), []).append(item)
+    return list(found.values())
+
+
+def same_but_subject(texts: Iterable[str], subject: str) -> tuple[str, ...]:
+    """`texts` (a step's operations) with `subject` blanked out as a whole name (cpu1 is not
+    the start of cpu12): equal for steps that do the same thing to another CPU or device."""
+    name = re.compile(rf"(?<![\w.:-]){re.escape(subject)}(?![\w.:-])")
+    return tuple(name.sub("\0", text) for text in texts)
+
+
+def entries(changes: Iterable[Change]) -> int:
+    """How many profile entries `changes` come from (128 CPUs' governors are one)."""
+    return len({entry(c) for c in changes})
 
 
 def noun(kind: str) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..plan.model import Change, Phase, Plan, Priority, Value
 from .diff import unified
-from .folding import fold, show, whole_files
+from .folding import entries, fold, show, whole_files
 from .printable import printable_data
 from .style import styler
 
@@ -111,16 +111,18 @@ def file_arrow(change: Change) -> str:
 
 
 def summary(plan: Plan) -> str:
+    """Counts of profile entries, as the plan shows them (a governor on 128 CPUs is one), and
+    the writes they expand to where that is more."""
     changes = plan.changes
     if plan.is_clean:
         head = "In sync: nothing to change"
     else:
-        runtime = sum(c.phase is Phase.RUNTIME for c in changes)
-        head = (
-            f"Plan: {len(changes)} to change ({runtime} runtime, {len(changes) - runtime} reboot)"
-        )
+        runtime = entries(c for c in changes if c.phase is Phase.RUNTIME)
+        reboot = entries(c for c in changes if c.phase is Phase.REBOOT)
+        writes = f"; {len(changes)} writes" if len(changes) != runtime + reboot else ""
+        head = f"Plan: {runtime + reboot} to change ({runtime} runtime, {reboot} reboot{writes})"
     failed = len(plan.failed_checks)
     return (
-        f"{head}, {len(plan.in_sync)} in sync; {len(plan.checks) - failed} of "
+        f"{head}, {entries(plan.in_sync)} in sync; {len(plan.checks) - failed} of "
         f"{len(plan.checks)} checks pass; {len(plan.pending)} pending reboot."
     )

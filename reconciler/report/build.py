@@ -82,6 +82,8 @@ def _changes(run: Run) -> list[dict[str, Any]]:
             # Runs journaled before steps carried their operations: describe the stored ops.
             "operations": list(record.about.operations) or [op.describe() for op in step.do],
             "fix": record.about.fix,
+            "setting": record.about.setting,
+            "subject": record.about.subject,
             "status": status.get(record.seq, "journaled, not written"),
         }
         for record in run.of_type(StepRecord)

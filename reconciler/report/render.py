@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..plan.model import Change, Phase, Priority, Value
 from ..render import md
+from ..render.folding import Group, blocks, fold_key, same_but_subject, subjects
 from ..render.printable import printable_data
 from .build import NOT_MEASURED
 
@@ -94,17 +96,66 @@ def _changes(changes: list[dict[str, Any]], outcome: str) -> list[str]:
         by_priority.setdefault(change["priority"] or "unrecorded priority", []).append(change)
     for priority, rows in by_priority.items():
         count = f"{len(rows)} {'change' if len(rows) == 1 else 'changes'}"
+        shown = _folded(rows)
+        if len(shown) != len(rows):
+            count += f", {len(shown)} as the plan shows them"
         out += [f"### {md.text(priority)} ({count})", ""]
-        for c in rows:
+        for block in shown:
+            c = block[0]
+            # A block of more than one is of rows `_as_change` reads (`_folded`).
+            group = Group(tuple(ch for ch in map(_as_change, block) if ch is not None))
+            label = c["id"] if len(block) == 1 else group.label
             why = f" Why: {_sentence(c['reason'])}" if c["reason"] else ""
             out.append(
-                f"- **{md.text(c['id'])}**: {_value(c['prior'])} → {_value(c['desired'])} "
+                f"- **{md.text(label)}**: {_value(c['prior'])} → {_value(c['desired'])} "
                 f"({md.text(c['status'])}).{why}"
             )
             ops = c["operations"] or ["(made by the step before it)"]
             out += ["", *md.fence((line for op in ops for line in op.splitlines()), indent="  ")]
+            if len(block) > 1:
+                out += ["", f"  The same for {md.text(subjects(group.changes[1:]))}."]
         out.append("")
     return out
+
+
+def _folded(rows: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """Rows in blocks, as `--dry-run` folds steps: the changes fold in the plan (`fold_key`),
+    with the same outcome, and operations that differ only in their CPU or device."""
+
+    def key(row: dict[str, Any]) -> tuple[object, ...] | None:
+        change = _as_change(row)
+        if change is None or not row["operations"]:
+            return None
+        operations = same_but_subject(row["operations"], change.subject)
+        return (*fold_key(change), row["status"], operations)
+
+    return blocks(rows, key)
+
+
+def _as_change(row: dict[str, Any]) -> Change | None:
+    """A journaled step's change, for the folding rule; None for one the journal names no
+    subject of (a run journaled before steps carried it, a change of no CPU or device)."""
+    if not row.get("subject") or row["phase"] not in PHASES or row["priority"] not in PRIORITIES:
+        return None
+    return Change(
+        row["kind"],
+        row["target"],
+        _as_value(row["prior"]),
+        _as_value(row["desired"]),
+        Phase(row["phase"]),
+        Priority(row["priority"]),
+        row["reason"],
+        setting=row["setting"],
+        subject=row["subject"],
+    )
+
+
+PHASES = frozenset(p.value for p in Phase)
+PRIORITIES = frozenset(p.value for p in Priority)
+
+
+def _as_value(value: object) -> Value:
+    return tuple(value) if isinstance(value, list) else value  # type: ignore[return-value]
 
 
 def _still_needed(needed: dict[str, Any] | None) -> list[str]:

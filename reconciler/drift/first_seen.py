@@ -1,0 +1,93 @@
+"""When `tune check` first saw each drift, so "since" is the first sighting: the time of the
+last apply says nothing about when a knob moved, and a time that changes on every run would
+make each cron mail look new.
+
+The record is a small JSON file in tune's state directory on the host checked (inside the
+snapshot for `--root DIR`): `{"format": 1, "first_seen": {"sysctl:vm.swappiness": "<ISO>"}}`,
+mode 0600 in a 0700 directory, like the rest of tune's state. It holds the ids drifted at the
+last check only: a knob back in sync is forgotten, and drifts again from a new first sighting.
+Only a host tune reaches as files here (this machine, a snapshot directory) keeps one; a check
+over SSH or of an archive has no record and prints no "since".
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+from datetime import UTC, datetime
+
+from ..apply import trust
+from ..apply.state import STATE
+from ..errors import HostError
+from ..hosts.base import Host
+from ..hosts.directory import DirectoryHost
+from ..plan.model import Note
+from .check import DriftReport
+
+DIRECTORY = f"{STATE}/check"
+RECORD = f"{DIRECTORY}/first-seen.json"
+FORMAT = 1
+
+
+def updated(previous: Mapping[str, str], drifting: Iterable[str], now: float) -> dict[str, str]:
+    """Pure: each id drifting now, with its first sighting kept or, new, stamped `now`."""
+    stamp = datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {knob: previous.get(knob, stamp) for knob in drifting}
+
+
+def parse(data: bytes) -> dict[str, str]:
+    """The record's ids and times; ValueError for anything that is not one tune wrote."""
+    record = json.loads(data.decode("utf-8"))
+    if not isinstance(record, dict) or record.get("format") != FORMAT:
+        raise ValueError("not a record of first sightings")
+    seen = record.get("first_seen")
+    if not isinstance(seen, dict):
+        raise ValueError("not a record of first sightings")
+    for knob, when in seen.items():
+        if not isinstance(when, str):
+            raise ValueError(f"{knob}: not a time")
+        datetime.fromisoformat(when)  # ValueError for anything else
+    return dict(seen)
+
+
+def render(first_seen: Mapping[str, str]) -> bytes:
+    record = {"format": FORMAT, "first_seen": dict(sorted(first_seen.items()))}
+    return (json.dumps(record, indent=1) + "\n").encode()
+
+
+def remember(host: Host, report: DriftReport, now: float) -> DriftReport:
+    """`report` with each drift's first sighting, the record on `host` brought up to date.
+    A record that cannot be read or written costs its "since" times and a note, never the
+    check: a check run by a user other than root still reports."""
+    if not isinstance(host, DirectoryHost):
+        return report
+    notes: list[Note] = []
+    try:
+        previous = _read(host)
+    except (HostError, ValueError) as exc:
+        notes.append(Note(f"{RECORD}: ignored, first sightings start again ({exc}).", "check"))
+        previous = {}
+    first_seen = updated(previous, report.drift_ids(), now)
+    if first_seen != previous:
+        try:
+            _write(host, first_seen)
+        except HostError as exc:
+            notes.append(Note(f"First sightings of drift are not kept: {exc}", "check"))
+    return replace(report, first_seen=first_seen, notes=(*report.notes, *notes))
+
+
+def _read(host: DirectoryHost) -> dict[str, str]:
+    caller, owned = host.owned([STATE, DIRECTORY, RECORD])
+    # Only times are read from it, but one planted by another user could still backdate or
+    # hide a drift: the same trust as the rest of tune's state.
+    trust.check(caller, owned, files=[RECORD])
+    if owned[RECORD] is None:
+        return {}
+    data = host.read_file(RECORD)
+    return {} if data is None else parse(data)
+
+
+def _write(host: DirectoryHost, first_seen: Mapping[str, str]) -> None:
+    host.private_dir(DIRECTORY)
+    host.put_file(RECORD, render(first_seen), 0o600)

@@ -1,0 +1,145 @@
+"""The README's flow as an operator runs it, then `tune check --quiet` from cron for a day: a host
+on which exactly the documented flow ran is silent and exits 0 until something actually moves,
+and a drift's "since" is its first sighting, whatever the clock says later."""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from conftest import BLACKWELL, run_tune, write
+
+from reconciler.drift.first_seen import RECORD
+
+START = datetime(2025, 6, 2, 0, 0, tzinfo=UTC)
+CRON_EVERY = timedelta(hours=1)  # cron runs it every 5 minutes; an hour keeps the test short
+
+
+class Clock:
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.now = START
+        monkeypatch.setattr(time, "time", lambda: self.now.timestamp())
+
+    def stamp(self) -> str:
+        return self.now.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    return Clock(monkeypatch)
+
+
+def applied_runtime_only(root: Path) -> None:
+    """`tune plan PROFILE`, then `tune apply --runtime-only --yes`, as the README says."""
+    assert run_tune("plan", BLACKWELL, "--root", root).code == 2
+    applied = run_tune("apply", "--runtime-only", "--yes", "--root", root)
+    assert applied.code == 0, applied.err
+
+
+def cron(root: Path, clock: Clock, runs: int) -> list[tuple[int, str, str]]:
+    """`tune check --quiet` (no PROFILE: the stored one; no terminal) `runs` times, an
+    interval apart."""
+    seen = []
+    for _ in range(runs):
+        result = run_tune("check", "--quiet", "--root", root)
+        seen.append((result.code, result.out, result.err))
+        clock.now += CRON_EVERY
+    return seen
+
+
+def test_a_day_of_cron_after_the_documented_flow_is_silent_until_a_knob_moves(
+    untuned: Path, clock: Clock
+) -> None:
+    applied_runtime_only(untuned)
+    # The reboot phase was never applied and the example host fails three audit checks
+    # (kernel, cpufreq driver, IOMMU): reported by a plain check, never mailed.
+    loud = run_tune("check", "--root", untuned)
+    assert "NOT APPLIED cmdline amd_pstate" in loud.out
+    assert "FAIL check kernel: 6.8.12-9-pve (want >=6.14)" in loud.out
+    assert loud.code == 0
+
+    assert cron(untuned, clock, 24) == [(0, "", "")] * 24
+    # The TuneDrift alert (tune_knobs_drifted > 0) stays quiet; the rest has its own series.
+    prom = untuned.parent / "tune.prom"
+    assert run_tune("check", "--quiet", "--root", untuned, "--prometheus", prom).code == 0
+    assert {
+        line.split("{")[0]: line.rsplit(" ", 1)[1]
+        for line in prom.read_text().splitlines()
+        if line.startswith(("tune_knobs_", "tune_checks_failed", "tune_applied"))
+    } == {
+        "tune_knobs_drifted": "0",
+        "tune_knobs_not_applied": "5",
+        "tune_checks_failed": "3",
+        "tune_applied": "1",
+    }
+
+    write(untuned, "/proc/sys/kernel/numa_balancing", "1\n")
+    first_sighting = clock.stamp()
+    line = f"DRIFT sysctl kernel.numa_balancing: 1 (want 0) since {first_sighting}\n"
+    assert cron(untuned, clock, 12) == [(2, line, "")] * 12
+
+    # Put back by hand: silent again, and a later drift is a new first sighting.
+    write(untuned, "/proc/sys/kernel/numa_balancing", "0\n")
+    assert cron(untuned, clock, 2) == [(0, "", "")] * 2
+    write(untuned, "/proc/sys/kernel/numa_balancing", "1\n")
+    again = clock.stamp()
+    assert again != first_sighting
+    assert cron(untuned, clock, 1) == [(2, line.replace(first_sighting, again), "")]
+
+
+def test_the_record_of_first_sightings_is_root_only_and_holds_what_is_wrong_now(
+    tuned: Path, clock: Clock
+) -> None:
+    record = tuned / RECORD.lstrip("/")
+    assert run_tune("check", BLACKWELL, "--root", tuned).code == 0
+    assert not record.exists()  # nothing wrong: nothing to remember, no file
+    write(tuned, "/proc/sys/kernel/numa_balancing", "1\n")
+    write(tuned, "/proc/sys/kernel/osrelease", "6.8.12-9-pve\n")
+    run_tune("check", BLACKWELL, "--root", tuned)
+    assert record.stat().st_mode & 0o777 == 0o600
+    assert record.parent.stat().st_mode & 0o777 == 0o700
+    first = clock.stamp()
+    clock.now += CRON_EVERY
+    write(tuned, "/proc/sys/kernel/osrelease", "6.14.0-1-pve\n")
+    run_tune("check", BLACKWELL, "--root", tuned)
+    assert json.loads(record.read_text()) == {
+        "format": 1,
+        "first_seen": {"sysctl:kernel.numa_balancing": first},
+    }
+
+
+def test_after_a_rollback_nothing_is_applied_and_cron_stays_quiet(
+    untuned: Path, clock: Clock
+) -> None:
+    applied_runtime_only(untuned)
+    rolled = run_tune("rollback", "--yes", "--root", untuned)
+    assert rolled.code == 0, rolled.err
+    # The rollback took the stored profile away: the check says what it found, exit 0.
+    assert cron(untuned, clock, 2) == [(0, "", "")] * 2
+    loud = run_tune("check", "--root", untuned)
+    assert loud.code == 0
+    assert "No run tune applied is in effect here" in loud.out
+    assert loud.out.startswith("tune check: blackwell-8x on gpu-node-07")
+    assert loud.out.splitlines()[-1].startswith("Not applied: no run of tune is in effect")
+    # Against the profile, every difference is one tune does not claim: not applied.
+    against = run_tune("check", BLACKWELL, "--root", untuned, "--format", "json")
+    report = json.loads(against.out)
+    assert (against.code, report["status"], report["drift"]) == (0, "failing-checks", [])
+    assert len(report["not_applied"]) == 286
+
+
+def test_an_interrupted_run_is_not_taken_for_a_rolled_back_one(tuned: Path) -> None:
+    from applied_state import write_run
+
+    # The first apply died half-way: some of its writes are in effect, and no profile is stored.
+    write_run(tuned, run_id="20250602T000000Z-cccccc", outcome=None)
+    alone = run_tune("check", "--quiet", "--root", tuned)
+    assert alone.code == 1
+    assert "no profile has been applied here" in alone.err
+    write(tuned, "/proc/sys/kernel/numa_balancing", "1\n")
+    drift = run_tune("check", BLACKWELL, "--quiet", "--root", tuned)
+    assert drift.code == 2
+    assert drift.out.startswith("DRIFT sysctl kernel.numa_balancing: 1 (want 0)")
