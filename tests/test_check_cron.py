@@ -94,6 +94,7 @@ def test_the_record_of_first_sightings_is_root_only_and_holds_what_is_wrong_now(
     tuned: Path, clock: Clock
 ) -> None:
     record = tuned / RECORD.lstrip("/")
+    (tuned / "var/lib/tune").mkdir(mode=0o700, parents=True)  # tune has state here
     assert run_tune("check", BLACKWELL, "--root", tuned).code == 0
     assert not record.exists()  # nothing wrong: nothing to remember, no file
     write(tuned, "/proc/sys/kernel/numa_balancing", "1\n")
@@ -109,6 +110,16 @@ def test_the_record_of_first_sightings_is_root_only_and_holds_what_is_wrong_now(
         "format": 1,
         "first_seen": {"sysctl:kernel.numa_balancing": first},
     }
+
+
+def test_a_host_tune_keeps_no_state_on_is_not_written_by_a_check(tuned: Path) -> None:
+    """A snapshot (the bundled example hosts among them) is read, never changed, by a check:
+    without tune's state directory there, first sightings are not kept."""
+    write(tuned, "/proc/sys/kernel/numa_balancing", "1\n")
+    before = sorted(p for p in tuned.rglob("*"))
+    drifted = run_tune("check", BLACKWELL, "--root", tuned)
+    assert drifted.code == 2, drifted.err
+    assert sorted(p for p in tuned.rglob("*")) == before
 
 
 def test_after_a_rollback_nothing_is_applied_and_cron_stays_quiet(

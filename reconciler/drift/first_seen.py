@@ -63,13 +63,16 @@ def remember(host: Host, report: DriftReport, now: float) -> DriftReport:
     if not isinstance(host, DirectoryHost):
         return report
     notes: list[Note] = []
+    kept = True
     try:
-        previous = _read(host)
+        previous, kept = _read(host)
     except (HostError, ValueError) as exc:
         notes.append(Note(f"{RECORD}: ignored, first sightings start again ({exc}).", "check"))
         previous = {}
     first_seen = updated(previous, report.drift_ids(), now)
-    if first_seen != previous:
+    # A host tune never applied to has no state directory, and a check (read-only) does not
+    # make one: a snapshot, the bundled example hosts, stay as they were given.
+    if kept and first_seen != previous:
         try:
             _write(host, first_seen)
         except HostError as exc:
@@ -77,15 +80,16 @@ def remember(host: Host, report: DriftReport, now: float) -> DriftReport:
     return replace(report, first_seen=first_seen, notes=(*report.notes, *notes))
 
 
-def _read(host: DirectoryHost) -> dict[str, str]:
+def _read(host: DirectoryHost) -> tuple[dict[str, str], bool]:
+    """The first sightings recorded, and whether tune keeps state on this host at all."""
     caller, owned = host.owned([STATE, DIRECTORY, RECORD])
     # Only times are read from it, but one planted by another user could still backdate or
     # hide a drift: the same trust as the rest of tune's state.
     trust.check(caller, owned, files=[RECORD])
     if owned[RECORD] is None:
-        return {}
+        return {}, owned[STATE] is not None
     data = host.read_file(RECORD)
-    return {} if data is None else parse(data)
+    return ({} if data is None else parse(data)), True
 
 
 def _write(host: DirectoryHost, first_seen: Mapping[str, str]) -> None:
