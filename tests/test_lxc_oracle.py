@@ -44,7 +44,13 @@ def test_lxc_and_tune_agree_on_what_lxc_reads(tmp_path: Path) -> None:
 
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
-REAL = sorted(p for p in CORPUS.rglob("*") if p.is_file() and p.suffix != ".md")
+# The container configs among the corpora: Proxmox's and LXC's own.
+REAL = sorted(
+    p
+    for source in ("pve-container", "lxc")
+    for p in (CORPUS / source).rglob("*")
+    if p.is_file() and p.suffix != ".md"
+)
 
 
 @pytest.mark.parametrize("source", REAL, ids=[str(p.relative_to(CORPUS)) for p in REAL])
