@@ -104,10 +104,9 @@ def test_running_cmdline_parsing(tmp_path: Path, line: str, value: str | None) -
 
 
 def test_quoted_value_with_spaces() -> None:
-    assert fmt.parameters('dyndbg="file foo.c +p" quiet') == {
-        "dyndbg": "file foo.c +p",
-        "quiet": "",
-    }
+    assert fmt.parameters('dyndbg="file foo.c +p" quiet') == fmt.Parameters(
+        {"dyndbg": ("file foo.c +p",), "quiet": ("",)}
+    )
 
 
 def test_example_hosts(tmp_path: Path) -> None:

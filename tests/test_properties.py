@@ -264,11 +264,11 @@ VALUES = st.none() | st.text(alphabet="abc01=,.:/ ", max_size=8)
     st.lists(st.tuples(NAMES, VALUES, st.booleans()), max_size=10),
     st.lists(BLANKS, min_size=11, max_size=11),
 )
-def test_cmdline_quoting_and_last_one_wins(
+def test_cmdline_quoting_keeps_every_occurrence_in_order(
     params: list[tuple[str, str | None, bool]], blanks: list[str]
 ) -> None:
     words = []
-    expected: dict[str, str] = {}
+    expected: dict[str, list[str]] = {}
     for name, value, quote_whole in params:
         if value is None:
             word = name
@@ -277,9 +277,13 @@ def test_cmdline_quoting_and_last_one_wins(
         else:
             word = f'"{name}={value}"'
         words.append(word)
-        expected[name.replace("-", "_")] = value or ""
+        expected.setdefault(name.replace("-", "_"), []).append(value or "")
     line = "".join(w + blanks[i] for i, w in enumerate(words))
-    assert cmdline.parameters(line) == expected
+    found = cmdline.parameters(line)
+    assert found is not None
+    assert {k: list(v) for k, v in found.occurrences.items()} == expected
+    for name, values in expected.items():  # none of these names keeps its first
+        assert found.get(name) == values[-1]
 
 
 def test_grub_example_file_matches_sh(tmp_path: Path) -> None:
