@@ -288,12 +288,12 @@ def _quoted(words: list[str]) -> str:
 _BETWEEN = "\0"
 
 
-def dropin(base: dict[str, str], edits: Sequence[fmt.Edit]) -> bytes | None:
-    """The drop-in's bytes: words appended to GRUB_CMDLINE_LINUX_DEFAULT where that makes every
-    edit; where an occurrence in the base configuration must change or go, both variables
-    given whole, edited (`facts.cmdline.edit`)."""
-    linux = fmt.split(base.get("GRUB_CMDLINE_LINUX", ""))
-    default = fmt.split(base.get("GRUB_CMDLINE_LINUX_DEFAULT", ""))
+def dropin(linux_line: str, default_line: str, edits: Sequence[fmt.Edit]) -> bytes | None:
+    """The drop-in's bytes for the variables as the files before it leave them: words appended
+    to GRUB_CMDLINE_LINUX_DEFAULT where that makes every edit (`facts.cmdline.appended`);
+    where an occurrence there must change or go, both variables given whole, edited
+    (`facts.cmdline.edit`)."""
+    linux, default = fmt.split(linux_line), fmt.split(default_line)
     extra = fmt.appended(linux + default, edits)
     if extra == []:
         return None
@@ -318,12 +318,13 @@ def _grub_step(
     upto: int,
 ) -> Step:
     base = fmt.grub_env(files, without=fmt.DROPIN)
+    linux, default = (base.get(name, "") for name in fmt.GRUB_VARS)
     in_sync = [edit for edit, _ in spec.wanted() if edit not in edits]
 
     def content(count: int) -> bytes | None:
         if count == 0:
             return files.read(fmt.DROPIN)
-        return dropin(base, in_sync + edits[:count])
+        return dropin(linux, default, in_sync + edits[:count])
 
     update = (BootTool(("update-grub",)),)
     return _file_step(change, fmt.DROPIN, content(upto), content(upto + 1), update)
