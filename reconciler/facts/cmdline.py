@@ -317,7 +317,11 @@ def grub_env(files: Files, without: str | None = None) -> dict[str, str]:
 
 
 def word(name: str, value: str) -> str:
-    return name if value == "" else f"{name}={value}"
+    """A parameter as a command line writes it; a value with blanks quoted, as `next_arg`
+    reads it back."""
+    if value == "":
+        return name
+    return f'{name}="{value}"' if any(c.isspace() for c in value) else f"{name}={value}"
 
 
 def edit_words(words: list[str], sets: dict[str, str], removes: set[str]) -> list[str]:
