@@ -304,3 +304,63 @@ def test_grub_example_file_matches_sh(tmp_path: Path) -> None:
     ours = f"{env.get('GRUB_CMDLINE_LINUX', '')} {env.get('GRUB_CMDLINE_LINUX_DEFAULT', '')}"
     assert ours == shell.stdout.decode()
     assert "amd_pstate=active" in ours
+
+
+PARAM_NAMES = st.sampled_from(
+    ["console", "pci", "acpi_osi", "isolcpus", "amd_pstate", "amd-pstate", "quiet", "rd.lvm.lv"]
+)
+PARAM_VALUES = st.text(alphabet="ab1,.:=/", max_size=6)
+
+
+@st.composite
+def command_words(draw: st.DrawFn) -> list[str]:
+    """Words of a command line as people write them: bare flags, name=value, a value or the
+    whole word quoted (with blanks inside), and sometimes init's part after `--`."""
+    words = []
+    for _ in range(draw(st.integers(0, 10))):
+        name = draw(PARAM_NAMES)
+        value = draw(st.none() | PARAM_VALUES | st.text(alphabet="ab ", min_size=1, max_size=5))
+        if value is None:
+            words.append(name)
+        elif " " in value:
+            words.append(draw(st.sampled_from([f'{name}="{value}"', f'"{name}={value}"'])))
+        else:
+            words.append(f"{name}={value}")
+    if draw(st.booleans()):
+        words.insert(draw(st.integers(0, len(words))), "--")
+    return words
+
+
+EDITS = st.builds(
+    cmdline.Edit,
+    PARAM_NAMES,
+    st.sampled_from(list(cmdline.Mode)),
+    st.lists(PARAM_VALUES, min_size=1, max_size=3).map(tuple),
+).map(lambda e: e if e.mode is cmdline.Mode.EXACTLY else cmdline.Edit(e.name, e.mode, e.values[:1]))
+
+
+@given(command_words(), EDITS | PARAM_NAMES.map(cmdline.remove))
+def test_an_edit_keeps_every_word_it_does_not_name_in_order(
+    words: list[str], edit: cmdline.Edit
+) -> None:
+    def others(line: list[str]) -> list[str]:
+        named = cmdline.canonical(edit.name)
+        return [w for w in line if cmdline.canonical(cmdline.name_value(w)[0]) != named]
+
+    assert cmdline.split(" ".join(words)) == words  # quoted blanks stay inside their word
+    edited = cmdline.edit(words, [edit])
+    assert others(edited) == others(words)
+    if "--" in words:  # init's part is never touched
+        assert edited[edited.index("--") :] == words[words.index("--") :]
+    before = (cmdline.parameters(" ".join(words)) or cmdline.NONE).every(edit.name)
+    after = (cmdline.parameters(" ".join(edited)) or cmdline.NONE).every(edit.name)
+    if edit.mode is cmdline.Mode.CONTAINS:  # the occurrences there stay, in order
+        assert after == (before if edit.values[0] in before else before + edit.values)
+    elif edited != words and before:  # in the place of the first occurrence
+        first = next(i for i, w in enumerate(words) if w not in others(words))
+        assert edited[first : first + len(edit.values)] == edit.words
+    assert edit.satisfied(cmdline.parameters(" ".join(edited)) or cmdline.NONE)
+    assert cmdline.edit(edited, [edit]) == edited
+    extra = cmdline.appended(words, [edit])
+    if extra is not None:
+        assert edit.satisfied(cmdline.parameters(" ".join(words + extra)) or cmdline.NONE)
