@@ -7,15 +7,17 @@ what stays here are tables of values, the example hosts and behaviour.
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
 import pytest
-from conftest import TUNED, UNTUNED, by_id, plan_json, profile, write
+from conftest import TUNED, UNTUNED, by_id, plan_json, profile, run_tune, write
 from small_host import whole_tree
 
 from reconciler.apply.engine import execute, prepare, rollback
 from reconciler.apply.steps import Step
+from reconciler.boot.verify import PENDING, PendingBoot, read_pending, verify
 from reconciler.facts import cmdline as fmt
 from reconciler.hosts.directory import SnapshotHost
 from reconciler.hosts.files import Files
@@ -270,3 +272,43 @@ def test_grub_appends_where_appending_is_the_edit() -> None:
         assert fmt.appended(fmt.split("isolcpus=2 console=tty1"), [edit]) is None
     # Appended after `--` a parameter would be init's.
     assert fmt.appended(fmt.split("quiet -- single"), edits[:1]) is None
+
+
+@pytest.mark.parametrize(
+    ("running", "held", "failed"),
+    [
+        ("ro console=tty1 console=ttyS0", ["/proc/cmdline has console=tty1 console=ttyS0"], []),
+        (
+            "ro console=ttyS0",
+            [],
+            ["/proc/cmdline has console=ttyS0, not console=tty1 console=ttyS0"],
+        ),
+    ],
+)
+def test_verify_checks_the_occurrences_a_step_configured(
+    tmp_path: Path, running: str, held: list[str], failed: list[str]
+) -> None:
+    """pending.json keeps them as a list (read back through its type check); the booted
+    kernel must have exactly those, in order."""
+    root = tmp_path / "host"
+    write(root, "/proc/sys/kernel/random/boot_id", "after\n")
+    write(root, "/proc/cmdline", running + "\n")
+    record = PendingBoot("r", "before", {"console": ["tty1", "ttyS0"]}, {})
+    write(root, PENDING, record.to_json())
+    pending = read_pending(SnapshotHost(root))
+    assert pending is not None
+    verdict = verify(SnapshotHost(root), pending)
+    assert (verdict.held, verdict.failed[:1]) == (held, failed)
+
+
+def test_the_schema_admits_a_value_a_list_and_the_long_forms() -> None:
+    defs = json.loads(run_tune("schema").out)["$defs"]
+    (item,) = defs["CmdlineSpec"]["properties"]["set"]["patternProperties"].values()
+    assert [form.get("type") or form.get("$ref") for form in item["anyOf"]] == [
+        None,  # a scalar: integer, string or null (a bare flag)
+        "array",
+        "#/$defs/ParamEntry",
+    ]
+    forms = defs["ParamEntry"]["properties"]
+    assert {"value", "contains", "exactly"} <= set(forms)
+    assert forms["exactly"]["anyOf"][0]["minItems"] == 1

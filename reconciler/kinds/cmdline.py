@@ -82,6 +82,12 @@ def _param_form(data: Any) -> Any:
         return {"exactly": data}
     if not isinstance(data, dict):
         return {"value": data}
+    if data.get("exactly") == []:
+        raise invalid(
+            "cmdline_exactly_empty",
+            "exactly needs at least one value; to drop every occurrence, list the parameter "
+            "under cmdline.remove",
+        )
     given = [form for form in FORMS if form in data]
     if len(given) > 1:
         raise invalid(
