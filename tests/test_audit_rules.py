@@ -328,6 +328,18 @@ def test_iommu_translated_despite_iommu_pt_needs_the_bios(tuned: Path) -> None:
     assert "BIOS" in finding.fix
 
 
+def test_iommu_pt_among_several_iommu_options_is_seen(tuned: Path) -> None:
+    """iommu=pt iommu=soft: the kernel applies both (an early_param called per occurrence);
+    the audit reads every occurrence, as plan does, and asks for no second iommu=pt."""
+    for path in tuned.glob("sys/kernel/iommu_groups/*/type"):
+        path.write_text("DMA\n")
+    edit(tuned, "/proc/cmdline", "iommu=pt", "iommu=pt iommu=soft")
+    edit(tuned, "/etc/default/grub", "iommu=pt", "iommu=pt iommu=soft")
+    finding = only(run_audit(tuned), "iommu-translated")
+    assert (finding.actionable, finding.phase) == (False, None)
+    assert "BIOS" in finding.fix
+
+
 def test_iommu_passthrough_or_absent_does_not_fire(tuned: Path) -> None:
     assert remarks(run_audit(tuned), "iommu-translated")[0] == ["IOMMU groups in identity mode"]
     for path in tuned.glob("sys/kernel/iommu_groups/*/type"):
