@@ -340,6 +340,7 @@ def _grubby_args(change: Change, edit: fmt.Edit, entries: dict[str, str]) -> fmt
     """`edit` as the one grubby argument that makes it: grubby replaces or removes a
     parameter's first occurrence, so a parameter that has (or would have) several in an entry
     is refused rather than guessed at."""
+    made: tuple[str, ...] | None = None
     for path, text in entries.items():
         words = fmt.split(fmt.entry_options(text))
         before = (fmt.parameters(" ".join(words)) or fmt.NONE).every(edit.name)
@@ -350,9 +351,8 @@ def _grubby_args(change: Change, edit: fmt.Edit, entries: dict[str, str]) -> fmt
                 f"entry: {path} would go from {len(before)} to {len(after)}. Edit the "
                 "`options` lines of /boot/loader/entries by hand, or leave this entry out."
             )
-        if after:
-            return fmt.Edit(edit.name, fmt.Mode.EXACTLY, after)
-    return fmt.remove(edit.name)
+        made = after if made is None else made
+    return fmt.Edit(edit.name, fmt.Mode.EXACTLY, made or ())
 
 
 def _grubby_step(
