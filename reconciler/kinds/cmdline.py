@@ -21,7 +21,9 @@ kernel (or init) keeps every occurrence (console, pci, acpi_osi, memmap, hugepag
 `facts.cmdline.EVERY_OCCURRENCE`), a value means `contains`: in sync when it is one of them, and
 apply adds it as one more occurrence, leaving the others where they are. `exactly` (or a list)
 asks for the occurrences to be these, in this order, in the place of the first one; `contains`
-may be said of any parameter. Both show as the list of occurrences.
+may be said of any parameter. Both show as the list of occurrences. Occurrences of different
+names that pair by position (each hugepages= counts for the hugepagesz= before it) are compared
+name by name: give both lists with `exactly`.
 """
 
 from __future__ import annotations
