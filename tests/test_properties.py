@@ -364,3 +364,46 @@ def test_an_edit_keeps_every_word_it_does_not_name_in_order(
     extra = cmdline.appended(words, [edit])
     if extra is not None:
         assert edit.satisfied(cmdline.parameters(" ".join(words + extra)) or cmdline.NONE)
+
+
+@pytest.mark.skipif(SH is None, reason="no /bin/sh")
+@settings(max_examples=200)
+@given(
+    command_words(),
+    command_words(),
+    st.lists(
+        EDITS | PARAM_NAMES.map(cmdline.remove),
+        max_size=3,
+        unique_by=lambda e: cmdline.canonical(e.name),
+    ),
+)
+def test_the_grub_dropin_sourced_by_sh_makes_the_edits_and_keeps_the_rest(
+    linux: list[str], default: list[str], edits: list[cmdline.Edit]
+) -> None:
+    """tune's drop-in, sourced after the base variables as grub-mkconfig does, gives a line
+    where every edit holds and every word no edit names is where it was."""
+    from reconciler.kinds.cmdline import dropin
+
+    data = dropin(" ".join(linux), " ".join(default), edits)
+    base = "".join(
+        f"{name}='{' '.join(words)}'\n"
+        for name, words in zip(cmdline.GRUB_VARS, (linux, default), strict=True)
+    )
+    script = (
+        base
+        + (data or b"").decode()
+        + 'printf "%s %s" "$GRUB_CMDLINE_LINUX" "$GRUB_CMDLINE_LINUX_DEFAULT"'
+    )
+    shell = subprocess.run(
+        [SH, "-c", script], capture_output=True, env={"PATH": os.defpath}, check=True
+    )
+    line = shell.stdout.decode()
+    found = cmdline.parameters(line) or cmdline.NONE
+    for edit in edits:
+        assert edit.satisfied(found), (line, edit)
+    named = {cmdline.canonical(e.name) for e in edits}
+
+    def others(words: list[str]) -> list[str]:
+        return [w for w in words if cmdline.canonical(cmdline.name_value(w)[0]) not in named]
+
+    assert others(cmdline.split(line)) == others(linux + default)
