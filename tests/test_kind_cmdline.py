@@ -312,3 +312,21 @@ def test_the_schema_admits_a_value_a_list_and_the_long_forms() -> None:
     forms = defs["ParamEntry"]["properties"]
     assert {"value", "contains", "exactly"} <= set(forms)
     assert forms["exactly"]["anyOf"][0]["minItems"] == 1
+
+
+def test_a_child_profile_turns_its_parents_exact_list_into_contains(tmp_path: Path) -> None:
+    """extends merges mappings key by key: the child says which form it drops."""
+    profile(
+        tmp_path,
+        "name: base\ncmdline:\n  set:\n    console: {exactly: [tty1], priority: P0}\n",
+        "base.yaml",
+    )
+    child = (
+        "name: c\nextends: base.yaml\n"
+        "cmdline:\n  set:\n    console: {exactly: null, contains: ttyS0}\n"
+    )
+    loaded = load_profile(profile(tmp_path, child))
+    spec = loaded.profile.cmdline
+    assert [(edit, meta.priority.value) for edit, meta in spec.wanted()] == [
+        (fmt.Edit("console", fmt.Mode.CONTAINS, ("ttyS0",)), "P0")
+    ]

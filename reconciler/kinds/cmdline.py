@@ -90,7 +90,8 @@ def _param_form(data: Any) -> Any:
             "exactly needs at least one value; to drop every occurrence, list the parameter "
             "under cmdline.remove",
         )
-    given = [form for form in FORMS if form in data]
+    # A null contains or exactly is no form: a child profile clears its parent's that way.
+    given = [f for f in FORMS if f in data and (f == "value" or data[f] is not None)]
     if len(given) > 1:
         raise invalid(
             "cmdline_forms",
