@@ -70,7 +70,8 @@ EVERY_OCCURRENCE: dict[str, str] = {
     "rd.lvm.lv": "dracut.cmdline(7): one per logical volume",
     "rd.lvm.vg": "dracut.cmdline(7): one per volume group",
     "rd.md.uuid": "dracut.cmdline(7): one per array",
-    "ip": "dracut.cmdline(7): one per interface",
+    "ip": "dracut.cmdline(7): one per interface (the kernel's own net/ipv4/ipconfig.c keeps "
+    "the last)",
     "systemd.mask": "kernel-command-line(7): may be given more than once",
     "systemd.wants": "kernel-command-line(7): may be given more than once",
     "systemd.setenv": "kernel-command-line(7): may be given more than once",
