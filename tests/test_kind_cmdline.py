@@ -324,6 +324,53 @@ def test_ubuntu_cloud_console_exactly_takes_the_first_ones_place(tmp_path: Path)
     assert configured(root) == "grub: console=ttyS0 console=tty1 nvme_core.io_timeout=4294967295"
 
 
+CONTAINS_HVC0 = "name: t\ncmdline:\n  set: {console: {contains: hvc0}}\n"
+
+
+def consoles(words: list[str]) -> list[str]:
+    return [w for w in words if w.startswith("console=")]
+
+
+@pytest.mark.parametrize("later", [None, APPEND.format("quiet")], ids=["alone", "and-a-later-one"])
+def test_a_contains_edit_of_console_keeps_the_other_occurrences_as_sh_reads_them(
+    tmp_path: Path, later: str | None
+) -> None:
+    """The cloud image's drop-in sets console=tty1 console=ttyS0. tune's drop-in, evaluated
+    with every GRUB file (one sorted after it too), adds console=hvc0 as one more occurrence:
+    /bin/sh gives every word it gave before, in order, and console=hvc0 after the others. The
+    grub branch's drop-in wrote the variables whole wherever a named parameter was there, and
+    with them one console= only."""
+    root = cloud_host(tmp_path / "host")
+    if later is not None:
+        write(root, "/etc/default/grub.d/95-local.cfg", later)
+    before = sh_cmdline(root)
+    assert consoles(before) == ["console=tty1", "console=ttyS0"]
+    result = run_tune(
+        "apply", profile(tmp_path, CONTAINS_HVC0), "--reboot-phase", "--root", root, "-y"
+    )
+    assert result.code == 0, result.err
+    after = sh_cmdline(root)
+    assert consoles(after) == ["console=tty1", "console=ttyS0", "console=hvc0"]
+    assert [w for w in after if w != "console=hvc0"] == before
+    plan = plan_json(tmp_path, root, CONTAINS_HVC0)
+    assert (plan["changes"], [p["id"] for p in plan["pending"]]) == ([], ["cmdline:console"])
+
+
+def test_a_later_drop_in_that_appends_a_console_refuses_a_contains_edit(tmp_path: Path) -> None:
+    """A drop-in sorted after tune's appends console=ttyS1: console=hvc0 could not be the last
+    console, the one /dev/console is, so GRUB would not pass the line asked for. Nothing is
+    written."""
+    root = cloud_host(tmp_path / "host")
+    write(root, "/etc/default/grub.d/95-serial.cfg", APPEND.format("console=ttyS1,115200"))
+    before = whole_tree(root)
+    result = run_tune(
+        "apply", profile(tmp_path, CONTAINS_HVC0), "--reboot-phase", "--root", root, "-y"
+    )
+    assert result.code == ExitCode.BOOT_CONFIG_UNKNOWN, result.err
+    assert "console=ttyS1,115200 console=hvc0'" in result.err
+    assert whole_tree(root) == before
+
+
 @pytest.mark.parametrize(
     ("line", "edit", "after"),
     [
