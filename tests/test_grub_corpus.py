@@ -19,7 +19,7 @@ from reconciler.hosts.directory import SnapshotHost
 
 CORPUS = PROJECT / "tests/corpus/grub"
 DEBIAN = CORPUS / "debian-grub2-common/default-grub"
-CLOUDIMG = CORPUS / "ubuntu-cloudimg/50-cloudimg-settings.cfg"
+CLOUDIMG = PROJECT / "tests/corpus/ubuntu-cloudimg/etc/default/grub.d/50-cloudimg-settings.cfg"
 TUNED_PATCH = CORPUS / "tuned/default-grub-patch"
 TUNED_BOOTCMDLINE = CORPUS / "tuned/bootcmdline"
 RHEL8_ENTRY = CORPUS / "rhel8/loader-entry.conf"
