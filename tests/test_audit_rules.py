@@ -316,12 +316,25 @@ def test_peermem_missing_without_rdma_nic_is_not_an_issue(tuned: Path) -> None:
 def test_iommu_translated_fires_and_asks_for_iommu_pt(untuned: Path) -> None:
     finding = findings(run_audit(untuned))["iommu-translated"]
     assert (finding.actionable, finding.phase) == (True, Phase.REBOOT)
-    assert [(c.target, c.desired) for c in finding.changes] == [("iommu", "pt")]
+    # iommu= options add up over its occurrences: the plan shows them all.
+    assert [(c.target, c.desired) for c in finding.changes] == [("iommu", ("pt",))]
 
 
 def test_iommu_translated_despite_iommu_pt_needs_the_bios(tuned: Path) -> None:
     for path in tuned.glob("sys/kernel/iommu_groups/*/type"):
         path.write_text("DMA\n")
+    finding = only(run_audit(tuned), "iommu-translated")
+    assert (finding.actionable, finding.phase) == (False, None)
+    assert "BIOS" in finding.fix
+
+
+def test_iommu_pt_among_several_iommu_options_is_seen(tuned: Path) -> None:
+    """iommu=pt iommu=soft: the kernel applies both (an early_param called per occurrence);
+    the audit reads every occurrence, as plan does, and asks for no second iommu=pt."""
+    for path in tuned.glob("sys/kernel/iommu_groups/*/type"):
+        path.write_text("DMA\n")
+    edit(tuned, "/proc/cmdline", "iommu=pt", "iommu=pt iommu=soft")
+    edit(tuned, "/etc/default/grub", "iommu=pt", "iommu=pt iommu=soft")
     finding = only(run_audit(tuned), "iommu-translated")
     assert (finding.actionable, finding.phase) == (False, None)
     assert "BIOS" in finding.fix

@@ -212,6 +212,25 @@ BAD = [
         (P, 3, 12),
     ),
     Bad(
+        "cmdline-value-and-contains",
+        "name: x\ncmdline:\n  set:\n    console: {value: tty1, contains: ttyS0}\n",
+        "cmdline.set.console: give one of value, contains or exactly, not value and contains",
+        (P, 4, 14),
+    ),
+    Bad(
+        "cmdline-exactly-nothing",
+        "name: x\ncmdline:\n  set:\n    console: {exactly: []}\n",
+        "exactly needs at least one value; to drop every occurrence, list the parameter under "
+        "cmdline.remove",
+        (P, 4, 14),
+    ),
+    Bad(
+        "shell-in-cmdline-occurrence",
+        "name: x\ncmdline:\n  set:\n    console: [tty1, 'ttyS0; reboot']\n",
+        "cmdline.set.console.1: 'ttyS0; reboot' is not a valid kernel parameter value",
+        (P, 4, 21),
+    ),
+    Bad(
         "shell-in-container-id",
         "name: x\nlxc:\n  - {container: '101 && reboot'}\n",
         "'101 && reboot' is not a valid container id",

@@ -19,7 +19,7 @@ from reconciler.hosts.directory import SnapshotHost
 
 CORPUS = PROJECT / "tests/corpus/grub"
 DEBIAN = CORPUS / "debian-grub2-common/default-grub"
-CLOUDIMG = CORPUS / "ubuntu-cloudimg/50-cloudimg-settings.cfg"
+CLOUDIMG = PROJECT / "tests/corpus/ubuntu-cloudimg/etc/default/grub.d/50-cloudimg-settings.cfg"
 TUNED_PATCH = CORPUS / "tuned/default-grub-patch"
 TUNED_BOOTCMDLINE = CORPUS / "tuned/bootcmdline"
 RHEL8_ENTRY = CORPUS / "rhel8/loader-entry.conf"
@@ -146,6 +146,34 @@ def test_rhel8_without_kernelopts_in_grubenv_is_unknown_and_apply_refuses(tmp_pa
     text = "name: t\ncmdline:\n  set: {amd_pstate: active}\n"
     result = run_tune("apply", profile(tmp_path, text), "--reboot-phase", "--root", root, "-y")
     assert result.code == ExitCode.BOOT_CONFIG_UNKNOWN, result.err
+    assert tree(root) == before
+
+
+@pytest.mark.parametrize(
+    ("entry", "refused"),
+    [
+        ("console: hvc0", "from 2 to 3"),  # one more occurrence
+        ('console: ["ttyS0,115200"]', "from 2 to 1"),  # which one grubby would keep is a guess
+        ('console: "ttyS0,115200"', None),  # one of the two: in sync, nothing to do
+    ],
+)
+def test_rhel8_grubby_is_refused_where_kernelopts_has_several_of_the_parameter(
+    tmp_path: Path, entry: str, refused: str | None
+) -> None:
+    """The entries say `options $kernelopts $tuned_params`; grubby edits kernelopts in
+    grubenv, where console=tty0 console=ttyS0,115200 are: that line is the one judged, and a
+    refusal says where to edit by hand."""
+    root = rhel8_host(tmp_path / "host")
+    write(root, fmt.PROC_CMDLINE, f"BOOT_IMAGE=(hd0,msdos1)/vmlinuz {KERNELOPTS}\n")
+    before = tree(root)
+    text = f"name: t\ncmdline:\n  set: {{{entry}}}\n"
+    result = run_tune("apply", profile(tmp_path, text), "--reboot-phase", "--root", root, "-y")
+    if refused is None:
+        assert result.code == 0, result.err
+    else:
+        assert result.code == ExitCode.HOST_ERROR, result.err
+        assert f"{fmt.GRUBENV} would go {refused}" in result.err
+        assert f"Edit kernelopts in {fmt.GRUBENV}" in result.err
     assert tree(root) == before
 
 

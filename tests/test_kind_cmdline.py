@@ -7,6 +7,8 @@ what stays here are tables of values, the example hosts and behaviour.
 
 from __future__ import annotations
 
+import json
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -22,12 +24,17 @@ from conftest import (
     run_tune,
     write,
 )
-from small_host import tree
+from small_host import tree, whole_tree
 
+from reconciler.apply.engine import execute, prepare, rollback
+from reconciler.apply.steps import Step
+from reconciler.boot.verify import PENDING, PendingBoot, read_pending, verify
 from reconciler.errors import ExitCode
 from reconciler.facts import cmdline as fmt
 from reconciler.hosts.directory import SnapshotHost
-from reconciler.profile.load import load_profile
+from reconciler.plan.make import make_plan
+from reconciler.plan.observe import observe
+from reconciler.profile.load import LoadedProfile, load_profile
 
 GRUB = """\
 GRUB_DEFAULT=0
@@ -133,10 +140,9 @@ def test_running_cmdline_parsing(tmp_path: Path, line: str, value: str | None) -
 
 
 def test_quoted_value_with_spaces() -> None:
-    assert fmt.parameters('dyndbg="file foo.c +p" quiet') == {
-        "dyndbg": "file foo.c +p",
-        "quiet": "",
-    }
+    assert fmt.parameters('dyndbg="file foo.c +p" quiet') == fmt.Parameters(
+        {"dyndbg": ("file foo.c +p",), "quiet": ("",)}
+    )
 
 
 def test_example_hosts(tmp_path: Path) -> None:
@@ -252,3 +258,254 @@ def test_proxmox_on_uefi_without_efi_variables_is_unknown(tmp_path: Path) -> Non
         "apply", profile(tmp_path, WANT_PSTATE), "--reboot-phase", "--root", root, "-y"
     )
     assert result.code == ExitCode.BOOT_CONFIG_UNKNOWN, result.err
+
+
+# ---------------------------------------------------------------------------------------------
+# Parameters the kernel keeps every occurrence of (facts.cmdline.EVERY_OCCURRENCE)
+
+CLOUD = Path(__file__).resolve().parent / "corpus" / "ubuntu-cloudimg"
+CLOUD_RUNNING = (
+    "BOOT_IMAGE=/boot/vmlinuz-5.15.0-1019-aws root=PARTUUID=c3ef978b-f0c4-4be6-bb88-"
+    "720a79ce333a ro console=tty1 console=ttyS0 nvme_core.io_timeout=4294967295 panic=-1\n"
+)
+CLOUD_LINE = "console=tty1 console=ttyS0 nvme_core.io_timeout=4294967295"
+
+
+def cloud_host(root: Path) -> Path:
+    """An Ubuntu cloud image's GRUB defaults (tests/corpus/ubuntu-cloudimg) and running line."""
+    shutil.copytree(CLOUD / "etc", root / "etc")
+    write(root, "/proc/cmdline", CLOUD_RUNNING)
+    return root
+
+
+def apply_profile(root: Path, path: Path) -> tuple[LoadedProfile, tuple[Step, ...]]:
+    loaded = load_profile(path)
+    work = prepare(SnapshotHost(root), loaded, runtime_only=False, with_persistence=False)
+    if work.steps:
+        execute(SnapshotHost(root), work, loaded, sync=False)
+    return loaded, work.steps
+
+
+def test_ubuntu_cloud_console_tty1_is_in_sync_and_apply_writes_nothing(tmp_path: Path) -> None:
+    """console=tty1 console=ttyS0: the kernel writes to both, /dev/console is ttyS0 (what a
+    cloud's serial console reads). Asking for tty1 is asking for one of them."""
+    root = cloud_host(tmp_path / "host")
+    before = whole_tree(root)
+    assert configured(root) == f"grub: {CLOUD_LINE}"
+    text = "name: t\ncmdline:\n  set: {console: tty1}\n"
+    plan = plan_json(tmp_path, root, text)
+    assert (plan["code"], plan["changes"], plan["pending"]) == (0, [], [])
+    _, steps = apply_profile(root, profile(tmp_path, text))
+    assert steps == ()
+    assert whole_tree(root) == before
+
+
+def test_ubuntu_cloud_another_console_is_one_more_occurrence(tmp_path: Path) -> None:
+    root = cloud_host(tmp_path / "host")
+    before = whole_tree(root)
+    text = "name: t\ncmdline:\n  set: {console: hvc0}\n"
+    change = by_id(plan_json(tmp_path, root, text))["cmdline:console"]
+    assert (change["current"], change["desired"]) == (["tty1", "ttyS0"], ["tty1", "ttyS0", "hvc0"])
+    loaded, steps = apply_profile(root, profile(tmp_path, text))
+    assert len(steps) == 1
+    assert configured(root) == f"grub: {CLOUD_LINE} console=hvc0"
+    plan = make_plan(loaded, observe(SnapshotHost(root), loaded.profile, False), False)
+    assert plan.changes == () and [p.target for p in plan.pending] == ["console"]
+    assert rollback(SnapshotHost(root)).result.failures == []
+    assert whole_tree(root) == before
+
+
+def test_ubuntu_cloud_console_exactly_takes_the_first_ones_place(tmp_path: Path) -> None:
+    root = cloud_host(tmp_path / "host")
+    text = "name: t\ncmdline:\n  set: {console: [ttyS0, tty1]}\n"
+    change = by_id(plan_json(tmp_path, root, text))["cmdline:console"]
+    assert (change["current"], change["desired"]) == (["tty1", "ttyS0"], ["ttyS0", "tty1"])
+    apply_profile(root, profile(tmp_path, text))
+    assert configured(root) == "grub: console=ttyS0 console=tty1 nvme_core.io_timeout=4294967295"
+
+
+CONTAINS_HVC0 = "name: t\ncmdline:\n  set: {console: {contains: hvc0}}\n"
+
+
+def consoles(words: list[str]) -> list[str]:
+    return [w for w in words if w.startswith("console=")]
+
+
+@pytest.mark.parametrize("later", [None, APPEND.format("quiet")], ids=["alone", "and-a-later-one"])
+def test_a_contains_edit_of_console_keeps_the_other_occurrences_as_sh_reads_them(
+    tmp_path: Path, later: str | None
+) -> None:
+    """The cloud image's drop-in sets console=tty1 console=ttyS0. tune's drop-in, evaluated
+    with every GRUB file (one sorted after it too), adds console=hvc0 as one more occurrence:
+    /bin/sh gives every word it gave before, in order, and console=hvc0 after the others. The
+    grub branch's drop-in wrote the variables whole wherever a named parameter was there, and
+    with them one console= only."""
+    root = cloud_host(tmp_path / "host")
+    if later is not None:
+        write(root, "/etc/default/grub.d/95-local.cfg", later)
+    before = sh_cmdline(root)
+    assert consoles(before) == ["console=tty1", "console=ttyS0"]
+    result = run_tune(
+        "apply", profile(tmp_path, CONTAINS_HVC0), "--reboot-phase", "--root", root, "-y"
+    )
+    assert result.code == 0, result.err
+    after = sh_cmdline(root)
+    assert consoles(after) == ["console=tty1", "console=ttyS0", "console=hvc0"]
+    assert [w for w in after if w != "console=hvc0"] == before
+    plan = plan_json(tmp_path, root, CONTAINS_HVC0)
+    assert (plan["changes"], [p["id"] for p in plan["pending"]]) == ([], ["cmdline:console"])
+
+
+def test_a_later_drop_in_that_appends_a_console_refuses_a_contains_edit(tmp_path: Path) -> None:
+    """A drop-in sorted after tune's appends console=ttyS1: console=hvc0 could not be the last
+    console, the one /dev/console is, so GRUB would not pass the line asked for. Nothing is
+    written."""
+    root = cloud_host(tmp_path / "host")
+    write(root, "/etc/default/grub.d/95-serial.cfg", APPEND.format("console=ttyS1,115200"))
+    before = whole_tree(root)
+    result = run_tune(
+        "apply", profile(tmp_path, CONTAINS_HVC0), "--reboot-phase", "--root", root, "-y"
+    )
+    assert result.code == ExitCode.BOOT_CONFIG_UNKNOWN, result.err
+    assert "console=ttyS1,115200 console=hvc0'" in result.err
+    assert whole_tree(root) == before
+
+
+@pytest.mark.parametrize(
+    ("line", "edit", "after"),
+    [
+        # contains: in sync when there, else one more occurrence before init's part
+        ("console=tty1 console=ttyS0", ("console", "contains", "tty1"), None),
+        (
+            "a console=tty1 b -- c",
+            ("console", "contains", "hvc0"),
+            "a console=tty1 b console=hvc0 -- c",
+        ),
+        # exactly: the occurrences, in the first one's place
+        ("pci=realloc quiet pci=pcie_bus_perf", ("pci", "exactly", "noaer"), "pci=noaer quiet"),
+        ("pci=realloc quiet pci=pcie_bus_perf", ("pci", "exactly", "realloc,pcie_bus_perf"), None),
+        ("quiet", ("pci", "exactly", "a,b"), "quiet pci=a pci=b"),
+        # a value the kernel keeps one of: replaced where it first was, unless already kept
+        ("amd_pstate=passive quiet amd_pstate=active", ("amd_pstate", "value", "active"), None),
+        (
+            "amd_pstate=active quiet amd_pstate=passive",
+            ("amd_pstate", "value", "active"),
+            "amd_pstate=active quiet",
+        ),
+        ("isolcpus=2-7 isolcpus=8-15", ("isolcpus", "value", "2-7"), None),  # the first counts
+        # removed: every occurrence; quoted words stay whole
+        ('acpi_osi=! acpi_osi="Windows 2015" quiet', ("acpi_osi", "exactly", ""), "quiet"),
+        ('x="a b" acpi_osi=', ("acpi_osi", "contains", ""), None),
+    ],
+)
+def test_edits_of_occurrences(line: str, edit: tuple[str, str, str], after: str | None) -> None:
+    name, mode, values = edit
+    listed = (values,) if mode == "contains" else tuple(values.split(",")) if values else ()
+    change = fmt.Edit(name, fmt.Mode(mode), listed)
+    words = fmt.split(line)
+    assert change.satisfied(fmt.parameters(line) or fmt.NONE) == (after is None)
+    edited = fmt.edit(words, [change])
+    assert " ".join(edited) == (line if after is None else after)
+    assert change.satisfied(fmt.parameters(" ".join(edited)) or fmt.NONE)
+
+
+@pytest.mark.parametrize(
+    ("line", "occurrences"),
+    [
+        ("console=tty1 console=ttyS0", {"console": ("tty1", "ttyS0")}),
+        ("pci=realloc pci=pcie_bus_perf", {"pci": ("realloc", "pcie_bus_perf")}),
+        # acpi_osi= with an empty value disables _OSI; ! then "Windows 2015": each counts, in order
+        ('acpi_osi= acpi_osi=! acpi_osi="Windows 2015"', {"acpi_osi": ("", "!", "Windows 2015")}),
+        # next_arg drops a quote opening the word or the value, and the one closing it; no other
+        ('"acpi_osi=Windows 2015" a=b"c d"', {"acpi_osi": ("Windows 2015",), "a": ('b"c d"',)}),
+    ],
+)
+def test_every_occurrence_is_kept_in_order(
+    line: str, occurrences: dict[str, tuple[str, ...]]
+) -> None:
+    assert fmt.parameters(line) == fmt.Parameters(occurrences)
+
+
+def test_the_value_the_kernel_keeps() -> None:
+    found = fmt.parameters("isolcpus=2-7 console=tty1 isolcpus=8-15 console=ttyS0 quiet")
+    assert found is not None
+    assert (found.get("isolcpus"), found.get("console"), found.get("quiet")) == ("2-7", "ttyS0", "")
+    assert found.every("console") == ("tty1", "ttyS0") and found.get("nosmt") is None
+
+
+def test_grub_appends_where_appending_is_the_edit() -> None:
+    edits = [
+        fmt.Edit("console", fmt.Mode.CONTAINS, ("hvc0",)),
+        fmt.Edit("amd_pstate", fmt.Mode.VALUE, ("active",)),  # the last one wins
+    ]
+    assert fmt.appended(fmt.split("console=tty1 amd_pstate=passive"), edits) == [
+        "console=hvc0",
+        "amd_pstate=active",
+    ]
+    # The first isolcpus= counts, an exact list replaces, a removal removes: none by appending.
+    for edit in (
+        fmt.Edit("isolcpus", fmt.Mode.VALUE, ("1",)),
+        fmt.Edit("console", fmt.Mode.EXACTLY, ("hvc0",)),
+        fmt.remove("console"),
+    ):
+        assert fmt.appended(fmt.split("isolcpus=2 console=tty1"), [edit]) is None
+    # Appended after `--` a parameter would be init's.
+    assert fmt.appended(fmt.split("quiet -- single"), edits[:1]) is None
+
+
+@pytest.mark.parametrize(
+    ("running", "held", "failed"),
+    [
+        ("ro console=tty1 console=ttyS0", ["/proc/cmdline has console=tty1 console=ttyS0"], []),
+        (
+            "ro console=ttyS0",
+            [],
+            ["/proc/cmdline has console=ttyS0, not console=tty1 console=ttyS0"],
+        ),
+    ],
+)
+def test_verify_checks_the_occurrences_a_step_configured(
+    tmp_path: Path, running: str, held: list[str], failed: list[str]
+) -> None:
+    """pending.json keeps them as a list (read back through its type check); the booted
+    kernel must have exactly those, in order."""
+    root = tmp_path / "host"
+    write(root, "/proc/sys/kernel/random/boot_id", "after\n")
+    write(root, "/proc/cmdline", running + "\n")
+    record = PendingBoot("r", "before", {"console": ["tty1", "ttyS0"]}, {})
+    write(root, PENDING, record.to_json())
+    pending = read_pending(SnapshotHost(root))
+    assert pending is not None
+    verdict = verify(SnapshotHost(root), pending)
+    assert (verdict.held, verdict.failed[:1]) == (held, failed)
+
+
+def test_the_schema_admits_a_value_a_list_and_the_long_forms() -> None:
+    defs = json.loads(run_tune("schema").out)["$defs"]
+    (item,) = defs["CmdlineSpec"]["properties"]["set"]["patternProperties"].values()
+    assert [form.get("type") or form.get("$ref") for form in item["anyOf"]] == [
+        None,  # a scalar: integer, string or null (a bare flag)
+        "array",
+        "#/$defs/ParamEntry",
+    ]
+    forms = defs["ParamEntry"]["properties"]
+    assert {"value", "contains", "exactly"} <= set(forms)
+    assert forms["exactly"]["anyOf"][0]["minItems"] == 1
+
+
+def test_a_child_profile_turns_its_parents_exact_list_into_contains(tmp_path: Path) -> None:
+    """extends merges mappings key by key: the child says which form it drops."""
+    profile(
+        tmp_path,
+        "name: base\ncmdline:\n  set:\n    console: {exactly: [tty1], priority: P0}\n",
+        "base.yaml",
+    )
+    child = (
+        "name: c\nextends: base.yaml\n"
+        "cmdline:\n  set:\n    console: {exactly: null, contains: ttyS0}\n"
+    )
+    loaded = load_profile(profile(tmp_path, child))
+    spec = loaded.profile.cmdline
+    assert [(edit, meta.priority.value) for edit, meta in spec.wanted()] == [
+        (fmt.Edit("console", fmt.Mode.CONTAINS, ("ttyS0",)), "P0")
+    ]

@@ -265,11 +265,11 @@ VALUES = st.none() | st.text(alphabet="abc01=,.:/ ", max_size=8)
     st.lists(st.tuples(NAMES, VALUES, st.booleans()), max_size=10),
     st.lists(BLANKS, min_size=11, max_size=11),
 )
-def test_cmdline_quoting_and_last_one_wins(
+def test_cmdline_quoting_keeps_every_occurrence_in_order(
     params: list[tuple[str, str | None, bool]], blanks: list[str]
 ) -> None:
     words = []
-    expected: dict[str, str] = {}
+    expected: dict[str, list[str]] = {}
     for name, value, quote_whole in params:
         if value is None:
             word = name
@@ -278,9 +278,13 @@ def test_cmdline_quoting_and_last_one_wins(
         else:
             word = f'"{name}={value}"'
         words.append(word)
-        expected[name.replace("-", "_")] = value or ""
+        expected.setdefault(name.replace("-", "_"), []).append(value or "")
     line = "".join(w + blanks[i] for i, w in enumerate(words))
-    assert cmdline.parameters(line) == expected
+    found = cmdline.parameters(line)
+    assert found is not None
+    assert {k: list(v) for k, v in found.occurrences.items()} == expected
+    for name, values in expected.items():  # none of these names keeps its first
+        assert found.get(name) == values[-1]
 
 
 def test_grub_example_file_matches_sh(tmp_path: Path) -> None:
@@ -301,3 +305,106 @@ def test_grub_example_file_matches_sh(tmp_path: Path) -> None:
     )
     assert ours == shell.stdout.decode()
     assert "amd_pstate=active" in ours
+
+
+PARAM_NAMES = st.sampled_from(
+    ["console", "pci", "acpi_osi", "isolcpus", "amd_pstate", "amd-pstate", "quiet", "rd.lvm.lv"]
+)
+PARAM_VALUES = st.text(alphabet="ab1,.:=/", max_size=6)
+
+
+@st.composite
+def command_words(draw: st.DrawFn) -> list[str]:
+    """Words of a command line as people write them: bare flags, name=value, a value or the
+    whole word quoted (with blanks inside), and sometimes init's part after `--`."""
+    words = []
+    for _ in range(draw(st.integers(0, 10))):
+        name = draw(PARAM_NAMES)
+        value = draw(st.none() | PARAM_VALUES | st.text(alphabet="ab ", min_size=1, max_size=5))
+        if value is None:
+            words.append(name)
+        elif " " in value:
+            words.append(draw(st.sampled_from([f'{name}="{value}"', f'"{name}={value}"'])))
+        else:
+            words.append(f"{name}={value}")
+    if draw(st.booleans()):
+        words.insert(draw(st.integers(0, len(words))), "--")
+    return words
+
+
+EDITS = st.builds(
+    cmdline.Edit,
+    PARAM_NAMES,
+    st.sampled_from(list(cmdline.Mode)),
+    st.lists(PARAM_VALUES, min_size=1, max_size=3).map(tuple),
+).map(lambda e: e if e.mode is cmdline.Mode.EXACTLY else cmdline.Edit(e.name, e.mode, e.values[:1]))
+
+
+@given(command_words(), EDITS | PARAM_NAMES.map(cmdline.remove))
+def test_an_edit_keeps_every_word_it_does_not_name_in_order(
+    words: list[str], edit: cmdline.Edit
+) -> None:
+    def others(line: list[str]) -> list[str]:
+        named = cmdline.canonical(edit.name)
+        return [w for w in line if cmdline.canonical(cmdline.name_value(w)[0]) != named]
+
+    assert cmdline.split(" ".join(words)) == words  # quoted blanks stay inside their word
+    edited = cmdline.edit(words, [edit])
+    assert others(edited) == others(words)
+    if "--" in words:  # init's part is never touched
+        assert edited[edited.index("--") :] == words[words.index("--") :]
+    before = (cmdline.parameters(" ".join(words)) or cmdline.NONE).every(edit.name)
+    after = (cmdline.parameters(" ".join(edited)) or cmdline.NONE).every(edit.name)
+    if edit.mode is cmdline.Mode.CONTAINS:  # the occurrences there stay, in order
+        assert after == (before if edit.values[0] in before else before + edit.values)
+    elif edited != words and before:  # in the place of the first occurrence
+        first = next(i for i, w in enumerate(words) if w not in others(words))
+        assert edited[first : first + len(edit.values)] == edit.words
+    assert edit.satisfied(cmdline.parameters(" ".join(edited)) or cmdline.NONE)
+    assert cmdline.edit(edited, [edit]) == edited
+    extra = cmdline.appended(words, [edit])
+    if extra is not None:
+        assert edit.satisfied(cmdline.parameters(" ".join(words + extra)) or cmdline.NONE)
+
+
+@pytest.mark.skipif(SH is None, reason="no /bin/sh")
+@settings(max_examples=200)
+@given(
+    command_words(),
+    command_words(),
+    st.lists(
+        EDITS | PARAM_NAMES.map(cmdline.remove),
+        max_size=3,
+        unique_by=lambda e: cmdline.canonical(e.name),
+    ),
+)
+def test_the_grub_dropin_sourced_by_sh_makes_the_edits_and_keeps_the_rest(
+    linux: list[str], default: list[str], edits: list[cmdline.Edit]
+) -> None:
+    """tune's drop-in, sourced after the base variables as grub-mkconfig does, gives a line
+    where every edit holds and every word no edit names is where it was."""
+    from reconciler.kinds.cmdline import dropin
+
+    data = dropin(" ".join(linux), " ".join(default), edits)
+    base = "".join(
+        f"{name}='{' '.join(words)}'\n"
+        for name, words in zip(cmdline.GRUB_VARS, (linux, default), strict=True)
+    )
+    script = (
+        base
+        + (data or b"").decode()
+        + 'printf "%s %s" "$GRUB_CMDLINE_LINUX" "$GRUB_CMDLINE_LINUX_DEFAULT"'
+    )
+    shell = subprocess.run(
+        [SH, "-c", script], capture_output=True, env={"PATH": os.defpath}, check=True
+    )
+    line = shell.stdout.decode()
+    found = cmdline.parameters(line) or cmdline.NONE
+    for edit in edits:
+        assert edit.satisfied(found), (line, edit)
+    named = {cmdline.canonical(e.name) for e in edits}
+
+    def others(words: list[str]) -> list[str]:
+        return [w for w in words if cmdline.canonical(cmdline.name_value(w)[0]) not in named]
+
+    assert others(cmdline.split(line)) == others(linux + default)

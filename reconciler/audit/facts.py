@@ -74,7 +74,7 @@ class Facts:
         return cpu.cpu_info(self.files.text(cpu.CPUINFO))
 
     @cached_property
-    def running_cmdline(self) -> dict[str, str]:
+    def running_cmdline(self) -> cmdline_fmt.Parameters:
         return cmdline_fmt.running(self.files)
 
     @cached_property

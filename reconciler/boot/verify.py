@@ -26,7 +26,7 @@ from ..facts.kernel import BOOT_ID
 from ..hosts.base import Host, ReadableHost
 from ..hosts.files import Request
 from ..kinds import named
-from ..plan.model import Phase
+from ..plan.model import JsonValue, Phase, jsonable
 
 if TYPE_CHECKING:
     from ..probes.phase import GateFailure
@@ -39,7 +39,7 @@ PENDING = f"{STATE}/pending.json"
 class PendingBoot:
     run_id: str
     boot_id: str | None
-    cmdline: dict[str, str | None]
+    cmdline: dict[str, JsonValue]  # a value, every occurrence's value, or None: absent
     majors: dict[str, list[int]]  # container config -> NVIDIA majors it allows
     # A one-time boot (`reconciler.boot.tryonce`): its mechanism, and the steps that make the new
     # configuration the default once the boot is verified.
@@ -83,13 +83,13 @@ def pending_of(
     restart_containers: bool = False,
 ) -> PendingBoot | None:
     """What the boot must bring, from the reboot-phase steps of a run; None when there is none."""
-    cmdline: dict[str, str | None] = {}
+    cmdline: dict[str, JsonValue] = {}
     majors: dict[str, list[int]] = {}
     for step in steps:
         kind = named(step.kind)
         expected = kind.after_boot(step) if kind is not None else None
         if expected is not None:
-            cmdline.update(expected.cmdline)
+            cmdline.update({name: jsonable(v) for name, v in expected.cmdline.items()})
             majors.update(expected.majors)
     if not cmdline and not majors and not (restart_containers and containers):
         return None
@@ -123,6 +123,14 @@ class BootVerdict:
     failed: list[str] = field(default_factory=list)
 
 
+def _words(name: str, value: JsonValue) -> str:
+    """A parameter's value, or each of its occurrences, as the command line writes it."""
+    if value is None:
+        return name
+    values = value if isinstance(value, list) else [value]
+    return " ".join(cmdline_fmt.word(name, v) for v in values)
+
+
 def verify(host: ReadableHost, pending: PendingBoot) -> BootVerdict:
     """Compare the booted host with `pending`; pure reads."""
     configs = tuple(pending.majors)
@@ -136,14 +144,15 @@ def verify(host: ReadableHost, pending: PendingBoot) -> BootVerdict:
         )
     running = cmdline_fmt.running(files)
     for name, value in pending.cmdline.items():
-        got = running.get(cmdline_fmt.canonical(name))
-        word = name if value is None else cmdline_fmt.word(name, value)
+        every: JsonValue = list(running.every(name)) or None
+        got = every if isinstance(value, list) else running.get(name)
+        word = _words(name, value)
         if got == value:
             verdict.held.append(f"{PROC_CMDLINE} {'lacks' if value is None else 'has'} {word}")
         elif value is None:
-            verdict.failed.append(f"{PROC_CMDLINE} still has {cmdline_fmt.word(name, got or '')}")
+            verdict.failed.append(f"{PROC_CMDLINE} still has {_words(name, every)}")
         else:
-            now = "nothing" if got is None else cmdline_fmt.word(name, got)
+            now = "nothing" if got is None else _words(name, got)
             verdict.failed.append(f"{PROC_CMDLINE} has {now}, not {word}")
     nvidia = lxc_fmt.nvidia_majors(files.text(lxc_fmt.PROC_DEVICES) or "")
     for config, majors in pending.majors.items():

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import fnmatch
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from enum import StrEnum
 
 from ..hosts.files import Files, Request
 from ..hosts.paths import path_matches
@@ -63,36 +65,231 @@ def canonical(name: str) -> str:
     return name.replace("-", "_")
 
 
+class Repeats(StrEnum):
+    """What a parameter given more than once means. The kernel's `parse_args`
+    (kernel/params.c) calls a parameter's handler once per occurrence, as `do_early_param`
+    (init/main.c) does for early ones; whether a repeat replaces or adds is the handler's."""
+
+    LAST = "last"  # one value, each occurrence overwriting the one before (module_param, most)
+    FIRST = "first"  # one value: a later occurrence that differs is ignored
+    EVERY = "every"  # each occurrence adds to what the ones before set up
+
+
+# Parameters whose every occurrence counts, and the code that makes it so (paths in the kernel
+# tree unless named otherwise). Dotted names are init's: the kernel does not pass them on, and
+# systemd, dracut and kmod read every occurrence from /proc/cmdline themselves.
+EVERY_OCCURRENCE: dict[str, str] = {
+    "console": "kernel/printk/printk.c console_setup adds a console each time; the last one "
+    "is /dev/console (Documentation/admin-guide/serial-console.rst)",
+    "pci": "drivers/pci/pci.c pci_setup, an early_param, applies each occurrence's options",
+    "acpi_osi": "drivers/acpi/osi.c osi_setup adds (or with `!` removes) one _OSI string each",
+    "memmap": "arch/x86/kernel/e820.c parse_memmap_opt, an early_param, adds a region each",
+    "hugepagesz": "mm/hugetlb.c hugepagesz_setup adds a huge page size each",
+    "hugepages": "mm/hugetlb.c hugepages_setup sets the count of the hugepagesz= before it",
+    "video": "drivers/video/cmdline.c video_setup keeps one per connector (video=DP-1:...)",
+    "iommu": "arch/x86/kernel/pci-dma.c iommu_setup, an early_param, applies each one's options",
+    "intel_iommu": "drivers/iommu/intel/iommu.c intel_iommu_setup applies each one's options",
+    "amd_iommu": "drivers/iommu/amd/init.c parse_amd_iommu_options applies each one's options",
+    "efi": "drivers/firmware/efi/efi.c parse_efi_cmdline, an early_param, applies each one's",
+    "initcall_blacklist": "init/main.c initcall_blacklist adds each one's functions",
+    "modprobe.blacklist": "kmod (libkmod-config.c) adds each one's modules",
+    "rd.driver.blacklist": "dracut.cmdline(7): may be given more than once",
+    "rd.driver.pre": "dracut.cmdline(7): may be given more than once",
+    "rd.driver.post": "dracut.cmdline(7): may be given more than once",
+    "rd.luks.uuid": "dracut.cmdline(7), systemd-cryptsetup-generator(8): one per volume",
+    "rd.luks.name": "dracut.cmdline(7), systemd-cryptsetup-generator(8): one per volume",
+    "rd.lvm.lv": "dracut.cmdline(7): one per logical volume",
+    "rd.lvm.vg": "dracut.cmdline(7): one per volume group",
+    "rd.md.uuid": "dracut.cmdline(7): one per array",
+    "ip": "dracut.cmdline(7): one per interface (the kernel's own net/ipv4/ipconfig.c keeps "
+    "the last)",
+    "systemd.mask": "kernel-command-line(7): may be given more than once",
+    "systemd.wants": "kernel-command-line(7): may be given more than once",
+    "systemd.setenv": "kernel-command-line(7): may be given more than once",
+}
+FIRST_OCCURRENCE: dict[str, str] = {
+    "isolcpus": "kernel/sched/isolation.c housekeeping_setup ignores a later isolcpus= or "
+    "nohz_full= whose CPU list differs from the first",
+    "nohz_full": "kernel/sched/isolation.c housekeeping_setup, as for isolcpus",
+}
+
+
+def repeats(name: str) -> Repeats:
+    key = canonical(name)
+    if key in EVERY_OCCURRENCE:
+        return Repeats.EVERY
+    return Repeats.FIRST if key in FIRST_OCCURRENCE else Repeats.LAST
+
+
 def split(text: str) -> list[str]:
-    """Words as the kernel's `next_arg` sees them: spaces separate, double quotes group, and the
-    quotes themselves are dropped. `--` ends the kernel's part (the rest is for init)."""
+    """Words as the kernel's `next_arg` delimits them: spaces separate, double quotes group.
+    Each word is kept as written, quotes and all, and so is everything after `--` (init's)."""
     words: list[str] = []
     word: list[str] = []
     quoted = False
-    for char in text.strip():
-        if char == '"':
-            quoted = not quoted
-        elif char.isspace() and not quoted:
+    for char in text:
+        if char.isspace() and not quoted:
             if word:
                 words.append("".join(word))
                 word = []
-        else:
-            word.append(char)
+            continue
+        if char == '"':
+            quoted = not quoted
+        word.append(char)
     if word:
         words.append("".join(word))
-    return words[: words.index("--")] if "--" in words else words
+    return words
 
 
-def parameters(text: str | None) -> dict[str, str] | None:
-    """Canonical name -> value; the last one wins. A bare flag such as `quiet` is present with
-    the empty value: None is kept for a parameter that is not there at all."""
+def name_value(word: str) -> tuple[str, str | None]:
+    """A word's parameter name and value (None without `=`) with the quotes `next_arg` drops:
+    one opening the word, one opening the value and the one closing either."""
+    quoted = word.startswith('"')
+    text = word[1:] if quoted else word
+    name, equals, value = text.partition("=")
+    if not equals:
+        return (name[:-1] if quoted and name.endswith('"') else name), None
+    if value.startswith('"'):
+        value = value[1:]
+        value = value[:-1] if value.endswith('"') else value
+    elif quoted and value.endswith('"'):
+        value = value[:-1]
+    return name, value
+
+
+def _canonical_name(word: str) -> str:
+    return canonical(name_value(word)[0])
+
+
+def _kernel_part(words: list[str]) -> int:
+    """Where init's part begins: at `--`, or the end."""
+    return next((i for i, w in enumerate(words) if name_value(w) == ("--", None)), len(words))
+
+
+@dataclass(frozen=True)
+class Parameters:
+    """A command line's parameters: each canonical name with the value of every occurrence, in
+    order. A bare flag such as `quiet` occurs with the empty value."""
+
+    occurrences: Mapping[str, tuple[str, ...]]
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and canonical(name) in self.occurrences
+
+    def every(self, name: str) -> tuple[str, ...]:
+        """Every occurrence's value; what a parameter that repeats (`repeats`) is made of."""
+        return self.occurrences.get(canonical(name), ())
+
+    def get(self, name: str) -> str | None:
+        """The one value the kernel keeps for a parameter that takes one (the last, or the first
+        for `Repeats.FIRST`); None when absent. Of a parameter whose every occurrence counts,
+        the last (for console=, the one /dev/console is): read `every` for the others."""
+        found = self.every(name)
+        if not found:
+            return None
+        return found[0] if repeats(name) is Repeats.FIRST else found[-1]
+
+    def __getitem__(self, name: str) -> str:
+        value = self.get(name)
+        if value is None:
+            raise KeyError(name)
+        return value
+
+    def kept(self) -> dict[str, tuple[str, ...]]:
+        """What the kernel (or init) is left with: each parameter's every occurrence where
+        each counts (`Repeats.EVERY`), else the one value it keeps. Two lines that differ
+        only in an overridden occurrence (`a=1 a=2` and `a=2`) keep the same."""
+        return {
+            name: values if repeats(name) is Repeats.EVERY else (self[name],)
+            for name, values in self.occurrences.items()
+        }
+
+
+def parameters(text: str | None) -> Parameters | None:
+    """The parameters of a command line; None for a line that was not read."""
     if text is None:
         return None
-    params: dict[str, str] = {}
-    for word in split(text):
-        name, _, value = word.partition("=")
-        params[canonical(name)] = value
-    return params
+    found: dict[str, list[str]] = {}
+    words = split(text)
+    for item in words[: _kernel_part(words)]:
+        name, value = name_value(item)
+        found.setdefault(canonical(name), []).append(value or "")
+    return Parameters({name: tuple(values) for name, values in found.items()})
+
+
+NONE = Parameters({})
+
+
+class Mode(StrEnum):
+    """What a profile entry asks of a parameter's occurrences."""
+
+    VALUE = "value"  # the one value the kernel keeps is this
+    CONTAINS = "contains"  # this is one of the occurrences
+    EXACTLY = "exactly"  # the occurrences are these, in order (none: the parameter is removed)
+
+
+@dataclass(frozen=True)
+class Edit:
+    """One parameter as the profile wants it; `name` as the profile spells it."""
+
+    name: str
+    mode: Mode
+    values: tuple[str, ...] = ()
+
+    def satisfied(self, params: Parameters) -> bool:
+        found = params.every(self.name)
+        if self.mode is Mode.CONTAINS:
+            return self.values[0] in found
+        if self.mode is Mode.EXACTLY:
+            return found == self.values
+        return params.get(self.name) == self.values[0]
+
+    @property
+    def words(self) -> list[str]:
+        return [word(self.name, v) for v in self.values]
+
+
+def remove(name: str) -> Edit:
+    return Edit(name, Mode.EXACTLY)
+
+
+def edit(words: list[str], edits: Sequence[Edit]) -> list[str]:
+    """`words` with each edit made where it belongs: an added occurrence (`contains`, or a
+    parameter not there yet) goes last before `--`; a value or `exactly` takes the place of the
+    parameter's first occurrence and its others go. A satisfied edit changes nothing, and no
+    word of a parameter an edit does not name moves or goes."""
+    for change in edits:
+        end = _kernel_part(words)
+        head, tail = words[:end], words[end:]
+        if change.satisfied(parameters(" ".join(head)) or NONE):
+            continue
+        key = canonical(change.name)
+        mine = [i for i, w in enumerate(head) if _canonical_name(w) == key]
+        if change.mode is Mode.CONTAINS or not mine:
+            words = head + change.words + tail
+            continue
+        kept = [w for i, w in enumerate(head) if i not in mine]
+        at = mine[0]
+        words = kept[:at] + change.words + kept[at:] + tail
+    return words
+
+
+def appended(words: list[str], edits: Sequence[Edit]) -> list[str] | None:
+    """The words that, put after `words`, make every edit as the kernel reads the line; None
+    when one cannot be made so (an occurrence must change or go, or init's part would get
+    them). A parameter whose last occurrence wins takes a new value this way."""
+    extra: list[str] = []
+    for change in edits:
+        params = parameters(" ".join(words + extra)) or NONE
+        if change.satisfied(params):
+            continue
+        adds = change.mode is Mode.CONTAINS or (
+            change.mode is Mode.VALUE and repeats(change.name) is Repeats.LAST
+        )
+        if not (adds or change.name not in params) or _kernel_part(words) < len(words):
+            return None
+        extra += change.words
+    return extra
 
 
 @dataclass(frozen=True)
@@ -108,14 +305,14 @@ class BootConfig:
     unknown: Unknown | None = None
 
     @property
-    def parameters(self) -> dict[str, str]:
+    def parameters(self) -> Parameters:
         """The parameters the next boot will pass; none when the configuration is unreadable."""
-        return parameters(self.cmdline) or {}
+        return parameters(self.cmdline) or NONE
 
 
-def running(files: Files) -> dict[str, str]:
+def running(files: Files) -> Parameters:
     """The running kernel's parameters; none when /proc/cmdline was not read."""
-    return parameters(files.value(PROC_CMDLINE)) or {}
+    return parameters(files.value(PROC_CMDLINE)) or NONE
 
 
 def request() -> Request:
@@ -251,28 +448,18 @@ def with_file(files: Files, path: str, data: bytes | None) -> Files:
 
 
 def word(name: str, value: str) -> str:
-    return name if value == "" else f"{name}={value}"
+    """A parameter as a command line writes it; a value with blanks quoted, as `next_arg`
+    reads it back."""
+    if value == "":
+        return name
+    return f'{name}="{value}"' if any(c.isspace() for c in value) else f"{name}={value}"
 
 
 def edit_words(words: list[str], sets: dict[str, str], removes: set[str]) -> list[str]:
-    """`words` without the parameters named in `removes`, each of `sets` replacing its
-    namesake in place (the first one; later duplicates go) or appended, as grubby does."""
-    gone = {canonical(n) for n in removes}
-    wanted = {canonical(n): (n, v) for n, v in sets.items()}
-    out: list[str] = []
-    placed: set[str] = set()
-    for item in words:
-        key = canonical(item.partition("=")[0])
-        if key in gone:
-            continue
-        if key in wanted:
-            if key not in placed:
-                out.append(word(*wanted[key]))
-                placed.add(key)
-            continue
-        out.append(item)
-    out += [word(n, v) for key, (n, v) in wanted.items() if key not in placed]
-    return out
+    """`words` without the parameters named in `removes`, each of `sets` taking the place of
+    its namesake's first occurrence (the others go) or appended, as grubby does."""
+    edits = [Edit(n, Mode.EXACTLY, (v,)) for n, v in sets.items()]
+    return edit(words, edits + [remove(n) for n in sorted(removes)])
 
 
 @dataclass(frozen=True)
@@ -353,22 +540,30 @@ def grubenv(text: str) -> dict[str, str]:
     return found
 
 
+def uses_kernelopts(entry: str) -> bool:
+    """Whether a BLS entry's options use $kernelopts, which RHEL 8's grubby edits in the GRUB
+    environment block instead of the entry."""
+    return KERNELOPTS in entry_options(entry).split()
+
+
+def grubby_lines(texts: dict[str, str]) -> dict[str, str]:
+    """The command lines `grubby --update-kernel=ALL` edits in these files (BLS entries, and
+    the GRUB environment block if given), by file: each entry's `options`, and for the
+    entries whose options use $kernelopts, kernelopts in the block, once."""
+    entries = {path: text for path, text in texts.items() if path != GRUBENV}
+    lines = {p: entry_options(t) for p, t in entries.items() if not uses_kernelopts(t)}
+    if GRUBENV in texts and any(uses_kernelopts(t) for t in entries.values()):
+        lines[GRUBENV] = grubenv(texts[GRUBENV]).get("kernelopts", "")
+    return lines
+
+
 def grubby_edit(texts: dict[str, str], sets: dict[str, str], removes: set[str]) -> dict[str, str]:
-    """What `grubby --update-kernel=ALL --args/--remove-args` leaves of these files (BLS
-    entries, and the GRUB environment block if given): each entry's `options` edited, except
-    an entry whose options use $kernelopts; for those, RHEL 8's grubby edits kernelopts in the
-    environment block instead, once."""
+    """What `grubby --update-kernel=ALL --args/--remove-args` leaves of these files: each
+    file of `grubby_lines` with its line edited, every other byte kept."""
     out = dict(texts)
-    via_env = False
-    for path, text in texts.items():
-        if path == GRUBENV:
-            continue
-        if KERNELOPTS in entry_options(text).split():
-            via_env = True
-        else:
-            out[path] = edit_entry(text, sets, removes)
-    if via_env and GRUBENV in texts:
-        out[GRUBENV] = edit_grubenv(texts[GRUBENV], sets, removes)
+    for path in grubby_lines(texts):
+        edit = edit_grubenv if path == GRUBENV else edit_entry
+        out[path] = edit(texts[path], sets, removes)
     return out
 
 

@@ -200,9 +200,10 @@ def normalize_choice(raw: str | None) -> str | None:
 @dataclass(frozen=True)
 class AfterBoot:
     """What one reboot-phase step expects of the next boot, checked by `tune verify`: kernel
-    parameters (None: absent) and, per container config, the NVIDIA majors it allows."""
+    parameters (their value, or the list of their occurrences; None: absent) and, per container
+    config, the NVIDIA majors it allows."""
 
-    cmdline: Mapping[str, str | None] = field(default_factory=dict)
+    cmdline: Mapping[str, Value] = field(default_factory=dict)
     majors: Mapping[str, list[int]] = field(default_factory=dict)
 
 

@@ -2,18 +2,36 @@
 
 ```yaml
 cmdline:
-  set: {amd_pstate: active, processor.max_cstate: {value: 1, priority: P0, reason: "..."}}
-  remove: [intel_iommu]
+  set:
+    amd_pstate: active
+    processor.max_cstate: {value: 1, priority: P0, reason: "..."}
+    console: ttyS0,115200            # one of the console= occurrences
+    pci: {contains: realloc}         # the same, said explicitly
+    hugepagesz: [1G]                 # exactly these occurrences, in order
+    video: {exactly: [DP-1:d, HDMI-A-1:d], priority: P2}
+  remove: [intel_iommu]              # every occurrence
 ```
 `current` is what the next boot will pass (the boot loader's configuration). A parameter that is
 configured but not yet running is pending a reboot, not a change. A bare flag (`nosmt:` with no
 value) compares as the empty string.
+
+A parameter the kernel keeps one value of compares by that value (the last occurrence's; the
+first's for isolcpus and nohz_full), and setting it replaces its occurrences with one. Where the
+kernel (or init) keeps every occurrence (console, pci, acpi_osi, memmap, hugepages, ...: see
+`facts.cmdline.EVERY_OCCURRENCE`), a value means `contains`: in sync when it is one of them, and
+apply adds it as one more occurrence, leaving the others where they are. `exactly` (or a list)
+asks for the occurrences to be these, in this order, in the place of the first one; `contains`
+may be said of any parameter. Both show as the list of occurrences. Occurrences of different
+names that pair by position (each hugepages= counts for the hugepagesz= before it) are compared
+name by name: give both lists with `exactly`.
 """
 
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import Annotated, Any
 
 from ..apply.steps import (
     BootTool,
@@ -32,17 +50,93 @@ from ..facts import cmdline as fmt
 from ..facts.kernel import OSRELEASE
 from ..facts.shell_values import Unknown
 from ..hosts.files import Files, Request
-from ..plan.model import Change, Note, Outcome, Pending, Phase, Priority
+from ..plan.model import Change, Note, Outcome, Pending, Phase, Priority, Value
+from ..profile.schema import Before, Constrain, invalid
 from .base import AfterBoot, Kind, Meta, Strict, entry, safe, safe_scalar
 
 ParamName = safe(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", "kernel parameter name", "amd_pstate")
-ParamValue = safe_scalar(r"[A-Za-z0-9_.,:=/+-]*", "kernel parameter value", "active", optional=True)
+_VALUE = r"[A-Za-z0-9_.,:=/+-]*"
+ParamValue = safe_scalar(_VALUE, "kernel parameter value", "active", optional=True)
+Occurrence = safe_scalar(_VALUE, "kernel parameter value", "ttyS0")
+FORMS = ("value", "contains", "exactly")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ParamEntry(Meta):
+    """One parameter: its value, one of its occurrences, or all of them (one form only)."""
+
+    value: ParamValue = None  # type: ignore[valid-type]
+    contains: Occurrence | None = None  # type: ignore[valid-type]
+    exactly: Annotated[list[Occurrence], Constrain(min_length=1)] | None = None  # type: ignore[valid-type]
+
+    def edit(self, name: str) -> fmt.Edit:
+        if self.exactly is not None:
+            return fmt.Edit(name, fmt.Mode.EXACTLY, tuple(self.exactly))
+        if self.contains is not None:
+            return fmt.Edit(name, fmt.Mode.CONTAINS, (self.contains,))
+        value = self.value if self.value is not None else ""
+        every = fmt.repeats(name) is fmt.Repeats.EVERY
+        return fmt.Edit(name, fmt.Mode.CONTAINS if every else fmt.Mode.VALUE, (value,))
+
+
+def _param_form(data: Any) -> Any:
+    """A bare value is `value`, a list is `exactly`; a mapping gives one of the forms."""
+    if isinstance(data, list):
+        return {"exactly": data}
+    if not isinstance(data, dict):
+        return {"value": data}
+    if data.get("exactly") == []:
+        raise invalid(
+            "cmdline_exactly_empty",
+            "exactly needs at least one value; to drop every occurrence, list the parameter "
+            "under cmdline.remove",
+        )
+    # A null contains or exactly is no form: a child profile clears its parent's that way.
+    given = [f for f in FORMS if f in data and (f == "value" or data[f] is not None)]
+    if len(given) > 1:
+        raise invalid(
+            "cmdline_forms",
+            "give one of value, contains or exactly, not {given}",
+            given=" and ".join(given),
+        )
+    return data
+
+
+ParamItem = Annotated[
+    ParamEntry,
+    Before(_param_form, accepts=ParamValue | list[Occurrence] | ParamEntry),  # type: ignore[valid-type]
+]
 
 
 @dataclass(frozen=True, kw_only=True)
 class CmdlineSpec(Strict):
-    set: dict[ParamName, entry(ParamValue)] = field(default_factory=dict)  # type: ignore[valid-type]
+    set: dict[ParamName, ParamItem] = field(default_factory=dict)  # type: ignore[valid-type]
     remove: list[entry(ParamName)] = field(default_factory=list)  # type: ignore[valid-type]
+
+    def wanted(self) -> list[tuple[fmt.Edit, Meta]]:
+        """Each entry as an edit of the command line, with its priority and reason."""
+        found = [(item.edit(name), item) for name, item in self.set.items()]
+        return found + [(fmt.remove(item.value), item) for item in self.remove]
+
+
+def _shown(edit: fmt.Edit, params: fmt.Parameters) -> Value:
+    """A parameter as a plan shows it: the value the kernel keeps, or, where occurrences are
+    what the entry is about, the list of them."""
+    if edit.mode is fmt.Mode.VALUE or (
+        edit.values == () and fmt.repeats(edit.name) is not fmt.Repeats.EVERY
+    ):
+        return params.get(edit.name)
+    return params.every(edit.name) or None
+
+
+def _after(edit: fmt.Edit, params: fmt.Parameters) -> Value:
+    """What `_shown` will show once `edit` is made."""
+    if edit.satisfied(params):
+        return _shown(edit, params)
+    if edit.mode is fmt.Mode.VALUE:
+        return edit.values[0]
+    words = fmt.edit([fmt.word(edit.name, v) for v in params.every(edit.name)], [edit])
+    return _shown(edit, fmt.parameters(" ".join(words)) or fmt.NONE)
 
 
 class Cmdline(Kind[CmdlineSpec]):
@@ -74,21 +168,23 @@ class Cmdline(Kind[CmdlineSpec]):
             said = cannot_know(boot)
             outcome.notes.append(Note(said[:1].upper() + said[1:], "cmdline"))
         configured = boot.parameters if boot and boot.unknown is None else running
-        wanted: list[tuple[str, str | None, Meta]] = [
-            (name, item.value if item.value is not None else "", item)
-            for name, item in spec.set.items()
-        ]
-        wanted += [(item.value, None, item) for item in spec.remove]
-        for name, desired, meta in wanted:
-            key = fmt.canonical(name)
-            now, next_boot = running.get(key), configured.get(key)
-            if next_boot == desired and now != desired:
-                outcome.pending.append(Pending(self.kind, name, now, next_boot))
+        for edit, meta in spec.wanted():
+            name = edit.name
+            if edit.satisfied(configured) and not edit.satisfied(running):
+                outcome.pending.append(
+                    Pending(self.kind, name, _shown(edit, running), _shown(edit, configured))
+                )
                 continue
+            current, desired = _shown(edit, configured), _after(edit, configured)
             outcome.changes.append(
-                self.change(name, next_boot, desired, meta, fix=_fix(name, desired, boot))
+                self.change(name, current, desired, meta, fix=_fix(edit, configured, boot))
             )
-            if boot and boot.unknown is None and next_boot != desired and now == desired:
+            if (
+                boot
+                and boot.unknown is None
+                and not edit.satisfied(configured)
+                and edit.satisfied(running)
+            ):
                 outcome.notes.append(
                     Note(
                         f"{name} is on the running kernel but not in the {boot.tool} "
@@ -110,8 +206,8 @@ class Cmdline(Kind[CmdlineSpec]):
             )
         if boot.unknown is not None:
             raise BootConfigUnknown(f"{change.id} cannot be made: {cannot_know(boot)}")
-        edits = _edits(spec, files, boot)
-        upto = [name for name, _ in edits].index(change.target)
+        edits = _edits(spec, boot)
+        upto = [edit.name for edit in edits].index(change.target)
         if boot.tool in fmt.GRUB_TOOLS:
             return _grub_step(change, spec, files, boot, edits, upto)
         if boot.tool == "grubby":
@@ -119,9 +215,7 @@ class Cmdline(Kind[CmdlineSpec]):
         return _kernel_cmdline_step(change, files, boot, edits, upto)
 
     def after_boot(self, step: Step) -> AfterBoot:
-        return AfterBoot(
-            cmdline={step.target: step.desired if isinstance(step.desired, str) else None}
-        )
+        return AfterBoot(cmdline={step.target: step.desired})
 
 
 HOW = {
@@ -157,41 +251,20 @@ def cannot_know(boot: fmt.BootConfig) -> str:
     )
 
 
-def _fix(name: str, desired: str | None, boot: fmt.BootConfig | None) -> str:
-    word = name if not desired else f"{name}={desired}"
+def _fix(edit: fmt.Edit, configured: fmt.Parameters, boot: fmt.BootConfig | None) -> str:
     where = HOW[boot.tool] if boot else "the boot loader's kernel command line, then reboot"
-    return f"{'remove' if desired is None else 'add'} {word} in {where}"
+    if not edit.values:
+        return f"remove {edit.name} in {where}"
+    if edit.mode is fmt.Mode.EXACTLY and edit.name in configured:
+        return f"replace every {edit.name} with {' '.join(edit.words)} in {where}"
+    return f"add {' '.join(edit.words)} in {where}"
 
 
-Edit = tuple[str, str | None]  # a parameter and its value after the edit (None: removed)
-
-
-def _wanted(spec: CmdlineSpec) -> list[Edit]:
-    found: list[Edit] = [
-        (name, item.value if item.value is not None else "") for name, item in spec.set.items()
-    ]
-    return found + [(item.value, None) for item in spec.remove]
-
-
-def _edits(spec: CmdlineSpec, files: Files, boot: fmt.BootConfig) -> list[Edit]:
-    """The parameters whose next-boot value differs from the profile, in the plan's order
-    (by priority, then the profile's order), which is the order apply makes them in."""
-    configured = boot.parameters
-    metas = [*spec.set.values(), *spec.remove]
-    ranked = sorted(
-        zip(_wanted(spec), metas, strict=True),
-        key=lambda pair: list(Priority).index(pair[1].priority),
-    )
-    return [(n, v) for (n, v), _ in ranked if configured.get(fmt.canonical(n)) != v]
-
-
-def _apply(words: list[str], edits: list[Edit]) -> list[str]:
-    for name, value in edits:
-        if value is None:
-            words = fmt.edit_words(words, {}, {name})
-        else:
-            words = fmt.edit_words(words, {name: value}, set())
-    return words
+def _edits(spec: CmdlineSpec, boot: fmt.BootConfig) -> list[fmt.Edit]:
+    """The entries the next boot does not satisfy, in the plan's order (by priority, then the
+    profile's order), which is the order apply makes them in."""
+    ranked = sorted(spec.wanted(), key=lambda pair: list(Priority).index(pair[1].priority))
+    return [edit for edit, _ in ranked if not edit.satisfied(boot.parameters)]
 
 
 def _file_op(path: str, data: bytes | None) -> PutFile | DeleteFile:
@@ -218,15 +291,15 @@ def _file_step(
 
 
 def _kernel_cmdline_step(
-    change: Change, files: Files, boot: fmt.BootConfig, edits: list[Edit], upto: int
+    change: Change, files: Files, boot: fmt.BootConfig, edits: list[fmt.Edit], upto: int
 ) -> Step:
     prior = files.read(fmt.KERNEL_CMDLINE)
-    words = (boot.cmdline or "").split()
+    words = fmt.split(boot.cmdline or "")
 
     def line(count: int) -> bytes | None:
         if count == 0:
             return prior
-        return (" ".join(_apply(words, edits[:count])) + "\n").encode()
+        return (" ".join(fmt.edit(words, edits[:count])) + "\n").encode()
 
     if boot.tool == "proxmox-boot-tool":
         tool: tuple[str, ...] = ("proxmox-boot-tool", "refresh")
@@ -254,37 +327,34 @@ def _quoted(words: list[str]) -> str:
     return f'"{text}"'
 
 
-def dropin(linux: str, default: str, sets: dict[str, str], removes: set[str]) -> bytes | None:
-    """The drop-in's bytes for the variables as the files before it leave them: appended to
-    GRUB_CMDLINE_LINUX_DEFAULT where no parameter it sets or removes is there already;
-    otherwise both variables given whole, edited in place."""
-    linux_words, default_words = fmt.split(linux), fmt.split(default)
-    named = {fmt.canonical(n) for n in (*sets, *removes)}
-    if not any(fmt.canonical(w.partition("=")[0]) in named for w in linux_words + default_words):
-        if not sets:
-            return None
-        words = " ".join(fmt.word(n, v) for n, v in sets.items())
-        body = f'GRUB_CMDLINE_LINUX_DEFAULT="$GRUB_CMDLINE_LINUX_DEFAULT {words}"\n'
+# Where GRUB_CMDLINE_LINUX ends in the line it makes with GRUB_CMDLINE_LINUX_DEFAULT: a word
+# that names no parameter, so no edit moves it.
+_BETWEEN = "\0"
+
+
+def dropin(linux_line: str, default_line: str, edits: Sequence[fmt.Edit]) -> bytes | None:
+    """The drop-in's bytes for the variables as the files before it leave them: words appended
+    to GRUB_CMDLINE_LINUX_DEFAULT where that makes every edit (`facts.cmdline.appended`);
+    where an occurrence there must change or go, both variables given whole, edited
+    (`facts.cmdline.edit`)."""
+    linux, default = fmt.split(linux_line), fmt.split(default_line)
+    extra = fmt.appended(linux + default, edits)
+    if extra == []:
+        return None
+    if extra is not None:
+        body = f'GRUB_CMDLINE_LINUX_DEFAULT="$GRUB_CMDLINE_LINUX_DEFAULT {" ".join(extra)}"\n'
     else:
-        # A parameter GRUB_CMDLINE_LINUX holds is edited there and goes from the default.
-        in_linux = {fmt.canonical(w.partition("=")[0]) for w in linux_words}
-        there = {n: v for n, v in sets.items() if fmt.canonical(n) in in_linux}
-        elsewhere = {n: v for n, v in sets.items() if n not in there}
+        words = fmt.edit([*linux, _BETWEEN, *default], edits)
+        at = words.index(_BETWEEN)
         body = (
-            f"GRUB_CMDLINE_LINUX={_quoted(fmt.edit_words(linux_words, there, removes))}\n"
-            "GRUB_CMDLINE_LINUX_DEFAULT="
-            f"{_quoted(fmt.edit_words(default_words, elsewhere, removes | set(there)))}\n"
+            f"GRUB_CMDLINE_LINUX={_quoted(words[:at])}\n"
+            f"GRUB_CMDLINE_LINUX_DEFAULT={_quoted(words[at + 1 :])}\n"
         )
     return (DROPIN_HEADER + body).encode()
 
 
-def _by_name(words: list[str]) -> dict[str, list[str]]:
-    """Each parameter's values in order: what the kernel sees, whatever the order of names."""
-    found: dict[str, list[str]] = {}
-    for item in words:
-        name, _, value = item.partition("=")
-        found.setdefault(fmt.canonical(name), []).append(value)
-    return found
+def _kept(line: str) -> dict[str, tuple[str, ...]]:
+    return (fmt.parameters(line) or fmt.NONE).kept()
 
 
 def _grub_step(
@@ -292,7 +362,7 @@ def _grub_step(
     spec: CmdlineSpec,
     files: Files,
     boot: fmt.BootConfig,
-    edits: list[Edit],
+    edits: list[fmt.Edit],
     upto: int,
 ) -> Step:
     """tune's drop-in, written relative to what the files before it configure; each version
@@ -309,22 +379,21 @@ def _grub_step(
             )
     assert not isinstance(linux, Unknown) and not isinstance(default, Unknown)
     assert not isinstance(plain, Unknown)
-    in_sync = [e for e in _wanted(spec) if e not in edits]
+    in_sync = [edit for edit, _ in spec.wanted() if edit not in edits]
 
     def content(count: int) -> bytes | None:
         if count == 0:
             return files.read(fmt.DROPIN)
         made = in_sync + edits[:count]
-        sets = {n: v for n, v in made if v is not None}
-        data = dropin(linux or "", default or "", sets, {n for n, v in made if v is None})
-        wanted = _apply(fmt.split(plain), made)
+        data = dropin(linux or "", default or "", made)
+        wanted = " ".join(fmt.edit(fmt.split(plain), made))
         got = fmt.grub_line(fmt.with_file(files, fmt.DROPIN, data))
-        if isinstance(got, Unknown) or _by_name(fmt.split(got)) != _by_name(wanted):
+        if isinstance(got, Unknown) or _kept(got) != _kept(wanted):
             raise BootConfigUnknown(
                 f"{change.id} cannot be made exactly: with {fmt.DROPIN} written, GRUB would "
                 f"pass {got if isinstance(got, Unknown) else repr(got)} rather than "
-                f"{' '.join(wanted)!r} (a drop-in sorted after it sets the line), so nothing "
-                "is written: move that drop-in's parameters into /etc/default/grub or append "
+                f"{wanted!r} (a drop-in sorted after it sets the line), so nothing is "
+                "written: move that drop-in's parameters into /etc/default/grub or append "
                 'there with GRUB_CMDLINE_LINUX_DEFAULT="$GRUB_CMDLINE_LINUX_DEFAULT ...".'
             )
         return data
@@ -333,29 +402,56 @@ def _grub_step(
     return _file_step(change, fmt.DROPIN, content(upto), content(upto + 1), update)
 
 
+def _grubby_args(change: Change, edit: fmt.Edit, lines: dict[str, str]) -> fmt.Edit:
+    """`edit` as the one grubby argument that makes it in each of the command lines grubby
+    edits (`facts.cmdline.grubby_lines`): grubby replaces or removes a parameter's first
+    occurrence, so a parameter that has (or would have) several in a line is refused rather
+    than guessed at."""
+    made: tuple[str, ...] | None = None
+    for path, line in lines.items():
+        words = fmt.split(line)
+        before = (fmt.parameters(line) or fmt.NONE).every(edit.name)
+        after = (fmt.parameters(" ".join(fmt.edit(words, [edit]))) or fmt.NONE).every(edit.name)
+        if len(before) > 1 or len(after) > 1:
+            where = (
+                f"kernelopts in {fmt.GRUBENV} (grub2-editenv)"
+                if path == fmt.GRUBENV
+                else "the `options` lines of /boot/loader/entries"
+            )
+            raise HostError(
+                f"{change.id} cannot be made with grubby, which keeps one {edit.name}= per "
+                f"entry: {path} would go from {len(before)} to {len(after)}. Edit {where} by "
+                "hand, or leave this entry out."
+            )
+        made = after if made is None else made
+    return fmt.Edit(edit.name, fmt.Mode.EXACTLY, made or ())
+
+
 def _grubby_step(
-    change: Change, files: Files, boot: fmt.BootConfig, edits: list[Edit], upto: int
+    change: Change, files: Files, boot: fmt.BootConfig, edits: list[fmt.Edit], upto: int
 ) -> Step:
     """grubby edits every BLS entry itself, or on RHEL 8 the kernelopts their options use in
     the GRUB environment block (read back there); undo puts each file's prior bytes back."""
     entries = boot.sources
-    uses_env = any(
-        fmt.KERNELOPTS in fmt.entry_options(files.text(p) or "").split() for p in entries
-    )
+    uses_env = any(fmt.uses_kernelopts(files.text(p) or "") for p in entries)
     paths = (*entries, fmt.GRUBENV) if uses_env else entries
+
+    def made(count: int, texts: dict[str, str]) -> fmt.Edit:
+        return _grubby_args(change, edits[count], fmt.grubby_lines(texts))
 
     def texts(count: int) -> dict[str, str]:
         out = {path: files.text(path) or "" for path in paths}
-        for name, value in edits[:count]:
-            sets = {} if value is None else {name: value}
-            out = fmt.grubby_edit(out, sets, {name} if value is None else set())
+        for done in range(count):
+            edit = made(done, out)
+            sets = {edit.name: edit.values[0]} if edit.values else {}
+            out = fmt.grubby_edit(out, sets, set() if edit.values else {edit.name})
         return out
 
-    name, value = edits[upto]
-    arg = f"--remove-args={name}" if value is None else f"--args={fmt.word(name, value)}"
+    before = texts(upto)
+    this = made(upto, before)
+    arg = f"--args={this.words[0]}" if this.values else f"--remove-args={this.name}"
     read = paths[-1]
     probe = Probe(read, Read.TEXT)
-    before = texts(upto)
     return Step.of(
         change,
         probe=probe,
