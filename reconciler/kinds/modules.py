@@ -110,8 +110,11 @@ class Modules(Kind[dict[str, ModuleEntry]]):
     spec_type = ModulesSpec
     kind = "module"
     phase = Phase.RUNTIME
-    reads = "`/proc/modules`, `/sys/module/M/parameters/P`"
-    compared = "`-` and `_` alike; `1`/`0` as the `Y`/`N` a boolean parameter reads"
+    reads = "`/proc/modules`, `/lib/modules/R/modules.builtin`, `/sys/module/M/parameters/P`"
+    compared = (
+        "`-` and `_` alike; a module compiled in is `builtin` (in sync for `loaded`); `1`/`0` "
+        "as the `Y`/`N` a boolean parameter reads"
+    )
 
     def request(self, spec: dict[str, ModuleEntry]) -> Request:
         params = [param_path(m, p) for m, e in spec.items() for p in e.params]

@@ -52,8 +52,9 @@ class Sysctl(Kind[dict[str, Entry[str]]]):
     phase = Phase.RUNTIME
     reads = "`/proc/sys/a/b/c`"
     compared = (
-        "whitespace collapsed, integers as the kernel parses them (`0x10` and `020` are 16); a "
-        "missing key names the closest existing one"
+        "whitespace collapsed, integers as the kernel parses them (`0x10` and the quoted `'020'` "
+        "are 16; an unquoted `020` is refused as ambiguous, YAML reads 20); a missing key names "
+        "the closest existing one"
     )
 
     def request(self, spec: dict[str, Entry[str]]) -> Request:
