@@ -4,8 +4,10 @@ engine around them against a local snapshot apply."""
 from __future__ import annotations
 
 import subprocess
+import time
 from pathlib import Path
 
+import pytest
 from conftest import write
 from hypothesis import given
 from hypothesis import strategies as st
@@ -13,8 +15,9 @@ from small_host import SmallHost, build, tree, write_profile
 from test_shell_read import LocalShellHost
 
 from reconciler.apply.engine import execute, prepare
-from reconciler.apply.journal import PROFILE, read_run, run_ids
-from reconciler.apply.sh_engine import apply_remote, printf_format, quoted
+from reconciler.apply.journal import LOCK, PROFILE, read_run, run_ids
+from reconciler.apply.sh_engine import apply_remote, printf_format, quoted, store_profile_remote
+from reconciler.errors import HostError
 from reconciler.hosts.directory import SnapshotHost
 from reconciler.profile.load import load_profile
 
@@ -93,3 +96,37 @@ def test_an_apply_reads_profile_yaml_once_in_the_observation(tmp_path: Path) -> 
     assert len(shell.scripts) == 2, "start, then one poll"
     run = read_run(SnapshotHost(remote), done.run_id)
     assert run is not None and run.profile_prior == (True, "# an earlier apply's\n")
+
+
+def held_lock(root: Path, seconds: float) -> subprocess.Popen[bytes]:
+    """Another process holding the target's lock for `seconds`, once it has it."""
+    lock = root / LOCK.lstrip("/")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    holder = subprocess.Popen(
+        ["flock", lock, "sh", "-c", f"echo held; sleep {seconds}"], stdout=subprocess.PIPE
+    )
+    assert holder.stdout is not None and holder.stdout.readline() == b"held\n"
+    return holder
+
+
+def test_a_script_waits_for_a_holder_that_is_ending(tmp_path: Path) -> None:
+    # A detached apply between its `end` record and its exit: the next script waits for it.
+    root, _ = host_and_profile(tmp_path, "h")
+    holder = held_lock(root, 1)
+    store_profile_remote(LocalShellHost(root), "profile\n")
+    assert holder.wait() == 0
+    assert (root / PROFILE.lstrip("/")).read_text() == "profile\n"
+
+
+def test_a_script_refuses_a_run_that_goes_on(tmp_path: Path) -> None:
+    root, _ = host_and_profile(tmp_path, "h")
+    holder = held_lock(root, 30)
+    try:
+        started = time.monotonic()
+        with pytest.raises(HostError, match="another tune run holds the lock"):
+            store_profile_remote(LocalShellHost(root), "profile\n")
+        assert 4 < time.monotonic() - started < 20
+    finally:
+        holder.kill()
+        holder.wait()
+    assert not (root / PROFILE.lstrip("/")).exists()

@@ -550,9 +550,11 @@ end() { rec "{\"type\":\"end\",\"outcome\":\"$1\",\"finished\":\"$(now)\"}"; }
 # or a journal there. tune checks who owns them (trust.check) before it starts a script.
 private_dir() { (umask 077 && mkdir -p "$R$1"); }
 
+# A holder that is ending (a detached apply between its `end` record and its exit) is waited
+# for, a few seconds at most; a run still going is refused.
 take_lock() {
     private_dir "${LOCK%/*}" && exec 9>>"$R$LOCK" || return 1
-    if command -v flock >/dev/null 2>&1; then flock -n 9 || return 1; fi
+    if command -v flock >/dev/null 2>&1; then flock -w 5 9 || return 1; fi
     echo $$ >"$R$LOCK"
 }
 

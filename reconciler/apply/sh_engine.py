@@ -104,6 +104,8 @@ from .steps import (
 
 # Exit status of the start script when a requirement is unmet (its stderr says which).
 UNMET = 90
+# Exit status of a poll that found the run ended but its script still holding the lock.
+HELD = 91
 
 
 def _strerror() -> str:
@@ -407,31 +409,42 @@ def wait(
     first: str = "",
     pause_at: int | None = None,
 ) -> Run:
-    """Long-poll the journal until its last record is `end` (or, with `pause_at`, the
-    `verified` record of that step, where the script waits for the probes after the phase):
+    """Long-poll the journal until its last record is `end` and the script has let go of the
+    lock (or, with `pause_at`, the `verified` record of that step, where the script waits for
+    the probes after the phase):
     each round trip waits on the target for up to half the command timeout (at most 30 s), so a
     run costs round trips by its duration, never by its number of steps. `first`: script text
     run before the first poll, in the same round trip (`send_probes`)."""
     journal = quoted(f".{run_path(run_id)}")
     deadline = time.monotonic() + timeout
     ticks = max(1, int(min(timeout / 2, 30.0) / interval))
-    marks = ['-e \'^{"type":"end"\'']
-    if pause_at is not None:
-        marks.append(f"-e '^{render(Verified(pause_at))}$'")
+    paused = "" if pause_at is None else f"    {quoted(render(Verified(pause_at)))}) break ;;\n"
+    # The `end` record is the script's last, yet it holds the lock until its process exits:
+    # a run ends for tune once the lock is free too, or the next script (a rollback, a
+    # promotion) started right away finds it held. Without flock there is no lock to wait on.
     script = (
         f'cd -- "${{TUNE_ROOT:-/}}" || exit 1\ni=0\n'
+        f"released() {{ ! command -v flock >/dev/null 2>&1 || [ ! -f {quoted('.' + LOCK)} ] || "
+        f"(exec 8<{quoted('.' + LOCK)} && flock -n 8); }}\n"
         f"while [ $i -lt {ticks} ]; do\n"
-        f"    tail -n 1 {journal} 2>/dev/null | grep -q {' '.join(marks)} && break\n"
+        f'    case "$(tail -n 1 {journal} 2>/dev/null)" in\n'
+        f'    \'{{"type":"end"\'*) released && break ;;\n{paused}'
+        "    esac\n"
         f"    sleep {interval:g}; i=$((i + 1))\n"
-        f"done\n[ -e {journal} ] && exec cat -- {journal}\n"
+        f"done\n[ -e {journal} ] || exit 0\ncat -- {journal}\nreleased || exit {HELD}\n"
     )
     while True:
         done = host.run_script(first + script)
         first = ""
         run = parse_run(run_id, done.stdout) if done.stdout else None
-        if run is not None and (run.outcome != "interrupted" or _paused(run, pause_at)):
+        late = time.monotonic() > deadline
+        if run is not None and _paused(run, pause_at):
             return run
-        if time.monotonic() > deadline:
+        # Past the deadline an ended run is returned with its lock still held: another run
+        # may have taken it since, and the next script waits for the lock on its own.
+        if run is not None and run.outcome != "interrupted" and (done.status != HELD or late):
+            return run
+        if late:
             raise HostError(
                 f"{host.name}: run {run_id} has not finished within {timeout:g} s; it goes on "
                 f"on the host: `tune history -H {host.name}` shows its outcome."

@@ -3,13 +3,15 @@ the domain assertions hold for each, and both leave the same files and journals.
 
 from __future__ import annotations
 
+import fcntl
 from pathlib import Path
 
 import pytest
 from conftest import BLACKWELL, write
 from small_host import SmallHost, build, config_space, tree, write_profile
 
-from reconciler.apply.journal import PROFILE, read_run, run_ids
+from reconciler.apply import sh_engine
+from reconciler.apply.journal import LOCK, PROFILE, read_run, run_ids
 from reconciler.apply.steps import PutFile
 from reconciler.boot.verify import PENDING
 from reconciler.errors import ApplyFailed, HostError
@@ -215,3 +217,20 @@ def test_a_journals_directory_outside_the_snapshot_is_never_removed(
     (tmp_path / "outside").mkdir()
     engine.rollback(root)
     assert (tmp_path / "outside").is_dir()
+
+
+def test_the_next_run_right_after_an_apply_finds_its_lock_free(
+    engine: Engine, untuned: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A loaded host: the detached sh apply script exits, letting go of the lock, two seconds
+    # after its `end` record. The apply returns only once it has.
+    linger = """trap '[ "$1" != apply ] || sleep 2' EXIT\n"""
+    monkeypatch.setattr(sh_engine, "LIBRARY", sh_engine.LIBRARY + linger)
+    run_id = engine.apply(untuned, BLACKWELL)
+    held = untuned / LOCK.lstrip("/")
+    if held.exists():  # the Python engine's lock went with its process
+        with open(held) as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # BlockingIOError while held
+    [done] = engine.rollback(untuned)
+    assert done.run_id == run_id and not done.result.failures
+    assert runtime_changes(untuned, BLACKWELL) != []
