@@ -93,6 +93,73 @@ def test_missing_module_shows_modprobes_message(engine: Engine, tmp_path: Path) 
     ]
 
 
+HUGEPAGES_2M = "sys/devices/system/node/{}/hugepages/hugepages-2048kB/nr_hugepages"
+
+
+def test_huge_pages_of_a_node_the_host_lacks_are_skipped_the_rest_applied(
+    engine: Engine, tmp_path: Path
+) -> None:
+    root = build(tmp_path / "h", SmallHost(sysctls={"vm.swappiness": "60"}))
+    write(root, "/" + HUGEPAGES_2M.format("node0"), "0\n")
+    profile = write_profile(
+        tmp_path / "p.yaml",
+        {
+            "sysctl": {"vm.swappiness": 10},
+            "hugepages": {"2048kB": {"node0": 8, "node1": 8}, "1048576kB": {"node*": 1}},
+        },
+    )
+    assert engine.apply(root, profile) is not None
+    assert (root / "proc/sys/vm/swappiness").read_text() == "10\n"
+    assert (root / HUGEPAGES_2M.format("node0")).read_text() == "8\n"
+    assert not (root / HUGEPAGES_2M.format("node1")).exists()
+    assert runtime_changes(root, profile) == []
+    assert engine.apply(root, profile) is None
+
+
+def test_a_container_the_host_does_not_have_is_skipped_the_others_edited(
+    engine: Engine, tmp_path: Path
+) -> None:
+    config = "/etc/pve/lxc/101.conf"
+    root = build(tmp_path / "h", SmallHost())
+    write(root, config, "arch: amd64\nlxc.prlimit.memlock: 65536\n")
+    profile = write_profile(
+        tmp_path / "p.yaml",
+        {
+            "lxc": [
+                {"container": "101", "memlock": "unlimited"},
+                {"container": "999", "memlock": "unlimited"},
+            ]
+        },
+    )
+    how = {"phase": "reboot", "runtime_only": False, "reboot_phase": True}
+    assert engine.apply(root, profile, **how) is not None
+    assert (root / config.lstrip("/")).read_text() == (
+        "arch: amd64\nlxc.prlimit.memlock: unlimited\n"
+    )
+    assert not (root / "etc/pve/lxc/999.conf").exists()
+    assert engine.apply(root, profile, **how) is None
+
+
+def test_a_required_container_the_host_does_not_have_is_refused(
+    engine: Engine, tmp_path: Path
+) -> None:
+    root = build(tmp_path / "h", SmallHost())
+    write(root, "/etc/pve/lxc/101.conf", "arch: amd64\nlxc.prlimit.memlock: 65536\n")
+    profile = write_profile(
+        tmp_path / "p.yaml",
+        {
+            "lxc": [
+                {"container": "101", "memlock": "unlimited"},
+                {"container": "999", "memlock": {"value": "unlimited", "required": True}},
+            ]
+        },
+    )
+    before = tree(root)
+    with pytest.raises(HostError, match=r"/etc/pve/lxc/999\.conf does not exist"):
+        engine.apply(root, profile, phase="reboot", runtime_only=False, reboot_phase=True)
+    assert tree(root) == before
+
+
 def test_a_missing_setpci_names_its_package(engine: Engine, tmp_path: Path) -> None:
     root = build(tmp_path / "h", SmallHost(gpus=[512]))
     write(root, LISTED, "modprobe\n")
