@@ -280,6 +280,53 @@ def test_missing_module_shows_modprobes_message(tmp_path: Path) -> None:
     assert tree(root) == before
 
 
+SKIPPED_PEERMEM = (
+    "module:nvidia_peermem skipped (--skip-missing): modprobe: FATAL: Module nvidia_peermem "
+    "not found in directory /lib/modules/6.14.8-2-pve."
+)
+
+
+def peermem_on_a_vm(tmp_path: Path) -> tuple[Path, Path]:
+    """A host whose kernel has dummy but not nvidia_peermem, and a profile that loads both."""
+    root = build(tmp_path / "h", SmallHost())
+    write(root, "/lib/modules/6.14.8-2-pve/modules.dep", "kernel/drivers/net/dummy.ko.zst:\n")
+    profile = write_profile(
+        tmp_path / "p.yaml", {"modules": {"dummy": "loaded", "nvidia_peermem": "loaded"}}
+    )
+    return root, profile
+
+
+def test_skip_missing_applies_the_rest_and_says_what_it_left_out(tmp_path: Path) -> None:
+    root, profile = peermem_on_a_vm(tmp_path)
+    result = run_tune("apply", "--yes", "--skip-missing", profile, "--runtime-only", "--root", root)
+    assert result.code == 0, result.err
+    assert SKIPPED_PEERMEM in result.out.splitlines()
+    assert "dummy " in (root / "proc/modules").read_text()
+
+
+def test_skip_missing_lists_what_it_left_out_in_json(tmp_path: Path) -> None:
+    root, profile = peermem_on_a_vm(tmp_path)
+    args = ("apply", "--yes", "--skip-missing", profile, "--runtime-only", "--root", root)
+    result = run_tune(*args, "--format", "json")
+    assert result.code == 0, result.err
+    document = json.loads(result.out)
+    assert document["status"] == "applied"
+    assert document["skipped"] == [
+        {
+            "id": "module:nvidia_peermem",
+            "reason": "modprobe: FATAL: Module nvidia_peermem not found in directory "
+            "/lib/modules/6.14.8-2-pve",
+        }
+    ]
+    assert SKIPPED_PEERMEM in result.err.splitlines()
+    again = json.loads(run_tune(*args, "--format", "json").out)
+    assert (again["status"], len(again["skipped"])) == ("in-sync", 1)
+
+
+def test_apply_help_says_what_skip_missing_does() -> None:
+    assert "--skip-missing" in run_tune("apply", "--help").out
+
+
 def test_setpci_missing_is_refused(tmp_path: Path) -> None:
     root = build(tmp_path / "h", SmallHost(gpus=[512]))
     profile = write_profile(

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import copy_host, run_tune
-from small_host import tree
+from small_host import tree, write_profile
 from ssh_fixture import SshLab, StartLab, sshd_available
 from test_ssh_apply import history, in_sync_without_a_stored_profile, small, small_profile, tune
 
@@ -193,6 +193,37 @@ def test_a_fleet_apply_in_json_is_one_object_per_host_and_nothing_else(
     assert [(o["target"], o["status"], o["run"]) for o in json.loads(out)] == [
         ("a", "in-sync", None),
         ("b", "in-sync", None),
+    ]
+
+
+def test_a_fleet_apply_skip_missing_leaves_out_only_what_each_host_lacks(
+    tmp_path: Path, start_lab: StartLab
+) -> None:
+    # A GPU host has nvidia_peermem, a VM beside it does not: --skip-missing applies both.
+    profile = write_profile(
+        tmp_path / "p.yaml", {"modules": {"dummy": "loaded", "nvidia_peermem": "loaded"}}
+    )
+    roots = {"gpu": small(tmp_path / "gpu", 1), "vm": small(tmp_path / "vm", 1)}
+    dep = "lib/modules/6.14.8-2-pve/modules.dep"
+    (roots["gpu"] / dep).parent.mkdir(parents=True)
+    (roots["gpu"] / dep).write_text("kernel/net/dummy.ko:\nkernel/nvidia_peermem.ko:\n")
+    (roots["vm"] / dep).parent.mkdir(parents=True)
+    (roots["vm"] / dep).write_text("kernel/net/dummy.ko:\n")
+    lab = start_lab(roots)
+    hosts = ("-H", "gpu", "-H", "vm")
+    apply = ("apply", "--runtime-only", "--no-persist", "-y", "--skip-missing", profile, *hosts)
+    code, out, err = tune(lab, *apply, "--format", "json")
+    assert code == 0, err
+    objects = json.loads(out)
+    assert [(o["target"], o["status"], o["changes"]) for o in objects] == [
+        ("gpu", "applied", 2),
+        ("vm", "applied", 1),
+    ]
+    assert objects[0]["skipped"] == []
+    assert [s["id"] for s in objects[1]["skipped"]] == ["module:nvidia_peermem"]
+    assert err.splitlines() == [
+        "vm: module:nvidia_peermem skipped (--skip-missing): modprobe: FATAL: Module "
+        "nvidia_peermem not found in directory /lib/modules/6.14.8-2-pve."
     ]
 
 

@@ -10,6 +10,7 @@ journal alone (after a crash, or to undo an applied run).
 from __future__ import annotations
 
 import contextlib
+import re
 import shlex
 import signal
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -72,6 +73,7 @@ from .steps import (
     PutFile,
     Require,
     SetAttr,
+    Skipped,
     Step,
     temporary,
 )
@@ -94,6 +96,8 @@ class Work:
     promote: tuple[Step, ...] = ()  # appended to the run once the boot is verified
     try_once: str | None = None  # the one-time boot mechanism, None without one
     reboot_why: str = ""  # how the reboot reaches the new configuration ("": no reboot)
+    # --skip-missing: the changes left out because the host lacks what they need.
+    skipped: tuple[Skipped, ...] = ()
 
     @property
     def stored_profile(self) -> bytes | None:
@@ -131,6 +135,7 @@ def prepare(
     reboot_phase: bool = False,
     reboot: bool = False,
     requirements: Callable[[tuple[Step, ...]], list[str]] | None = None,
+    unloadable: ModuleCheck | None = None,
 ) -> Work:
     """`runtime_only` leaves boot configuration alone; `reboot_phase` writes only it (runtime
     knobs are verified by `tune verify`, never written); neither: runtime, then reboot.
@@ -138,7 +143,9 @@ def prepare(
     first where the boot loader allows (`boot.tryonce.arrange`); this is the one place that
     decides the steps. `requirements` checks the steps' requirements (this host's `preflight`
     by default; an engine's); `preflight_here=False` leaves them to the caller (a remote apply
-    checks them on the target, in the script that starts the run)."""
+    checks them on the target, in the script that starts the run). `unloadable` (--skip-missing)
+    asks the host which modules it cannot load: a step that loads one the host does not have
+    at all is left out, with a line in `Work.skipped`."""
     from ..boot.tryonce import Boot, arrange
 
     # profile.yaml in the same batch: an apply with nothing to change stores it when it differs.
@@ -164,7 +171,9 @@ def prepare(
             problems.append(str(exc))
             if isinstance(exc, BootConfigUnknown):
                 refusal = BootConfigUnknown  # its own exit code, whatever else is wrong
-    planned = tuple(steps)
+    planned, skipped = tuple(steps), tuple[Skipped, ...]()
+    if unloadable is not None:
+        planned, skipped = without_missing_modules(planned, unloadable)
     boot = arrange(planned, fetched) if reboot else Boot(None, "", planned)
     if boot.now and preflight_here:
         # The promotion's too: what it needs after the boot is known to be there before.
@@ -173,7 +182,52 @@ def prepare(
         )
     if problems:
         raise refusal(*dict.fromkeys(problems))
-    return Work(plan, boot.now, observation, planned, boot.promote, boot.try_once, boot.why)
+    return Work(
+        plan, boot.now, observation, planned, boot.promote, boot.try_once, boot.why, skipped
+    )
+
+
+# Which modules a host cannot load: module name -> the first line modprobe printed.
+ModuleCheck = Callable[[tuple[str, ...]], Mapping[str, str]]
+
+# kmod's words for a module that no modules.dep of the running kernel lists: not there at all
+# (nvidia_peermem on a VM without NVIDIA's driver), unlike one whose load fails.
+NOT_FOUND = re.compile(r"\bModule \S+ not found\b")
+
+
+def without_missing_modules(
+    steps: tuple[Step, ...], unloadable: ModuleCheck
+) -> tuple[tuple[Step, ...], tuple[Skipped, ...]]:
+    """`steps` less those that load a module the running kernel does not have, and those."""
+    wanted = [n.arg for step in steps for n in step.requires if n.need is Need.MODULE]
+    if not wanted:
+        return steps, ()
+    said = unloadable(tuple(dict.fromkeys(wanted)))
+    gone = {name: line for name, line in said.items() if NOT_FOUND.search(line)}
+    kept: list[Step] = []
+    skipped: list[Skipped] = []
+    for step in steps:
+        why = [gone[n.arg] for n in step.requires if n.need is Need.MODULE and n.arg in gone]
+        if why:
+            skipped.append(Skipped(step.id, why[0]))
+        else:
+            kept.append(step)
+    return tuple(kept), tuple(skipped)
+
+
+def unloadable_here(host: Host, modules: tuple[str, ...]) -> dict[str, str]:
+    """`ModuleCheck` on a host tune runs commands on directly (this machine, a snapshot)."""
+    said = {name: _modprobe_said(host, name) for name in modules}
+    return {name: line for name, line in said.items() if line is not None}
+
+
+def _modprobe_said(host: Host, module: str) -> str | None:
+    """None when `modprobe --dry-run` can load `module`, else the first line it printed."""
+    done = host.run(["modprobe", "--dry-run", module])
+    if done.returncode == 0:
+        return None
+    lines = (done.stderr or done.stdout).strip().splitlines()
+    return lines[0].strip() if lines else "modprobe failed"
 
 
 def preflight(host: Host, steps: tuple[Step, ...] | list[Step]) -> list[str]:
@@ -199,10 +253,8 @@ def _unmet(host: Host, need: Require, step: Step) -> str | None:
     elif need.need is Need.COMMAND:
         met = host.has_command(need.arg)
     else:
-        done = host.run(["modprobe", "--dry-run", need.arg])
-        met = done.returncode == 0
-        said = (done.stderr or done.stdout).strip().splitlines() or ["modprobe failed"]
-        return None if met else "".join(unmet_message(need, step, said[0]))
+        said = _modprobe_said(host, need.arg)
+        return None if said is None else "".join(unmet_message(need, step, said))
     return None if met else "".join(unmet_message(need, step, ""))
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
@@ -21,7 +22,7 @@ from ..errors import HostError
 from ..hosts.base import Host
 from ..hosts.shell import ShellHost
 from .journal import LOCK, Run, read_run
-from .steps import DeleteFile, PutFile, Step
+from .steps import DeleteFile, PutFile, Skipped, Step
 
 if TYPE_CHECKING:
     from ..probes.phase import PhaseProbes
@@ -37,6 +38,7 @@ class ApplyResult:
     run_id: str | None  # None: the host was already in sync, no run was started
     changes: int  # the changes made: optional knobs the kernel refused are not counted
     unsupported: tuple[str, ...] = ()  # a line for each optional knob the kernel refused
+    skipped: tuple[Skipped, ...] = ()  # --skip-missing: changes left out, the host lacking
 
 
 class Engine(ABC):
@@ -60,6 +62,11 @@ class Engine(ABC):
     def preflight(self, steps: tuple[Step, ...]) -> list[str]:
         """Every unmet requirement of `steps` (the run's and its promotion's), found before the
         first write; none here when the target checks them itself before it starts the run."""
+
+    @abstractmethod
+    def unloadable(self, modules: tuple[str, ...]) -> Mapping[str, str]:
+        """The modules among `modules` that the host cannot load, each with the first line
+        `modprobe --dry-run` printed (--skip-missing leaves out those it does not have)."""
 
     @abstractmethod
     def apply(
@@ -122,6 +129,11 @@ class PythonEngine(Engine):
 
         return preflight(self.host, steps)
 
+    def unloadable(self, modules: tuple[str, ...]) -> Mapping[str, str]:
+        from .engine import unloadable_here
+
+        return unloadable_here(self.host, modules)
+
     def apply(
         self,
         work: Work,
@@ -137,7 +149,7 @@ class PythonEngine(Engine):
         execute(self.host, work, loaded, phase=phase, around=around, run_id=run_id, after=after)
         run = read_run(self.host, run_id)
         unsupported = tuple(run.unsupported) if run is not None else ()
-        return ApplyResult(run_id, len(work.steps) - len(unsupported), unsupported)
+        return ApplyResult(run_id, len(work.steps) - len(unsupported), unsupported, work.skipped)
 
     def store_profile(self, loaded: LoadedProfile, stored: bytes | None) -> None:
         from .engine import store_profile
@@ -189,6 +201,11 @@ class ShellEngine(Engine):
     def preflight(self, steps: tuple[Step, ...]) -> list[str]:
         return []  # the script that starts the run checks them on the target, before any write
 
+    def unloadable(self, modules: tuple[str, ...]) -> Mapping[str, str]:
+        from .sh_engine import unloadable_remote
+
+        return unloadable_remote(self.host, modules)
+
     def apply(
         self,
         work: Work,
@@ -211,7 +228,9 @@ class ShellEngine(Engine):
             run_id=run_id,
             after=after,
         )
-        return ApplyResult(done.run_id, done.changes - len(done.unsupported), done.unsupported)
+        return ApplyResult(
+            done.run_id, done.changes - len(done.unsupported), done.unsupported, work.skipped
+        )
 
     def store_profile(self, loaded: LoadedProfile, stored: bytes | None) -> None:
         from .engine import profile_text

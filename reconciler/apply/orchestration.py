@@ -49,6 +49,8 @@ class ApplyJob:
     probes: bool = True
     keep_on_regression: bool = False
     restart_containers: bool = False  # after the boot is verified
+    # Leave out changes the host lacks what they need for (a module it does not have).
+    skip_missing: bool = False
 
     @property
     def phase(self) -> str:
@@ -72,6 +74,9 @@ class Show:
 
     def dry_run(self, host: Host, work: Work) -> None:
         """The operations `work` would make; nothing is written."""
+
+    def skipped(self, host: Host, work: Work) -> None:
+        """The changes --skip-missing left out (`work.skipped`), before anything else."""
 
     def confirm(self, host: Host, work: Work) -> None:
         """What will change; raise to write nothing."""
@@ -105,10 +110,12 @@ def apply_one(engine: Engine, job: ApplyJob, show: Show) -> Done:
     """One host's apply, from the observation to the verified boot (`--reboot`)."""
     if job.dry_run:
         work = prepare_host(engine, job)
+        show.skipped(engine.host, work)
         show.dry_run(engine.host, work)
         return Done(work)
     with engine.session():
         work = prepare_host(engine, job)
+        show.skipped(engine.host, work)
         if not work.steps:
             return Done(work)
         show.confirm(engine.host, work)
@@ -134,6 +141,7 @@ def prepare_host(engine: Engine, job: ApplyJob) -> Work:
         with_persistence=job.with_persistence,
         saved=job.saved,
         requirements=engine.preflight,
+        unloadable=engine.unloadable if job.skip_missing else None,
     )
     if not work.steps and not job.dry_run:
         engine.store_profile(job.loaded, work.stored_profile)
@@ -318,4 +326,5 @@ def _outcome(
         return applied[prepared.name]
     if prepared.error is not None:
         return HostResult(prepared.name, error=prepared.error)
-    return HostResult(prepared.name, value=ApplyResult(None, 0))
+    skipped = prepared.value.skipped if prepared.value is not None else ()
+    return HostResult(prepared.name, value=ApplyResult(None, 0, skipped=skipped))

@@ -635,3 +635,17 @@ def start_reboot(host: ShellHost) -> None:
     if done.status != 0:
         said = done.stderr.decode("utf-8", "replace").strip() or f"exit status {done.status}"
         raise HostError(f"{host.name}: the reboot could not be started: {said}.")
+
+
+def unloadable_remote(host: ShellHost, modules: tuple[str, ...]) -> dict[str, str]:
+    """`engine.ModuleCheck` on the target, in one round trip: lib.sh's `can_load` (the check a
+    run's script makes before its first write), a line `MODULE<TAB>SAID` for each it cannot."""
+    body = "".join(
+        f"can_load {quoted(m)} || printf '%s\\t%s\\n' {quoted(m)} \"$SAID\"\n" for m in modules
+    )
+    done = host.run_script(LIBRARY + body)
+    if done.status != 0:
+        said = done.stderr.decode("utf-8", "replace").strip() or f"exit status {done.status}"
+        raise HostError(f"{host.name}: checking modules with modprobe failed: {said}.")
+    lines = done.stdout.decode("utf-8", "replace").splitlines()
+    return {name: said for name, _, said in (line.partition("\t") for line in lines) if said}

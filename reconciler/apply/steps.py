@@ -261,3 +261,19 @@ class Step:
 
 def _value(data: Any) -> Value:
     return tuple(data) if isinstance(data, list) else data
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A change `apply --skip-missing` left out: the host lacks what it needs (`reason`, in the
+    host's words)."""
+
+    id: str
+    reason: str
+
+    @property
+    def line(self) -> str:
+        return f"{self.id} skipped (--skip-missing): {self.reason}."
+
+    def to_json(self) -> dict[str, str]:
+        return {"id": self.id, "reason": self.reason}

@@ -86,6 +86,12 @@ RESTART_HELP = (
 )
 @click.option("--no-probes", is_flag=True, help="Do not run the profile's probes around the phase.")
 @click.option(
+    "--skip-missing",
+    is_flag=True,
+    help="Leave out, with a line for each, a change that needs what the host does not have (a "
+    'module its kernel lacks: modprobe\'s "not found") instead of refusing the run.',
+)
+@click.option(
     "--keep-on-regression", is_flag=True, help="Keep the changes even when a probe gate fails."
 )
 @output_options("text", "json")
@@ -103,6 +109,7 @@ def apply(
     no_persist: bool,
     after_interrupted: bool,
     no_probes: bool,
+    skip_missing: bool,
     keep_on_regression: bool,
     out: Output,
     remote: RemoteOptions,
@@ -176,6 +183,7 @@ def apply(
         probes=not no_probes,
         keep_on_regression=keep_on_regression,
         restart_containers=restart_containers,
+        skip_missing=skip_missing,
     )
     if remote.is_fleet:
         no_root(root)
@@ -218,6 +226,10 @@ class Terminal(Show):
             click.echo(text, nl=nl, err=True)
         else:
             self.out.echo(text, nl=nl)
+
+    def skipped(self, host: Host, work: Work) -> None:
+        for skipped in work.skipped:
+            self.say(printable(skipped.line))  # in the host's words
 
     def dry_run(self, host: Host, work: Work) -> None:
         self._reboot_why(work)
@@ -320,7 +332,7 @@ def apply_document(done: Done, host: Host, job: ApplyJob) -> dict[str, Any]:
     if not job.dry_run:
         value = done.applied or ApplyResult(run_id=None, changes=0)
         result = HostResult(host.name, value=value)
-    document = applied_document(host.name, result, applied_part(done.work))
+    document = applied_document(host.name, result, applied_part(done.work), done.work.skipped)
     return document | {"boot_pending": done.pending is not None and done.verdict is None}
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import click
+
 from ..apply.engine import Work
 from ..apply.engines import engine_for
 from ..apply.orchestration import ApplyJob, FleetShow, apply_fleet
@@ -16,6 +18,7 @@ from ..render import RENDERERS
 from ..render import fleet as fleet_render
 from ..render.apply import applied_part, dry_run_text
 from ..render.documents import failed
+from ..render.printable import printable
 from .consent import confirm
 from .output import Output
 from .remote import progress_on_terminal
@@ -75,11 +78,16 @@ class FleetTerminal(FleetShow):
             for r in prepared
         ]
         out = self.out
+        skipped = {r.name: r.value.skipped for r in prepared if r.value is not None}
+        for name, left_out in skipped.items():
+            for one in left_out:
+                # Beside the JSON document, where the operator reads; the document lists them.
+                click.echo(printable(f"{name}: {one.line}"), err=out.json or out.to_file)
         if out.json:
             if self.dry_run:
                 documents = [
                     (
-                        fleet_render.applied_document(r.name, None, r.value)
+                        fleet_render.applied_document(r.name, None, r.value, skipped[r.name])
                         if r.value is not None
                         else failed("apply", r.name, r.error)
                     )

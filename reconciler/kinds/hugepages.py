@@ -26,7 +26,7 @@ from ..facts.numa import NODES
 from ..hosts.files import Files, Request
 from ..plan.model import Change, Note, Outcome, Phase
 from ..profile.schema import Constrain
-from .base import Entry, Kind, attribute_step, entry, normalize_words, safe
+from .base import Entry, Kind, attribute_step, entry, missing_note, normalize_words, safe
 
 EVERY = f"{NODES}/node*/hugepages/hugepages-*/nr_hugepages"
 
@@ -69,6 +69,8 @@ class Hugepages(Kind[Spec]):
                 for path in files.glob(pattern) or (pattern,):
                     name = _node_of(path, node)
                     current = normalize_words(files.value(path))
+                    # Unreadable is not missing: the node and size are there.
+                    missing = current is None and path not in files.errors
                     outcome.changes.append(
                         self.change(
                             f"{name}:{size}",
@@ -78,10 +80,12 @@ class Hugepages(Kind[Spec]):
                             setting=size,
                             subject=name,
                             fix=f"echo {item.value} > {path}",
+                            missing=missing,
                         )
                     )
                     if current is None:
-                        note = _missing(name, size, files)
+                        note = _missing(name, size, files, path)
+                        note = missing_note(note, item) if missing else note
                         outcome.notes.append(Note(note, f"hugepages:{size}"))
         return outcome
 
@@ -109,8 +113,11 @@ def _node_of(path: str, written: str) -> str:
     return found.group(1) if found else written
 
 
-def _missing(node: str, size: str, files: Files) -> str:
-    """Why a node's count of `size` pages cannot be read: no such node, no such size there."""
+def _missing(node: str, size: str, files: Files, path: str) -> str:
+    """Why a node's count of `size` pages cannot be read: no such node, no such size there,
+    or the file is there and cannot be read."""
+    if path in files.errors:
+        return f"{path} cannot be read ({files.errors[path]})."
     found = [m.groups() for m in map(_FILE.search, files.glob(EVERY)) if m]
     nodes = sorted({n for n, _ in found}, key=lambda n: int(n[4:]))
     sizes = sorted({s for n, s in found if n == node}, key=lambda s: int(s[:-2]))

@@ -35,7 +35,7 @@ from ..errors import HostError
 from ..facts import lxc as fmt
 from ..hosts.files import Files, Request
 from ..plan.model import Change, Note, Outcome, Phase, Priority
-from .base import AfterBoot, Kind, Meta, Strict, entry, safe
+from .base import AfterBoot, Kind, Meta, Strict, entry, missing_note, safe
 
 ContainerId = safe(r"[0-9]{1,9}", "container id", '"101"')
 ConfigPath = safe(r"(?!.*/\.\.?(/|$))/[A-Za-z0-9_./-]+", "config path", "/var/lib/lxc/x/config")
@@ -86,16 +86,26 @@ class Lxc(Kind[list[LxcEntry]]):
             if text is not None:  # absent: a note, as in LXC's own places (apply refuses)
                 _refuse_foreign(item, text)
             config = _read(item, text)
+            # No config: no such container on this host, the one rule for a missing knob.
+            missing = text is None and item.config not in files.errors
             if text is None:
-                outcome.notes.append(
-                    Note(f"{item.config} does not exist on this host.", f"lxc:{item.name}")
-                )
+                said = f"{item.config} does not exist on this host."
+                if item.config in files.errors:
+                    said = f"{item.config} cannot be read ({files.errors[item.config]})."
+                said = missing_note(said, _strictest(item)) if missing else said
+                outcome.notes.append(Note(said, f"lxc:{item.name}"))
             self._unreadable_notes(item, config, outcome)
             if item.memlock is not None:
                 current = None if text is None else config.last(fmt.MEMLOCK)
                 outcome.changes.append(
                     self._change(
-                        item, config, fmt.MEMLOCK, current, item.memlock.value, item.memlock
+                        item,
+                        config,
+                        fmt.MEMLOCK,
+                        current,
+                        item.memlock.value,
+                        item.memlock,
+                        missing,
                     )
                 )
             if item.nvidia_devices is not None and item.nvidia_devices.value:
@@ -104,7 +114,7 @@ class Lxc(Kind[list[LxcEntry]]):
                 for key, (now, desired) in lines.items():
                     found = None if text is None else tuple(now)
                     change = self._change(
-                        item, config, key, found, tuple(desired), item.nvidia_devices
+                        item, config, key, found, tuple(desired), item.nvidia_devices, missing
                     )
                     outcome.changes.append(change)
                 self._device_notes(item, text, devices, lines[fmt.ALLOW][0], outcome)
@@ -193,6 +203,7 @@ class Lxc(Kind[list[LxcEntry]]):
         current: str | tuple[str, ...] | None,
         desired: str | tuple[str, ...],
         meta: Meta,
+        missing: bool,
     ) -> Change:
         lines = [desired] if isinstance(desired, str) else list(desired)
         restart = f"pct reboot {item.container}" if item.container else "restart the container"
@@ -202,7 +213,14 @@ class Lxc(Kind[list[LxcEntry]]):
             + f" (main section), then {restart}"
         )
         return self.change(
-            f"{item.name}:{key}", current, desired, meta, setting=key, subject=item.name, fix=fix
+            f"{item.name}:{key}",
+            current,
+            desired,
+            meta,
+            setting=key,
+            subject=item.name,
+            fix=fix,
+            missing=missing,
         )
 
     def step(self, spec: list[LxcEntry], change: Change, files: Files) -> Step:
@@ -266,6 +284,12 @@ def _refuse_foreign(item: LxcEntry, config: str | None) -> None:
 
 
 Edit = tuple[str, frozenset[str] | None, list[str]]
+
+
+def _strictest(item: LxcEntry) -> Meta:
+    """One note speaks for a container's settings: `required` when any of them is."""
+    settings = (item.memlock, item.nvidia_devices)
+    return Meta(required=any(m is not None and m.required for m in settings))
 
 
 def _wants_devices(item: LxcEntry) -> bool:

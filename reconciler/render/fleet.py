@@ -21,6 +21,7 @@ from .printable import printable
 
 if TYPE_CHECKING:
     from ..apply.engines import ApplyResult
+    from ..apply.steps import Skipped
 
 Renderer = Callable[[Plan, bool], str]
 T = TypeVar("T")
@@ -188,16 +189,25 @@ APPLIED_STATUS = {"applied": "applied", "in sync": "in-sync", "rolled back": "ro
 
 
 def applied_document(
-    name: str, result: HostResult[ApplyResult] | None, plan: Plan | None
+    name: str,
+    result: HostResult[ApplyResult] | None,
+    plan: Plan | None,
+    skipped: Sequence[Skipped] = (),
 ) -> dict[str, Any]:
-    """One host's apply: its status, the run it started, and the changes it was to make (no
-    `result`: a dry run). The same document for `tune apply` on one host and on many."""
+    """One host's apply: its status, the run it started, the changes it was to make (no
+    `result`: a dry run), and those --skip-missing left out. The same document for `tune
+    apply` on one host and on many."""
     if result is None:
         status, changes, run = "dry-run", None, None
     else:
         state, changes, run = _applied(result)
         status = APPLIED_STATUS.get(state, "error")
-    body: dict[str, Any] = {"status": status, "changes": changes, "run": run}
+    body: dict[str, Any] = {
+        "status": status,
+        "changes": changes,
+        "run": run,
+        "skipped": [s.to_json() for s in skipped],
+    }
     if result is not None and result.error is not None:
         body["error"] = "\n".join(documents.problems(result.error))
     if plan is not None:
@@ -211,7 +221,9 @@ def applied_json(
     """One apply document per host."""
     planned = {p.name: p.value for p in plans}
     objects = [
-        applied_document(r.name, r, planned.get(r.name)) | {"target": r.name} for r in results
+        applied_document(r.name, r, planned.get(r.name), r.value.skipped if r.value else ())
+        | {"target": r.name}
+        for r in results
     ]
     return json.dumps(objects, indent=2) + "\n"
 

@@ -135,6 +135,8 @@ BODIES: dict[str, dict[str, Schema]] = {
         "status": {"enum": ["applied", "in-sync", "rolled-back", "error", "dry-run"]},
         "changes": {"type": ["integer", "null"]},
         "run": RUN_ID,
+        # What --skip-missing left out: the change and, in the host's words, what it lacks.
+        "skipped": listed(record({"id": STRING, "reason": STRING})),
     },
     "rollback": {"runs": listed(ROLLED_BACK)},
     "verify": {

@@ -14,7 +14,7 @@ import contextlib
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,9 +31,16 @@ from reconciler.apply.engine import (
     prepare,
     restore_run,
     roll_back_chain,
+    unloadable_here,
 )
 from reconciler.apply.journal import LOCK, RUNS, new_run_id, read_run, run_ids
-from reconciler.apply.sh_engine import apply_remote, extend_remote, outcome_error, restore_remote
+from reconciler.apply.sh_engine import (
+    apply_remote,
+    extend_remote,
+    outcome_error,
+    restore_remote,
+    unloadable_remote,
+)
 from reconciler.apply.steps import PutFile, Step
 from reconciler.errors import HostError
 from reconciler.hosts.base import Host
@@ -67,8 +74,18 @@ class Engine:
 
     def prepare(self, root: Path, profile: Path, **how: Any) -> Work:
         """`apply.engine.prepare` as this engine's apply calls it (`how`: runtime_only,
-        reboot_phase, with_persistence; runtime_only defaults to True)."""
+        reboot_phase, with_persistence, skip_missing; runtime_only defaults to True)."""
         raise NotImplementedError
+
+    def unloadable(self, root: Path, modules: tuple[str, ...]) -> Mapping[str, str]:
+        """The modules the host cannot load, as this engine asks (`--skip-missing`)."""
+        raise NotImplementedError
+
+    def _how(self, root: Path, how: dict[str, Any]) -> dict[str, Any]:
+        how.setdefault("runtime_only", True)
+        if how.pop("skip_missing", False):
+            how["unloadable"] = lambda modules: self.unloadable(root, modules)
+        return how
 
     def apply(
         self,
@@ -124,8 +141,10 @@ class PythonEngine(Engine):
         return self.make_host(root)
 
     def prepare(self, root: Path, profile: Path, **how: Any) -> Work:
-        how.setdefault("runtime_only", True)
-        return prepare(self.host(root), load_profile(profile), **how)
+        return prepare(self.host(root), load_profile(profile), **self._how(root, how))
+
+    def unloadable(self, root: Path, modules: tuple[str, ...]) -> Mapping[str, str]:
+        return unloadable_here(self.host(root), modules)
 
     def execute(
         self, root: Path, work: Work, loaded: Any, phase: str, after: tuple[PutFile, ...] = ()
@@ -155,8 +174,11 @@ class ShEngine(Engine):
         return host
 
     def prepare(self, root: Path, profile: Path, **how: Any) -> Work:
-        how.setdefault("runtime_only", True)
+        how = self._how(root, how)
         return prepare(self.host(root), load_profile(profile), preflight_here=False, **how)
+
+    def unloadable(self, root: Path, modules: tuple[str, ...]) -> Mapping[str, str]:
+        return unloadable_remote(self.host(root), modules)
 
     def execute(
         self, root: Path, work: Work, loaded: Any, phase: str, after: tuple[PutFile, ...] = ()

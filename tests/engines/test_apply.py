@@ -93,6 +93,114 @@ def test_missing_module_shows_modprobes_message(engine: Engine, tmp_path: Path) 
     ]
 
 
+HUGEPAGES_2M = "sys/devices/system/node/{}/hugepages/hugepages-2048kB/nr_hugepages"
+
+
+def test_huge_pages_of_a_node_the_host_lacks_are_skipped_the_rest_applied(
+    engine: Engine, tmp_path: Path
+) -> None:
+    root = build(tmp_path / "h", SmallHost(sysctls={"vm.swappiness": "60"}))
+    write(root, "/" + HUGEPAGES_2M.format("node0"), "0\n")
+    profile = write_profile(
+        tmp_path / "p.yaml",
+        {
+            "sysctl": {"vm.swappiness": 10},
+            "hugepages": {"2048kB": {"node0": 8, "node1": 8}, "1048576kB": {"node*": 1}},
+        },
+    )
+    assert engine.apply(root, profile) is not None
+    assert (root / "proc/sys/vm/swappiness").read_text() == "10\n"
+    assert (root / HUGEPAGES_2M.format("node0")).read_text() == "8\n"
+    assert not (root / HUGEPAGES_2M.format("node1")).exists()
+    assert runtime_changes(root, profile) == []
+    assert engine.apply(root, profile) is None
+
+
+def test_a_container_the_host_does_not_have_is_skipped_the_others_edited(
+    engine: Engine, tmp_path: Path
+) -> None:
+    config = "/etc/pve/lxc/101.conf"
+    root = build(tmp_path / "h", SmallHost())
+    write(root, config, "arch: amd64\nlxc.prlimit.memlock: 65536\n")
+    profile = write_profile(
+        tmp_path / "p.yaml",
+        {
+            "lxc": [
+                {"container": "101", "memlock": "unlimited"},
+                {"container": "999", "memlock": "unlimited"},
+            ]
+        },
+    )
+    how = {"phase": "reboot", "runtime_only": False, "reboot_phase": True}
+    assert engine.apply(root, profile, **how) is not None
+    assert (root / config.lstrip("/")).read_text() == (
+        "arch: amd64\nlxc.prlimit.memlock: unlimited\n"
+    )
+    assert not (root / "etc/pve/lxc/999.conf").exists()
+    assert engine.apply(root, profile, **how) is None
+
+
+def test_a_required_container_the_host_does_not_have_is_refused(
+    engine: Engine, tmp_path: Path
+) -> None:
+    root = build(tmp_path / "h", SmallHost())
+    write(root, "/etc/pve/lxc/101.conf", "arch: amd64\nlxc.prlimit.memlock: 65536\n")
+    profile = write_profile(
+        tmp_path / "p.yaml",
+        {
+            "lxc": [
+                {"container": "101", "memlock": "unlimited"},
+                {"container": "999", "memlock": {"value": "unlimited", "required": True}},
+            ]
+        },
+    )
+    before = tree(root)
+    with pytest.raises(HostError, match=r"/etc/pve/lxc/999\.conf does not exist"):
+        engine.apply(root, profile, phase="reboot", runtime_only=False, reboot_phase=True)
+    assert tree(root) == before
+
+
+def test_skip_missing_leaves_out_a_module_the_kernel_does_not_have(
+    engine: Engine, tmp_path: Path
+) -> None:
+    # nvidia_peermem on a VM without NVIDIA's driver: no modules.dep of the kernel lists it.
+    root = build(tmp_path / "h", SmallHost())
+    write(root, "/lib/modules/6.14.8-2-pve/modules.dep", "kernel/drivers/net/dummy.ko.zst:\n")
+    profile = write_profile(
+        tmp_path / "p.yaml", {"modules": {"dummy": "loaded", "nvidia_peermem": "loaded"}}
+    )
+    work = engine.prepare(root, profile, skip_missing=True)
+    assert [s.line for s in work.skipped] == [
+        "module:nvidia_peermem skipped (--skip-missing): modprobe: FATAL: Module "
+        "nvidia_peermem not found in directory /lib/modules/6.14.8-2-pve."
+    ]
+    assert engine.apply(root, profile, skip_missing=True) is not None
+    assert "dummy " in (root / "proc/modules").read_text()
+    assert runtime_changes(root, profile) == ["module:nvidia_peermem"]
+    assert engine.apply(root, profile, skip_missing=True) is None
+
+
+def test_skip_missing_still_rolls_back_a_module_that_is_there_but_fails_to_load(
+    engine: Engine, tmp_path: Path
+) -> None:
+    # The module is there: its load failing is a fault to see, not a missing knob.
+    root = build(tmp_path / "h", SmallHost(sysctls={"vm.swappiness": "60"}))
+    write(root, "/lib/modules/6.14.8-2-pve/modules.dep", "kernel/net/nvidia_peermem.ko:\n")
+    write(
+        root,
+        f"{LOAD_FAILS}/nvidia_peermem",
+        "modprobe: ERROR: could not insert 'nvidia_peermem': Invalid argument\n",
+    )
+    profile = write_profile(
+        tmp_path / "p.yaml",
+        {"sysctl": {"vm.swappiness": 10}, "modules": {"nvidia_peermem": "loaded"}},
+    )
+    before = tree(root)
+    with pytest.raises(ApplyFailed, match="rolled back 2 changes"):
+        engine.apply(root, profile, with_persistence=False, skip_missing=True)
+    assert tree(root) == before
+
+
 def test_a_missing_setpci_names_its_package(engine: Engine, tmp_path: Path) -> None:
     root = build(tmp_path / "h", SmallHost(gpus=[512]))
     write(root, LISTED, "modprobe\n")
