@@ -134,7 +134,11 @@ def test_after_a_rollback_nothing_is_applied_and_cron_stays_quiet(
     assert loud.code == 0
     assert "No run tune applied is in effect here" in loud.out
     assert loud.out.startswith("tune check: blackwell-8x on gpu-node-07")
-    assert loud.out.splitlines()[-1].startswith("Not applied: no run of tune is in effect")
+    # Nothing was compared: no counts of checks or reboots that the profile was never asked.
+    assert loud.out.splitlines()[-1] == (
+        "Not applied: no run of tune is in effect on this host, and no profile is stored "
+        "to compare it with; give PROFILE to see what is not applied."
+    )
     # Against the profile, every difference is one tune does not claim: not applied.
     against = run_tune("check", BLACKWELL, "--root", untuned, "--format", "json")
     report = json.loads(against.out)
