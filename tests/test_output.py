@@ -352,3 +352,20 @@ def test_an_interrupted_command_leaves_no_half_written_output(
     result = run_tune("plan", BLACKWELL, "--root", UNTUNED, "-o", target)
     assert result.code == 130
     assert not target.exists()
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077])
+def test_an_output_file_gets_the_mode_the_umask_gives_a_new_file(
+    tmp_path: Path, umask: int
+) -> None:
+    """Written whole through a temporary file, yet with the mode a plain write would give it:
+    a report is not made readable to others when the umask says it is not."""
+    target = tmp_path / "plan.txt"
+    before = os.umask(umask)
+    try:
+        result = run_tune("plan", BLACKWELL, "--root", UNTUNED, "-o", target)
+    finally:
+        os.umask(before)
+    assert result.code == 2, result.err
+    assert target.stat().st_mode & 0o777 == 0o666 & ~umask
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".plan.txt")]
