@@ -139,6 +139,12 @@ def test_after_a_rollback_nothing_is_applied_and_cron_stays_quiet(
         "Not applied: no run of tune is in effect on this host, and no profile is stored "
         "to compare it with; give PROFILE to see what is not applied."
     )
+    metrics = untuned / "tune.prom"
+    assert run_tune("check", "--root", untuned, "--prometheus", metrics).code == 0
+    series = [line for line in metrics.read_text().splitlines() if not line.startswith("#")]
+    assert [line for line in series if line.startswith("tune_")][2:] == [
+        'tune_applied{profile="blackwell-8x"} 0'
+    ]
     # Against the profile, every difference is one tune does not claim: not applied.
     against = run_tune("check", BLACKWELL, "--root", untuned, "--format", "json")
     report = json.loads(against.out)

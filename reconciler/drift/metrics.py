@@ -74,6 +74,13 @@ def _knobs(report: DriftReport) -> Iterable[Family]:
     has as many series as a 4-CPU one."""
     profile = {"profile": report.plan.profile}
     plan = report.plan
+    applied = Family(
+        "tune_applied",
+        "1 if a run tune applied is in effect on the host, 0 if none is (never, rolled back).",
+        [(profile, 0 if report.last_apply is None else 1)],
+    )
+    if not report.compared:  # no profile to compare with: a count of 0 would say it was
+        return [applied]
     not_applied = {c.id for c in report.not_applied}
     in_sync = Family(
         "tune_knob_in_sync",
@@ -119,11 +126,7 @@ def _knobs(report: DriftReport) -> Iterable[Family]:
             "Kernel parameters configured for the next boot but not running yet.",
             [(profile, len(report.pending))],
         ),
-        Family(
-            "tune_applied",
-            "1 if a run tune applied is in effect on the host, 0 if none is (never, rolled back).",
-            [(profile, 0 if report.last_apply is None else 1)],
-        ),
+        applied,
     ]
     drifting = [c.id for c in report.drift] + [c.id for c in report.changed]
     seen = [report.first_seen[i] for i in drifting if i in report.first_seen]
