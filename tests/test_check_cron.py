@@ -134,7 +134,17 @@ def test_after_a_rollback_nothing_is_applied_and_cron_stays_quiet(
     assert loud.code == 0
     assert "No run tune applied is in effect here" in loud.out
     assert loud.out.startswith("tune check: blackwell-8x on gpu-node-07")
-    assert loud.out.splitlines()[-1].startswith("Not applied: no run of tune is in effect")
+    # Nothing was compared: no counts of checks or reboots that the profile was never asked.
+    assert loud.out.splitlines()[-1] == (
+        "Not applied: no run of tune is in effect on this host, and no profile is stored "
+        "to compare it with; give PROFILE to see what is not applied."
+    )
+    metrics = untuned / "tune.prom"
+    assert run_tune("check", "--root", untuned, "--prometheus", metrics).code == 0
+    series = [line for line in metrics.read_text().splitlines() if not line.startswith("#")]
+    assert [line for line in series if line.startswith("tune_")][2:] == [
+        'tune_applied{profile="blackwell-8x"} 0'
+    ]
     # Against the profile, every difference is one tune does not claim: not applied.
     against = run_tune("check", BLACKWELL, "--root", untuned, "--format", "json")
     report = json.loads(against.out)

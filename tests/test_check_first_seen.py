@@ -85,3 +85,18 @@ def test_a_record_that_cannot_be_written_costs_the_since_not_the_check(
     result = run_tune("check", BLACKWELL, "--root", tuned)
     assert result.code == 2
     assert "First sightings of drift are not kept:" in result.out
+
+
+def test_a_state_directory_others_can_write_is_not_written_in(
+    tuned: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The record file is tune's to replace; a directory above it that another user could
+    write to (and so swap for a link) is not tune's to write in at all."""
+    record = drifted(tuned, monkeypatch)
+    state = record.parent.parent
+    state.mkdir(parents=True, exist_ok=True)
+    state.chmod(0o777)
+    result = run_tune("check", BLACKWELL, "--root", tuned)
+    assert result.code == 2
+    assert "First sightings of drift are not kept: refusing to use /var/lib/tune:" in result.out
+    assert not record.parent.exists()

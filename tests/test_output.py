@@ -11,6 +11,7 @@ import pty
 import subprocess
 import sys
 import tarfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -157,8 +158,17 @@ def _args(command: str, root: Path, small: Path) -> list[str]:
 @pytest.mark.parametrize("fmt", ["text", "json"])
 @pytest.mark.parametrize("command", COMMANDS)
 def test_dash_o_writes_what_stdout_would_have_had(
-    command: str, fmt: str, applied: tuple[Path, Path], tmp_path: Path
+    command: str,
+    fmt: str,
+    applied: tuple[Path, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # A check of a host tune keeps no state on stamps each drift with its own time: one clock
+    # for the three runs, or a second boundary between them tells them apart.
+    if command == "check":
+        now = time.time()
+        monkeypatch.setattr(time, "time", lambda: now)
     if fmt == "text":  # a report's text is Markdown; a schema is JSON only
         fmt = {"report": "markdown", "schema": "json"}.get(command, fmt)
     args = [*_args(command, *applied), "--format", fmt]
@@ -352,3 +362,20 @@ def test_an_interrupted_command_leaves_no_half_written_output(
     result = run_tune("plan", BLACKWELL, "--root", UNTUNED, "-o", target)
     assert result.code == 130
     assert not target.exists()
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077])
+def test_an_output_file_gets_the_mode_the_umask_gives_a_new_file(
+    tmp_path: Path, umask: int
+) -> None:
+    """Written whole through a temporary file, yet with the mode a plain write would give it:
+    a report is not made readable to others when the umask says it is not."""
+    target = tmp_path / "plan.txt"
+    before = os.umask(umask)
+    try:
+        result = run_tune("plan", BLACKWELL, "--root", UNTUNED, "-o", target)
+    finally:
+        os.umask(before)
+    assert result.code == 2, result.err
+    assert target.stat().st_mode & 0o777 == 0o666 & ~umask
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".plan.txt")]

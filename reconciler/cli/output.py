@@ -8,20 +8,18 @@ standard error, so a file or a pipe gets the output and nothing else.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import IO, Any
 
 import click
 
-from ..errors import OutputError, TuneError
-from ..hosts.base import FULL, write_error
+from ..errors import TuneError
+from ..hosts.replaced import replace_file
 from .options import format_option
 
 STDOUT = "-"
@@ -119,17 +117,7 @@ class Progress:
 
 def write_atomically(path: str, content: str) -> None:
     """`content` in `path`, replacing it whole: a reader never sees half a report."""
-    target = Path(path)
-    temporary = target.parent / f".{target.name}.{os.urandom(6).hex()}"
-    try:
-        temporary.write_text(content, encoding="utf-8")
-        os.replace(temporary, target)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            temporary.unlink()
-        if exc.errno in FULL:
-            raise write_error(path, "write the output", exc) from exc
-        raise OutputError(f"{path}: cannot write the output ({exc.strerror or exc}).") from exc
+    replace_file(path, content, "write the output")
 
 
 OUTPUT_HELP = "Write the output to FILE in the chosen --format; - is standard output."

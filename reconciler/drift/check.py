@@ -83,6 +83,9 @@ class DriftReport:
     unapplied: frozenset[str] = frozenset()
     strict: bool = False  # failed checks need attention too (`--strict`)
     undone: bool = False  # runs are recorded, none that applied is in effect (rolled back)
+    # False where no profile was given or stored (a rollback took it away): nothing compared,
+    # so the plan's empty counts say nothing about the host.
+    compared: bool = True
     # Knob or check id -> when `tune check` first saw it drift (ISO 8601 UTC), where the host
     # keeps that record (`first_seen`); empty where it cannot.
     first_seen: Mapping[str, str] = field(default_factory=dict)
@@ -267,7 +270,17 @@ def judge(gathered: Gathered, *, since_apply: bool, strict: bool = False) -> Dri
         unapplied = frozenset(c.id for c in plan.changes)
     else:
         unapplied = last.not_applied if last is not None else frozenset()
-    return DriftReport(plan, last, since_apply, changed, tuple(notes), unapplied, strict, undone)
+    return DriftReport(
+        plan,
+        last,
+        since_apply,
+        changed,
+        tuple(notes),
+        unapplied,
+        strict,
+        undone,
+        compared=gathered.loaded is not None,
+    )
 
 
 def nothing_in_effect(runs: Files) -> str:

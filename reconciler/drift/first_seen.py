@@ -63,12 +63,14 @@ def remember(host: Host, report: DriftReport, now: float) -> DriftReport:
     if not isinstance(host, DirectoryHost):
         return report
     notes: list[Note] = []
-    kept = True
     try:
         previous, kept = _read(host)
+    except UnkeptState as exc:
+        notes.append(Note(f"First sightings of drift are not kept: {exc}", "check"))
+        previous, kept = {}, False
     except (HostError, ValueError) as exc:
         notes.append(Note(f"{RECORD}: ignored, first sightings start again ({exc}).", "check"))
-        previous = {}
+        previous, kept = {}, True
     first_seen = updated(previous, report.drift_ids(), now)
     # A host tune never applied to has no state directory, and a check (read-only) does not
     # make one: a snapshot, the bundled example hosts, stay as they were given.
@@ -80,12 +82,23 @@ def remember(host: Host, report: DriftReport, now: float) -> DriftReport:
     return replace(report, first_seen=first_seen, notes=(*report.notes, *notes))
 
 
+class UnkeptState(HostError):
+    """Tune's state directories on the host are not tune's alone: nothing is written there."""
+
+
 def _read(host: DirectoryHost) -> tuple[dict[str, str], bool]:
     """The first sightings recorded, and whether tune keeps state on this host at all."""
-    caller, owned = host.owned([STATE, DIRECTORY, RECORD])
-    # Only times are read from it, but one planted by another user could still backdate or
-    # hide a drift: the same trust as the rest of tune's state.
-    trust.check(caller, owned, files=[RECORD])
+    try:
+        caller, owned = host.owned([STATE, DIRECTORY, RECORD])
+        # A directory another user could write to (or a link to one) is not tune's to write
+        # in: the record is neither read nor replaced there.
+        trust.check(caller, {path: owned[path] for path in (STATE, DIRECTORY)})
+    except HostError as exc:
+        raise UnkeptState(str(exc)) from exc
+    # Only times are read from the record, but one planted by another user could still
+    # backdate or hide a drift: the same trust as the rest of tune's state; in a directory of
+    # tune's own it is replaced.
+    trust.check(caller, {RECORD: owned[RECORD]}, files=[RECORD])
     if owned[RECORD] is None:
         return {}, owned[STATE] is not None
     data = host.read_file(RECORD)

@@ -8,15 +8,12 @@ survives a crash.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
 
-from ..errors import OutputError
+from ..hosts.replaced import replace_file
 from ..render.folding import fold
 from .check import DriftReport
 
@@ -77,6 +74,13 @@ def _knobs(report: DriftReport) -> Iterable[Family]:
     has as many series as a 4-CPU one."""
     profile = {"profile": report.plan.profile}
     plan = report.plan
+    applied = Family(
+        "tune_applied",
+        "1 if a run tune applied is in effect on the host, 0 if none is (never, rolled back).",
+        [(profile, 0 if report.last_apply is None else 1)],
+    )
+    if not report.compared:  # no profile to compare with: a count of 0 would say it was
+        return [applied]
     not_applied = {c.id for c in report.not_applied}
     in_sync = Family(
         "tune_knob_in_sync",
@@ -122,11 +126,7 @@ def _knobs(report: DriftReport) -> Iterable[Family]:
             "Kernel parameters configured for the next boot but not running yet.",
             [(profile, len(report.pending))],
         ),
-        Family(
-            "tune_applied",
-            "1 if a run tune applied is in effect on the host, 0 if none is (never, rolled back).",
-            [(profile, 0 if report.last_apply is None else 1)],
-        ),
+        applied,
     ]
     drifting = [c.id for c in report.drift] + [c.id for c in report.changed]
     seen = [report.first_seen[i] for i in drifting if i in report.first_seen]
@@ -160,39 +160,6 @@ def _knobs(report: DriftReport) -> Iterable[Family]:
 def write_atomically(
     target: str | os.PathLike[str], text: str, pause: Callable[[str], None] | None = None
 ) -> None:
-    """Replace `target` with `text` so a reader sees the old file or the new, never a part.
-
-    `pause(stage)` runs at each stage ("opened", "written", "synced"); tests kill the process
-    there to prove the old file survives.
-    """
-    path = Path(target)
-    directory = path.parent
-    step = pause or (lambda stage: None)
-    try:
-        # A leading dot and no .prom suffix: the textfile collector skips the temp file.
-        fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
-    except OSError as exc:
-        raise OutputError(f"{path}: cannot write metrics ({exc.strerror}).") from exc
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            step("opened")
-            handle.write(text)
-            handle.flush()
-            step("written")
-            os.fchmod(handle.fileno(), 0o644)
-            os.fsync(handle.fileno())
-        step("synced")
-        os.replace(temp, path)
-    except OSError as exc:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temp)
-        raise OutputError(f"{path}: cannot write metrics ({exc.strerror}).") from exc
-    _fsync_directory(directory)
-
-
-def _fsync_directory(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    """Replace `target` with `text` so a scrape sees the old file or the new, never a part."""
+    # node_exporter runs as its own user: it must read what root's check wrote.
+    replace_file(target, text, "write metrics", pause, mode=0o644)

@@ -119,6 +119,11 @@ def summary(report: DriftReport) -> str:
     """Counts of profile entries (a governor on 128 CPUs is one), and of their knobs where
     that is more."""
     plan = report.plan
+    if not report.compared:
+        return (
+            "Not applied: no run of tune is in effect on this host, and no profile is stored "
+            "to compare it with; give PROFILE to see what is not applied."
+        )
     checks = f"{len(plan.checks) - len(report.failed_checks)} of {len(plan.checks)} checks pass"
     not_applied = f"{_entries(report.not_applied)} not applied; " if report.not_applied else ""
     pending = f"{len(report.pending)} pending reboot"

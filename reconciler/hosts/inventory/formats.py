@@ -13,7 +13,7 @@ from typing import Any
 
 from ...errors import InventoryError
 from .model import UNGROUPED, Inventory
-from .values import Unknowable, load_yaml, text_value
+from .values import Unknowable, text_value
 
 YAML_KEYS = frozenset({"hosts", "vars", "children"})
 
@@ -217,7 +217,3 @@ def expand_range(name: str, where: str) -> Iterator[str]:
         raise InventoryError(f"{where}: cannot expand the host range in {name!r}.")
     for value in values:
         yield from expand_range(head + value + tail, where)
-
-
-def parse_yaml_text(inventory: Inventory, text: str, source: str) -> None:
-    parse_yaml(inventory, load_yaml(text, source), source)
