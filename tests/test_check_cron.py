@@ -139,6 +139,8 @@ def test_after_a_rollback_nothing_is_applied_and_cron_stays_quiet(
         "Not applied: no run of tune is in effect on this host, and no profile is stored "
         "to compare it with; give PROFILE to see what is not applied."
     )
+    quiet_json = json.loads(run_tune("check", "--root", untuned, "--format", "json").out)
+    assert (quiet_json["compared"], quiet_json["status"]) == (False, "not-applied")
     metrics = untuned / "tune.prom"
     assert run_tune("check", "--root", untuned, "--prometheus", metrics).code == 0
     series = [line for line in metrics.read_text().splitlines() if not line.startswith("#")]
@@ -149,6 +151,7 @@ def test_after_a_rollback_nothing_is_applied_and_cron_stays_quiet(
     against = run_tune("check", BLACKWELL, "--root", untuned, "--format", "json")
     report = json.loads(against.out)
     assert (against.code, report["status"], report["drift"]) == (0, "failing-checks", [])
+    assert report["compared"] is True
     assert len(report["not_applied"]) == 286
 
 

@@ -128,7 +128,8 @@ class DriftReport:
             return Status.DRIFT
         if self.failed_checks:
             return Status.FAILING_CHECKS
-        if self.not_applied or self.pending:
+        # Nothing compared (no profile given or stored) is not "in sync": no run is in effect.
+        if self.not_applied or self.pending or not self.compared:
             return Status.NOT_APPLIED
         return Status.IN_SYNC
 
@@ -158,6 +159,9 @@ class DriftReport:
             "profile": self.plan.profile,
             "host": self.plan.host.to_json(),
             "status": self.status,
+            # False: no profile to compare (given or stored); the lists and counts are empty
+            # because nothing was compared, not because all is well.
+            "compared": self.compared,
             "last_apply": self.last_apply.to_json() if self.last_apply else None,
             "drift": drift,
             "not_applied": [c.to_json() for c in self.not_applied],

@@ -125,6 +125,7 @@ BODIES: dict[str, dict[str, Schema]] = {
     "plan": PLAN_BODY,
     "check": {
         "status": STRING,
+        "compared": {"type": "boolean"},
         "profile": STRING,
         "drift": listed(CHANGE),
         "failed_checks": listed(CHECK),
