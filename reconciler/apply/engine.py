@@ -28,8 +28,9 @@ from ..errors import (
     TuneError,
 )
 from ..hosts.base import Host
-from ..hosts.files import Request
+from ..hosts.files import Files, Request
 from ..kinds import boot_kind, named
+from ..kinds.files import KIND as BOOT_FILES
 from ..plan.make import make_plan
 from ..plan.model import Phase, Plan
 from ..plan.observe import Observation
@@ -174,6 +175,10 @@ def prepare(
     planned, skipped = tuple(steps), tuple[Skipped, ...]()
     if unloadable is not None:
         planned, skipped = without_missing_modules(planned, unloadable)
+    if skipped and BOOT_FILES.kind in specs and not reboot_phase:
+        boot_files = specs[BOOT_FILES.kind][1]
+        left_out = frozenset(s.id for s in skipped)
+        planned = persisting_what_runs(planned, left_out, boot_files, observation.files)
     boot = arrange(planned, fetched) if reboot else Boot(None, "", planned)
     if boot.now and preflight_here:
         # The promotion's too: what it needs after the boot is known to be there before.
@@ -213,6 +218,25 @@ def without_missing_modules(
         else:
             kept.append(step)
     return tuple(kept), tuple(skipped)
+
+
+def persisting_what_runs(
+    steps: tuple[Step, ...], left_out: frozenset[str], profile: Any, files: Files
+) -> tuple[Step, ...]:
+    """`steps` with tune's boot-time files made again without the lines of the changes
+    `left_out`: a module the kernel lacks in modules-load.d fails systemd-modules-load at every
+    boot, also when an earlier run (or the module's removal since) left it there. A file that
+    then stays as it is is not written, so a second run changes nothing."""
+    outcome = BOOT_FILES.compare(profile, files, left_out)
+    persisting = [
+        BOOT_FILES.step(profile, change, files, left_out)
+        for change in outcome.changes
+        if not change.in_sync
+    ]
+    knobs = [s for s in steps if s.kind != BOOT_FILES.kind]
+    # Where `prepare` puts them: after the runtime knobs, before the boot configuration.
+    live = [s for s in knobs if not boot_kind(s.kind)]
+    return (*live, *persisting, *(s for s in knobs if boot_kind(s.kind)))
 
 
 def unloadable_here(host: Host, modules: tuple[str, ...]) -> dict[str, str]:
