@@ -202,6 +202,7 @@ def test_skip_missing_does_not_load_at_boot_what_it_skipped(engine: Engine, tmp_
     assert run is not None
     (journaled,) = (s for _, s in run.steps if s.id == "file:/etc/modules-load.d/tune.conf")
     assert journaled.do == (PutFile("/etc/modules-load.d/tune.conf", loads.encode()),)
+    assert journaled.desired == tuple(loads.splitlines())  # what --since-apply compares with
     assert engine.apply(root, profile, skip_missing=True) is None
     (done,) = engine.rollback(root)
     assert done.result.failures == []
