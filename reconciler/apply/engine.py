@@ -146,7 +146,8 @@ def prepare(
     by default; an engine's); `preflight_here=False` leaves them to the caller (a remote apply
     checks them on the target, in the script that starts the run). `unloadable` (--skip-missing)
     asks the host which modules it cannot load: a step that loads one the host does not have
-    at all is left out, with a line in `Work.skipped`."""
+    at all is left out, with a line in `Work.skipped`, and so are its lines in tune's boot-time
+    files (`persisting_what_runs`)."""
     from ..boot.tryonce import Boot, arrange
 
     # profile.yaml in the same batch: an apply with nothing to change stores it when it differs.
