@@ -13,6 +13,7 @@ from small_host import SmallHost, build, config_space, tree, write_profile
 from reconciler.apply import sh_engine
 from reconciler.apply.journal import LOCK, PROFILE, read_run, run_ids
 from reconciler.apply.persist import MODULES_LOAD, header
+from reconciler.apply.records import PlanRecord
 from reconciler.apply.steps import PutFile
 from reconciler.boot.verify import PENDING
 from reconciler.errors import ApplyFailed, HostError
@@ -203,6 +204,9 @@ def test_skip_missing_does_not_load_at_boot_what_it_skipped(engine: Engine, tmp_
     (journaled,) = (s for _, s in run.steps if s.id == "file:/etc/modules-load.d/tune.conf")
     assert journaled.do == (PutFile("/etc/modules-load.d/tune.conf", loads.encode()),)
     assert journaled.desired == tuple(loads.splitlines())  # what --since-apply compares with
+    # What `tune check` reads to call them not applied rather than drift.
+    (planned,) = run.of_type(PlanRecord)
+    assert planned.left_out == ("file:/etc/modules-load.d/tune.conf", "module:nvidia_peermem")
     assert engine.apply(root, profile, skip_missing=True) is None
     (done,) = engine.rollback(root)
     assert done.result.failures == []
@@ -221,8 +225,13 @@ def test_skip_missing_takes_out_a_module_an_earlier_run_left_to_load_at_boot(
         tmp_path / "p.yaml", {"modules": {"dummy": "loaded", "nvidia_peermem": "loaded"}}
     )
     before = tree(root)
-    assert engine.apply(root, profile, skip_missing=True) is not None
+    run_id = engine.apply(root, profile, skip_missing=True)
+    assert run_id is not None
     assert (root / MODULES_LOAD.lstrip("/")).read_text() == header("small") + "dummy\n"
+    run = read_run(SnapshotHost(root), run_id)
+    assert run is not None
+    (planned,) = run.of_type(PlanRecord)
+    assert planned.left_out == ("file:/etc/modules-load.d/tune.conf", "module:nvidia_peermem")
     assert engine.apply(root, profile, skip_missing=True) is None
     (done,) = engine.rollback(root)
     assert done.result.failures == []
