@@ -156,3 +156,12 @@ def test_the_knobs_of_a_phase_the_run_did_not_apply(phase: str, not_applied: set
 def test_a_run_journaled_before_the_plan_record_left_nothing_unapplied() -> None:
     run = applied_run(PATH, journal(steps=(STEP,)).replace('"all"', '"runtime"').encode())
     assert run is not None and run.not_applied == frozenset()
+
+
+def test_what_a_run_left_out_is_not_applied() -> None:
+    # `apply --skip-missing`: a module the kernel lacks, and the file written without it.
+    left = ["file:/etc/modules-load.d/tune.conf", "module:nvidia_peermem"]
+    plan = json.dumps({"type": "plan", "changes": [], "left_out": left})
+    head, rest = journal(steps=(STEP,)).split("\n", 1)
+    run = applied_run(PATH, f"{head}\n{plan}\n{rest}".encode())
+    assert run is not None and run.not_applied == frozenset(left)

@@ -323,6 +323,18 @@ def test_skip_missing_lists_what_it_left_out_in_json(tmp_path: Path) -> None:
     assert (again["status"], len(again["skipped"])) == ("in-sync", 1)
 
 
+def test_check_after_skip_missing_says_not_applied_not_drift(tmp_path: Path) -> None:
+    # From cron: tune never set what it skipped, so it cannot have drifted.
+    root, profile = peermem_on_a_vm(tmp_path)
+    applied = run_tune("apply", "--yes", "--skip-missing", profile, "--root", root)
+    assert applied.code == 0, applied.err
+    check = run_tune("check", "--root", root)
+    assert check.code == 0, check.out + check.err
+    assert "DRIFT" not in check.out
+    assert "NOT APPLIED module nvidia_peermem" in check.out
+    assert "NOT APPLIED file /etc/modules-load.d/tune.conf" in check.out
+
+
 def test_apply_help_says_what_skip_missing_does() -> None:
     assert "--skip-missing" in run_tune("apply", "--help").out
 

@@ -45,8 +45,8 @@ class AppliedRun:
     # Optional knobs the kernel refused, which the run skipped: knob id -> the refusal.
     unsupported: dict[str, str] = field(default_factory=dict)
     # Knobs of the phase this run left for later (`--runtime-only` leaves the reboot phase)
-    # that its plan would have changed: tune never set them, so they cannot drift. Empty for
-    # runs journaled before the plan record.
+    # that its plan would have changed, and those it left out (`apply --skip-missing`): tune
+    # never set them, so they cannot drift. Empty for runs journaled before the plan record.
     not_applied: frozenset[str] = frozenset()
 
     def unsupported_notes(self) -> list[Note]:
@@ -198,7 +198,8 @@ def applied_run(path: str, data: bytes) -> AppliedRun | None:
             for plan in run.of_type(PlanRecord)[:1]
             for change in plan.changes
             if not change.get("applied_now") and change.get("phase") in left
-        ),
+        )
+        | frozenset(i for plan in run.of_type(PlanRecord)[:1] for i in plan.left_out),
     )
 
 

@@ -28,8 +28,9 @@ from ..errors import (
     TuneError,
 )
 from ..hosts.base import Host
-from ..hosts.files import Request
+from ..hosts.files import Files, Request
 from ..kinds import boot_kind, named
+from ..kinds.files import KIND as BOOT_FILES
 from ..plan.make import make_plan
 from ..plan.model import Phase, Plan
 from ..plan.observe import Observation
@@ -98,6 +99,9 @@ class Work:
     reboot_why: str = ""  # how the reboot reaches the new configuration ("": no reboot)
     # --skip-missing: the changes left out because the host lacks what they need.
     skipped: tuple[Skipped, ...] = ()
+    # Their ids, and those of tune's boot-time files written without their lines: tune never
+    # set these as the profile says, so `tune check` calls them not applied, not drift.
+    left_out: frozenset[str] = frozenset()
 
     @property
     def stored_profile(self) -> bytes | None:
@@ -145,7 +149,8 @@ def prepare(
     by default; an engine's); `preflight_here=False` leaves them to the caller (a remote apply
     checks them on the target, in the script that starts the run). `unloadable` (--skip-missing)
     asks the host which modules it cannot load: a step that loads one the host does not have
-    at all is left out, with a line in `Work.skipped`."""
+    at all is left out, with a line in `Work.skipped`, and so are its lines in tune's boot-time
+    files (`persisting_what_runs`)."""
     from ..boot.tryonce import Boot, arrange
 
     # profile.yaml in the same batch: an apply with nothing to change stores it when it differs.
@@ -174,6 +179,11 @@ def prepare(
     planned, skipped = tuple(steps), tuple[Skipped, ...]()
     if unloadable is not None:
         planned, skipped = without_missing_modules(planned, unloadable)
+    left_out = frozenset(s.id for s in skipped)
+    if skipped and BOOT_FILES.kind in specs and not reboot_phase:
+        boot_files = specs[BOOT_FILES.kind][1]
+        planned, trimmed = persisting_what_runs(planned, left_out, boot_files, observation.files)
+        left_out |= trimmed
     boot = arrange(planned, fetched) if reboot else Boot(None, "", planned)
     if boot.now and preflight_here:
         # The promotion's too: what it needs after the boot is known to be there before.
@@ -183,7 +193,15 @@ def prepare(
     if problems:
         raise refusal(*dict.fromkeys(problems))
     return Work(
-        plan, boot.now, observation, planned, boot.promote, boot.try_once, boot.why, skipped
+        plan,
+        boot.now,
+        observation,
+        planned,
+        boot.promote,
+        boot.try_once,
+        boot.why,
+        skipped,
+        left_out,
     )
 
 
@@ -213,6 +231,28 @@ def without_missing_modules(
         else:
             kept.append(step)
     return tuple(kept), tuple(skipped)
+
+
+def persisting_what_runs(
+    steps: tuple[Step, ...], left_out: frozenset[str], profile: Any, files: Files
+) -> tuple[tuple[Step, ...], frozenset[str]]:
+    """`steps` with tune's boot-time files made again without the lines of the changes
+    `left_out`: a module the kernel lacks in modules-load.d fails systemd-modules-load at every
+    boot, also when an earlier run (or the module's removal since) left it there. A file that
+    then stays as it is is not written, so a second run changes nothing. Also the ids of the
+    files that hold less than the profile wants."""
+    whole = {c.id: c.desired for c in BOOT_FILES.compare(profile, files).changes}
+    outcome = BOOT_FILES.compare(profile, files, left_out)
+    trimmed = frozenset(c.id for c in outcome.changes if whole.get(c.id) != c.desired)
+    persisting = [
+        BOOT_FILES.step(profile, change, files, left_out)
+        for change in outcome.changes
+        if not change.in_sync
+    ]
+    knobs = [s for s in steps if s.kind != BOOT_FILES.kind]
+    # Where `prepare` puts them: after the runtime knobs, before the boot configuration.
+    live = [s for s in knobs if not boot_kind(s.kind)]
+    return (*live, *persisting, *(s for s in knobs if boot_kind(s.kind))), trimmed
 
 
 def unloadable_here(host: Host, modules: tuple[str, ...]) -> dict[str, str]:
@@ -331,7 +371,7 @@ def execute(
     about = contexts(work.plan, work.steps)
     try:
         with _signals_raise():
-            journal.record(plan_record(work.plan, work.steps))
+            journal.record(plan_record(work.plan, work.steps, work.left_out))
             if around is not None:
                 at = "the probes before the phase"
                 around.before(journal)

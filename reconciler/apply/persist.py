@@ -42,6 +42,9 @@ class Persisted:
 
     file: str
     line: str
+    # The change whose value the line keeps at boot ("module:nvidia_peermem"), where a run can
+    # leave that change out (`apply --skip-missing`): then the line is left out with it.
+    knob: str = ""
 
 
 def tmpfiles_write(path: str, value: str) -> Persisted:
@@ -61,11 +64,17 @@ def header(profile: str) -> str:
     return f"# Written by tune for profile {profile}. tune owns this file: edits are overwritten.\n"
 
 
-def contents(profile: Any, files: Files) -> dict[str, str]:
-    """The text each owned file should hold for `profile`; files with no line are absent."""
+def contents(
+    profile: Any, files: Files, leaving_out: frozenset[str] = frozenset()
+) -> dict[str, str]:
+    """The text each owned file should hold for `profile`, less the lines of the changes
+    `leaving_out` names (a run that skips them must not load them at the next boot); files
+    with no line are absent."""
     lines: dict[str, list[str]] = {}
     for kind, spec in profile.sections():
         for item in kind.persist(spec, files):
+            if item.knob in leaving_out:
+                continue
             lines.setdefault(item.file, [])
             if item.line not in lines[item.file]:
                 lines[item.file].append(item.line)

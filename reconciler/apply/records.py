@@ -218,6 +218,9 @@ class PlanRecord(Record):
     changes: tuple[dict[str, Any], ...] = ()
     pending: tuple[dict[str, Any], ...] = ()
     failed_checks: tuple[dict[str, Any], ...] = ()
+    # Knob ids the run left out, wholly or in part (`apply --skip-missing`: a module the kernel
+    # lacks, and tune's boot-time files written without it); absent before this field existed.
+    left_out: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -9,14 +9,18 @@ from .records import PlanRecord, StepAbout
 from .steps import Step
 
 
-def plan_record(plan: Plan, applying: tuple[Step, ...]) -> PlanRecord:
+def plan_record(
+    plan: Plan, applying: tuple[Step, ...], left_out: frozenset[str] = frozenset()
+) -> PlanRecord:
     """The `plan` record: every change the plan had, which of them this run applies, the reboots
-    already configured and the checks that failed (tune cannot fix those)."""
+    already configured, the checks that failed (tune cannot fix those) and the knobs the run
+    left out (`Work.left_out`)."""
     ids = {step.id for step in applying}
     return PlanRecord(
         changes=tuple(c.to_json() | {"applied_now": c.id in ids} for c in plan.changes),
         pending=tuple(p.to_json() for p in plan.pending),
         failed_checks=tuple(c.to_json() for c in plan.failed_checks),
+        left_out=tuple(sorted(left_out)),
     )
 
 

@@ -515,7 +515,7 @@ def apply_remote(
         work.steps,
         header,
         None if prior == text else (prior, text),
-        plan_record(work.plan, work.steps),
+        plan_record(work.plan, work.steps, work.left_out),
         contexts(work.plan, work.steps),
         None if around is None else _probes_wait(around, timeout),
         after=after,

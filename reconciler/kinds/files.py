@@ -39,9 +39,12 @@ class Persistence(Kind[Any]):
     def request(self, spec: Any) -> Request:
         return Request.of(*OWNED, *(f"{d}/*.conf" for d in SYSCTL_DIRS))
 
-    def compare(self, spec: Any, files: Files) -> Outcome:
+    def compare(
+        self, spec: Any, files: Files, leaving_out: frozenset[str] = frozenset()
+    ) -> Outcome:
+        """`leaving_out`: the ids of changes a run skips (`contents`)."""
         outcome = Outcome()
-        wanted = contents(spec, files)
+        wanted = contents(spec, files, leaving_out)
         for path in OWNED:
             current, desired = _lines(files.text(path)), _lines(wanted.get(path))
             if current is None and desired is None:
@@ -52,10 +55,13 @@ class Persistence(Kind[Any]):
             outcome.notes.extend(later_sysctl_files(wanted[SYSCTL], files))
         return outcome
 
-    def step(self, spec: Any, change: Change, files: Files) -> Step:
+    def step(
+        self, spec: Any, change: Change, files: Files, leaving_out: frozenset[str] = frozenset()
+    ) -> Step:
+        """`leaving_out`: the ids of changes the run skips (`contents`)."""
         path = change.target
         prior = files.read(path)
-        desired = contents(spec, files).get(path)
+        desired = contents(spec, files, leaving_out).get(path)
         data = None if desired is None else desired.encode()
         probe = Probe(path, Read.TEXT)
 

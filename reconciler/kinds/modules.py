@@ -214,6 +214,8 @@ class Modules(Kind[dict[str, ModuleEntry]]):
                 restored=None,
                 do=(),
                 undo=(Command(("modprobe", "-r", name)),),
+                # What loading it needs: --skip-missing leaves both out when it is not there.
+                requires=(Require(Need.MODULE, name),),
             )
         item = next(e for n, e in spec.items() if canonical(n) == name)
         load = Command(("modprobe", name, *(f"{k}={v}" for k, v in item.params.items())))
@@ -233,10 +235,12 @@ class Modules(Kind[dict[str, ModuleEntry]]):
         lines = []
         for name, item in spec.items():
             if item.value == "loaded":
-                lines.append(Persisted(MODULES_LOAD, canonical(name)))
+                knob = f"{self.kind}:{canonical(name)}"
+                lines.append(Persisted(MODULES_LOAD, canonical(name), knob))
                 if item.params:
                     options = " ".join(f"{k}={v}" for k, v in item.params.items())
-                    lines.append(Persisted(MODPROBE, f"options {canonical(name)} {options}"))
+                    line = f"options {canonical(name)} {options}"
+                    lines.append(Persisted(MODPROBE, line, knob))
             else:
                 lines.append(Persisted(MODPROBE, f"blacklist {canonical(name)}"))
         return lines

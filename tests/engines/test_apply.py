@@ -12,6 +12,8 @@ from small_host import SmallHost, build, config_space, tree, write_profile
 
 from reconciler.apply import sh_engine
 from reconciler.apply.journal import LOCK, PROFILE, read_run, run_ids
+from reconciler.apply.persist import MODULES_LOAD, header
+from reconciler.apply.records import PlanRecord
 from reconciler.apply.steps import PutFile
 from reconciler.boot.verify import PENDING
 from reconciler.errors import ApplyFailed, HostError
@@ -176,7 +178,88 @@ def test_skip_missing_leaves_out_a_module_the_kernel_does_not_have(
     ]
     assert engine.apply(root, profile, skip_missing=True) is not None
     assert "dummy " in (root / "proc/modules").read_text()
-    assert runtime_changes(root, profile) == ["module:nvidia_peermem"]
+    # The plan still wants it, and the boot-time file that would load it.
+    assert runtime_changes(root, profile) == [
+        "module:nvidia_peermem",
+        "file:/etc/modules-load.d/tune.conf",
+    ]
+    assert engine.apply(root, profile, skip_missing=True) is None
+
+
+def test_skip_missing_does_not_load_at_boot_what_it_skipped(engine: Engine, tmp_path: Path) -> None:
+    # systemd-modules-load fails its unit on every boot for a module the kernel does not have.
+    root = build(tmp_path / "h", SmallHost())
+    write(root, "/lib/modules/6.14.8-2-pve/modules.dep", "kernel/drivers/net/dummy.ko.zst:\n")
+    write(root, "/etc/modules-load.d/tune.conf", "# from an earlier run\nnvidia_peermem\n")
+    profile = write_profile(
+        tmp_path / "p.yaml", {"modules": {"dummy": "loaded", "nvidia_peermem": "loaded"}}
+    )
+    before = tree(root)
+    run_id = engine.apply(root, profile, skip_missing=True)
+    assert run_id is not None
+    loads = (root / "etc/modules-load.d/tune.conf").read_text()
+    assert loads.splitlines()[1:] == ["dummy"]
+    run = read_run(SnapshotHost(root), run_id)
+    assert run is not None
+    (journaled,) = (s for _, s in run.steps if s.id == "file:/etc/modules-load.d/tune.conf")
+    assert journaled.do == (PutFile("/etc/modules-load.d/tune.conf", loads.encode()),)
+    assert journaled.desired == tuple(loads.splitlines())  # what --since-apply compares with
+    # What `tune check` reads to call them not applied rather than drift.
+    (planned,) = run.of_type(PlanRecord)
+    assert planned.left_out == ("file:/etc/modules-load.d/tune.conf", "module:nvidia_peermem")
+    assert engine.apply(root, profile, skip_missing=True) is None
+    (done,) = engine.rollback(root)
+    assert done.result.failures == []
+    assert tree(root) == before
+
+
+def test_skip_missing_takes_out_a_module_an_earlier_run_left_to_load_at_boot(
+    engine: Engine, tmp_path: Path
+) -> None:
+    # The file holds what the profile wants (an earlier run, or the driver removed since), so
+    # the plan has no change to it: the run must still take the missing module out.
+    root = build(tmp_path / "h", SmallHost())
+    write(root, "/lib/modules/6.14.8-2-pve/modules.dep", "kernel/drivers/net/dummy.ko.zst:\n")
+    write(root, MODULES_LOAD, header("small") + "dummy\nnvidia_peermem\n")
+    profile = write_profile(
+        tmp_path / "p.yaml", {"modules": {"dummy": "loaded", "nvidia_peermem": "loaded"}}
+    )
+    before = tree(root)
+    run_id = engine.apply(root, profile, skip_missing=True)
+    assert run_id is not None
+    assert (root / MODULES_LOAD.lstrip("/")).read_text() == header("small") + "dummy\n"
+    run = read_run(SnapshotHost(root), run_id)
+    assert run is not None
+    (planned,) = run.of_type(PlanRecord)
+    assert planned.left_out == ("file:/etc/modules-load.d/tune.conf", "module:nvidia_peermem")
+    assert engine.apply(root, profile, skip_missing=True) is None
+    (done,) = engine.rollback(root)
+    assert done.result.failures == []
+    assert tree(root) == before
+
+
+def test_skip_missing_leaves_out_the_parameters_and_options_of_a_module_it_skips(
+    engine: Engine, tmp_path: Path
+) -> None:
+    root = build(tmp_path / "h", SmallHost())
+    write(root, "/lib/modules/6.14.8-2-pve/modules.dep", "kernel/drivers/net/dummy.ko.zst:\n")
+    profile = write_profile(
+        tmp_path / "p.yaml",
+        {
+            "modules": {
+                "dummy": {"value": "loaded", "params": {"numdummies": "2"}},
+                "nvidia_peermem": {"value": "loaded", "params": {"peerdirect_support": "1"}},
+            }
+        },
+    )
+    work = engine.prepare(root, profile, skip_missing=True)
+    assert [s.id for s in work.skipped] == [
+        "module:nvidia_peermem",
+        "module:nvidia_peermem:peerdirect_support",
+    ]
+    assert engine.apply(root, profile, skip_missing=True) is not None
+    options = (root / "etc/modprobe.d/tune.conf").read_text()
+    assert options.splitlines()[1:] == ["options dummy numdummies=2"]
     assert engine.apply(root, profile, skip_missing=True) is None
 
 
