@@ -11,7 +11,7 @@ from conftest import BLACKWELL, write
 from small_host import SmallHost, build, config_space, tree, write_profile
 
 from reconciler.apply import sh_engine
-from reconciler.apply.journal import LOCK, PROFILE, read_run, run_ids
+from reconciler.apply.journal import LOCK, PROFILE, Run, read_run, run_ids
 from reconciler.apply.persist import MODULES_LOAD, header
 from reconciler.apply.records import PlanRecord
 from reconciler.apply.steps import PutFile
@@ -186,6 +186,20 @@ def test_skip_missing_leaves_out_a_module_the_kernel_does_not_have(
     assert engine.apply(root, profile, skip_missing=True) is None
 
 
+def left_out_then_settled(
+    engine: Engine, root: Path, profile: Path, run: Run, before: dict[str, bytes]
+) -> None:
+    """The run records the missing module and the boot-time file it trimmed as left out (what
+    `tune check` calls not applied rather than drift); a second apply changes nothing; the
+    rollback restores the tree exactly."""
+    (planned,) = run.of_type(PlanRecord)
+    assert planned.left_out == ("file:/etc/modules-load.d/tune.conf", "module:nvidia_peermem")
+    assert engine.apply(root, profile, skip_missing=True) is None
+    (done,) = engine.rollback(root)
+    assert done.result.failures == []
+    assert tree(root) == before
+
+
 def test_skip_missing_does_not_load_at_boot_what_it_skipped(engine: Engine, tmp_path: Path) -> None:
     # systemd-modules-load fails its unit on every boot for a module the kernel does not have.
     root = build(tmp_path / "h", SmallHost())
@@ -204,13 +218,7 @@ def test_skip_missing_does_not_load_at_boot_what_it_skipped(engine: Engine, tmp_
     (journaled,) = (s for _, s in run.steps if s.id == "file:/etc/modules-load.d/tune.conf")
     assert journaled.do == (PutFile("/etc/modules-load.d/tune.conf", loads.encode()),)
     assert journaled.desired == tuple(loads.splitlines())  # what --since-apply compares with
-    # What `tune check` reads to call them not applied rather than drift.
-    (planned,) = run.of_type(PlanRecord)
-    assert planned.left_out == ("file:/etc/modules-load.d/tune.conf", "module:nvidia_peermem")
-    assert engine.apply(root, profile, skip_missing=True) is None
-    (done,) = engine.rollback(root)
-    assert done.result.failures == []
-    assert tree(root) == before
+    left_out_then_settled(engine, root, profile, run, before)
 
 
 def test_skip_missing_takes_out_a_module_an_earlier_run_left_to_load_at_boot(
@@ -230,12 +238,7 @@ def test_skip_missing_takes_out_a_module_an_earlier_run_left_to_load_at_boot(
     assert (root / MODULES_LOAD.lstrip("/")).read_text() == header("small") + "dummy\n"
     run = read_run(SnapshotHost(root), run_id)
     assert run is not None
-    (planned,) = run.of_type(PlanRecord)
-    assert planned.left_out == ("file:/etc/modules-load.d/tune.conf", "module:nvidia_peermem")
-    assert engine.apply(root, profile, skip_missing=True) is None
-    (done,) = engine.rollback(root)
-    assert done.result.failures == []
-    assert tree(root) == before
+    left_out_then_settled(engine, root, profile, run, before)
 
 
 def test_skip_missing_leaves_out_the_parameters_and_options_of_a_module_it_skips(
