@@ -148,8 +148,8 @@ def plan(
         return fleet_exit_code(results, lambda p: p.is_clean)
     result = on_one_host(root, remote, plan_of)
     out.echo(RENDERERS[out.fmt](result, out.color), nl=False)
-    # A saved plan is applied where it was made; apply over SSH does not exist yet, so a remote
-    # plan is not saved (`tune apply` would otherwise take it for this machine's).
+    # A saved plan is applied where it was made, and a bare `tune apply` applies to this
+    # machine: a remote plan is not saved, or it would be taken for this machine's.
     if not remote.wanted:
         target = save or saved.DEFAULT
         try:
