@@ -121,3 +121,23 @@ def test_options_lines_give_every_option_in_order() -> None:
         ("NVreg_EnableMSI", "1"),
     ]
     assert module_options(text, "nvidia_drm") == [("modeset", "1")]
+
+
+@pytest.mark.parametrize(
+    ("name", "is_open", "version"),
+    [
+        ("version-open", True, (565, 57, 1)),
+        ("version-proprietary", False, (580, 173, 2)),
+        ("version-jetson", True, (35, 3, 1)),
+    ],
+)
+def test_the_driver_build_from_real_version_files(
+    name: str, is_open: bool, version: tuple[int, ...]
+) -> None:
+    found = nv.build((CORPUS / name).read_text())
+    assert found == nv.Build(is_open, version)
+
+
+def test_a_version_file_tune_cannot_read_is_no_build() -> None:
+    assert nv.build(None) is None
+    assert nv.build("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64 malformed\n") is None

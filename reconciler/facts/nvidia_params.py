@@ -7,6 +7,9 @@ The driver declares them `module_param(NVreg_X, int, 0)`: mode 0, so they never 
 `NVreg_` prefix: integers as `%u` (so `~0` reads 4294967295), strings quoted (`RmMsg: ""`); one
 parameter prints under another name (`NVreg_RestrictProfilingToAdminUsers` as
 `RmProfilingAdminOnly`, nv-reg.h's `NV_DEFINE_PARAMS_TABLE_ENTRY_CUSTOM_NAME`).
+
+Which build of the driver runs (NVIDIA's open kernel modules or the proprietary one, and its
+version) is the first line of `/proc/driver/nvidia/version`.
 """
 
 from __future__ import annotations
@@ -14,10 +17,12 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from .modules import canonical
 
 PARAMS = "/proc/driver/nvidia/params"
+VERSION = "/proc/driver/nvidia/version"
 PREFIX = "NVreg_"
 MODULE = "nvidia"
 
@@ -140,3 +145,31 @@ def running(params: Mapping[str, str] | None, param: str) -> str | None:
     """What the running driver uses for `param`; None when the driver is not loaded or does not
     print it."""
     return None if params is None else params.get(proc_name(param))
+
+
+# `NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  565.57.01  Release Build ...`, or
+# the proprietary module's `NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.173.02  ...`.
+_NVRM = re.compile(
+    r"NVRM version: (?P<id>.*?Kernel Module(?: for \S+)?)\s+(?P<version>\d+(?:\.\d+)*)\s"
+)
+
+
+@dataclass(frozen=True)
+class Build:
+    """The running nvidia.ko: NVIDIA's open kernel modules or not, and its version."""
+
+    open: bool
+    version: tuple[int, ...]  # (565, 57, 1); Jetson's L4T numbers its own way (35, 3, 1)
+
+    @property
+    def text(self) -> str:
+        return ".".join(str(n) for n in self.version)
+
+
+def build(text: str | None) -> Build | None:
+    """The build /proc/driver/nvidia/version names; None without the file or a line it knows."""
+    match = _NVRM.match(text or "")
+    if match is None:
+        return None
+    version = tuple(int(n) for n in match["version"].split("."))
+    return Build("Open Kernel Module" in match["id"], version)
