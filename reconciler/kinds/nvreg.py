@@ -41,25 +41,28 @@ class DriverParam:
     """One NVreg_ parameter of the profile's `nvidia` entry, with that entry's priority."""
 
     param: str
-    value: str  # as the profile gives it
+    value: str | None  # as the profile gives it; None: tune's file has it, the profile no more
     meta: Meta
     entry: str  # the profile's name for the module (`nvidia`), where notes point
 
     @property
-    def desired(self) -> str:
-        return nv.normalize(self.param, self.value)
+    def desired(self) -> str | None:
+        return None if self.value is None else nv.normalize(self.param, self.value)
+
+
+# A parameter tune's file still gives that the profile no longer has: taken out of the file.
+LEFT_OVER = Meta(priority=Priority.P2, reason=f"no longer in the profile, still in {NVREG}")
 
 
 NvregSpec = tuple[DriverParam, ...]
 
 
-def configured(files: Files, ours: Mapping[str, bytes | None] = {}) -> dict[str, str]:
+def configured(files: Files, ours: Mapping[str, bytes | None] | None = None) -> dict[str, str]:
     """The NVreg_ options the next load of nvidia gets, as the driver will print them; `ours`:
     files as tune would write them instead (None: no file)."""
     texts = {p: files.text(p) for pattern in MODPROBE_GLOBS for p in files.glob(pattern)}
-    texts |= {
-        p: None if data is None else data.decode("utf-8", "replace") for p, data in ours.items()
-    }
+    for path, data in (ours or {}).items():
+        texts[path] = None if data is None else data.decode("utf-8", "replace")
     found: dict[str, str] = {}
     for path in modprobe_order(texts):
         for name, value in module_options(texts[path] or "", nv.MODULE):
@@ -71,6 +74,17 @@ def configured(files: Files, ours: Mapping[str, bytes | None] = {}) -> dict[str,
 def _known(item: DriverParam, running: dict[str, str] | None) -> bool:
     """Declared in nv-reg.h, or printed by the running driver (a newer one than that list)."""
     return item.param in nv.KNOWN or nv.running(running, item.param) is not None
+
+
+def _ours(files: Files) -> dict[str, str]:
+    """The NVreg_ options tune's own file gives, as written there."""
+    found = module_options(files.text(NVREG) or "", nv.MODULE)
+    return {name: value for name, value in found if name.startswith(nv.PREFIX)}
+
+
+def _left_over(spec: NvregSpec, files: Files) -> list[DriverParam]:
+    wanted = {i.param for i in spec}
+    return [DriverParam(p, None, LEFT_OVER, nv.MODULE) for p in _ours(files) if p not in wanted]
 
 
 def _pending(item: DriverParam, now: str | None, then: str | None) -> bool:
@@ -98,7 +112,8 @@ class Nvreg(Kind[NvregSpec]):
     noun = "parameters"
     takes_effect = "reboot the host (or unload and load nvidia)"
 
-    def spec_of(self, profile: Any) -> NvregSpec | None:
+    def spec_of(self, profile: Any) -> NvregSpec:
+        """Empty, not None, without one: tune's file may still hold parameters to take out."""
         found = [
             DriverParam(param, str(value), item, name)
             for name, item in (profile.modules or {}).items()
@@ -106,7 +121,7 @@ class Nvreg(Kind[NvregSpec]):
             for param, value in item.params.items()
             if nv.driver_param(name, param)
         ]
-        return tuple(found) or None
+        return tuple(found)
 
     def request(self, spec: NvregSpec) -> Request:
         return Request.of(nv.PARAMS, NVREG, *MODPROBE_GLOBS) | initramfs.request()
@@ -129,12 +144,14 @@ class Nvreg(Kind[NvregSpec]):
                 outcome.pending.append(Pending(self.kind, item.param, now, then))
                 continue
             current = then if then is not None else now
-            fix = f"{modprobe_options(nv.MODULE, {item.param: item.value})} in {NVREG}, then " + (
-                f"{' '.join(tool)} and reboot" if tool else "reboot"
-            )
+            fix = _fix(item, tool)
             outcome.changes.append(
                 self.change(item.param, current, item.desired, item.meta, fix=fix)
             )
+        for item in _left_over(spec, files):
+            current = nv.normalize(item.param, _ours(files)[item.param])
+            fix = _fix(item, tool)
+            outcome.changes.append(self.change(item.param, current, None, item.meta, fix=fix))
         if tool is None and any(c.kind == self.kind and not c.in_sync for c in outcome.changes):
             outcome.notes.append(
                 Note(
@@ -150,23 +167,33 @@ class Nvreg(Kind[NvregSpec]):
         initramfs rebuilt after each write: undoing in reverse passes through every earlier
         state byte for byte, the first undo giving back what the file held before."""
         running = nv.parse(files.text(nv.PARAMS))
-        item = next(i for i in spec if i.param == change.target)
-        if not _known(item, running):
+        left_over = _left_over(spec, files)
+        item = next(i for i in (*spec, *left_over) if i.param == change.target)
+        if item.value is not None and not _known(item, running):
             raise HostError(f"{change.id} cannot be set: {_unknown(item, running)}")
         writable = [i for i in spec if _known(i, running)]
         next_load = configured(files)
         ranked = sorted(writable, key=lambda i: list(Priority).index(i.meta.priority))
-        edits = [i for i in ranked if _changes(i, running, next_load)]
+        edits = [i for i in ranked if _changes(i, running, next_load)] + left_over
         upto = edits.index(item)
 
         def content(count: int) -> bytes | None:
+            """The file once the first `count` edits are made; the parameters already in
+            sync are written with the first."""
             if count == 0:
                 return files.read(NVREG)
-            made = [i for i in writable if i not in edits or edits.index(i) < count]
-            data = _file(made)
+            options = _ours(files)
+            for done in [i for i in writable if i not in edits] + edits[:count]:
+                if done.value is None:
+                    del options[done.param]
+                else:
+                    options[done.param] = done.value
+            if not options:
+                return None
+            data = (HEADER + modprobe_options(nv.MODULE, options) + "\n").encode()
             given = configured(files, {NVREG: data})
-            for done in made:
-                if given.get(done.param) != done.desired:
+            for done in writable:
+                if done.param in options and given.get(done.param) != done.desired:
                     raise HostError(
                         f"{change.id} cannot be made: with {NVREG} written, nvidia would be "
                         f"given {done.param}={given.get(done.param)} by a modprobe.d file read "
@@ -191,9 +218,11 @@ HEADER = (
 )
 
 
-def _file(made: list[DriverParam]) -> bytes:
-    options = modprobe_options(nv.MODULE, {i.param: i.value for i in made})
-    return (HEADER + options + "\n").encode()
+def _fix(item: DriverParam, tool: tuple[str, ...] | None) -> str:
+    then = f"{' '.join(tool)} and reboot" if tool else "reboot"
+    if item.value is None:
+        return f"remove {item.param} from {NVREG}, then {then}"
+    return f"{modprobe_options(nv.MODULE, {item.param: item.value})} in {NVREG}, then {then}"
 
 
 def _unknown(item: DriverParam, running: dict[str, str] | None) -> str:

@@ -71,7 +71,7 @@ class Profile(Strict):
         # Kinds derived from sections (`nvreg` from `modules`), in the registry's order.
         for kind in REGISTRY:
             derived = None if kind.section or kind.persistence else kind.spec_of(self)
-            if derived:
+            if derived is not None:
                 yield kind, derived
         if with_persistence:
             yield from ((k, k.spec_of(self)) for k in REGISTRY if k.persistence)

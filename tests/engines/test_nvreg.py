@@ -76,7 +76,9 @@ def test_reboot_phase_writes_the_file_rebuilds_and_rolls_back(
         "NVreg_RestrictProfilingToAdminUsers=0"
     )
     rebuild = TOOLS[tool][1]
-    assert deferred(root, run_id) == [rebuild] * 3
+    # tune owns the file: what it held that the profile does not give is taken out (one step).
+    steps = 3 if ours is None else 4
+    assert deferred(root, run_id) == [rebuild] * steps
     loaded = load_profile(text)
     plan = make_plan(loaded, observe(SnapshotHost(root), loaded.profile, True), True)
     assert [c.id for c in plan.changes if c.kind == "nvreg"] == []
@@ -90,4 +92,22 @@ def test_reboot_phase_writes_the_file_rebuilds_and_rolls_back(
     assert done.result.failures == []
     assert tree(root) == before
     # The rollback rebuilt the initramfs after each undo too, so it holds the old options.
-    assert deferred(root, run_id) == [rebuild] * 6
+    assert deferred(root, run_id) == [rebuild] * 2 * steps
+
+
+def test_a_parameter_the_profile_drops_is_taken_out_and_rollback_puts_it_back(
+    engine: Engine, tmp_path: Path
+) -> None:
+    root = gpu_host(tmp_path / "host", "update-initramfs")
+    assert engine.apply(root, profile(tmp_path, PROFILE), phase="reboot", **REBOOT)
+    applied = tree(root)
+    fewer = PROFILE.replace('      NVreg_RegistryDwords: "PeerMappingOverride=1;"\n', "")
+    run_id = engine.apply(root, profile(tmp_path, fewer, "fewer.yaml"), phase="reboot", **REBOOT)
+    assert run_id is not None
+    assert (root / NVREG.lstrip("/")).read_text().splitlines()[-1] == (
+        "options nvidia NVreg_EnableStreamMemOPs=1 NVreg_RestrictProfilingToAdminUsers=0"
+    )
+    assert deferred(root, run_id) == [["update-initramfs", "-u"]]
+    (done,) = engine.rollback(root, run_id)
+    assert done.result.failures == []
+    assert tree(root) == applied
