@@ -16,7 +16,8 @@ last of a name winning, as the kernel takes them), else what the running driver 
 `dracut -f`: whichever the host has), since nvidia loads from it where it loads early;
 `tune verify` reads the parameters back after the boot. A name NVIDIA's nv-reg.h does not
 declare, which the running driver does not print either, is a knob the host lacks: the note
-names the nearest known one.
+names the nearest known one. tune owns its file: a parameter there that the profile no longer
+gives is taken out (the file removed with the last), as tune's boot-time files are.
 """
 
 from __future__ import annotations
