@@ -239,7 +239,7 @@ BAD = [
     Bad(
         "newline-in-module-param",
         'name: x\nmodules:\n  nvidia: {value: loaded, params: {NVreg_X: "1\\nreboot"}}\n',
-        "is not a valid kernel value",
+        "is not a valid module parameter value",
         (P, 3, 45),
     ),
     Bad(

@@ -10,6 +10,7 @@ it does not own (`/etc/sysctl.conf` in particular, which Debian 13 no longer rea
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +23,9 @@ MODPROBE = "/etc/modprobe.d/tune.conf"
 TMPFILES = "/etc/tmpfiles.d/tune.conf"
 UDEV = "/etc/udev/rules.d/90-tune-pci.rules"
 OWNED = (SYSCTL, MODULES_LOAD, MODPROBE, TMPFILES, UDEV)
+# The NVIDIA driver's NVreg_ options: written by the reboot-phase kind `nvreg` itself, with the
+# initramfs rebuilt after, not by the runtime phase with the files above.
+NVREG = "/etc/modprobe.d/tune-nvidia.conf"
 
 # systemd-sysctl reads *.conf from these directories sorted by file name; a name in an earlier
 # directory hides the same name in a later one, and for one key the last file read wins.
@@ -45,6 +49,16 @@ class Persisted:
     # The change whose value the line keeps at boot ("module:nvidia_peermem"), where a run can
     # leave that change out (`apply --skip-missing`): then the line is left out with it.
     knob: str = ""
+
+
+def modprobe_options(module: str, params: Mapping[str, str]) -> str:
+    """The modprobe.d line that gives `module` its `params`; a value with whitespace in quotes,
+    which the kernel's parse_args takes off."""
+    words = (
+        f'{k}="{v}"' if any(c.isspace() for c in v) or not v else f"{k}={v}"
+        for k, v in params.items()
+    )
+    return f"options {module} {' '.join(words)}"
 
 
 def tmpfiles_write(path: str, value: str) -> Persisted:

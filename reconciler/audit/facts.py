@@ -5,11 +5,12 @@ CPU and NUMA layout."""
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 from functools import cached_property
 
 from ..apply.persist import OWNED
 from ..facts import cmdline as cmdline_fmt
-from ..facts import cpu, modules, services
+from ..facts import cpu, kernel, modules, nvidia_params, services
 from ..facts.cpu import CpuInfo
 from ..facts.numa import NODES_ONLINE, parse_list
 from ..facts.pci import NUMA_NODE, PciDevice, numa_node, pci_devices, request_devices
@@ -36,10 +37,32 @@ READS = (
     # /proc/cpuinfo outgrows the cap on kernel files on a large host (1.4 KiB per CPU), and
     # sockets are counted over all of it.
     | Request.of(whole=[cpu.CPUINFO])
-    | Request.of(modules.MODULES, modules.BUILTIN)
+    | Request.of(modules.MODULES, modules.BUILTIN, nvidia_params.VERSION)
     | services.request()  # the daemons that set knobs too, which the kinds' notes name
     | Request.of(*OWNED)  # tune's own boot-time files: a host tune already manages
 )
+
+
+# What GPUDirect RDMA through DMA-BUF needs, as NVIDIA's GPU Operator guide lists it
+# ("GPUDirect RDMA and GPUDirect Storage", Common Prerequisites,
+# docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/gpu-operator-rdma.html): an Open
+# Kernel module driver, CUDA 11.7 or higher (its driver branch is R515), Linux 5.12 or higher.
+DMABUF_DRIVER = 515
+DMABUF_KERNEL = "5.12"
+DMABUF_SOURCE = "NVIDIA's GPU Operator guide, GPUDirect RDMA and GPUDirect Storage"
+
+
+@dataclass(frozen=True)
+class DmaBuf:
+    """Whether this host's driver and kernel give GPUDirect RDMA through DMA-BUF: what shows
+    it, and what it lacks (nothing: it does)."""
+
+    evidence: tuple[str, ...]
+    lacking: tuple[str, ...]
+
+    @property
+    def available(self) -> bool:
+        return not self.lacking
 
 
 class Facts:
@@ -81,6 +104,35 @@ class Facts:
     def loaded_modules(self) -> set[str] | None:
         text = self.files.text(modules.MODULES)
         return None if text is None else modules.loaded_modules(text)
+
+    @cached_property
+    def nvidia_build(self) -> nvidia_params.Build | None:
+        return nvidia_params.build(self.files.text(nvidia_params.VERSION))
+
+    @cached_property
+    def arm64(self) -> bool:
+        return cpu.arm64(self.files.text(cpu.CPUINFO))
+
+    @cached_property
+    def dma_buf(self) -> DmaBuf:
+        build, release = self.nvidia_build, self.identity.kernel
+        evidence, lacking = [], []
+        if build is None:
+            lacking.append(f"no NVIDIA driver build is known ({nvidia_params.VERSION})")
+        else:
+            kind = "open kernel modules" if build.open else "proprietary kernel module"
+            evidence.append(f"{nvidia_params.VERSION}: {kind} {build.text}")
+            if not build.open:
+                lacking.append("the driver is not NVIDIA's open kernel modules")
+            if build.version[:1] < (DMABUF_DRIVER,):
+                lacking.append(f"driver {build.text} is older than R{DMABUF_DRIVER}")
+        if release is None or not kernel.version(release):
+            lacking.append("the kernel's version is unknown")
+        else:
+            evidence.append(f"{kernel.OSRELEASE}: {release}")
+            if not kernel.kernel_ok(release, f">={DMABUF_KERNEL}"):
+                lacking.append(f"kernel {release} is older than {DMABUF_KERNEL}")
+        return DmaBuf(tuple(evidence), tuple(lacking))
 
     def per_cpu(self, pattern: str) -> dict[str, str]:
         """cpuN -> value of a per-CPU file, in CPU order."""

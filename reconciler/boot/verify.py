@@ -4,8 +4,9 @@
 boot id before, the kernel command-line parameters the next boot must carry (null: must be
 absent), per container config, the NVIDIA majors its allow lines grant, and the profile's
 container configs with whether to restart them (`--restart-containers`). After the reboot,
-`verify` compares those with `/proc/cmdline`, `/proc/devices` and the stored profile's runtime
-part; on any failure the boot configuration is rolled back from the run's journal.
+`verify` compares those with `/proc/cmdline`, `/proc/devices`, `/proc/driver/nvidia/params` (the
+NVIDIA driver's parameters the boot was to bring) and the stored profile's runtime part; on any
+failure the boot configuration is rolled back from the run's journal.
 """
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ from ..apply.steps import Step
 from ..errors import HostError
 from ..facts import cmdline as cmdline_fmt
 from ..facts import lxc as lxc_fmt
+from ..facts import nvidia_params
 from ..facts.cmdline import PROC_CMDLINE
 from ..facts.kernel import BOOT_ID
+from ..facts.nvidia_params import PARAMS as NVIDIA_PARAMS
 from ..hosts.base import Host, ReadableHost
 from ..hosts.files import Request
 from ..kinds import named
@@ -47,6 +50,8 @@ class PendingBoot:
     promote: tuple[Step, ...] = ()
     containers: list[str] = field(default_factory=list)  # the profile's container configs
     restart_containers: bool = False  # restart them after the boot is verified
+    # The NVIDIA driver's parameters, as /proc/driver/nvidia/params prints name and value.
+    nvidia_params: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> str:
         data = {
@@ -58,6 +63,7 @@ class PendingBoot:
             "promote": [step.to_json() for step in self.promote],
             "containers": self.containers,
             "restart_containers": self.restart_containers,
+            "nvidia_params": self.nvidia_params,
         }
         return json.dumps(data, indent=2) + "\n"
 
@@ -72,6 +78,7 @@ class PendingBoot:
             tuple(Step.from_json(step) for step in data.get("promote", ())),
             list(data.get("containers", data["majors"])),
             bool(data.get("restart_containers", False)),
+            dict(data.get("nvidia_params", {})),
         )
 
 
@@ -85,13 +92,15 @@ def pending_of(
     """What the boot must bring, from the reboot-phase steps of a run; None when there is none."""
     cmdline: dict[str, JsonValue] = {}
     majors: dict[str, list[int]] = {}
+    nvidia: dict[str, str] = {}
     for step in steps:
         kind = named(step.kind)
         expected = kind.after_boot(step) if kind is not None else None
         if expected is not None:
             cmdline.update({name: jsonable(v) for name, v in expected.cmdline.items()})
             majors.update(expected.majors)
-    if not cmdline and not majors and not (restart_containers and containers):
+            nvidia.update(expected.nvidia_params)
+    if not cmdline and not majors and not nvidia and not (restart_containers and containers):
         return None
     return PendingBoot(
         run_id,
@@ -100,6 +109,7 @@ def pending_of(
         majors,
         containers=list(containers),
         restart_containers=restart_containers,
+        nvidia_params=nvidia,
     )
 
 
@@ -134,7 +144,9 @@ def _words(name: str, value: JsonValue) -> str:
 def verify(host: ReadableHost, pending: PendingBoot) -> BootVerdict:
     """Compare the booted host with `pending`; pure reads."""
     configs = tuple(pending.majors)
-    files = host.fetch(Request.of(PROC_CMDLINE, lxc_fmt.PROC_DEVICES, BOOT_ID, PROFILE, *configs))
+    files = host.fetch(
+        Request.of(PROC_CMDLINE, lxc_fmt.PROC_DEVICES, BOOT_ID, PROFILE, NVIDIA_PARAMS, *configs)
+    )
     verdict = BootVerdict()
     boot_id = files.value(BOOT_ID)
     if pending.boot_id is not None and boot_id == pending.boot_id:
@@ -163,8 +175,24 @@ def verify(host: ReadableHost, pending: PendingBoot) -> BootVerdict:
         verdict.failed.append(
             f"{config} allows majors {majors} but /proc/devices now says {names or 'no NVIDIA'}"
         )
+    _driver_params(verdict, pending.nvidia_params, files.text(NVIDIA_PARAMS))
     verdict.failed += _runtime_drift(host, files.text(PROFILE))
     return verdict
+
+
+def _driver_params(verdict: BootVerdict, expected: Mapping[str, str], text: str | None) -> None:
+    """Whether the booted driver uses the parameters the boot was to bring."""
+    running = nvidia_params.parse(text)
+    if expected and running is None:
+        verdict.failed.append(f"{NVIDIA_PARAMS} does not exist: the nvidia driver is not loaded")
+        return
+    for name, value in expected.items():
+        got = (running or {}).get(name)
+        if got == value:
+            verdict.held.append(f"{NVIDIA_PARAMS} has {name}: {value}")
+        else:
+            now = "nothing" if got is None else got
+            verdict.failed.append(f"{NVIDIA_PARAMS} has {name}: {now}, not {value}")
 
 
 def probe_after_boot(

@@ -91,3 +91,9 @@ def cpu_info(text: str | None) -> CpuInfo:
         elif key == "flags" and not flags:
             flags = frozenset(value.split())
     return CpuInfo(model, len(sockets) or None, cpus, flags)
+
+
+def arm64(text: str | None) -> bool:
+    """Whether /proc/cpuinfo is an arm64 kernel's: it names each CPU's `CPU implementer` (0x41
+    for Arm's Neoverse cores in NVIDIA Grace), where x86 prints `vendor_id`."""
+    return any(line.startswith("CPU implementer") for line in (text or "").splitlines())

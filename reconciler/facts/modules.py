@@ -5,6 +5,8 @@ compare with dashes and underscores as the same, as modprobe does."""
 from __future__ import annotations
 
 import posixpath
+import re
+from collections.abc import Iterable
 
 MODULES = "/proc/modules"
 MODULE_DIR = "/sys/module"
@@ -40,3 +42,41 @@ def builtin_modules(text: str | None) -> frozenset[str]:
 
 def param_path(module: str, param: str) -> str:
     return f"{MODULE_DIR}/{canonical(module)}/parameters/{param}"
+
+
+# Where modprobe (kmod) reads its configuration: *.conf of these directories, sorted by file
+# name across them, a name in an earlier directory hiding the same name in a later one.
+MODPROBE_DIRS = (
+    "/etc/modprobe.d",
+    "/run/modprobe.d",
+    "/usr/local/lib/modprobe.d",
+    "/usr/lib/modprobe.d",
+    "/lib/modprobe.d",
+)
+MODPROBE_GLOBS = tuple(f"{d}/*.conf" for d in MODPROBE_DIRS)
+
+# One option of an `options` line: quotes keep spaces, as the kernel's parse_args reads them.
+_OPTION = re.compile(r'(?:[^\s"]|"[^"]*")+')
+
+
+def modprobe_order(paths: Iterable[str]) -> list[str]:
+    """`paths` (modprobe.d files) in the order modprobe reads them."""
+    by_name: dict[str, str] = {}
+    rank = {d: i for i, d in enumerate(MODPROBE_DIRS)}
+    for path in sorted(paths, key=lambda p: rank.get(posixpath.dirname(p), len(rank))):
+        by_name.setdefault(posixpath.basename(path), path)
+    return [by_name[name] for name in sorted(by_name)]
+
+
+def module_options(text: str, module: str) -> list[tuple[str, str]]:
+    """The `name=value` options a modprobe.d file gives `module`, in order (the module gets them
+    all, the kernel keeps the last of a name); a value keeps its quotes."""
+    found = []
+    for line in text.replace("\\\n", " ").splitlines():
+        words = line.split(None, 2)
+        if len(words) < 3 or words[0] != "options" or canonical(words[1]) != canonical(module):
+            continue
+        for option in _OPTION.findall(words[2]):
+            name, _, value = option.partition("=")
+            found.append((name, value))
+    return found

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..plan.model import Phase
-from . import checks, cmdline, cpu, files, hugepages, lxc, modules, pci, sysctl, sysfs
+from . import checks, cmdline, cpu, files, hugepages, lxc, modules, nvreg, pci, sysctl, sysfs
 from .base import Kind
 
 # Plan order within a phase and priority: the order operators read an audit in. Sections
@@ -20,6 +20,7 @@ REGISTRY: tuple[Kind[Any], ...] = (
     modules.KIND,
     pci.KIND,
     cmdline.KIND,
+    nvreg.KIND,
     lxc.KIND,
     checks.KIND,
     files.KIND,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import posixpath
 import re
 import sys
 from abc import ABC, abstractmethod
@@ -9,7 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Generic, TypeVar, cast
 
-from ..apply.steps import Need, Probe, Read, Require, SetAttr, Step
+from ..apply.steps import DeleteFile, Need, Op, Probe, PutFile, Read, Require, SetAttr, Step
 from ..errors import HostError
 from ..hosts.files import Files, Request
 from ..hosts.paths import may_match_dot
@@ -200,11 +201,13 @@ def normalize_choice(raw: str | None) -> str | None:
 @dataclass(frozen=True)
 class AfterBoot:
     """What one reboot-phase step expects of the next boot, checked by `tune verify`: kernel
-    parameters (their value, or the list of their occurrences; None: absent) and, per container
-    config, the NVIDIA majors it allows."""
+    parameters (their value, or the list of their occurrences; None: absent), per container
+    config, the NVIDIA majors it allows, and the NVIDIA driver's parameters (by the name
+    /proc/driver/nvidia/params prints, as it prints the value)."""
 
     cmdline: Mapping[str, Value] = field(default_factory=dict)
     majors: Mapping[str, list[int]] = field(default_factory=dict)
+    nvidia_params: Mapping[str, str] = field(default_factory=dict)
 
 
 class Kind(ABC, Generic[SpecT]):
@@ -335,4 +338,29 @@ def attribute_step(
         do=(SetAttr(path, desired),),
         undo=(SetAttr(path, prior),),
         requires=(Require(Need.WRITABLE, path),),
+    )
+
+
+def file_op(path: str, data: bytes | None) -> PutFile | DeleteFile:
+    return DeleteFile(path) if data is None else PutFile(path, data)
+
+
+def file_step(
+    change: Change,
+    path: str,
+    before: bytes | None,
+    after: bytes | None,
+    tool: tuple[Op, ...],
+) -> Step:
+    """The step that gives the whole file `path` the bytes `after` (None: no file) and back
+    `before`, each followed by `tool` (the command that makes the file take effect)."""
+    probe = Probe(path, Read.TEXT)
+    return Step.of(
+        change,
+        probe=probe,
+        expect=probe.value(after),
+        restored=probe.value(before),
+        do=(file_op(path, after), *tool),
+        undo=(file_op(path, before), *tool),
+        requires=(Require(Need.WRITABLE, posixpath.dirname(path)),),
     )

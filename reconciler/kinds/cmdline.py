@@ -28,7 +28,6 @@ name by name: give both lists with `exactly`.
 
 from __future__ import annotations
 
-import posixpath
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Annotated, Any
@@ -36,9 +35,7 @@ from typing import Annotated, Any
 from ..apply.steps import (
     BootTool,
     Command,
-    DeleteFile,
     Need,
-    Op,
     Probe,
     PutFile,
     Read,
@@ -52,7 +49,7 @@ from ..facts.shell_values import Unknown
 from ..hosts.files import Files, Request
 from ..plan.model import Change, Note, Outcome, Pending, Phase, Priority, Value
 from ..profile.schema import Before, Constrain, invalid
-from .base import AfterBoot, Kind, Meta, Strict, entry, safe, safe_scalar
+from .base import AfterBoot, Kind, Meta, Strict, entry, file_step, safe, safe_scalar
 
 ParamName = safe(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", "kernel parameter name", "amd_pstate")
 _VALUE = r"[A-Za-z0-9_.,:=/+-]*"
@@ -267,29 +264,6 @@ def _edits(spec: CmdlineSpec, boot: fmt.BootConfig) -> list[fmt.Edit]:
     return [edit for edit, _ in ranked if not edit.satisfied(boot.parameters)]
 
 
-def _file_op(path: str, data: bytes | None) -> PutFile | DeleteFile:
-    return DeleteFile(path) if data is None else PutFile(path, data)
-
-
-def _file_step(
-    change: Change,
-    path: str,
-    before: bytes | None,
-    after: bytes | None,
-    tool: tuple[Op, ...],
-) -> Step:
-    probe = Probe(path, Read.TEXT)
-    return Step.of(
-        change,
-        probe=probe,
-        expect=probe.value(after),
-        restored=probe.value(before),
-        do=(_file_op(path, after), *tool),
-        undo=(_file_op(path, before), *tool),
-        requires=(Require(Need.WRITABLE, posixpath.dirname(path)),),
-    )
-
-
 def _kernel_cmdline_step(
     change: Change, files: Files, boot: fmt.BootConfig, edits: list[fmt.Edit], upto: int
 ) -> Step:
@@ -311,7 +285,7 @@ def _kernel_cmdline_step(
                 "cannot be told which kernel to update."
             )
         tool = ("kernel-install", "add", release, f"/boot/vmlinuz-{release}")
-    return _file_step(change, fmt.KERNEL_CMDLINE, line(upto), line(upto + 1), (BootTool(tool),))
+    return file_step(change, fmt.KERNEL_CMDLINE, line(upto), line(upto + 1), (BootTool(tool),))
 
 
 DROPIN_HEADER = (
@@ -399,7 +373,7 @@ def _grub_step(
         return data
 
     update = (BootTool(fmt.GRUB_TOOLS[boot.tool]),)
-    return _file_step(change, fmt.DROPIN, content(upto), content(upto + 1), update)
+    return file_step(change, fmt.DROPIN, content(upto), content(upto + 1), update)
 
 
 def _grubby_args(change: Change, edit: fmt.Edit, lines: dict[str, str]) -> fmt.Edit:

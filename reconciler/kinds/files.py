@@ -15,11 +15,11 @@ import posixpath
 from typing import Any
 
 from ..apply.persist import OWNED, SYSCTL, SYSCTL_DIRS, WHY, contents, later_sysctl_files
-from ..apply.steps import DeleteFile, Need, Probe, PutFile, Read, Require, Step
+from ..apply.steps import Need, Probe, Read, Require, Step
 from ..errors import HostError
 from ..hosts.files import Files, Request
 from ..plan.model import Change, Outcome, Phase, Priority
-from .base import Kind, Meta
+from .base import Kind, Meta, file_op
 
 
 def _lines(text: str | None) -> tuple[str, ...] | None:
@@ -64,10 +64,6 @@ class Persistence(Kind[Any]):
         desired = contents(spec, files, leaving_out).get(path)
         data = None if desired is None else desired.encode()
         probe = Probe(path, Read.TEXT)
-
-        def op(content: bytes | None) -> PutFile | DeleteFile:
-            return DeleteFile(path) if content is None else PutFile(path, content)
-
         if path in files.errors:
             raise HostError(f"{change.id}: {path} cannot be read ({files.errors[path]}).")
         return Step.of(
@@ -75,8 +71,8 @@ class Persistence(Kind[Any]):
             probe=probe,
             expect=probe.value(data),
             restored=probe.value(prior),
-            do=(op(data),),
-            undo=(op(prior),),
+            do=(file_op(path, data),),
+            undo=(file_op(path, prior),),
             requires=(Require(Need.WRITABLE, posixpath.dirname(path)),),
         )
 

@@ -6,7 +6,10 @@ modules:
   nouveau: absent
   nvidia: {value: loaded, params: {NVreg_EnableGpuFirmware: 1}}
 ```
-Names compare with dashes and underscores as the same, as modprobe does. A module compiled
+Names compare with dashes and underscores as the same, as modprobe does. The NVIDIA driver's
+`NVreg_*` parameters of `nvidia` are not this kind's: /sys/module never shows them, so the
+reboot-phase kind `nvreg` reads them from /proc/driver/nvidia/params and sets them for the next
+load (`kinds/nvreg.py`). A module compiled
 into the running kernel (listed in its `modules.builtin`) reads `builtin`: that is `loaded`,
 and it can never be `absent`.
 """
@@ -17,7 +20,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Literal
 
-from ..apply.persist import MODPROBE, MODULES_LOAD, Persisted
+from ..apply.persist import MODPROBE, MODULES_LOAD, Persisted, modprobe_options
 from ..apply.steps import Command, Need, Probe, Read, Require, Step
 from ..errors import HostError
 from ..facts.kernel import OSRELEASE
@@ -30,28 +33,40 @@ from ..facts.modules import (
     loaded_modules,
     param_path,
 )
+from ..facts.nvidia_params import driver_param
 from ..hosts.files import Files, Request
 from ..plan.model import Change, Note, Outcome, Phase
 from .base import (
     Entry,
-    KernelValue,
     Kind,
     attribute_step,
     entry,
     missing_note,
     normalize_words,
     safe,
+    safe_scalar,
 )
 
 ModuleName = safe(r"[A-Za-z0-9_-]+", "module name", "nvidia_peermem")
 ParamName = safe(r"[A-Za-z0-9_]+", "module parameter", "NVreg_EnableGpuFirmware")
+# A kernel value, or a list of them with `;` (NVreg_RegistryDwords="PeerMappingOverride=1;").
+ParamValue = safe_scalar(
+    r"[A-Za-z0-9 \t_.,:;=/@%+\[\]-]*",
+    "module parameter value (letters, digits, spaces, _.,:;=/@%+[]-)",
+    "1",
+)
 State = Literal["loaded", "absent"]
 
 
 @dataclass(frozen=True, kw_only=True)
 class ModuleEntry(Entry[State]):
     value: State  # restated: pydantic does not carry Entry[State]'s argument into a subclass
-    params: dict[ParamName, KernelValue] = field(default_factory=dict)  # type: ignore[valid-type]
+    params: dict[ParamName, ParamValue] = field(default_factory=dict)  # type: ignore[valid-type]
+
+    def runtime_params(self, name: str) -> dict[str, str]:
+        """The parameters /sys/module shows and modprobe sets now; the NVIDIA driver's NVreg_
+        ones are the `nvreg` kind's (set for the next load)."""
+        return {k: v for k, v in self.params.items() if not driver_param(name, k)}
 
 
 ModuleItem = entry(State, ModuleEntry)
@@ -113,7 +128,7 @@ class Modules(Kind[dict[str, ModuleEntry]]):
     reads = "`/proc/modules`, `/lib/modules/R/modules.builtin`, `/sys/module/M/parameters/P`"
     compared = (
         "`-` and `_` alike; a module compiled in is `builtin` (in sync for `loaded`); `1`/`0` "
-        "as the `Y`/`N` a boolean parameter reads"
+        "as the `Y`/`N` a boolean parameter reads; `nvidia`'s `NVreg_` parameters are `nvreg`'s"
     )
 
     def request(self, spec: dict[str, ModuleEntry]) -> Request:
@@ -143,7 +158,7 @@ class Modules(Kind[dict[str, ModuleEntry]]):
             )
             if item.value != "loaded":
                 continue
-            for param, value in item.params.items():
+            for param, value in item.runtime_params(name).items():
                 path = param_path(name, param)
                 observed = normalize_words(files.value(path))
                 # Loaded without it: this build of the module has no such parameter.
@@ -176,8 +191,9 @@ class Modules(Kind[dict[str, ModuleEntry]]):
         about = f"modules:{name}"
         if item.value == "absent":
             return [Note(f"{canonical(name)} {COMPILED_IN}: {NO_UNLOAD}.", about=about)]
-        if item.params:
-            words = " ".join(f"{canonical(name)}.{k}={v}" for k, v in item.params.items())
+        if item.runtime_params(name):
+            params = item.runtime_params(name).items()
+            words = " ".join(f"{canonical(name)}.{k}={v}" for k, v in params)
             return [
                 Note(
                     f"{canonical(name)} {COMPILED_IN}: modprobe.d options never reach it, so "
@@ -218,7 +234,8 @@ class Modules(Kind[dict[str, ModuleEntry]]):
                 requires=(Require(Need.MODULE, name),),
             )
         item = next(e for n, e in spec.items() if canonical(n) == name)
-        load = Command(("modprobe", name, *(f"{k}={v}" for k, v in item.params.items())))
+        params = item.runtime_params(name).items()
+        load = Command(("modprobe", name, *(f"{k}={v}" for k, v in params)))
         unload = Command(("modprobe", "-r", name))
         forward, backward = (load, unload) if change.desired == "loaded" else (unload, load)
         return Step.of(
@@ -237,9 +254,8 @@ class Modules(Kind[dict[str, ModuleEntry]]):
             if item.value == "loaded":
                 knob = f"{self.kind}:{canonical(name)}"
                 lines.append(Persisted(MODULES_LOAD, canonical(name), knob))
-                if item.params:
-                    options = " ".join(f"{k}={v}" for k, v in item.params.items())
-                    line = f"options {canonical(name)} {options}"
+                if item.runtime_params(name):
+                    line = modprobe_options(canonical(name), item.runtime_params(name))
                     lines.append(Persisted(MODPROBE, line, knob))
             else:
                 lines.append(Persisted(MODPROBE, f"blacklist {canonical(name)}"))

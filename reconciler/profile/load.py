@@ -68,6 +68,11 @@ class Profile(Strict):
         """(kind, spec) for every kind with something to observe and plan: the sections in use,
         then, `with_persistence`, tune's boot-time files from the whole profile."""
         yield from self.sections()
+        # Kinds derived from sections (`nvreg` from `modules`), in the registry's order.
+        for kind in REGISTRY:
+            derived = None if kind.section or kind.persistence else kind.spec_of(self)
+            if derived is not None:
+                yield kind, derived
         if with_persistence:
             yield from ((k, k.spec_of(self)) for k in REGISTRY if k.persistence)
 
