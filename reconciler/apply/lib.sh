@@ -404,6 +404,13 @@ emu_container() {
     } | sort -u
 }
 
+# systemctl daemon-reload (emulate._systemctl): a snapshot's unit files are read as they are.
+# A restart is the controller's (`tune apply --restart-services`), never a step's.
+emu_systemctl() {
+    [ "$*" = daemon-reload ] && return 0
+    echo "systemctl: unsupported arguments $*"; return 1
+}
+
 # Run the argv $2...; $1: the command as tune's messages show it (shlex.join).
 run_argv() {
     shown="$1"; shift
@@ -417,6 +424,7 @@ run_argv() {
             setpci) shift; out=$(emu_setpci "$@" 2>&1) ;;
             grubby) shift; out=$(emu_grubby "$@" 2>&1) ;;
             pct | lxc-*) out=$(emu_container "$@" 2>&1) ;;
+            systemctl) shift; out=$(emu_systemctl "$@" 2>&1) ;;
             *) out="$1: command not found"; false ;;
             esac
         fi

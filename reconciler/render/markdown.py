@@ -4,7 +4,7 @@ the profile goes through `md` (a code span, or escaped text); tune's own words d
 
 from __future__ import annotations
 
-from ..plan.model import Phase, Plan, Priority
+from ..plan.model import Phase, Plan, Priority, pending_counts
 from . import md
 from .folding import Group, fold, show, shown
 from .printable import printable_data
@@ -60,7 +60,7 @@ def render(plan: Plan) -> str:
         ]
         out += [
             f"- {md.text(p.id)}: configured ({md.code(show(p.configured))}), not yet running "
-            f"({md.code(show(p.running))}): reboot to apply"
+            f"({md.code(show(p.running))}): {p.action}"
             for p in plan.pending
         ]
         out.append("")
@@ -94,7 +94,7 @@ def _summary(plan: Plan) -> str:
     return (
         f"**The host is {status}.** {len(plan.changes)} settings to change"
         + (f" ({counts})" if counts else "")
-        + f", {len(plan.failed_checks)} failed checks, {len(plan.pending)} pending reboot."
+        + f", {len(plan.failed_checks)} failed checks, {pending_counts(plan.pending)}."
     )
 
 
