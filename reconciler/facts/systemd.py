@@ -118,12 +118,19 @@ def dropin(unit: str, directory: str = "/etc/systemd/system") -> str:
     return f"{directory}/{unit}.d/{OWN_DROPIN}"
 
 
+# Where `systemctl enable` links a unit (`[Install]` WantedBy= and RequiredBy=), and masks it.
+ADMIN = "/etc/systemd/system"
+LINK_KINDS = {"WantedBy": "wants", "RequiredBy": "requires"}
+
+
 def request(unit: str) -> Request:
-    """Every file that makes up `unit`'s configuration."""
+    """Every file that makes up `unit`'s configuration, and the links that enable it (listed,
+    never opened: a mask links to /dev/null)."""
     names = [unit, *filter(None, [template(unit)])]
     files = [f"{d}/{n}" for d in UNIT_DIRS for n in names]
     dropins = [f"{d}/{n}/*.conf" for d in UNIT_DIRS for n in _dropin_dirs(unit)]
-    return Request.of(*files, *dropins)
+    links = [f"{ADMIN}/*.{kind}/{unit}" for kind in LINK_KINDS.values()]
+    return Request.of(*files, *dropins, nodes=[*files, *links])
 
 
 @dataclass(frozen=True)
@@ -142,7 +149,9 @@ class Unit:
 
 
 def _first(files: Files, paths: list[str]) -> str | None:
-    return next((p for p in paths if files.read(p) is not None), None)
+    """The first of `paths` there: read, or listed (a link to /dev/null in a snapshot, whose
+    /dev is not the host's)."""
+    return next((p for p in paths if files.read(p) is not None or files.node_paths(p)), None)
 
 
 def resolve(files: Files, unit: str) -> Unit:
@@ -276,3 +285,27 @@ def logind_setting(files: Files, key: str) -> str | None:
             if name == key:
                 value = found or None
     return value
+
+
+def link_targets(files: Files, unit: Unit) -> list[str]:
+    """The directories `systemctl enable` links `unit` into (`multi-user.target.wants`), from
+    the `[Install]` section of its unit file."""
+    found = []
+    text = files.text(unit.path) if unit.path is not None else None
+    for key, value in parse(text or "").get("Install", []):
+        if key in LINK_KINDS:
+            found += [f"{target}.{LINK_KINDS[key]}" for target in value.split()]
+    return list(dict.fromkeys(found))
+
+
+def unit_state(files: Files, unit: Unit) -> str | None:
+    """As `systemctl is-enabled` says it: `masked`, `enabled` (linked from a `.wants` or
+    `.requires` directory in /etc), `static` (nothing in `[Install]` to enable it) or
+    `disabled`; None when the unit is not installed."""
+    if not unit.exists:
+        return None
+    if unit.masked:
+        return "masked"
+    if any(files.node_paths(f"{ADMIN}/*.{k}/{unit.name}") for k in LINK_KINDS.values()):
+        return "enabled"
+    return "disabled" if link_targets(files, unit) else "static"

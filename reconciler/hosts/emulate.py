@@ -317,6 +317,8 @@ def _systemctl(host: DirectoryHost, args: list[str]) -> Completed:
     new PID, whose `/proc/PID/limits` holds the limits the unit's configuration now sets."""
     if args == ["daemon-reload"]:
         return Completed(0)
+    if len(args) == 2 and args[0] in UNIT_FILE_VERBS:
+        return _unit_file(host, args[0], args[1])
     if len(args) != 2 or args[0] != "restart":
         return Completed(1, "", f"systemctl: unsupported arguments {' '.join(args)}")
     name = args[1]
@@ -339,6 +341,45 @@ def _systemctl(host: DirectoryHost, args: list[str]) -> Completed:
     _overwrite(host.local(procs), "".join(f"{new if p in old else p}\n" for p in listed).encode())
     for pid in old:
         shutil.rmtree(host.local(f"/proc/{pid}", follow=False), ignore_errors=True)
+    return Completed(0)
+
+
+UNIT_FILE_VERBS = ("enable", "disable", "mask", "unmask")
+
+
+def _unit_file(host: DirectoryHost, verb: str, name: str) -> Completed:
+    """`systemctl enable|disable|mask|unmask UNIT` as systemd's install.c does it in /etc: a
+    link to the unit file in each `[Install]` target's `.wants`/`.requires` directory, and a
+    mask as an empty unit file (systemd links to /dev/null; both read empty, and a snapshot's
+    /dev is not the host's)."""
+    # The links lie in /etc/systemd/system/T.wants/: four levels below /.
+    files = host.fetch(systemd.request(name))
+    unit = systemd.resolve(files, name)
+    if not unit.exists or unit.path is None:
+        return Completed(1, "", f"Failed to {verb} unit: Unit file {name} does not exist.")
+    own = f"{systemd.ADMIN}/{name}"
+    local = host.local(own, follow=False)
+    masked = unit.path == own and unit.masked
+    if verb == "mask" and os.path.lexists(local) and not masked:
+        return Completed(1, "", f"Failed to mask unit: File {own} already exists.")
+    if verb == "mask":
+        _overwrite(local, b"", create=True)
+    elif verb == "unmask" and masked:
+        os.unlink(local)
+    elif verb == "enable":
+        if masked:
+            return Completed(1, "", f"Failed to enable unit: Unit file {own} is masked.")
+        for target in systemd.link_targets(files, unit):
+            link = host.local(f"{systemd.ADMIN}/{target}/{name}", follow=False)
+            os.makedirs(os.path.dirname(link), exist_ok=True)
+            if not os.path.lexists(link):
+                # Relative, where systemctl links absolutely: the same file either way, and
+                # the sh emulation reads the snapshot with this machine's own tools.
+                os.symlink(f"../../../..{unit.path}", link)
+    elif verb == "disable":
+        for kind in systemd.LINK_KINDS.values():
+            for path in files.node_paths(f"{systemd.ADMIN}/*.{kind}/{name}"):
+                os.unlink(host.local(path, follow=False))
     return Completed(0)
 
 

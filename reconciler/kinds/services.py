@@ -87,6 +87,13 @@ class UnitEntry(Meta):
         dict[LimitName, LimitValue],  # type: ignore[valid-type]
         After(_sizes_only_where_sizes),
     ] = field(default_factory=dict)
+    state: Literal["enabled", "disabled", "masked"] | None = field(
+        default=None,
+        metadata={
+            "description": "as `systemctl is-enabled` says it; set with enable, "
+            "disable, mask or unmask"
+        },
+    )
     logind: dict[LogindKey, LogindValue] = field(  # type: ignore[valid-type]
         default_factory=dict,
         metadata={"description": f"logind.conf settings; only under {LOGIND}"},
@@ -163,6 +170,28 @@ class Services(Kind[dict[str, UnitEntry]]):
                 said = f"{name} is not installed on this host (no unit file)."
                 outcome.notes.append(Note(missing_note(said, item), f"services:{name}"))
             outcome.extend(self._limits(name, item, unit, files, missing))
+            if item.state is not None:
+                current = systemd.unit_state(files, unit)
+                if current == "static":
+                    outcome.notes.append(
+                        Note(
+                            f"{name} is static: its unit file has no [Install] section, so it "
+                            "cannot be enabled or disabled, only masked.",
+                            f"services:{name}",
+                        )
+                    )
+                outcome.changes.append(
+                    self.change(
+                        f"{name}:state",
+                        current,
+                        item.state,
+                        item,
+                        fix=" && ".join(
+                            shlex.join(c.argv) for c in state_commands(name, current, item.state)
+                        ),
+                        missing=missing,
+                    )
+                )
             for key, value in item.logind.items():
                 current = logind_value(systemd.logind_setting(files, key))
                 outcome.changes.append(
@@ -230,6 +259,8 @@ class Services(Kind[dict[str, UnitEntry]]):
 
     def step(self, spec: dict[str, UnitEntry], change: Change, files: Files) -> Step:
         name, _, key = change.target.partition(":")
+        if key == "state":
+            return _state_step(change, name, files)
         if name == "logind":
             item = next(e for e in spec.values() if e.logind)
             path, text = (
@@ -268,6 +299,57 @@ class Services(Kind[dict[str, UnitEntry]]):
                 *(Require(Need.COMMAND, "systemctl") for _ in reload),
             ),
         )
+
+
+def state_commands(unit: str, current: str | None, desired: str) -> list[Command]:
+    """What takes `unit` from `current` to `desired`: a mask is undone first, and masking
+    leaves the links that enable a unit, so unmasking gives its prior state back."""
+    commands = []
+    if current == "masked" and desired != "masked":
+        commands.append(Command(("systemctl", "unmask", unit)))
+    if desired == "masked":
+        commands.append(Command(("systemctl", "mask", unit)))
+    elif desired == "enabled":
+        commands.append(Command(("systemctl", "enable", unit)))
+    elif current == "enabled":
+        commands.append(Command(("systemctl", "disable", unit)))
+    return commands
+
+
+# Each command's inverse: undone in reverse order, they give back the links and the mask
+# exactly (a masked unit keeps the links that enable it).
+INVERSE = {"enable": "disable", "disable": "enable", "mask": "unmask", "unmask": "mask"}
+
+
+def _state_step(change: Change, name: str, files: Files) -> Step:
+    unit = systemd.resolve(files, name)
+    current, desired = change.current, change.desired
+    if not isinstance(current, str) or not isinstance(desired, str):
+        raise HostError(f"{change.id} cannot be set: {name} is not installed on this host.")
+    targets = systemd.link_targets(files, unit)
+    if "static" in (current, desired) or (not targets and "masked" not in (current, desired)):
+        raise HostError(
+            f"{change.id} cannot be set: {name} has no [Install] section to enable it by; "
+            "it can only be masked."
+        )
+    do = state_commands(name, current, desired)
+    # One file shows the change: the mask in /etc (an empty file or a link to /dev/null
+    # reads empty), or the link `enable` makes (it reads as the unit file).
+    if "masked" in (current, desired):
+        probe = Probe(f"{systemd.ADMIN}/{name}", Read.TEXT)
+        seen: dict[str, str | None] = {"masked": ""}
+    else:
+        probe = Probe(f"{systemd.ADMIN}/{targets[0]}/{name}", Read.TEXT)
+        seen = {"enabled": files.text(unit.path or "")}
+    return Step.of(
+        change,
+        probe=probe,
+        expect=seen.get(desired),
+        restored=seen.get(current),
+        do=tuple(do),
+        undo=tuple(Command((c.argv[0], INVERSE[c.argv[1]], *c.argv[2:])) for c in reversed(do)),
+        requires=(Require(Need.COMMAND, "systemctl"),),
+    )
 
 
 def _running_limits(files: Files, unit: systemd.Unit) -> dict[str, str]:

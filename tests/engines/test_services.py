@@ -1,5 +1,6 @@
 """The services kind through both engines: drop-ins and logind's settings written with a
-`systemctl daemon-reload`, the plan then empty with the restart pending, a second apply with
+`systemctl daemon-reload`, units enabled, disabled, masked and unmasked (`systemctl`
+emulated alike in both), the plan then empty with the restart pending, a second apply with
 nothing to do, and a rollback that gives back every byte; a host without `systemctl` is
 refused before anything is written."""
 
@@ -27,7 +28,15 @@ def host(scratch: Path, case: str) -> tuple[Path, Path]:
     return root, CASES / case / "profile.yaml"
 
 
-@pytest.mark.parametrize("case", ["memlock-drop-in-for-containerd", "logind-remove-ipc"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "memlock-drop-in-for-containerd",
+        "logind-remove-ipc",
+        "enable-disable-and-mask",
+        "unmask-and-enable",
+    ],
+)
 def test_apply_then_plan_is_empty_then_rollback_restores(
     engine: Engine, scratch: Path, case: str
 ) -> None:
