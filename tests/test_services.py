@@ -209,3 +209,21 @@ def test_files_request_reads_every_directory_of_the_search_path() -> None:
     assert isinstance(request, Request)
     assert "/etc/systemd/system/containerd.service.d/*.conf" in request.patterns
     assert "/lib/systemd/system/containerd.service" in request.patterns
+
+
+def test_a_pending_restart_is_shown_as_one_in_plan_check_and_markdown(tmp_path: Path) -> None:
+    root = host_of(tmp_path, "configured-not-running-is-pending-restart")
+    profile = CASES / "configured-not-running-is-pending-restart" / "profile.yaml"
+    text = run_tune("plan", profile, "--root", root)
+    assert text.code == 0
+    assert "Pending restart (configured; a running service keeps its old limits)" in text.out
+    assert "0 pending reboot, 1 pending restart." in text.out
+    markdown = run_tune("plan", profile, "--root", root, "--format", "markdown")
+    assert "## Needs a service restart" in markdown.out
+    assert "## Needs a reboot" not in markdown.out
+    check = run_tune("check", profile, "--root", root)
+    assert check.code == 0, "a pending restart is not drift"
+    assert (
+        "PENDING service docker.service:LimitMEMLOCK: running 8388608, after restart infinity "
+        "(restart docker.service to apply)"
+    ) in check.out

@@ -1,12 +1,15 @@
-"""systemd services: resource limits as a drop-in tune owns, and logind's settings.
+"""systemd services: resource limits as a drop-in tune owns, unit state, logind's settings.
 
 ```yaml
 services:
   containerd.service:
     limits: {LimitMEMLOCK: infinity, LimitSTACK: 67108864}
     reason: "CUDA pinned memory and RDMA registration in containers"
+  nvidia-persistenced.service: {state: enabled}
+  irqbalance.service: {state: disabled, reason: "tune pins the IRQs"}
+  nvidia-fabricmanager.service: {state: masked, reason: "no NVSwitch here"}
   systemd-logind.service:
-    logind: {RemoveIPC: "no"}
+    logind: {RemoveIPC: no}
     reason: "NCCL's shared memory segments outlive a user's last session"
 ```
 `limits.d` does not apply to services: a unit's limits come from its unit file and drop-ins,
@@ -14,13 +17,16 @@ resolved as systemd does; tune writes `/etc/systemd/system/UNIT.d/90-tune.conf` 
 `systemctl daemon-reload`. A running service keeps the limits it started with: where its main
 process's `/proc/PID/limits` differ from the configured ones, the plan shows a pending restart
 (`tune apply --restart-services` restarts it). logind's settings go to
-`/etc/systemd/logind.conf.d/90-tune.conf`, read by systemd-logind when it starts.
+`/etc/systemd/logind.conf.d/90-tune.conf`, read by systemd-logind when it starts. `state` is
+what `systemctl is-enabled` says (read from the mask and the links in /etc), set with
+`systemctl enable|disable|mask|unmask` and undone command by command.
 """
 
 from __future__ import annotations
 
 import posixpath
 import shlex
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
@@ -368,6 +374,6 @@ def _running_limits(files: Files, unit: systemd.Unit) -> dict[str, str]:
 KIND = Services()
 
 
-def restarts(pending: Any) -> list[str]:
+def restarts(pending: Iterable[Pending]) -> list[str]:
     """The units whose restart `pending` (a plan's) waits for, once each, in order."""
     return list(dict.fromkeys(p.restart for p in pending if p.restart))
