@@ -4,6 +4,7 @@ same batch as its files, and a snapshot answers from what `tune snapshot` record
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from reconciler.hosts import directory, recorded
 from reconciler.hosts.archive import ArchiveHost, write_archive
 from reconciler.hosts.directory import LocalHost, SnapshotHost
 from reconciler.hosts.files import MAX_FILE_BYTES, NOT_INSTALLED, CommandOutput, Request
+from reconciler.hosts.shell import ScriptResult
 from reconciler.hosts.ssh import SshSettings, SshSetup
 from reconciler.hosts.targets import Target
 
@@ -35,6 +37,17 @@ EXPECTED = {
 }
 
 
+class ThisMachineShell(LocalShellHost):
+    """The observation script run by this machine's `sh` as on a real host: no `TUNE_ROOT`,
+    so commands run (and files are this machine's)."""
+
+    def run_script(self, script: str, timeout: float | None = None) -> ScriptResult:
+        self.scripts.append(script)
+        env = {"PATH": os.environ["PATH"]}
+        done = subprocess.run([self.shell], input=script.encode(), capture_output=True, env=env)
+        return ScriptResult(done.stdout, done.stderr, done.returncode)
+
+
 def host_tree(tmp_path: Path) -> Path:
     root = tmp_path / "host"
     write(root, "/proc/sys/vm/swappiness", "60\n")
@@ -46,14 +59,34 @@ def wanted() -> Request:
 
 
 @pytest.mark.parametrize("shell", ["dash", "bash"])
-def test_the_shell_script_runs_commands_in_the_same_batch_as_the_files(
-    tmp_path: Path, shell: str
-) -> None:
-    host = LocalShellHost(host_tree(tmp_path), shell)
+def test_the_shell_script_runs_commands_in_the_same_batch_as_the_files(shell: str) -> None:
+    host = ThisMachineShell("/", shell)
     files = host.fetch(wanted())
     assert files.commands == EXPECTED
-    assert files.read("/proc/sys/vm/swappiness") == b"60\n"
+    assert files.read("/proc/sys/vm/swappiness") == Path("/proc/sys/vm/swappiness").read_bytes()
     assert len(host.scripts) == 1
+
+
+def recorded_tree(tmp_path: Path) -> Path:
+    """A snapshot holding what this machine's commands answered, as `tune snapshot` keeps it."""
+    live = LocalHost().fetch(Request.of(commands=COMMANDS))
+    root = host_tree(tmp_path)
+    for argv, answer in live.commands.items():
+        for path, data in recorded.record(argv, answer).items():
+            write(root, path, data)
+    return root
+
+
+@pytest.mark.parametrize("shell", ["dash", "bash"])
+def test_a_snapshot_served_as_a_host_answers_from_its_records_never_runs_them(
+    tmp_path: Path, shell: str
+) -> None:
+    root = recorded_tree(tmp_path)
+    # The record of one command says something no run would print: it is what comes back.
+    write(root, f"{recorded.where(FAILS)}/stdout", "recorded, never run\n")
+    snapshot = SnapshotHost(root).fetch(wanted())
+    assert snapshot.output(FAILS) == CommandOutput(3, b"recorded, never run\n")
+    assert LocalShellHost(root, shell).fetch(wanted()) == snapshot
 
 
 def test_this_machine_answers_as_the_shell_script_does(tmp_path: Path) -> None:
@@ -70,7 +103,7 @@ def test_a_command_past_the_timeout_on_this_machine_is_a_failed_one(
 
 
 def test_a_snapshot_answers_from_what_tune_snapshot_recorded(tmp_path: Path) -> None:
-    live = LocalShellHost(host_tree(tmp_path)).fetch(wanted())
+    live = LocalHost().fetch(wanted())
     archive = tmp_path / "host.tar.gz"
     write_archive(live, archive)
     assert ArchiveHost(archive).fetch(wanted()) == live
@@ -115,15 +148,18 @@ def test_requests_merge_their_commands_and_refuse_words_no_exec_can_pass() -> No
 
 
 @pytest.mark.skipif(not sshd_available(), reason="needs root and openssh-server")
-def test_a_command_runs_over_ssh_within_the_one_exec_request(
+def test_command_output_comes_over_ssh_within_the_one_exec_request(
     start_lab: StartLab, tmp_path: Path
 ) -> None:
-    lab = start_lab({"h1": host_tree(tmp_path)})
+    # The lab serves each host from a snapshot (TUNE_ROOT): its commands answer from the
+    # snapshot's records, byte for byte as the snapshot directory does.
+    root = recorded_tree(tmp_path)
+    lab = start_lab({"h1": root})
     host = SshSetup(SshSettings(ssh_config=str(lab.config))).host(Target("h1", "h1"))
     try:
         files = host.fetch(wanted())
     finally:
         host.close()
     assert files.commands == EXPECTED
-    assert files.read("/proc/sys/vm/swappiness") == b"60\n"
+    assert files == SnapshotHost(root).fetch(wanted())
     assert lab.exec_requests() == {"h1": 1}, "the commands join the one observation script"

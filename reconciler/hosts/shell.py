@@ -29,6 +29,7 @@ from functools import lru_cache
 
 from ..apply.trust import Owned
 from ..errors import HostError
+from . import recorded
 from .base import Host
 from .files import MAX_FILE_BYTES, MAX_STATE_BYTES, NOT_INSTALLED, CommandOutput, Files, Request
 from .paths import bracket_end, checked, path_matches, within
@@ -460,9 +461,17 @@ def _output(host: str, fields: list[str]) -> CommandOutput:
 # could end the field early, and the status comes back through fd 3 past the pipeline. The
 # command reads /dev/null, never the rest of this script on sh's standard input; it gets no fd
 # 3 or 4 to write into the status; `cat` drains what is past the cap so that it ends as it would
-# unread, not by SIGPIPE.
+# unread, not by SIGPIPE. A snapshot served as a host (`$TUNE_ROOT` set: the test lab, a demo)
+# answers from what it recorded, as `SnapshotHost` does (`reconciler.hosts.recorded`): its
+# commands are not this machine's to run.
 _COMMAND = (
-    "if command -v {program} >/dev/null 2>&1; then\n"
+    'if [ -n "${{TUNE_ROOT:-}}" ]; then\n'
+    "    if [ -f {record}/status ]; then\n"
+    "        printf ':x{index}\\000'\n"
+    "        head -c {cap} {record}/stdout 2>/dev/null | od -An -v -tx1\n"
+    "        printf '\\000%s\\000' \"$(head -c 16 {record}/status)\"\n"
+    "    fi\n"
+    "elif command -v {program} >/dev/null 2>&1; then\n"
     "    printf ':x{index}\\000'\n"
     "    {{ tune_status=$( {{ {{ {words} </dev/null 2>/dev/null 3>&- 4>&-; echo $? >&3; }} |\n"
     "        {{ head -c {cap}; cat >/dev/null; }} | od -An -v -tx1 >&4; }} 3>&1 ); }} 4>&1\n"
@@ -536,7 +545,13 @@ def _read_script(request: Request) -> ReadScript:
     for index, argv in enumerate(commands):
         run = " ".join(map(quoted, argv))
         lines.append(
-            _COMMAND.format(program=quoted(argv[0]), index=index, words=run, cap=MAX_FILE_BYTES)
+            _COMMAND.format(
+                program=quoted(argv[0]),
+                index=index,
+                words=run,
+                cap=MAX_FILE_BYTES,
+                record=quoted("." + recorded.where(argv)),
+            )
         )
     if together:
         # Every glob expanded once, into "$@": listed, then given to head as they are, so
