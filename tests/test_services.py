@@ -6,6 +6,7 @@ with the limits its configuration now sets)."""
 from __future__ import annotations
 
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -227,3 +228,30 @@ def test_a_pending_restart_is_shown_as_one_in_plan_check_and_markdown(tmp_path: 
         "PENDING service docker.service:LimitMEMLOCK: running 8388608, after restart infinity "
         "(restart docker.service to apply)"
     ) in check.out
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="needs systemd-analyze")
+def test_unit_file_and_drop_in_order_is_systemds(tmp_path: Path) -> None:
+    """systemd itself as the oracle: `systemd-analyze --root cat-config` lists the unit file
+    and its drop-ins in the order systemd applies them, a name in /etc or /run hiding the
+    same name further down the search path. (Type-wide `service.d/` drop-ins are newer than
+    systemd 252's cat-config, and left out here.)"""
+    write(tmp_path, "/lib/systemd/system/docker.service", DOCKER)
+    write(tmp_path, "/usr/lib/systemd/system/docker.service.d/50-vendor.conf", "[Service]\n")
+    write(tmp_path, "/usr/lib/systemd/system/docker.service.d/20-early.conf", "[Service]\n")
+    write(tmp_path, "/run/systemd/system/docker.service.d/50-vendor.conf", "[Service]\n")
+    write(tmp_path, "/etc/systemd/system/docker.service.d/40-site.conf", "[Service]\n")
+    write(tmp_path, "/etc/systemd/system/docker.service.d/90-tune.conf", "[Service]\n")
+    write(tmp_path, "/usr/local/lib/systemd/system/docker.service.d/95-last.conf", "[Service]\n")
+    shown = subprocess.run(
+        ["systemd-analyze", f"--root={tmp_path}", "cat-config", "systemd/system/docker.service"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
+    systemds = [line[2:].removeprefix(str(tmp_path)) for line in shown.splitlines()
+                if line.startswith(f"# {tmp_path}/")]  # fmt: skip
+    unit, _ = unit_of(tmp_path, "docker.service")
+    assert [unit.path, *unit.dropins] == systemds
+    assert len(systemds) == 6
