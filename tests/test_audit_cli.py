@@ -119,7 +119,7 @@ def test_text_report_lists_findings_by_priority() -> None:
     assert result.code == 2
     assert "! numa-balancing [memory, runtime]: kernel.numa_balancing = 1" in result.out
     assert "- kernel-version [kernel, not fixable by tune]" in result.out
-    assert result.out.rstrip().endswith("2 good, 2 not an issue.")
+    assert result.out.rstrip().endswith("2 good, 3 not an issue.")
     assert "\x1b[" not in result.out
 
 

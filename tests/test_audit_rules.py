@@ -36,6 +36,9 @@ from reconciler.plan.model import Phase, Priority
 GPU = "0000:41:00.0"
 NIC = "0000:c2:00.0"
 CONTAINER = "/etc/pve/lxc/101.conf"
+CONTAINERD_UNIT = (
+    Path(__file__).resolve().parent / "corpus" / "systemd" / "containerd.service"
+).read_text()
 
 
 def test_tuned_host_has_no_finding_and_every_rule_has_a_verdict(tuned: Path) -> None:
@@ -470,3 +473,43 @@ def test_readme_table_lists_exactly_the_rules() -> None:
     rows = [line.split("|")[1:3] for line in table.splitlines()[2:]]
     listed = {(i.strip("` "), area.strip()) for ids, area in rows for i in ids.split(",")}
     assert listed == {(r.id, r.area.value) for r in RULES}
+
+
+# --- services -----------------------------------------------------------------------------------
+
+
+def without_containers(root: Path) -> None:
+    for config in (root / "etc/pve/lxc").glob("*.conf"):
+        config.unlink()
+
+
+def test_runtime_memlock_is_no_issue_where_gpus_are_served_from_lxc(tuned: Path) -> None:
+    write(tuned, "/usr/lib/systemd/system/containerd.service", CONTAINERD_UNIT)
+    report = run_audit(tuned)
+    assert report.findings == ()
+    assert remarks(report, "runtime-memlock")[1] == ["GPUs are served from LXC containers (101)"]
+
+
+def test_runtime_memlock_fires_on_containerd_without_the_limit(tuned: Path, tmp_path: Path) -> None:
+    without_containers(tuned)
+    write(tuned, "/usr/lib/systemd/system/containerd.service", CONTAINERD_UNIT)
+    write(tuned, "/lib/systemd/system/docker.service", "[Service]\nLimitMEMLOCK=infinity\n")
+    report = run_audit(tuned)
+    finding = only(report, "runtime-memlock")
+    assert finding.observed == (
+        "containerd.service sets no LimitMEMLOCK (systemd's default, 8 MiB since v253)"
+    )
+    assert remarks(report, "runtime-memlock")[0] == ["LimitMEMLOCK=infinity for docker.service"]
+    closes_loop(tuned, report, tmp_path)
+
+
+def test_runtime_memlock_reads_the_drop_in_that_wins(tuned: Path) -> None:
+    without_containers(tuned)
+    write(tuned, "/usr/lib/systemd/system/containerd.service", CONTAINERD_UNIT)
+    dropins = "/etc/systemd/system/containerd.service.d"
+    write(tuned, f"{dropins}/90-tune.conf", "[Service]\nLimitMEMLOCK=infinity\n")
+    assert run_audit(tuned).findings == ()
+    write(tuned, f"{dropins}/95-site.conf", "[Service]\nLimitMEMLOCK=64M\n")
+    finding = only(run_audit(tuned), "runtime-memlock")
+    assert finding.observed == "containerd.service starts with memlock 67108864"
+    assert finding.evidence == (f"{dropins}/95-site.conf: LimitMEMLOCK=64M",)

@@ -287,6 +287,30 @@ BAD = [
         (P, 4, 19),
     ),
     Bad("not-utf8", "name: x\ndescription: caf\udcff\n", "not UTF-8 text (byte 0xff)", (P, 2, 17)),
+    Bad(
+        "service-name-with-shell-characters",
+        "name: x\nservices:\n  'a;b.service': {limits: {LimitCORE: 0}}\n",
+        "'a;b.service' is not a valid systemd unit name",
+        (P, 3, 3),
+    ),
+    Bad(
+        "service-limit-not-systemds",
+        "name: x\nservices:\n  containerd.service: {limits: {LimitMEMLOCK: unlimited}}\n",
+        "'unlimited' is not a valid systemd limit",
+        (P, 3, 47),
+    ),
+    Bad(
+        "service-count-limit-with-a-size",
+        "name: x\nservices:\n  containerd.service:\n    limits: {LimitNOFILE: 64K}\n",
+        "LimitNOFILE=64K: systemd takes a size suffix only for limits in bytes",
+        (P, 4, 13),
+    ),
+    Bad(
+        "logind-settings-under-another-unit",
+        "name: x\nservices:\n  docker.service:\n    logind: {RemoveIPC: no}\n",
+        "docker.service: logind settings belong to systemd-logind.service",
+        (P, 3, 3),
+    ),
 ]
 
 DIAGNOSTIC = re.compile(r"(?P<file>.+?):(?P<line>\d+):(?P<col>\d+): (?P<message>.+)")

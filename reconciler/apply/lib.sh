@@ -404,6 +404,53 @@ emu_container() {
     } | sort -u
 }
 
+# The `[Install]` targets of a unit file as `systemctl enable` links it: `T.wants` or
+# `T.requires`, one a line, first seen first (facts.systemd.link_targets).
+INSTALL_TARGETS='
+{ t = $0; sub(/^[ \t]+/, "", t); sub(/[ \t]+$/, "", t) }
+t ~ /^[#;]/ || t == "" { next }
+t ~ /^\[.*\]$/ { s = t; next }
+s == "[Install]" && match(t, /^(WantedBy|RequiredBy)[ \t]*=/) {
+  k = substr(t, 1, index(t, "=") - 1); sub(/[ \t]+$/, "", k)
+  n = split(substr(t, index(t, "=") + 1), w, /[ \t]+/)
+  for (i = 1; i <= n; i++) if (w[i] != "") {
+    d = w[i] (k == "WantedBy" ? ".wants" : ".requires"); if (!(d in seen)) { seen[d] = 1; print d } } }'
+
+# systemctl daemon-reload (a snapshot's unit files are read as they are) and enable, disable,
+# mask, unmask (emulate._unit_file, byte for byte). A restart is the controller's
+# (`tune apply --restart-services`), never a step's.
+emu_systemctl() {
+    [ "$*" = daemon-reload ] && return 0
+    case "$1" in enable | disable | mask | unmask) [ $# -eq 2 ] ;; *) false ;; esac ||
+        { echo "systemctl: unsupported arguments $*"; return 1; }
+    sc_verb=$1; sc_unit=$2; sc_own="/etc/systemd/system/$2"; sc_path=
+    for sc_d in $EMU_UNIT_DIRS; do
+        if [ -e "$R$sc_d/$sc_unit" ] || [ -h "$R$sc_d/$sc_unit" ]; then sc_path="$sc_d/$sc_unit"; break; fi
+    done
+    [ -n "$sc_path" ] || { echo "Failed to $sc_verb unit: Unit file $sc_unit does not exist."; return 1; }
+    sc_masked=
+    if [ "$sc_path" = "$sc_own" ] && ! [ -s "$R$sc_own" ]; then sc_masked=1; fi
+    case $sc_verb in
+    mask)
+        if [ -z "$sc_masked" ] && { [ -e "$R$sc_own" ] || [ -h "$R$sc_own" ]; }; then
+            echo "Failed to mask unit: File $sc_own already exists."; return 1
+        fi
+        : >"$R$sc_own" ;;
+    unmask) if [ -n "$sc_masked" ]; then rm -f "$R$sc_own"; fi ;;
+    enable)
+        [ -z "$sc_masked" ] || { echo "Failed to enable unit: Unit file $sc_own is masked."; return 1; }
+        for sc_t in $(awk "$INSTALL_TARGETS" "$R$sc_path"); do
+            mkdir -p "$R/etc/systemd/system/$sc_t"
+            sc_l="$R/etc/systemd/system/$sc_t/$sc_unit"
+            if ! [ -e "$sc_l" ] && ! [ -h "$sc_l" ]; then ln -s "../../../..$sc_path" "$sc_l"; fi
+        done ;;
+    disable)
+        # The scripts run with globbing off (set -f).
+        find "$R/etc/systemd/system" -mindepth 2 -maxdepth 2 -name "$sc_unit" \
+            \( -path '*.wants/*' -o -path '*.requires/*' \) -exec rm -f {} + ;;
+    esac
+}
+
 # Run the argv $2...; $1: the command as tune's messages show it (shlex.join).
 run_argv() {
     shown="$1"; shift
@@ -417,6 +464,7 @@ run_argv() {
             setpci) shift; out=$(emu_setpci "$@" 2>&1) ;;
             grubby) shift; out=$(emu_grubby "$@" 2>&1) ;;
             pct | lxc-*) out=$(emu_container "$@" 2>&1) ;;
+            systemctl) shift; out=$(emu_systemctl "$@" 2>&1) ;;
             *) out="$1: command not found"; false ;;
             esac
         fi

@@ -49,6 +49,7 @@ class ApplyJob:
     probes: bool = True
     keep_on_regression: bool = False
     restart_containers: bool = False  # after the boot is verified
+    restart_services: bool = False  # after the apply, those still running with old limits
     # Leave out changes the host lacks what they need for (a module it does not have).
     skip_missing: bool = False
 

@@ -430,6 +430,19 @@ class ContainerRan(Record):
 
 
 @dataclass(frozen=True)
+class ServiceRan(Record):
+    """A command `tune apply --restart-services` ran to restart a service after the apply,
+    and what it said."""
+
+    TYPE = "service"
+    unit: str
+    argv: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@dataclass(frozen=True)
 class End(Record):
     """The run's outcome so far: the LAST `end` of a file is the run's."""
 
@@ -458,6 +471,7 @@ RECORD_TYPES: dict[str, type[Record]] = {
         ProbesMeasured,
         GateJudged,
         ContainerRan,
+        ServiceRan,
         End,
     )
 }

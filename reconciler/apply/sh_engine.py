@@ -39,6 +39,7 @@ from pathlib import Path
 
 from ..boot.verify import PENDING
 from ..errors import ApplyFailed, ConnectError, HostError
+from ..facts import systemd
 from ..hosts import emulate
 from ..hosts.shell import Expand, ShellHost, printf_format, quoted, sh_word
 from ..kinds import boot_kind
@@ -123,6 +124,7 @@ LIBRARY = (
     f"EMU_COMMANDS={quoted(' '.join(emulate.COMMANDS))}\n"
     f"EMU_CONTAINER_DEV={quoted(' '.join(emulate.CONTAINER_DEV))}\n"
     f"LXC_KEYS={quoted(emulate.LXC_KEY_WORDS)}\n"
+    f"EMU_UNIT_DIRS={quoted(' '.join(systemd.UNIT_DIRS))}\n"
     + _strerror()
     + (Path(__file__).parent / "lib.sh").read_text()
 )

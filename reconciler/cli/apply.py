@@ -75,6 +75,12 @@ RESTART_HELP = (
     help="How long --reboot waits for the host to come back.",
 )
 @click.option("--restart-containers", is_flag=True, help=RESTART_HELP)
+@click.option(
+    "--restart-services",
+    is_flag=True,
+    help="After the apply, restart the services still running with limits other than their "
+    "configured ones (and systemd-logind when its settings changed); asks first.",
+)
 @click.option("--root", metavar="DIR", help=ROOT_HELP)
 @yes_option
 @dry_run_option
@@ -103,6 +109,7 @@ def apply(
     reboot: bool,
     reboot_timeout: float,
     restart_containers: bool,
+    restart_services: bool,
     root: str | None,
     yes: bool,
     dry_run: bool,
@@ -141,6 +148,8 @@ def apply(
         raise UsageError(
             "--restart-containers follows the boot configuration: drop --runtime-only."
         )
+    if restart_services and remote.is_fleet:
+        raise UsageError("--restart-services restarts one host's services: name one host.")
     if restart_containers and remote.wanted:
         raise UsageError("--restart-containers works on this machine's containers, not over -H.")
     if reboot and root is not None:
@@ -183,6 +192,7 @@ def apply(
         probes=not no_probes,
         keep_on_regression=keep_on_regression,
         restart_containers=restart_containers,
+        restart_services=restart_services,
         skip_missing=skip_missing,
     )
     if remote.is_fleet:
@@ -192,12 +202,40 @@ def apply(
     terminal = Terminal(yes, out)
     try:
         done = apply_one(engine, job, terminal)
+        restarted = _restart_services(engine.host, job, done, yes, terminal)
     finally:
         engine.host.close()
-    code = _applied(done, engine, job, terminal)
+    code = max(_applied(done, engine, job, terminal), restarted)
     if out.json:
         out.document(apply_document(done, engine.host, job))
     return code
+
+
+def _restart_services(host: Host, job: ApplyJob, done: Done, yes: bool, terminal: Terminal) -> int:
+    """`--restart-services` once the apply is over (not on a dry run): exit 3 when a restart
+    failed or did not bring the configured limits."""
+    from ..apply.journal import Journal, run_ids
+    from ..apply.restart import pending_restarts, restart_services, to_restart
+
+    if not job.restart_services or job.dry_run:
+        return ExitCode.IN_SYNC
+    loaded = job.loaded
+    units = to_restart(pending_restarts(host, loaded), done.work.steps)
+    if not units:
+        return ExitCode.IN_SYNC
+    question = f"Restart {', '.join(units)} on {host.describe()}?"
+    confirm(printable(question), yes=yes, command="tune apply --restart-services")
+    runs = run_ids(host)
+    run_id = done.applied.run_id if done.applied is not None else (runs[-1] if runs else None)
+    journal = Journal(host, run_id) if run_id else None
+    result = restart_services(host, loaded, units, journal)
+    for line in result.held:
+        terminal.say(f"ok  {printable(line)}")
+    for line in result.failed:
+        terminal.say(f"FAILED {printable(line)}")
+    if journal is not None:
+        journal.end("applied")
+    return ExitCode.APPLY_FAILED if result.failed else ExitCode.IN_SYNC
 
 
 def _engine(root: str | None, remote: RemoteOptions) -> Engine:

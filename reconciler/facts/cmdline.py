@@ -444,7 +444,7 @@ def with_file(files: Files, path: str, data: bytes | None) -> Files:
         pattern: tuple(sorted(p for p in contents if path_matches(pattern, p)))
         for pattern in files.matches
     }
-    return Files(contents, matches, files.listings, files.errors, files.nodes)
+    return Files(contents, matches, files.listings, files.errors, files.nodes, files.commands)
 
 
 def word(name: str, value: str) -> str:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from ..errors import HostError
+from . import recorded
 from .base import Host, write_error
 from .bounded import size_text
 from .files import MAX_FILE_BYTES, Files, Request, last
@@ -53,6 +54,8 @@ class ArchiveHost(Host):
             found = _expand(pattern, self._tree)
             found += [d + "/" for d in _expand(pattern, self._directories)]
             files.nodes[pattern] = tuple(sorted(found))
+        for argv in sorted(request.commands):
+            files.commands[argv] = recorded.answer(argv, self._tree.get)
         markers = {p: data for p, data in self._tree.items() if p.startswith(UNREADABLE + "/")}
         apply_markers(files, markers)
         return files
@@ -205,7 +208,8 @@ def write_archive(files: Files, target: str | os.PathLike[str] | BinaryIO) -> in
     output); returns how many files went in. A device node goes in as an empty file (a
     directory of them as a directory): the name is what was observed, and the same layout in
     a snapshot directory reads back the same. A kernel file that could not be read goes in
-    empty, with its marker (`reconciler.hosts.unreadable`)."""
+    empty, with its marker (`reconciler.hosts.unreadable`); a command's output as
+    `reconciler.hosts.recorded` lays it out."""
     import tarfile  # only snapshots packed as archives need it
     import time
 
@@ -217,6 +221,11 @@ def write_archive(files: Files, target: str | os.PathLike[str] | BinaryIO) -> in
         **files.contents,
         **{m.removeprefix(UNREADABLE): b"" for m in unreadable},
         **unreadable,
+        **{
+            p: data
+            for argv, out in files.commands.items()
+            for p, data in recorded.record(argv, out).items()
+        },
     }
     stream = not isinstance(target, str | os.PathLike)
     name = "standard output" if stream else str(target)

@@ -13,10 +13,19 @@ from pathlib import Path
 from ..apply.steps import temporary as temporary_of
 from ..apply.trust import Owned, check, private_directory
 from ..errors import HostError, LockHeld
+from . import recorded
 from .archive import ArchiveHost
 from .base import Completed, Host, refusal, write_error
 from .beneath import Beneath, Rooted, open_regular, write_all
-from .files import MAX_STATE_BYTES, Files, Request, last
+from .files import (
+    MAX_FILE_BYTES,
+    MAX_STATE_BYTES,
+    NOT_INSTALLED,
+    CommandOutput,
+    Files,
+    Request,
+    last,
+)
 from .paths import checked, is_glob, within
 from .unreadable import UNREADABLE, apply_markers
 
@@ -76,7 +85,21 @@ class DirectoryHost(Host):
                     if paths.lexists(p) and within(pattern, p)
                 )
             )
+        for argv in sorted(request.commands):
+            files.commands[argv] = self._output(argv)
         return files
+
+    def _output(self, argv: tuple[str, ...]) -> CommandOutput:
+        """A snapshot answers a command from what it recorded (`reconciler.hosts.recorded`)."""
+        return recorded.answer(argv, self._recorded)
+
+    def _recorded(self, path: str) -> bytes | None:
+        try:
+            return self.paths.read(path, MAX_FILE_BYTES)
+        except (FileNotFoundError, IsADirectoryError):
+            return None
+        except OSError as exc:
+            raise HostError(f"{path}: cannot read ({exc.strerror}).") from exc
 
     def _read_into(self, files: Files, path: str, limit: int | None) -> None:
         # A glob may match a directory: it is not a file to read. Asking open (not a stat
@@ -278,6 +301,12 @@ def _sync_directory(directory: str) -> None:
         os.close(fd)
 
 
+# Seconds a command observation may take on this machine (`nvidia-smi` on eight GPUs answers in
+# about one); past it the command counts as failed, with the status `timeout(1)` gives.
+COMMAND_TIMEOUT = 60.0
+TIMED_OUT = 124
+
+
 class LocalHost(DirectoryHost):
     """The machine tune runs on. Never written by tests: they use snapshots."""
 
@@ -286,6 +315,29 @@ class LocalHost(DirectoryHost):
 
     def describe(self) -> str:
         return f"local ({self.name})"
+
+    def _output(self, argv: tuple[str, ...]) -> CommandOutput:
+        import shutil
+        import subprocess
+
+        if shutil.which(argv[0]) is None:
+            return NOT_INSTALLED
+        try:
+            done = subprocess.run(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                check=False,
+                timeout=COMMAND_TIMEOUT,
+            )
+        except subprocess.TimeoutExpired as exc:
+            return CommandOutput(TIMED_OUT, (exc.stdout or b"")[:MAX_FILE_BYTES])
+        except OSError:  # gone or not executable since `which` found it
+            return NOT_INSTALLED
+        # A signal (negative here) reads as the shell reports it, as over SSH.
+        status = done.returncode if done.returncode >= 0 else 128 - done.returncode
+        return CommandOutput(status, done.stdout[:MAX_FILE_BYTES])
 
     def check_privileges(self) -> None:
         if os.geteuid() != 0:

@@ -27,13 +27,14 @@ import struct
 from typing import TYPE_CHECKING
 
 from ..errors import HostError
-from ..facts import pcie
+from ..facts import pcie, systemd
 from ..facts.kernel import OSRELEASE
 from ..facts.lxc_keys import KEYS
 from ..facts.modules import MODULE_DIR, MODULES, builtin_modules, builtin_path, module_name
 from ..facts.pci import DEVICES
 from .base import ENOTSUPP, Completed, refusal
 from .beneath import open_regular, write_all
+from .files import Files
 
 if TYPE_CHECKING:
     from .directory import DirectoryHost
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
 CONTAINER_TOOLS = ("pct", "lxc-stop", "lxc-start", "lxc-attach")
 # LXC's key table as the sh emulation takes it: names, a prefix key with a final "*".
 LXC_KEY_WORDS = " ".join(name + ("" if strict else "*") for name, strict in KEYS)
-COMMANDS = ("modprobe", "setpci", "grubby", *CONTAINER_TOOLS)
+COMMANDS = ("modprobe", "setpci", "grubby", "systemctl", *CONTAINER_TOOLS)
 REFUSES = "/.tune-emulate/refuses"
 LISTED = "/.tune-emulate/commands"
 # A module whose load fails (built against another kernel's or RDMA stack's symbols): a file
@@ -136,6 +137,8 @@ def run(host: DirectoryHost, argv: list[str]) -> Completed:
         return _grubby(host, argv[1:])
     if argv[0] in CONTAINER_TOOLS:
         return _container(host, argv)
+    if argv[0] == "systemctl":
+        return _systemctl(host, argv[1:])
     return _setpci(host, argv[1:])
 
 
@@ -306,3 +309,95 @@ def _container(host: DirectoryHost, argv: list[str]) -> Completed:
         if directly_in_dev and os.path.lexists(host.local(source)):
             names.add(target.removeprefix("dev/"))
     return Completed(0, "\n".join(sorted(names)) + "\n")
+
+
+def _systemctl(host: DirectoryHost, args: list[str]) -> Completed:
+    """`systemctl daemon-reload` (nothing to do: a snapshot's files are read as they are) and
+    `systemctl restart UNIT`: a running unit's main process is replaced by a new one, with a
+    new PID, whose `/proc/PID/limits` holds the limits the unit's configuration now sets."""
+    if args == ["daemon-reload"]:
+        return Completed(0)
+    if len(args) == 2 and args[0] in UNIT_FILE_VERBS:
+        return _unit_file(host, args[0], args[1])
+    if len(args) != 2 or args[0] != "restart":
+        return Completed(1, "", f"systemctl: unsupported arguments {' '.join(args)}")
+    name = args[1]
+    files = host.fetch(systemd.request(name) | systemd.process_request(name))
+    unit = systemd.resolve(files, name)
+    if not unit.exists:
+        return Completed(5, "", f"Failed to restart {name}: Unit {name} not found.")
+    old = systemd.main_processes(files, unit)
+    procs = next((p.format(name) for p in systemd.CGROUP_PROCS if files.read(p.format(name))), "")
+    if not old or not procs:
+        return Completed(0)  # not running: it starts with its configuration, as read
+    pids = [int(n) for n in os.listdir(host.local("/proc")) if n.isdigit()]
+    new = str(max(pids) + 1)
+    limits = _limits_text(files.text(f"/proc/{old[0]}/limits") or "", files, unit)
+    for leaf, data in (("comm", files.read(f"/proc/{old[0]}/comm") or b""), ("limits", limits)):
+        target = host.local(f"/proc/{new}/{leaf}")
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        _overwrite(target, data, create=True)
+    listed = (files.text(procs) or "").split()
+    _overwrite(host.local(procs), "".join(f"{new if p in old else p}\n" for p in listed).encode())
+    for pid in old:
+        shutil.rmtree(host.local(f"/proc/{pid}", follow=False), ignore_errors=True)
+    return Completed(0)
+
+
+UNIT_FILE_VERBS = ("enable", "disable", "mask", "unmask")
+
+
+def _unit_file(host: DirectoryHost, verb: str, name: str) -> Completed:
+    """`systemctl enable|disable|mask|unmask UNIT` as systemd's install.c does it in /etc: a
+    link to the unit file in each `[Install]` target's `.wants`/`.requires` directory, and a
+    mask as an empty unit file (systemd links to /dev/null; both read empty, and a snapshot's
+    /dev is not the host's)."""
+    # The links lie in /etc/systemd/system/T.wants/: four levels below /.
+    files = host.fetch(systemd.request(name))
+    unit = systemd.resolve(files, name)
+    if not unit.exists or unit.path is None:
+        return Completed(1, "", f"Failed to {verb} unit: Unit file {name} does not exist.")
+    own = f"{systemd.ADMIN}/{name}"
+    local = host.local(own, follow=False)
+    masked = unit.path == own and unit.masked
+    if verb == "mask" and os.path.lexists(local) and not masked:
+        return Completed(1, "", f"Failed to mask unit: File {own} already exists.")
+    if verb == "mask":
+        _overwrite(local, b"", create=True)
+    elif verb == "unmask" and masked:
+        os.unlink(local)
+    elif verb == "enable":
+        if masked:
+            return Completed(1, "", f"Failed to enable unit: Unit file {own} is masked.")
+        for target in systemd.link_targets(files, unit):
+            link = host.local(f"{systemd.ADMIN}/{target}/{name}", follow=False)
+            os.makedirs(os.path.dirname(link), exist_ok=True)
+            if not os.path.lexists(link):
+                # Relative, where systemctl links absolutely: the same file either way, and
+                # the sh emulation reads the snapshot with this machine's own tools.
+                os.symlink(f"../../../..{unit.path}", link)
+    elif verb == "disable":
+        for kind in systemd.LINK_KINDS.values():
+            for path in files.node_paths(f"{systemd.ADMIN}/*.{kind}/{name}"):
+                os.unlink(host.local(path, follow=False))
+    return Completed(0)
+
+
+def _limits_text(text: str, files: Files, unit: systemd.Unit) -> bytes:
+    """`text` (a /proc/PID/limits) with the rows the unit's configuration sets rewritten, in
+    the kernel's layout (fs/proc/base.c, proc_pid_limits)."""
+    rows = {row: key for key, (row, _) in systemd.LIMITS.items()}
+    out = []
+    for line in text.splitlines():
+        key = next((k for r, k in rows.items() if line.startswith(r + " ")), None)
+        raw = None if key is None else systemd.setting(files, unit, "Service", key)[0]
+        if key is None or raw is None:
+            out.append(line + "\n")
+            continue
+        value = systemd.normalize_limit(key, raw) or ""
+        soft, _, hard = value.partition(":")
+        shown = ["unlimited" if v == systemd.INFINITY else v for v in (soft, hard or soft)]
+        units = line[25 + 1 + 20 + 1 + 20 + 1 :].strip()
+        row = f"{systemd.LIMITS[key][0]:<25} {shown[0]:<20} {shown[1]:<20} "
+        out.append(row + (f"{units:<10}\n" if units else "\n"))
+    return "".join(out).encode()

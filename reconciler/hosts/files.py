@@ -1,7 +1,8 @@
 """Hosts: where observation reads from.
 
 Every knob kind says which files it needs as a `Request` (glob patterns and directories whose
-names it lists); a host answers the whole request at once with `Files`. That single batch is what
+names it lists, and commands whose output it parses); a host answers the whole request at once
+with `Files`. That single batch is what
 lets an SSH host later observe in one round trip, and what makes every knob testable against a
 snapshot directory: knobs parse `Files`, never the host.
 """
@@ -27,6 +28,30 @@ View = TypeVar("View")
 
 
 @dataclass(frozen=True)
+class CommandOutput:
+    """What a command printed on standard output (cut at MAX_FILE_BYTES) and its exit status;
+    `status` None: the command is not installed on the host."""
+
+    status: int | None
+    stdout: bytes = b""
+
+    @property
+    def installed(self) -> bool:
+        return self.status is not None
+
+
+NOT_INSTALLED = CommandOutput(None)
+
+
+def checked_command(argv: tuple[str, ...]) -> tuple[str, ...]:
+    """`argv` if it can be run as it is: words tune built (its own, or a profile value the
+    schema validated), never parsed by a shell; a NUL no exec can pass."""
+    if not argv or not argv[0] or any("\0" in word for word in argv):
+        raise ValueError(f"not a command tune can run: {argv!r}")
+    return argv
+
+
+@dataclass(frozen=True)
 class Request:
     """Absolute paths or glob patterns to read, and directories whose file names to list."""
 
@@ -46,6 +71,9 @@ class Request:
     # got wrong, without listing thousands of them (/proc/sys on a host with many network
     # interfaces) on every read.
     listings_if_no_file: frozenset[tuple[str, str]] = frozenset()
+    # Commands (argv, run without a shell, standard input empty) whose output to read: a tool's
+    # report of device state (`nvidia-smi --query-gpu=...`) that no file holds.
+    commands: frozenset[tuple[str, ...]] = frozenset()
 
     @classmethod
     def of(
@@ -56,6 +84,7 @@ class Request:
         newest: Iterable[tuple[str, int]] = (),
         nodes: Iterable[str] = (),
         listings_if_no_file: Iterable[tuple[str, str]] = (),
+        commands: Iterable[tuple[str, ...]] = (),
     ) -> Request:
         return cls(
             frozenset(patterns),
@@ -64,6 +93,7 @@ class Request:
             frozenset(newest),
             frozenset(nodes),
             frozenset(listings_if_no_file),
+            frozenset(map(checked_command, commands)),
         )
 
     def __or__(self, other: Request) -> Request:
@@ -74,6 +104,7 @@ class Request:
             self.newest | other.newest,
             self.nodes | other.nodes,
             self.listings_if_no_file | other.listings_if_no_file,
+            self.commands | other.commands,
         )
 
     def conditions(self) -> dict[str, tuple[str, ...]]:
@@ -119,6 +150,8 @@ class Files:
     errors: dict[str, str] = field(default_factory=dict)
     # Node pattern -> the paths it matches, a directory with a trailing "/" (`/dev/nvidia-caps/`).
     nodes: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # argv -> what it printed; every command of the request has an answer.
+    commands: dict[tuple[str, ...], CommandOutput] = field(default_factory=dict)
     _views: dict[Callable[[Files], Any], Any] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
@@ -156,3 +189,7 @@ class Files:
 
     def node_paths(self, pattern: str) -> tuple[str, ...]:
         return self.nodes.get(pattern, ())
+
+    def output(self, argv: tuple[str, ...]) -> CommandOutput:
+        """A requested command's answer (NOT_INSTALLED for one that was not requested)."""
+        return self.commands.get(argv, NOT_INSTALLED)

@@ -29,8 +29,9 @@ from functools import lru_cache
 
 from ..apply.trust import Owned
 from ..errors import HostError
+from . import recorded
 from .base import Host
-from .files import MAX_FILE_BYTES, MAX_STATE_BYTES, Files, Request
+from .files import MAX_FILE_BYTES, MAX_STATE_BYTES, NOT_INSTALLED, CommandOutput, Files, Request
 from .paths import bracket_end, checked, path_matches, within
 
 # tune's own state read whole over SSH (run journals, the stored profile), as DirectoryHost
@@ -265,6 +266,7 @@ class _Answer:
     origins: list[str] = field(default_factory=list)
     listed: dict[int, list[str]] = field(default_factory=dict)
     nodes: dict[int, list[str]] = field(default_factory=dict)
+    outputs: dict[int, CommandOutput] = field(default_factory=dict)
 
 
 # Ends each pattern's words among head's arguments: a file every Linux host has, empty when
@@ -314,6 +316,7 @@ class ReadScript:
     nodes: tuple[str, ...] = ()  # device-node patterns: names and types, never opened
     literal: tuple[bool, ...] = ()  # per pattern: a path the shell does not expand
     newest: tuple[bool, ...] = ()  # per pattern: only its newest matches, by a head of its own
+    commands: tuple[tuple[str, ...], ...] = ()
 
     @classmethod
     def of(cls, request: Request) -> ReadScript:
@@ -359,7 +362,8 @@ class ReadScript:
     def _records(self, host: str, out: bytes, pos: int) -> tuple[_Answer, bytes]:
         """The NUL-terminated fields up to `:c`, then the head stream after it. A field that
         starts with `:` opens a group (`:rN` read pattern N, `:nN` literal N is absent, `:lN`
-        listing N, `:eN` node pattern N); every other field is a path in the group."""
+        listing N, `:eN` node pattern N, `:xN` command N's output in hex and its status); every
+        other field is a path in the group."""
         end = out.find(b"\0:c\0", pos - 1)
         if end < 0:
             raise HostError(f"{host}: the host's answer was cut short or is not tune's format.")
@@ -397,6 +401,9 @@ class ReadScript:
         for index, pattern in enumerate(self.nodes):
             found = groups.get(f"e{index}", [])
             answer.nodes[index] = [p for p in found if within(pattern, p.removesuffix("/"))]
+        for index in range(len(self.commands)):
+            if f"x{index}" in groups:  # absent: `command -v` did not find it
+                answer.outputs[index] = _output(host, groups[f"x{index}"])
         return answer, out[end + 4 :]
 
     def build(
@@ -431,7 +438,46 @@ class ReadScript:
                 files.listings[directory] = tuple(sorted(answer.listed[index]))
         for index, pattern in enumerate(self.nodes):
             files.nodes[pattern] = tuple(sorted(answer.nodes[index]))
+        for index, argv in enumerate(self.commands):
+            files.commands[argv] = answer.outputs.get(index, NOT_INSTALLED)
         return files
+
+
+def _output(host: str, fields: list[str]) -> CommandOutput:
+    """A command's record: what od printed of its output, then its exit status."""
+    stdout = b""
+    try:
+        hexed, status = fields
+        code = int(status)
+        stdout = bytes.fromhex("".join(hexed.split()))
+    except ValueError:
+        code = -1
+    if not 0 <= code <= 255:
+        raise HostError(f"{host}: the host's answer holds a command output tune cannot read.")
+    return CommandOutput(code, stdout[:MAX_FILE_BYTES])
+
+
+# One command's output in the records, whatever bytes it prints: od's hex holds no NUL that
+# could end the field early, and the status comes back through fd 3 past the pipeline. The
+# command reads /dev/null, never the rest of this script on sh's standard input; it gets no fd
+# 3 or 4 to write into the status; `cat` drains what is past the cap so that it ends as it would
+# unread, not by SIGPIPE. A snapshot served as a host (`$TUNE_ROOT` set: the test lab, a demo)
+# answers from what it recorded, as `SnapshotHost` does (`reconciler.hosts.recorded`): its
+# commands are not this machine's to run.
+_COMMAND = (
+    'if [ -n "${{TUNE_ROOT:-}}" ]; then\n'
+    "    if [ -f {record}/status ]; then\n"
+    "        printf ':x{index}\\000'\n"
+    "        head -c {cap} {record}/stdout 2>/dev/null | od -An -v -tx1\n"
+    "        printf '\\000%s\\000' \"$(head -c 16 {record}/status)\"\n"
+    "    fi\n"
+    "elif command -v {program} >/dev/null 2>&1; then\n"
+    "    printf ':x{index}\\000'\n"
+    "    {{ tune_status=$( {{ {{ {words} </dev/null 2>/dev/null 3>&- 4>&-; echo $? >&3; }} |\n"
+    "        {{ head -c {cap}; cat >/dev/null; }} | od -An -v -tx1 >&4; }} 3>&1 ); }} 4>&1\n"
+    "    printf '\\000%s\\000' \"$tune_status\"\n"
+    "fi\n"
+)
 
 
 def _reported(origin: str, problem: tuple[str, bool] | None) -> tuple[bool, str | None]:
@@ -495,6 +541,18 @@ def _read_script(request: Request) -> ReadScript:
             '    printf \'%s%s\\000\' "${f#.}" "$s"\n'
             "done\n"
         )
+    commands = tuple(sorted(request.commands))
+    for index, argv in enumerate(commands):
+        run = " ".join(map(quoted, argv))
+        lines.append(
+            _COMMAND.format(
+                program=quoted(argv[0]),
+                index=index,
+                words=run,
+                cap=MAX_FILE_BYTES,
+                record=quoted("." + recorded.where(argv)),
+            )
+        )
     if together:
         # Every glob expanded once, into "$@": listed, then given to head as they are, so
         # head sees exactly the words listed, directories and non-matches included, and
@@ -513,7 +571,7 @@ def _read_script(request: Request) -> ReadScript:
         )
     text = _PRELUDE + _batched("".join(lines))
     kept = tuple(keep is not None for _, keep, _ in reads)
-    return ReadScript(patterns, listings, text, whole, cap, nodes, literal, kept)
+    return ReadScript(patterns, listings, text, whole, cap, nodes, literal, kept, commands)
 
 
 @dataclass(frozen=True)

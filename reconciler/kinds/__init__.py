@@ -7,7 +7,20 @@ from __future__ import annotations
 from typing import Any
 
 from ..plan.model import Phase
-from . import checks, cmdline, cpu, files, hugepages, lxc, modules, nvreg, pci, sysctl, sysfs
+from . import (
+    checks,
+    cmdline,
+    cpu,
+    files,
+    hugepages,
+    lxc,
+    modules,
+    nvreg,
+    pci,
+    services,
+    sysctl,
+    sysfs,
+)
 from .base import Kind
 
 # Plan order within a phase and priority: the order operators read an audit in. Sections
@@ -19,6 +32,7 @@ REGISTRY: tuple[Kind[Any], ...] = (
     cpu.KIND,
     modules.KIND,
     pci.KIND,
+    services.KIND,
     cmdline.KIND,
     nvreg.KIND,
     lxc.KIND,

@@ -77,20 +77,39 @@ class Change(Knob):
 
 @dataclass(frozen=True)
 class Pending(Knob):
-    """Configured for the next boot but not yet running: reboot to apply."""
+    """Configured but not yet running: reboot to apply, or (`restart`) restart that service,
+    which keeps what it started with until then."""
 
     kind: str
     target: str
     running: Value
     configured: Value
+    restart: str = ""  # the systemd unit whose restart applies it; "": the next boot
+
+    @property
+    def action(self) -> str:
+        return f"restart {self.restart} to apply" if self.restart else "reboot to apply"
+
+    @property
+    def until(self) -> str:
+        """What the configured value waits for, as "running X, <until> Y" says it."""
+        return "after restart" if self.restart else "next boot"
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "id": self.id,
             "running": jsonable(self.running),
             "configured": jsonable(self.configured),
-            "action": "reboot to apply",
+            "action": self.action,
         }
+        return out | {"restart": self.restart} if self.restart else out
+
+
+def pending_counts(pending: tuple[Pending, ...] | list[Pending]) -> str:
+    """`1 pending reboot`, and the restarts where there are any: a summary's last words."""
+    restarts = sum(bool(p.restart) for p in pending)
+    said = f"{len(pending) - restarts} pending reboot"
+    return said + (f", {restarts} pending restart" if restarts else "")
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..drift.check import DriftReport, Since
 from ..hosts.fleet import HostResult
-from ..plan.model import Change, CheckResult, JsonValue, Plan, Value
+from ..plan.model import Change, CheckResult, JsonValue, Plan, Value, pending_counts
 from . import documents
 from . import fleet as fleet_render
 from .folding import Group, entries, fold, show, shown
@@ -101,8 +101,8 @@ def text(report: DriftReport, color: bool = False) -> str:
         for group in fold(report.not_applied)
     ]
     body += [
-        f"PENDING {p.kind} {p.target}: running {show(p.running)}, next boot {show(p.configured)}"
-        " (reboot to apply)"
+        f"PENDING {p.kind} {p.target}: running {show(p.running)}, {p.until} "
+        f"{show(p.configured)} ({p.action})"
         for p in report.pending
     ]
     if body:
@@ -126,7 +126,7 @@ def summary(report: DriftReport) -> str:
         )
     checks = f"{len(plan.checks) - len(report.failed_checks)} of {len(plan.checks)} checks pass"
     not_applied = f"{_entries(report.not_applied)} not applied; " if report.not_applied else ""
-    pending = f"{len(report.pending)} pending reboot"
+    pending = pending_counts(report.pending)
     changed = f"; {len(report.changed)} changed after apply" if report.since_apply else ""
     tail = f"{not_applied}{checks}; {pending}{changed}."
     if report.undone:

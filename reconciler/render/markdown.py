@@ -4,7 +4,7 @@ the profile goes through `md` (a code span, or escaped text); tune's own words d
 
 from __future__ import annotations
 
-from ..plan.model import Phase, Plan, Priority
+from ..plan.model import Pending, Phase, Plan, Priority, pending_counts
 from . import md
 from .folding import Group, fold, show, shown
 from .printable import printable_data
@@ -51,19 +51,18 @@ def render(plan: Plan) -> str:
             for group in groups:
                 out += _change(group)
     reboot = [c for c in plan.changes if c.phase is Phase.REBOOT]
-    if reboot or plan.pending:
+    boots = [p for p in plan.pending if not p.restart]
+    if reboot or boots:
         out += ["## Needs a reboot", ""]
         out += [
             f"- {md.text(g.label)}: {md.code(show(g.first.current))} -> "
             f"{md.code(show(g.first.desired))}"
             for g in fold(reboot)
         ]
-        out += [
-            f"- {md.text(p.id)}: configured ({md.code(show(p.configured))}), not yet running "
-            f"({md.code(show(p.running))}): reboot to apply"
-            for p in plan.pending
-        ]
-        out.append("")
+        out += _pending(boots)
+    restarts = [p for p in plan.pending if p.restart]
+    if restarts:
+        out += ["## Needs a service restart", "", *_pending(restarts)]
     failed = plan.failed_checks
     if failed:
         out += [
@@ -86,6 +85,14 @@ def render(plan: Plan) -> str:
     return "\n".join(out).rstrip("\n") + "\n"
 
 
+def _pending(pending: list[Pending]) -> list[str]:
+    return [
+        f"- {md.text(p.id)}: configured ({md.code(show(p.configured))}), not yet running "
+        f"({md.code(show(p.running))}): {p.action}"
+        for p in pending
+    ] + [""]
+
+
 def _summary(plan: Plan) -> str:
     counts = ", ".join(
         f"{p.value}: {n}" for p in Priority if (n := sum(c.priority is p for c in plan.changes))
@@ -94,7 +101,7 @@ def _summary(plan: Plan) -> str:
     return (
         f"**The host is {status}.** {len(plan.changes)} settings to change"
         + (f" ({counts})" if counts else "")
-        + f", {len(plan.failed_checks)} failed checks, {len(plan.pending)} pending reboot."
+        + f", {len(plan.failed_checks)} failed checks, {pending_counts(plan.pending)}."
     )
 
 

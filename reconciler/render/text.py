@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..plan.model import Change, Phase, Plan, Priority, Value
+from ..plan.model import Change, Phase, Plan, Priority, Value, pending_counts
 from .diff import unified
 from .folding import entries, fold, show, whole_files
 from .printable import printable_data
@@ -50,9 +50,13 @@ def render(plan: Plan, color: bool = False) -> str:
                     lines.append(f"        {style(c.reason, dim=True)}")
         lines.append("")
     if plan.pending:
-        lines.append(style("Pending reboot", bold=True) + " (configured for the next boot)")
+        if all(p.restart for p in plan.pending):
+            heading = "Pending restart", " (configured; a running service keeps its old limits)"
+        else:
+            heading = "Pending reboot", " (configured for the next boot)"
+        lines.append(style(heading[0], bold=True) + heading[1])
         for p in plan.pending:
-            lines.append(f"    {p.id}: running {show(p.running)}, next boot {show(p.configured)}")
+            lines.append(f"    {p.id}: running {show(p.running)}, {p.until} {show(p.configured)}")
         lines.append("")
     if plan.checks:
         lines.append(style("Checks", bold=True) + " (reported, never changed by tune)")
@@ -124,5 +128,5 @@ def summary(plan: Plan) -> str:
     failed = len(plan.failed_checks)
     return (
         f"{head}, {entries(plan.in_sync)} in sync; {len(plan.checks) - failed} of "
-        f"{len(plan.checks)} checks pass; {len(plan.pending)} pending reboot."
+        f"{len(plan.checks)} checks pass; {pending_counts(plan.pending)}."
     )

@@ -1,0 +1,82 @@
+"""`tune apply --restart-services`: after the apply, restart each service whose running
+limits are not yet the ones its configuration sets (the plan's pending restarts), and
+systemd-logind when the run changed its settings; then read the new main process's limits
+back. Each command and what it said is recorded in the run's journal. A restart is not undone
+by a rollback: a rolled-back drop-in shows as a pending restart again."""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+
+from ..hosts.base import Completed, Host
+from ..hosts.shell import ShellHost, quoted
+from ..kinds.services import LOGIND, restarts
+from ..plan.make import make_plan
+from ..plan.model import Pending
+from ..plan.observe import observe
+from ..profile.load import LoadedProfile
+from .journal import Journal
+from .records import ServiceRan
+from .steps import Step
+
+
+@dataclass
+class Restarted:
+    held: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+
+
+def _run(host: Host, argv: tuple[str, ...]) -> Completed:
+    """`argv` on the host: through its shell, each word quoted, on an SSH host (which runs
+    scripts, never a bare command), else as the host runs commands (a snapshot emulates it)."""
+    if isinstance(host, ShellHost):
+        done = host.run_script(" ".join(quoted(word) for word in argv) + "\n")
+        said = (done.stdout.decode("utf-8", "replace"), done.stderr.decode("utf-8", "replace"))
+        return Completed(done.status, *said)
+    return host.run(argv)
+
+
+def pending_restarts(host: Host, loaded: LoadedProfile) -> list[Pending]:
+    observation = observe(host, loaded.profile, with_persistence=False)
+    return [p for p in make_plan(loaded, observation, False).pending if p.restart]
+
+
+def to_restart(pending: list[Pending], steps: tuple[Step, ...]) -> list[str]:
+    """The units to restart: those `pending` waits for, and logind when `steps` set one of
+    its settings (what it runs with cannot be read from a file)."""
+    units = restarts(pending)
+    if any(s.id.startswith("service:logind:") for s in steps):
+        units.append(LOGIND)
+    return units
+
+
+def restart_services(
+    host: Host, loaded: LoadedProfile, units: list[str], journal: Journal | None
+) -> Restarted:
+    """Restart each of `units`, then check that none still waits for its restart."""
+    done = Restarted()
+    restarted = []
+    for unit in units:
+        argv = ("systemctl", "restart", unit)
+        ran = _run(host, argv)
+        if journal is not None:
+            journal.record(ServiceRan(unit, argv, ran.returncode, ran.stdout, ran.stderr))
+        if ran.returncode != 0:
+            said = (ran.stderr or ran.stdout).strip().splitlines()
+            output = said[0] if said else f"exit status {ran.returncode}"
+            done.failed.append(f"`{shlex.join(argv)}` failed: {output}")
+        else:
+            restarted.append(unit)
+    still = pending_restarts(host, loaded)
+    for unit in restarted:
+        left = [p for p in still if p.restart == unit]
+        if left:
+            done.failed += [
+                f"{unit} restarted, but its main process runs with {p.target.split(':', 1)[1]}="
+                f"{p.running} (configured {p.configured})"
+                for p in left
+            ]
+        else:
+            done.held.append(f"{unit} restarted with its configured limits")
+    return done

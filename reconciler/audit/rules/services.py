@@ -1,0 +1,81 @@
+"""Audit rule: the locked-memory limit of container runtimes, on a GPU host that serves
+without LXC (`limits.d` does not reach a systemd service: its unit sets it)."""
+
+from __future__ import annotations
+
+from ...facts import systemd
+from ...facts.lxc import LXC_CONFIGS, PVE_CONFIGS
+from ...hosts.files import Request
+from ..facts import Facts
+from ..model import Area, Fix, Good, NotIssue, Problem, Verdict
+from ..thresholds import Thresholds
+from .base import P1, rule
+from .containers import gpu_containers
+
+# The services that start GPU containers or jobs: their children inherit the limit.
+RUNTIMES = ("containerd.service", "docker.service", "kubelet.service", "slurmd.service")
+READS = Request()
+for _unit in RUNTIMES:
+    READS |= systemd.request(_unit) | systemd.process_request(_unit)
+
+
+@rule("runtime-memlock", Area.CONTAINER, PVE_CONFIGS, LXC_CONFIGS, READS)
+def runtime_memlock(facts: Facts, limits: Thresholds) -> list[Verdict]:
+    if not facts.gpus:
+        return [NotIssue("no GPU", ("no NVIDIA GPU among the PCI devices",), "")]
+    containers = gpu_containers(facts)
+    if containers:
+        names = ", ".join(c.name for c in containers)
+        return [
+            NotIssue(
+                f"GPUs are served from LXC containers ({names})",
+                tuple(c.config for c in containers),
+                "their locked-memory limit is the container's (lxc-memlock), not a service's",
+            )
+        ]
+    limited: list[tuple[str, str | None, str]] = []
+    fine: list[tuple[str, str | None, str]] = []
+    for name in RUNTIMES:
+        unit = systemd.resolve(facts.files, name)
+        if not unit.exists:
+            continue
+        raw, source = systemd.setting(facts.files, unit, "Service", "LimitMEMLOCK")
+        try:
+            value = systemd.normalize_limit("LimitMEMLOCK", raw)
+        except ValueError:
+            value = raw
+        shown = f"{source}: LimitMEMLOCK={raw}" if source else f"{unit.path}: no LimitMEMLOCK"
+        (fine if value == systemd.INFINITY else limited).append((name, value, shown))
+    if not limited and not fine:
+        return [
+            NotIssue("no container runtime installed", ("no unit of " + ", ".join(RUNTIMES),), "")
+        ]
+    out: list[Verdict] = []
+    if fine:
+        out.append(
+            Good(
+                f"LimitMEMLOCK=infinity for {', '.join(n for n, _, _ in fine)}",
+                tuple(s for _, _, s in fine),
+            )
+        )
+    if limited:
+        out.append(
+            Problem(
+                P1,
+                "; ".join(
+                    f"{n} starts with memlock {v}"
+                    if v
+                    else f"{n} sets no LimitMEMLOCK (systemd's default, 8 MiB since v253)"
+                    for n, v, _ in limited
+                ),
+                tuple(s for _, _, s in limited),
+                "CUDA pinned memory and RDMA register host memory with mlock in the containers or "
+                "jobs these services start; they inherit its limit, and /etc/security/limits.d "
+                "does not apply to services",
+                tuple(
+                    Fix("services", (n,), {"limits": {"LimitMEMLOCK": "infinity"}})
+                    for n, _, _ in limited
+                ),
+            )
+        )
+    return out

@@ -1,0 +1,311 @@
+"""systemd's formats: unit files and their drop-ins as systemd resolves them, resource limits
+as a unit sets them (`LimitMEMLOCK=infinity`, `64M`, `soft:hard`) and as `/proc/PID/limits`
+prints them, and which of a unit's processes is its main one.
+
+Resolution follows systemd.unit(5): the unit file is the first found along the search path
+(`/etc` before `/run` before `/usr/lib` and `/lib`); an empty unit file, or a link to
+`/dev/null`, masks the unit. Drop-ins are the `*.conf` files of `UNIT.d/` in every directory of
+the path, and of the type's `service.d/` (and a template's `NAME@.service.d/`): read in the
+order of their file names, a name in an earlier directory hiding the same name in a later one,
+so for a single-valued setting the last file read wins; an empty assignment resets it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from ..hosts.files import Files, Request
+
+# systemd's system unit search path, highest priority first (systemd.unit(5), "System Unit
+# Search Path"), without the generator and transient directories tune never writes.
+UNIT_DIRS = (
+    "/etc/systemd/system.control",
+    "/run/systemd/system.control",
+    "/run/systemd/transient",
+    "/etc/systemd/system",
+    "/run/systemd/system",
+    "/usr/local/lib/systemd/system",
+    "/usr/lib/systemd/system",
+    "/lib/systemd/system",
+)
+OWN_DROPIN = "90-tune.conf"
+# Where systemd puts a running service's processes (cgroup v2, then v1's named hierarchy).
+CGROUP_PROCS = (
+    "/sys/fs/cgroup/system.slice/{}/cgroup.procs",
+    "/sys/fs/cgroup/systemd/system.slice/{}/cgroup.procs",
+)
+PROC_LIMITS = "/proc/[0-9]*/limits"
+PROC_COMM = "/proc/[0-9]*/comm"
+
+UNIT_NAME = r"[A-Za-z0-9:_.\\-]+(@[A-Za-z0-9:_.\\-]*)?\.(service|socket|timer|path|mount|target)"
+
+# Each `Limit*=` setting and its row in /proc/PID/limits (fs/proc/base.c `lnames`); `True`:
+# its value is a size, which systemd reads with 1024-based suffixes (K, M, G, T, P, E).
+LIMITS: dict[str, tuple[str, bool]] = {
+    "LimitFSIZE": ("Max file size", True),
+    "LimitDATA": ("Max data size", True),
+    "LimitSTACK": ("Max stack size", True),
+    "LimitCORE": ("Max core file size", True),
+    "LimitRSS": ("Max resident set", True),
+    "LimitNPROC": ("Max processes", False),
+    "LimitNOFILE": ("Max open files", False),
+    "LimitMEMLOCK": ("Max locked memory", True),
+    "LimitAS": ("Max address space", True),
+    "LimitLOCKS": ("Max file locks", False),
+    "LimitSIGPENDING": ("Max pending signals", False),
+    "LimitMSGQUEUE": ("Max msgqueue size", True),
+    "LimitRTPRIO": ("Max realtime priority", False),
+}
+_SUFFIX = {"": 0, "B": 0, "K": 10, "M": 20, "G": 30, "T": 40, "P": 50, "E": 60}
+_ONE = r"(?:infinity|[0-9]+(?:[KMGTPE]|B)?)"
+LIMIT_VALUE = rf"{_ONE}(?::{_ONE})?"
+INFINITY = "infinity"
+
+
+Section = dict[str, str]
+
+
+def parse(text: str) -> dict[str, list[tuple[str, str]]]:
+    """Each section's assignments in order, as systemd's config parser reads them
+    (src/shared/conf-parser.c): `#` and `;` start a comment line, a line ending in a
+    backslash continues on the next (comment lines inside are skipped), whitespace around the
+    key and the value is dropped."""
+    sections: dict[str, list[tuple[str, str]]] = {}
+    current: list[tuple[str, str]] | None = None
+    joined = ""
+    for raw in text.splitlines():
+        line = raw.strip()
+        if joined and line[:1] in ("#", ";"):
+            continue
+        if line.endswith("\\"):
+            joined += line[:-1] + " "
+            continue
+        line, joined = (joined + line).strip(), ""
+        if not line or line[:1] in ("#", ";"):
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            current = sections.setdefault(line[1:-1], [])
+        elif current is not None and "=" in line:
+            key, value = line.split("=", 1)
+            current.append((key.strip(), value.strip()))
+    return sections
+
+
+def unit_type(unit: str) -> str:
+    return unit.rsplit(".", 1)[1]
+
+
+def template(unit: str) -> str | None:
+    """`getty@.service` for the instance `getty@tty1.service`; None for a plain unit."""
+    name, _, suffix = unit.rpartition(".")
+    if "@" not in name:
+        return None
+    return f"{name.split('@', 1)[0]}@.{suffix}"
+
+
+def _dropin_dirs(unit: str) -> list[str]:
+    names = [f"{unit_type(unit)}.d"]
+    base = template(unit)
+    if base is not None:
+        names.append(f"{base}.d")
+    return [*names, f"{unit}.d"]
+
+
+def dropin(unit: str, directory: str = "/etc/systemd/system") -> str:
+    """tune's own drop-in for `unit`."""
+    return f"{directory}/{unit}.d/{OWN_DROPIN}"
+
+
+# Where `systemctl enable` links a unit (`[Install]` WantedBy= and RequiredBy=), and masks it.
+ADMIN = "/etc/systemd/system"
+LINK_KINDS = {"WantedBy": "wants", "RequiredBy": "requires"}
+
+
+def request(unit: str) -> Request:
+    """Every file that makes up `unit`'s configuration, and the links that enable it (listed,
+    never opened: a mask links to /dev/null)."""
+    names = [unit, *filter(None, [template(unit)])]
+    files = [f"{d}/{n}" for d in UNIT_DIRS for n in names]
+    dropins = [f"{d}/{n}/*.conf" for d in UNIT_DIRS for n in _dropin_dirs(unit)]
+    links = [f"{ADMIN}/*.{kind}/{unit}" for kind in LINK_KINDS.values()]
+    return Request.of(*files, *dropins, nodes=[*files, *links])
+
+
+@dataclass(frozen=True)
+class Unit:
+    """A unit as systemd loads it: its file (None: not installed), whether it is masked, and
+    its drop-ins in the order systemd reads them."""
+
+    name: str
+    path: str | None
+    masked: bool
+    dropins: tuple[str, ...]
+
+    @property
+    def exists(self) -> bool:
+        return self.path is not None
+
+
+def _first(files: Files, paths: list[str]) -> str | None:
+    """The first of `paths` there: read, or listed (a link to /dev/null in a snapshot, whose
+    /dev is not the host's)."""
+    return next((p for p in paths if files.read(p) is not None or files.node_paths(p)), None)
+
+
+def resolve(files: Files, unit: str) -> Unit:
+    """Where `unit`'s configuration comes from on the host `files` was read from."""
+    path = _first(files, [f"{d}/{unit}" for d in UNIT_DIRS])
+    base = template(unit)
+    if path is None and base is not None:
+        path = _first(files, [f"{d}/{base}" for d in UNIT_DIRS])
+    masked = path is not None and not (files.read(path) or b"").strip()
+    chosen: dict[str, str] = {}
+    for name in _dropin_dirs(unit):
+        for directory in UNIT_DIRS:
+            for found in files.glob(f"{directory}/{name}/*.conf"):
+                chosen.setdefault(found.rsplit("/", 1)[1], found)
+    return Unit(unit, path, masked, tuple(chosen[n] for n in sorted(chosen)))
+
+
+def assignments(files: Files, unit: Unit, section: str) -> Iterator[tuple[str, str, str]]:
+    """(file, key, value) of `section` in the order systemd applies them."""
+    for path in (unit.path, *unit.dropins) if unit.path is not None else ():
+        for key, value in parse(files.text(path) or "").get(section, []):
+            yield path, key, value
+
+
+def setting(files: Files, unit: Unit, section: str, key: str) -> tuple[str | None, str | None]:
+    """The effective value of a single-valued `key` (None: unset, or reset by an empty
+    assignment) and the file that set it last."""
+    value: str | None = None
+    source: str | None = None
+    for path, name, found in assignments(files, unit, section):
+        if name == key:
+            value, source = found or None, path
+    return value, source
+
+
+def _bound(word: str, size: bool) -> int | None:
+    if word == INFINITY:
+        return None
+    match = re.fullmatch(r"([0-9]+)([KMGTPE]|B)?", word)
+    if match is None or (match.group(2) and not size):
+        raise ValueError(word)
+    return int(match.group(1)) << _SUFFIX[match.group(2) or ""]
+
+
+def _shown(bound: int | None) -> str:
+    return INFINITY if bound is None else str(bound)
+
+
+def normalize_limit(key: str, value: str | None) -> str | None:
+    """A `Limit*=` value as tune compares it: bytes in decimal, `infinity`, and `soft:hard`
+    only where the two differ (systemd's `rlimit_parse`). None stays None."""
+    if value is None:
+        return None
+    size = LIMITS[key][1]
+    soft, _, hard = value.partition(":")
+    low = _bound(soft, size)
+    high = low if not hard else _bound(hard, size)
+    return _shown(low) if low == high else f"{_shown(low)}:{_shown(high)}"
+
+
+def process_limits(text: str) -> dict[str, str]:
+    """`/proc/PID/limits` as `Limit*` keys with normalised values (`unlimited` is infinity)."""
+    rows = {row: key for key, (row, _) in LIMITS.items()}
+    found = {}
+    for line in text.splitlines():
+        for row, key in rows.items():
+            if line.startswith(row + " "):
+                words = line[len(row) :].split()
+                soft, hard = (INFINITY if w == "unlimited" else w for w in words[:2])
+                found[key] = soft if soft == hard else f"{soft}:{hard}"
+    return found
+
+
+def main_command(files: Files, unit: Unit) -> str | None:
+    """The program name (`comm`, 15 characters at most) of the unit's first `ExecStart=`."""
+    starts = [v for _, k, v in assignments(files, unit, "Service") if k == "ExecStart" and v]
+    if not starts:
+        return None
+    program = starts[0].lstrip("-@:+!").split()[0]
+    return program.rsplit("/", 1)[-1][:15]
+
+
+def main_processes(files: Files, unit: Unit) -> list[str]:
+    """The PIDs of the unit's main program among its cgroup's processes: those whose `comm` is
+    the program's, else the first. A container runtime's cgroup also holds the shims it
+    started (KillMode=process keeps them across a restart, with the limits they started
+    with), which a restart of the service never changes."""
+    pids: list[str] = []
+    for pattern in CGROUP_PROCS:
+        pids = (files.text(pattern.format(unit.name)) or "").split()
+        if pids:
+            break
+    command = main_command(files, unit)
+    named = [p for p in pids if (files.value(f"/proc/{p}/comm") or "") == command]
+    return named or pids[:1]
+
+
+def process_request(unit: str) -> Request:
+    """What `main_processes` and their limits need: every process's `comm` and `limits` (one
+    batch cannot ask for the cgroup's PIDs first)."""
+    return Request.of(*(p.format(unit) for p in CGROUP_PROCS), PROC_COMM, PROC_LIMITS)
+
+
+# logind.conf(5): the main file, then `*.conf` drop-ins of these directories, by file name.
+LOGIND_CONF = "/etc/systemd/logind.conf"
+LOGIND_DIRS = (
+    "/etc/systemd/logind.conf.d",
+    "/run/systemd/logind.conf.d",
+    "/usr/local/lib/systemd/logind.conf.d",
+    "/usr/lib/systemd/logind.conf.d",
+)
+LOGIND_DROPIN = f"{LOGIND_DIRS[0]}/{OWN_DROPIN}"
+LOGIND_DEFAULTS = "/usr/lib/systemd/logind.conf"  # systemd 256+ ships its defaults here
+
+
+def logind_request() -> Request:
+    return Request.of(LOGIND_CONF, LOGIND_DEFAULTS, *(f"{d}/*.conf" for d in LOGIND_DIRS))
+
+
+def logind_setting(files: Files, key: str) -> str | None:
+    """The value logind reads for `key` of `[Login]`: the last assignment in its main file
+    (`/etc`, else the one in `/usr/lib`) and then its drop-ins."""
+    chosen: dict[str, str] = {}
+    for directory in LOGIND_DIRS:
+        for found in files.glob(f"{directory}/*.conf"):
+            chosen.setdefault(found.rsplit("/", 1)[1], found)
+    main = LOGIND_CONF if files.read(LOGIND_CONF) is not None else LOGIND_DEFAULTS
+    value = None
+    for path in (main, *(chosen[n] for n in sorted(chosen))):
+        for name, found in parse(files.text(path) or "").get("Login", []):
+            if name == key:
+                value = found or None
+    return value
+
+
+def link_targets(files: Files, unit: Unit) -> list[str]:
+    """The directories `systemctl enable` links `unit` into (`multi-user.target.wants`), from
+    the `[Install]` section of its unit file."""
+    found = []
+    text = files.text(unit.path) if unit.path is not None else None
+    for key, value in parse(text or "").get("Install", []):
+        if key in LINK_KINDS:
+            found += [f"{target}.{LINK_KINDS[key]}" for target in value.split()]
+    return list(dict.fromkeys(found))
+
+
+def unit_state(files: Files, unit: Unit) -> str | None:
+    """As `systemctl is-enabled` says it: `masked`, `enabled` (linked from a `.wants` or
+    `.requires` directory in /etc), `static` (nothing in `[Install]` to enable it) or
+    `disabled`; None when the unit is not installed."""
+    if not unit.exists:
+        return None
+    if unit.masked:
+        return "masked"
+    if any(files.node_paths(f"{ADMIN}/*.{k}/{unit.name}") for k in LINK_KINDS.values()):
+        return "enabled"
+    return "disabled" if link_targets(files, unit) else "static"
