@@ -11,7 +11,7 @@ import pytest
 from conftest import run_tune
 from hypothesis import given
 from hypothesis import strategies as st
-from small_host import SmallHost, build, tree, write_profile
+from small_host import GPU_HEADER, SmallHost, build, gpu_line, tree, write_profile
 
 from reconciler.apply.steps import (
     Command,
@@ -35,6 +35,7 @@ HOST = SmallHost(
     c2_disabled=[False, True],
     modules=["veth"],
     gpus=[512, 4096],
+    nvidia_smi=GPU_HEADER + gpu_line("00000000:01:00.0") + gpu_line("00000000:02:00.0", "Enabled"),
 )
 
 KIND_PROFILES: dict[str, dict[str, Any]] = {
@@ -45,6 +46,12 @@ KIND_PROFILES: dict[str, dict[str, Any]] = {
         "modules": {"dummy": {"value": "loaded", "params": {"numdummies": 2}}, "veth": "absent"}
     },
     "pci": {"pci": [{"select": {"vendor": 0x10DE, "class": 0x0302}, "max_read_request": 4096}]},
+    "gpus": {
+        "gpus": {
+            "all": {"persistence": True, "compute_mode": "EXCLUSIVE_PROCESS", "ecc": False},
+            "00000000:02:00.0": {"power_limit": 450},
+        }
+    },
 }
 
 

@@ -39,7 +39,8 @@ from pathlib import Path
 
 from ..boot.verify import PENDING
 from ..errors import ApplyFailed, ConnectError, HostError
-from ..hosts import emulate
+from ..facts import nvidia_smi
+from ..hosts import emulate, recorded
 from ..hosts.shell import Expand, ShellHost, printf_format, quoted, sh_word
 from ..kinds import boot_kind
 from ..probes.phase import PhaseProbes, Records, Regressed
@@ -123,6 +124,8 @@ LIBRARY = (
     f"EMU_COMMANDS={quoted(' '.join(emulate.COMMANDS))}\n"
     f"EMU_CONTAINER_DEV={quoted(' '.join(emulate.CONTAINER_DEV))}\n"
     f"LXC_KEYS={quoted(emulate.LXC_KEY_WORDS)}\n"
+    f"NVSMI_FIELDS={quoted(','.join(nvidia_smi.FIELDS))}\n"
+    f"NVSMI_RECORD={quoted(recorded.where(nvidia_smi.QUERY))}\n"
     + _strerror()
     + (Path(__file__).parent / "lib.sh").read_text()
 )
