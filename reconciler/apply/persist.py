@@ -36,7 +36,7 @@ WHY = {
     MODPROBE: "module options and blacklist, read by modprobe",
     TMPFILES: "writes the sysfs, huge page, cpufreq and cpuidle values at boot (systemd-tmpfiles)",
     UDEV: "repeats the PCIe writes whenever a matching device is added or bound (udev)",
-    PERSISTENCED_DROPIN: "starts nvidia-persistenced with the persistence mode, and tune-gpus",
+    PERSISTENCED_DROPIN: "starts nvidia-persistenced with the persistence mode (and tune-gpus)",
     GPU_UNIT: "sets the GPUs' power limits and compute modes at boot, after nvidia-persistenced",
 }
 
