@@ -220,6 +220,12 @@ class Gpus(Kind[dict[str, GpuEntry]]):
             requires=(Require(Need.COMMAND, "nvidia-smi"),),
         )
 
+    def read_back_words(self, step: Step) -> tuple[str, str]:
+        return (
+            f"{step.id}: nvidia-smi took {step.expect} but its query reports ",
+            f" for {step.probe.arg} of GPU {step.probe.path} (the GPU or its driver keeps its own)",
+        )
+
     def persist(self, spec: dict[str, GpuEntry], files: Files) -> list[Persisted]:
         every = spec.get(ALL)
         # nvidia-persistenced sets the mode of every GPU: per-GPU modes go in the oneshot.
