@@ -12,7 +12,9 @@ import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from reconciler.facts import pcie
+from reconciler.facts import nvidia_smi, pcie
+from reconciler.hosts import recorded
+from reconciler.hosts.files import CommandOutput
 
 CPUS = "sys/devices/system/cpu"
 MODULE_LINE = "{} 16384 0 - Live 0x0000000000000000\n"
@@ -30,6 +32,24 @@ class SmallHost:
     modules: list[str] = field(default_factory=list)
     gpus: list[int] = field(default_factory=list)  # MaxReadReq of each GPU
     etc: dict[str, str] = field(default_factory=dict)  # extra files, e.g. existing sysctl.d
+    # What `nvidia-smi --query-gpu` prints (facts.nvidia_smi.QUERY), recorded as a snapshot
+    # records it; None: no nvidia-smi.
+    nvidia_smi: str | None = None
+
+
+# The query's header as nvidia-smi prints it, units in brackets.
+GPU_HEADER = (
+    "pci.bus_id, persistence_mode, power.limit [W], power.default_limit [W], "
+    "power.min_limit [W], power.max_limit [W], compute_mode, ecc.mode.current, ecc.mode.pending\n"
+)
+
+
+def gpu_line(bus_id: str, persistence: str = "Disabled", limit: str = "600.00 W") -> str:
+    """One GPU of the query, shaped as the RTX PRO 6000 Blackwell answers it (600 W at most)."""
+    return (
+        f"{bus_id}, {persistence}, {limit}, 600.00 W, 150.00 W, 600.00 W, Default, "
+        "Enabled, Enabled\n"
+    )
 
 
 def config_space(mrrs: int, other_bits: int = 0x2810) -> bytes:
@@ -79,6 +99,10 @@ def build(root: Path, host: SmallHost) -> Path:
         files[f"{base}/device"] = "0x2bb5\n"
         files[f"{base}/class"] = "0x030200\n"
         files[f"{base}/config"] = config_space(mrrs)
+    if host.nvidia_smi is not None:
+        answer = CommandOutput(0, host.nvidia_smi.encode())
+        for path, data in recorded.record(nvidia_smi.QUERY, answer).items():
+            files[path.lstrip("/")] = data
     files.update(host.etc)
     for rel, content in files.items():
         target = root / rel

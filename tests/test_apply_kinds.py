@@ -11,8 +11,9 @@ import pytest
 from conftest import run_tune
 from hypothesis import given
 from hypothesis import strategies as st
-from small_host import SmallHost, build, tree, write_profile
+from small_host import GPU_HEADER, SmallHost, build, gpu_line, tree, write_profile
 
+from reconciler.apply.engine import prepare, read_back_message
 from reconciler.apply.steps import (
     Command,
     DeleteFile,
@@ -27,6 +28,7 @@ from reconciler.apply.steps import (
 from reconciler.errors import HostError
 from reconciler.hosts.directory import SnapshotHost
 from reconciler.hosts.emulate import kernel_text
+from reconciler.profile.load import load_profile
 
 HOST = SmallHost(
     sysctls={"vm.swappiness": "60", "net.ipv4.tcp_rmem": "4096 131072 6291456"},
@@ -35,6 +37,7 @@ HOST = SmallHost(
     c2_disabled=[False, True],
     modules=["veth"],
     gpus=[512, 4096],
+    nvidia_smi=GPU_HEADER + gpu_line("00000000:01:00.0") + gpu_line("00000000:02:00.0", "Enabled"),
 )
 
 KIND_PROFILES: dict[str, dict[str, Any]] = {
@@ -45,6 +48,12 @@ KIND_PROFILES: dict[str, dict[str, Any]] = {
         "modules": {"dummy": {"value": "loaded", "params": {"numdummies": 2}}, "veth": "absent"}
     },
     "pci": {"pci": [{"select": {"vendor": 0x10DE, "class": 0x0302}, "max_read_request": 4096}]},
+    "gpus": {
+        "gpus": {
+            "all": {"persistence": True, "compute_mode": "EXCLUSIVE_PROCESS", "ecc": False},
+            "00000000:02:00.0": {"power_limit": 450},
+        }
+    },
 }
 
 
@@ -170,3 +179,20 @@ def test_operations_survive_json(op: SetAttr | PutFile | DeleteFile | Command) -
 )
 def test_steps_survive_the_journal(step: Step) -> None:
     assert Step.from_json(json.loads(json.dumps(step.to_json()))) == step
+
+
+def test_a_gpu_setting_that_does_not_read_back_names_the_gpu_and_the_field(
+    tmp_path: Path,
+) -> None:
+    root = build(tmp_path / "h", HOST)
+    profile = write_profile(tmp_path / "p.yaml", {"gpus": {"all": {"persistence": True}}})
+    work = prepare(
+        SnapshotHost(root), load_profile(profile), runtime_only=True, with_persistence=False
+    )
+    (step,) = work.steps
+    before, _, after = read_back_message(step, "'Disabled'")
+    gpu = "gpu:00000000:01:00.0:persistence"
+    assert before == f"{gpu}: nvidia-smi took Enabled but its query reports "
+    assert after == (
+        " for persistence_mode of GPU 00000000:01:00.0 (the GPU or its driver keeps its own)"
+    )

@@ -29,6 +29,8 @@ from conftest import plan_json, write
 from reconciler.audit.engine import audit
 from reconciler.audit.model import Area, Fix, Problem
 from reconciler.audit.rules import RULES, Rule
+from reconciler.facts import nvidia_smi
+from reconciler.hosts import recorded
 from reconciler.hosts.directory import SnapshotHost
 from reconciler.hosts.files import Request
 from reconciler.plan.model import Phase, Priority
@@ -473,6 +475,44 @@ def test_readme_table_lists_exactly_the_rules() -> None:
     rows = [line.split("|")[1:3] for line in table.splitlines()[2:]]
     listed = {(i.strip("` "), area.strip()) for ids, area in rows for i in ids.split(",")}
     assert listed == {(r.id, r.area.value) for r in RULES}
+
+
+# --- GPU state --------------------------------------------------------------------------------
+
+
+def gpu_query_record(root: Path) -> Path:
+    return root / recorded.where(nvidia_smi.QUERY).lstrip("/")
+
+
+def test_gpu_persistence_off_fires_on_one_gpu_and_its_fix_closes_the_loop(
+    tuned: Path, tmp_path: Path
+) -> None:
+    stdout = gpu_query_record(tuned) / "stdout"
+    lines = stdout.read_text().splitlines(keepends=True)
+    lines[3] = lines[3].replace(", Enabled, 600.00 W", ", Disabled, 600.00 W", 1)
+    stdout.write_text("".join(lines))
+    report = run_audit(tuned)
+    finding = only(report, "gpu-persistence-off")
+    assert finding.observed == "persistence mode off on 1 of 8 NVIDIA GPUs"
+    assert finding.evidence == (
+        "nvidia-smi --query-gpu: 00000000:41:00.0 persistence_mode Disabled",
+    )
+    closes_loop(tuned, report, tmp_path)
+
+
+@pytest.mark.parametrize("answer", ["absent", "failed"])
+def test_gpu_persistence_has_no_verdict_without_an_answer_from_nvidia_smi(
+    tuned: Path, answer: str
+) -> None:
+    record = gpu_query_record(tuned)
+    if answer == "absent":
+        for path in record.iterdir():
+            path.unlink()
+    else:
+        (record / "status").write_text("9\n")
+    report = run_audit(tuned)
+    verdicts = [r.id for r in report.good + report.not_issues] + [f.id for f in report.findings]
+    assert "gpu-persistence-off" not in verdicts
 
 
 # --- services -----------------------------------------------------------------------------------

@@ -36,6 +36,7 @@ it deletes and recreates both output directories.  Run it as
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import struct
 import uuid
@@ -92,6 +93,7 @@ class HostSpec:
     gpu_mrrs: int
     # Boot-time files `tune apply` owns (sysctl.d, modules-load.d, tmpfiles.d, udev rules).
     tune_files: tuple[tuple[str, str], ...] = ()
+    gpu_persistence: str = "Disabled"  # as nvidia-smi prints persistence_mode
 
 
 TUNE_HEADER = (
@@ -175,6 +177,7 @@ TUNED = HostSpec(
     container_memlock=True,
     container_mounts_modeset=True,
     gpu_mrrs=4096,
+    gpu_persistence="Enabled",
     tune_files=(
         (
             "etc/sysctl.d/90-tune.conf",
@@ -196,6 +199,11 @@ TUNED = HostSpec(
             "etc/tmpfiles.d/tune.conf",
             TUNE_HEADER + "w /sys/kernel/mm/transparent_hugepage/enabled - - - - madvise\n"
             "w /sys/devices/system/cpu/cpu*/cpufreq/scaling_governor - - - - performance\n",
+        ),
+        (
+            "etc/systemd/system/nvidia-persistenced.service.d/90-tune.conf",
+            TUNE_HEADER + "[Service]\nExecStart=\n"
+            "ExecStart=/usr/bin/nvidia-persistenced --verbose --persistence-mode\n",
         ),
         (
             "etc/udev/rules.d/90-tune-pci.rules",
@@ -924,6 +932,39 @@ def write_pci(root: Path, host: HostSpec) -> None:
 
 
 # --------------------------------------------------------------------------
+# nvidia-smi, as `tune snapshot` records a command's output (reconciler/hosts/recorded.py)
+# --------------------------------------------------------------------------
+
+# reconciler.facts.nvidia_smi.QUERY
+NVIDIA_SMI_QUERY = (
+    "nvidia-smi",
+    "--query-gpu=pci.bus_id,persistence_mode,power.limit,power.default_limit,power.min_limit,"
+    "power.max_limit,compute_mode,ecc.mode.current,ecc.mode.pending",
+    "--format=csv",
+)
+
+
+def write_nvidia_smi(root: Path, host: HostSpec) -> None:
+    """The query's answer in nvidia-smi's CSV: 600 W boards (the power limits are this
+    example's, not a measured card's), ECC on, persistence as the host has it."""
+    digest = hashlib.sha256("\0".join(NVIDIA_SMI_QUERY).encode()).hexdigest()[:16]
+    base = f".tune-observed/commands/nvidia-smi-{digest}"
+    header = (
+        "pci.bus_id, persistence_mode, power.limit [W], power.default_limit [W], "
+        "power.min_limit [W], power.max_limit [W], compute_mode, ecc.mode.current, "
+        "ecc.mode.pending\n"
+    )
+    lines = "".join(
+        f"0000{bdf.upper()}, {host.gpu_persistence}, 600.00 W, 600.00 W, 300.00 W, 600.00 W, "
+        "Default, Enabled, Enabled\n"
+        for bdf in GPU_BDFS
+    )
+    write_bytes(root, f"{base}/argv", b"".join(w.encode() + b"\0" for w in NVIDIA_SMI_QUERY))
+    write_text(root, f"{base}/status", "0\n")
+    write_text(root, f"{base}/stdout", header + lines)
+
+
+# --------------------------------------------------------------------------
 # /sys/module/<name>/parameters
 # --------------------------------------------------------------------------
 
@@ -989,6 +1030,7 @@ def generate_host(host: HostSpec) -> Path:
     write_thp(root, host)
     write_iommu_groups(root, host)
     write_pci(root, host)
+    write_nvidia_smi(root, host)
     write_sys_modules(root, host)
     for rel, text in host.tune_files:
         write_text(root, rel, text)

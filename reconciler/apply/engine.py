@@ -27,6 +27,7 @@ from ..errors import (
     Refused,
     TuneError,
 )
+from ..facts import nvidia_smi
 from ..hosts.base import Host
 from ..hosts.files import Files, Request
 from ..kinds import boot_kind, named
@@ -72,6 +73,7 @@ from .steps import (
     Op,
     Probe,
     PutFile,
+    Read,
     Require,
     SetAttr,
     Skipped,
@@ -334,6 +336,9 @@ def explained(steps: Sequence[Step], at: str, reason: str) -> str:
 
 
 def read(host: Host, probe: Probe) -> str | None:
+    if probe.read is Read.GPU:
+        output = host.fetch(Request.of(commands=[nvidia_smi.QUERY])).output(nvidia_smi.QUERY)
+        return probe.value(output.stdout if output.status == 0 else None)
     return probe.value(host.read_file(probe.path))
 
 

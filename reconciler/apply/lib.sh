@@ -267,6 +267,84 @@ emu_setpci() {
         dd of="$cfg" bs=1 seek="$at" count=2 conv=notrunc 2>/dev/null
 }
 
+# The GPU query's CSV (facts.nvidia_smi.QUERY): what a snapshot recorded, or nvidia-smi's answer.
+gpu_query() {
+    if [ -n "$EMU" ]; then
+        [ "$(cat "$R$NVSMI_RECORD/status" 2>/dev/null)" = 0 ] || return 1
+        cat "$R$NVSMI_RECORD/stdout"
+    else
+        nvidia-smi --query-gpu="$NVSMI_FIELDS" --format=csv 2>/dev/null
+    fi
+}
+
+# GPU B's field F in the query (facts.nvidia_smi.value_of): by the header's names, units cut,
+# watts as numbers (%g, as Python's); status 1 for no such GPU or a bracketed value.
+GPU_VALUE='
+BEGIN { FS = ", " }
+NR == 1 { for (i = 1; i <= NF; i++) { n = $i; sub(/ \[.*/, "", n); col[n] = i }; next }
+toupper($col["pci.bus_id"]) == toupper(ENVIRON["B"]) && !seen {
+  seen = 1; c = col[ENVIRON["F"]]
+  if (!c || $c ~ /^\[/) exit 1
+  v = $c; sub(/ (W|MHz|MiB|%)$/, "", v)
+  if (ENVIRON["F"] ~ /^power\.(limit|default_limit|min_limit|max_limit)$/ && v ~ /^[0-9]+(\.[0-9]+)?$/) v = sprintf("%g", v)
+  printf "%s", v; found = 1 }
+END { exit !found }'
+
+# nvidia-smi -i BUSID -pm 0|1 | -pl WATTS | -c MODE | -e 0|1 (emulate._nvidia_smi): that GPU's
+# line of the recorded query edited, its exit statuses those of nvidia-smi's manual.
+GPU_SET='
+BEGIN { FS = ", "; OFS = ", "; st = 6 }
+NR == 1 { for (i = 1; i <= NF; i++) { n = $i; sub(/ \[.*/, "", n); col[n] = i }; print; next }
+st == 6 && toupper($col["pci.bus_id"]) == toupper(ENVIRON["B"]) {
+  c = col[ENVIRON["F"]]; v = ENVIRON["V"]
+  if (!c || $c ~ /^\[/) st = 3
+  else {
+    if (ENVIRON["PL"] != "") {
+      lo = col["power.min_limit"] ? $col["power.min_limit"] : ""; sub(/ W$/, "", lo)
+      hi = col["power.max_limit"] ? $col["power.max_limit"] : ""; sub(/ W$/, "", hi)
+      num = "^[0-9]+(\\.[0-9]+)?$"
+      if (v !~ num || lo !~ num || hi !~ num || v + 0 < lo + 0 || v + 0 > hi + 0) v = ""
+      else v = sprintf("%.2f W", v)
+    }
+    if (v == "") st = 2; else { $c = v; st = 0 }
+  } }
+{ print }
+END { exit st }'
+
+emu_nvidia_smi() {
+    f="$R$NVSMI_RECORD/stdout"
+    if [ ! -f "$f" ]; then
+        echo "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."
+        return 9
+    fi
+    field= v= pl=
+    if [ $# -eq 4 ] && [ "$1" = -i ]; then
+        case "$3" in
+        -pm | -e)
+            field=persistence_mode; [ "$3" = -e ] && field=ecc.mode.pending
+            case "$4" in 0) v=Disabled ;; 1) v=Enabled ;; esac ;;
+        -c) field=compute_mode
+            case "$(printf '%s' "$4" | tr '[:lower:]' '[:upper:]')" in
+            DEFAULT) v=Default ;; PROHIBITED) v=Prohibited ;; EXCLUSIVE_PROCESS) v=Exclusive_Process ;;
+            esac ;;
+        -pl) field=power.limit v="$4" pl=1 ;;
+        esac
+    fi
+    [ -n "$field" ] || { echo "Invalid combination of input arguments: $*"; return 2; }
+    new=$(B="$2" F="$field" V="$v" PL="$pl" awk "$GPU_SET" "$f")
+    case $? in
+    0) printf '%s\n' "$new" >"$f" || return 1
+        echo "Set $field to $(B="$2" F="$field" awk "$GPU_CELL" "$f") for GPU $2." ;;
+    6) echo "No devices were found matching $2"; return 6 ;;
+    3) echo "Setting $field is not supported for GPU $2."; return 3 ;;
+    *) echo "Invalid value '$4' for $3."; return 2 ;;
+    esac
+}
+GPU_CELL='
+BEGIN { FS = ", " }
+NR == 1 { for (i = 1; i <= NF; i++) { n = $i; sub(/ \[.*/, "", n); col[n] = i }; next }
+toupper($col["pci.bus_id"]) == toupper(ENVIRON["B"]) { printf "%s", $col[ENVIRON["F"]]; exit }'
+
 # What a snapshot has installed (SnapshotHost.commands): the list in /.tune-emulate/commands
 # when the snapshot holds one, else every command the emulation knows ($EMU_COMMANDS).
 emu_has() {
@@ -462,6 +540,7 @@ run_argv() {
             case "$1" in
             modprobe) shift; out=$(emu_modprobe "$@" 2>&1) ;;
             setpci) shift; out=$(emu_setpci "$@" 2>&1) ;;
+            nvidia-smi) shift; out=$(emu_nvidia_smi "$@" 2>&1) ;;
             grubby) shift; out=$(emu_grubby "$@" 2>&1) ;;
             pct | lxc-*) out=$(emu_container "$@" 2>&1) ;;
             systemctl) shift; out=$(emu_systemctl "$@" 2>&1) ;;
@@ -526,6 +605,7 @@ has_command() {
 
 # A probe's normalised reading (steps.Probe.value) on stdout; status 1 when absent.
 reading() {
+    if [ "$1" = gpu ]; then q=$(gpu_query) || return 1; printf '%s\n' "$q" | B="$2" F="$3" awk "$GPU_VALUE"; return; fi
     f="$R$2"
     ! abnormal "$2" && [ -e "$f" ] || return 1
     case "$1" in

@@ -22,7 +22,10 @@ MODULES_LOAD = "/etc/modules-load.d/tune.conf"
 MODPROBE = "/etc/modprobe.d/tune.conf"
 TMPFILES = "/etc/tmpfiles.d/tune.conf"
 UDEV = "/etc/udev/rules.d/90-tune-pci.rules"
-OWNED = (SYSCTL, MODULES_LOAD, MODPROBE, TMPFILES, UDEV)
+# NVML forgets GPU settings at every boot: the daemon keeps persistence mode, a oneshot the rest.
+PERSISTENCED_DROPIN = "/etc/systemd/system/nvidia-persistenced.service.d/90-tune.conf"
+GPU_UNIT = "/etc/systemd/system/tune-gpus.service"
+OWNED = (SYSCTL, MODULES_LOAD, MODPROBE, TMPFILES, UDEV, PERSISTENCED_DROPIN, GPU_UNIT)
 # The NVIDIA driver's NVreg_ options: written by the reboot-phase kind `nvreg` itself, with the
 # initramfs rebuilt after, not by the runtime phase with the files above.
 NVREG = "/etc/modprobe.d/tune-nvidia.conf"
@@ -37,6 +40,8 @@ WHY = {
     MODPROBE: "module options and blacklist, read by modprobe",
     TMPFILES: "writes the sysfs, huge page, cpufreq and cpuidle values at boot (systemd-tmpfiles)",
     UDEV: "repeats the PCIe writes whenever a matching device is added or bound (udev)",
+    PERSISTENCED_DROPIN: "starts nvidia-persistenced with the persistence mode (and tune-gpus)",
+    GPU_UNIT: "sets the GPUs' power limits and compute modes at boot, after nvidia-persistenced",
 }
 
 

@@ -39,8 +39,8 @@ from pathlib import Path
 
 from ..boot.verify import PENDING
 from ..errors import ApplyFailed, ConnectError, HostError
-from ..facts import systemd
-from ..hosts import emulate
+from ..facts import nvidia_smi, systemd
+from ..hosts import emulate, recorded
 from ..hosts.shell import Expand, ShellHost, printf_format, quoted, sh_word
 from ..kinds import boot_kind
 from ..probes.phase import PhaseProbes, Records, Regressed
@@ -125,6 +125,8 @@ LIBRARY = (
     f"EMU_CONTAINER_DEV={quoted(' '.join(emulate.CONTAINER_DEV))}\n"
     f"LXC_KEYS={quoted(emulate.LXC_KEY_WORDS)}\n"
     f"EMU_UNIT_DIRS={quoted(' '.join(systemd.UNIT_DIRS))}\n"
+    f"NVSMI_FIELDS={quoted(','.join(nvidia_smi.FIELDS))}\n"
+    f"NVSMI_RECORD={quoted(recorded.where(nvidia_smi.QUERY))}\n"
     + _strerror()
     + (Path(__file__).parent / "lib.sh").read_text()
 )

@@ -11,7 +11,9 @@ that an SSH target without Python can run the same steps from a POSIX sh script:
 - `Read.CHOICE`: the bracketed option (`sed 's/.*\\[\\(.*\\)\\].*/\\1/'`), else WORDS;
 - `Read.MODULE`: "loaded" when a line of the file starts with `arg` and a space (`grep -q`);
 - `Read.MRRS`: Max_Read_Request_Size in bytes from the little-endian u16 at byte `arg` of a
-  binary PCI config file (`od -An -tu2 -j ARG -N2`, then shell arithmetic).
+  binary PCI config file (`od -An -tu2 -j ARG -N2`, then shell arithmetic);
+- `Read.GPU`: the field `arg` of the GPU whose PCI bus id is `path`, from the output of
+  `facts.nvidia_smi.QUERY` (run, not read: no file holds a GPU's state; `awk` in sh).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from ..facts import nvidia_smi
 from ..plan.model import Change, Value, jsonable
 
 _SELECTED = re.compile(r"\[([^\]]+)\]")
@@ -35,6 +38,7 @@ class Read(StrEnum):
     CHOICE = "choice"
     MODULE = "module"
     MRRS = "mrrs"
+    GPU = "gpu"
 
 
 @dataclass(frozen=True)
@@ -46,9 +50,12 @@ class Probe:
     arg: str = ""
 
     def value(self, raw: bytes | None) -> str | None:
-        """The normalised reading of `raw` (the file's bytes, None when it does not exist)."""
+        """The normalised reading of `raw` (the file's bytes, None when it does not exist; for
+        `Read.GPU`, the query's output, None when it failed)."""
         if raw is None:
             return None
+        if self.read is Read.GPU:
+            return nvidia_smi.value_of(raw, self.path, self.arg)
         if self.read is Read.MRRS:
             offset = int(self.arg)
             if len(raw) < offset + 2:

@@ -13,8 +13,11 @@ except one a real kernel has: an attribute that refuses every write with an errn
 errno at `REFUSES` + the attribute's path (`/.tune-emulate/refuses/proc/sys/kernel/nmi_watchdog`
 containing `524`), outside every path a profile reads; a snapshot that lacks a tool lists the
 ones it has in `LISTED`, and one whose module cannot load holds modprobe's words in
-`LOAD_FAILS`. The sh library (`reconciler/apply/lib.sh`) emulates the same, byte for byte, for
-an apply through the sh engine with `TUNE_ROOT` set; `tests/engines` holds both to it.
+`LOAD_FAILS`. `nvidia-smi` keeps each GPU's state where the snapshot recorded its query
+(`reconciler.hosts.recorded`): a setting edits that GPU's line of the CSV, as the next query
+of a real GPU would print it. The sh library (`reconciler/apply/lib.sh`) emulates the same,
+byte for byte, for an apply through the sh engine with `TUNE_ROOT` set; `tests/engines` holds
+both to it.
 """
 
 from __future__ import annotations
@@ -27,11 +30,12 @@ import struct
 from typing import TYPE_CHECKING
 
 from ..errors import HostError
-from ..facts import pcie, systemd
+from ..facts import nvidia_smi, pcie, systemd
 from ..facts.kernel import OSRELEASE
 from ..facts.lxc_keys import KEYS
 from ..facts.modules import MODULE_DIR, MODULES, builtin_modules, builtin_path, module_name
 from ..facts.pci import DEVICES
+from . import recorded
 from .base import ENOTSUPP, Completed, refusal
 from .beneath import open_regular, write_all
 from .files import Files
@@ -42,7 +46,7 @@ if TYPE_CHECKING:
 CONTAINER_TOOLS = ("pct", "lxc-stop", "lxc-start", "lxc-attach")
 # LXC's key table as the sh emulation takes it: names, a prefix key with a final "*".
 LXC_KEY_WORDS = " ".join(name + ("" if strict else "*") for name, strict in KEYS)
-COMMANDS = ("modprobe", "setpci", "grubby", "systemctl", *CONTAINER_TOOLS)
+COMMANDS = ("modprobe", "setpci", "grubby", "systemctl", nvidia_smi.NVIDIA_SMI, *CONTAINER_TOOLS)
 REFUSES = "/.tune-emulate/refuses"
 LISTED = "/.tune-emulate/commands"
 # A module whose load fails (built against another kernel's or RDMA stack's symbols): a file
@@ -139,7 +143,74 @@ def run(host: DirectoryHost, argv: list[str]) -> Completed:
         return _container(host, argv)
     if argv[0] == "systemctl":
         return _systemctl(host, argv[1:])
+    if argv[0] == nvidia_smi.NVIDIA_SMI:
+        return _nvidia_smi(host, argv[1:])
     return _setpci(host, argv[1:])
+
+
+# nvidia-smi's settings: option -> (the query field it changes, its argument -> the value the
+# query prints). `-e` changes only what applies at the next boot.
+NVIDIA_SMI_SETTINGS = {
+    "-pm": (nvidia_smi.PERSISTENCE, {"0": "Disabled", "1": "Enabled"}),
+    "-c": (
+        nvidia_smi.COMPUTE_MODE,
+        {m: m.title() for m in ("DEFAULT", "PROHIBITED", "EXCLUSIVE_PROCESS")},
+    ),
+    "-e": (nvidia_smi.ECC_PENDING, {"0": "Disabled", "1": "Enabled"}),
+}
+# nvidia-smi's exit statuses (its manual's RETURN VALUE section).
+SMI_INVALID, SMI_NOT_SUPPORTED, SMI_NOT_FOUND, SMI_NO_DRIVER = 2, 3, 6, 9
+
+
+def _nvidia_smi(host: DirectoryHost, args: list[str]) -> Completed:
+    """`nvidia-smi -i BUSID -pm 0|1 | -pl WATTS | -c MODE | -e 0|1`, on the recorded query."""
+    path = f"{recorded.where(nvidia_smi.QUERY)}/stdout"
+    text = _read(host, path)
+    if text is None:
+        said = "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."
+        return Completed(SMI_NO_DRIVER, said + "\n")
+    if len(args) != 4 or args[0] != "-i" or args[2] not in (*NVIDIA_SMI_SETTINGS, "-pl"):
+        return Completed(SMI_INVALID, f"Invalid combination of input arguments: {' '.join(args)}\n")
+    lines = text.splitlines()
+    names = [cell.split(" [", 1)[0] for cell in lines[0].split(nvidia_smi.SEPARATOR)]
+    at = names.index(nvidia_smi.BUS_ID) if nvidia_smi.BUS_ID in names else 0
+    row = next(
+        (
+            n
+            for n, line in enumerate(lines[1:], 1)
+            if (line.split(nvidia_smi.SEPARATOR) + [""] * at)[at].upper() == args[1].upper()
+        ),
+        None,
+    )
+    if row is None:
+        return Completed(SMI_NOT_FOUND, f"No devices were found matching {args[1]}\n")
+    cells = lines[row].split(nvidia_smi.SEPARATOR)
+    gpu = dict(zip(names, cells, strict=False))
+    if args[2] == "-pl":
+        field, value = nvidia_smi.POWER_LIMIT, _power_limit(gpu, args[3])
+    else:
+        field, values = NVIDIA_SMI_SETTINGS[args[2]]
+        value = values.get(args[3].upper())
+    if field not in names or gpu[field].startswith("["):
+        said = f"Setting {field} is not supported for GPU {args[1]}.\n"
+        return Completed(SMI_NOT_SUPPORTED, said)
+    if value is None:
+        return Completed(SMI_INVALID, f"Invalid value {args[3]!r} for {args[2]}.\n")
+    cells[names.index(field)] = value
+    lines[row] = nvidia_smi.SEPARATOR.join(cells)
+    _overwrite(host.local(path), ("\n".join(lines) + "\n").encode())
+    return Completed(0, f"Set {field} to {value} for GPU {args[1]}.\n")
+
+
+def _power_limit(gpu: dict[str, str], watts: str) -> str | None:
+    """The `power.limit` cell for `-pl WATTS`, None outside power.min_limit..power.max_limit."""
+    try:
+        wanted = float(watts)
+        low = float(gpu[nvidia_smi.POWER_MIN].removesuffix(" W"))
+        high = float(gpu[nvidia_smi.POWER_MAX].removesuffix(" W"))
+    except (KeyError, ValueError):
+        return None
+    return f"{wanted:.2f} W" if low <= wanted <= high else None
 
 
 def _read(host: DirectoryHost, path: str) -> str | None:

@@ -7,13 +7,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import write
+from conftest import PROJECT, write
 from lxc_oracle import lxc_refuses
 from small_host import build, tree, write_profile
 from test_apply_kinds import HOST, KIND_PROFILES
 from test_lxc_editor import CONFIG, DEVICES
 
 from reconciler.facts import lxc as fmt
+from reconciler.facts import nvidia_smi
+from reconciler.hosts import recorded
+from reconciler.hosts.files import CommandOutput
 
 from .drive import Engine
 from .test_apply import runtime_changes
@@ -89,3 +92,38 @@ def test_plain_lxc_config_tune_wrote_in_proxmox_syntax_is_repaired(
     repaired = applied(engine, tmp_path, config, damaged, f"path: {config}")
     assert repaired == damaged.replace(": ", " = ")
     assert lxc_refuses(repaired, tmp_path) is None
+
+
+GEFORCE = "linux-x86_64__nvidia-geforce-rtx-4080-super__595.71.05.query-gpu.csv"
+
+
+def test_gpu_settings_on_a_real_nvidia_smi_capture(engine: Engine, tmp_path: Path) -> None:
+    """The query as a GeForce RTX 4080 SUPER printed it (every field, ECC `[N/A]`): both
+    engines set, read back and restore it by the header's names; ECC is a note, not a step."""
+    root = build(tmp_path / "h", HOST)
+    capture = PROJECT / "tests/corpus/nvidia-smi"
+    answer = CommandOutput(
+        0,
+        (
+            capture / "linux-x86_64__nvidia-geforce-rtx-4080-super__595.71.05.query-gpu.csv"
+        ).read_bytes(),
+    )
+    for path, data in recorded.record(nvidia_smi.QUERY, answer).items():
+        write(root, path, data)
+    profile = write_profile(
+        tmp_path / "p.yaml",
+        {"gpus": {"all": {"persistence": True, "power_limit": 350, "ecc": True}}},
+    )
+    before = tree(root)
+    assert engine.apply(root, profile, with_persistence=False) is not None
+    (gpu,) = nvidia_smi.parse(
+        (root / recorded.where(nvidia_smi.QUERY).lstrip("/") / "stdout").read_text()
+    )
+    assert (gpu.get(nvidia_smi.PERSISTENCE), gpu.get(nvidia_smi.POWER_LIMIT)) == (
+        "Enabled",
+        "350.00",
+    )
+    assert runtime_changes(root, profile, False) == []
+    assert engine.apply(root, profile, with_persistence=False) is None
+    engine.rollback(root)
+    assert tree(root) == before

@@ -14,13 +14,15 @@ from pathlib import Path
 import pytest
 from conftest import PROJECT, write
 from conftest import config_space as pcie_config
-from small_host import config_space, whole_tree
+from small_host import GPU_HEADER, config_space, gpu_line, whole_tree
 
 from reconciler.apply.engine import perform, read
 from reconciler.apply.sh_engine import LIBRARY, _op, _probe_args
 from reconciler.apply.steps import Command, DeleteFile, Op, Probe, PutFile, Read, SetAttr, Step
 from reconciler.errors import HostError, Refused
 from reconciler.facts import cmdline as fmt
+from reconciler.facts import nvidia_smi
+from reconciler.hosts import recorded
 from reconciler.hosts.directory import SnapshotHost
 from reconciler.hosts.emulate import LISTED, REFUSES
 from reconciler.hosts.shell import quoted
@@ -49,6 +51,11 @@ class Case:
 
 
 THP = "/sys/kernel/mm/transparent_hugepage/enabled"
+BUS, OTHER = "00000000:17:00.0", "00000000:3D:00.0"
+SMI_DIR = recorded.where(nvidia_smi.QUERY)
+SMI_OUT = f"{SMI_DIR}/stdout"
+SMI_OK: dict[str, str | bytes] = {f"{SMI_DIR}/status": "0\n"}
+SMI: dict[str, str | bytes] = {SMI_OUT: GPU_HEADER + gpu_line(BUS) + gpu_line(OTHER), **SMI_OK}
 RMEM = "/proc/sys/net/ipv4/tcp_rmem"
 WATCHDOG = "/proc/sys/kernel/nmi_watchdog"
 MODULES = "/proc/modules"
@@ -447,6 +454,70 @@ CASES = [
         "unknown command",
         Command(("reboot",)),
         Said("failed", "`reboot` failed: reboot: command not found"),
+    ),
+    # nvidia-smi, on the query a snapshot recorded (hosts/emulate.py `_nvidia_smi`).
+    Case(
+        "nvidia-smi sets a GPU's persistence",
+        Command(("nvidia-smi", "-i", BUS, "-pm", "1")),
+        Said("ok", f"Set persistence_mode to Enabled for GPU {BUS}."),
+        SMI,
+        {SMI_OUT: GPU_HEADER + gpu_line(BUS, "Enabled") + gpu_line(OTHER)},
+    ),
+    Case(
+        "nvidia-smi sets a power limit",
+        Command(("nvidia-smi", "-i", BUS, "-pl", "450")),
+        Said("ok", f"Set power.limit to 450.00 W for GPU {BUS}."),
+        SMI,
+        {SMI_OUT: GPU_HEADER + gpu_line(BUS, limit="450.00 W") + gpu_line(OTHER)},
+    ),
+    Case(
+        "nvidia-smi refuses a power limit past the GPU's",
+        Command(("nvidia-smi", "-i", BUS, "-pl", "700")),
+        Said("failed", f"`nvidia-smi -i {BUS} -pl 700` failed: Invalid value '700' for -pl."),
+        SMI,
+        {SMI_OUT: SMI[SMI_OUT]},
+    ),
+    Case(
+        "nvidia-smi on a GPU the host does not have",
+        Command(("nvidia-smi", "-i", "00000000:99:00.0", "-c", "DEFAULT")),
+        Said(
+            "failed",
+            "`nvidia-smi -i 00000000:99:00.0 -c DEFAULT` failed: "
+            "No devices were found matching 00000000:99:00.0",
+        ),
+        SMI,
+    ),
+    Case(
+        "nvidia-smi on a setting the GPU lacks",
+        Command(("nvidia-smi", "-i", BUS, "-e", "1")),
+        Said(
+            "failed",
+            f"`nvidia-smi -i {BUS} -e 1` failed: "
+            f"Setting ecc.mode.pending is not supported for GPU {BUS}.",
+        ),
+        {SMI_OUT: GPU_HEADER + gpu_line(BUS).replace("Enabled, Enabled", "[N/A], [N/A]"), **SMI_OK},
+    ),
+    Case(
+        "nvidia-smi without a driver",
+        Command(("nvidia-smi", "-i", BUS, "-pm", "1")),
+        Said(
+            "failed",
+            f"`nvidia-smi -i {BUS} -pm 1` failed: "
+            "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.",
+        ),
+    ),
+    Case("gpu power limit", Probe(BUS, Read.GPU, "power.limit"), Said("ok", "600"), SMI),
+    Case(
+        "gpu absent",
+        Probe(OTHER.replace("3D", "99"), Read.GPU, "power.limit"),
+        Said("ok", "absent"),
+        SMI,
+    ),
+    Case(
+        "gpu field bracketed",
+        Probe(BUS, Read.GPU, "ecc.mode.pending"),
+        Said("ok", "absent"),
+        {SMI_OUT: GPU_HEADER + gpu_line(BUS).replace("Enabled, Enabled", "[N/A], [N/A]"), **SMI_OK},
     ),
     # The five readings.
     Case("text", Probe("/etc/x", Read.TEXT), Said("ok", "a\n\nb\n\n"), {"/etc/x": "a\n\nb\n\n"}),
