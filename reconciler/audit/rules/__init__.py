@@ -10,12 +10,12 @@ engine for that.
 
 from __future__ import annotations
 
-from . import containers, cpu, kernel, pcie, sysctl
+from . import containers, cpu, irq, kernel, pcie, sysctl
 from .base import RULES as REGISTERED
 from .base import Rule
 
 # The order a report lists them in: by area, then as each module registers them.
-AREAS = tuple(m.__name__ for m in (pcie, sysctl, cpu, kernel, containers))
+AREAS = tuple(m.__name__ for m in (pcie, sysctl, cpu, irq, kernel, containers))
 RULES = sorted(REGISTERED, key=lambda r: AREAS.index(r.check.__module__))
 
 __all__ = ["RULES", "Rule"]
