@@ -82,9 +82,12 @@ def blocks(items: Iterable[T], key: Callable[[T], Hashable | None]) -> list[list
 
 def same_but_subject(texts: Iterable[str], subject: str) -> tuple[str, ...]:
     """`texts` (a step's operations) with `subject` blanked out as a whole name (cpu1 is not
-    the start of cpu12): equal for steps that do the same thing to another CPU or device."""
+    the start of cpu12): equal for steps that do the same thing to another CPU or device. An
+    IRQ's files name it by its bare number (`irq120` is /proc/irq/120/)."""
     name = re.compile(rf"(?<![\w.:-]){re.escape(subject)}(?![\w.:-])")
-    return tuple(name.sub("\0", text) for text in texts)
+    irq = re.fullmatch(r"irq(\d+)", subject)
+    number = re.compile(rf"(?<=/proc/irq/){irq.group(1)}(?=/)" if irq else r"(?!)")
+    return tuple(number.sub("\0", name.sub("\0", text)) for text in texts)
 
 
 def entries(changes: Iterable[Change]) -> int:
