@@ -128,9 +128,11 @@ injected() {
 # Whether $1 is an IRQ's smp_affinity or smp_affinity_list (facts.irq.refuses_with_eio), and
 # its file name in $IRQ_FILE.
 irq_file() {
-    n=${1#/proc/irq/}; n=${n%%/*}; IRQ_FILE=
-    case "$n" in "" | *[!0-9]*) return 1 ;; esac
-    case "$1" in "/proc/irq/$n/smp_affinity" | "/proc/irq/$n/smp_affinity_list") ;; *) return 1 ;; esac
+    irqn=${1#/proc/irq/}; irqn=${irqn%%/*}; IRQ_FILE=
+    case "$irqn" in "" | *[!0-9]*) return 1 ;; esac
+    case "$1" in "/proc/irq/$irqn/smp_affinity" | "/proc/irq/$irqn/smp_affinity_list") ;;
+    *) return 1 ;;
+    esac
     IRQ_FILE=${1##*/}
 }
 # Whether $1 is an IRQ's smp_affinity_list (facts.irq.is_affinity_list).

@@ -35,11 +35,6 @@ def affinity_path(irq: int) -> str:
     return f"/proc/irq/{irq}/smp_affinity_list"
 
 
-def irq_of(path: str) -> int:
-    """The IRQ number of an `affinity_path`."""
-    return int(path.split("/")[3])
-
-
 def refuses_with_eio(path: str) -> bool:
     """Whether EIO from a write to `path` means the kernel does not let user space move this
     IRQ: write_irq_affinity returns -EIO for a managed IRQ (the driver spread its vectors over

@@ -45,8 +45,9 @@ NOT_PERSISTED = (
 )
 IRQBALANCE = (
     "irqbalance is active: it moves IRQs to CPUs of its choosing every 10 seconds and will undo "
-    "this. Fix: systemctl disable --now irqbalance, or ban these IRQs in its configuration "
-    "(IRQBALANCE_ARGS=--banirq=N in /etc/default/irqbalance)."
+    "this. Fix: systemctl disable --now irqbalance; or ban these IRQs from it (--banirq=N in "
+    "IRQBALANCE_ARGS, /etc/default/irqbalance), which holds only until their numbers change "
+    "at the next driver load."
 )
 
 
