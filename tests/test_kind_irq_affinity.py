@@ -131,3 +131,25 @@ def test_a_nics_irqs_fold_into_one_line(tmp_path: Path) -> None:
     assert (
         "irq_affinity IRQs of vendor=0x15b3,class=0x0200 on 64 IRQs (irq120-183)" in result.out
     ), result.out
+
+
+def mask_cpus(mask: str) -> set[int]:
+    bits = int(mask.strip().replace(",", ""), 16)
+    return {n for n in range(bits.bit_length()) if bits >> n & 1}
+
+
+def test_this_machines_own_irqs_read_as_its_kernel_prints_them() -> None:
+    """The kernel of the machine running the tests as the oracle (read only): each IRQ's list
+    reads back as the CPUs of its `smp_affinity` hex mask, and prints as tune prints it."""
+    read = []
+    for directory in sorted(Path("/proc/irq").glob("[0-9]*")):
+        try:
+            listed = (directory / "smp_affinity_list").read_text()
+            mask = (directory / "smp_affinity").read_text()
+        except OSError:
+            continue
+        read.append(directory.name)
+        assert set(parse_list(listed)) == mask_cpus(mask), directory
+        assert format_list(parse_list(listed)) == listed.strip(), directory
+    if not read:
+        pytest.skip("no readable /proc/irq on this machine")
