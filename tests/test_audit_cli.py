@@ -19,7 +19,7 @@ UNTUNED_ACTIONABLE = {
     "pcie-mrrs", "numa-balancing", "cstates-deep", "peermem-missing", "lxc-memlock",
     "lxc-stale-majors", "swappiness", "net-rmem-max", "net-wmem-max", "tcp-rmem", "tcp-wmem",
     "thp-always", "cpufreq-driver", "cpufreq-governor", "iommu-translated", "nmi-watchdog",
-    "sched-autogroup", "gpu-persistence-off",
+    "sched-autogroup", "gpu-persistence-off", "irq-remote-node",
 }  # fmt: skip
 
 

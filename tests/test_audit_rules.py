@@ -298,6 +298,46 @@ def test_cpufreq_governor_is_silent_without_cpufreq(tuned: Path) -> None:
     assert remarks(report, "cpufreq-governor") == ([], [])
 
 
+def test_irq_remote_node_fires_on_a_nic_irq_that_may_go_to_the_other_socket(
+    tuned: Path, tmp_path: Path
+) -> None:
+    write(tuned, "/proc/irq/130/smp_affinity_list", "0-127\n")
+    write(tuned, "/proc/irq/131/smp_affinity_list", "0-31,64-95\n")
+    report = run_audit(tuned)
+    finding = only(report, "irq-remote-node")
+    assert (finding.priority, finding.phase, finding.actionable) == (
+        Priority.P1,
+        Phase.RUNTIME,
+        True,
+    )
+    assert finding.observed == (
+        f"2 of 64 IRQs of NIC {NIC} (node 1) may go to CPUs of another node"
+    )
+    node1 = f"{NIC} (node 1, CPUs 32-63,96-127): /proc/irq/N/smp_affinity_list of IRQs"
+    assert finding.evidence == (
+        f"{node1} 120-129,132-183: 32-63,96-127",
+        f"{node1} 130: 0-127",
+        f"{node1} 131: 0-31,64-95",
+    )
+    assert [c.id for c in finding.changes] == [
+        f"irq_affinity:{NIC}:irq130",
+        f"irq_affinity:{NIC}:irq131",
+    ]
+    closes_loop(tuned, report, tmp_path)
+
+
+def test_irq_remote_node_does_not_fire_on_local_irqs_or_an_unknown_node(tuned: Path) -> None:
+    write(tuned, "/proc/irq/130/smp_affinity_list", "40-47\n")
+    report = run_audit(tuned)
+    assert report.findings == ()
+    assert remarks(report, "irq-remote-node")[0] == ["IRQs of 1 NICs on their own NUMA node"]
+    write(tuned, "/proc/irq/131/smp_affinity_list", "0-127\n")
+    write(tuned, f"/sys/bus/pci/devices/{NIC}/numa_node", "-1\n")
+    report = run_audit(tuned)
+    assert report.findings == ()
+    assert remarks(report, "irq-remote-node") == ([], [])
+
+
 # --- modules, IOMMU, kernel -------------------------------------------------------------------
 
 

@@ -9,8 +9,9 @@ container 101:
   0000:{81,a1,c1,e1}:00.0 on NUMA node 1.
 * 2x AMD EPYC 9335 (32 cores each, SMT on): 128 logical CPUs, cpu0..cpu127,
   node 0 = 0-31,64-95 and node 1 = 32-63,96-127.
-* 1x Mellanox ConnectX-7 (15b3:1021) at 0000:c2:00.0 that a tuning profile
-  must leave alone.
+* 1x Mellanox ConnectX-7 (15b3:1021) at 0000:c2:00.0 that the GPU entries
+  of a tuning profile must leave alone; its 64 MSI-X vectors (IRQs 120-183) go
+  to every CPU on the untuned snapshot and to node 1's CPUs on the tuned one.
 * 2x AMD root complexes (1022:14a4) at 0000:00:00.0 and 0000:80:00.0, which
   have no capability list.
 
@@ -91,6 +92,8 @@ class HostSpec:
     container_memlock: bool
     container_mounts_modeset: bool
     gpu_mrrs: int
+    # /proc/irq/N/smp_affinity_list of the ConnectX's MSI-X vectors.
+    nic_irq_affinity: str = f"0-{N_CPUS - 1}"
     # Boot-time files `tune apply` owns (sysctl.d, modules-load.d, tmpfiles.d, udev rules).
     tune_files: tuple[tuple[str, str], ...] = ()
     gpu_persistence: str = "Disabled"  # as nvidia-smi prints persistence_mode
@@ -178,11 +181,11 @@ TUNED = HostSpec(
     container_mounts_modeset=True,
     gpu_mrrs=4096,
     gpu_persistence="Enabled",
+    nic_irq_affinity=NODE_CPULISTS[1],
     tune_files=(
         (
             "etc/sysctl.d/90-tune.conf",
-            TUNE_HEADER
-            + "kernel.numa_balancing = 0\n"
+            TUNE_HEADER + "kernel.numa_balancing = 0\n"
             "vm.swappiness = 10\n"
             "kernel.nmi_watchdog = 0\n"
             "kernel.sched_autogroup_enabled = 0\n"
@@ -926,9 +929,36 @@ def write_pci_device(root: Path, dev: PciDevice) -> None:
     write_bytes(root, f"{base}/config", config_space(dev))
 
 
+# mlx5_core's vectors on this host: one for its async events, 63 for completion queues.
+NIC_IRQS = range(120, 184)
+
+
+def affinity_mask(cpulist: str) -> str:
+    """`smp_affinity`: the same CPUs as 32-bit hex groups, highest first."""
+    bits = 0
+    for part in cpulist.split(","):
+        first, _, last = part.partition("-")
+        for cpu in range(int(first), int(last or first) + 1):
+            bits |= 1 << cpu
+    return ",".join(f"{(bits >> (32 * g)) & 0xFFFFFFFF:08x}" for g in reversed(range(N_CPUS // 32)))
+
+
+def write_nic_irqs(root: Path, host: HostSpec, nic: PciDevice) -> None:
+    for irq in NIC_IRQS:
+        write_value(root, f"sys/bus/pci/devices/{nic.bdf}/msi_irqs/{irq}", "msix")
+        write_value(root, f"proc/irq/{irq}/smp_affinity_list", host.nic_irq_affinity)
+        write_value(root, f"proc/irq/{irq}/smp_affinity", affinity_mask(host.nic_irq_affinity))
+        first = host.nic_irq_affinity.split(",")[0].split("-")[0]
+        write_value(root, f"proc/irq/{irq}/effective_affinity_list", first)
+        write_value(root, f"proc/irq/{irq}/node", nic.numa_node)
+    write_value(root, f"sys/bus/pci/devices/{nic.bdf}/irq", NIC_IRQS[0])
+
+
 def write_pci(root: Path, host: HostSpec) -> None:
     for dev in pci_devices(host):
         write_pci_device(root, dev)
+        if dev.vendor == 0x15B3:
+            write_nic_irqs(root, host, dev)
 
 
 # --------------------------------------------------------------------------

@@ -93,10 +93,13 @@ emu_writable() {
 
 # A write the kernel rejects (host.refusal): REFUSED=1 for EINVAL, EOPNOTSUPP and ENOTSUPP (524),
 # which say the knob cannot take the value here at all, with their C-locale strerror text.
+# EIO from an IRQ's affinity is the kernel saying user space may not move that IRQ (a managed
+# one): a refusal too (facts.irq.refuses_with_eio).
 refused() {
     case "$3" in
     *"Invalid argument"* | *"Operation not supported"* | *"Unknown error 524"*) REFUSED=1 ;;
     esac
+    case "$3" in *"Input/output error"*) irq_file "$1" && REFUSED=1 ;; esac
     ERR="$1: the kernel refused $(printf '%s' "$2" | awk "$REPR") ($3)."
     return 1
 }
@@ -122,6 +125,56 @@ injected() {
     RC=1
 }
 
+# Whether $1 is an IRQ's smp_affinity or smp_affinity_list (facts.irq.refuses_with_eio), and
+# its file name in $IRQ_FILE.
+irq_file() {
+    irqn=${1#/proc/irq/}; irqn=${irqn%%/*}; IRQ_FILE=
+    case "$irqn" in "" | *[!0-9]*) return 1 ;; esac
+    case "$1" in "/proc/irq/$irqn/smp_affinity" | "/proc/irq/$irqn/smp_affinity_list") ;;
+    *) return 1 ;;
+    esac
+    IRQ_FILE=${1##*/}
+}
+# Whether $1 is an IRQ's smp_affinity_list (facts.irq.is_affinity_list).
+affinity_list() { irq_file "$1" && [ "$IRQ_FILE" = smp_affinity_list ]; }
+
+# What an IRQ's smp_affinity_list prints after V is written (facts.irq.kernel_cpulist): the
+# CPUs in ascending ranges; exit 2 for what bitmap_parselist refuses (EINVAL), 3 for a CPU at
+# or past C, the possible CPUs (ERANGE).
+CPULIST='
+BEGIN {
+  v = ENVIRON["V"]; gsub(/^[ \t\n\r\f\v]+|[ \t\n\r\f\v]+$/, "", v)
+  if (v == "") exit 2
+  n = split(v, parts, ","); top = -1; bad = 0; past = 0
+  for (i = 1; i <= n; i++) {
+    p = parts[i]; gsub(/^[ \t\n\r\f\v]+|[ \t\n\r\f\v]+$/, "", p)
+    if (p ~ /^[0-9]+$/) { a = p + 0; b = a }
+    else if (p ~ /^[0-9]+-[0-9]+$/) { split(p, r, "-"); a = r[1] + 0; b = r[2] + 0 }
+    else { bad = 1; continue }
+    if (b < a) { bad = 1; continue }
+    if (ENVIRON["C"] != "" && b >= ENVIRON["C"] + 0) past = 1
+    ranges[i] = a " " b; if (b > top) top = b }
+  if (bad) exit 2
+  if (past) exit 3
+  for (i = 1; i <= n; i++) { split(ranges[i], r, " "); for (c = r[1]; c <= r[2]; c++) on[c] = 1 }
+  out = ""; c = 0
+  while (c <= top) {
+    if (!(c in on)) { c++; continue }
+    s = c; while ((c + 1) in on) c++
+    out = out (out == "" ? "" : ",") (s == c ? s : s "-" c); c++ }
+  print out }'
+
+emu_affinity() {
+    c=$(awk -F, '{ n = $NF; sub(/.*-/, "", n); if (n ~ /^[0-9]+$/) print n + 1 }' \
+        "$R/sys/devices/system/cpu/possible" 2>/dev/null)
+    new=$(V="$2" C="$c" awk "$CPULIST")
+    case $? in
+    0) return 0 ;;
+    3) refused "$1" "$2" "Numerical result out of range" ;;
+    *) refused "$1" "$2" "Invalid argument" ;;
+    esac
+}
+
 set_attr() {
     f="$R$1"
     REFUSED=
@@ -132,7 +185,9 @@ set_attr() {
         emu_writable "$1" || { ERR="$1: cannot open for writing (Permission denied)."; return 1; }
         m="$R/.tune-emulate/refuses$1"
         [ -f "$m" ] && { refused "$1" "$2" "$(strerror "$(tr -d ' \n' <"$m")")"; return 1; }
-        new=$(V="$2" awk "$KTEXT" "$f") || { refused "$1" "$2" "Invalid argument"; return 1; }
+        if affinity_list "$1"; then emu_affinity "$1" "$2" || return 1
+        else new=$(V="$2" awk "$KTEXT" "$f") || { refused "$1" "$2" "Invalid argument"; return 1; }
+        fi
         printf '%s\n' "$new" >"$f" || { ERR="$1: cannot write."; return 1; }
     else
         [ -e "$f" ] || { ERR="$1: cannot open for writing (No such file or directory)."; return 1; }

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from ..apply.trust import Owned
 from ..errors import HostError, NoSpace, Refused
+from ..facts import irq
 from .files import Files, Request
 
 # What a full device (or a spent quota) makes a write fail with.
@@ -38,10 +39,12 @@ REFUSING_ERRNOS = frozenset({errno.EINVAL, errno.EOPNOTSUPP, ENOTSUPP})
 
 def refusal(path: str, value: str, code: int | None) -> HostError:
     """The error of a failed write(2) to a kernel attribute: `Refused` for the errnos that say
-    the kernel rejected it, a plain `HostError` for anything else (EIO, EBUSY...)."""
+    the kernel rejected it, a plain `HostError` for anything else (EIO, EBUSY...), except EIO
+    from an IRQ's affinity, which is the kernel saying user space may not move that IRQ."""
     reason = os.strerror(code) if code is not None else "write failed"
     message = f"{path}: the kernel refused {value!r} ({reason})."
-    return Refused(message) if code in REFUSING_ERRNOS else HostError(message)
+    refused = code in REFUSING_ERRNOS or (code == errno.EIO and irq.refuses_with_eio(path))
+    return Refused(message) if refused else HostError(message)
 
 
 @dataclass(frozen=True)

@@ -30,10 +30,11 @@ import struct
 from typing import TYPE_CHECKING
 
 from ..errors import HostError
-from ..facts import nvidia_smi, pcie, systemd
+from ..facts import irq, nvidia_smi, pcie, systemd
 from ..facts.kernel import OSRELEASE
 from ..facts.lxc_keys import KEYS
 from ..facts.modules import MODULE_DIR, MODULES, builtin_modules, builtin_path, module_name
+from ..facts.numa import parse_list
 from ..facts.pci import DEVICES
 from . import recorded
 from .base import ENOTSUPP, Completed, refusal
@@ -115,12 +116,28 @@ def set_attr(host: DirectoryHost, path: str, value: str) -> None:
     refuses = _read(host, REFUSES + path)
     if refuses is not None:
         raise refusal(path, value, int(refuses.strip()))
-    old = (host.read_file(path) or b"").decode("utf-8", "replace")
-    try:
-        new = kernel_text(old, value)
-    except ValueError:
-        raise refusal(path, value, errno.EINVAL) from None
+    if irq.is_affinity_list(path):
+        new = _affinity_text(host, path, value)
+    else:
+        old = (host.read_file(path) or b"").decode("utf-8", "replace")
+        try:
+            new = kernel_text(old, value)
+        except ValueError:
+            raise refusal(path, value, errno.EINVAL) from None
     _overwrite(local, new.encode())
+
+
+def _affinity_text(host: DirectoryHost, path: str, value: str) -> str:
+    """An IRQ's `smp_affinity_list` after `value` is written: the list printed in ranges; a CPU
+    past the possible ones is ERANGE, anything else bitmap_parselist cannot take EINVAL. (Its
+    sibling `smp_affinity`, the same CPUs as a hex mask, is left as it was.)"""
+    possible = parse_list(_read(host, irq.CPUS_POSSIBLE))
+    count = max(possible) + 1 if possible else None
+    try:
+        return irq.kernel_cpulist(value, count) + "\n"
+    except ValueError:
+        past = count is not None and any(n >= count for n in parse_list(value))
+        raise refusal(path, value, errno.ERANGE if past else errno.EINVAL) from None
 
 
 def _overwrite(local: str, data: bytes, create: bool = False) -> None:

@@ -13,6 +13,7 @@ from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import TypeVar
 
+from ..facts.numa import format_list
 from ..kinds import named
 from ..plan.model import Change, Value
 
@@ -81,9 +82,12 @@ def blocks(items: Iterable[T], key: Callable[[T], Hashable | None]) -> list[list
 
 def same_but_subject(texts: Iterable[str], subject: str) -> tuple[str, ...]:
     """`texts` (a step's operations) with `subject` blanked out as a whole name (cpu1 is not
-    the start of cpu12): equal for steps that do the same thing to another CPU or device."""
+    the start of cpu12): equal for steps that do the same thing to another CPU or device. An
+    IRQ's files name it by its bare number (`irq120` is /proc/irq/120/)."""
     name = re.compile(rf"(?<![\w.:-]){re.escape(subject)}(?![\w.:-])")
-    return tuple(name.sub("\0", text) for text in texts)
+    irq = re.fullmatch(r"irq(\d+)", subject)
+    number = re.compile(rf"(?<=/proc/irq/){irq.group(1)}(?=/)" if irq else r"(?!)")
+    return tuple(number.sub("\0", name.sub("\0", text)) for text in texts)
 
 
 def entries(changes: Iterable[Change]) -> int:
@@ -103,28 +107,16 @@ def whole_files(change: Change) -> bool:
 
 
 def subjects(changes: tuple[Change, ...]) -> str:
-    """`cpu0-63,96-127` for CPUs; the addresses themselves for a few devices."""
+    """`cpu0-63,96-127` for CPUs, `irq120-183` for interrupts; the addresses themselves for a
+    few devices."""
     names = [c.subject for c in changes]
-    numbers = [re.fullmatch(r"cpu(\d+)", n) for n in names]
-    if all(numbers):
-        return "cpu" + ranges(int(m.group(1)) for m in numbers if m)
+    numbered = [re.fullmatch(r"(cpu|irq)(\d+)", n) for n in names]
+    prefixes = {m.group(1) for m in numbered if m}
+    if all(numbered) and len(prefixes) == 1:
+        return prefixes.pop() + format_list(int(m.group(2)) for m in numbered if m)
     if len(names) <= 4:
         return ", ".join(names)
     return f"{names[0]} ... {names[-1]}"
-
-
-def ranges(numbers: Iterable[int]) -> str:
-    out: list[str] = []
-    ordered = sorted(set(numbers))
-    start = prev = ordered[0]
-    for n in [*ordered[1:], None]:
-        if n is not None and n == prev + 1:
-            prev = n
-            continue
-        out.append(str(start) if start == prev else f"{start}-{prev}")
-        if n is not None:
-            start = prev = n
-    return ",".join(out)
 
 
 def show(value: Value) -> str:

@@ -59,6 +59,8 @@ SMI: dict[str, str | bytes] = {SMI_OUT: GPU_HEADER + gpu_line(BUS) + gpu_line(OT
 RMEM = "/proc/sys/net/ipv4/tcp_rmem"
 WATCHDOG = "/proc/sys/kernel/nmi_watchdog"
 MODULES = "/proc/modules"
+AFFINITY = "/proc/irq/120/smp_affinity_list"
+POSSIBLE = "/sys/devices/system/cpu/possible"
 GPU = "/sys/bus/pci/devices/0000:01:00.0/config"
 RELEASE = {"/proc/sys/kernel/osrelease": "6.8.0\n"}
 # As Debian's kernel packages list them (tests/corpus/kmod/modules.builtin).
@@ -153,6 +155,46 @@ CASES = [
         Said("failed", f"{WATCHDOG}: the kernel refused '0' (Device or resource busy)."),
         {WATCHDOG: "1\n", REFUSES + WATCHDOG: "16"},
         {WATCHDOG: "1\n"},
+    ),
+    # An IRQ's affinity: the kernel prints the CPUs back in ranges, refuses a malformed list
+    # (EINVAL) or a CPU past the possible ones (ERANGE), and a managed IRQ with EIO, which is
+    # a refusal (the driver placed it), unlike EIO elsewhere.
+    Case(
+        "irq affinity in ranges",
+        SetAttr(AFFINITY, " 8,3,0-2,1 \n"),
+        Said("ok"),
+        {AFFINITY: "0-127\n", POSSIBLE: "0-127\n"},
+        {AFFINITY: "0-3,8\n"},
+    ),
+    Case(
+        "irq affinity past the possible CPUs",
+        SetAttr(AFFINITY, "0-3,128"),
+        Said(
+            "failed", f"{AFFINITY}: the kernel refused '0-3,128' (Numerical result out of range)."
+        ),
+        {AFFINITY: "0-127\n", POSSIBLE: "0-127\n"},
+        {AFFINITY: "0-127\n"},
+    ),
+    Case(
+        "irq affinity backwards",
+        SetAttr(AFFINITY, "3-0"),
+        Said("refused", f"{AFFINITY}: the kernel refused '3-0' (Invalid argument)."),
+        {AFFINITY: "0-127\n", POSSIBLE: "0-127\n"},
+        {AFFINITY: "0-127\n"},
+    ),
+    Case(
+        "managed irq refuses with EIO",
+        SetAttr(AFFINITY, "0"),
+        Said("refused", f"{AFFINITY}: the kernel refused '0' (Input/output error)."),
+        {AFFINITY: "0-127\n", REFUSES + AFFINITY: "5\n"},
+        {AFFINITY: "0-127\n"},
+    ),
+    Case(
+        "EIO of a file beside an irq's affinity fails",
+        SetAttr(AFFINITY + "x", "0"),
+        Said("failed", f"{AFFINITY}x: the kernel refused '0' (Input/output error)."),
+        {AFFINITY + "x": "0-127\n", REFUSES + AFFINITY + "x": "5\n"},
+        {AFFINITY + "x": "0-127\n"},
     ),
     Case(
         "read-only",

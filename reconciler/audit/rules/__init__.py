@@ -10,12 +10,12 @@ engine for that.
 
 from __future__ import annotations
 
-from . import containers, cpu, gpu, kernel, pcie, services, sysctl
+from . import containers, cpu, gpu, irq, kernel, pcie, services, sysctl
 from .base import RULES as REGISTERED
 from .base import Rule
 
 # The order a report lists them in: by area, then as each module registers them.
-AREAS = tuple(m.__name__ for m in (pcie, gpu, sysctl, cpu, kernel, containers, services))
+AREAS = tuple(m.__name__ for m in (pcie, gpu, sysctl, cpu, irq, kernel, containers, services))
 RULES = sorted(REGISTERED, key=lambda r: AREAS.index(r.check.__module__))
 
 __all__ = ["RULES", "Rule"]

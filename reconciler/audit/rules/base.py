@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from ...facts.numa import format_list
 from ...facts.pci import DEVICES, PciDevice
 from ...hosts.files import Request
 from ...plan.model import Priority
-from ...render.folding import ranges
 from ..facts import Facts
 from ..model import Area, Verdict
 from ..thresholds import Thresholds
@@ -50,7 +50,7 @@ def count(number: int, noun: str) -> str:
 
 def cpus(names: Iterable[str]) -> str:
     """`cpu0-63,96-127` for a set of `cpuN` names."""
-    return "cpu" + ranges(int(n.removeprefix("cpu")) for n in names)
+    return "cpu" + format_list(int(n.removeprefix("cpu")) for n in names)
 
 
 def addresses(devices: list[PciDevice]) -> str:

@@ -1,0 +1,63 @@
+"""IRQ affinity through both engines, on a host shaped like the bundled one (a ConnectX-7 with
+64 MSI-X vectors on node 1, a GPU on node 0): apply, the plan is then empty and a second
+apply changes nothing, rollback gives back every byte; a managed IRQ the kernel refuses (EIO)
+is skipped and said, and the rest applies."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from irq_host import CONNECTX, GPU, IrqHost, build
+from small_host import tree, write_profile
+
+from .drive import Engine, journals
+from .test_apply import runtime_changes
+
+LOCAL = {
+    "irq_affinity": [
+        {"select": {"vendor": 0x15B3, "class": 0x0200}, "cpus": "local"},
+        {"select": {"vendor": 0x10DE, "class": 0x0302}, "cpus": "local"},
+    ]
+}
+
+
+def affinity(root: Path, irq: int) -> str:
+    return (root / f"proc/irq/{irq}/smp_affinity_list").read_text()
+
+
+def test_irqs_go_to_their_local_node_and_roll_back(engine: Engine, tmp_path: Path) -> None:
+    root = build(tmp_path / "h", IrqHost())
+    profile = write_profile(tmp_path / "p.yaml", LOCAL)
+    before = tree(root)
+
+    assert engine.apply(root, profile) is not None
+
+    assert {affinity(root, n) for n in CONNECTX.irqs} == {"32-63,96-127\n"}
+    assert affinity(root, 90) == "0-31,64-95\n"
+    assert runtime_changes(root, profile) == []
+    assert engine.apply(root, profile) is None
+    (done,) = engine.rollback(root)
+    assert done.result.failures == []
+    assert tree(root) == before
+
+
+def test_a_managed_irq_is_skipped_and_the_rest_applies(engine: Engine, tmp_path: Path) -> None:
+    nic = replace(CONNECTX, managed=frozenset({121}))
+    root = build(tmp_path / "h", IrqHost(devices=[nic, GPU]))
+    profile = write_profile(tmp_path / "p.yaml", LOCAL)
+    before = tree(root)
+
+    assert engine.apply(root, profile) is not None
+
+    assert affinity(root, 121) == "0-127\n"
+    assert affinity(root, 120) == affinity(root, 122) == "32-63,96-127\n"
+    (records,) = journals(root)
+    steps = {r["seq"]: r["id"] for r in records if r["type"] == "step"}
+    (skipped,) = [r for r in records if r["type"] == "unsupported"]
+    assert steps[skipped["seq"]] == "irq_affinity:0000:c2:00.0:irq121"
+    assert "(Input/output error)" in skipped["error"]
+    assert records[-1]["outcome"] == "applied"
+    assert runtime_changes(root, profile) == ["irq_affinity:0000:c2:00.0:irq121"]
+    engine.rollback(root)
+    assert tree(root) == before
