@@ -11,7 +11,10 @@ that an SSH target without Python can run the same steps from a POSIX sh script:
 - `Read.CHOICE`: the bracketed option (`sed 's/.*\\[\\(.*\\)\\].*/\\1/'`), else WORDS;
 - `Read.MODULE`: "loaded" when a line of the file starts with `arg` and a space (`grep -q`);
 - `Read.MRRS`: Max_Read_Request_Size in bytes from the little-endian u16 at byte `arg` of a
-  binary PCI config file (`od -An -tu2 -j ARG -N2`, then shell arithmetic).
+  binary PCI config file (`od -An -tu2 -j ARG -N2`, then shell arithmetic);
+- `Read.BITS`: the bits `MASK` of the little-endian u16 at byte `OFFSET` of a binary PCI config
+  file, `arg` being `OFFSET:MASK` (decimal, hex), as four hex digits: a flag of a register (ACS
+  control's redirect bits, Device Control's Relaxed Ordering) read the way setpci writes it.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ class Read(StrEnum):
     CHOICE = "choice"
     MODULE = "module"
     MRRS = "mrrs"
+    BITS = "bits"
 
 
 @dataclass(frozen=True)
@@ -49,11 +53,14 @@ class Probe:
         """The normalised reading of `raw` (the file's bytes, None when it does not exist)."""
         if raw is None:
             return None
-        if self.read is Read.MRRS:
-            offset = int(self.arg)
+        if self.read in (Read.MRRS, Read.BITS):
+            at, _, mask = self.arg.partition(":")
+            offset = int(at)
             if len(raw) < offset + 2:
                 return None
             control = int(struct.unpack_from("<H", raw, offset)[0])
+            if self.read is Read.BITS:
+                return f"{control & int(mask, 16):04x}"
             return str(128 << ((control >> 12) & 0x7))
         text = raw.decode("utf-8", "replace")
         if self.read is Read.TEXT:

@@ -131,7 +131,7 @@ def extended_readable(config: bytes) -> bool:
 
 
 @dataclass(frozen=True)
-class Acs:
+class AcsCapability:
     """The Access Control Services capability of one port."""
 
     offset: int
@@ -144,12 +144,24 @@ class Acs:
         return self.control & ACS_REDIRECT
 
 
-def acs(config: bytes) -> Acs | None:
+def acs(config: bytes) -> AcsCapability | None:
     """The ACS capability, or None (no such capability, or the extended space was not read)."""
     offset = extended_capabilities(config).get(ECAP_ID_ACS)
     if offset is None or offset + ACS_CONTROL + 2 > len(config):
         return None
-    return Acs(offset, u16(config, offset + ACS_CAPABILITY), u16(config, offset + ACS_CONTROL))
+    return AcsCapability(
+        offset, u16(config, offset + ACS_CAPABILITY), u16(config, offset + ACS_CONTROL)
+    )
+
+
+def acs_redirect_flags(control: int) -> str:
+    """The redirect bits of an ACS control word as lspci names them: `ReqRedir+ CmpltRedir+
+    EgressCtrl-`."""
+    return " ".join(
+        f"{ACS_BITS[i]}{'+' if control >> i & 1 else '-'}"
+        for i in range(len(ACS_BITS))
+        if ACS_REDIRECT >> i & 1
+    )
 
 
 def acs_flags(bits: int) -> str:

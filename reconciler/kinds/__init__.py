@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..plan.model import Phase
-from . import checks, cmdline, cpu, files, hugepages, lxc, modules, pci, sysctl, sysfs
+from . import acs, checks, cmdline, cpu, files, hugepages, lxc, modules, pci, sysctl, sysfs
 from .base import Kind
 
 # Plan order within a phase and priority: the order operators read an audit in. Sections
@@ -19,6 +19,7 @@ REGISTRY: tuple[Kind[Any], ...] = (
     cpu.KIND,
     modules.KIND,
     pci.KIND,
+    acs.KIND,
     cmdline.KIND,
     lxc.KIND,
     checks.KIND,

@@ -76,8 +76,7 @@ class Pci(Kind[list[PciEntry]]):
             if not matched:
                 target = item.select.describe()
                 outcome.changes.append(self._change(target, None, desired, item, missing=True))
-                said = missing_note(f"No PCI device matches {target}.", item)
-                outcome.notes.append(Note(said, f"pci:{target}"))
+                outcome.notes.append(no_match_note(self.kind, item.select, item))
         return outcome
 
     def _change(
@@ -112,6 +111,39 @@ class Pci(Kind[list[PciEntry]]):
         ]
 
 
+def no_match_note(kind: str, select: Selector, meta: Meta) -> Note:
+    """What the plan says of an entry whose selector matches no function on the host."""
+    target = select.describe()
+    return Note(missing_note(f"No PCI device matches {target}.", meta), f"{kind}:{target}")
+
+
+def setpci_step(
+    change: Change,
+    address: str,
+    register: str,
+    mask: int,
+    values: tuple[int, int],
+    probe: Probe,
+    readings: tuple[str, str],
+) -> Step:
+    """A masked setpci write of `register` (`CAP_EXP+8`, `ECAP_ACS+6`) on `address`: `values`
+    are the desired and the prior bits under `mask`, `readings` what `probe` reads after each.
+    A masked write leaves the register's other bits as the device has them."""
+
+    def write(value: int) -> Command:
+        return Command(("setpci", "-s", address, f"{register}.w={value:04x}:{mask:04x}"))
+
+    return Step.of(
+        change,
+        probe=probe,
+        expect=readings[0],
+        restored=readings[1],
+        do=(write(values[0]),),
+        undo=(write(values[1]),),
+        requires=(Require(Need.COMMAND, "setpci"),),
+    )
+
+
 def masked_write(size: int) -> str:
     """`CAP_EXP+8.w=V:7000`: only Max_Read_Request_Size changes in Device Control."""
     field = pcie.mrrs_field(size) << pcie.MRRS_SHIFT
@@ -126,15 +158,15 @@ def _step(change: Change, files: Files) -> Step:
     cap = device.express
     if cap is None or change.current is None:
         raise HostError(f"{change.id} cannot be set: {device.no_express}")
-    config = f"{DEVICES}/{address}/config"
-    return Step.of(
+    desired, prior = int(str(change.desired)), int(str(change.current))
+    return setpci_step(
         change,
-        probe=Probe(config, Read.MRRS, str(cap.offset + pcie.DEVCTL)),
-        expect=str(change.desired),
-        restored=str(change.current),
-        do=(Command(("setpci", "-s", address, masked_write(int(str(change.desired))))),),
-        undo=(Command(("setpci", "-s", address, masked_write(int(str(change.current))))),),
-        requires=(Require(Need.COMMAND, "setpci"),),
+        address,
+        f"CAP_EXP+{pcie.DEVCTL:x}",
+        pcie.MRRS_MASK,
+        (pcie.mrrs_field(desired) << pcie.MRRS_SHIFT, pcie.mrrs_field(prior) << pcie.MRRS_SHIFT),
+        Probe(f"{DEVICES}/{address}/config", Read.MRRS, str(cap.offset + pcie.DEVCTL)),
+        (str(desired), str(prior)),
     )
 
 
