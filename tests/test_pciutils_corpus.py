@@ -108,11 +108,8 @@ def test_tune_decodes_every_function_as_lspci_does(tmp_path: Path, dump: Path) -
     }
 
 
-def with_acs_control(text: str, address: str, control: int) -> str:
-    """The dump with `address`'s ACS control word set to `control` in its hex lines."""
-    offset = pcie.acs(functions(text)[address])
-    assert offset is not None
-    at = offset.offset + pcie.ACS_CONTROL
+def with_word(text: str, address: str, at: int, word: int) -> str:
+    """The dump with the 16-bit word at `at` of `address`'s config space set to `word`."""
     row = at & ~0xF
     lines, current = [], None
     for line in text.splitlines():
@@ -121,7 +118,7 @@ def with_acs_control(text: str, address: str, control: int) -> str:
         hexline = HEX.match(line.strip())
         if current == address and hexline and int(hexline[1], 16) == row:
             data = bytearray(bytes.fromhex(hexline[2]))
-            data[at - row : at - row + 2] = control.to_bytes(2, "little")
+            data[at - row : at - row + 2] = word.to_bytes(2, "little")
             line = f"{hexline[1]}: {data.hex(' ')}"
         lines.append(line)
     return "\n".join(lines) + "\n"
@@ -143,7 +140,9 @@ def test_tune_reads_every_acs_control_word_as_lspci_does(tmp_path: Path, control
         for address, config in functions(text).items():
             if pcie.acs(config) is None:
                 continue
-            changed = with_acs_control(text, address, control)
+            acs = pcie.acs(config)
+            assert acs is not None
+            changed = with_word(text, address, acs.offset + pcie.ACS_CONTROL, control)
             plain = tmp_path / "dump"
             plain.write_text(changed)
             short = address.removeprefix("0000:")
@@ -151,6 +150,30 @@ def test_tune_reads_every_acs_control_word_as_lspci_does(tmp_path: Path, control
             found = pcie.acs(functions(changed)[address])
             assert found is not None and found.control == control
             assert oracle.acs == (pcie.acs_flags(found.capability), pcie.acs_flags(control))
+
+
+@pytest.mark.skipif(LSPCI is None, reason="needs lspci (apt pciutils; .ci/run installs it)")
+@pytest.mark.parametrize("dump", DUMPS[::4], ids=lambda d: d.name.removesuffix(".gz"))
+def test_the_relaxed_ordering_write_is_what_lspci_reads(tmp_path: Path, dump: Path) -> None:
+    # The masked write `CAP_EXP+8.w=V:0010` applied to each function's Device Control, both
+    # ways: lspci sees RlxdOrd flip and every other DevCtl field stay.
+    text = gzip.decompress(dump.read_bytes()).decode()
+    before = lspci_of(tmp_path, text)
+    for address, config in functions(text).items():
+        cap = pcie.express(config)
+        if cap is None:
+            continue
+        flipped = cap.device_control ^ pcie.RELAXED_ORDERING
+        after = lspci_of(tmp_path, with_word(text, address, cap.offset + pcie.DEVCTL, flipped))
+        short = address.removeprefix("0000:")
+        assert after[short].relaxed_ordering is (not cap.relaxed_ordering)
+        assert after[short].max_read_request == before[short].max_read_request
+
+
+def lspci_of(tmp_path: Path, text: str) -> dict[str, Decoded]:
+    plain = tmp_path / "dump"
+    plain.write_text(text)
+    return {a.removeprefix("0000:"): d for a, d in lspci(plain).items()}
 
 
 def test_a_config_read_without_the_extended_space_says_so() -> None:
