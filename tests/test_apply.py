@@ -29,7 +29,7 @@ def test_apply_makes_the_runtime_plan_empty_and_a_second_apply_changes_nothing(
 ) -> None:
     result = run_tune("apply", BLACKWELL, "--runtime-only", "--root", untuned, "--yes")
     assert result.code == 0, result.err
-    assert "Applied 281 changes" in result.out
+    assert "Applied 282 changes" in result.out
     assert runtime_changes(untuned) == []
     assert (untuned / "sys/kernel/mm/transparent_hugepage/enabled").read_text() == (
         "always [madvise] never\n"
@@ -79,12 +79,12 @@ def test_rollback_restores_every_byte_and_history_says_so(untuned: Path) -> None
     assert tree(untuned) != before
     result = run_tune("rollback", "--yes", "--root", untuned)
     assert result.code == 0, result.err
-    assert "281 restored" in result.out
+    assert "282 restored" in result.out
     assert tree(untuned) == before
     assert not (untuned / PROFILE.lstrip("/")).exists()
     history = run_tune("history", "--root", untuned, "--format", "json")
     (row,) = json.loads(history.out)["runs"]
-    assert row["outcome"] == "rolled-back" and row["changes"] == 281
+    assert row["outcome"] == "rolled-back" and row["changes"] == 282
     assert row["profile"] == "blackwell-8x"
     text = run_tune("history", "--root", untuned).out
     assert "rolled-back" in text and "blackwell-8x" in text
@@ -155,8 +155,8 @@ def test_dry_run_folds_what_each_cpu_and_device_does_alike(untuned: Path) -> Non
         "pci max_read_request on 8 devices (0000:01:00.0 ... 0000:e1:00.0): '512' -> '4096'"
     )
     assert lines[pci + 2] == "    (the same for 0000:21:00.0 ... 0000:e1:00.0)"
-    assert lines[0] == f"Dry run on snapshot {untuned}: 281 changes, nothing written."
-    assert len(lines) < 80  # 584 unfolded
+    assert lines[0] == f"Dry run on snapshot {untuned}: 282 changes, nothing written."
+    assert len(lines) < 85  # 586 unfolded
 
 
 def test_no_persist_writes_no_boot_files(untuned: Path) -> None:
@@ -164,7 +164,7 @@ def test_no_persist_writes_no_boot_files(untuned: Path) -> None:
         "apply", "--yes", BLACKWELL, "--runtime-only", "--root", untuned, "--no-persist"
     )
     assert result.code == 0, result.err
-    assert "Applied 277 changes" in result.out
+    assert "Applied 278 changes" in result.out
     assert not (untuned / "etc/sysctl.d").exists()
 
 

@@ -122,13 +122,18 @@ class Acs(Kind[list[AcsEntry]]):
             target = item.select.describe()
             outcome.changes.append(self._change(target, None, item, missing=True))
             outcome.notes.append(no_match_note(self.kind, item.select, item))
-        for device, item in found.unplaced:
-            why = (
-                f"{device.address} is not found under {TREE} within {MAX_DEPTH} levels, so the "
-                "bridges above it are not known."
-            )
-            outcome.changes.append(self._change(device.address, None, item, missing=True))
-            outcome.notes.append(Note(missing_note(why, item), f"acs:{device.address}"))
+        for item in spec:
+            # One note per entry: a snapshot taken without the tree lacks it for every device.
+            unplaced = [d.address for d, entry in found.unplaced if entry is item]
+            for address in unplaced:
+                outcome.changes.append(self._change(address, None, item, missing=True))
+            if unplaced:
+                why = (
+                    f"{', '.join(unplaced)} {'is' if len(unplaced) == 1 else 'are'} not found "
+                    f"under {TREE} within {MAX_DEPTH} levels, so the bridges above "
+                    f"{'it are' if len(unplaced) == 1 else 'them are'} not known."
+                )
+                outcome.notes.append(Note(missing_note(why, item), f"acs:{unplaced[0]}"))
         for bridge in found.bridges:
             device = bridge.device
             unread = device.no_extended()
