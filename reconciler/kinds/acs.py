@@ -59,7 +59,6 @@ class Bridge:
     """A bridge above a selected function, with the entry that selected it first."""
 
     device: PciDevice
-    below: str  # the selected function's address
     entry: AcsEntry
 
 
@@ -73,7 +72,7 @@ class BridgesAbove:
     unplaced: list[tuple[PciDevice, AcsEntry]]
 
 
-def path(spec: list[AcsEntry], files: Files) -> BridgesAbove:
+def bridges_above(spec: list[AcsEntry], files: Files) -> BridgesAbove:
     devices = {d.address: d for d in pci_devices(files)}
     tree = upstream(files)
     found: dict[str, Bridge] = {}
@@ -90,7 +89,7 @@ def path(spec: list[AcsEntry], files: Files) -> BridgesAbove:
             for address in chain:
                 bridge = devices.get(address)
                 if bridge is not None and address not in found:
-                    found[address] = Bridge(bridge, device.address, item)
+                    found[address] = Bridge(bridge, item)
     result.bridges = sorted(found.values(), key=lambda b: b.device.address)
     return result
 
@@ -117,7 +116,7 @@ class Acs(Kind[list[AcsEntry]]):
 
     def compare(self, spec: list[AcsEntry], files: Files) -> Outcome:
         outcome = Outcome()
-        found = path(spec, files)
+        found = bridges_above(spec, files)
         for item in found.unmatched:
             target = item.select.describe()
             outcome.changes.append(self._change(target, None, item, missing=True))
@@ -192,7 +191,7 @@ class Acs(Kind[list[AcsEntry]]):
                 f'RUN+="{SETPCI} -s $kernel {write(0)}"',
                 knob=f"acs:{b.device.address}:acs_redirect",
             )
-            for b in path(spec, files).bridges
+            for b in bridges_above(spec, files).bridges
             if b.device.acs is not None
         ]
 
