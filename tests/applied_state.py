@@ -28,7 +28,8 @@ def resolved_yaml(profile: Path = BLACKWELL) -> str:
 def _plan(root: Path) -> dict[str, dict[str, Any]]:
     loaded = load_profile(BLACKWELL)
     plan = make_plan(loaded, observe(SnapshotHost(root), loaded.profile))
-    return {c.id: c.to_json() for c in plan.compared}
+    # A knob the host lacks (missing) is never a step: apply leaves it out.
+    return {c.id: c.to_json() for c in plan.compared if not c.missing}
 
 
 @cache

@@ -26,6 +26,8 @@ settings.register_profile(
 settings.load_profile("ci")
 
 PROJECT = Path(__file__).resolve().parent.parent
+# A case host with a real bridge chain: pciutils' tree-asus-p6t6 dump laid out as sysfs does.
+ACS_CASE = PROJECT / "tests" / "kinds" / "acs" / "redirect-on-above-gpu-and-sas"
 PROFILES = PROJECT / "profiles"
 HOSTS = PROJECT / "examples" / "hosts"
 BLACKWELL = PROFILES / "blackwell-8x.yaml"

@@ -47,7 +47,16 @@ KIND_PROFILES: dict[str, dict[str, Any]] = {
     "modules": {
         "modules": {"dummy": {"value": "loaded", "params": {"numdummies": 2}}, "veth": "absent"}
     },
-    "pci": {"pci": [{"select": {"vendor": 0x10DE, "class": 0x0302}, "max_read_request": 4096}]},
+    # The small host's GPUs have Relaxed Ordering on (Device Control 0x2810): turned off here.
+    "pci": {
+        "pci": [
+            {
+                "select": {"vendor": 0x10DE, "class": 0x0302},
+                "max_read_request": 4096,
+                "relaxed_ordering": False,
+            }
+        ]
+    },
     "gpus": {
         "gpus": {
             "all": {"persistence": True, "compute_mode": "EXCLUSIVE_PROCESS", "ecc": False},
@@ -138,6 +147,9 @@ def test_snapshot_refuses_like_the_kernel(tmp_path: Path) -> None:
         (Probe("/p", Read.MODULE, "veth"), b"veth 1 0 - Live 0x0\n", "loaded"),
         (Probe("/p", Read.MODULE, "dummy"), b"veth 1 0 - Live 0x0\n", "absent"),
         (Probe("/p", Read.MRRS, "0"), b"\x10\x50", "4096"),
+        (Probe("/p", Read.BITS, "1:0010"), b"\x00\x10\x50", "0010"),
+        (Probe("/p", Read.BITS, "0:002c"), b"\xff\xff", "002c"),
+        (Probe("/p", Read.BITS, "1:0010"), b"\x00\x10", None),
         (Probe("/p", Read.WORDS), None, None),
     ],
 )

@@ -16,7 +16,7 @@ FINDING_KEYS = [
     "id", "area", "priority", "actionable", "phase", "observed", "evidence", "reason", "fix",
 ]  # fmt: skip
 UNTUNED_ACTIONABLE = {
-    "pcie-mrrs", "numa-balancing", "cstates-deep", "peermem-missing", "lxc-memlock",
+    "pcie-mrrs", "pcie-mrrs-io", "numa-balancing", "cstates-deep", "peermem-missing", "lxc-memlock",
     "lxc-stale-majors", "swappiness", "net-rmem-max", "net-wmem-max", "tcp-rmem", "tcp-wmem",
     "thp-always", "cpufreq-driver", "cpufreq-governor", "iommu-translated", "nmi-watchdog",
     "sched-autogroup", "gpu-persistence-off", "irq-remote-node",
@@ -119,7 +119,7 @@ def test_text_report_lists_findings_by_priority() -> None:
     assert result.code == 2
     assert "! numa-balancing [memory, runtime]: kernel.numa_balancing = 1" in result.out
     assert "- kernel-version [kernel, not fixable by tune]" in result.out
-    assert result.out.rstrip().endswith("2 good, 3 not an issue.")
+    assert result.out.rstrip().endswith("3 good, 4 not an issue.")
     assert "\x1b[" not in result.out
 
 

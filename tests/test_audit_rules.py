@@ -6,6 +6,7 @@ exactly one rule may fire; each also checks that the suggested profile closes th
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -24,7 +25,7 @@ from audit_support import (
     set_vendor,
     sysctl,
 )
-from conftest import plan_json, write
+from conftest import ACS_CASE, plan_json, write
 
 from reconciler.audit.engine import audit
 from reconciler.audit.model import Area, Fix, Problem
@@ -593,3 +594,85 @@ def test_runtime_memlock_reads_the_drop_in_that_wins(tuned: Path) -> None:
     finding = only(run_audit(tuned), "runtime-memlock")
     assert finding.observed == "containerd.service starts with memlock 67108864"
     assert finding.evidence == (f"{dropins}/95-site.conf: LimitMEMLOCK=64M",)
+
+
+# --- ACS, Relaxed Ordering and MaxReadReq of the NICs -------------------------------------------
+
+ACS_HOSTS = ACS_CASE.parent
+SAS = "0000:04:00.0"  # behind root port 00:03.0 and an NF200 switch; the GPU is behind 00:07.0
+
+
+def acs_host(tmp_path: Path, case: str) -> Path:
+    """An acs case's host (pciutils' X58 dump laid out as sysfs) with its SAS controller made
+    a ConnectX function: a GPU and an RDMA NIC below two root ports with ACS."""
+    root = shutil.copytree(ACS_HOSTS / case / "host", tmp_path / case, symlinks=True)
+    set_vendor(root, SAS, 0x15B3)
+    write(root, f"/sys/bus/pci/devices/{SAS}/class", "0x020000\n")
+    return root
+
+
+def test_pcie_acs_redirect_fires_on_the_root_ports_between_a_gpu_and_an_rdma_nic(
+    tmp_path: Path,
+) -> None:
+    root = acs_host(tmp_path, "redirect-on-above-gpu-and-sas")
+    # The old board has more to find (a deep C-state, its other PCIe links): not the point here.
+    finding = findings(run_audit(root))["pcie-acs-redirect"]
+    assert (finding.priority, finding.actionable) == (Priority.P1, True)
+    assert finding.evidence == tuple(
+        f"/sys/bus/pci/devices/{port}/config: ACSCtl ReqRedir+ CmpltRedir+ EgressCtrl-"
+        for port in ("0000:00:03.0", "0000:00:07.0")
+    )
+    assert [f.item for f in finding.fixes] == [
+        {"select": {"vendor": 0x10DE, "class": 0x0300}},
+        {"select": {"vendor": 0x15B3, "class_prefix": 0x02}},
+    ]
+
+
+def test_pcie_acs_redirect_off_is_good(tmp_path: Path) -> None:
+    report = run_audit(acs_host(tmp_path, "redirect-already-off"))
+    assert "pcie-acs-redirect" not in findings(report)
+    assert remarks(report, "pcie-acs-redirect")[0] == [
+        "no ACS redirect on 2 bridges above the GPUs and RDMA NICs"
+    ]
+
+
+def test_pcie_acs_redirect_kept_for_vfio_passthrough_is_not_an_issue(tmp_path: Path) -> None:
+    report = run_audit(acs_host(tmp_path, "vfio-passthrough-refused"))
+    assert "pcie-acs-redirect" not in findings(report)
+    assert remarks(report, "pcie-acs-redirect")[1] == [
+        "ACS redirect on 2 bridges above the GPUs and RDMA NICs, with 0000:04:00.0 bound to "
+        "vfio-pci"
+    ]
+
+
+def test_pcie_relaxed_ordering_fires_on_a_connectx_without_it(tuned: Path, tmp_path: Path) -> None:
+    edit_express(tuned, NIC, 0x08, 0x0010, 0)
+    report = run_audit(tuned)
+    finding = only(report, "pcie-relaxed-ordering")
+    assert finding.evidence == (f"/sys/bus/pci/devices/{NIC}/config: DevCtl RlxdOrd-",)
+    assert finding.fix == f"setpci -s {NIC} CAP_EXP+8.w=0010:0010"
+    closes_loop(tuned, report, tmp_path)
+
+
+def test_pcie_relaxed_ordering_on_is_good(tuned: Path) -> None:
+    report = run_audit(tuned)
+    assert remarks(report, "pcie-relaxed-ordering")[0] == [
+        "Relaxed Ordering on 1 Mellanox function"
+    ]
+
+
+def test_pcie_mrrs_io_fires_on_a_connectx_below_4096(tuned: Path, tmp_path: Path) -> None:
+    set_mrrs(tuned, NIC, 512)
+    report = run_audit(tuned)
+    finding = only(report, "pcie-mrrs-io")
+    assert "MaxReadReq 512 bytes on 1 of 1 RDMA NICs" in finding.observed
+    assert finding.fix == f"setpci -s {NIC} CAP_EXP+8.w=5000:7000"
+    closes_loop(tuned, report, tmp_path)
+
+
+def test_pcie_mrrs_io_is_good_at_4096_and_ignores_nics_of_other_vendors(tuned: Path) -> None:
+    assert remarks(run_audit(tuned), "pcie-mrrs-io")[0] == ["MaxReadReq 4096 on 1 RDMA NICs"]
+    set_vendor(tuned, NIC, 0x8086)
+    set_mrrs(tuned, NIC, 512)
+    report = run_audit(tuned)
+    assert "pcie-mrrs-io" not in findings(report)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import TUNED, UNTUNED, by_id, config_space, pci_device, plan_json
+from conftest import TUNED, UNTUNED, by_id, config_space, pci_device, plan_json, run_tune
 
 from reconciler.facts import pcie
 
@@ -86,3 +86,23 @@ def test_example_host_gpus_and_not_the_nic(tmp_path: Path) -> None:
     assert len(changes) == 8
     assert "pci:0000:c2:00.0:max_read_request" not in changes
     assert plan_json(tmp_path, TUNED, text)["code"] == 0
+
+
+@pytest.mark.parametrize("value", ["1", '"yes"', "on"])
+def test_relaxed_ordering_is_true_or_false_and_nothing_else(tmp_path: Path, value: str) -> None:
+    profile = tmp_path / "p.yaml"
+    profile.write_text(
+        f"name: t\npci:\n  - select: {{vendor: 0x15b3}}\n    relaxed_ordering: {value}\n"
+    )
+    result = run_tune("plan", profile, "--root", tmp_path)
+    assert result.code == 65, result.err  # a bad profile
+    assert "relaxed_ordering" in result.err
+    assert "Traceback" not in result.err
+
+
+def test_relaxed_ordering_is_written_with_max_read_request_in_one_masked_write() -> None:
+    from reconciler.kinds.pci import BY_NAME, masked_write
+
+    wanted = [(BY_NAME["max_read_request"], "4096"), (BY_NAME["relaxed_ordering"], "on")]
+    assert masked_write(wanted) == "CAP_EXP+8.w=5010:7010"
+    assert masked_write([(BY_NAME["relaxed_ordering"], "off")]) == "CAP_EXP+8.w=0000:0010"

@@ -1,8 +1,9 @@
 """tune's decoding of PCI configuration space against lspci's, on pciutils' own test dumps of
 real machines (tests/corpus/pciutils): for every function in every dump, MaxReadReq, the link's
-speed and width (capable and trained), and whether it has a link at all, as `lspci -F DUMP -vvv`
-prints them. Then what `tune plan` says of those functions: a function read whole that has no
-link is never "needs root" nor "reseat the card"."""
+speed and width (capable and trained), whether it has a link at all, Relaxed Ordering, and the
+Access Control Services capability and control (found by walking the extended capability list),
+as `lspci -F DUMP -vvv` prints them. Then what `tune plan` says of those functions: a function
+read whole that has no link is never "needs root" nor "reseat the card"."""
 
 from __future__ import annotations
 
@@ -32,6 +33,8 @@ class Decoded:
     max_read_request: int | None
     link_capable: tuple[str, int] | None
     link_status: tuple[str, int] | None
+    relaxed_ordering: bool | None
+    acs: tuple[str, str] | None  # ACSCap, ACSCtl
 
 
 def functions(text: str) -> dict[str, bytes]:
@@ -58,10 +61,14 @@ def lspci(dump: Path) -> dict[str, Decoded]:
         mrrs = re.search(r"MaxReadReq (\d+) bytes", block)
         cap = re.search(r"LnkCap:\s+Port #\d+, Speed (\S+), Width x(\d+)", block)
         sta = re.search(r"LnkSta:\s+Speed ([^,( ]+)(?: \([^)]*\))?, Width x(\d+)", block)
+        relaxed = re.search(r"DevCtl:.*\n\s+RlxdOrd([+-])", block)
+        acs = re.search(r"ACSCap:\s+(.*)\n\s+ACSCtl:\s+(.*)", block)
         decoded[address] = Decoded(
             int(mrrs[1]) if mrrs else None,
             (cap[1], int(cap[2])) if cap else None,
             (sta[1], int(sta[2])) if sta else None,
+            relaxed[1] == "+" if relaxed else None,
+            (acs[1].strip(), acs[2].strip()) if acs else None,
         )
     return decoded
 
@@ -69,13 +76,16 @@ def lspci(dump: Path) -> dict[str, Decoded]:
 def tune_decodes(config: bytes) -> Decoded:
     cap = pcie.express(config)
     if cap is None:
-        return Decoded(None, None, None)
-    if not cap.has_link:
-        return Decoded(cap.max_read_request, None, None)
+        return Decoded(None, None, None, None, None)
+    found = pcie.acs(config)
+    acs = (pcie.acs_flags(found.capability), pcie.acs_flags(found.control)) if found else None
+    linked = cap.has_link
     return Decoded(
         cap.max_read_request,
-        (cap.link_speed_max or "unknown", cap.link_width_max),
-        (cap.link_speed or "unknown", cap.link_width),
+        (cap.link_speed_max or "unknown", cap.link_width_max) if linked else None,
+        (cap.link_speed or "unknown", cap.link_width) if linked else None,
+        cap.relaxed_ordering,
+        acs,
     )
 
 
@@ -96,6 +106,82 @@ def test_tune_decodes_every_function_as_lspci_does(tmp_path: Path, dump: Path) -
     assert {a.removeprefix("0000:"): d for a, d in found.items()} == {
         a.removeprefix("0000:"): d for a, d in oracle.items()
     }
+
+
+def with_word(text: str, address: str, at: int, word: int) -> str:
+    """The dump with the 16-bit word at `at` of `address`'s config space set to `word`."""
+    row = at & ~0xF
+    lines, current = [], None
+    for line in text.splitlines():
+        if header := HEADER.match(line):
+            current = header[1]
+        hexline = HEX.match(line.strip())
+        if current == address and hexline and int(hexline[1], 16) == row:
+            data = bytearray(bytes.fromhex(hexline[2]))
+            data[at - row : at - row + 2] = word.to_bytes(2, "little")
+            line = f"{hexline[1]}: {data.hex(' ')}"
+        lines.append(line)
+    return "\n".join(lines) + "\n"
+
+
+def test_the_corpus_has_functions_with_acs() -> None:
+    texts = [gzip.decompress(d.read_bytes()).decode() for d in DUMPS]
+    with_acs = [c for t in texts for c in functions(t).values() if pcie.acs(c)]
+    assert len(with_acs) == 13
+
+
+@pytest.mark.skipif(LSPCI is None, reason="needs lspci (apt pciutils; .ci/run installs it)")
+@pytest.mark.parametrize("control", [0x0000, 0x001D, 0x002C, 0x007F, 0xFF80])
+def test_tune_reads_every_acs_control_word_as_lspci_does(tmp_path: Path, control: int) -> None:
+    # The dumps' ports all have ACS off: the same bytes with other control words, each decoded
+    # by lspci, prove the offset and every bit.
+    for dump in DUMPS:
+        text = gzip.decompress(dump.read_bytes()).decode()
+        for address, config in functions(text).items():
+            if pcie.acs(config) is None:
+                continue
+            acs = pcie.acs(config)
+            assert acs is not None
+            changed = with_word(text, address, acs.offset + pcie.ACS_CONTROL, control)
+            plain = tmp_path / "dump"
+            plain.write_text(changed)
+            short = address.removeprefix("0000:")
+            oracle = {a.removeprefix("0000:"): d for a, d in lspci(plain).items()}[short]
+            found = pcie.acs(functions(changed)[address])
+            assert found is not None and found.control == control
+            assert oracle.acs == (pcie.acs_flags(found.capability), pcie.acs_flags(control))
+
+
+@pytest.mark.skipif(LSPCI is None, reason="needs lspci (apt pciutils; .ci/run installs it)")
+@pytest.mark.parametrize("dump", DUMPS[::4], ids=lambda d: d.name.removesuffix(".gz"))
+def test_the_relaxed_ordering_write_is_what_lspci_reads(tmp_path: Path, dump: Path) -> None:
+    # The masked write `CAP_EXP+8.w=V:0010` applied to each function's Device Control, both
+    # ways: lspci sees RlxdOrd flip and every other DevCtl field stay.
+    text = gzip.decompress(dump.read_bytes()).decode()
+    before = lspci_of(tmp_path, text)
+    for address, config in functions(text).items():
+        cap = pcie.express(config)
+        if cap is None:
+            continue
+        flipped = cap.device_control ^ pcie.RELAXED_ORDERING
+        after = lspci_of(tmp_path, with_word(text, address, cap.offset + pcie.DEVCTL, flipped))
+        short = address.removeprefix("0000:")
+        assert after[short].relaxed_ordering is (not cap.relaxed_ordering)
+        assert after[short].max_read_request == before[short].max_read_request
+
+
+def lspci_of(tmp_path: Path, text: str) -> dict[str, Decoded]:
+    plain = tmp_path / "dump"
+    plain.write_text(text)
+    return {a.removeprefix("0000:"): d for a, d in lspci(plain).items()}
+
+
+def test_a_config_read_without_the_extended_space_says_so() -> None:
+    text = gzip.decompress((CORPUS / "tree-asus-p6t6.gz").read_bytes()).decode()
+    config = next(c for c in functions(text).values() if pcie.acs(c))
+    assert pcie.extended_readable(config)
+    assert not pcie.extended_readable(config[: pcie.CONVENTIONAL_BYTES])
+    assert pcie.acs(config[: pcie.CONVENTIONAL_BYTES]) is None
 
 
 def sysfs_host(root: Path, dumps: list[Path]) -> dict[str, bytes]:

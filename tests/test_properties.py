@@ -100,6 +100,94 @@ def test_mrrs_write_then_read(before: int, after: int) -> None:
     assert cap.max_read_request == after
 
 
+# The extended capability list, from 0x100: `id (16) | version (4) | next (12)` headers.
+EXT_ALIGNED = st.integers(0x100 // 4, 0xFFC // 4).map(lambda n: n * 4)
+EXT_IDS = st.sampled_from([0x0001, 0x0002, 0x000B, 0x0010, 0x0019, 0xFFFF])  # AER, VC, ...
+
+
+@st.composite
+def extended_chains(draw: st.DrawFn) -> tuple[bytes, int | None]:
+    """A PCI Express function's 4096 bytes with an extended chain: AER at 0x100 (where every
+    list starts), then distinct offsets, the ACS capability somewhere among them or absent,
+    ending in 0, a loop back, a pointer into the conventional space, or anything; then
+    truncated. The bytes and the ACS offset a correct walk finds."""
+    from conftest import config_space
+
+    offsets = [0x100, *draw(st.lists(EXT_ALIGNED.filter(lambda o: o > 0x100), unique=True))]
+    offsets = offsets[:17]
+    acs_at = draw(st.none() | st.integers(1, max(len(offsets) - 1, 1)))
+    ending = draw(st.sampled_from(["zero", "loop", "conventional", "garbage"]))
+    cfg = bytearray(config_space())
+    cfg[0x100:] = draw(st.binary(min_size=0xF00, max_size=0xF00))
+    for offset in range(0x100, 0x1000, 4):  # no ACS header by chance where a garbage pointer lands
+        if pcie.u16(cfg, offset) == pcie.ECAP_ID_ACS:
+            cfg[offset] += 1
+    ids = [0x0001, *(draw(EXT_IDS) for _ in offsets[1:])]
+    if acs_at is not None and acs_at < len(offsets):
+        ids[acs_at] = pcie.ECAP_ID_ACS
+    else:
+        acs_at = None
+    for index, (offset, cap_id) in enumerate(zip(offsets, ids, strict=True)):
+        if index + 1 < len(offsets):
+            nxt = offsets[index + 1]
+        elif ending == "loop":
+            nxt = offsets[draw(st.integers(0, index))]
+        elif ending == "conventional":
+            nxt = draw(st.integers(0, 0xFF))
+        elif ending == "garbage":
+            nxt = draw(st.integers(0, 0xFFF))
+        else:
+            nxt = 0
+        version = draw(st.integers(1, 0xF))  # a version of 0 keeps an all-zero header apart
+        struct.pack_into("<I", cfg, offset, cap_id | version << 16 | nxt << 20)
+    size = draw(st.sampled_from([64, 256, 0x104, 0x800, 4096]))
+    found = None
+    if acs_at is not None:
+        walk = offsets[: acs_at + 1]
+        if all(o + 4 <= size for o in walk) and walk[-1] + pcie.ACS_CONTROL + 2 <= size:
+            found = walk[-1]
+    return bytes(cfg[:size]), found
+
+
+@given(extended_chains())
+def test_extended_walk_finds_acs_when_reachable(case: tuple[bytes, int | None]) -> None:
+    data, found = case
+    cap = pcie.acs(data)
+    assert (cap.offset if cap else None) == found
+
+
+@given(st.binary(min_size=0xF00, max_size=0xF00), st.sampled_from([64, 256, 0x102, 4096]))
+def test_any_extended_bytes_parse_without_crashing_or_looping(tail: bytes, size: int) -> None:
+    from conftest import config_space
+
+    data = (config_space()[:0x100] + tail)[:size]
+    found = pcie.extended_capabilities(data)
+    assert len(found) <= (0x1000 - 0x100) // 4
+    assert all(0x100 <= offset <= 0xFFC for offset in found.values())
+    pcie.acs(data)
+
+
+@given(EXT_ALIGNED)
+def test_an_extended_chain_that_points_to_itself_ends(offset: int) -> None:
+    from conftest import config_space
+
+    cfg = bytearray(config_space())
+    struct.pack_into("<I", cfg, 0x100, 0x0001 | 1 << 16 | offset << 20)
+    if offset != 0x100:
+        struct.pack_into("<I", cfg, offset, pcie.ECAP_ID_ACS | 1 << 16 | offset << 20)
+    found = pcie.extended_capabilities(bytes(cfg))
+    assert found == ({0x0001: 0x100} | ({pcie.ECAP_ID_ACS: offset} if offset != 0x100 else {}))
+
+
+def test_a_conventional_function_has_no_extended_space() -> None:
+    from conftest import config_space
+
+    # Without a PCI Express capability the bytes past 0x100 alias the header (broken-ecaps).
+    cfg = bytearray(config_space(express_at=None))
+    struct.pack_into("<I", cfg, 0x100, pcie.ECAP_ID_ACS | 1 << 16)
+    assert pcie.extended_capabilities(bytes(cfg)) == {}
+
+
 # ---------------------------------------------------------------------------------------------
 # Multi-value sysctls
 

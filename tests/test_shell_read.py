@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import BLACKWELL, TUNED, UNTUNED, write
+from conftest import ACS_CASE, BLACKWELL, TUNED, UNTUNED, write
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -284,3 +284,22 @@ def test_a_directory_is_listed_only_when_one_of_its_paths_is_no_file(
     archived = tmp_path / "host.tar.gz"
     write_archive(direct, archived)
     assert ("/proc/sys" in ArchiveHost(archived).fetch(wanted).listings) is (extra is not None)
+
+
+def test_where_each_pci_function_sits_reads_alike_on_every_host_type(tmp_path: Path) -> None:
+    # The acs kind's reads on a host laid out as sysfs is (each function in its place under
+    # /sys/devices, linked from /sys/bus/pci/devices, a driver's and IOMMU groups' links):
+    # the shell script and a snapshot archive of it answer as the directory does.
+    from reconciler.facts.pci import upstream, vfio_bound
+    from reconciler.kinds.acs import KIND
+
+    root = ACS_CASE.parent / "vfio-passthrough-refused" / "host"
+    wanted = KIND.request([])
+    direct, shelled, _ = both(root, wanted)
+    write_archive(direct, tmp_path / "snapshot.tar.gz")
+    packed = ArchiveHost(tmp_path / "snapshot.tar.gz").fetch(wanted)
+    for files in (direct, shelled, packed):
+        assert upstream(files)["0000:04:00.0"] == ("0000:00:03.0", "0000:02:00.0", "0000:03:00.0")
+        assert upstream(files)["0000:06:00.0"] == ("0000:00:07.0",)
+        assert vfio_bound(files) == {"0000:04:00.0": "13"}
+    assert shelled == direct

@@ -9,9 +9,10 @@ container 101:
   0000:{81,a1,c1,e1}:00.0 on NUMA node 1.
 * 2x AMD EPYC 9335 (32 cores each, SMT on): 128 logical CPUs, cpu0..cpu127,
   node 0 = 0-31,64-95 and node 1 = 32-63,96-127.
-* 1x Mellanox ConnectX-7 (15b3:1021) at 0000:c2:00.0 that the GPU entries
-  of a tuning profile must leave alone; its 64 MSI-X vectors (IRQs 120-183) go
-  to every CPU on the untuned snapshot and to node 1's CPUs on the tuned one.
+* 1x Mellanox ConnectX-7 (15b3:1021) at 0000:c2:00.0, which a GPU selector
+  must not match (the profile tunes it with a selector of its own); its 64 MSI-X
+  vectors (IRQs 120-183) go to every CPU on the untuned snapshot and to node 1's
+  CPUs on the tuned one.
 * 2x AMD root complexes (1022:14a4) at 0000:00:00.0 and 0000:80:00.0, which
   have no capability list.
 
@@ -23,7 +24,7 @@ Two snapshots of that host are written, each laid out like the host's ``/``
   update (nvidia-uvm moved from major 511 to 509).
 * ``rtx6000bw-tuned/``: kernel 6.14.8-2-pve after ``tune`` applied its
   profile (sysctls, kernel command line, cpufreq/cpuidle, THP, IOMMU
-  passthrough, PCIe Max_Read_Request_Size 4096 on the GPUs, nvidia_peermem,
+  passthrough, PCIe Max_Read_Request_Size 4096 on the GPUs and the NIC, nvidia_peermem,
   and a container config that matches the current majors).
 
 Files use the formats the kernel prints: a value file ends with a newline,
@@ -92,6 +93,7 @@ class HostSpec:
     container_memlock: bool
     container_mounts_modeset: bool
     gpu_mrrs: int
+    nic_mrrs: int  # the ConnectX's Max_Read_Request_Size
     # /proc/irq/N/smp_affinity_list of the ConnectX's MSI-X vectors.
     nic_irq_affinity: str = f"0-{N_CPUS - 1}"
     # Boot-time files `tune apply` owns (sysctl.d, modules-load.d, tmpfiles.d, udev rules).
@@ -137,6 +139,7 @@ UNTUNED = HostSpec(
     container_memlock=False,
     container_mounts_modeset=False,
     gpu_mrrs=512,
+    nic_mrrs=512,
 )
 
 TUNED = HostSpec(
@@ -182,6 +185,7 @@ TUNED = HostSpec(
     gpu_mrrs=4096,
     gpu_persistence="Enabled",
     nic_irq_affinity=NODE_CPULISTS[1],
+    nic_mrrs=4096,
     tune_files=(
         (
             "etc/sysctl.d/90-tune.conf",
@@ -211,7 +215,9 @@ TUNED = HostSpec(
         (
             "etc/udev/rules.d/90-tune-pci.rules",
             TUNE_HEADER + 'ACTION=="add|bind", SUBSYSTEM=="pci", ATTR{vendor}=="0x10de", '
-            'ATTR{class}=="0x0302??", RUN+="/usr/bin/setpci -s $kernel CAP_EXP+8.w=5000:7000"\n',
+            'ATTR{class}=="0x0302??", RUN+="/usr/bin/setpci -s $kernel CAP_EXP+8.w=5000:7000"\n'
+            'ACTION=="add|bind", SUBSYSTEM=="pci", ATTR{vendor}=="0x15b3", '
+            'ATTR{class}=="0x02????", RUN+="/usr/bin/setpci -s $kernel CAP_EXP+8.w=5010:7010"\n',
         ),
     ),
 )
@@ -904,7 +910,7 @@ def pci_devices(host: HostSpec) -> list[PciDevice]:
         PciDevice(bdf, 0x10DE, 0x2BB5, 0x030200, 0x10DE, 0x204E, node, gpu_link)
         for bdf, node in GPU_BDFS.items()
     ]
-    nic_link = PcieLink(max_speed=5, current_speed=5, width=16, mrrs=512)
+    nic_link = PcieLink(max_speed=5, current_speed=5, width=16, mrrs=host.nic_mrrs)
     nic = PciDevice(
         "0000:c2:00.0", 0x15B3, 0x1021, 0x020000, 0x15B3, 0x0041, 1, nic_link, revision=0x00
     )

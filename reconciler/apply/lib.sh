@@ -297,27 +297,54 @@ emu_modprobe() {
     done
 }
 
+# The offset of the PCI Express capability in config file $1 (facts.pcie.capabilities).
+exp_cap() {
+    size=$(wc -c <"$1")
+    st=$(u16 "$1" 6)
+    [ "$size" -ge 64 ] && [ $((st & 16)) -ne 0 ] || return 1
+    p=$(($(u8 "$1" 52) & 252)); lim=$size; [ "$lim" -gt 256 ] && lim=256; hops=0
+    while [ "$p" -ge 64 ] && [ $((p + 2)) -le "$lim" ] && [ "$hops" -lt 48 ]; do
+        if [ "$(u8 "$1" "$p")" = 16 ]; then echo "$p"; return 0; fi
+        p=$(($(u8 "$1" $((p + 1))) & 252)); hops=$((hops + 1))
+    done
+    return 1
+}
+
+# The offset of extended capability $2 (decimal id) in config file $1, a PCI Express function's
+# (facts.pcie.extended_capabilities). A loop is cut by the count of offsets there are: the
+# first occurrence comes before any repeat.
+ecap() {
+    exp_cap "$1" >/dev/null || return 1
+    size=$(wc -c <"$1"); p=256; hops=0
+    while [ "$p" -ge 256 ] && [ $((p + 4)) -le "$size" ] && [ "$hops" -lt 960 ]; do
+        lo=$(u16 "$1" "$p"); hi=$(u16 "$1" $((p + 2)))
+        [ $((lo | hi)) -ne 0 ] && [ $((lo & hi)) -ne 65535 ] || return 1
+        if [ "$lo" = "$2" ]; then echo "$p"; return 0; fi
+        p=$(((hi >> 4) & 4092)); hops=$((hops + 1))
+    done
+    return 1
+}
+
+# `setpci -s BDF CAP_EXP+OFF.w[=VALUE[:MASK]]` or `ECAP_ACS+...`: the forms tune uses.
 emu_setpci() {
     [ $# -eq 3 ] && [ "$1" = -s ] || { echo "setpci: unsupported arguments $*"; return 1; }
-    spec=$(printf '%s' "$3" | sed -n 's/^CAP_EXP+\([0-9a-fA-F]*\)\.w\(=\([0-9a-fA-F]\{1,4\}\)\(:\([0-9a-fA-F]\{1,4\}\)\)\{0,1\}\)\{0,1\}$/\1 \3 \5/p')
+    case "$3" in CAP_EXP+* | ECAP_ACS+*) ;; *) echo "setpci: unsupported arguments $*"; return 1 ;; esac
+    spec=$(printf '%s' "${3#*+}" | sed -n 's/^\([0-9a-fA-F]*\)\.w\(=\([0-9a-fA-F]\{1,4\}\)\(:\([0-9a-fA-F]\{1,4\}\)\)\{0,1\}\)\{0,1\}$/\1 \3 \5/p')
     [ -n "$spec" ] || { echo "setpci: unsupported arguments $*"; return 1; }
-    set -- "$2" $spec
+    set -- "$2" "${3%%+*}" $spec
     cfg="$R/sys/bus/pci/devices/$1/config"
     [ -f "$cfg" ] || { echo "setpci: Warning: No devices selected for \`$1'."; return 1; }
-    size=$(wc -c <"$cfg"); cap=
-    st=$(u16 "$cfg" 6)
-    if [ "$size" -ge 64 ] && [ $((st & 16)) -ne 0 ]; then
-        p=$(($(u8 "$cfg" 52) & 252)); lim=$size; [ "$lim" -gt 256 ] && lim=256; hops=0
-        while [ "$p" -ge 64 ] && [ $((p + 2)) -le "$lim" ] && [ "$hops" -lt 48 ]; do
-            if [ "$(u8 "$cfg" "$p")" = 16 ]; then cap=$p; break; fi
-            p=$(($(u8 "$cfg" $((p + 1))) & 252)); hops=$((hops + 1))
-        done
+    if [ "$2" = CAP_EXP ]; then
+        cap=$(exp_cap "$cfg") && [ $((cap + 20)) -le "$(wc -c <"$cfg")" ] ||
+            { echo "setpci: Capability 0010 not found on $1."; return 1; }
+    else
+        cap=$(ecap "$cfg" 13) && [ $((cap + 8)) -le "$(wc -c <"$cfg")" ] ||
+            { echo "setpci: $1: Instance #0 of Extended capability 000d not found - there are no capabilities with that id."; return 1; }
     fi
-    [ -n "$cap" ] && [ $((cap + 20)) -le "$size" ] || { echo "setpci: Capability 0010 not found on $1."; return 1; }
-    at=$((cap + 0x$2)); old=$(u16 "$cfg" "$at")
-    if [ -z "$3" ]; then printf '%04x\n' "$old"; return 0; fi
-    mask=$((0x${4:-ffff}))
-    new=$(((old & ~mask) | (0x$3 & mask)))
+    at=$((cap + 0x$3)); old=$(u16 "$cfg" "$at")
+    if [ -z "$4" ]; then printf '%04x\n' "$old"; return 0; fi
+    mask=$((0x${5:-ffff}))
+    new=$(((old & ~mask) | (0x$4 & mask)))
     printf "\\$(printf %03o $((new & 255)))\\$(printf %03o $(((new >> 8) & 255)))" |
         dd of="$cfg" bs=1 seek="$at" count=2 conv=notrunc 2>/dev/null
 }
@@ -673,6 +700,8 @@ reading() {
             printf loaded; else printf absent; fi ;;
     mrrs) c=$(u16 "$f" "$3") || return 1; [ -n "$c" ] || return 1
         printf %s $((128 << ((c >> 12) & 7))) ;;
+    bits) c=$(u16 "$f" "${3%%:*}") || return 1; [ -n "$c" ] || return 1
+        printf %04x $((c & 0x${3#*:})) ;;
     esac
 }
 

@@ -14,6 +14,9 @@ that an SSH target without Python can run the same steps from a POSIX sh script:
   binary PCI config file (`od -An -tu2 -j ARG -N2`, then shell arithmetic);
 - `Read.GPU`: the field `arg` of the GPU whose PCI bus id is `path`, from the output of
   `facts.nvidia_smi.QUERY` (run, not read: no file holds a GPU's state; `awk` in sh).
+- `Read.BITS`: the bits `MASK` of the little-endian u16 at byte `OFFSET` of a binary PCI config
+  file, `arg` being `OFFSET:MASK` (decimal, hex), as four hex digits: a flag of a register (ACS
+  control's redirect bits, Device Control's Relaxed Ordering) read the way setpci writes it.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ class Read(StrEnum):
     MODULE = "module"
     MRRS = "mrrs"
     GPU = "gpu"
+    BITS = "bits"
 
 
 @dataclass(frozen=True)
@@ -56,11 +60,14 @@ class Probe:
             return None
         if self.read is Read.GPU:
             return nvidia_smi.value_of(raw, self.path, self.arg)
-        if self.read is Read.MRRS:
-            offset = int(self.arg)
+        if self.read in (Read.MRRS, Read.BITS):
+            at, _, mask = self.arg.partition(":")
+            offset = int(at)
             if len(raw) < offset + 2:
                 return None
             control = int(struct.unpack_from("<H", raw, offset)[0])
+            if self.read is Read.BITS:
+                return f"{control & int(mask, 16):04x}"
             return str(128 << ((control >> 12) & 0x7))
         text = raw.decode("utf-8", "replace")
         if self.read is Read.TEXT:

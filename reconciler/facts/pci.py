@@ -6,6 +6,7 @@ configuration space as binary `config` (parsed by `pcie`).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
@@ -17,6 +18,23 @@ DEVICES = "/sys/bus/pci/devices"
 ATTRS = ("vendor", "device", "class", "config")
 # -1 where the firmware did not say which node a device hangs off.
 NUMA_NODE = DEVICES + "/*/numa_node"
+
+# Where each function sits: /sys/bus/pci/devices/ADDR links to /sys/devices/pciDDDD:BB/... with
+# one directory per bridge on the way down (root port, switch ports), the function's last. Read
+# as plain file paths, the tree's own `vendor` files, level by level: every host type (local,
+# SSH, snapshot directory, archive) answers globs already, and a snapshot keeps plain files.
+TREE = "/sys/devices"
+ADDRESS = re.compile(r"[0-9a-f]{4,5}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
+# Root port, then switch upstream and downstream ports, two levels of switches and the device:
+# eight levels reach further than PCI Express hierarchies go in practice.
+MAX_DEPTH = 8
+TREE_PATTERNS = tuple(
+    f"{TREE}/pci*/{'/'.join(['*:??:??.?'] * depth)}/vendor" for depth in range(1, MAX_DEPTH + 1)
+)
+# Functions bound to vfio-pci (the driver's directory links each by its address), and every
+# function of each IOMMU group.
+VFIO = "/sys/bus/pci/drivers/vfio-pci"
+IOMMU_GROUPS = "/sys/kernel/iommu_groups"
 
 
 @dataclass(frozen=True)
@@ -45,6 +63,25 @@ class PciDevice:
                 "reading PCI Express registers needs root."
             )
         return f"{self.address} has no PCI Express capability (a conventional PCI function)."
+
+    @property
+    def acs(self) -> pcie.AcsCapability | None:
+        return pcie.acs(self.config)
+
+    def no_extended(self) -> str | None:
+        """Why the extended space (where ACS lives) was not read, if it was not."""
+        if self.header_only:
+            return (
+                f"{self.address}: only the {len(self.config)}-byte config header is readable; "
+                "reading its extended capabilities needs root."
+            )
+        if not pcie.extended_readable(self.config):
+            return (
+                f"{self.address}: sysfs holds only {len(self.config)} bytes of its config space, "
+                "so the kernel has no access to its extended space (no ECAM/MMCONFIG) and "
+                "tune cannot tell whether it has ACS."
+            )
+        return None
 
     def no_link(self) -> str | None:
         """Why the function has no PCI Express link to read, if it has none: no capability, or
@@ -77,6 +114,36 @@ def pci_devices(files: Files) -> list[PciDevice]:
         config = files.read(f"{base}/config") or b""
         devices.append(PciDevice(base.rsplit("/", 1)[1], vendor, device, class_code, config))
     return sorted(devices, key=lambda d: d.address)
+
+
+def request_tree() -> Request:
+    return Request.of(*TREE_PATTERNS)
+
+
+def upstream(files: Files) -> dict[str, tuple[str, ...]]:
+    """Each function's bridges, from the root port down, by address; a function is absent when
+    its place in /sys/devices was not read."""
+    found: dict[str, tuple[str, ...]] = {}
+    for pattern in TREE_PATTERNS:
+        for path in files.glob(pattern):
+            chain = path.split("/")[4:-1]  # "", sys, devices, pciDDDD:BB, ..., vendor
+            if chain and all(ADDRESS.fullmatch(a) for a in chain):
+                found.setdefault(chain[-1], tuple(chain[:-1]))
+    return found
+
+
+def request_vfio() -> Request:
+    return Request.of(f"{VFIO}/*:*/vendor", f"{IOMMU_GROUPS}/*/devices/*:*/vendor")
+
+
+def vfio_bound(files: Files) -> dict[str, str | None]:
+    """The functions bound to vfio-pci, each with its IOMMU group (None when not read)."""
+    groups = {}
+    for path in files.glob(f"{IOMMU_GROUPS}/*/devices/*:*/vendor"):
+        parts = path.split("/")  # "", sys, kernel, iommu_groups, N, devices, ADDR, vendor
+        groups[parts[6]] = parts[4]
+    bound = (path.split("/")[-2] for path in files.glob(f"{VFIO}/*:*/vendor"))
+    return {address: groups.get(address) for address in sorted(bound) if ADDRESS.fullmatch(address)}
 
 
 def numa_node(files: Files, device: PciDevice) -> int | None:

@@ -1,8 +1,9 @@
 """PCI configuration space, read from the binary `config` file sysfs exposes.
 
 Only what tune needs: the capability list, the PCI Express capability's type, Device Control
-(Max_Read_Request_Size), Link Capabilities and Link Status. Offsets are from the PCI Express
-Base Specification, section 7.5.3; `lspci -vvv` prints the same fields.
+(Max_Read_Request_Size, Relaxed Ordering), Link Capabilities and Link Status; the extended
+capability list and its Access Control Services capability. Offsets are from the PCI Express
+Base Specification, sections 7.5.3 and 7.7.8; `lspci -vvv` prints the same fields.
 """
 
 from __future__ import annotations
@@ -16,6 +17,10 @@ CAP_POINTER = 0x34
 CAP_ID_EXP = 0x10
 # Unprivileged reads of sysfs `config` stop after the 64-byte header.
 HEADER_BYTES = 64
+# The conventional space; the extended space (PCI Express only) runs from here to 4096. sysfs
+# gives root all 4096 bytes where the kernel can reach them (ECAM), else only these 256.
+CONVENTIONAL_BYTES = 0x100
+EXTENDED_BYTES = 0x1000
 
 EXP_FLAGS = 0x02
 DEVCAP = 0x04
@@ -24,6 +29,28 @@ LNKCAP = 0x0C
 LNKSTA = 0x12
 MRRS_SHIFT = 12
 MRRS_MASK = 0x7000
+RELAXED_ORDERING = 0x0010  # Device Control bit 4, "RlxdOrd" in lspci
+
+# Access Control Services (PCIe Base 7.7.8): the capability register at +4, control at +6.
+ECAP_ID_ACS = 0x000D
+ACS_CAPABILITY = 0x04
+ACS_CONTROL = 0x06
+# Control bits in lspci's order (ls-ecaps.c, cap_acs).
+ACS_BITS = (
+    "SrcValid",
+    "TransBlk",
+    "ReqRedir",
+    "CmpltRedir",
+    "UpstreamFwd",
+    "EgressCtrl",
+    "DirectTrans",
+)
+# The bits that send peer-to-peer traffic up to the root complex instead of across the switch or
+# root port: P2P Request Redirect (2), P2P Completion Redirect (3) and P2P Egress Control (5),
+# which are what the kernel clears for `pci=disable_acs_redir=` (drivers/pci/pci.c,
+# pci_disable_acs_redir). Source Validation and Translation Blocking redirect nothing; Upstream
+# Forwarding only forwards what a port below redirected, and with these clear nothing is.
+ACS_REDIRECT = 0x0004 | 0x0008 | 0x0020
 
 # Device/Port Type (PCI Express Capabilities, bits 7:4) of the functions that sit inside the root
 # complex and have no link: their link registers are reserved, and lspci prints no LnkCap or
@@ -73,6 +100,75 @@ def capabilities(config: bytes) -> dict[int, int]:
     return found
 
 
+def extended_capabilities(config: bytes) -> dict[int, int]:
+    """Extended capability id -> offset, walking the list from 0x100 (first of each id).
+
+    Each header is `id (16 bits) | version (4) | next (12)`; the list ends at a next of 0. A
+    header of all zeros or all ones (nothing there) ends it too, and so do a pointer back into
+    the conventional space, past what was read, or to an offset already seen: a broken or
+    hostile snapshot must not loop or crash. Only PCI Express functions have this space (lspci
+    walks it for them alone): a conventional function's bytes there alias the header.
+    """
+    found: dict[int, int] = {}
+    if CAP_ID_EXP not in capabilities(config):
+        return found
+    seen: set[int] = set()
+    pointer = CONVENTIONAL_BYTES
+    while pointer >= CONVENTIONAL_BYTES and pointer + 4 <= len(config) and pointer not in seen:
+        seen.add(pointer)
+        header = u32(config, pointer)
+        if header in (0, 0xFFFFFFFF):
+            break
+        found.setdefault(header & 0xFFFF, pointer)
+        pointer = (header >> 20) & 0xFFC
+    return found
+
+
+def extended_readable(config: bytes) -> bool:
+    """Whether the read reached the extended space: 4096 bytes for root where the kernel can
+    reach it; 256 (no ECAM, or a conventional function) or 64 (not root) say nothing of it."""
+    return len(config) > CONVENTIONAL_BYTES
+
+
+@dataclass(frozen=True)
+class AcsCapability:
+    """The Access Control Services capability of one port."""
+
+    offset: int
+    capability: int
+    control: int
+
+    @property
+    def redirecting(self) -> int:
+        """The redirect bits that are set."""
+        return self.control & ACS_REDIRECT
+
+
+def acs(config: bytes) -> AcsCapability | None:
+    """The ACS capability, or None (no such capability, or the extended space was not read)."""
+    offset = extended_capabilities(config).get(ECAP_ID_ACS)
+    if offset is None or offset + ACS_CONTROL + 2 > len(config):
+        return None
+    return AcsCapability(
+        offset, u16(config, offset + ACS_CAPABILITY), u16(config, offset + ACS_CONTROL)
+    )
+
+
+def acs_redirect_flags(control: int) -> str:
+    """The redirect bits of an ACS control word as lspci names them: `ReqRedir+ CmpltRedir+
+    EgressCtrl-`."""
+    return " ".join(
+        f"{ACS_BITS[i]}{'+' if control >> i & 1 else '-'}"
+        for i in range(len(ACS_BITS))
+        if ACS_REDIRECT >> i & 1
+    )
+
+
+def acs_flags(bits: int) -> str:
+    """Bits as lspci prints them: `SrcValid+ TransBlk- ...`."""
+    return " ".join(f"{name}{'+' if bits >> i & 1 else '-'}" for i, name in enumerate(ACS_BITS))
+
+
 def mrrs_bytes(field: int) -> int:
     return 128 << field
 
@@ -105,6 +201,10 @@ class Express:
     @property
     def max_read_request(self) -> int:
         return mrrs_bytes((self.device_control & MRRS_MASK) >> MRRS_SHIFT)
+
+    @property
+    def relaxed_ordering(self) -> bool:
+        return bool(self.device_control & RELAXED_ORDERING)
 
     @property
     def max_payload(self) -> int:

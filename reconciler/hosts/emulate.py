@@ -70,7 +70,9 @@ ERRNOS = (
 )
 
 _INT = re.compile(r"[+-]?(0x[0-9a-fA-F]+|\d+)")
-_SETPCI = re.compile(r"CAP_EXP\+([0-9a-fA-F]+)\.w(?:=([0-9a-fA-F]{1,4})(?::([0-9a-fA-F]{1,4}))?)?")
+_SETPCI = re.compile(
+    r"(CAP_EXP|ECAP_ACS)\+([0-9a-fA-F]+)\.w(?:=([0-9a-fA-F]{1,4})(?::([0-9a-fA-F]{1,4}))?)?"
+)
 
 
 def _existing(host: DirectoryHost, path: str) -> str:
@@ -294,7 +296,8 @@ def _modprobe(host: DirectoryHost, args: list[str]) -> Completed:
 
 
 def _setpci(host: DirectoryHost, args: list[str]) -> Completed:
-    """`setpci -s BDF CAP_EXP+OFF.w[=VALUE[:MASK]]`: the only form tune uses."""
+    """`setpci -s BDF CAP_EXP+OFF.w[=VALUE[:MASK]]`, or `ECAP_ACS+...` for the ACS extended
+    capability: the forms tune uses. setpci's own words where the capability is not there."""
     if len(args) != 3 or args[0] != "-s" or not (match := _SETPCI.fullmatch(args[2])):
         return Completed(1, "", f"setpci: unsupported arguments {' '.join(args)}")
     address = args[1]
@@ -302,15 +305,27 @@ def _setpci(host: DirectoryHost, args: list[str]) -> Completed:
     if not os.path.isfile(local):
         return Completed(1, "", f"setpci: Warning: No devices selected for `{address}'.")
     config = host.read_file(f"{DEVICES}/{address}/config") or b""
-    cap = pcie.express(config)
-    if cap is None:
-        return Completed(1, "", f"setpci: Capability 0010 not found on {address}.")
-    at = cap.offset + int(match.group(1), 16)
+    if match.group(1) == "CAP_EXP":
+        express = pcie.express(config)
+        if express is None:
+            return Completed(1, "", f"setpci: Capability 0010 not found on {address}.")
+        base = express.offset
+    else:
+        acs = pcie.acs(config)
+        if acs is None:
+            return Completed(
+                1,
+                "",
+                f"setpci: {address}: Instance #0 of Extended capability 000d not found - "
+                "there are no capabilities with that id.",
+            )
+        base = acs.offset
+    at = base + int(match.group(2), 16)
     old = int(struct.unpack_from("<H", config, at)[0])
-    if match.group(2) is None:
+    if match.group(3) is None:
         return Completed(0, f"{old:04x}\n")
-    value = int(match.group(2), 16)
-    mask = int(match.group(3) or "ffff", 16)
+    value = int(match.group(3), 16)
+    mask = int(match.group(4) or "ffff", 16)
     new = (old & ~mask) | (value & mask)
     _overwrite(local, config[:at] + struct.pack("<H", new) + config[at + 2 :])
     return Completed(0)

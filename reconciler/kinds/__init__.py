@@ -8,6 +8,7 @@ from typing import Any
 
 from ..plan.model import Phase
 from . import (
+    acs,
     checks,
     cmdline,
     cpu,
@@ -34,6 +35,7 @@ REGISTRY: tuple[Kind[Any], ...] = (
     cpu.KIND,
     modules.KIND,
     pci.KIND,
+    acs.KIND,
     irq_affinity.KIND,
     gpus.KIND,
     services.KIND,

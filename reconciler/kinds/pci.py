@@ -4,16 +4,19 @@
 pci:
   - select: {vendor: 0x10de, class: 0x0302}     # also device:, class_prefix: 0x03
     max_read_request: 4096                      # bytes, 128..4096, a power of two
+    relaxed_ordering: true                      # Device Control bit 4
     priority: P0
     reason: "512-byte reads halve host-to-GPU bandwidth"
 ```
 `class` is the top 16 bits of the 24-bit class code (0x0302: 3D controller), `class_prefix`
-the top byte (0x03: any display controller).
+the top byte (0x03: any display controller). Each setting is a masked setpci write of Device
+Control (`CAP_EXP+8.w=VALUE:MASK`) that leaves its other bits as they are.
 """
 
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated
 
@@ -40,6 +43,54 @@ def _mrrs(value: int) -> int:
 class PciEntry(Meta):
     select: Selector
     max_read_request: Annotated[int, Constrain(strict=True), After(_mrrs)] | None = None
+    relaxed_ordering: Annotated[bool, Constrain(strict=True)] | None = None
+
+
+@dataclass(frozen=True)
+class DevCtlField:
+    """One setting of the Device Control register: how the plan shows it, which bits carry it,
+    and how a probe reads it back."""
+
+    name: str  # the profile key, and the last part of the change's target
+    mask: int
+    read: Read
+    shown: Callable[[int], str]  # Device Control -> the plan's value
+    bits: Callable[[str], int]  # the plan's value -> the bits under `mask`
+    wanted: Callable[[PciEntry], str | None]  # the entry's desired plan value, if it sets one
+
+    def probe(self, config: str, at: int) -> Probe:
+        if self.read is Read.MRRS:
+            return Probe(config, Read.MRRS, str(at))
+        return Probe(config, Read.BITS, f"{at}:{self.mask:04x}")
+
+    def reading(self, value: str) -> str:
+        """What `probe` reads once Device Control holds `value`."""
+        return value if self.read is Read.MRRS else f"{self.bits(value):04x}"
+
+
+def _on(flag: bool | None) -> str | None:
+    return None if flag is None else "on" if flag else "off"
+
+
+FIELDS = (
+    DevCtlField(
+        "max_read_request",
+        pcie.MRRS_MASK,
+        Read.MRRS,
+        lambda control: str(pcie.mrrs_bytes((control & pcie.MRRS_MASK) >> pcie.MRRS_SHIFT)),
+        lambda value: pcie.mrrs_field(int(value)) << pcie.MRRS_SHIFT,
+        lambda item: None if item.max_read_request is None else str(item.max_read_request),
+    ),
+    DevCtlField(
+        "relaxed_ordering",
+        pcie.RELAXED_ORDERING,
+        Read.BITS,
+        lambda control: "on" if control & pcie.RELAXED_ORDERING else "off",
+        lambda value: pcie.RELAXED_ORDERING if value == "on" else 0,
+        lambda item: _on(item.relaxed_ordering),
+    ),
+)
+BY_NAME = {f.name: f for f in FIELDS}
 
 
 class Pci(Kind[list[PciEntry]]):
@@ -48,7 +99,10 @@ class Pci(Kind[list[PciEntry]]):
     kind = "pci"
     phase = Phase.RUNTIME
     reads = "`/sys/bus/pci/devices/*/{vendor,device,class,config}`"
-    compared = "Device Control bits 14:12 from the binary config space"
+    compared = (
+        "Device Control bits 14:12 (MaxReadReq) and bit 4 (Relaxed Ordering) from the binary "
+        "config space"
+    )
     noun = "devices"
 
     def request(self, spec: list[PciEntry]) -> Request:
@@ -58,42 +112,50 @@ class Pci(Kind[list[PciEntry]]):
         outcome = Outcome()
         devices = pci_devices(files)
         for item in spec:
-            if item.max_read_request is None:
+            wanted = [(f, d) for f in FIELDS if (d := f.wanted(item)) is not None]
+            if not wanted:
                 continue
             matched = [d for d in devices if item.select.matches(d)]
-            desired = str(item.max_read_request)
             for device in matched:
                 cap = device.express
-                current = None if cap is None else str(cap.max_read_request)
                 # Read whole without the capability: conventional PCI has no such register.
                 missing = cap is None and not device.header_only
-                outcome.changes.append(
-                    self._change(device.address, current, desired, item, missing=missing)
-                )
+                for field, desired in wanted:
+                    current = None if cap is None else field.shown(cap.device_control)
+                    outcome.changes.append(
+                        self._change(device.address, field, current, desired, item, missing)
+                    )
                 if cap is None:
                     said = missing_note(device.no_express, item) if missing else device.no_express
                     outcome.notes.append(Note(said, f"pci:{device.address}"))
             if not matched:
                 target = item.select.describe()
-                outcome.changes.append(self._change(target, None, desired, item, missing=True))
-                said = missing_note(f"No PCI device matches {target}.", item)
-                outcome.notes.append(Note(said, f"pci:{target}"))
+                for field, desired in wanted:
+                    outcome.changes.append(
+                        self._change(target, field, None, desired, item, missing=True)
+                    )
+                outcome.notes.append(no_match_note(self.kind, item.select, item))
         return outcome
 
     def _change(
-        self, subject: str, current: str | None, desired: str, item: PciEntry, missing: bool
+        self,
+        subject: str,
+        field: DevCtlField,
+        current: str | None,
+        desired: str,
+        item: PciEntry,
+        missing: bool,
     ) -> Change:
-        field = pcie.mrrs_field(int(desired)) << pcie.MRRS_SHIFT
         return self.change(
-            f"{subject}:max_read_request",
+            f"{subject}:{field.name}",
             current,
             desired,
             item,
-            setting="max_read_request",
+            setting=field.name,
             subject=subject,
             # The address is a directory name of the host's: quoted, so a name made to be
             # a shell command is one word of the command the reader copies.
-            fix=f"setpci -s {shlex.quote(subject)} CAP_EXP+8.w={field:04x}:{pcie.MRRS_MASK:04x}",
+            fix=f"setpci -s {shlex.quote(subject)} {masked_write([(field, desired)])}",
             missing=missing,
         )
 
@@ -101,40 +163,78 @@ class Pci(Kind[list[PciEntry]]):
         return _step(change, files)
 
     def persist(self, spec: list[PciEntry], files: Files) -> list[Persisted]:
-        return [
-            Persisted(
-                UDEV,
-                f'ACTION=="add|bind", SUBSYSTEM=="pci", {item.select.udev_match()}, '
-                f'RUN+="{SETPCI} -s $kernel {masked_write(item.max_read_request)}"',
-            )
-            for item in spec
-            if item.max_read_request is not None
-        ]
+        lines = []
+        for item in spec:
+            wanted = [(f, d) for f in FIELDS if (d := f.wanted(item)) is not None]
+            if wanted:
+                lines.append(
+                    Persisted(
+                        UDEV,
+                        f'ACTION=="add|bind", SUBSYSTEM=="pci", {item.select.udev_match()}, '
+                        f'RUN+="{SETPCI} -s $kernel {masked_write(wanted)}"',
+                    )
+                )
+        return lines
 
 
-def masked_write(size: int) -> str:
-    """`CAP_EXP+8.w=V:7000`: only Max_Read_Request_Size changes in Device Control."""
-    field = pcie.mrrs_field(size) << pcie.MRRS_SHIFT
-    return f"CAP_EXP+{pcie.DEVCTL:x}.w={field:04x}:{pcie.MRRS_MASK:04x}"
+def no_match_note(kind: str, select: Selector, meta: Meta) -> Note:
+    """What the plan says of an entry whose selector matches no function on the host."""
+    target = select.describe()
+    return Note(missing_note(f"No PCI device matches {target}.", meta), f"{kind}:{target}")
+
+
+def setpci_step(
+    change: Change,
+    address: str,
+    register: str,
+    mask: int,
+    values: tuple[int, int],
+    probe: Probe,
+    readings: tuple[str, str],
+) -> Step:
+    """A masked setpci write of `register` (`CAP_EXP+8`, `ECAP_ACS+6`) on `address`: `values`
+    are the desired and the prior bits under `mask`, `readings` what `probe` reads after each.
+    A masked write leaves the register's other bits as the device has them."""
+
+    def write(value: int) -> Command:
+        return Command(("setpci", "-s", address, f"{register}.w={value:04x}:{mask:04x}"))
+
+    return Step.of(
+        change,
+        probe=probe,
+        expect=readings[0],
+        restored=readings[1],
+        do=(write(values[0]),),
+        undo=(write(values[1]),),
+        requires=(Require(Need.COMMAND, "setpci"),),
+    )
+
+
+def masked_write(wanted: list[tuple[DevCtlField, str]]) -> str:
+    """`CAP_EXP+8.w=V:M`: only the bits of the given settings change in Device Control."""
+    value = sum(field.bits(desired) for field, desired in wanted)
+    mask = sum(field.mask for field, _ in wanted)
+    return f"CAP_EXP+{pcie.DEVCTL:x}.w={value:04x}:{mask:04x}"
 
 
 def _step(change: Change, files: Files) -> Step:
-    address = change.target.rsplit(":", 1)[0]
+    address, name = change.target.rsplit(":", 1)
+    field = BY_NAME[name]
     device = next((d for d in pci_devices(files) if d.address == address), None)
     if device is None:
         raise HostError(f"No PCI device matches {address}.")
     cap = device.express
     if cap is None or change.current is None:
         raise HostError(f"{change.id} cannot be set: {device.no_express}")
-    config = f"{DEVICES}/{address}/config"
-    return Step.of(
+    desired, prior = str(change.desired), str(change.current)
+    return setpci_step(
         change,
-        probe=Probe(config, Read.MRRS, str(cap.offset + pcie.DEVCTL)),
-        expect=str(change.desired),
-        restored=str(change.current),
-        do=(Command(("setpci", "-s", address, masked_write(int(str(change.desired))))),),
-        undo=(Command(("setpci", "-s", address, masked_write(int(str(change.current))))),),
-        requires=(Require(Need.COMMAND, "setpci"),),
+        address,
+        f"CAP_EXP+{pcie.DEVCTL:x}",
+        field.mask,
+        (field.bits(desired), field.bits(prior)),
+        field.probe(f"{DEVICES}/{address}/config", cap.offset + pcie.DEVCTL),
+        (field.reading(desired), field.reading(prior)),
     )
 
 

@@ -4,17 +4,18 @@ byte; and the LXC editor's edit through a whole apply keeps the config's other l
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
-from conftest import PROJECT, write
+from conftest import ACS_CASE, PROJECT, write
 from lxc_oracle import lxc_refuses
-from small_host import build, tree, write_profile
+from small_host import build, tree, whole_tree, write_profile
 from test_apply_kinds import HOST, KIND_PROFILES
 from test_lxc_editor import CONFIG, DEVICES
 
 from reconciler.facts import lxc as fmt
-from reconciler.facts import nvidia_smi
+from reconciler.facts import nvidia_smi, pcie
 from reconciler.hosts import recorded
 from reconciler.hosts.files import CommandOutput
 
@@ -36,6 +37,35 @@ def test_apply_then_plan_is_empty_then_rollback_restores(
     (done,) = engine.rollback(root)
     assert done.result.failures == []
     assert tree(root) == before
+
+
+PORTS = ("0000:00:03.0", "0000:00:07.0")
+
+
+def acs_control(root: Path, address: str) -> int:
+    config = (root / "sys/bus/pci/devices" / address / "config").read_bytes()
+    found = pcie.acs(config)
+    assert found is not None
+    return found.control
+
+
+@pytest.mark.parametrize("persist", [True, False], ids=["persist", "no-persist"])
+def test_acs_clears_only_the_redirect_bits_of_the_ports_and_rolls_back(
+    engine: Engine, tmp_path: Path, persist: bool
+) -> None:
+    # Both root ports of a real X58 board (pciutils' dump) with what Linux enables with the
+    # IOMMU on (0x001d): the masked write keeps Source Validation and Upstream Forwarding.
+    root = shutil.copytree(ACS_CASE / "host", tmp_path / "h", symlinks=True)
+    profile = ACS_CASE / "profile.yaml"
+    before = whole_tree(root)
+    assert [acs_control(root, port) for port in PORTS] == [0x001D, 0x001D]
+    assert engine.apply(root, profile, with_persistence=persist) is not None
+    assert [acs_control(root, port) for port in PORTS] == [0x0011, 0x0011]
+    assert runtime_changes(root, profile, persist) == []
+    assert engine.apply(root, profile, with_persistence=persist) is None
+    (done,) = engine.rollback(root)
+    assert done.result.failures == []
+    assert whole_tree(root) == before
 
 
 def applied(engine: Engine, tmp_path: Path, config: str, text: str, which: str) -> str:

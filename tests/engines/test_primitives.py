@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from conftest import PROJECT, write
+from conftest import ACS_CASE, PROJECT, write
 from conftest import config_space as pcie_config
 from small_host import GPU_HEADER, config_space, gpu_line, whole_tree
 
@@ -62,6 +62,10 @@ MODULES = "/proc/modules"
 AFFINITY = "/proc/irq/120/smp_affinity_list"
 POSSIBLE = "/sys/devices/system/cpu/possible"
 GPU = "/sys/bus/pci/devices/0000:01:00.0/config"
+# Root port 00:07.0 of pciutils' tree-asus-p6t6 dump (a real X58), its ACS capability at 0x150,
+# control at 0x156 set as Linux sets it with the IOMMU on.
+PORT = "/sys/bus/pci/devices/0000:00:07.0/config"
+PORT_CONFIG = (ACS_CASE / "host" / PORT.lstrip("/")).read_bytes()
 RELEASE = {"/proc/sys/kernel/osrelease": "6.8.0\n"}
 # As Debian's kernel packages list them (tests/corpus/kmod/modules.builtin).
 BUILTIN = {
@@ -352,6 +356,41 @@ CASES = [
         ),
     ),
     Case(
+        "setpci read of the ACS control",
+        Command(("setpci", "-s", "0000:00:07.0", "ECAP_ACS+6.w")),
+        Said("ok", "001d"),
+        {PORT: PORT_CONFIG},
+    ),
+    Case(
+        "setpci masked write of the ACS control keeps its other bits",
+        Command(("setpci", "-s", "0000:00:07.0", "ECAP_ACS+6.w=0000:002c")),
+        Said("ok"),
+        {PORT: PORT_CONFIG},
+        {PORT: PORT_CONFIG[:0x156] + b"\x11\x00" + PORT_CONFIG[0x158:]},
+    ),
+    Case(
+        "setpci ECAP_ACS where the function has no ACS",
+        Command(("setpci", "-s", "0000:01:00.0", "ECAP_ACS+6.w=0000:002c")),
+        Said(
+            "failed",
+            "`setpci -s 0000:01:00.0 ECAP_ACS+6.w=0000:002c` failed: setpci: 0000:01:00.0: "
+            "Instance #0 of Extended capability 000d not found - there are no capabilities "
+            "with that id.",
+        ),
+        {GPU: pcie_config()},
+    ),
+    Case(
+        "setpci ECAP_ACS where only 256 bytes of config are readable",
+        Command(("setpci", "-s", "0000:00:07.0", "ECAP_ACS+6.w")),
+        Said(
+            "failed",
+            "`setpci -s 0000:00:07.0 ECAP_ACS+6.w` failed: setpci: 0000:00:07.0: "
+            "Instance #0 of Extended capability 000d not found - there are no capabilities "
+            "with that id.",
+        ),
+        {PORT: PORT_CONFIG[:256]},
+    ),
+    Case(
         "grubby --args",
         Command(("grubby", "--update-kernel=ALL", "--args=processor.max_cstate=1")),
         Said("ok"),
@@ -597,6 +636,19 @@ CASES = [
         Probe(GPU, Read.MRRS, "72"),
         Said("ok", "absent"),
         {GPU: config_space(4096)[:73]},
+    ),
+    Case("bits", Probe(PORT, Read.BITS, "342:002c"), Said("ok", "000c"), {PORT: PORT_CONFIG}),
+    Case(
+        "bits of one flag",
+        Probe(GPU, Read.BITS, "72:0010"),
+        Said("ok", "0010"),
+        {GPU: config_space(512)},
+    ),
+    Case(
+        "bits short file",
+        Probe(PORT, Read.BITS, "342:002c"),
+        Said("ok", "absent"),
+        {PORT: PORT_CONFIG[:343]},
     ),
 ]
 
