@@ -87,7 +87,7 @@ def test_markdown_report_reads_like_a_hand_written_audit(tmp_path: Path) -> None
     result = run_tune("audit", "--root", UNTUNED, "--format", "markdown", "-o", target)
     assert result.code == 2
     assert result.out == "", "-o FILE takes the output; where it went is said on stderr"
-    assert result.err.startswith(f"{target}: 19 findings: 18 actionable")
+    assert result.err.startswith(f"{target}: 21 findings: 20 actionable")
     text = target.read_text()
     for line in (
         "# Host audit: gpu-node-07",
@@ -127,7 +127,7 @@ def test_suggested_profile_is_valid_and_closes_the_loop(tmp_path: Path) -> None:
     suggested = tmp_path / "suggested.yaml"
     result = run_tune("audit", "--root", UNTUNED, "--write-profile", suggested)
     assert result.code == 2
-    assert result.err == f"{suggested}: profile fixing 18 findings\n"
+    assert result.err == f"{suggested}: profile fixing 20 findings\n"
     assert run_tune("validate", suggested).code == 0
     text = suggested.read_text()
     assert "# numa-balancing (P0, runtime): kernel.numa_balancing = 1" in text
@@ -139,8 +139,8 @@ def test_suggested_profile_is_valid_and_closes_the_loop(tmp_path: Path) -> None:
     planned = {c["id"] for c in json.loads(plan.out)["changes"]}
     report = run_audit(UNTUNED)
     assert planned == {c.id for f in report.actionable for c in f.changes}
-    # 18 findings; the stale container's fix changes its allow lines and its mount entries.
-    assert len(fold(c for f in report.actionable for c in f.changes)) == 19
+    # 20 findings; the stale container's fix changes its allow lines and its mount entries.
+    assert len(fold(c for f in report.actionable for c in f.changes)) == 21
     closes_loop(UNTUNED, report, tmp_path)
     persisted = run_tune("plan", suggested, "--root", UNTUNED, "--format", "json")
     files = {c["id"] for c in json.loads(persisted.out)["changes"]} - planned

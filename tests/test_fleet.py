@@ -205,7 +205,7 @@ def test_a_fleet_audit_is_a_table_of_hosts_then_of_findings_then_each_finding_on
     assert hosts.splitlines() == [
         "HOST       STATUS         P0  P1  P2",
         "tuned-1    clean           0   0   0",
-        "untuned-1  18 actionable   6  10   2",
+        "untuned-1  20 actionable   6  12   2",
         "down-1     error           -   -   -",
     ]
     rows = [line.split() for line in findings.splitlines()]
@@ -246,6 +246,6 @@ def test_commands_for_one_host_do_not_offer_fleet_options() -> None:
 
 def test_a_fleet_audit_in_markdown_is_the_table_then_each_host_s_report() -> None:
     out = audit_fleet.render(audit_of_snapshots(), "markdown", color=False)
-    assert "| untuned-1 | 18 actionable | 6 | 10 | 2 |" in out
+    assert "| untuned-1 | 20 actionable | 6 | 12 | 2 |" in out
     assert out.count("# Host audit: ") == 2
     assert "# down-1: error\n\n- down-1: cannot connect to down-1:22: refused." in out
