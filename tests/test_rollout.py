@@ -5,11 +5,12 @@ controller's journal, resume after a SIGKILL, a host that never comes back."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import BLACKWELL, UNTUNED, copy_host, run_tune
+from conftest import BLACKWELL, UNTUNED, copy_host, run_tune, write
 from ssh_fixture import SshLab, StartLab, minimal_host, sshd_available
 
 from reconciler.apply.journal import read_run, run_ids
@@ -128,3 +129,25 @@ def test_waves_reboot_verify_and_journal_every_host(
     assert {e.state for e in saved.hosts.values()} == {journal.DONE}
     assert saved.path is not None and saved.path.stat().st_mode & 0o777 == 0o600
     assert saved.path.parent.stat().st_mode & 0o777 == 0o700
+
+
+@lab_only
+def test_an_emulated_reboot_of_fixed_duration_keeps_the_old_boot_id_meanwhile(
+    tmp_path: Path, start_lab: StartLab, template: Path
+) -> None:
+    roots = fleet(tmp_path, template, 2)
+    for root in roots.values():
+        write(root, ".tune-emulate/reboot-seconds", "2\n")
+    boot_ids = {n: (r / "proc/sys/kernel/random/boot_id").read_text() for n, r in roots.items()}
+    lab = start_lab(roots)
+    started = time.monotonic()
+    result = rollout(lab, "--serial", "1")
+    took = time.monotonic() - started
+    assert result.code == 0, result.out + result.err
+    # Two waves of one host, each rebooting for 2 s, one after the other.
+    assert took >= 4, took
+    for name, root in roots.items():
+        assert (root / "proc/sys/kernel/random/boot_id").read_text() != boot_ids[name]
+        assert (root / "proc/cmdline").read_text() == NEW_CMDLINE
+    assert "wave 2  h2  rebooting" in result.out
+    assert "2 applied, 0 rolled back, 0 failed, 0 not started" in result.out
