@@ -305,6 +305,14 @@ def rollout_group() -> None:
     """Rollouts of `tune apply --reboot` over a fleet: show one, or resume it."""
 
 
+def _none(out: Output) -> int:
+    if out.json:
+        out.document(render.no_rollout_document(journal.rollouts_directory()))
+    else:
+        out.echo(f"No rollout journaled in {journal.rollouts_directory()}.")
+    return ExitCode.IN_SYNC
+
+
 @exits(ExitCode.IN_SYNC, ExitCode.JOURNAL, ExitCode.USAGE)
 @rollout_group.command("status")
 @click.argument("rollout_id", required=False, metavar="[ID]")
@@ -312,7 +320,9 @@ def rollout_group() -> None:
 def status(rollout_id: str | None, out: Output) -> int:
     """Show a rollout (by default the newest): each host's wave, state, configuration and
     time, and why a host failed."""
-    rollout = journal.load(rollout_id)
+    rollout = journal.load(rollout_id) if rollout_id else journal.newest()
+    if rollout is None:
+        return _none(out)
     if out.json:
         out.document(render.status_document(rollout))
         return ExitCode.IN_SYNC
@@ -338,7 +348,9 @@ def resume(rollout_id: str | None, yes: bool, out: Output) -> int:
     where it is (its pending record, its run journal, its boot id against the one recorded
     before its reboot) and goes on from there; none is rebooted twice, none skipped. The
     profile must be the one the rollout started with."""
-    rollout = journal.load(rollout_id)
+    rollout = journal.load(rollout_id) if rollout_id else journal.newest()
+    if rollout is None:
+        return _none(out)
     loaded = load_profile(rollout.profile)
     if profile_digest(loaded) != rollout.digest:
         raise UsageError(

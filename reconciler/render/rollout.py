@@ -29,7 +29,7 @@ def host_document(rollout: Rollout, name: str, step: str | None = None) -> dict[
     `tune rollout status --format json`."""
     entry = rollout.hosts[name]
     return documents.document(
-        "rollout-host",
+        "rollout",
         documents.named(name),
         {
             "rollout": rollout.rollout_id,
@@ -127,6 +127,10 @@ def summary_document(rollout: Rollout) -> dict[str, Any]:
             },
         },
     )
+
+
+def no_rollout_document(directory: object) -> dict[str, Any]:
+    return documents.versioned("rollout", {"rollout": None, "directory": str(directory)})
 
 
 def status_document(rollout: Rollout) -> dict[str, Any]:

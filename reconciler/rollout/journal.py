@@ -163,6 +163,14 @@ class Rollout:
         return {state: sum(e.state == state for e in self.hosts.values()) for state in STATES}
 
 
+def newest() -> Rollout | None:
+    """The newest rollout journaled, None when there is none."""
+    directory = rollouts_directory()
+    if not directory.is_dir() or not any(_ID.fullmatch(p.stem) for p in directory.glob("*.json")):
+        return None
+    return load(None)
+
+
 def load(rollout_id: str | None) -> Rollout:
     """The rollout `rollout_id`, or the newest; `UsageError` when there is none."""
     directory = rollouts_directory()
