@@ -371,3 +371,36 @@ def test_a_controller_killed_in_a_wave_is_resumed_without_a_second_reboot(
         assert len(boots(root)) == 1, name  # rebooted once: none twice, none skipped
         assert (root / "proc/cmdline").read_text() == NEW_CMDLINE
         assert not (root / "var/lib/tune/pending.json").exists()
+
+
+def container_commands(root: Path) -> list[list[str]]:
+    host = SnapshotHost(root)
+    (run_id,) = run_ids(host)
+    run = read_run(host, run_id)
+    assert run is not None and run.outcome == "applied"
+    return [r["argv"] for r in (r.to_json() for r in run.records) if r["type"] == "container"]
+
+
+@lab_only
+def test_restart_containers_over_ssh_on_one_host_and_in_a_rollout(
+    tmp_path: Path, start_lab: StartLab, template: Path
+) -> None:
+    roots = fleet(tmp_path, template, 3)
+    lab = start_lab(roots)
+    one = run_tune(
+        "apply", BLACKWELL, "--reboot", "--restart-containers", "--ssh-config", lab.config,
+        "--no-probes", "-y", "-H", "h1",
+    )  # fmt: skip
+    assert one.code == 0, one.out + one.err
+    assert "ok  container 101 restarted and sees 13 NVIDIA nodes" in one.out
+    assert container_commands(roots["h1"]) == [
+        ["pct", "reboot", "101"],
+        ["pct", "exec", "101", "--", "ls", "/dev"],
+    ]
+    many = run_tune(
+        "apply", BLACKWELL, "--reboot", "--restart-containers", "--ssh-config", lab.config,
+        *FAST, "-H", "h2", "-H", "h3", "--serial", "1",
+    )  # fmt: skip
+    assert many.code == 0, many.out + many.err
+    for name in ("h2", "h3"):
+        assert container_commands(roots[name]) == container_commands(roots["h1"])

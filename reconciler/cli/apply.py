@@ -152,8 +152,6 @@ def apply(
         raise UsageError(
             "--restart-containers follows the boot configuration: drop --runtime-only."
         )
-    if restart_containers and remote.wanted:
-        raise UsageError("--restart-containers works on this machine's containers, not over -H.")
     if waves.asked and not remote.wanted:
         raise UsageError("--serial, --canary, --max-fail and the hooks roll out over -H hosts.")
     if reboot and root is not None:
@@ -383,8 +381,6 @@ def verify(
     """
     from ..apply.orchestration import verify_one
 
-    if remote.wanted and restart_containers:
-        raise UsageError("--restart-containers works on this machine's containers, not over -H.")
     engine = _engine(root, remote)
     try:
         verified = verify_one(
