@@ -404,3 +404,35 @@ def test_restart_containers_over_ssh_on_one_host_and_in_a_rollout(
     assert many.code == 0, many.out + many.err
     for name in ("h2", "h3"):
         assert container_commands(roots[name]) == container_commands(roots["h1"])
+
+
+@lab_only
+def test_runtime_only_fleets_go_in_waves_within_the_same_budget(
+    tmp_path: Path, start_lab: StartLab, template: Path
+) -> None:
+    roots = fleet(tmp_path, template, 4)
+    write(roots["h2"], ".tune-emulate/fault", "3 fail\n")  # its 4th write fails: rolled back
+    lab = start_lab(roots)
+    result = run_tune(
+        "apply", BLACKWELL, "--runtime-only", "--ssh-config", lab.config, "--no-probes", "-y",
+        "--serial", "1,2", "--max-fail", "0", *hosts_args(lab),
+    )  # fmt: skip
+    assert result.code == 1, result.out + result.err
+    saved = journal.load(None)
+    assert saved.waves == [["h1"], ["h2", "h3"], ["h4"]]
+    assert {n: e.state for n, e in saved.hosts.items()} == {
+        "h1": journal.DONE,
+        "h2": journal.ROLLED_BACK,
+        "h3": journal.DONE,
+        "h4": journal.NOT_STARTED,
+    }
+    assert "injected: the write failed" in (saved.hosts["h2"].why or "")
+    assert "2 applied, 1 rolled back, 0 failed, 1 not started" in result.out
+    for name in ("h1", "h3"):
+        assert (roots[name] / "proc/sys/vm/swappiness").read_text() != (
+            template / "proc/sys/vm/swappiness"
+        ).read_text()
+    assert (roots["h4"] / "proc/sys/vm/swappiness").read_text() == (
+        template / "proc/sys/vm/swappiness"
+    ).read_text()
+    assert not (roots["h1"] / ".tune-emulate/boots").exists()  # nothing rebooted
