@@ -90,6 +90,37 @@ def test_the_failure_budget_counts_hosts_or_a_share_of_the_fleet() -> None:
     assert FailureBudget.parse("10%").allowed(9) == 0
 
 
+def test_options_of_the_waves_that_cannot_apply_are_refused(untuned: Path) -> None:
+    hosts = ("-H", "a", "-H", "b")
+    hooked = run_tune("apply", BLACKWELL, "--runtime-only", *hosts, "--before-reboot", "true")
+    assert hooked.code == 64 and "--before-reboot and --after-verify run around a reboot" in (
+        hooked.err
+    )
+    local = run_tune("apply", BLACKWELL, "--root", untuned, "--serial", "1", "-y")
+    assert local.code == 64 and "roll out over -H hosts" in local.err
+    bad = run_tune("apply", BLACKWELL, "--reboot", *hosts, "--serial", "1,0")
+    assert bad.code == 64 and "--serial '1,0'" in bad.err
+    unknown = run_tune("apply", BLACKWELL, "--reboot", *hosts, "--canary", "c", "-y")
+    assert unknown.code == 64 and "--canary c is not one of the hosts" in unknown.err
+
+
+def test_status_without_a_rollout_says_so_and_resume_reads_only_a_private_journal() -> None:
+    none = run_tune("rollout", "status")
+    assert (none.code, none.err) == (0, "")
+    assert none.out.startswith("No rollout journaled in ")
+    saved = journal.Rollout(
+        journal.new_rollout_id(), str(BLACKWELL), "0", {}, [["h1"]], {"h1": journal.HostEntry(0)}
+    )
+    saved.save()
+    shown = run_tune("rollout", "status", saved.rollout_id)
+    assert shown.code == 0 and "1 not started" in shown.out
+    assert saved.path is not None
+    saved.path.chmod(0o622)  # others may write it: resume would run their hooks
+    refused = run_tune("rollout", "resume", "-y")
+    assert refused.code == 6 and "not this user's alone" in refused.err
+    assert run_tune("rollout", "status", "20990101T000000Z-abcdef").code == 64
+
+
 # The lab.
 
 

@@ -456,6 +456,8 @@ def _apply_fleet(
         raise UsageError(
             "probes run on one -H host at a time; add --no-probes to apply over several hosts."
         )
+    if (waves.before_reboot or waves.after_verify) and not job.reboot:
+        raise UsageError("--before-reboot and --after-verify run around a reboot: add --reboot.")
     if job.reboot or waves.asked:
         if job.dry_run:
             raise UsageError("a rollout has no --dry-run: `tune plan --reboot-phase` shows it.")
