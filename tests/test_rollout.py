@@ -281,7 +281,7 @@ def test_failures_past_the_budget_stop_before_the_next_wave(
     # Wave 2 (h2, h3) ends whole; wave 3 (h4) never starts.
     assert summary["counts"] == {
         "done": 2, "rolled-back": 1, "failed": 0, "not-started": 1, "in-flight": 0
-    }  # fmt: skip
+    }, result.out  # fmt: skip
     assert summary["configurations"]["prior"] == ["h2", "h4"]
     assert "more than --max-fail allows (0)" in summary["stopped"]
     assert (roots["h4"] / "proc/cmdline").read_text() != NEW_CMDLINE
