@@ -9,13 +9,13 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, field
 
-from ..hosts.base import Completed, Host
-from ..hosts.shell import ShellHost, quoted
+from ..hosts.base import Host
 from ..kinds.services import LOGIND, restarts
 from ..plan.make import make_plan
 from ..plan.model import Pending
 from ..plan.observe import observe
 from ..profile.load import LoadedProfile
+from .engines import Engine
 from .journal import Journal
 from .records import ServiceRan
 from .steps import Step
@@ -25,16 +25,6 @@ from .steps import Step
 class Restarted:
     held: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
-
-
-def _run(host: Host, argv: tuple[str, ...]) -> Completed:
-    """`argv` on the host: through its shell, each word quoted, on an SSH host (which runs
-    scripts, never a bare command), else as the host runs commands (a snapshot emulates it)."""
-    if isinstance(host, ShellHost):
-        done = host.run_script(" ".join(quoted(word) for word in argv) + "\n")
-        said = (done.stdout.decode("utf-8", "replace"), done.stderr.decode("utf-8", "replace"))
-        return Completed(done.status, *said)
-    return host.run(argv)
 
 
 def pending_restarts(host: Host, loaded: LoadedProfile) -> list[Pending]:
@@ -52,14 +42,16 @@ def to_restart(pending: list[Pending], steps: tuple[Step, ...]) -> list[str]:
 
 
 def restart_services(
-    host: Host, loaded: LoadedProfile, units: list[str], journal: Journal | None
+    engine: Engine, loaded: LoadedProfile, units: list[str], journal: Journal | None
 ) -> Restarted:
-    """Restart each of `units`, then check that none still waits for its restart."""
+    """Restart each of `units` through the host's engine (over SSH, a script with each word
+    quoted), then check that none still waits for its restart."""
+    host = engine.host
     done = Restarted()
     restarted = []
     for unit in units:
         argv = ("systemctl", "restart", unit)
-        ran = _run(host, argv)
+        ran = engine.run_command(argv)
         if journal is not None:
             journal.record(ServiceRan(unit, argv, ran.returncode, ran.stdout, ran.stderr))
         if ran.returncode != 0:

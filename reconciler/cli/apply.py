@@ -213,7 +213,7 @@ def apply(
     terminal = Terminal(yes, out)
     try:
         done = apply_one(engine, job, terminal)
-        restarted = _restart_services(engine.host, job, done, yes, terminal)
+        restarted = _restart_services(engine, job, done, yes, terminal)
     finally:
         engine.host.close()
     code = max(_applied(done, engine, job, terminal), restarted)
@@ -222,7 +222,9 @@ def apply(
     return code
 
 
-def _restart_services(host: Host, job: ApplyJob, done: Done, yes: bool, terminal: Terminal) -> int:
+def _restart_services(
+    engine: Engine, job: ApplyJob, done: Done, yes: bool, terminal: Terminal
+) -> int:
     """`--restart-services` once the apply is over (not on a dry run): exit 3 when a restart
     failed or did not bring the configured limits."""
     from ..apply.journal import Journal, run_ids
@@ -230,6 +232,7 @@ def _restart_services(host: Host, job: ApplyJob, done: Done, yes: bool, terminal
 
     if not job.restart_services or job.dry_run:
         return ExitCode.IN_SYNC
+    host = engine.host
     loaded = job.loaded
     units = to_restart(pending_restarts(host, loaded), done.work.steps)
     if not units:
@@ -239,7 +242,7 @@ def _restart_services(host: Host, job: ApplyJob, done: Done, yes: bool, terminal
     runs = run_ids(host)
     run_id = done.applied.run_id if done.applied is not None else (runs[-1] if runs else None)
     journal = Journal(host, run_id) if run_id else None
-    result = restart_services(host, loaded, units, journal)
+    result = restart_services(engine, loaded, units, journal)
     for line in result.held:
         terminal.say(f"ok  {printable(line)}")
     for line in result.failed:
