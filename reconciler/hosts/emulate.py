@@ -24,6 +24,7 @@ import os
 import re
 import shutil
 import struct
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..errors import HostError
@@ -34,7 +35,7 @@ from ..facts.modules import MODULE_DIR, MODULES, builtin_modules, builtin_path, 
 from ..facts.pci import DEVICES
 from .base import ENOTSUPP, Completed, refusal
 from .beneath import open_regular, write_all
-from .files import Files
+from .files import NOT_INSTALLED, CommandOutput, Files, Request
 
 if TYPE_CHECKING:
     from .directory import DirectoryHost
@@ -322,26 +323,59 @@ def _systemctl(host: DirectoryHost, args: list[str]) -> Completed:
     if len(args) != 2 or args[0] != "restart":
         return Completed(1, "", f"systemctl: unsupported arguments {' '.join(args)}")
     name = args[1]
-    files = host.fetch(systemd.request(name) | systemd.process_request(name))
+    cgroups = [p.format(name) for p in systemd.CGROUP_PROCS]
+    files = host.fetch(systemd.request(name) | systemd.running_request(name) | Request.of(*cgroups))
     unit = systemd.resolve(files, name)
     if not unit.exists:
         return Completed(5, "", f"Failed to restart {name}: Unit {name} not found.")
     old = systemd.main_processes(files, unit)
-    procs = next((p.format(name) for p in systemd.CGROUP_PROCS if files.read(p.format(name))), "")
+    procs = next((p for p in cgroups if files.read(p)), "")
     if not old or not procs:
         return Completed(0)  # not running: it starts with its configuration, as read
     pids = [int(n) for n in os.listdir(host.local("/proc")) if n.isdigit()]
     new = str(max(pids) + 1)
-    limits = _limits_text(files.text(f"/proc/{old[0]}/limits") or "", files, unit)
-    for leaf, data in (("comm", files.read(f"/proc/{old[0]}/comm") or b""), ("limits", limits)):
+    limits = _limits_text(next((p.limits for p in old if p.limits), ""), files, unit)
+    for leaf, data in (("comm", f"{old[0].comm}\n".encode()), ("limits", limits)):
         target = host.local(f"/proc/{new}/{leaf}")
         os.makedirs(os.path.dirname(target), exist_ok=True)
         _overwrite(target, data, create=True)
+    gone = {p.pid for p in old}
     listed = (files.text(procs) or "").split()
-    _overwrite(host.local(procs), "".join(f"{new if p in old else p}\n" for p in listed).encode())
-    for pid in old:
+    _overwrite(host.local(procs), "".join(f"{new if p in gone else p}\n" for p in listed).encode())
+    for pid in gone:
         shutil.rmtree(host.local(f"/proc/{pid}", follow=False), ignore_errors=True)
     return Completed(0)
+
+
+def observe(fetch: Callable[[Request], Files], argv: tuple[str, ...]) -> CommandOutput:
+    """What one of tune's rooted scripts (`files.rooted_script`) prints on the host whose
+    files `fetch` reads, computed from those files as its shell body reads them."""
+    if argv[2] != systemd.RUNNING_SCRIPT:
+        return NOT_INSTALLED
+    return CommandOutput(0, b"".join(_running(fetch, unit) for unit in argv[4:]))
+
+
+def _running(fetch: Callable[[Request], Files], unit: str) -> bytes:
+    cgroups = [p.format(unit) for p in systemd.CGROUP_PROCS]
+    found = fetch(Request.of(*cgroups))
+    pids: list[str] = []
+    for path in cgroups:
+        text = (found.text(path) or "").rstrip("\n")  # as `$(cat)` reads it
+        pids = text.split()
+        if text:
+            break
+    pids = [p for p in pids if p.isascii() and p.isdigit()]
+    leaves = ("comm", "limits")
+    files = fetch(Request.of(*(f"/proc/{p}/{leaf}" for p in pids for leaf in leaves)))
+    processes = [
+        systemd.Process(
+            pid,
+            (files.text(f"/proc/{pid}/comm") or "").rstrip("\n"),
+            files.text(f"/proc/{pid}/limits"),
+        )
+        for pid in pids
+    ]
+    return systemd.running_output(unit, processes)
 
 
 UNIT_FILE_VERBS = ("enable", "disable", "mask", "unmask")
