@@ -13,6 +13,7 @@ import pytest
 from conftest import run_tune, write
 from small_host import tree
 from ssh_fixture import StartLab, sshd_available
+from test_command_output import ThisMachineShell
 from test_shell_read import LocalShellHost
 
 from reconciler.apply.journal import read_run, run_ids
@@ -20,7 +21,7 @@ from reconciler.facts import systemd
 from reconciler.hosts import recorded
 from reconciler.hosts.archive import ArchiveHost, write_archive
 from reconciler.hosts.base import Host
-from reconciler.hosts.directory import SnapshotHost
+from reconciler.hosts.directory import LocalHost, SnapshotHost
 from reconciler.hosts.files import CommandOutput, Request
 from reconciler.hosts.ssh import SshSettings, SshSetup
 from reconciler.hosts.targets import Target
@@ -359,3 +360,13 @@ def test_tune_snapshot_records_the_units_processes(tmp_path: Path) -> None:
     archive = tmp_path / "host.tar.gz"
     write_archive(SnapshotHost(root).fetch(wanted), archive)
     assert pending_of(ArchiveHost(archive), profile) == MEMLOCK_PENDING
+
+
+@pytest.mark.parametrize("shell", ["dash", "bash"])
+def test_on_a_real_host_the_script_runs_from_its_root(shell: str) -> None:
+    # No TUNE_ROOT: the command itself runs, from `/`, however tune was started.
+    unit = "tune-test-absent.service"
+    wanted = systemd.running_request(unit)
+    for files in (LocalHost().fetch(wanted), ThisMachineShell("/", shell).fetch(wanted)):
+        assert files.output(systemd.running_command(unit)).stdout == f"U\0{unit}\0".encode()
+        assert systemd.running_processes(files, unit) == []

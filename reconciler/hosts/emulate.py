@@ -323,13 +323,12 @@ def _systemctl(host: DirectoryHost, args: list[str]) -> Completed:
     if len(args) != 2 or args[0] != "restart":
         return Completed(1, "", f"systemctl: unsupported arguments {' '.join(args)}")
     name = args[1]
-    cgroups = [p.format(name) for p in systemd.CGROUP_PROCS]
-    files = host.fetch(systemd.request(name) | systemd.running_request(name) | Request.of(*cgroups))
+    files = host.fetch(systemd.request(name) | systemd.running_request(name) | _cgroups(name))
     unit = systemd.resolve(files, name)
     if not unit.exists:
         return Completed(5, "", f"Failed to restart {name}: Unit {name} not found.")
     old = systemd.main_processes(files, unit)
-    procs = next((p for p in cgroups if files.read(p)), "")
+    procs, listed = _cgroup(files, name)
     if not old or not procs:
         return Completed(0)  # not running: it starts with its configuration, as read
     pids = [int(n) for n in os.listdir(host.local("/proc")) if n.isdigit()]
@@ -340,7 +339,6 @@ def _systemctl(host: DirectoryHost, args: list[str]) -> Completed:
         os.makedirs(os.path.dirname(target), exist_ok=True)
         _overwrite(target, data, create=True)
     gone = {p.pid for p in old}
-    listed = (files.text(procs) or "").split()
     _overwrite(host.local(procs), "".join(f"{new if p in gone else p}\n" for p in listed).encode())
     for pid in gone:
         shutil.rmtree(host.local(f"/proc/{pid}", follow=False), ignore_errors=True)
@@ -355,16 +353,24 @@ def observe(fetch: Callable[[Request], Files], argv: tuple[str, ...]) -> Command
     return CommandOutput(0, b"".join(_running(fetch, unit) for unit in argv[4:]))
 
 
-def _running(fetch: Callable[[Request], Files], unit: str) -> bytes:
-    cgroups = [p.format(unit) for p in systemd.CGROUP_PROCS]
-    found = fetch(Request.of(*cgroups))
-    pids: list[str] = []
-    for path in cgroups:
-        text = (found.text(path) or "").rstrip("\n")  # as `$(cat)` reads it
-        pids = text.split()
+def _cgroups(unit: str) -> Request:
+    return Request.of(*(p.format(unit) for p in systemd.CGROUP_PROCS))
+
+
+def _cgroup(files: Files, unit: str) -> tuple[str, list[str]]:
+    """The first of the unit's `cgroup.procs` that lists anything, and what it lists ("" and
+    nothing: not running), as the running-limits script reads them."""
+    for pattern in systemd.CGROUP_PROCS:
+        path = pattern.format(unit)
+        text = (files.text(path) or "").rstrip("\n")  # as `$(cat)` reads it
         if text:
-            break
-    pids = [p for p in pids if p.isascii() and p.isdigit()]
+            return path, text.split()
+    return "", []
+
+
+def _running(fetch: Callable[[Request], Files], unit: str) -> bytes:
+    _, listed = _cgroup(fetch(_cgroups(unit)), unit)
+    pids = [p for p in listed if p.isascii() and p.isdigit()]
     leaves = ("comm", "limits")
     files = fetch(Request.of(*(f"/proc/{p}/{leaf}" for p in pids for leaf in leaves)))
     processes = [
