@@ -12,11 +12,22 @@ from pathlib import Path
 import pytest
 from conftest import run_tune, write
 from small_host import tree
+from ssh_fixture import StartLab, sshd_available
+from test_command_output import ThisMachineShell
+from test_shell_read import LocalShellHost
 
 from reconciler.apply.journal import read_run, run_ids
 from reconciler.facts import systemd
-from reconciler.hosts.directory import SnapshotHost
-from reconciler.hosts.files import Request
+from reconciler.hosts import recorded
+from reconciler.hosts.archive import ArchiveHost, write_archive
+from reconciler.hosts.base import Host
+from reconciler.hosts.directory import LocalHost, SnapshotHost
+from reconciler.hosts.files import CommandOutput, Request
+from reconciler.hosts.ssh import SshSettings, SshSetup
+from reconciler.hosts.targets import Target
+from reconciler.plan.make import make_plan
+from reconciler.plan.observe import observe, request
+from reconciler.profile.load import load_profile
 
 CORPUS = Path(__file__).resolve().parent / "corpus" / "systemd"
 CASES = Path(__file__).resolve().parent / "kinds" / "services"
@@ -255,3 +266,107 @@ def test_unit_file_and_drop_in_order_is_systemds(tmp_path: Path) -> None:
     unit, _ = unit_of(tmp_path, "docker.service")
     assert [unit.path, *unit.dropins] == systemds
     assert len(systemds) == 6
+
+
+def pending_of(host: Host, profile: Path) -> set[str]:
+    loaded = load_profile(profile)
+    plan = make_plan(loaded, observe(host, loaded.profile, False), False)
+    return {p.id for p in plan.pending}
+
+
+MEMLOCK = "memlock-drop-in-for-containerd"
+# containerd.service sets LimitNPROC=infinity; its main process started with 96365.
+MEMLOCK_PENDING = {"service:containerd.service:LimitNPROC"}
+
+
+def test_running_limits_are_read_for_the_units_processes_only() -> None:
+    # Every process's /proc/PID/limits is ~2 MB on a host with 2,000 processes, on each plan.
+    wanted = request(load_profile(CASES / MEMLOCK / "profile.yaml").profile)
+    per_process = [p for p in wanted.patterns if p.startswith("/proc/[") or p.endswith("/limits")]
+    assert per_process == []
+    assert wanted.commands == {systemd.running_command("containerd.service")}
+
+
+@pytest.mark.skipif(not sshd_available(), reason="needs root and openssh-server")
+def test_over_ssh_the_running_limits_come_in_the_one_exec_request(
+    start_lab: StartLab, tmp_path: Path
+) -> None:
+    # The lab serves the snapshot (TUNE_ROOT): its shell answers the command from the
+    # snapshot's own /proc and cgroup files, as SnapshotHost does.
+    root = host_of(tmp_path, MEMLOCK)
+    lab = start_lab({"h1": root})
+    host = SshSetup(SshSettings(ssh_config=str(lab.config))).host(Target("h1", "h1"))
+    try:
+        assert pending_of(host, CASES / MEMLOCK / "profile.yaml") == MEMLOCK_PENDING
+    finally:
+        host.close()
+    assert lab.exec_requests() == {"h1": 1}
+    assert pending_of(SnapshotHost(root), CASES / MEMLOCK / "profile.yaml") == MEMLOCK_PENDING
+
+
+CONTAINERD_PROCS = "sys/fs/cgroup/system.slice/containerd.service/cgroup.procs"
+
+
+@pytest.mark.parametrize("shell", ["dash", "bash"])
+def test_the_shell_lists_a_units_processes_as_the_snapshot_computes_them(
+    tmp_path: Path, shell: str
+) -> None:
+    root = host_of(tmp_path, MEMLOCK)
+    # A hostile PID list is split, never globbed or followed out of /proc; a process that ended
+    # between the listing and its reads has no limits, and the next of its program stands in.
+    (root / CONTAINERD_PROCS).write_text("*\n../../etc\n4242\n812\n2301\n2302\n")
+    write(root, "/proc/4242/comm", "containerd\n")
+    shutil.copytree(root / "proc/2301", root / "proc/2302")
+    wanted = systemd.running_request("containerd.service")
+    computed = SnapshotHost(root).fetch(wanted)
+    assert LocalShellHost(root, shell).fetch(wanted).commands == computed.commands
+    processes = systemd.running_processes(computed, "containerd.service")
+    assert processes is not None
+    assert [(p.pid, p.comm, p.limits is None) for p in processes] == [
+        ("4242", "containerd", True),
+        ("812", "containerd", False),
+        ("2301", "containerd-shim", False),
+        # Limits go out once per program: a runtime's hundred shims stay under the cap.
+        ("2302", "containerd-shim", True),
+    ]
+
+
+def recorded_answer(root: Path, status: int, stdout: bytes) -> None:
+    argv = systemd.running_command("containerd.service")
+    for path, data in recorded.record(argv, CommandOutput(status, stdout)).items():
+        write(root, path, data)
+
+
+@pytest.mark.parametrize(
+    ("status", "stdout"),
+    [(1, b""), (0, b"U\0containerd.service\0P\0812\0containerd\n"), (0, b"garbage")],
+    ids=["failed", "cut-short", "unreadable"],
+)
+def test_running_limits_that_cannot_be_read_are_a_note_not_a_pending_restart(
+    tmp_path: Path, status: int, stdout: bytes
+) -> None:
+    root = host_of(tmp_path, MEMLOCK)
+    recorded_answer(root, status, stdout)
+    loaded = load_profile(CASES / MEMLOCK / "profile.yaml")
+    plan = make_plan(loaded, observe(SnapshotHost(root), loaded.profile, False), False)
+    assert plan.pending == ()
+    assert any("limits of its running process cannot be read" in n.message for n in plan.notes)
+
+
+def test_tune_snapshot_records_the_units_processes(tmp_path: Path) -> None:
+    root = host_of(tmp_path, MEMLOCK)
+    profile = CASES / MEMLOCK / "profile.yaml"
+    wanted = request(load_profile(profile).profile)
+    archive = tmp_path / "host.tar.gz"
+    write_archive(SnapshotHost(root).fetch(wanted), archive)
+    assert pending_of(ArchiveHost(archive), profile) == MEMLOCK_PENDING
+
+
+@pytest.mark.parametrize("shell", ["dash", "bash"])
+def test_on_a_real_host_the_script_runs_from_its_root(shell: str) -> None:
+    # No TUNE_ROOT: the command itself runs, from `/`, however tune was started.
+    unit = "tune-test-absent.service"
+    wanted = systemd.running_request(unit)
+    for files in (LocalHost().fetch(wanted), ThisMachineShell("/", shell).fetch(wanted)):
+        assert files.output(systemd.running_command(unit)).stdout == f"U\0{unit}\0".encode()
+        assert systemd.running_processes(files, unit) == []

@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from ..hosts.files import Files, Request
+from ..hosts.files import Files, Request, rooted_script
 
 # systemd's system unit search path, highest priority first (systemd.unit(5), "System Unit
 # Search Path"), without the generator and transient directories tune never writes.
@@ -36,8 +36,6 @@ CGROUP_PROCS = (
     "/sys/fs/cgroup/system.slice/{}/cgroup.procs",
     "/sys/fs/cgroup/systemd/system.slice/{}/cgroup.procs",
 )
-PROC_LIMITS = "/proc/[0-9]*/limits"
-PROC_COMM = "/proc/[0-9]*/comm"
 
 UNIT_NAME = r"[A-Za-z0-9:_.\\-]+(@[A-Za-z0-9:_.\\-]*)?\.(service|socket|timer|path|mount|target)"
 
@@ -234,25 +232,115 @@ def main_command(files: Files, unit: Unit) -> str | None:
     return program.rsplit("/", 1)[-1][:15]
 
 
-def main_processes(files: Files, unit: Unit) -> list[str]:
-    """The PIDs of the unit's main program among its cgroup's processes: those whose `comm` is
-    the program's, else the first. A container runtime's cgroup also holds the shims it
-    started (KillMode=process keeps them across a restart, with the limits they started
-    with), which a restart of the service never changes."""
-    pids: list[str] = []
-    for pattern in CGROUP_PROCS:
-        pids = (files.text(pattern.format(unit.name)) or "").split()
-        if pids:
-            break
+@dataclass(frozen=True)
+class Process:
+    """One process of a unit's cgroup as the running-limits command printed it: `comm` without
+    its newline; `limits` None where they were not printed (the process ended, or an earlier
+    process of the same `comm` showed them)."""
+
+    pid: str
+    comm: str
+    limits: str | None
+
+
+def _running_body() -> str:
+    tries = " ".join(f'"{p.lstrip("/").format("$unit")}"' for p in CGROUP_PROCS)
+    return (
+        # A PID list from a snapshot is not trusted: split, never globbed, digits only.
+        "set -f\n"
+        "nl='\n'\n"
+        "for unit; do\n"
+        "    printf 'U\\000%s\\000' \"$unit\"\n"
+        "    pids=\n"
+        f"    for procs in {tries}; do\n"
+        '        pids=$(cat -- "$procs" 2>/dev/null) && [ -n "$pids" ] && break\n'
+        "    done\n"
+        '    shown="$nl"\n'
+        "    for pid in $pids; do\n"
+        "        case $pid in *[!0-9]*) continue ;; esac\n"
+        '        comm=$(cat -- "proc/$pid/comm" 2>/dev/null)\n'
+        '        printf \'P\\000%s\\000%s\\000\' "$pid" "$comm"\n'
+        '        case $shown in *"$nl$comm$nl"*) ;; *)\n'
+        '            if limits=$(cat -- "proc/$pid/limits" 2>/dev/null); then\n'
+        "                printf 'L%s\\n' \"$limits\"\n"
+        '                shown="$shown$comm$nl"\n'
+        "            fi ;;\n"
+        "        esac\n"
+        "        printf '\\000'\n"
+        "    done\n"
+        "done\n"
+    )
+
+
+# What finds a unit's running processes in one batch with every other read (a batch cannot ask
+# for the cgroup's PIDs first, and reading every process's limits is ~2 MB on a busy host):
+# `sh -c RUNNING_SCRIPT sh UNIT...`, the units as arguments, never inside the script. Per unit
+# `U\0UNIT\0`, then per PID of its cgroup `P\0PID\0COMM\0` and `L` + its limits + `\0`:
+# neither a comm nor a kernel's limits holds a NUL. Limits go out once per `comm` (the first
+# process of it that has them), which is all `main_processes` uses: a runtime's hundred shims
+# would otherwise outgrow a command's output cap. The body reads paths relative to the host's
+# root, so a snapshot served as a host runs it from there (`hosts.files.rooted_script`).
+RUNNING_BODY = _running_body()
+RUNNING_SCRIPT = rooted_script(RUNNING_BODY)
+
+
+def running_command(unit: str) -> tuple[str, ...]:
+    return ("sh", "-c", RUNNING_SCRIPT, "sh", unit)
+
+
+def running_output(unit: str, processes: list[Process]) -> bytes:
+    """What `running_command(unit)` prints for `processes`, as the script reads them (a
+    snapshot's emulation): trailing newlines dropped as `$(cat)` drops them."""
+    out = [b"U\0" + unit.encode() + b"\0"]
+    shown: set[str] = set()
+    for p in processes:
+        comm = p.comm.rstrip("\n")
+        limits = b""
+        if p.limits is not None and comm not in shown:
+            limits = b"L" + p.limits.rstrip("\n").encode() + b"\n"
+            shown.add(comm)
+        out.append(b"P\0%s\0%s\0%s\0" % (p.pid.encode(), comm.encode(), limits))
+    return b"".join(out)
+
+
+def running_processes(files: Files, unit: str) -> list[Process] | None:
+    """The processes of `unit`'s cgroup, in its order (empty: not running); None where the
+    command failed or printed what it never prints: the running limits are unknown."""
+    answer = files.output(running_command(unit))
+    if answer.status != 0:
+        return None
+    fields = answer.stdout.decode("utf-8", "replace").split("\0")
+    if fields[:2] != ["U", unit] or fields[-1] != "":
+        return None
+    found = []
+    rest = fields[2:-1]
+    while rest:
+        if len(rest) < 4 or rest[0] != "P" or not (rest[1].isascii() and rest[1].isdigit()):
+            return None
+        limits = rest[3]
+        if limits and not limits.startswith("L"):
+            return None
+        found.append(Process(rest[1], rest[2], limits[1:] if limits else None))
+        rest = rest[4:]
+    return found
+
+
+def running_request(unit: str) -> Request:
+    """What `main_processes` needs: the running-limits command for `unit`."""
+    return Request.of(commands=[running_command(unit)])
+
+
+def main_processes(files: Files, unit: Unit) -> list[Process] | None:
+    """The unit's main program among its cgroup's processes: those whose `comm` is the
+    program's, else the first (None: unknown). A container runtime's cgroup also holds the
+    shims it started (KillMode=process keeps them across a restart, with the limits they
+    started with), which a restart of the service never changes."""
+    processes = running_processes(files, unit.name)
+    if processes is None:
+        return None
     command = main_command(files, unit)
-    named = [p for p in pids if (files.value(f"/proc/{p}/comm") or "") == command]
-    return named or pids[:1]
-
-
-def process_request(unit: str) -> Request:
-    """What `main_processes` and their limits need: every process's `comm` and `limits` (one
-    batch cannot ask for the cgroup's PIDs first)."""
-    return Request.of(*(p.format(unit) for p in CGROUP_PROCS), PROC_COMM, PROC_LIMITS)
+    named = [p for p in processes if p.comm == command]
+    return named or processes[:1]
 
 
 # logind.conf(5): the main file, then `*.conf` drop-ins of these directories, by file name.

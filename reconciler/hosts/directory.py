@@ -25,6 +25,7 @@ from .files import (
     Files,
     Request,
     last,
+    rooted_body,
 )
 from .paths import checked, is_glob, within
 from .unreadable import UNREADABLE, apply_markers
@@ -397,6 +398,16 @@ class SnapshotHost(DirectoryHost):
                     raise HostError(f"{where}: cannot read the marker ({exc.strerror}).") from exc
         apply_markers(files, markers)
         return files
+
+    def _output(self, argv: tuple[str, ...]) -> CommandOutput:
+        """What `tune snapshot` recorded; else, for tune's own rooted scripts, what they print
+        computed from the snapshot's files (`reconciler.hosts.emulate.observe`)."""
+        answer = super()._output(argv)
+        if answer.installed or rooted_body(argv) is None:
+            return answer
+        from . import emulate
+
+        return emulate.observe(self._fetch, argv)
 
     def check_privileges(self) -> None:
         return None

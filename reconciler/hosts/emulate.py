@@ -27,6 +27,7 @@ import os
 import re
 import shutil
 import struct
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..errors import HostError
@@ -39,7 +40,7 @@ from ..facts.pci import DEVICES
 from . import recorded
 from .base import ENOTSUPP, Completed, refusal
 from .beneath import open_regular, write_all
-from .files import Files
+from .files import NOT_INSTALLED, CommandOutput, Files, Request
 
 if TYPE_CHECKING:
     from .directory import DirectoryHost
@@ -425,26 +426,65 @@ def _systemctl(host: DirectoryHost, args: list[str]) -> Completed:
     if len(args) != 2 or args[0] != "restart":
         return Completed(1, "", f"systemctl: unsupported arguments {' '.join(args)}")
     name = args[1]
-    files = host.fetch(systemd.request(name) | systemd.process_request(name))
+    files = host.fetch(systemd.request(name) | systemd.running_request(name) | _cgroups(name))
     unit = systemd.resolve(files, name)
     if not unit.exists:
         return Completed(5, "", f"Failed to restart {name}: Unit {name} not found.")
     old = systemd.main_processes(files, unit)
-    procs = next((p.format(name) for p in systemd.CGROUP_PROCS if files.read(p.format(name))), "")
+    procs, listed = _cgroup(files, name)
     if not old or not procs:
         return Completed(0)  # not running: it starts with its configuration, as read
     pids = [int(n) for n in os.listdir(host.local("/proc")) if n.isdigit()]
     new = str(max(pids) + 1)
-    limits = _limits_text(files.text(f"/proc/{old[0]}/limits") or "", files, unit)
-    for leaf, data in (("comm", files.read(f"/proc/{old[0]}/comm") or b""), ("limits", limits)):
+    limits = _limits_text(next((p.limits for p in old if p.limits), ""), files, unit)
+    for leaf, data in (("comm", f"{old[0].comm}\n".encode()), ("limits", limits)):
         target = host.local(f"/proc/{new}/{leaf}")
         os.makedirs(os.path.dirname(target), exist_ok=True)
         _overwrite(target, data, create=True)
-    listed = (files.text(procs) or "").split()
-    _overwrite(host.local(procs), "".join(f"{new if p in old else p}\n" for p in listed).encode())
-    for pid in old:
+    gone = {p.pid for p in old}
+    _overwrite(host.local(procs), "".join(f"{new if p in gone else p}\n" for p in listed).encode())
+    for pid in gone:
         shutil.rmtree(host.local(f"/proc/{pid}", follow=False), ignore_errors=True)
     return Completed(0)
+
+
+def observe(fetch: Callable[[Request], Files], argv: tuple[str, ...]) -> CommandOutput:
+    """What one of tune's rooted scripts (`files.rooted_script`) prints on the host whose
+    files `fetch` reads, computed from those files as its shell body reads them."""
+    if argv[2] != systemd.RUNNING_SCRIPT:
+        return NOT_INSTALLED
+    return CommandOutput(0, b"".join(_running(fetch, unit) for unit in argv[4:]))
+
+
+def _cgroups(unit: str) -> Request:
+    return Request.of(*(p.format(unit) for p in systemd.CGROUP_PROCS))
+
+
+def _cgroup(files: Files, unit: str) -> tuple[str, list[str]]:
+    """The first of the unit's `cgroup.procs` that lists anything, and what it lists ("" and
+    nothing: not running), as the running-limits script reads them."""
+    for pattern in systemd.CGROUP_PROCS:
+        path = pattern.format(unit)
+        text = (files.text(path) or "").rstrip("\n")  # as `$(cat)` reads it
+        if text:
+            return path, text.split()
+    return "", []
+
+
+def _running(fetch: Callable[[Request], Files], unit: str) -> bytes:
+    _, listed = _cgroup(fetch(_cgroups(unit)), unit)
+    pids = [p for p in listed if p.isascii() and p.isdigit()]
+    leaves = ("comm", "limits")
+    files = fetch(Request.of(*(f"/proc/{p}/{leaf}" for p in pids for leaf in leaves)))
+    processes = [
+        systemd.Process(
+            pid,
+            (files.text(f"/proc/{pid}/comm") or "").rstrip("\n"),
+            files.text(f"/proc/{pid}/limits"),
+        )
+        for pid in pids
+    ]
+    return systemd.running_output(unit, processes)
 
 
 UNIT_FILE_VERBS = ("enable", "disable", "mask", "unmask")

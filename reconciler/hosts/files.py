@@ -51,6 +51,27 @@ def checked_command(argv: tuple[str, ...]) -> tuple[str, ...]:
     return argv
 
 
+# tune's own read-only scripts (`sh -c SCRIPT sh ARG...`), each a body that reads paths
+# relative to the host's root after a `cd /`: a snapshot served as a host (`$TUNE_ROOT`, the
+# test lab) runs the body from its root instead, which it does for no other command. Exact
+# texts only: nothing a profile or a snapshot writes can become one.
+_ROOTED: dict[str, str] = {}
+
+
+def rooted_script(body: str) -> str:
+    """`body` after a `cd /`, registered as one of tune's own rooted scripts."""
+    script = f"cd / || exit 125\n{body}"
+    _ROOTED[script] = body
+    return script
+
+
+def rooted_body(argv: tuple[str, ...]) -> str | None:
+    """The body of a rooted script `argv` runs (None: `argv` is not one)."""
+    if len(argv) < 4 or argv[:2] != ("sh", "-c"):
+        return None
+    return _ROOTED.get(argv[2])
+
+
 @dataclass(frozen=True)
 class Request:
     """Absolute paths or glob patterns to read, and directories whose file names to list."""

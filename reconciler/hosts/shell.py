@@ -31,7 +31,15 @@ from ..apply.trust import Owned
 from ..errors import HostError
 from . import recorded
 from .base import Host
-from .files import MAX_FILE_BYTES, MAX_STATE_BYTES, NOT_INSTALLED, CommandOutput, Files, Request
+from .files import (
+    MAX_FILE_BYTES,
+    MAX_STATE_BYTES,
+    NOT_INSTALLED,
+    CommandOutput,
+    Files,
+    Request,
+    rooted_body,
+)
 from .paths import bracket_end, checked, path_matches, within
 
 # tune's own state read whole over SSH (run journals, the stored profile), as DirectoryHost
@@ -461,21 +469,27 @@ def _output(host: str, fields: list[str]) -> CommandOutput:
 # could end the field early, and the status comes back through fd 3 past the pipeline. The
 # command reads /dev/null, never the rest of this script on sh's standard input; it gets no fd
 # 3 or 4 to write into the status; `cat` drains what is past the cap so that it ends as it would
-# unread, not by SIGPIPE. A snapshot served as a host (`$TUNE_ROOT` set: the test lab, a demo)
-# answers from what it recorded, as `SnapshotHost` does (`reconciler.hosts.recorded`): its
-# commands are not this machine's to run.
+# unread, not by SIGPIPE.
+_RUN = (
+    "    printf ':x{index}\\000'\n"
+    "    {{ tune_status=$( {{ {{ {words} </dev/null 2>/dev/null 3>&- 4>&-; echo $? >&3; }} |\n"
+    "        {{ head -c {cap}; cat >/dev/null; }} | od -An -v -tx1 >&4; }} 3>&1 ); }} 4>&1\n"
+    "    printf '\\000%s\\000' \"$tune_status\"\n"
+)
+# A snapshot served as a host (`$TUNE_ROOT` set: the test lab, a demo) answers from what it
+# recorded, as `SnapshotHost` does (`reconciler.hosts.recorded`): its commands are not this
+# machine's to run. Only tune's own rooted scripts (`files.rooted_script`) run there, from the
+# snapshot's root, as `SnapshotHost` computes them from its files.
 _COMMAND = (
     'if [ -n "${{TUNE_ROOT:-}}" ]; then\n'
     "    if [ -f {record}/status ]; then\n"
     "        printf ':x{index}\\000'\n"
     "        head -c {cap} {record}/stdout 2>/dev/null | od -An -v -tx1\n"
     "        printf '\\000%s\\000' \"$(head -c 16 {record}/status)\"\n"
+    "{rooted}"
     "    fi\n"
     "elif command -v {program} >/dev/null 2>&1; then\n"
-    "    printf ':x{index}\\000'\n"
-    "    {{ tune_status=$( {{ {{ {words} </dev/null 2>/dev/null 3>&- 4>&-; echo $? >&3; }} |\n"
-    "        {{ head -c {cap}; cat >/dev/null; }} | od -An -v -tx1 >&4; }} 3>&1 ); }} 4>&1\n"
-    "    printf '\\000%s\\000' \"$tune_status\"\n"
+    "{run}"
     "fi\n"
 )
 
@@ -543,12 +557,17 @@ def _read_script(request: Request) -> ReadScript:
         )
     commands = tuple(sorted(request.commands))
     for index, argv in enumerate(commands):
-        run = " ".join(map(quoted, argv))
+        body = rooted_body(argv)
+        rooted = ""
+        if body is not None:
+            shown = " ".join(map(quoted, (*argv[:2], body, *argv[3:])))
+            rooted = "    else\n" + _RUN.format(index=index, words=shown, cap=MAX_FILE_BYTES)
         lines.append(
             _COMMAND.format(
                 program=quoted(argv[0]),
                 index=index,
-                words=run,
+                run=_RUN.format(index=index, words=" ".join(map(quoted, argv)), cap=MAX_FILE_BYTES),
+                rooted=rooted,
                 cap=MAX_FILE_BYTES,
                 record=quoted("." + recorded.where(argv)),
             )

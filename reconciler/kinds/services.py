@@ -162,7 +162,7 @@ class Services(Kind[dict[str, UnitEntry]]):
         for unit, item in spec.items():
             found |= systemd.request(unit)
             if item.limits:
-                found |= systemd.process_request(unit)
+                found |= systemd.running_request(unit)
             if item.logind:
                 found |= systemd.logind_request()
         return found
@@ -256,6 +256,15 @@ class Services(Kind[dict[str, UnitEntry]]):
                 continue
             if running is None:
                 running = _running_limits(files, unit)
+                if running is None:
+                    running = {}
+                    outcome.notes.append(
+                        Note(
+                            f"{name}: the limits of its running process cannot be read (the "
+                            "command that lists its processes failed): a restart may be due.",
+                            f"services:{name}",
+                        )
+                    )
             now = running.get(key)
             if now is not None and now != desired:
                 outcome.pending.append(
@@ -358,15 +367,15 @@ def _state_step(change: Change, name: str, files: Files) -> Step:
     )
 
 
-def _running_limits(files: Files, unit: systemd.Unit) -> dict[str, str]:
+def _running_limits(files: Files, unit: systemd.Unit) -> dict[str, str] | None:
     """The limits of the unit's main process, where they are the same for every process that
-    could be it; empty when it is not running."""
+    could be it; empty when it is not running, None when they cannot be read."""
+    processes = systemd.main_processes(files, unit)
+    if processes is None:
+        return None
     found: dict[str, str] = {}
-    for pid in systemd.main_processes(files, unit):
-        text = files.text(f"/proc/{pid}/limits")
-        if text is None:
-            continue
-        for key, value in systemd.process_limits(text).items():
+    for process in processes:
+        for key, value in systemd.process_limits(process.limits or "").items():
             found.setdefault(key, value)
     return found
 

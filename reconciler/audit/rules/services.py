@@ -16,7 +16,7 @@ from .containers import gpu_containers
 RUNTIMES = ("containerd.service", "docker.service", "kubelet.service", "slurmd.service")
 READS = Request()
 for _unit in RUNTIMES:
-    READS |= systemd.request(_unit) | systemd.process_request(_unit)
+    READS |= systemd.request(_unit)
 
 
 @rule("runtime-memlock", Area.CONTAINER, PVE_CONFIGS, LXC_CONFIGS, READS)
