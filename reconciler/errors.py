@@ -42,7 +42,8 @@ EXIT_CODES: dict[int, str] = {
     ExitCode.BOOT_CONFIG_UNKNOWN: "the configured kernel command line cannot be known exactly "
     "(the message names the file and line tune cannot evaluate); nothing was written",
     ExitCode.USAGE: "usage error",
-    ExitCode.INVALID_PROFILE: "invalid profile (`FILE:LINE:COL: message` on stderr)",
+    ExitCode.INVALID_PROFILE: "invalid profile, or not the one `--profile-digest` pins "
+    "(`FILE:LINE:COL: message` on stderr)",
     ExitCode.INTERNAL: "internal error, a bug of tune's (`TUNE_DEBUG=1` shows the traceback)",
     ExitCode.NO_SPACE: "no space left on a device (nothing was changed, or the run was rolled "
     "back)",
