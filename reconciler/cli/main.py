@@ -367,6 +367,9 @@ def snapshot(
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: exit codes per the contract, errors as one line, never a traceback."""
+    from ..apply import lock
+
+    lock.invoked(sys.argv[1:] if argv is None else argv)
     try:
         defaults = default_map([*cli.commands, *cli.lazy])
         code: Any = cli.main(
