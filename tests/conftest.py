@@ -59,6 +59,12 @@ def run_tune(*args: str | Path) -> Result:
     return Result(code, out.getvalue(), err.getvalue())
 
 
+@pytest.fixture(autouse=True)
+def _state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The controller's state (rollout journals): the test's own, never the user's."""
+    monkeypatch.setenv("TUNE_STATE_DIR", str(tmp_path / "state"))
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _profile_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     """The session's own profile cache: never the user's, fresh on every run."""

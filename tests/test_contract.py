@@ -68,6 +68,10 @@ CONTRACT: dict[str, Row] = {
     "examples": Row(("examples",), reports=False),
     "completion": Row(("completion", "bash"), reports=False),
     "man": Row(("man",), reports=False),
+    # Without a rollout journaled, each says so and exits 0. resume continues a rollout the
+    # operator confirmed at `tune apply`; what it asks is the canaries' question.
+    "rollout status": Row(("rollout", "status")),
+    "rollout resume": Row(("rollout", "resume")),
 }
 
 

@@ -78,6 +78,8 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Any]]:
     run("check", small, "--root", root)
     run("profiles")
     run("config")
+    run("rollout", "status")  # none journaled
+    found["rollout"] += _rollout_documents(root)
 
     loaded = load_profile(BLACKWELL)
     plans = [
@@ -88,6 +90,22 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Any]]:
     found["plan"].append(json.loads(fleet.as_json(plans)))
     found["apply"].append(json.loads(fleet.applied_json([], plans)))
     return found
+
+
+def _rollout_documents(root: Path) -> list[Any]:
+    """A rollout journaled with a host in each state: `tune rollout status` and the lines of a
+    rollout's own output."""
+    from reconciler.render.rollout import host_document, summary_document
+    from reconciler.rollout.journal import STATES, HostEntry, Rollout, new_rollout_id
+
+    hosts = {f"h{n}": HostEntry(wave=n, state=state) for n, state in enumerate(STATES)}
+    hosts["h2"].why = "did not come back"
+    saved = Rollout(new_rollout_id(), str(BLACKWELL), "0" * 64, {}, [[n] for n in hosts], hosts)
+    saved.save()
+    status = run_tune("rollout", "status", "--format", "json")
+    assert status.code == 0, status.err
+    lines = [host_document(saved, name) for name in hosts] + [summary_document(saved)]
+    return [json.loads(status.out), *lines]
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -331,11 +349,19 @@ def test_every_command_with_json_has_a_published_schema_and_the_output_options()
     for name in sorted(set(cli.list_commands(context)) - texts):
         command = cli.get_command(context, name)
         assert command is not None
-        options = {flag: p for p in command.params for flag in getattr(p, "opts", [])}
-        assert {"-o", "--color", "--format"} <= set(options), f"tune {name}"
-        fmt = options.get("--format")
-        if isinstance(fmt, click.Option) and "json" in getattr(fmt.type, "choices", ()):
-            with_json.add(name)
+        # A group's subcommands (`tune rollout status`) report under the group's kind.
+        subcommands = (
+            [command.get_command(context, sub) for sub in command.list_commands(context)]
+            if isinstance(command, click.Group)
+            else [command]
+        )
+        for one in subcommands:
+            assert one is not None
+            options = {flag: p for p in one.params for flag in getattr(p, "opts", [])}
+            assert {"-o", "--color", "--format"} <= set(options), f"tune {name} {one.name}"
+            fmt = options.get("--format")
+            if isinstance(fmt, click.Option) and "json" in getattr(fmt.type, "choices", ()):
+                with_json.add(name)
     assert with_json - {"schema"} == set(KINDS)
 
 

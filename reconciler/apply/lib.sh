@@ -453,12 +453,24 @@ reboot_detached() {
     $S nohup sh -c 'sleep 1; systemctl reboot || reboot' </dev/null >/dev/null 2>&1 &
 }
 
-# A snapshot "boots": a new boot id; /proc/cmdline from tune's one-time GRUB or systemd-boot
-# entry while it exists (grub-reboot or bootctl set-oneshot points the boot there), else the
-# running line; files staged for the next boot under $R/.next-boot/ (a /proc/devices with a
-# moved major) replace their namesakes.
+# A snapshot "boots": /proc/cmdline from tune's one-time GRUB or systemd-boot entry while it
+# exists (grub-reboot or bootctl set-oneshot points the boot there), else the running line;
+# files staged for the next boot under $R/.next-boot/ (a /proc/devices with a moved major)
+# replace their namesakes; then, last, a new boot id (a reader that sees it sees the rest).
+# `/.tune-emulate/reboot-seconds` holding N: the boot happens N seconds later, detached, so the
+# session that asked returns at once and the host keeps its old boot id meanwhile, as a real
+# reboot of fixed duration (benchmarks/rollout.py).
 emu_reboot() {
-    cat /proc/sys/kernel/random/uuid >"$R/proc/sys/kernel/random/boot_id" || return 1
+    d="$R/.tune-emulate/reboot-seconds"
+    if [ -f "$d" ]; then
+        read -r n <"$d" || n=0
+        (sleep "$n" && emu_boot) </dev/null >/dev/null 2>&1 9>&- &
+        return 0
+    fi
+    emu_boot
+}
+
+emu_boot() {
     try="$R/etc/grub.d/42_tune_try"
     if [ -f "$try" ]; then
         line=$(sed -n 's/^# tune-cmdline: //p' "$try")
@@ -469,6 +481,8 @@ emu_reboot() {
         if [ -f "$try" ]; then sed -n 's/^options //p' "$try" >"$R/proc/cmdline" && break; fi
     done
     if [ -d "$R/.next-boot" ]; then cp -R "$R/.next-boot/." "$R/" && rm -rf "$R/.next-boot"; fi
+    id="$R/proc/sys/kernel/random/boot_id"
+    cat /proc/sys/kernel/random/uuid >"$id.new" && mv -f "$id.new" "$id"
 }
 
 has_command() {

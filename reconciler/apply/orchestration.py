@@ -153,13 +153,14 @@ def prepare_host(engine: Engine, job: ApplyJob) -> Work:
 
 
 def run_work(
-    engine: Engine, job: ApplyJob, work: Work, show: Show
+    engine: Engine, job: ApplyJob, work: Work, show: Show, run_id: str | None = None
 ) -> tuple[ApplyResult, PendingBoot | None]:
     """The run, once confirmed: the probes around the phase, and pending.json written inside
     the run, so that one that cannot be written rolls the run back (exit 3). Returns what the
-    run came to and what the next boot must bring."""
+    run came to and what the next boot must bring. `run_id`: the run's id when the caller
+    journaled it before (a rollout), else a new one."""
     around = _probes(engine, job, show)
-    run_id = new_run_id()
+    run_id = run_id or new_run_id()
     pending = job.pending(run_id, work)
     after = () if pending is None else (PutFile(PENDING, pending.to_json().encode(), 0o600),)
     applied = engine.apply(

@@ -42,7 +42,7 @@ def wait_for_new_boot(
     deadline = start + timeout
     while True:
         try:
-            now = host.fetch(Request.of(BOOT_ID)).value(BOOT_ID)
+            now = boot_id_of(host)
             if now and now != before:
                 return now
         except HostKeyError:
@@ -60,6 +60,11 @@ def wait_for_new_boot(
                 f"Waiting for {host.describe()} to boot: {clock() - start:.0f} of {timeout:g} s"
             )
         sleep(interval)
+
+
+def boot_id_of(host: Host) -> str | None:
+    """The host's boot id now (one round trip)."""
+    return host.fetch(Request.of(BOOT_ID)).value(BOOT_ID)
 
 
 # Runs after the boot checks, before the verdict is acted on: the probes measured again

@@ -28,6 +28,7 @@ from .exits import exits
 from .options import profile_digest_option
 from .output import Output, output_options
 from .remote import RemoteOptions, no_root, one_host_options, remote_options
+from .rollout import RolloutOptions, rollout_options
 
 if TYPE_CHECKING:
     from ..apply.engine import RollbackResult, Work
@@ -96,6 +97,7 @@ RESTART_HELP = (
 @click.option(
     "--keep-on-regression", is_flag=True, help="Keep the changes even when a probe gate fails."
 )
+@rollout_options
 @output_options("text", "json")
 @remote_options
 def apply(
@@ -114,6 +116,7 @@ def apply(
     no_probes: bool,
     skip_missing: bool,
     keep_on_regression: bool,
+    waves: RolloutOptions,
     out: Output,
     remote: RemoteOptions,
 ) -> int:
@@ -131,6 +134,14 @@ def apply(
     --keep-on-regression. `tune report` shows the numbers. A run that was
     interrupted (killed, power lost) blocks the next apply (exit 5) until
     `tune rollback` restores it, or --after-interrupted applies over it.
+
+    \b
+    Over several hosts (-H ... or --inventory), --reboot rolls the boot
+    configuration out in waves (--serial, --canary first and alone, then a
+    question); per host: write it, --before-reboot, reboot, wait, verify,
+    --after-verify. A host that fails is rolled back and counted; past
+    --max-fail the rollout stops before the next wave. The rollout is
+    journaled on this machine: `tune rollout status|resume`.
     """
     from ..apply.orchestration import apply_one
     from ..profile.bundled import resolve
@@ -149,6 +160,8 @@ def apply(
         )
     if restart_containers and remote.wanted:
         raise UsageError("--restart-containers works on this machine's containers, not over -H.")
+    if waves.asked and not remote.wanted:
+        raise UsageError("--serial, --canary, --max-fail and the hooks roll out over -H hosts.")
     if reboot and root is not None:
         raise UsageError(
             "--reboot is refused on a snapshot (--root): there is no machine to reboot; "
@@ -191,9 +204,9 @@ def apply(
         restart_containers=restart_containers,
         skip_missing=skip_missing,
     )
-    if remote.is_fleet:
+    if remote.is_fleet or waves.asked:
         no_root(root)
-        return _apply_fleet(job, yes, remote, out)
+        return _apply_fleet(job, yes, remote, waves, out)
     engine = _engine(root, remote)
     terminal = Terminal(yes, out)
     try:
@@ -436,19 +449,27 @@ def _one_remote(root: str | None, remote: RemoteOptions) -> Host:
     return remote.open()[0]
 
 
-def _apply_fleet(job: ApplyJob, yes: bool, remote: RemoteOptions, out: Output) -> int:
-    """Several hosts: the live settings only, each host through `reconciler.cli.fleet`."""
+def _apply_fleet(
+    job: ApplyJob, yes: bool, remote: RemoteOptions, waves: RolloutOptions, out: Output
+) -> int:
+    """Several hosts: the live settings (`reconciler.cli.fleet`), or, with --reboot, a
+    rollout in waves (`reconciler.cli.rollout`)."""
     from .fleet import apply_hosts
+    from .rollout import start_rollout
 
-    if not job.runtime_only:
+    if not job.runtime_only and not job.reboot:
         raise UsageError(
-            "over several hosts, tune apply needs --runtime-only: apply boot configuration "
-            "(and --reboot) one -H host at a time."
+            "over several hosts, tune apply needs --runtime-only, or --reboot to roll the boot "
+            "configuration out in waves (--serial)."
         )
     if job.loaded.profile.probes and job.probes:
         raise UsageError(
             "probes run on one -H host at a time; add --no-probes to apply over several hosts."
         )
+    if job.reboot or waves.asked:
+        if job.dry_run:
+            raise UsageError("a rollout has no --dry-run: `tune plan --reboot-phase` shows it.")
+        return start_rollout(job, remote, waves, yes, out)
     return apply_hosts(
         remote.open(),
         job,

@@ -78,6 +78,7 @@ class LazyGroup(click.Group):
         "completion": ".installed:completion_cmd",
         "man": ".installed:man_cmd",
         "config": ".config:config_cmd",
+        "rollout": ".rollout:rollout_group",
     },
     context_settings={"help_option_names": ["-h", "--help"]},
     help="Tuning-as-code for Linux GPU inference hosts.\n\n" + table_help(),

@@ -37,6 +37,7 @@ KINDS = (
     "validate",
     "profiles",
     "config",
+    "rollout",
 )
 
 

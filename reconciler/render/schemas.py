@@ -176,6 +176,42 @@ BODIES: dict[str, dict[str, Schema]] = {
         "settings": listed(record({"key": STRING, "value": {}, "source": STRING})),
     },
 }
+ROLLOUT_STATES = {"enum": ["not-started", "in-flight", "done", "failed", "rolled-back"]}
+CONFIGURATION = {"enum": ["prior", "new", "pending", "unknown"]}
+# A rollout: each host as it moves (a JSON line, with `host`), and the rollout itself (`tune
+# rollout status`, the last line of a rollout): null `rollout` when none is journaled.
+ROLLOUT_HOST = _document(
+    "rollout",
+    {
+        "rollout": STRING,
+        "wave": COUNT,
+        "state": ROLLOUT_STATES,
+        "step": STRING,
+        "configuration": CONFIGURATION,
+        "run": TEXT,
+        "changes": COUNT,
+        "exit_code": {"type": ["integer", "null"]},
+        "why": TEXT,
+        "elapsed_s": {"type": ["number", "null"]},
+    },
+    record({"name": STRING}),
+)
+ROLLOUT = record(
+    {
+        "format_version": {"const": FORMAT_VERSION},
+        "kind": {"const": "rollout"},
+        "rollout": TEXT,
+    },
+    {
+        "profile": STRING,
+        "digest": STRING,
+        "stopped": TEXT,
+        "waves": listed(STRINGS),
+        "counts": {"type": "object", "additionalProperties": COUNT},
+        "configurations": {"type": "object", "additionalProperties": STRINGS},
+        "hosts": listed(ROLLOUT_HOST),
+    },
+)
 # The commands that take several hosts write a list of the one-host documents.
 FLEET = frozenset({"plan", "check", "apply", "audit", "history"})
 # What reads no host: a profile, or tune itself.
@@ -183,6 +219,13 @@ NO_HOST = frozenset({"validate", "profiles", "config"})
 
 
 def schema_of(kind: str) -> Schema:
+    if kind == "rollout":
+        return {
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "title": f"tune rollout status --format json, format_version {FORMAT_VERSION}; "
+            "each line of a rollout's --format json",
+            "anyOf": [ROLLOUT, ROLLOUT_HOST],
+        }
     one = _document(kind, BODIES[kind], None if kind in NO_HOST else HOST)
     if kind == "apply":  # a fleet's apply or dry run shows each host's plan
         one["properties"]["plan"] = _document("plan", PLAN_BODY)

@@ -1,0 +1,370 @@
+"""`tune apply --reboot` over a fleet, in waves (`--serial`, `--canary`, `--max-fail`, the
+hooks), and `tune rollout status|resume`: the command line around `reconciler.rollout`.
+
+Text: a line per host as it moves (wave, host, step, elapsed), then the summary; JSON: one
+object per host as it ends (JSON lines), the rollout's summary object last.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import json
+import os
+import re
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import click
+
+from ..apply.engines import engine_for
+from ..apply.orchestration import ApplyJob
+from ..errors import ExitCode, NotConfirmed, TuneError, UsageError
+from ..hosts.base import Host
+from ..hosts.fleet import HostResult, fleet_exit_code
+from ..profile.load import LoadedProfile, load_profile
+from ..render import rollout as render
+from ..rollout import journal
+from ..rollout.journal import DONE, HostEntry, Rollout
+from ..rollout.run import Pace, RolloutShow, Stopped, run_rollout
+from ..rollout.waves import FailureBudget, parse_sizes, waves
+from .consent import confirm, yes_option
+from .exits import exits
+from .output import Output, output_options
+from .remote import RemoteOptions
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)?")
+_UNITS = {None: 1.0, "ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(text: str, option: str) -> float:
+    """`30s`, `2m`, `500ms`, `1.5` (seconds)."""
+    match = _DURATION.fullmatch(text.strip())
+    if match is None:
+        raise UsageError(f"{option} {text!r}: give a duration such as 30s, 2m or 500ms.")
+    return float(match.group(1)) * _UNITS[match.group(2)]
+
+
+@dataclasses.dataclass(frozen=True)
+class RolloutOptions:
+    """What `tune apply` was given for the waves; kept in the journal for resume."""
+
+    serial: str = "100%"
+    max_fail: str = "0"
+    canary: tuple[str, ...] = ()
+    before_reboot: str | None = None
+    after_verify: str | None = None
+    pause_between: float = 0.0
+    poll: float = 2.0
+
+    @property
+    def asked(self) -> bool:
+        """Whether any option of the waves was given (then even one -H host rolls out)."""
+        return self != RolloutOptions(poll=self.poll)
+
+    def pace(self, forks: int, hook_timeout: float) -> Pace:
+        return Pace(
+            forks=forks,
+            budget=FailureBudget.parse(self.max_fail),
+            pause_between=self.pause_between,
+            poll=self.poll,
+            before_reboot=self.before_reboot,
+            after_verify=self.after_verify,
+            hook_timeout=hook_timeout,
+        )
+
+
+def rollout_options(command: Callable[..., int]) -> Callable[..., int]:
+    """`tune apply`'s options of the waves; the command receives them as `waves`."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> int:
+        kept = {name: kwargs.pop(name) for name in _OPTION_NAMES}
+        waves = RolloutOptions(
+            serial=kept["serial"],
+            max_fail=kept["max_fail"],
+            canary=tuple(kept["canary"]),
+            before_reboot=kept["before_reboot"],
+            after_verify=kept["after_verify"],
+            pause_between=parse_duration(kept["pause_between"], "--pause-between"),
+            poll=kept["reboot_poll"],
+        )
+        parse_sizes(waves.serial, "--serial")
+        FailureBudget.parse(waves.max_fail)
+        return command(*args, waves=waves, **kwargs)
+
+    decorated: Callable[..., int] = wrapper
+    for option in reversed(_OPTIONS):
+        decorated = option(decorated)
+    return decorated
+
+
+_OPTIONS = [
+    click.option(
+        "--serial",
+        default="100%",
+        show_default=True,
+        metavar="N|P%|N,M,P%",
+        help="Hosts per wave, as Ansible's serial: a number, a percentage of the fleet, or a "
+        "list of them whose last repeats (1,5,25%).",
+    ),
+    click.option(
+        "--max-fail",
+        default="0",
+        show_default=True,
+        metavar="N|P%",
+        help="Failed hosts the rollout tolerates; past it, it stops before the next wave.",
+    ),
+    click.option(
+        "--canary",
+        multiple=True,
+        metavar="HOST",
+        help="Roll out to HOST first, alone, then ask before the rest (repeatable).",
+    ),
+    click.option(
+        "--before-reboot",
+        metavar="CMD",
+        help="Run CMD (/bin/sh -c, on this machine) before each host's reboot, e.g. to drain "
+        "it; TUNE_HOST, TUNE_WAVE, TUNE_ROLLOUT and TUNE_HOST_JSON describe the host.",
+    ),
+    click.option(
+        "--after-verify",
+        metavar="CMD",
+        help="Run CMD after each host's boot is verified, e.g. to undrain it (same environment).",
+    ),
+    click.option(
+        "--pause-between",
+        default="0s",
+        metavar="DURATION",
+        help="Wait this long between two waves (30s, 2m).",
+    ),
+    click.option(
+        "--reboot-poll",
+        type=click.FloatRange(min=0.05),
+        default=2.0,
+        show_default=True,
+        metavar="SECONDS",
+        help="How often a rebooting host is asked for its boot id.",
+    ),
+]
+_OPTION_NAMES = (
+    "serial",
+    "max_fail",
+    "canary",
+    "before_reboot",
+    "after_verify",
+    "pause_between",
+    "reboot_poll",
+)
+
+
+# The fields of `ApplyJob` a rollout keeps (the profile is the journal's own field).
+_JOB_FIELDS = (
+    "runtime_only",
+    "reboot_phase",
+    "reboot",
+    "reboot_timeout",
+    "with_persistence",
+    "after_interrupted",
+    "probes",
+    "keep_on_regression",
+    "restart_containers",
+    "skip_missing",
+)
+
+
+def profile_digest(loaded: LoadedProfile) -> str:
+    """Of the resolved profile (parents merged): what the hosts are rolled onto."""
+    text = json.dumps(loaded.data, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _remote_json(remote: RemoteOptions) -> dict[str, Any]:
+    kept = dataclasses.asdict(remote)
+    for name in ("inventory", "ssh_config"):
+        if kept[name] not in (None, "-"):
+            kept[name] = os.path.abspath(kept[name])
+    kept["hosts"] = list(kept["hosts"])
+    return kept
+
+
+def start_rollout(
+    job: ApplyJob, remote: RemoteOptions, options: RolloutOptions, yes: bool, out: Output
+) -> int:
+    """A new rollout over the hosts `remote` names: journaled, asked once, then run."""
+    if remote.inventory == "-":
+        raise UsageError(
+            "a rollout reads its inventory again to resume: give a file, not standard input."
+        )
+    hosts = remote.open()
+    names = [host.name for host in hosts]
+    cut = waves(names, parse_sizes(options.serial, "--serial"), options.canary)
+    FailureBudget.parse(options.max_fail)  # refused before anything is asked
+    shape = " + ".join(str(len(wave)) for wave in cut)
+    reboots = "rebooting each" if job.reboot else "no reboot"
+    question = (
+        f"Roll {job.loaded.path} out to {len(names)} hosts in {len(cut)} waves ({shape}), "
+        f"{reboots}?"
+    )
+    confirm(question, yes=yes, command="tune apply", err=out.json or out.to_file)
+    rollout = Rollout(
+        rollout_id=journal.new_rollout_id(),
+        profile=os.path.abspath(job.loaded.path),
+        digest=profile_digest(job.loaded),
+        options={
+            "job": {name: getattr(job, name) for name in _JOB_FIELDS},
+            "remote": _remote_json(remote),
+            "rollout": dataclasses.asdict(options) | {"canary": list(options.canary)},
+            "canary": list(options.canary),
+        },
+        waves=cut,
+        hosts={name: HostEntry(wave=index) for index, wave in enumerate(cut) for name in wave},
+    )
+    rollout.save()
+    click.echo(
+        f"Rollout {rollout.rollout_id} ({rollout.path}): `tune rollout status` shows it, "
+        "`tune rollout resume` continues it.",
+        err=True,
+    )
+    return _run(rollout, job, remote, options, hosts, yes, out)
+
+
+def _run(
+    rollout: Rollout,
+    job: ApplyJob,
+    remote: RemoteOptions,
+    options: RolloutOptions,
+    hosts: Sequence[Host],
+    yes: bool,
+    out: Output,
+) -> int:
+    show = RolloutTerminal(rollout, yes, out)
+    engines = {host.name: engine_for(host, timeout=remote.command_timeout) for host in hosts}
+    pace = options.pace(remote.forks, job.reboot_timeout)
+    try:
+        run_rollout(engines, job, rollout, pace, show)
+    except Stopped:
+        pass  # in the summary
+    finally:
+        for host in hosts:
+            host.close()
+    show.summary()
+    results = [
+        HostResult(name, value=entry)
+        if entry.state == DONE
+        else HostResult(name, error=TuneError(entry.why or entry.state))
+        for name, entry in rollout.hosts.items()
+    ]
+    return fleet_exit_code(results, lambda _: True)
+
+
+class RolloutTerminal(RolloutShow):
+    """Lines (text) or JSON lines as hosts move; the canaries' question; the summary."""
+
+    def __init__(self, rollout: Rollout, yes: bool, out: Output) -> None:
+        self.rollout = rollout
+        self.yes = yes
+        self.out = out
+        self.lock = threading.Lock()
+
+    def changed(self, name: str, entry: HostEntry, step: str) -> None:
+        with self.lock:
+            if not self.out.json:
+                self.out.echo(render.host_line(self.rollout, name, step))
+            elif step == entry.state and entry.state != journal.IN_FLIGHT:
+                self.out.echo(render.json_line(render.host_document(self.rollout, name, step)))
+
+    def pausing(self, seconds: float) -> None:
+        if not self.out.json:
+            self.out.echo(f"Pausing {seconds:g} s before the next wave.")
+
+    def canaries_verified(self, names: Sequence[str]) -> None:
+        rest = sum(len(wave) for wave in self.rollout.waves[1:])
+        question = (
+            f"The canaries {', '.join(names)} are verified. Go on with the other {rest} hosts?"
+        )
+        try:
+            confirm(question, yes=self.yes, command="tune rollout resume", err=self.out.json)
+        except NotConfirmed:
+            raise NotConfirmed(
+                f"the canaries {', '.join(names)} are done; the other {rest} hosts are not "
+                f"started: `tune rollout resume {self.rollout.rollout_id} --yes` goes on."
+            ) from None
+
+    def summary(self) -> None:
+        if self.out.json:
+            self.out.echo(render.json_line(render.summary_document(self.rollout)))
+        else:
+            self.out.echo(render.summary(self.rollout), nl=False)
+
+
+@click.group("rollout")
+def rollout_group() -> None:
+    """Rollouts of `tune apply --reboot` over a fleet: show one, or resume it."""
+
+
+def _none(out: Output) -> int:
+    if out.json:
+        out.document(render.no_rollout_document(journal.rollouts_directory()))
+    else:
+        out.echo(f"No rollout journaled in {journal.rollouts_directory()}.")
+    return ExitCode.IN_SYNC
+
+
+@exits(ExitCode.IN_SYNC, ExitCode.JOURNAL, ExitCode.USAGE)
+@rollout_group.command("status")
+@click.argument("rollout_id", required=False, metavar="[ID]")
+@output_options("text", "json")
+def status(rollout_id: str | None, out: Output) -> int:
+    """Show a rollout (by default the newest): each host's wave, state, configuration and
+    time, and why a host failed."""
+    rollout = journal.load(rollout_id) if rollout_id else journal.newest()
+    if rollout is None:
+        return _none(out)
+    if out.json:
+        out.document(render.status_document(rollout))
+        return ExitCode.IN_SYNC
+    out.echo(render.table(rollout), nl=False)
+    out.echo(render.summary(rollout), nl=False)
+    return ExitCode.IN_SYNC
+
+
+@exits(
+    ExitCode.IN_SYNC,
+    ExitCode.HOST_ERROR,
+    ExitCode.JOURNAL,
+    ExitCode.NOT_CONFIRMED,
+    ExitCode.USAGE,
+    ExitCode.INVALID_PROFILE,
+)
+@rollout_group.command("resume")
+@click.argument("rollout_id", required=False, metavar="[ID]")
+@yes_option
+@output_options("text", "json")
+def resume(rollout_id: str | None, yes: bool, out: Output) -> int:
+    """Continue a rollout (by default the newest) where it stopped: a host in flight is asked
+    where it is (its pending record, its run journal, its boot id against the one recorded
+    before its reboot) and goes on from there; none is rebooted twice, none skipped. The
+    profile must be the one the rollout started with."""
+    rollout = journal.load(rollout_id) if rollout_id else journal.newest()
+    if rollout is None:
+        return _none(out)
+    loaded = load_profile(rollout.profile)
+    if profile_digest(loaded) != rollout.digest:
+        raise UsageError(
+            f"{rollout.profile} changed since rollout {rollout.rollout_id} started: resume rolls "
+            "out the profile it started with; start a new rollout for this one."
+        )
+    options = rollout.options
+    job = ApplyJob(loaded, **options["job"])
+    remote_kept = dict(options["remote"]) | {"hosts": tuple(options["remote"]["hosts"])}
+    remote = RemoteOptions(**remote_kept)
+    kept = dict(options["rollout"]) | {"canary": tuple(options["rollout"]["canary"])}
+    wave_options = RolloutOptions(**kept)
+    hosts = [host for host in remote.open() if host.name in rollout.hosts]
+    missing = sorted(set(rollout.hosts) - {host.name for host in hosts})
+    if missing:
+        raise UsageError(f"host {missing[0]} of the rollout is no longer in its inventory.")
+    return _run(rollout, job, remote, wave_options, hosts, yes, out)

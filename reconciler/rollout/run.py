@@ -1,0 +1,313 @@
+"""A rollout: the hosts in waves, each wave's hosts in parallel, the next wave only once the
+last one ended within the failure budget.
+
+Each host of a reboot-phase rollout goes: the boot configuration written (a run journaled on
+the host, as `tune apply --reboot-phase` writes it, with the pending record), `--before-reboot`,
+the reboot (try-once where the host supports it), the wait for a new boot id, `conclude` (verify,
+restart the containers when asked, promote or roll back), `--after-verify`. A runtime-only
+rollout's host goes through its run alone. Every transition is in the rollout journal
+(`rollout.journal`) before the step it announces, so `tune rollout resume` finds each host in
+flight in its true state by asking it (`resume_host`): its pending record, its run journal, and
+its boot id against the one recorded before the reboot. A host is never rebooted twice: once
+`rebooting` is journaled, resume only waits for the new boot.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..apply.journal import new_run_id, read_run
+from ..apply.orchestration import ApplyJob, Show, after_boot, prepare_host, run_work
+from ..boot.reboot import POLL_S, boot_id_of, conclude, wait_for_new_boot
+from ..boot.verify import PendingBoot, read_pending
+from ..errors import ApplyFailed, ExitCode, RebootTimeout, TuneError
+from ..hosts.base import Host
+from ..hosts.fleet import for_each_host
+from .hooks import HookContext, run_hook
+from .journal import DONE, FAILED, IN_FLIGHT, NOT_STARTED, ROLLED_BACK, HostEntry, Rollout
+from .waves import FailureBudget
+
+if TYPE_CHECKING:
+    from ..apply.engine import Work
+    from ..apply.engines import Engine
+    from ..probes.phase import GateFailure
+
+
+@dataclass(frozen=True)
+class Pace:
+    """How the rollout moves between hosts and waves."""
+
+    forks: int
+    budget: FailureBudget
+    pause_between: float = 0.0  # seconds between two waves
+    poll: float = POLL_S  # how often a rebooting host is asked for its boot id
+    before_reboot: str | None = None
+    after_verify: str | None = None
+    hook_timeout: float = 600.0
+
+
+class RolloutShow:
+    """What the operator sees during a rollout, and is asked. This one shows nothing."""
+
+    def changed(self, name: str, entry: HostEntry, step: str) -> None:
+        """A host reached `step` ("applying", "rebooting", "verifying", or its final state);
+        called from the host's worker thread."""
+
+    def wave_done(self, index: int, rollout: Rollout) -> None:
+        """A wave ended (`index`: 0-based)."""
+
+    def canaries_verified(self, names: Sequence[str]) -> None:
+        """The canaries held; raise (`NotConfirmed`) to stop before the rest."""
+
+    def pausing(self, seconds: float) -> None:
+        """The pause between two waves starts."""
+
+
+class Stopped(TuneError):
+    """The rollout stopped before a wave: more hosts failed than `--max-fail` allows."""
+
+    exit_code = ExitCode.HOST_ERROR
+
+
+def run_rollout(
+    engines: dict[str, Engine],
+    job: ApplyJob,
+    rollout: Rollout,
+    pace: Pace,
+    show: RolloutShow,
+    *,
+    canary_confirmed: bool = False,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Rollout:
+    """Every wave not done yet, in order. Stops (journaled in `rollout.stopped`) before a wave
+    when the failures exceed the budget, or when the canaries were not confirmed (the
+    confirmation's `NotConfirmed` propagates, the rest not started)."""
+    allowed = pace.budget.allowed(len(rollout.hosts))
+    canaries = bool(rollout.options.get("canary"))
+    ran_one = False
+    for index, wave in enumerate(rollout.waves):
+        todo = [name for name in wave if rollout.hosts[name].state in (NOT_STARTED, IN_FLIGHT)]
+        if todo:
+            if ran_one and pace.pause_between > 0:
+                show.pausing(pace.pause_between)
+                sleep(pace.pause_between)
+            hosts = [engines[name].host for name in todo]
+
+            def one(host: Host, wave: int = index) -> None:
+                roll_host(engines[host.name], job, rollout, wave, pace, show)
+
+            for_each_host(hosts, one, pace.forks)
+            ran_one = True
+            show.wave_done(index, rollout)
+        failed = sum(e.state in (FAILED, ROLLED_BACK) for e in rollout.hosts.values())
+        last = index == len(rollout.waves) - 1
+        if failed > allowed and not last:
+            why = (
+                f"{failed} hosts failed, more than --max-fail allows ({pace.budget}): stopped "
+                f"after wave {index + 1} of {len(rollout.waves)}."
+            )
+            rollout.stop(why)
+            raise Stopped(why)
+        if index == 0 and canaries and not last and not canary_confirmed:
+            rollout.stop("waiting for the canaries to be confirmed (tune rollout resume)")
+            show.canaries_verified(wave)
+            canary_confirmed = True
+    rollout.stop(None)
+    return rollout
+
+
+def roll_host(
+    engine: Engine, job: ApplyJob, rollout: Rollout, wave: int, pace: Pace, show: RolloutShow
+) -> None:
+    """One host of a wave, from where the journal left it. Its outcome is journaled, never
+    raised: one host's failure is counted, it never stops the others of its wave."""
+    name = engine.host.name
+    entry = rollout.hosts[name]
+    try:
+        if entry.state == IN_FLIGHT:
+            _resume_host(engine, job, rollout, wave, pace, show)
+        else:
+            _start_host(engine, job, rollout, wave, pace, show)
+    except RebootTimeout as exc:
+        _end(rollout, show, name, FAILED, why=str(exc), code=exc.exit_code, configuration="pending")
+    except ApplyFailed as exc:
+        _end(rollout, show, name, ROLLED_BACK, why=str(exc), code=exc.exit_code)
+    except TuneError as exc:
+        known = rollout.hosts[name].state == NOT_STARTED
+        _end(
+            rollout,
+            show,
+            name,
+            FAILED,
+            why=str(exc),
+            code=exc.exit_code,
+            configuration="prior" if known else "unknown",
+        )
+
+
+def _start_host(
+    engine: Engine, job: ApplyJob, rollout: Rollout, wave: int, pace: Pace, show: RolloutShow
+) -> None:
+    name = engine.host.name
+    show.changed(name, rollout.hosts[name], "applying")
+    with engine.session():
+        work = prepare_host(engine, job)
+        if not work.steps:
+            _end(rollout, show, name, DONE, configuration="new")
+            return
+        run_id = new_run_id()
+        # Before the first write: resume looks for this run on the host.
+        rollout.update(
+            name,
+            state=IN_FLIGHT,
+            run_id=run_id,
+            boot_id=work.plan.host.boot_id,
+            changes=len(work.planned),
+            started=time.time(),
+        )
+        _, pending = run_work(engine, job, work, Show(), run_id=run_id)
+    if pending is None or not job.reboot:
+        _end(rollout, show, name, DONE, configuration="new" if pending is None else "pending")
+        return
+    _reboot(engine, job, rollout, wave, pace, show, pending, _changes(work))
+
+
+def _resume_host(
+    engine: Engine, job: ApplyJob, rollout: Rollout, wave: int, pace: Pace, show: RolloutShow
+) -> None:
+    """A host the journal has in flight: asked where it is, it goes on from there."""
+    host = engine.host
+    entry = rollout.hosts[host.name]
+    pending = read_pending(host)
+    if pending is not None and pending.run_id == entry.run_id:
+        if entry.rebooting or boot_id_of(host) != entry.boot_id:
+            show.changed(host.name, entry, "rebooting")
+            _after_reboot(engine, job, rollout, wave, pace, show, pending)
+        else:
+            _reboot(engine, job, rollout, wave, pace, show, pending, ())
+        return
+    if pending is not None:
+        raise TuneError(
+            f"{host.describe()} awaits the boot of run {pending.run_id}, not this rollout's "
+            f"run {entry.run_id}: run `tune verify -H {host.name}` first."
+        )
+    run = read_run(host, entry.run_id) if entry.run_id else None
+    if run is None:  # the controller died before the run began: nothing was written
+        rollout.update(host.name, state=NOT_STARTED, run_id=None, boot_id=None)
+        _start_host(engine, job, rollout, wave, pace, show)
+    elif run.outcome == "applied":  # concluded (verified, promoted) before the controller died
+        _verified(engine, rollout, wave, pace, show)
+    elif run.outcome in ("boot-rolled-back", "rolled-back"):
+        _end(rollout, show, host.name, ROLLED_BACK, why=f"run {run.run_id} was rolled back.")
+    else:
+        raise TuneError(
+            f"run {run.run_id} on {host.describe()} is {run.outcome}: see `tune history -H "
+            f"{host.name}`, then `tune rollback -H {host.name}`."
+        )
+
+
+def _reboot(
+    engine: Engine,
+    job: ApplyJob,
+    rollout: Rollout,
+    wave: int,
+    pace: Pace,
+    show: RolloutShow,
+    pending: PendingBoot,
+    changes: tuple[dict[str, str], ...],
+) -> None:
+    name = engine.host.name
+    if pace.before_reboot:
+        context = _context(engine, rollout, wave, pending.run_id, changes)
+        try:
+            run_hook("--before-reboot", pace.before_reboot, context, pace.hook_timeout)
+        except TuneError as exc:
+            _undo(engine, pending.run_id)
+            raise ApplyFailed(
+                f"{exc} Its boot configuration is rolled back, not rebooted."
+            ) from None
+    # Journaled before the reboot is asked for: resume then waits for it, never asks again.
+    show.changed(name, rollout.update(name, rebooting=True), "rebooting")
+    engine.reboot()
+    _after_reboot(engine, job, rollout, wave, pace, show, pending)
+
+
+def _after_reboot(
+    engine: Engine,
+    job: ApplyJob,
+    rollout: Rollout,
+    wave: int,
+    pace: Pace,
+    show: RolloutShow,
+    pending: PendingBoot,
+) -> None:
+    name = engine.host.name
+    wait_for_new_boot(engine.host, pending.boot_id, job.reboot_timeout, interval=pace.poll)
+    show.changed(name, rollout.hosts[name], "verifying")
+    kept: list[GateFailure] = []
+    conclude(
+        engine, pending, after_boot(engine, job.keep_on_regression, kept, job.restart_containers)
+    )
+    _verified(engine, rollout, wave, pace, show)
+
+
+def _verified(engine: Engine, rollout: Rollout, wave: int, pace: Pace, show: RolloutShow) -> None:
+    name = engine.host.name
+    if pace.after_verify:
+        context = _context(engine, rollout, wave, rollout.hosts[name].run_id, ())
+        try:
+            run_hook("--after-verify", pace.after_verify, context, pace.hook_timeout)
+        except TuneError as exc:
+            _end(rollout, show, name, FAILED, why=str(exc), code=exc.exit_code, configuration="new")
+            return
+    _end(rollout, show, name, DONE, configuration="new")
+
+
+def _undo(engine: Engine, run_id: str) -> None:
+    """The run's boot configuration restored before any reboot, its pending record cleared."""
+    from ..apply.journal import rolled_back_run
+
+    run = rolled_back_run(engine.host, run_id)
+    engine.rollback(run, boot_only=True)
+    engine.clear_pending()
+
+
+def _end(
+    rollout: Rollout,
+    show: RolloutShow,
+    name: str,
+    state: str,
+    *,
+    why: str | None = None,
+    code: int | None = None,
+    configuration: str = "prior",
+) -> None:
+    entry = rollout.update(
+        name,
+        state=state,
+        why=why,
+        exit_code=code,
+        configuration=configuration,
+        finished=time.time(),
+    )
+    show.changed(name, entry, state)
+
+
+def _context(
+    engine: Engine,
+    rollout: Rollout,
+    wave: int,
+    run_id: str | None,
+    changes: tuple[dict[str, str], ...],
+) -> HookContext:
+    host = engine.host
+    target = getattr(host, "target", None)
+    address = getattr(target, "host", host.name)
+    return HookContext(host.name, str(address), wave + 1, rollout.rollout_id, run_id, changes)
+
+
+def _changes(work: Work) -> tuple[dict[str, str], ...]:
+    return tuple({"id": step.id, "kind": step.kind, "target": step.target} for step in work.planned)
