@@ -55,7 +55,7 @@ from reconciler.rollout.waves import parse_sizes, waves  # noqa: E402
 BLACKWELL = PROJECT / "profiles" / "blackwell-8x.yaml"
 UNTUNED = PROJECT / "examples" / "hosts" / "rtx6000bw-untuned"
 SHAPES = ["1,5,25%", "10", "50%"]
-ROLLOUT = ["--no-probes", "--yes", "--reboot-poll", "0.25", "--reboot-timeout", "300"]
+ROLLOUT = ["--no-probes", "--yes", "--reboot-timeout", "300"]
 
 
 def sysctl_profile(path: Path) -> dict[str, str]:
@@ -187,7 +187,14 @@ def main() -> None:
     parser.add_argument("hosts", type=int)
     parser.add_argument("--forks", type=int, default=20)
     parser.add_argument("--reboot-seconds", type=float, default=5.0)
-    parser.add_argument("--serial", action="append", help=f"Wave shapes (default {SHAPES}).")
+    parser.add_argument(
+        "--serial",
+        action="append",
+        help="Wave shapes (default: " + " ".join(SHAPES).replace("%", "%%") + ").",
+    )
+    parser.add_argument(
+        "--reboot-poll", default="0.25", help="tune's --reboot-poll: each poll is an SSH exec."
+    )
     parser.add_argument("--no-ansible", action="store_true", help="Skip ansible-playbook.")
     parser.add_argument("--no-rollout", action="store_true", help="Skip the reboot phase.")
     args = parser.parse_args()
@@ -233,8 +240,8 @@ def main() -> None:
                 # configuration rolls out (the verification checks they still hold).
                 source = runtime_applied(source, base)
                 reset(roots, source, args.reboot_seconds)
-                rollout = [*tune, str(BLACKWELL), "--reboot-phase", "--reboot", *ROLLOUT, "--forks"]
-                rollout.append(str(args.forks))
+                rollout = [*tune, str(BLACKWELL), "--reboot-phase", "--reboot", *ROLLOUT]
+                rollout += ["--reboot-poll", args.reboot_poll, "--forks", str(args.forks)]
                 one = measure("1 wave", [*rollout, "--serial", "1", "-H", "h1"], lab, 1)
                 reset(roots, source, args.reboot_seconds)
                 two = [*rollout, "--serial", "1", "-H", "h1", "-H", "h2"]

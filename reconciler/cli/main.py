@@ -215,9 +215,9 @@ def check_cmd(
     only with --strict.
 
     Exit codes: 0 no drift, 2 drift, 1 could not check, 6 the last run's journal is damaged
-    (--since-apply), 65 invalid profile. Writes nothing to a host but the metrics FILE (local)
-    and, on this machine or a snapshot directory, when it first saw each drift
-    (/var/lib/tune/check/first-seen.json).
+    (--since-apply), 65 invalid profile (or not the one --profile-digest pins). Writes
+    nothing to a host but the metrics FILE (local) and, on this machine or a snapshot
+    directory, when it first saw each drift (/var/lib/tune/check/first-seen.json).
     """
     from ..drift import first_seen, metrics
     from ..drift.check import DriftReport, run_check
