@@ -42,7 +42,8 @@ EXIT_CODES: dict[int, str] = {
     ExitCode.BOOT_CONFIG_UNKNOWN: "the configured kernel command line cannot be known exactly "
     "(the message names the file and line tune cannot evaluate); nothing was written",
     ExitCode.USAGE: "usage error",
-    ExitCode.INVALID_PROFILE: "invalid profile (`FILE:LINE:COL: message` on stderr)",
+    ExitCode.INVALID_PROFILE: "invalid profile, or not the one `--profile-digest` pins "
+    "(`FILE:LINE:COL: message` on stderr)",
     ExitCode.INTERNAL: "internal error, a bug of tune's (`TUNE_DEBUG=1` shows the traceback)",
     ExitCode.NO_SPACE: "no space left on a device (nothing was changed, or the run was rolled "
     "back)",
@@ -116,11 +117,8 @@ class OutputError(TuneError):
 
 
 class LockHeld(HostError):
-    """Another `tune apply` or `tune rollback` holds the target's lock."""
-
-    def __init__(self, pid: str | None) -> None:
-        self.pid = pid
-        super().__init__(f"another tune apply is running (pid {pid or 'unknown'}).")
+    """Another `tune apply` or `tune rollback` held the target's lock for as long as tune waits
+    (`apply.lock`); the message names the holder."""
 
 
 class StalePlan(HostError):
@@ -133,14 +131,12 @@ class UnfinishedRun(TuneError):
 
     exit_code = ExitCode.UNFINISHED_RUN
 
-    def __init__(self, run_id: str, changes: int, host: str, *, locked: bool = True) -> None:
+    def __init__(self, run_id: str, changes: int, host: str) -> None:
         self.run_id = run_id
-        # Without the lock (an SSH apply checks before its script takes the target's lock), a
-        # run with no end may still be going: the sentence must not tell the operator to roll
-        # back another apply's work (`tune rollback` would wait for that lock anyway).
-        what = "was interrupted" if locked else "has not ended (interrupted, or still running)"
+        # Said only once the host's lock was found free (`journal.before_apply`): a run still
+        # going is `LockHeld`, never work the operator is told to roll back.
         super().__init__(
-            f"run {run_id} on {host} {what} after {changes} changes and was never rolled "
+            f"run {run_id} on {host} was interrupted after {changes} changes and was never rolled "
             "back: `tune rollback` restores them, or `tune apply --after-interrupted` applies "
             "over them (one `tune rollback` then undoes both runs)."
         )

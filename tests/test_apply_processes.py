@@ -12,7 +12,7 @@ from pathlib import Path
 from conftest import BLACKWELL, PROJECT, run_tune
 from small_host import tree
 
-from reconciler.apply.journal import read_run, run_ids
+from reconciler.apply.journal import LOCK, read_run, run_ids
 from reconciler.hosts.directory import SnapshotHost
 
 # Applies BLACKWELL to a snapshot with the real engine, and stops after `pause_after` writes
@@ -113,7 +113,7 @@ def test_concurrent_applies_exactly_one_wins(untuned: Path) -> None:
         if (code, out, err) in winners:
             continue
         # Refused while the winner held the lock, or started after it was done.
-        assert (code == 1 and err.startswith("another tune apply is running (pid ")) or (
+        assert (code == 1 and err.startswith(f"another tune run holds {LOCK} (pid ")) or (
             code == 0 and "In sync: nothing to change" in out
         ), (code, out, err)
     assert len(run_ids(SnapshotHost(untuned))) == 1

@@ -22,6 +22,7 @@ from small_host import SmallHost, build, tree, write_profile
 from ssh_fixture import SshLab, StartLab, journal_records, minimal_host, sshd_available
 
 from reconciler.apply.journal import LOCK
+from reconciler.apply.lock import Holder
 
 pytestmark = pytest.mark.skipif(
     not sshd_available(), reason="needs root and openssh-server (.ci/run installs it)"
@@ -234,9 +235,9 @@ def test_sigterm_on_the_target_rolls_the_run_back(
         for _ in range(600):
             journals = list(runs.glob("*.jsonl")) if runs.exists() else []
             if journals and b'"seq":3,' in journals[0].read_bytes() and lock.exists():
-                pid = lock.read_text().strip()
-                if pid:
-                    os.kill(int(pid), signal.SIGTERM)
+                holder = Holder.parse(lock.read_bytes())
+                if holder is not None:
+                    os.kill(int(holder.pid), signal.SIGTERM)
                     return
             time.sleep(0.05)
 

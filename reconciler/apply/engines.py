@@ -46,9 +46,6 @@ class Engine(ABC):
     restore of a run, pending.json, the reboot, and where the profile's probes run."""
 
     host: Host
-    # Whether `session` holds the host's lock for the whole command; else each script takes it
-    # on the target, and a run may be going between two of them.
-    locked_here: ClassVar[bool]
     # Whether this process outlives the host's reboot, to wait for the new boot and verify it
     # (over SSH); on this machine `tune verify` runs after the boot instead.
     outlives_reboot: ClassVar[bool]
@@ -57,6 +54,12 @@ class Engine(ABC):
     def session(self) -> contextlib.AbstractContextManager[None]:
         """Hold the host for one command that writes: the lock, held here for the whole
         command, or nothing where each script takes the lock on the target."""
+
+    @abstractmethod
+    def wait_for_lock(self) -> None:
+        """Before a run where a run without its end may still be going: wait for the lock as
+        a run would (`lock.WAIT` seconds at most), `LockHeld` naming its holder if it stays
+        held; nothing where `session` holds it already."""
 
     @abstractmethod
     def preflight(self, steps: tuple[Step, ...]) -> list[str]:
@@ -117,7 +120,6 @@ class Engine(ABC):
 class PythonEngine(Engine):
     """This machine, or a snapshot directory (`root`), written from this process."""
 
-    locked_here = True
     outlives_reboot = False
 
     def __init__(self, host: Host, root: str | None = None) -> None:
@@ -127,6 +129,9 @@ class PythonEngine(Engine):
     def session(self) -> contextlib.AbstractContextManager[None]:
         self.host.check_privileges()
         return self.host.lock(LOCK)
+
+    def wait_for_lock(self) -> None:
+        pass  # `session` holds it for the whole command
 
     def preflight(self, steps: tuple[Step, ...]) -> list[str]:
         from .engine import preflight
@@ -195,7 +200,6 @@ class ShellEngine(Engine):
     """A host reached over SSH, written by sh scripts; `timeout`: the command timeout, how long
     a run may take to answer a poll (and a probe on top of its own timeout)."""
 
-    locked_here = False
     outlives_reboot = True
 
     def __init__(self, host: ShellHost, timeout: float = 60.0) -> None:
@@ -204,6 +208,11 @@ class ShellEngine(Engine):
 
     def session(self) -> contextlib.AbstractContextManager[None]:
         return contextlib.nullcontext()  # each script takes the lock on the target
+
+    def wait_for_lock(self) -> None:
+        from .sh_engine import wait_for_lock
+
+        wait_for_lock(self.host)
 
     def preflight(self, steps: tuple[Step, ...]) -> list[str]:
         return []  # the script that starts the run checks them on the target, before any write

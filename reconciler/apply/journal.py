@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import json
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TypeVar
@@ -358,12 +359,18 @@ def rollback_chain(host: Host, run_id: str | None) -> list[Run]:
     return chain
 
 
-def before_apply(host: Host, *, after_interrupted: bool = False, locked: bool = True) -> None:
+def before_apply(
+    host: Host,
+    *,
+    after_interrupted: bool = False,
+    wait_for_lock: Callable[[], None] | None = None,
+) -> None:
     """What every engine checks before a new run: tune's state is trusted (`check_state`) and,
     unless the operator said `--after-interrupted`, the newest run ended: `UnfinishedRun` when
     it stopped without an `end` record (killed, the power lost), since its changes stay on the
-    host and a new run over them would hide them. `locked`: whether this runs with the host's
-    lock held (locally it is; over SSH the script takes it later, so a run may be going)."""
+    host and a new run over them would hide them. `wait_for_lock` (the engine's): over SSH
+    the script takes the lock later, so a run without its end may still be going (a pull on
+    the host); it waits for the lock as a run would, and `LockHeld` names the holder."""
     ids = run_ids(host)
     newest = ids[-1] if ids and not after_interrupted else None
     check_state(host, *([run_path(newest)] if newest else []))  # one round trip over SSH
@@ -373,8 +380,11 @@ def before_apply(host: Host, *, after_interrupted: bool = False, locked: bool = 
         raise JournalError(
             *run.damage.problems(), "`tune apply --after-interrupted` applies over it."
         )
+    if run is not None and run.records and run.outcome == "interrupted" and wait_for_lock:
+        wait_for_lock()
+        run = existing_run(host, run.run_id, damaged=True)  # it may have ended meanwhile
     if run is not None and run.records and run.outcome == "interrupted":
-        raise UnfinishedRun(run.run_id, len(run.steps), host.describe(), locked=locked)
+        raise UnfinishedRun(run.run_id, len(run.steps), host.describe())
 
 
 def _no_run(host: ReadableHost, run_id: str) -> HostError:

@@ -779,12 +779,32 @@ end() { rec "{\"type\":\"end\",\"outcome\":\"$1\",\"finished\":\"$(now)\"}"; }
 # or a journal there. tune checks who owns them (trust.check) before it starts a script.
 private_dir() { (umask 077 && mkdir -p "$R$1"); }
 
-# A holder that is ending (a detached apply between its `end` record and its exit) is waited
-# for, a few seconds at most; a run still going is refused.
+# The lock as apply/lock.py specifies it for both engines: a holder that is ending (a detached
+# apply between its `end` record and its exit) is waited for, $LOCK_WAIT seconds at most; a run
+# still going is refused with status $LOCKED, and `holder` says who has it. The holder's line:
+# pid, since when (UTC), the command that took it ($HOLDER).
 take_lock() {
-    private_dir "${LOCK%/*}" && exec 9>>"$R$LOCK" || return 1
-    if command -v flock >/dev/null 2>&1; then flock -w 5 9 || return 1; fi
-    echo $$ >"$R$LOCK"
+    private_dir "${LOCK%/*}" && exec 9>>"$R$LOCK" || { ERR="$LOCK: cannot create the lock"; return 1; }
+    if command -v flock >/dev/null 2>&1 && ! flock -w "$LOCK_WAIT" 9; then
+        ERR="another tune run holds the lock: $(holder)"
+        return "$LOCKED"
+    fi
+    printf '%s %s %s\n' $$ "$(now)" "$HOLDER" >"$R$LOCK"
+}
+holder() { head -c "$MAX_RECORD" "$R$LOCK" 2>/dev/null | head -n 1; }
+# For a script run attached: the holder's line on stderr and status $LOCKED, for tune to name it.
+lock_or_exit() {
+    take_lock && return 0
+    s=$?
+    if [ "$s" -eq "$LOCKED" ]; then holder >&2; else echo "$ERR" >&2; fi
+    exit "$s"
+}
+# Before a detached run starts: wait as take_lock waits, and refuse as lock_or_exit does.
+lock_free() {
+    [ -f "$R$LOCK" ] && command -v flock >/dev/null 2>&1 || return 0
+    (exec 8<"$R$LOCK" && flock -w "$LOCK_WAIT" 8) && return 0
+    holder >&2
+    exit "$LOCKED"
 }
 
 # Wait up to $2 seconds for tune's probe results `$J.$1` (before | after): the verdict on its

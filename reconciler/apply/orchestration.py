@@ -132,7 +132,11 @@ def prepare_host(engine: Engine, job: ApplyJob) -> Work:
     it), at no round trip when it is stored already (read in the observation's batch)."""
     host = engine.host
     if not job.dry_run:
-        before_apply(host, after_interrupted=job.after_interrupted, locked=engine.locked_here)
+        before_apply(
+            host,
+            after_interrupted=job.after_interrupted,
+            wait_for_lock=engine.wait_for_lock,
+        )
     work = prepare(
         host,
         job.loaded,

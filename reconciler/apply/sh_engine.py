@@ -33,20 +33,22 @@ import math
 import os
 import secrets
 import shlex
+import socket
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..boot.verify import PENDING
-from ..errors import ApplyFailed, ConnectError, HostError
+from ..errors import ApplyFailed, ConnectError, HostError, LockHeld
 from ..facts import nvidia_smi, systemd
 from ..hosts import emulate, recorded
 from ..hosts.base import Completed
-from ..hosts.shell import Expand, ShellHost, printf_format, quoted, sh_word
+from ..hosts.shell import Expand, ScriptResult, ShellHost, printf_format, quoted, sh_word
 from ..kinds import boot_kind
 from ..probes.phase import PhaseProbes, Records, Regressed
 from ..profile.load import LoadedProfile
+from . import lock
 from .engine import (
     NO_JOURNAL,
     Restored,
@@ -109,6 +111,20 @@ from .steps import (
 UNMET = 90
 # Exit status of a poll that found the run ended but its script still holding the lock.
 HELD = 91
+# Exit status of a script that found the lock held past `lock.WAIT` (its stderr: the holder).
+LOCKED = 92
+
+
+def _holder() -> str:
+    """`HOLDER`: what the target's lock says of a run this command starts there."""
+    return f"HOLDER={quoted(lock.this_command() + ', pushed from ' + socket.gethostname())}\n"
+
+
+def _lock_held(done: ScriptResult) -> None:
+    """`LockHeld`, naming the holder, for a script that exited `LOCKED`."""
+    if done.status == LOCKED:
+        holder = lock.Holder.parse(done.stderr)
+        raise LockHeld(lock.held_message(LOCK, holder))
 
 
 def _strerror() -> str:
@@ -121,8 +137,11 @@ def _strerror() -> str:
 
 
 # The primitives. Everything profile-specific arrives as single-quoted arguments. What the
-# snapshot emulation knows comes from `hosts.emulate`, the one list both emulations use.
+# snapshot emulation knows comes from `hosts.emulate`, the one list both emulations use; the
+# lock's wait and record from `apply.lock`, which the local engine follows too.
 LIBRARY = (
+    f"LOCK={quoted(LOCK)}\nLOCK_WAIT={lock.WAIT}\nLOCKED={LOCKED}\n"
+    f"MAX_RECORD={lock.MAX_RECORD}\n"
     f"EMU_COMMANDS={quoted(' '.join(emulate.COMMANDS))}\n"
     f"EMU_CONTAINER_DEV={quoted(' '.join(emulate.CONTAINER_DEV))}\n"
     f"LXC_KEYS={quoted(emulate.LXC_KEY_WORDS)}\n"
@@ -249,7 +268,8 @@ class ApplyScript:
         parts = [
             "#!/bin/sh\n# Written by tune apply: runs the apply of one run on this host.\n",
             LIBRARY,
-            f'J="$R"{quoted(run_path(run_id))}\nLOCK={quoted(LOCK)}\n',
+            f'J="$R"{quoted(run_path(run_id))}\n',
+            _holder(),
             _made(extends),
         ]
         parts += [_step_functions(seq, step) for seq, step in earlier]
@@ -279,7 +299,7 @@ class ApplyScript:
             "    trap 'fail \"interrupted by SIGTERM\"' TERM\n",
             "    trap 'fail \"interrupted by SIGHUP\"' HUP\n",
             "    trap 'fail \"interrupted by SIGINT\"' INT\n",
-            "    take_lock || fail 'another tune run holds the lock'\n",
+            '    take_lock || fail "$ERR"\n',
             *_await("before", probes_wait),
         ]
         for seq, step in enumerate(steps, first):
@@ -330,6 +350,8 @@ class ApplyScript:
             f"cat >\"$F.new\" <<'{fence}'\n{self.text}{fence}\n"
             'mv -f "$F.new" "$F" || exit 1\n'
             f'sh "$F" check || exit {UNMET}\n'
+            # A run going on, pushed or pulled, is named here, before this one is started.
+            "lock_free\n"
             "if command -v setsid >/dev/null 2>&1; then S=setsid; else S=; fi\n"
             '$S nohup sh "$F" apply </dev/null >/dev/null 2>&1 &\n'
             "echo started\n"
@@ -362,7 +384,7 @@ def rollback_script(run: Run, *, boot_only: bool = False) -> str:
     """Restore a journaled run from its journal alone, on the target (`tune rollback -H`);
     `boot_only`: only its boot configuration (what a failed verification undoes)."""
     steps = [(seq, s) for seq, s in run.steps if not boot_only or boot_kind(s.kind)]
-    parts = [LIBRARY, f'J="$R"{quoted(run_path(run.run_id))}\nLOCK={quoted(LOCK)}\n', _made(run)]
+    parts = [LIBRARY, f'J="$R"{quoted(run_path(run.run_id))}\n', _holder(), _made(run)]
     parts += [_step_functions(seq, step) for seq, step in steps]
     replaced, prior = run.profile_prior
     if not replaced or boot_only:
@@ -382,7 +404,7 @@ def rollback_script(run: Run, *, boot_only: bool = False) -> str:
         f"|| delete_file {quoted(PENDING)}"
     )
     parts.append(
-        "take_lock || { echo 'another tune run holds the lock' >&2; exit 1; }\n"
+        "lock_or_exit\n"
         "trap '' TERM HUP INT\n"
         # As `Journal.resume`: a record a crash tore goes before the rollback's are added.
         + ("" if run.torn_at is None else f'truncate -s {run.torn_at} "$J"\n')
@@ -398,12 +420,22 @@ def rollback_script(run: Run, *, boot_only: bool = False) -> str:
 def start(host: ShellHost, script: ApplyScript) -> None:
     """One round trip: upload, check requirements, start detached."""
     done = host.run_script(script.starter())
+    _lock_held(done)
     if done.status == UNMET:
         problems = done.stderr.decode("utf-8", "replace").strip()
         raise HostError(problems or f"{host.name}: the apply script could not be stored.")
     if done.status != 0 or b"started" not in done.stdout:
         said = done.stderr.decode("utf-8", "replace").strip() or f"exit status {done.status}"
         raise HostError(f"{host.name}: the apply could not be started: {said}.")
+
+
+def wait_for_lock(host: ShellHost) -> None:
+    """One round trip: wait for the target's lock as a run's script does (`lock_free`)."""
+    done = host.run_script(LIBRARY + "lock_free\n")
+    _lock_held(done)
+    if done.status != 0:
+        said = done.stderr.decode("utf-8", "replace").strip() or f"exit status {done.status}"
+        raise HostError(f"{host.name}: reading the lock failed: {said}.")
 
 
 def wait(
@@ -577,6 +609,7 @@ def restore_remote(host: ShellHost, run: Run, *, boot_only: bool = False) -> Rol
     if run.outcome == "rolled-back" or not run.records:  # no record: nothing was changed
         return RollbackResult(chosen, Restored(), already=True, damage=run.damage)
     done = host.run_script(rollback_script(run, boot_only=boot_only))
+    _lock_held(done)
     if done.status != 0:
         said = done.stderr.decode("utf-8", "replace").strip() or f"exit status {done.status}"
         raise HostError(f"{host.name}: the rollback could not run: {said}.")
@@ -624,12 +657,12 @@ def store_profile_remote(host: ShellHost, text: str) -> None:
     """`apply.store_profile` of an apply with nothing to change, in one round trip, the lock
     held as a run holds it."""
     done = host.run_script(
-        f"{LIBRARY}LOCK={quoted(LOCK)}\n"
-        "take_lock || { echo 'another tune run holds the lock' >&2; exit 1; }\n"
+        f"{LIBRARY}{_holder()}lock_or_exit\n"
         f"ERR=; private_dir {quoted(STATE)} && "
         f"put_file {quoted(PROFILE)} 644 {printf_format(text.encode())} "
         '|| { echo "${ERR:-cannot write it}" >&2; exit 1; }\n'
     )
+    _lock_held(done)
     if done.status != 0:
         said = done.stderr.decode("utf-8", "replace").strip() or f"exit status {done.status}"
         raise HostError(f"{host.name}: storing {PROFILE} failed: {said}.")

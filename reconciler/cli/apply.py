@@ -25,6 +25,7 @@ from ..render.apply import applied_part, dry_run_text
 from ..render.printable import printable
 from .consent import confirm, dry_run_option, yes_option
 from .exits import exits
+from .options import profile_digest_option
 from .output import Output, output_options
 from .remote import RemoteOptions, no_root, one_host_options, remote_options
 from .rollout import RolloutOptions, rollout_options
@@ -57,6 +58,7 @@ RESTART_HELP = (
 )
 @click.command()
 @click.argument("target", required=False, metavar="[PROFILE|PLAN.json]")
+@profile_digest_option
 @click.option("--runtime-only", is_flag=True, help="Only live settings; never boot configuration.")
 @click.option(
     "--reboot-phase", is_flag=True, help="Only boot configuration; never writes live settings."
@@ -106,6 +108,7 @@ RESTART_HELP = (
 @remote_options
 def apply(
     target: str | None,
+    profile_digest: str | None,
     runtime_only: bool,
     reboot_phase: bool,
     reboot: bool,
@@ -150,7 +153,10 @@ def apply(
     from ..apply.orchestration import apply_one
     from ..profile.bundled import resolve
     from ..profile.load import load_profile
+    from ..profile.source import is_url, path_of_url
 
+    if target is not None and is_url(target):
+        target = path_of_url(target)  # a saved plan may be named by its URL too
     if runtime_only and reboot_phase:
         raise UsageError("--runtime-only and --reboot-phase exclude each other.")
     if reboot and runtime_only:
@@ -191,7 +197,7 @@ def apply(
     else:
         profile_path = resolve(target)
     job = ApplyJob(
-        load_profile(profile_path),
+        load_profile(profile_path, profile_digest),
         runtime_only=runtime_only,
         reboot_phase=reboot_phase,
         reboot=reboot,

@@ -17,7 +17,8 @@ from .exits import exits
 from .output import Output, output_options
 
 # A `tune` that runs a subcommand, as the examples write it (never `/var/lib/tune`).
-_COMMAND = re.compile(r"(?<![\w/.-])(?:/usr/local/bin/)?tune(?= (?:check|apply|plan)\b)")
+# systemd's `-` before a command (its exit status ignored) may precede the path.
+_COMMAND = re.compile(r"(?<![\w/.])(?<![\w.]-)(?:/usr/local/bin/)?tune(?= (?:check|apply|plan)\b)")
 
 
 @exits(ExitCode.IN_SYNC, ExitCode.USAGE)

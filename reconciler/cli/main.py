@@ -28,7 +28,7 @@ from ..render import fleet as fleet_render
 from ..render.printable import printable
 from .config import default_map
 from .exits import COMPARES, exits, table_help
-from .options import profile_argument
+from .options import profile_argument, profile_digest_option
 from .output import STDOUT, Output, output_options
 from .remote import (
     RemoteOptions,
@@ -91,6 +91,7 @@ def cli() -> None:
 @exits(*COMPARES)
 @cli.command()
 @profile_arg
+@profile_digest_option
 @click.option("--root", metavar="PATH", help=ROOT_HELP)
 @output_options("text", *sorted(set(RENDERERS) - {"text"}))
 @click.option(
@@ -110,6 +111,7 @@ def cli() -> None:
 @remote_options
 def plan(
     profile: str,
+    profile_digest: str | None,
     root: str | None,
     out: Output,
     save: str | None,
@@ -124,7 +126,7 @@ def plan(
     if runtime_only and reboot_phase:
         raise UsageError("--runtime-only and --reboot-phase exclude each other.")
     phases = saved.chosen_phases(runtime_only, reboot_phase)
-    loaded = load_profile(profile)
+    loaded = load_profile(profile, profile_digest)
 
     # Only a profile with optional entries pays for reading the last run's journal: it says
     # which of them the kernel refused there.
@@ -176,6 +178,7 @@ def _saved_line(path: str, phases: tuple[Phase, ...], named: bool) -> str:
 
 @cli.command("check")
 @profile_argument(required=False)
+@profile_digest_option
 @click.option("--root", metavar="PATH", help=ROOT_HELP)
 @output_options("text", "json")
 @click.option(
@@ -194,6 +197,7 @@ def _saved_line(path: str, phases: tuple[Phase, ...], named: bool) -> str:
 @remote_options
 def check_cmd(
     profile: str | None,
+    profile_digest: str | None,
     root: str | None,
     out: Output,
     quiet: bool,
@@ -211,20 +215,27 @@ def check_cmd(
     only with --strict.
 
     Exit codes: 0 no drift, 2 drift, 1 could not check, 6 the last run's journal is damaged
-    (--since-apply), 65 invalid profile. Writes nothing to a host but the metrics FILE (local)
-    and, on this machine or a snapshot directory, when it first saw each drift
-    (/var/lib/tune/check/first-seen.json).
+    (--since-apply), 65 invalid profile (or not the one --profile-digest pins). Writes
+    nothing to a host but the metrics FILE (local) and, on this machine or a snapshot
+    directory, when it first saw each drift (/var/lib/tune/check/first-seen.json).
     """
     from ..drift import first_seen, metrics
     from ..drift.check import DriftReport, run_check
     from ..render import check as render_check
 
+    if profile_digest is not None and profile is None:
+        raise UsageError("--profile-digest pins a profile file: give PROFILE too.")
     fmt, color = out.fmt, out.color
     now = time.time()
 
     def check_of(host: Host) -> DriftReport:
         report = run_check(
-            host, profile, since_apply=since_apply, strict=strict, with_persistence=not no_persist
+            host,
+            profile,
+            since_apply=since_apply,
+            strict=strict,
+            with_persistence=not no_persist,
+            digest=profile_digest,
         )
         return first_seen.remember(host, report, now)
 
@@ -250,11 +261,13 @@ def check_cmd(
 @exits(ExitCode.IN_SYNC, ExitCode.USAGE, ExitCode.INVALID_PROFILE)
 @cli.command()
 @profile_arg
+@profile_digest_option
 @output_options("text", "json")
-def validate(profile: str, out: Output) -> int:
-    """Check PROFILE (and every profile it extends) without reading a host."""
+def validate(profile: str, profile_digest: str | None, out: Output) -> int:
+    """Check PROFILE (and every profile it extends) without reading a host; print the digest
+    of them all, which --profile-digest pins."""
     try:
-        loaded = load_profile(profile)
+        loaded = load_profile(profile, profile_digest)
     except ProfileError as exc:
         if out.json:  # the problems as data too, for an editor or CI; the exit code says 65
             out.document(validation_document(profile, None, exc.problems()))
@@ -263,7 +276,7 @@ def validate(profile: str, out: Output) -> int:
         out.document(validation_document(profile, loaded, []))
         return ExitCode.IN_SYNC
     parents = f" (with {', '.join(loaded.files[:-1])})" if len(loaded.files) > 1 else ""
-    out.echo(f"{profile}: valid profile {loaded.profile.name!r}{parents}")
+    out.echo(f"{profile}: valid profile {loaded.profile.name!r}{parents}; {loaded.pinned_as}")
     return ExitCode.IN_SYNC
 
 
@@ -277,6 +290,7 @@ def validation_document(
             "valid": loaded is not None,
             "name": loaded.profile.name if loaded else None,
             "files": list(loaded.files) if loaded else [],
+            "digest": loaded.pinned_as if loaded else None,
             "problems": problems,
         },
     )
@@ -354,6 +368,9 @@ def snapshot(
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: exit codes per the contract, errors as one line, never a traceback."""
+    from ..apply import lock
+
+    lock.invoked(sys.argv[1:] if argv is None else argv)
     try:
         defaults = default_map([*cli.commands, *cli.lazy])
         code: Any = cli.main(

@@ -12,8 +12,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def profile_argument(*, required: bool = True) -> Callable[[F], F]:
-    """PROFILE: a profile file, or the name of one bundled with tune (a path that exists
-    wins)."""
+    """PROFILE: a profile file, a `file://` URL, or the name of one bundled with tune (a path
+    that exists wins)."""
 
     def resolved(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
         from ..errors import UsageError
@@ -30,6 +30,29 @@ def profile_argument(*, required: bool = True) -> Callable[[F], F]:
         return path
 
     return click.argument("profile", required=required, callback=resolved)
+
+
+def profile_digest_option(command: F) -> F:
+    """`--profile-digest sha256:HEX` (the parameter `profile_digest`: the hex, or None)."""
+
+    def pinned(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+        from ..errors import UsageError
+        from ..profile.source import pinned
+
+        if value is None:
+            return None
+        try:
+            return pinned(value)
+        except UsageError as exc:
+            raise click.BadParameter(str(exc), ctx, param) from None
+
+    return click.option(
+        "--profile-digest",
+        metavar="sha256:HEX",
+        callback=pinned,
+        help="Refuse PROFILE unless it and every profile it extends are the bytes this digest "
+        "pins (`tune validate` prints it).",
+    )(command)
 
 
 def format_option(*choices: str, help: str | None = None) -> Callable[[F], F]:

@@ -187,10 +187,16 @@ class Gathered:
     with_persistence: bool = True  # judge tune's boot-time files too
 
 
-def gather(host: ReadableHost, profile_path: str | None, with_persistence: bool = True) -> Gathered:
+def gather(
+    host: ReadableHost,
+    profile_path: str | None,
+    with_persistence: bool = True,
+    digest: str | None = None,
+) -> Gathered:
     """One batch reads the observation, the journal names and the newest journals; older
-    journals cost one more batch each JOURNAL_BATCH, only while no applied run turned up."""
-    loaded = load_profile(profile_path) if profile_path else stored_profile(host)
+    journals cost one more batch each JOURNAL_BATCH, only while no applied run turned up.
+    `digest`: what the profile file must hash to (`load_profile`)."""
+    loaded = load_profile(profile_path, digest) if profile_path else stored_profile(host)
     wanted = request(loaded.profile, with_persistence) if loaded else IDENTITY
     files = host.fetch(wanted | applied.runs_request(applied.JOURNAL_BATCH))
     runs = applied.fetch_journals(host, files)
@@ -318,6 +324,7 @@ def run_check(
     since_apply: bool,
     strict: bool = False,
     with_persistence: bool = True,
+    digest: str | None = None,
 ) -> DriftReport:
-    gathered = gather(host, profile_path, with_persistence)
+    gathered = gather(host, profile_path, with_persistence, digest)
     return judge(gathered, since_apply=since_apply, strict=strict)

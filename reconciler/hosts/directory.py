@@ -7,9 +7,11 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
+from ..apply import lock
 from ..apply.steps import temporary as temporary_of
 from ..apply.trust import Owned, check, private_directory
 from ..errors import HostError, LockHeld
@@ -252,8 +254,6 @@ class DirectoryHost(Host):
 
     @contextlib.contextmanager
     def lock(self, path: str) -> Iterator[None]:
-        import fcntl
-
         directory = os.path.dirname(path)
         self.private_dir(directory)
         # The directory, and whatever is at the path already: a link, a device or a FIFO (a
@@ -269,16 +269,28 @@ class DirectoryHost(Host):
             raise HostError(f"{path}: cannot create the lock ({exc.strerror}).") from exc
         try:
             check(os.geteuid(), {path: Owned.of(os.fstat(fd))}, [path])
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
-                raise LockHeld(holder or None) from None
+            _wait_for(fd, path)
             os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            os.pwrite(fd, lock.record(lock.this_command()), 0)
             yield
         finally:
             os.close(fd)
+
+
+def _wait_for(fd: int, path: str) -> None:
+    """flock `fd`, waiting `lock.WAIT` seconds at most, as lib.sh's `take_lock` does."""
+    import fcntl
+
+    deadline = time.monotonic() + lock.WAIT
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                holder = lock.Holder.parse(os.pread(fd, lock.MAX_RECORD, 0))
+                raise LockHeld(lock.held_message(path, holder)) from None
+            time.sleep(0.05)
 
 
 def _append_whole(fd: int, data: bytes, sync: bool) -> None:

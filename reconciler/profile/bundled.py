@@ -8,6 +8,7 @@ from importlib import resources
 from pathlib import Path
 
 from ..errors import UsageError
+from .source import is_url, path_of_url
 
 SUFFIX = ".yaml"
 
@@ -28,7 +29,13 @@ def bundled() -> list[BundledProfile]:
 
 
 def resolve(spec: str) -> str:
-    """`spec` as a path when one exists there, else the bundled profile of that name."""
+    """`spec` as a path when one exists there, else the bundled profile of that name; a
+    `file://` URL is always the path it names (`source.path_of_url`)."""
+    if is_url(spec):
+        path = path_of_url(spec)
+        if not Path(path).exists():
+            raise UsageError(f"{spec}: no such file ({path}).")
+        return path
     if Path(spec).exists():
         return spec
     if "/" in spec:

@@ -22,6 +22,7 @@ from ..kinds.base import Kind, Meta, Strict, safe
 from ..probes.spec import ProbeName, ProbeSpec
 from . import cache as profile_cache
 from .schema import Before, json_schema, validate
+from .source import set_digest, shown
 
 if TYPE_CHECKING:
     from pydantic import ValidationError
@@ -147,6 +148,12 @@ class LoadedProfile:
     files: tuple[str, ...]  # this file and every parent, in merge order
     data: dict[str, Any]  # the resolved profile (extends applied), plain data
     positions: dict[Path_, Position]
+    digest: str = ""  # `source.set_digest` of the bytes read: this file and every parent
+
+    @property
+    def pinned_as(self) -> str:
+        """The digest as `--profile-digest` takes it (`sha256:HEX`)."""
+        return shown(self.digest)
 
     def locate(self, *path: Any) -> str:
         """`FILE:LINE:COL` of a profile entry, or the file alone."""
@@ -449,18 +456,49 @@ def _resolve(
     return _merge(merged, tree)
 
 
-def load_profile(path: str | Path) -> LoadedProfile:
+def load_profile(path: str | Path, digest: str | None = None) -> LoadedProfile:
     """Parse, resolve `extends`, validate (or reuse the result of the last time these files were
-    read: `reconciler.profile_cache`). Raises ProfileError with every problem found."""
+    read: `reconciler.profile_cache`). Raises ProfileError with every problem found; with
+    `digest` (hex, `source.pinned`), `DigestMismatch` first when the bytes read are not the
+    ones it pins, whatever else is wrong with them."""
     path = Path(path)
     key = profile_cache.path_key(path)
     cached = profile_cache.lookup(key, LoadedProfile)
     if cached is not None:
+        _check_digest(str(path), cached.digest, digest)
         return cached
     parsed: list[tuple[str, str]] = []
-    loaded = _validated(_resolve(path, (), parsed), str(path))
+    try:
+        tree = _resolve(path, (), parsed)
+    except ProfileError:
+        # A file that is not the one released may well be broken too: which it is comes first.
+        _check_digest(str(path), _digest_of(parsed), digest)
+        raise
+    read_digest = _digest_of(parsed)
+    _check_digest(str(path), read_digest, digest)
+    loaded = dataclasses.replace(_validated(tree, str(path)), digest=read_digest)
     profile_cache.store(key, loaded, tuple(parsed))
     return loaded
+
+
+def _digest_of(parsed: list[tuple[str, str]]) -> str:
+    """`source.set_digest` of the files `_resolve` read (its records of where a name led are
+    not content)."""
+    return set_digest(known for _, known in parsed if not known.startswith(profile_cache.LEADS_TO))
+
+
+class DigestMismatch(ProfileError):
+    """A profile whose bytes (its own or a parent's) are not the ones `--profile-digest` pins."""
+
+
+def _check_digest(path: str, found: str, pinned: str | None) -> None:
+    if pinned is None or found == pinned:
+        return
+    message = (
+        f"this profile and its parents read as {shown(found)}, not the {shown(pinned)} "
+        "--profile-digest pins (a sync in progress, or an edit); nothing was read from the host"
+    )
+    raise DigestMismatch([Diagnostic(path, 1, 1, message)])
 
 
 def load_profile_text(text: str, name: str) -> LoadedProfile:
@@ -477,7 +515,8 @@ def load_profile_text(text: str, name: str) -> LoadedProfile:
         raise ProfileError(
             [Diagnostic(*where, "a stored profile is already resolved; extends is not allowed")]
         )
-    loaded = _validated(tree, name)
+    text_digest = set_digest([profile_cache.digest(text.encode())])
+    loaded = dataclasses.replace(_validated(tree, name), digest=text_digest)
     profile_cache.store(key, loaded)
     return loaded
 

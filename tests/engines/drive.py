@@ -34,6 +34,7 @@ from reconciler.apply.engine import (
     unloadable_here,
 )
 from reconciler.apply.journal import LOCK, RUNS, new_run_id, read_run, run_ids
+from reconciler.apply.lock import Holder
 from reconciler.apply.sh_engine import (
     apply_remote,
     extend_remote,
@@ -204,7 +205,9 @@ class ShEngine(Engine):
     def _ended(self, root: Path, run_id: str) -> str:
         """A script that did not end in `timeout`: once its process is gone (the pid in the
         lock), `Killed` when its journal has no `end`, else its outcome as `apply_remote`'s."""
-        pid = int((root / LOCK.lstrip("/")).read_text())
+        holder = Holder.parse((root / LOCK.lstrip("/")).read_bytes())
+        assert holder is not None
+        pid = int(holder.pid)
         with contextlib.suppress(ProcessLookupError):
             while True:
                 os.kill(pid, 0)

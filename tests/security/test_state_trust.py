@@ -27,6 +27,7 @@ from ssh_fixture import SshLab, StartLab, minimal_host, sshd_available
 from test_apply_processes import _start_paused
 
 from reconciler.apply.journal import LOCK, RUNS, STATE
+from reconciler.apply.lock import Holder
 
 NOBODY = 65534
 OLD_LOCK = "/run/lock/tune.lock"  # where tune kept its lock: a 1777 directory on Debian
@@ -307,9 +308,9 @@ def kill_when(root: Path, seq: int) -> threading.Thread:
         for _ in range(1200):
             journals = list(runs.glob("*.jsonl")) if runs.exists() else []
             if journals and f'"seq":{seq},'.encode() in journals[0].read_bytes():
-                pid = lock.read_text().strip() if lock.exists() else ""
-                if pid:
-                    os.kill(int(pid), signal.SIGKILL)
+                holder = Holder.parse(lock.read_bytes()) if lock.exists() else None
+                if holder is not None:
+                    os.kill(int(holder.pid), signal.SIGKILL)
                     return
             time.sleep(0.05)
 
@@ -336,8 +337,8 @@ def test_over_ssh_a_killed_apply_blocks_the_next_and_one_rollback_undoes_both(
     (first,) = sorted(p.stem for p in local(root, RUNS).glob("*.jsonl"))
     code, _, err = over_ssh(lab, *args)
     assert code == 5
-    # Checked before the target's lock is taken: the run may be another apply still going.
-    assert err.strip().startswith(f"run {first} on ssh h1 has not ended (interrupted, or still")
+    # Said once the target's lock is found free: no other apply is going.
+    assert err.strip().startswith(f"run {first} on ssh h1 was interrupted after ")
     code, _, err = over_ssh(lab, *args, "--after-interrupted")
     assert code == 0, err
     code, out, err = over_ssh(lab, "rollback", "--yes", "-H", "h1")
@@ -404,5 +405,5 @@ def test_over_ssh_a_fleet_refuses_an_interrupted_host_even_when_it_is_in_sync(
     assert code == 1
     h1, h2 = json.loads(out)
     assert (h1["target"], h1["status"]) == ("h1", "error")
-    assert "has not ended (interrupted, or still running)" in h1["error"]
+    assert "was interrupted after" in h1["error"]
     assert (h2["target"], h2["status"]) == ("h2", "in-sync")

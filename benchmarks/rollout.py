@@ -1,0 +1,276 @@
+"""A fleet's apply over N loopback SSH hosts: the runtime phase against Ansible, and the reboot
+phase rolled out in waves against its ideal wall time.
+
+    python benchmarks/rollout.py N [--forks 20] [--reboot-seconds 5] [--no-ansible]
+                                   [--serial 1,5,25% --serial 10 --serial 50%]
+
+Needs root and openssh-server (as the SSH tests do). Sets up N hosts (copies of the untuned
+example host, cut to the files the Blackwell profile reads, with GRUB_DEFAULT=saved for the
+try-once boot) behind private sshd servers on 127.0.0.x, then measures, each in its own
+process, with every host reset to the untuned copy before each run:
+
+- runtime: `tune apply PROFILE --runtime-only --yes --no-probes` over the N hosts, where
+  PROFILE is the Blackwell profile's sysctl section (what both tools can apply alike), against
+  `ansible-playbook` applying the same settings with the same forks: one `shell` task per
+  sysctl key (read, write when it differs, read back, `changed` only when it wrote: what
+  `ansible.posix.sysctl` does, written with the builtin module so that no collection is needed)
+  and a `file` and a `copy` task writing the same /etc/sysctl.d file tune writes; pipelining and
+  ControlPersist on, facts off. Ansible comes from the benchmark's own venv
+  (`python3 -m venv benchmarks/.venv && benchmarks/.venv/bin/pip install ansible-core`).
+- rollout: `tune apply BLACKWELL --reboot-phase --reboot --no-probes --yes --serial SHAPE`
+  (the kernel command line, the reboot, the verification) for each shape, on hosts whose live
+  settings were applied beforehand (the verification checks they hold), each host's
+  emulated reboot taking `--reboot-seconds` (the lab's `/.tune-emulate/reboot-seconds`). The
+  ideal is waves x (reboot + verify), where reboot + verify is what one more wave costs: the
+  wall time of two hosts in two waves less that of one host in one. Everything else (the
+  start, observing the fleet, the waves' width) is overhead.
+
+For each it prints wall time, controller CPU (the process and its children) and peak resident
+memory of the largest process (fleet.py's `measure`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from fleet import ANSIBLE, PR_SET_CHILD_SUBREAPER, Measured, measure
+
+PROJECT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(PROJECT), str(PROJECT / "tests")]
+
+from ssh_fixture import SshLab, minimal_host, sshd_available  # noqa: E402
+
+from reconciler.profile.load import load_profile  # noqa: E402
+from reconciler.rollout.waves import parse_sizes, waves  # noqa: E402
+
+BLACKWELL = PROJECT / "profiles" / "blackwell-8x.yaml"
+UNTUNED = PROJECT / "examples" / "hosts" / "rtx6000bw-untuned"
+SHAPES = ["1,5,25%", "10", "50%"]
+ROLLOUT = ["--no-probes", "--yes", "--reboot-timeout", "300"]
+
+
+def sysctl_profile(path: Path) -> dict[str, str]:
+    """The Blackwell profile's sysctl keys as a profile of their own; returns key -> value."""
+    entries = load_profile(BLACKWELL).profile.sysctl
+    values = {key: str(entry.value) for key, entry in entries.items()}
+    path.write_text(json.dumps({"name": "bench-sysctl", "sysctl": values}, indent=1))
+    return values
+
+
+def template(base: Path) -> Path:
+    root = minimal_host(UNTUNED, BLACKWELL, base / "template")
+    grub = root / "etc/default/grub"
+    grub.write_text(grub.read_text().replace("GRUB_DEFAULT=0", "GRUB_DEFAULT=saved"))
+    return root
+
+
+def reset(roots: dict[str, Path], source: Path, reboot_seconds: float | None = None) -> None:
+    """Every host back to `source`, at the same path its sshd serves."""
+    for root in roots.values():
+        shutil.rmtree(root)
+        shutil.copytree(source, root, symlinks=True)
+        if reboot_seconds is not None:
+            marker = root / ".tune-emulate/reboot-seconds"
+            marker.parent.mkdir(exist_ok=True)
+            marker.write_text(f"{reboot_seconds:g}\n")
+
+
+def persisted(source: Path, profile: Path, base: Path) -> dict[str, str]:
+    """What tune's runtime apply writes under /etc for `profile` (its sysctl.d file): the
+    Ansible playbook writes the same bytes, so both leave the same state."""
+    host = base / "persisted"
+    shutil.copytree(source, host, symlinks=True)
+    before = {p: p.read_bytes() for p in (host / "etc").rglob("*") if p.is_file()}
+    tune = [sys.executable, "-m", "reconciler.cli", "apply", str(profile), "--root", str(host)]
+    done = run_quietly([*tune, "--runtime-only", "--yes", "--no-probes"])
+    assert done == 0, done
+    return {
+        "/" + str(p.relative_to(host)): p.read_text()
+        for p in (host / "etc").rglob("*")
+        if p.is_file() and before.get(p) != p.read_bytes()
+    }
+
+
+def runtime_applied(source: Path, base: Path) -> Path:
+    """A copy of `source` with the Blackwell profile's live settings applied."""
+    host = base / "runtime-applied"
+    shutil.copytree(source, host, symlinks=True)
+    tune = [sys.executable, "-m", "reconciler.cli", "apply", str(BLACKWELL), "--root", str(host)]
+    done = run_quietly([*tune, "--runtime-only", "--yes", "--no-probes"])
+    assert done == 0, done
+    return host
+
+
+def run_quietly(argv: list[str]) -> int:
+    env = {**os.environ, "PYTHONPATH": str(PROJECT)}
+    return subprocess.run(argv, env=env, capture_output=True, check=False).returncode
+
+
+def ansible_apply(
+    base: Path, lab: SshLab, values: dict[str, str], files: dict[str, str], forks: int
+) -> tuple[list[str], dict[str, str]]:
+    """The playbook that applies `values` (one task a key) and writes `files`, and its env."""
+    tasks: list[dict[str, object]] = []
+    for key, value in values.items():
+        path = shlex.quote("./proc/sys/" + key.replace(".", "/"))
+        want = shlex.quote(" ".join(value.split()))
+        script = (
+            f'cd "$TUNE_ROOT" && now=$(tr "\\t" " " <{path}) && '
+            f'if [ "$now" = {want} ]; then echo same; exit 0; fi && '
+            f"printf '%s\\n' {want} >{path} && "
+            f'[ "$(tr "\\t" " " <{path})" = {want} ] && echo wrote'
+        )
+        tasks.append(
+            {
+                "name": f"sysctl {key}",
+                "ansible.builtin.shell": script,
+                "register": "out",
+                "changed_when": "out.stdout == 'wrote'",
+            }
+        )
+    for path, text in files.items():
+        # tune makes the directory where the host lacks it (and journals that it did).
+        folder = {"path": "{{ root }}" + path.rsplit("/", 1)[0], "state": "directory"}
+        tasks.append({"name": f"directory of {path}", "ansible.builtin.file": folder})
+        tasks.append(
+            {
+                "name": f"persist {path}",
+                "ansible.builtin.copy": {
+                    "dest": "{{ root }}" + path,
+                    "content": text,
+                    "mode": "0644",
+                },
+            }
+        )
+    base.mkdir(parents=True, exist_ok=True)
+    playbook = base / "apply.yml"
+    playbook.write_text(json.dumps([{"hosts": "all", "gather_facts": False, "tasks": tasks}]))
+    inventory = base / "inventory.ini"
+    inventory.write_text(
+        "\n".join(f"{name} root={root}" for name, root in lab.roots.items())
+        + f"\n[all:vars]\nansible_ssh_common_args=-F {lab.config}\n"
+        + "ansible_python_interpreter=/usr/bin/python3\n"
+    )
+    (base / "cp").mkdir(parents=True, exist_ok=True)
+    env = {
+        "ANSIBLE_PIPELINING": "True",
+        "ANSIBLE_SSH_ARGS": "-o ControlMaster=auto -o ControlPersist=60s",
+        "ANSIBLE_SSH_CONTROL_PATH_DIR": str(base / "cp"),
+        "ANSIBLE_LOCAL_TEMP": str(base / "tmp"),
+        "ANSIBLE_HOME": str(base / "home"),
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_HOST_KEY_CHECKING": "True",
+        # The lab's sshd runs no sftp subsystem: `copy` sends its file over the session.
+        "ANSIBLE_SSH_TRANSFER_METHOD": "piped",
+    }
+    return [str(ANSIBLE), "-i", str(inventory), "-f", str(forks), str(playbook)], env
+
+
+def row(name: str, run: Measured, hosts: int, extra: str = "") -> str:
+    return (
+        f"{name:18} {run.wall:8.2f} {run.cpu:9.2f} {1000 * run.cpu / hosts:11.1f} "
+        f"{run.rss_mb:8.1f}  {extra}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("hosts", type=int)
+    parser.add_argument("--forks", type=int, default=20)
+    parser.add_argument("--reboot-seconds", type=float, default=5.0)
+    parser.add_argument(
+        "--serial",
+        action="append",
+        help="Wave shapes (default: " + " ".join(SHAPES).replace("%", "%%") + ").",
+    )
+    parser.add_argument(
+        "--reboot-poll", default="0.25", help="tune's --reboot-poll: each poll is an SSH exec."
+    )
+    parser.add_argument("--no-ansible", action="store_true", help="Skip ansible-playbook.")
+    parser.add_argument("--no-rollout", action="store_true", help="Skip the reboot phase.")
+    args = parser.parse_args()
+    shapes = args.serial or SHAPES
+    with_ansible = not args.no_ansible and ANSIBLE.exists()
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    if not sshd_available():
+        raise SystemExit("needs root, sshd and ssh-keygen (apt-get install openssh-server)")
+    with tempfile.TemporaryDirectory(prefix="tune-rollout-") as scratch:
+        base = Path(scratch)
+        # The controller's rollout journals: this run's own, never the user's.
+        os.environ["TUNE_STATE_DIR"] = str(base / "state")
+        source = template(base)
+        names = [f"h{n}" for n in range(1, args.hosts + 1)]
+        roots = {name: base / name for name in names}
+        for root in roots.values():
+            shutil.copytree(source, root, symlinks=True)
+        profile = base / "sysctl.yaml"
+        values = sysctl_profile(profile)
+        lab = SshLab(base / "lab", roots)
+        hosts = [a for n in names for a in ("-H", n)]
+        tune = [sys.executable, "-m", "reconciler.cli", "apply", "--ssh-config", str(lab.config)]
+        lines: list[str] = []
+        try:
+            lab.start()
+            # Warm-up, not measured: tune's profile caches and bytecode, as on any later run.
+            measure("warm-up", [*tune, str(profile), "--runtime-only", "-y", "-H", "h1"], lab, 1)
+            reset(roots, source)
+            runtime = [*tune, str(profile), "--runtime-only", "--yes", "--no-probes"]
+            runtime += ["--forks", str(args.forks), *hosts]
+            ours = measure("tune runtime", runtime, lab, len(names))
+            lines.append(row("tune apply", ours, len(names), f"{len(values)} sysctl keys"))
+            if with_ansible:
+                reset(roots, source)
+                files = persisted(source, profile, base)
+                argv, env = ansible_apply(base / "ansible", lab, values, files, args.forks)
+                theirs = measure("ansible", argv, lab, len(names), env, success=(0,))
+                ratio = theirs.wall / ours.wall
+                lines.append(row("ansible-playbook", theirs, len(names), f"{ratio:.1f}x tune"))
+            if not args.no_rollout:
+                lines.append("")
+                # The live settings applied beforehand, as a fleet's are before its boot
+                # configuration rolls out (the verification checks they still hold).
+                source = runtime_applied(source, base)
+                reset(roots, source, args.reboot_seconds)
+                rollout = [*tune, str(BLACKWELL), "--reboot-phase", "--reboot", *ROLLOUT]
+                rollout += ["--reboot-poll", args.reboot_poll, "--forks", str(args.forks)]
+                one = measure("1 wave", [*rollout, "--serial", "1", "-H", "h1"], lab, 1)
+                reset(roots, source, args.reboot_seconds)
+                two = [*rollout, "--serial", "1", "-H", "h1", "-H", "h2"]
+                pair = measure("2 waves", two, lab, 2)
+                # What one more wave costs: its reboot and its verification (and the write of
+                # the boot configuration before them). The rest of a rollout's wall time (the
+                # start, the observation of every host) counts as overhead.
+                per_wave = pair.wall - one.wall
+                lines.append(row("1 host, 1 wave", one, 1))
+                lines.append(row("2 hosts, 2 waves", pair, 2, f"a wave: {per_wave:.2f} s"))
+                for shape in shapes:
+                    reset(roots, source, args.reboot_seconds)
+                    count = len(waves(names, parse_sizes(shape, "--serial")))
+                    run = measure(shape, [*rollout, "--serial", shape, *hosts], lab, len(names))
+                    ideal = count * per_wave
+                    overhead = 100 * (run.wall / ideal - 1)
+                    said = f"{count} waves, ideal {ideal:.1f} s, overhead {overhead:+.1f}%"
+                    lines.append(row(f"--serial {shape}", run, len(names), said))
+        finally:
+            lab.stop()
+    print(
+        f"{args.hosts} hosts, forks {args.forks}, reboot {args.reboot_seconds:g} s, "
+        f"{os.cpu_count()} CPUs"
+    )
+    print(f"{'':18} {'wall s':>8} {'ctl CPU s':>9} {'ctl ms/host':>11} {'peak MB':>8}")
+    print("\n".join(lines))
+    if not with_ansible:
+        print(f"(ansible skipped: {ANSIBLE} missing or --no-ansible)")
+
+
+if __name__ == "__main__":
+    main()

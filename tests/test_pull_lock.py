@@ -1,0 +1,163 @@
+"""A push and a pull never write a host at the same time: a pull-mode `tune apply` on the host
+(the Python engine) and a `tune apply -H` pushed from a controller (the sh script) take the
+same lock, wait for it `lock.WAIT` seconds at most, and then exit 1 naming its holder: pid,
+since when, and the command (for a push, the controller it came from).
+
+Each run here holds the lock for as long as its profile's probe takes before the first write:
+the probe marks the snapshot when it starts, so the other side tries exactly then."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import PROJECT, run_tune
+from small_host import SmallHost, build, listing, tree, write_profile
+from ssh_fixture import StartLab, sshd_available
+
+from reconciler.apply import lock
+from reconciler.apply.journal import LOCK, run_ids
+from reconciler.errors import ExitCode
+from reconciler.hosts.directory import SnapshotHost
+
+MARK = "probe-started"
+SINCE = r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z"
+
+
+def host(root: Path) -> Path:
+    return build(root, SmallHost(sysctls={"vm.swappiness": "60"}))
+
+
+def profile(path: Path, seconds: int) -> Path:
+    """vm.swappiness 10, and a probe that holds the run `seconds` before its first write."""
+    probe = f'touch "$TUNE_ROOT/{MARK}"; sleep {seconds}; echo "v: 1"'
+    return write_profile(
+        path,
+        {
+            "sysctl": {"vm.swappiness": 10},
+            "probes": {
+                "hold": {"run": ["sh", "-c", probe], "metric": "v: ([0-9]+)", "timeout": 60}
+            },
+        },
+    )
+
+
+def start(args: list[str], root: Path) -> subprocess.Popen[str]:
+    """`tune ARGS` in its own process, returned once its probe has started and the lock names
+    it (a push's probe may start before its detached script has taken the lock)."""
+    held = root / LOCK.lstrip("/")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "reconciler.cli", *args],
+        env={**os.environ, "PYTHONPATH": str(PROJECT)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    # Not a timing assertion: a bound so a broken start fails instead of hanging.
+    for _ in range(1200):
+        ours = held.exists() and args[1].encode() in held.read_bytes()
+        if ((root / MARK).exists() and ours) or process.poll() is not None:
+            break
+        time.sleep(0.05)
+    assert (root / MARK).exists(), process.communicate()
+    return process
+
+
+def finished(process: subprocess.Popen[str]) -> tuple[int, str, str]:
+    out, err = process.communicate(timeout=120)
+    return process.returncode, out, err
+
+
+def untouched_but_the_mark(root: Path) -> dict[str, bytes]:
+    return {k: v for k, v in tree(root).items() if k != MARK}
+
+
+@pytest.mark.skipif(not sshd_available(), reason="needs root and openssh-server")
+def test_a_push_finds_the_pull_holding_the_lock_and_names_it(
+    tmp_path: Path, start_lab: StartLab
+) -> None:
+    root = host(tmp_path / "h1")
+    pulled = profile(tmp_path / "pulled.yaml", 15)
+    pushed = profile(tmp_path / "pushed.yaml", 0)
+    lab = start_lab({"h1": root})
+    pull = ["apply", str(pulled), "--runtime-only", "--yes", "--root", str(root)]
+    puller = start(pull, root)
+    try:
+        before = untouched_but_the_mark(root)
+        runs = run_ids(SnapshotHost(root))
+        started = time.monotonic()
+        done = run_tune(
+            "apply", pushed, "--runtime-only", "--yes", "-H", "h1", "--ssh-config", lab.config
+        )
+        waited = time.monotonic() - started
+        assert done.code == ExitCode.HOST_ERROR, done.err
+        command = f"tune apply {pulled} --runtime-only --yes --root {root}"
+        assert re.fullmatch(
+            f"another tune run holds {LOCK} \\(pid {puller.pid}, since {SINCE}: "
+            f"{re.escape(command)}\\); gave up after {lock.WAIT} s.\n",
+            done.err,
+        ), done.err
+        assert waited >= lock.WAIT  # it waited before it gave up
+        # The push changed nothing and started no run: the pull's is the only one.
+        assert untouched_but_the_mark(root) == before
+        assert run_ids(SnapshotHost(root)) == runs
+    finally:
+        code, _, err = finished(puller)
+    assert code == ExitCode.IN_SYNC, err
+    assert (root / "proc/sys/vm/swappiness").read_text() == "10\n"
+    # Once the pull is done the push goes through, and finds nothing left to do.
+    again = run_tune(
+        "apply", pushed, "--runtime-only", "--yes", "-H", "h1", "--ssh-config", lab.config
+    )
+    assert again.code == ExitCode.IN_SYNC, again.err
+
+
+@pytest.mark.skipif(not sshd_available(), reason="needs root and openssh-server")
+def test_a_pull_finds_the_push_holding_the_lock_and_names_it(
+    tmp_path: Path, start_lab: StartLab
+) -> None:
+    root = host(tmp_path / "h1")
+    pushed = profile(tmp_path / "pushed.yaml", 15)
+    pulled = profile(tmp_path / "pulled.yaml", 0)
+    lab = start_lab({"h1": root})
+    push = ["apply", str(pushed), "--runtime-only", "--yes", "-H", "h1"]
+    pusher = start([*push, "--ssh-config", str(lab.config)], root)
+    try:
+        before = listing(root)
+        done = run_tune("apply", pulled, "--runtime-only", "--yes", "--root", root)
+        assert done.code == ExitCode.HOST_ERROR, done.err
+        # The script's own pid on the target, and the controller's command line.
+        command = f"tune {' '.join(push)} --ssh-config {lab.config}"
+        command += f", pushed from {socket.gethostname()}"
+        assert re.fullmatch(
+            f"another tune run holds {LOCK} \\(pid [0-9]+, since {SINCE}: "
+            f"{re.escape(command)}\\); gave up after {lock.WAIT} s.\n",
+            done.err,
+        ), done.err
+        assert listing(root) == before
+    finally:
+        code, out, err = finished(pusher)
+    assert code == ExitCode.IN_SYNC, err
+    assert "Applied 2 changes to ssh h1" in out
+    assert run_tune("apply", pulled, "--runtime-only", "--yes", "--root", root).code == 0
+
+
+def test_a_run_that_ends_within_the_wait_is_waited_for(tmp_path: Path) -> None:
+    root = host(tmp_path / "h1")
+    pulled = profile(tmp_path / "pulled.yaml", 0)
+    target = root / LOCK.lstrip("/")
+    target.parent.mkdir(parents=True, mode=0o700)
+    holder = subprocess.Popen(
+        ["flock", target, "sh", "-c", "echo held; sleep 1"], stdout=subprocess.PIPE
+    )
+    assert holder.stdout is not None and holder.stdout.readline() == b"held\n"
+    done = run_tune("apply", pulled, "--runtime-only", "--yes", "--root", root)
+    assert holder.wait() == 0
+    assert done.code == ExitCode.IN_SYNC, done.err
+    assert (root / "proc/sys/vm/swappiness").read_text() == "10\n"
