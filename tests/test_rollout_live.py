@@ -120,13 +120,19 @@ def test_hosts_moving_in_parallel_threads_all_reach_the_table() -> None:
         entry = rollout.update(name, state=journal.DONE, configuration="new")
         show.changed(name, entry, journal.DONE)
 
-    with show.showing():
-        workers = [threading.Thread(target=host, args=(name,)) for name in names]
-        for worker in workers:
-            worker.start()
-        for worker in workers:
-            worker.join(timeout=30)
-        assert not any(worker.is_alive() for worker in workers), "a redraw deadlocked"
+    def rollout_run() -> None:
+        with show.showing():
+            workers = [threading.Thread(target=host, args=(name,)) for name in names]
+            for worker in workers:
+                worker.start()
+            for worker in workers:
+                worker.join()
+
+    # A daemon, so that a deadlock fails the test instead of hanging it.
+    runner = threading.Thread(target=rollout_run, daemon=True)
+    runner.start()
+    runner.join(timeout=30)
+    assert not runner.is_alive(), "a redraw deadlocked"
     assert {row[2] for row in rows(show)} == {"done"}
 
 
