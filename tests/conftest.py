@@ -49,9 +49,17 @@ class Result:
     err: str
 
 
-def run_tune(*args: str | Path) -> Result:
-    """Run the real CLI entry point (exit-code mapping included) and capture its output."""
-    out, err = io.StringIO(), io.StringIO()
+class TerminalOutput(io.StringIO):
+    """Standard output that says it is a terminal."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def run_tune(*args: str | Path, terminal: bool = False) -> Result:
+    """Run the real CLI entry point (exit-code mapping included) and capture its output;
+    `terminal`: its standard output says it is a terminal."""
+    out, err = TerminalOutput() if terminal else io.StringIO(), io.StringIO()
     code = 0
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:

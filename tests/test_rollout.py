@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -50,9 +51,17 @@ def hosts_args(lab: SshLab) -> list[str]:
     return [arg for name in lab.roots for arg in ("-H", name)]
 
 
-def rollout(lab: SshLab, *args: str | Path) -> Any:
+def rollout(lab: SshLab, *args: str | Path, terminal: bool = False) -> Any:
     return run_tune(
-        "apply", BLACKWELL, "--reboot", "--ssh-config", lab.config, *FAST, *hosts_args(lab), *args
+        "apply",
+        BLACKWELL,
+        "--reboot",
+        "--ssh-config",
+        lab.config,
+        *FAST,
+        *hosts_args(lab),
+        *args,
+        terminal=terminal,
     )
 
 
@@ -308,6 +317,31 @@ def test_a_host_that_never_comes_back_fails_with_exit_4_and_counts(
     status = run_tune("rollout", "status")
     assert status.code == 0, status.err
     assert "boot not verified (tune verify -H HOST once it is up): h1" in status.out
+
+
+@lab_only
+def test_on_a_terminal_a_live_table_ends_with_every_hosts_end_state(
+    tmp_path: Path, start_lab: StartLab, template: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TERM", "xterm")
+    monkeypatch.setenv("COLUMNS", "200")
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    roots = fleet(tmp_path, template, 4)
+    fails_verification(roots["h2"])
+    lab = start_lab(roots)
+    result = rollout(lab, "--serial", "1,2", "--max-fail", "1", terminal=True)
+    assert result.code == 1, result.out + result.err
+    assert "\x1b[2K" in result.out, "redrawn in place"
+    assert "wave 1  h1  applying" not in result.out, "no line per step on a terminal"
+    last = re.sub(r"\x1b\[[0-9;]*m", "", result.out.split("WAVE")[-1])  # the colours
+    table, summary = last.split("Rollout ")
+    rows = {line.split()[1]: line.split()[2:] for line in table.splitlines()[2:] if "  h" in line}
+    assert {name: row[0] for name, row in rows.items()} == {
+        "h1": "done", "h2": "rolled-back", "h3": "done", "h4": "done"
+    }  # fmt: skip
+    assert "processor.max_cstate" in " ".join(rows["h2"])
+    assert "on the new configuration" in " ".join(rows["h4"])
+    assert summary.startswith(f"{journal.load(None).rollout_id}: 3 applied, 1 rolled back")
 
 
 class Terminal(io.StringIO):

@@ -64,6 +64,15 @@ class Output:
         return wants_color(self.color_choice, self.stream or sys.stdout)
 
     @property
+    def live(self) -> bool:
+        """Redraw in place (a rollout's table): text on standard output that is a terminal
+        able to move its cursor (not TERM=dumb). Colour stays `color`'s: `--color never` and
+        NO_COLOR redraw the table without colour; a pipe or a file gets a line per event."""
+        if self.fmt != "text" or self.to_file or os.environ.get("TERM") == "dumb":
+            return False
+        return (self.stream or sys.stdout).isatty()
+
+    @property
     def stderr_color(self) -> bool:
         """Colour for what goes to standard error (questions, progress)."""
         return wants_color(self.color_choice, sys.stderr)

@@ -1,8 +1,9 @@
 """`tune apply --reboot` over a fleet, in waves (`--serial`, `--canary`, `--max-fail`, the
 hooks), and `tune rollout status|resume`: the command line around `reconciler.rollout`.
 
-Text: a line per host as it moves (wave, host, step, elapsed), then the summary; JSON: one
-object per host as it ends (JSON lines), the rollout's summary object last.
+Text: on a terminal a live table of every host, elsewhere a line per host as it moves (wave,
+host, step, elapsed), then the summary; JSON: one object per host as it ends (JSON lines), the
+rollout's summary object last (`rollout_show`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import hashlib
 import json
 import os
 import re
-import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -21,19 +21,20 @@ import click
 
 from ..apply.engines import engine_for
 from ..apply.orchestration import ApplyJob
-from ..errors import ExitCode, NotConfirmed, TuneError, UsageError
+from ..errors import ExitCode, TuneError, UsageError
 from ..hosts.base import Host
 from ..hosts.fleet import HostResult, fleet_exit_code
 from ..profile.load import LoadedProfile, load_profile
 from ..render import rollout as render
 from ..rollout import journal
 from ..rollout.journal import DONE, HostEntry, Rollout
-from ..rollout.run import Pace, RolloutShow, Stopped, run_rollout
+from ..rollout.run import Pace, Stopped, run_rollout
 from ..rollout.waves import FailureBudget, parse_sizes, waves
 from .consent import confirm, yes_option
 from .exits import exits
 from .output import Output, output_options
 from .remote import RemoteOptions
+from .rollout_show import rollout_show
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)?")
 _UNITS = {None: 1.0, "ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -240,16 +241,18 @@ def _run(
     yes: bool,
     out: Output,
 ) -> int:
-    show = RolloutTerminal(rollout, yes, out)
+    show = rollout_show(rollout, yes, out)
     engines = {host.name: engine_for(host, timeout=remote.command_timeout) for host in hosts}
     pace = options.pace(remote.forks, job.reboot_timeout)
-    try:
-        run_rollout(engines, job, rollout, pace, show)
-    except Stopped:
-        pass  # in the summary
-    finally:
-        for host in hosts:
-            host.close()
+    # Ctrl-C too stops the live table: its last state stays, the cursor comes back.
+    with show.showing():
+        try:
+            run_rollout(engines, job, rollout, pace, show)
+        except Stopped:
+            pass  # in the summary
+        finally:
+            for host in hosts:
+                host.close()
     show.summary()
     results = [
         HostResult(name, value=entry)
@@ -258,51 +261,6 @@ def _run(
         for name, entry in rollout.hosts.items()
     ]
     return fleet_exit_code(results, lambda _: True)
-
-
-class RolloutTerminal(RolloutShow):
-    """Lines (text) or JSON lines as hosts move; the canaries' question; the summary."""
-
-    def __init__(self, rollout: Rollout, yes: bool, out: Output) -> None:
-        self.rollout = rollout
-        self.yes = yes
-        self.out = out
-        self.lock = threading.Lock()
-        self.waiting = out.progress()  # the counts, on a terminal, under the lines
-
-    def changed(self, name: str, entry: HostEntry, step: str) -> None:
-        with self.lock:
-            self.waiting.clear()
-            if not self.out.json:
-                self.out.echo(render.host_line(self.rollout, name, step))
-            elif step == entry.state and entry.state != journal.IN_FLIGHT:
-                self.out.echo(render.json_line(render.host_document(self.rollout, name, step)))
-            self.waiting(render.counts_line(self.rollout))
-
-    def pausing(self, seconds: float) -> None:
-        if not self.out.json:
-            self.out.echo(f"Pausing {seconds:g} s before the next wave.")
-
-    def canaries_verified(self, names: Sequence[str]) -> None:
-        self.waiting.clear()
-        rest = sum(len(wave) for wave in self.rollout.waves[1:])
-        question = (
-            f"The canaries {', '.join(names)} are verified. Go on with the other {rest} hosts?"
-        )
-        try:
-            confirm(question, yes=self.yes, command="tune rollout resume", err=self.out.json)
-        except NotConfirmed:
-            raise NotConfirmed(
-                f"the canaries {', '.join(names)} are done; the other {rest} hosts are not "
-                f"started: `tune rollout resume {self.rollout.rollout_id} --yes` goes on."
-            ) from None
-
-    def summary(self) -> None:
-        self.waiting.clear()
-        if self.out.json:
-            self.out.echo(render.json_line(render.summary_document(self.rollout)))
-        else:
-            self.out.echo(render.summary(self.rollout), nl=False)
 
 
 @click.group("rollout")
