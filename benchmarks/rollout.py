@@ -42,7 +42,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from fleet import ANSIBLE, PR_SET_CHILD_SUBREAPER, Measured, measure
+from fleet import ANSIBLE, PR_SET_CHILD_SUBREAPER, Measured, ansible_files, measure
 
 PROJECT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(PROJECT), str(PROJECT / "tests")]
@@ -151,27 +151,10 @@ def ansible_apply(
                 },
             }
         )
-    base.mkdir(parents=True, exist_ok=True)
-    playbook = base / "apply.yml"
-    playbook.write_text(json.dumps([{"hosts": "all", "gather_facts": False, "tasks": tasks}]))
-    inventory = base / "inventory.ini"
-    inventory.write_text(
-        "\n".join(f"{name} root={root}" for name, root in lab.roots.items())
-        + f"\n[all:vars]\nansible_ssh_common_args=-F {lab.config}\n"
-        + "ansible_python_interpreter=/usr/bin/python3\n"
-    )
-    (base / "cp").mkdir(parents=True, exist_ok=True)
-    env = {
-        "ANSIBLE_PIPELINING": "True",
-        "ANSIBLE_SSH_ARGS": "-o ControlMaster=auto -o ControlPersist=60s",
-        "ANSIBLE_SSH_CONTROL_PATH_DIR": str(base / "cp"),
-        "ANSIBLE_LOCAL_TEMP": str(base / "tmp"),
-        "ANSIBLE_HOME": str(base / "home"),
-        "ANSIBLE_NOCOLOR": "1",
-        "ANSIBLE_HOST_KEY_CHECKING": "True",
-        # The lab's sshd runs no sftp subsystem: `copy` sends its file over the session.
-        "ANSIBLE_SSH_TRANSFER_METHOD": "piped",
-    }
+    hosts = [f"{name} root={root}" for name, root in lab.roots.items()]
+    playbook, inventory, env = ansible_files(base, lab, hosts, tasks, "apply.yml")
+    # The lab's sshd runs no sftp subsystem: `copy` sends its file over the session.
+    env["ANSIBLE_SSH_TRANSFER_METHOD"] = "piped"
     return [str(ANSIBLE), "-i", str(inventory), "-f", str(forks), str(playbook)], env
 
 
