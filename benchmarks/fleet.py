@@ -194,6 +194,14 @@ def children() -> list[int]:
     return [pid for pid, parent in processes() if parent == me]
 
 
+def prepare_lab() -> None:
+    """Make this process the subreaper of what it starts (Ansible's ssh control masters
+    outlive it; as their subreaper this process counts them), or exit without an SSH lab."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    if not sshd_available():
+        raise SystemExit("needs root, sshd and ssh-keygen (apt-get install openssh-server)")
+
+
 def ansible_run(
     base: Path, lab: SshLab, names: list[str], sections: list[list[str]], forks: int
 ) -> tuple[list[str], dict[str, str]]:
@@ -288,10 +296,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     with_ansible = not args.no_ansible and ANSIBLE.exists()
-    # Ansible's ssh control masters outlive it; as their subreaper this process counts them.
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-    if not sshd_available():
-        raise SystemExit("needs root, sshd and ssh-keygen (apt-get install openssh-server)")
+    prepare_lab()
     with tempfile.TemporaryDirectory(prefix="tune-fleet-") as scratch:
         base = Path(scratch)
         template = minimal_host(TUNED, PROFILE, base / "template")

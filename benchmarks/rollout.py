@@ -32,7 +32,6 @@ memory of the largest process (fleet.py's `measure`).
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import os
 import shlex
@@ -42,12 +41,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-from fleet import ANSIBLE, PR_SET_CHILD_SUBREAPER, Measured, ansible_files, measure
+from fleet import ANSIBLE, Measured, ansible_files, measure, prepare_lab
 
 PROJECT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(PROJECT), str(PROJECT / "tests")]
 
-from ssh_fixture import SshLab, minimal_host, sshd_available  # noqa: E402
+from ssh_fixture import SshLab, minimal_host  # noqa: E402
 
 from reconciler.profile.load import load_profile  # noqa: E402
 from reconciler.rollout.waves import parse_sizes, waves  # noqa: E402
@@ -183,9 +182,7 @@ def main() -> None:
     args = parser.parse_args()
     shapes = args.serial or SHAPES
     with_ansible = not args.no_ansible and ANSIBLE.exists()
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-    if not sshd_available():
-        raise SystemExit("needs root, sshd and ssh-keygen (apt-get install openssh-server)")
+    prepare_lab()
     with tempfile.TemporaryDirectory(prefix="tune-rollout-") as scratch:
         base = Path(scratch)
         # The controller's rollout journals: this run's own, never the user's.
