@@ -194,6 +194,14 @@ def children() -> list[int]:
     return [pid for pid, parent in processes() if parent == me]
 
 
+def prepare_lab() -> None:
+    """Make this process the subreaper of what it starts (Ansible's ssh control masters
+    outlive it; as their subreaper this process counts them), or exit without an SSH lab."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    if not sshd_available():
+        raise SystemExit("needs root, sshd and ssh-keygen (apt-get install openssh-server)")
+
+
 def ansible_run(
     base: Path, lab: SshLab, names: list[str], sections: list[list[str]], forks: int
 ) -> tuple[list[str], dict[str, str]]:
@@ -210,16 +218,27 @@ def ansible_run(
         }
         for n, paths in enumerate(sections)
     ]
-    playbook = base / "read.yml"
+    playbook, inventory, env = ansible_files(base, lab, names, tasks, "read.yml")
+    argv = [str(ANSIBLE), "--check", "-i", str(inventory), "-f", str(forks), str(playbook)]
+    return argv, env
+
+
+def ansible_files(
+    base: Path, lab: SshLab, hosts: list[str], tasks: list[dict[str, Any]], name: str
+) -> tuple[Path, Path, dict[str, str]]:
+    """The playbook `name` of `tasks` and the inventory of `hosts` (one line each), written
+    under `base`, and the environment that runs ansible-playbook over the lab's SSH as fast
+    as it goes (pipelining, one kept connection a host)."""
     base.mkdir(parents=True, exist_ok=True)
+    playbook = base / name
     playbook.write_text(json.dumps([{"hosts": "all", "gather_facts": False, "tasks": tasks}]))
     inventory = base / "inventory.ini"
     inventory.write_text(
-        "\n".join(names)
+        "\n".join(hosts)
         + f"\n[all:vars]\nansible_ssh_common_args=-F {lab.config}\n"
         + "ansible_python_interpreter=/usr/bin/python3\n"
     )
-    (base / "cp").mkdir(parents=True)
+    (base / "cp").mkdir(parents=True, exist_ok=True)
     env = {
         "ANSIBLE_PIPELINING": "True",
         "ANSIBLE_SSH_ARGS": "-o ControlMaster=auto -o ControlPersist=60s",
@@ -229,8 +248,7 @@ def ansible_run(
         "ANSIBLE_NOCOLOR": "1",
         "ANSIBLE_HOST_KEY_CHECKING": "True",
     }
-    argv = [str(ANSIBLE), "--check", "-i", str(inventory), "-f", str(forks), str(playbook)]
-    return argv, env
+    return playbook, inventory, env
 
 
 def sections_of(template: Path, per_knob: bool = False) -> list[list[str]]:
@@ -278,10 +296,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     with_ansible = not args.no_ansible and ANSIBLE.exists()
-    # Ansible's ssh control masters outlive it; as their subreaper this process counts them.
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-    if not sshd_available():
-        raise SystemExit("needs root, sshd and ssh-keygen (apt-get install openssh-server)")
+    prepare_lab()
     with tempfile.TemporaryDirectory(prefix="tune-fleet-") as scratch:
         base = Path(scratch)
         template = minimal_host(TUNED, PROFILE, base / "template")

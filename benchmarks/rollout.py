@@ -32,7 +32,6 @@ memory of the largest process (fleet.py's `measure`).
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import os
 import shlex
@@ -42,12 +41,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-from fleet import ANSIBLE, PR_SET_CHILD_SUBREAPER, Measured, measure
+from fleet import ANSIBLE, Measured, ansible_files, measure, prepare_lab
 
 PROJECT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(PROJECT), str(PROJECT / "tests")]
 
-from ssh_fixture import SshLab, minimal_host, sshd_available  # noqa: E402
+from ssh_fixture import SshLab, minimal_host  # noqa: E402
 
 from reconciler.profile.load import load_profile  # noqa: E402
 from reconciler.rollout.waves import parse_sizes, waves  # noqa: E402
@@ -151,27 +150,10 @@ def ansible_apply(
                 },
             }
         )
-    base.mkdir(parents=True, exist_ok=True)
-    playbook = base / "apply.yml"
-    playbook.write_text(json.dumps([{"hosts": "all", "gather_facts": False, "tasks": tasks}]))
-    inventory = base / "inventory.ini"
-    inventory.write_text(
-        "\n".join(f"{name} root={root}" for name, root in lab.roots.items())
-        + f"\n[all:vars]\nansible_ssh_common_args=-F {lab.config}\n"
-        + "ansible_python_interpreter=/usr/bin/python3\n"
-    )
-    (base / "cp").mkdir(parents=True, exist_ok=True)
-    env = {
-        "ANSIBLE_PIPELINING": "True",
-        "ANSIBLE_SSH_ARGS": "-o ControlMaster=auto -o ControlPersist=60s",
-        "ANSIBLE_SSH_CONTROL_PATH_DIR": str(base / "cp"),
-        "ANSIBLE_LOCAL_TEMP": str(base / "tmp"),
-        "ANSIBLE_HOME": str(base / "home"),
-        "ANSIBLE_NOCOLOR": "1",
-        "ANSIBLE_HOST_KEY_CHECKING": "True",
-        # The lab's sshd runs no sftp subsystem: `copy` sends its file over the session.
-        "ANSIBLE_SSH_TRANSFER_METHOD": "piped",
-    }
+    hosts = [f"{name} root={root}" for name, root in lab.roots.items()]
+    playbook, inventory, env = ansible_files(base, lab, hosts, tasks, "apply.yml")
+    # The lab's sshd runs no sftp subsystem: `copy` sends its file over the session.
+    env["ANSIBLE_SSH_TRANSFER_METHOD"] = "piped"
     return [str(ANSIBLE), "-i", str(inventory), "-f", str(forks), str(playbook)], env
 
 
@@ -200,9 +182,7 @@ def main() -> None:
     args = parser.parse_args()
     shapes = args.serial or SHAPES
     with_ansible = not args.no_ansible and ANSIBLE.exists()
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-    if not sshd_available():
-        raise SystemExit("needs root, sshd and ssh-keygen (apt-get install openssh-server)")
+    prepare_lab()
     with tempfile.TemporaryDirectory(prefix="tune-rollout-") as scratch:
         base = Path(scratch)
         # The controller's rollout journals: this run's own, never the user's.

@@ -14,6 +14,7 @@ import errno
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from conftest import write
 from small_host import config_space
 
 from reconciler.facts.numa import format_list, parse_list
@@ -90,10 +91,5 @@ def build(root: Path, host: IrqHost) -> Path:
     if host.irqbalance:
         files["sys/fs/cgroup/system.slice/irqbalance.service/cgroup.procs"] = "1234\n"
     for rel, content in files.items():
-        target = root / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, bytes):
-            target.write_bytes(content)
-        else:
-            target.write_text(content)
+        write(root, rel, content)
     return root

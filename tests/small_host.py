@@ -12,6 +12,8 @@ import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from conftest import write
+
 from reconciler.facts import nvidia_smi, pcie
 from reconciler.hosts import recorded
 from reconciler.hosts.files import CommandOutput
@@ -105,12 +107,7 @@ def build(root: Path, host: SmallHost) -> Path:
             files[path.lstrip("/")] = data
     files.update(host.etc)
     for rel, content in files.items():
-        target = root / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, bytes):
-            target.write_bytes(content)
-        else:
-            target.write_text(content)
+        write(root, rel, content)
     return root
 
 

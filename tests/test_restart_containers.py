@@ -9,6 +9,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
+import pytest
 from conftest import BLACKWELL, run_tune, write
 from small_host import tree
 from test_reboot_phase import pending, reboot
@@ -191,3 +192,17 @@ def test_no_container_is_restarted_after_a_boot_that_failed_its_checks(untuned: 
     assert result.code == 3
     assert "allows majors [195, 509, 510] but /proc/devices now says" in result.err
     assert container_records(untuned, run_id) == []
+
+
+@pytest.mark.parametrize(
+    ("ended", "said"),
+    [
+        (Completed(1, "usage\n", "pct: no such container\nmore\n"), "pct: no such container"),
+        (Completed(1, "\nlxc-stop: timed out\n", ""), "lxc-stop: timed out"),
+        (Completed(137), "exit status 137"),
+    ],
+)
+def test_a_failed_command_is_quoted_by_its_first_line_of_stderr_else_stdout_else_status(
+    ended: Completed, said: str
+) -> None:
+    assert ended.said == said

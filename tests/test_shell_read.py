@@ -303,3 +303,20 @@ def test_where_each_pci_function_sits_reads_alike_on_every_host_type(tmp_path: P
         assert upstream(files)["0000:06:00.0"] == ("0000:00:07.0",)
         assert vfio_bound(files) == {"0000:04:00.0": "13"}
     assert shelled == direct
+
+
+@pytest.mark.parametrize(
+    ("ended", "said"),
+    [
+        (
+            ScriptResult(b"", b"\n/etc/tune: Read-only file system\n", 1),
+            "/etc/tune: Read-only file system",
+        ),
+        (ScriptResult(b"started\n", b"  \n", 255), "exit status 255"),
+        (ScriptResult(b"", b"\xff bad byte", 2), "\ufffd bad byte"),
+    ],
+)
+def test_a_failed_script_is_quoted_by_its_stderr_else_its_exit_status(
+    ended: ScriptResult, said: str
+) -> None:
+    assert ended.said == said

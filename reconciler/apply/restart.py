@@ -55,9 +55,7 @@ def restart_services(
         if journal is not None:
             journal.record(ServiceRan(unit, argv, ran.returncode, ran.stdout, ran.stderr))
         if ran.returncode != 0:
-            said = (ran.stderr or ran.stdout).strip().splitlines()
-            output = said[0] if said else f"exit status {ran.returncode}"
-            done.failed.append(f"`{shlex.join(argv)}` failed: {output}")
+            done.failed.append(f"`{shlex.join(argv)}` failed: {ran.said}")
         else:
             restarted.append(unit)
     still = pending_restarts(host, loaded)

@@ -425,8 +425,7 @@ def start(host: ShellHost, script: ApplyScript) -> None:
         problems = done.stderr.decode("utf-8", "replace").strip()
         raise HostError(problems or f"{host.name}: the apply script could not be stored.")
     if done.status != 0 or b"started" not in done.stdout:
-        said = done.stderr.decode("utf-8", "replace").strip() or f"exit status {done.status}"
-        raise HostError(f"{host.name}: the apply could not be started: {said}.")
+        raise HostError(f"{host.name}: the apply could not be started: {done.said}.")
 
 
 def wait_for_lock(host: ShellHost) -> None:
@@ -434,8 +433,7 @@ def wait_for_lock(host: ShellHost) -> None:
     done = host.run_script(LIBRARY + "lock_free\n")
     _lock_held(done)
     if done.status != 0:
-        said = done.stderr.decode("utf-8", "replace").strip() or f"exit status {done.status}"
-        raise HostError(f"{host.name}: reading the lock failed: {said}.")
+        raise HostError(f"{host.name}: reading the lock failed: {done.said}.")
 
 
 def wait(
@@ -611,8 +609,7 @@ def restore_remote(host: ShellHost, run: Run, *, boot_only: bool = False) -> Rol
     done = host.run_script(rollback_script(run, boot_only=boot_only))
     _lock_held(done)
     if done.status != 0:
-        said = done.stderr.decode("utf-8", "replace").strip() or f"exit status {done.status}"
-        raise HostError(f"{host.name}: the rollback could not run: {said}.")
+        raise HostError(f"{host.name}: the rollback could not run: {done.said}.")
     result = Restored()
     added = appended(host, run)
     for record in added:
@@ -638,8 +635,7 @@ def extend_remote(host: ShellHost, run_id: str, steps: tuple[Step, ...]) -> None
         return
     after_run = read_run(host, run_id)
     if after_run is None or after_run.outcome == "applied":
-        said = done.stderr.decode("utf-8", "replace").strip() or f"exit status {done.status}"
-        raise HostError(f"{host.name}: the promotion of run {run_id} could not run: {said}.")
+        raise HostError(f"{host.name}: the promotion of run {run_id} could not run: {done.said}.")
     raise outcome_error(after_run)
 
 
@@ -649,8 +645,7 @@ def run_ops(host: ShellHost, ops: tuple[Op, ...], doing: str) -> None:
     body = "".join(f'ERR=; {_op(op)} || {{ echo "$ERR" >&2; exit 1; }}\n' for op in ops)
     done = host.run_script(LIBRARY + body)
     if done.status != 0:
-        said = done.stderr.decode("utf-8", "replace").strip() or f"exit status {done.status}"
-        raise HostError(f"{host.name}: {doing} failed: {said}.")
+        raise HostError(f"{host.name}: {doing} failed: {done.said}.")
 
 
 def store_profile_remote(host: ShellHost, text: str) -> None:
@@ -664,8 +659,7 @@ def store_profile_remote(host: ShellHost, text: str) -> None:
     )
     _lock_held(done)
     if done.status != 0:
-        said = done.stderr.decode("utf-8", "replace").strip() or f"exit status {done.status}"
-        raise HostError(f"{host.name}: storing {PROFILE} failed: {said}.")
+        raise HostError(f"{host.name}: storing {PROFILE} failed: {done.said}.")
 
 
 def run_remote(host: ShellHost, argv: Sequence[str]) -> Completed:
@@ -685,8 +679,7 @@ def start_reboot(host: ShellHost) -> None:
     """Ask the target to reboot, detached from this connection (see `reboot_detached`)."""
     done = host.run_script(LIBRARY + "reboot_detached\n")
     if done.status != 0:
-        said = done.stderr.decode("utf-8", "replace").strip() or f"exit status {done.status}"
-        raise HostError(f"{host.name}: the reboot could not be started: {said}.")
+        raise HostError(f"{host.name}: the reboot could not be started: {done.said}.")
 
 
 def unloadable_remote(host: ShellHost, modules: tuple[str, ...]) -> dict[str, str]:
@@ -697,7 +690,6 @@ def unloadable_remote(host: ShellHost, modules: tuple[str, ...]) -> dict[str, st
     )
     done = host.run_script(LIBRARY + body)
     if done.status != 0:
-        said = done.stderr.decode("utf-8", "replace").strip() or f"exit status {done.status}"
-        raise HostError(f"{host.name}: checking modules with modprobe failed: {said}.")
+        raise HostError(f"{host.name}: checking modules with modprobe failed: {done.said}.")
     lines = done.stdout.decode("utf-8", "replace").splitlines()
     return {name: said for name, _, said in (line.partition("\t") for line in lines) if said}

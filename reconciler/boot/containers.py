@@ -103,7 +103,7 @@ def restart_containers(
             continue
         listed = _run(run, container, container.list_dev(), journal)
         if listed.returncode != 0:
-            done.failed.append(_failed(container, container.list_dev(), listed.output))
+            done.failed.append(_failed(container, container.list_dev(), listed.said))
             continue
         missing = [f"/dev/{n}" for n in nodes if n not in listed.stdout.split()]
         if missing:
@@ -117,25 +117,17 @@ def restart_containers(
     return done
 
 
-@dataclass(frozen=True)
-class _Ran:
-    returncode: int
-    stdout: str
-    output: str  # the first line of stderr (else stdout), for a message
-
-
-def _run(run: Run, container: Container, argv: tuple[str, ...], journal: Journal) -> _Ran:
+def _run(run: Run, container: Container, argv: tuple[str, ...], journal: Journal) -> Completed:
     done = run(argv)
     journal.record(ContainerRan(container.name, argv, done.returncode, done.stdout, done.stderr))
-    said = (done.stderr or done.stdout).strip().splitlines()
-    return _Ran(done.returncode, done.stdout, said[0] if said else f"exit status {done.returncode}")
+    return done
 
 
 def _restart(run: Run, container: Container, journal: Journal) -> str | None:
     for argv in container.restart():
         ran = _run(run, container, argv, journal)
         if ran.returncode != 0:
-            return _failed(container, argv, ran.output)
+            return _failed(container, argv, ran.said)
     return None
 
 

@@ -55,6 +55,13 @@ class Completed:
     stdout: str = ""
     stderr: str = ""
 
+    @property
+    def said(self) -> str:
+        """What a message quotes of it: the first line of stderr, else of stdout, else the
+        exit status."""
+        lines = (self.stderr or self.stdout).strip().splitlines()
+        return lines[0] if lines else f"exit status {self.returncode}"
+
 
 class ReadableHost(ABC):
     """A machine as plan, check, audit and report see it: the local root, a snapshot, or SSH.

@@ -117,6 +117,12 @@ class ScriptResult:
     stderr: bytes
     status: int
 
+    @property
+    def said(self) -> str:
+        """What a message quotes of a failed script: its standard error (tune's scripts print
+        one sentence there), else its exit status."""
+        return self.stderr.decode("utf-8", "replace").strip() or f"exit status {self.status}"
+
 
 class ShellHost(Host):
     """A host that runs POSIX `sh` scripts; subclasses say how a script reaches `sh`.

@@ -10,7 +10,7 @@ from ...facts.pci import DEVICES, PciDevice
 from ...hosts.files import Request
 from ...plan.model import Priority
 from ..facts import Facts
-from ..model import Area, Verdict
+from ..model import Area, Fix, Good, Problem, Verdict
 from ..thresholds import Thresholds
 
 P0, P1, P2 = Priority.P0, Priority.P1, Priority.P2
@@ -60,3 +60,37 @@ def addresses(devices: list[PciDevice]) -> str:
 
 def config_of(device: PciDevice) -> str:
     return f"{DEVICES}/{device.address}/config"
+
+
+@dataclass(frozen=True)
+class Checked:
+    """One thing a rule checks one by one (a service, a container): whether it holds, the line
+    that shows it, and how it reads as a problem and the profile entry that fixes it where not."""
+
+    name: str
+    holds: bool
+    shown: str
+    problem: str
+    fix: Fix
+
+
+def good_or_problem(
+    checked: list[Checked], good: str, priority: Priority, reason: str
+) -> list[Verdict]:
+    """One Good naming those that hold (`good` then their names), one Problem for the rest."""
+    fine = [c for c in checked if c.holds]
+    failing = [c for c in checked if not c.holds]
+    out: list[Verdict] = []
+    if fine:
+        out.append(Good(f"{good} {', '.join(c.name for c in fine)}", tuple(c.shown for c in fine)))
+    if failing:
+        out.append(
+            Problem(
+                priority,
+                "; ".join(c.problem for c in failing),
+                tuple(c.shown for c in failing),
+                reason,
+                tuple(c.fix for c in failing),
+            )
+        )
+    return out

@@ -10,7 +10,7 @@ from ...hosts.files import Request
 from ..facts import Facts
 from ..model import Area, Fix, Good, Problem, Verdict
 from ..thresholds import Thresholds
-from .base import P0, rule
+from .base import P0, Checked, good_or_problem, rule
 
 
 @dataclass(frozen=True)
@@ -41,43 +41,30 @@ def gpu_containers(facts: Facts) -> list[ContainerConfig]:
 
 @rule("lxc-memlock", Area.CONTAINER, PVE_CONFIGS, LXC_CONFIGS, lxc_fmt.PROC_DEVICES)
 def lxc_memlock(facts: Facts, limits: Thresholds) -> list[Verdict]:
-    limited: list[tuple[ContainerConfig, str | None, str]] = []
-    fine: list[tuple[ContainerConfig, str | None, str]] = []
+    checked = []
     for container in gpu_containers(facts):
         value = container.parsed.last(lxc_fmt.MEMLOCK)
-        shown = f"{container.config}: " + (
-            container.parsed.syntax.line(lxc_fmt.MEMLOCK, value).rstrip("\n")
-            if value
-            else f"no {lxc_fmt.MEMLOCK}"
-        )
-        unlimited = value is not None and all(p == "unlimited" for p in value.split(":"))
-        (fine if unlimited else limited).append((container, value, shown))
-    out: list[Verdict] = []
-    if fine:
-        out.append(
-            Good(
-                f"{lxc_fmt.MEMLOCK} unlimited in {', '.join(c.name for c, _, _ in fine)}",
-                tuple(s for _, _, s in fine),
+        if value:
+            line = container.parsed.syntax.line(lxc_fmt.MEMLOCK, value).rstrip("\n")
+            limit = f"with memlock {value}"
+        else:
+            line, limit = f"no {lxc_fmt.MEMLOCK}", "without a memlock limit (default 8 MiB)"
+        checked.append(
+            Checked(
+                name=container.name,
+                holds=value is not None and all(p == "unlimited" for p in value.split(":")),
+                shown=f"{container.config}: {line}",
+                problem=f"container {container.name} mounts NVIDIA devices {limit}",
+                fix=Fix("lxc", ("memlock",), "unlimited", item=container.identity),
             )
         )
-    if limited:
-        out.append(
-            Problem(
-                P0,
-                "; ".join(
-                    f"container {c.name} mounts NVIDIA devices "
-                    + (f"with memlock {v}" if v else "without a memlock limit (default 8 MiB)")
-                    for c, v, _ in limited
-                ),
-                tuple(s for _, _, s in limited),
-                "CUDA pinned memory, NCCL and RDMA register host memory with mlock; the default "
-                "limit makes them fail or fall back to pageable copies",
-                tuple(
-                    Fix("lxc", ("memlock",), "unlimited", item=c.identity) for c, _, _ in limited
-                ),
-            )
-        )
-    return out
+    return good_or_problem(
+        checked,
+        f"{lxc_fmt.MEMLOCK} unlimited in",
+        P0,
+        "CUDA pinned memory, NCCL and RDMA register host memory with mlock; the default "
+        "limit makes them fail or fall back to pageable copies",
+    )
 
 
 ALLOW_ALL = ("a", "a *:* rwm", "c *:* rwm")

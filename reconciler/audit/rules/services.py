@@ -7,9 +7,9 @@ from ...facts import systemd
 from ...facts.lxc import LXC_CONFIGS, PVE_CONFIGS
 from ...hosts.files import Request
 from ..facts import Facts
-from ..model import Area, Fix, Good, NotIssue, Problem, Verdict
+from ..model import Area, Fix, NotIssue, Verdict
 from ..thresholds import Thresholds
-from .base import P1, rule
+from .base import P1, Checked, good_or_problem, rule
 from .containers import gpu_containers
 
 # The services that start GPU containers or jobs: their children inherit the limit.
@@ -33,8 +33,7 @@ def runtime_memlock(facts: Facts, limits: Thresholds) -> list[Verdict]:
                 "their locked-memory limit is the container's (lxc-memlock), not a service's",
             )
         ]
-    limited: list[tuple[str, str | None, str]] = []
-    fine: list[tuple[str, str | None, str]] = []
+    checked = []
     for name in RUNTIMES:
         unit = systemd.resolve(facts.files, name)
         if not unit.exists:
@@ -44,38 +43,30 @@ def runtime_memlock(facts: Facts, limits: Thresholds) -> list[Verdict]:
             value = systemd.normalize_limit("LimitMEMLOCK", raw)
         except ValueError:
             value = raw
-        shown = f"{source}: LimitMEMLOCK={raw}" if source else f"{unit.path}: no LimitMEMLOCK"
-        (fine if value == systemd.INFINITY else limited).append((name, value, shown))
-    if not limited and not fine:
+        checked.append(
+            Checked(
+                name=name,
+                holds=value == systemd.INFINITY,
+                shown=(
+                    f"{source}: LimitMEMLOCK={raw}" if source else f"{unit.path}: no LimitMEMLOCK"
+                ),
+                problem=(
+                    f"{name} starts with memlock {value}"
+                    if value
+                    else f"{name} sets no LimitMEMLOCK (systemd's default, 8 MiB since v253)"
+                ),
+                fix=Fix("services", (name,), {"limits": {"LimitMEMLOCK": "infinity"}}),
+            )
+        )
+    if not checked:
         return [
             NotIssue("no container runtime installed", ("no unit of " + ", ".join(RUNTIMES),), "")
         ]
-    out: list[Verdict] = []
-    if fine:
-        out.append(
-            Good(
-                f"LimitMEMLOCK=infinity for {', '.join(n for n, _, _ in fine)}",
-                tuple(s for _, _, s in fine),
-            )
-        )
-    if limited:
-        out.append(
-            Problem(
-                P1,
-                "; ".join(
-                    f"{n} starts with memlock {v}"
-                    if v
-                    else f"{n} sets no LimitMEMLOCK (systemd's default, 8 MiB since v253)"
-                    for n, v, _ in limited
-                ),
-                tuple(s for _, _, s in limited),
-                "CUDA pinned memory and RDMA register host memory with mlock in the containers or "
-                "jobs these services start; they inherit its limit, and /etc/security/limits.d "
-                "does not apply to services",
-                tuple(
-                    Fix("services", (n,), {"limits": {"LimitMEMLOCK": "infinity"}})
-                    for n, _, _ in limited
-                ),
-            )
-        )
-    return out
+    return good_or_problem(
+        checked,
+        "LimitMEMLOCK=infinity for",
+        P1,
+        "CUDA pinned memory and RDMA register host memory with mlock in the containers or "
+        "jobs these services start; they inherit its limit, and /etc/security/limits.d "
+        "does not apply to services",
+    )
