@@ -4,7 +4,11 @@ controller's journal, resume after a SIGKILL, a host that never comes back."""
 
 from __future__ import annotations
 
+import io
 import json
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -23,6 +27,7 @@ lab_only = pytest.mark.skipif(
 )
 
 NEW_CMDLINE = "BOOT_IMAGE=/vmlinuz quiet amd_pstate=active processor.max_cstate=1\n"
+BOOT_ID = "proc/sys/kernel/random/boot_id"
 FAST = ("--reboot-poll", "0.1", "--reboot-timeout", "20", "--no-probes", "-y")
 
 
@@ -85,6 +90,37 @@ def test_the_failure_budget_counts_hosts_or_a_share_of_the_fleet() -> None:
     assert FailureBudget.parse("10%").allowed(9) == 0
 
 
+def test_options_of_the_waves_that_cannot_apply_are_refused(untuned: Path) -> None:
+    hosts = ("-H", "a", "-H", "b")
+    hooked = run_tune("apply", BLACKWELL, "--runtime-only", *hosts, "--before-reboot", "true")
+    assert hooked.code == 64 and "--before-reboot and --after-verify run around a reboot" in (
+        hooked.err
+    )
+    local = run_tune("apply", BLACKWELL, "--root", untuned, "--serial", "1", "-y")
+    assert local.code == 64 and "roll out over -H hosts" in local.err
+    bad = run_tune("apply", BLACKWELL, "--reboot", *hosts, "--serial", "1,0")
+    assert bad.code == 64 and "--serial '1,0'" in bad.err
+    unknown = run_tune("apply", BLACKWELL, "--reboot", *hosts, "--canary", "c", "-y")
+    assert unknown.code == 64 and "--canary c is not one of the hosts" in unknown.err
+
+
+def test_status_without_a_rollout_says_so_and_resume_reads_only_a_private_journal() -> None:
+    none = run_tune("rollout", "status")
+    assert (none.code, none.err) == (0, "")
+    assert none.out.startswith("No rollout journaled in ")
+    saved = journal.Rollout(
+        journal.new_rollout_id(), str(BLACKWELL), "0", {}, [["h1"]], {"h1": journal.HostEntry(0)}
+    )
+    saved.save()
+    shown = run_tune("rollout", "status", saved.rollout_id)
+    assert shown.code == 0 and "1 not started" in shown.out
+    assert saved.path is not None
+    saved.path.chmod(0o622)  # others may write it: resume would run their hooks
+    refused = run_tune("rollout", "resume", "-y")
+    assert refused.code == 6 and "not this user's alone" in refused.err
+    assert run_tune("rollout", "status", "20990101T000000Z-abcdef").code == 64
+
+
 # The lab.
 
 
@@ -144,3 +180,290 @@ def test_an_emulated_reboot_of_fixed_duration_keeps_the_old_boot_id_meanwhile(
         assert (root / "proc/cmdline").read_text() == NEW_CMDLINE
     assert "wave 2  h2  rebooting" in result.out
     assert "2 applied, 0 rolled back, 0 failed, 0 not started" in result.out
+
+
+def boots(root: Path) -> list[str]:
+    """The boot ids the emulated reboots made, in order."""
+    log = root / ".tune-emulate/boots"
+    return log.read_text().split() if log.exists() else []
+
+
+def emulated(roots: dict[str, Path]) -> None:
+    for root in roots.values():
+        (root / ".tune-emulate").mkdir(exist_ok=True)
+
+
+def fails_verification(root: Path) -> None:
+    """Its next boot comes up without the new parameters (the boot loader ignored them)."""
+    write(root, ".next-boot/proc/cmdline", "BOOT_IMAGE=/vmlinuz quiet\n")
+
+
+HOOK = """#!/bin/sh
+# $1: which hook; what the host looks like to the hook: its boot id now.
+printf '%s %s %s %s %s\\n' "$1" "$TUNE_HOST" "$TUNE_WAVE" "$TUNE_ROLLOUT" \\
+    "$(cat "$ROOTS/$TUNE_HOST/proc/sys/kernel/random/boot_id")" >>"$LOG"
+printf '%s\\n' "$TUNE_HOST_JSON" >>"$LOG.json"
+"""
+
+
+@lab_only
+def test_twenty_hosts_in_waves_with_a_canary_hooks_and_one_failure_within_the_budget(
+    tmp_path: Path, start_lab: StartLab, template: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    roots = fleet(tmp_path, template, 20)
+    emulated(roots)
+    fails_verification(roots["h9"])
+    before = {
+        n: (r / "proc/sys/kernel/random/boot_id").read_text().strip() for n, r in roots.items()
+    }
+    hook = write(tmp_path, "hook.sh", HOOK)
+    log = tmp_path / "hooks.log"
+    monkeypatch.setenv("ROOTS", str(tmp_path))
+    monkeypatch.setenv("LOG", str(log))
+    lab = start_lab(roots)
+    result = rollout(
+        lab,
+        "--serial", "1,5,25%",
+        "--canary", "h20",
+        "--max-fail", "1",
+        "--before-reboot", f"sh {hook} before",
+        "--after-verify", f"sh {hook} after",
+        "--forks", "5",
+    )  # fmt: skip
+    assert result.code == 1, result.out + result.err  # a host failed: as other fleet commands
+    saved = journal.load(None)
+    # The canary alone, then 1, 5, 5 (25% of 20), 5 and the 3 left.
+    assert [len(w) for w in saved.waves] == [1, 1, 5, 5, 5, 3]
+    assert saved.waves[0] == ["h20"]
+    states = {n: e.state for n, e in saved.hosts.items()}
+    assert states.pop("h9") == journal.ROLLED_BACK
+    assert set(states.values()) == {journal.DONE}
+    assert saved.hosts["h9"].configuration == "prior"
+    assert "processor.max_cstate" in (saved.hosts["h9"].why or "")
+    assert "19 applied, 1 rolled back, 0 failed, 0 not started" in result.out
+    assert "on the prior configuration: h9" in result.out
+    # h9 is back on its prior boot configuration; every host booted exactly once.
+    assert not (roots["h9"] / "etc/default/grub.d/90-tune.cfg").exists()
+    for name, root in roots.items():
+        assert len(boots(root)) == 1, name
+    # The hooks: before each reboot (the old boot id), after each verified boot (the new), in
+    # the host's wave; none after h9's failed verification; the waves in order.
+    lines = [line.split() for line in log.read_text().splitlines()]
+    assert all(rollout_id == saved.rollout_id for *_, rollout_id, _ in lines)
+    seen = {(hook, host): (int(wave), boot) for hook, host, wave, _, boot in lines}
+    for name, entry in saved.hosts.items():
+        wave, boot = seen[("before", name)]
+        assert (wave, boot) == (entry.wave + 1, before[name])
+        if name != "h9":
+            assert seen[("after", name)] == (entry.wave + 1, boots(roots[name])[0])
+    assert ("after", "h9") not in seen
+    waves_seen = [int(wave) for _, _, wave, _, _ in lines]
+    assert waves_seen == sorted(waves_seen)
+    described = [
+        json.loads(line) for line in (tmp_path / "hooks.log.json").read_text().splitlines()
+    ]
+    first = next(d for d in described if d["host"] == "h20")
+    # The address is what ssh connects to: here the lab's ssh_config alias.
+    assert first["address"] == "h20" and first["run"] == saved.hosts["h20"].run_id
+    assert first["wave"] == 1 and first["rollout"] == saved.rollout_id
+
+
+@lab_only
+def test_failures_past_the_budget_stop_before_the_next_wave(
+    tmp_path: Path, start_lab: StartLab, template: Path
+) -> None:
+    roots = fleet(tmp_path, template, 4)
+    fails_verification(roots["h2"])
+    lab = start_lab(roots)
+    result = rollout(lab, "--serial", "1,2", "--max-fail", "0", "--format", "json")
+    assert result.code == 1, result.out + result.err
+    summary = json_lines(result.out)[-1]
+    # Wave 2 (h2, h3) ends whole; wave 3 (h4) never starts.
+    assert summary["counts"] == {
+        "done": 2, "rolled-back": 1, "failed": 0, "not-started": 1, "in-flight": 0
+    }, result.out  # fmt: skip
+    assert summary["configurations"]["prior"] == ["h2", "h4"]
+    assert "more than --max-fail allows (0)" in summary["stopped"]
+    assert (roots["h4"] / "proc/cmdline").read_text() != NEW_CMDLINE
+
+
+@lab_only
+def test_a_host_that_never_comes_back_fails_with_exit_4_and_counts(
+    tmp_path: Path, start_lab: StartLab, template: Path
+) -> None:
+    roots = fleet(tmp_path, template, 3)
+    write(roots["h1"], ".tune-emulate/reboot-seconds", "3600\n")  # its reboot never ends
+    lab = start_lab(roots)
+    result = run_tune(
+        "apply", BLACKWELL, "--reboot", "--ssh-config", lab.config, "--reboot-poll", "0.1",
+        "--reboot-timeout", "2", "--no-probes", "-y", "--serial", "1", "--max-fail", "0",
+        "--format", "json", *hosts_args(lab),
+    )  # fmt: skip
+    assert result.code == 1, result.out + result.err
+    (down, summary) = json_lines(result.out)
+    assert (down["host"]["name"], down["state"], down["exit_code"]) == ("h1", "failed", 4)
+    assert down["configuration"] == "pending"
+    assert "did not come back with a new boot id within 2 s" in down["why"]
+    assert summary["counts"]["not-started"] == 2
+    status = run_tune("rollout", "status")
+    assert status.code == 0, status.err
+    assert "boot not verified (tune verify -H HOST once it is up): h1" in status.out
+
+
+class Terminal(io.StringIO):
+    """Standard input that is a terminal, with the operator's answers in it."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+@lab_only
+def test_the_canary_goes_first_alone_then_the_rollout_asks_and_resume_goes_on(
+    tmp_path: Path, start_lab: StartLab, template: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    roots = fleet(tmp_path, template, 3)
+    emulated(roots)
+    lab = start_lab(roots)
+    monkeypatch.setattr("sys.stdin", Terminal("y\nn\n"))  # the rollout: yes; the rest: no
+    argv = ("apply", BLACKWELL, "--reboot", "--ssh-config", lab.config, *FAST[:-1])
+    result = run_tune(*argv, *hosts_args(lab), "--canary", "h3", "--serial", "2")
+    assert result.code == 7, result.out + result.err
+    assert "The canaries h3 are verified. Go on with the other 2 hosts?" in result.out
+    saved = journal.load(None)
+    assert f"`tune rollout resume {saved.rollout_id} --yes` goes on" in result.err
+    assert saved.waves == [["h3"], ["h1", "h2"]]
+    assert {n: e.state for n, e in saved.hosts.items()} == {
+        "h1": journal.NOT_STARTED, "h2": journal.NOT_STARTED, "h3": journal.DONE
+    }  # fmt: skip
+    assert saved.stopped is not None and "canaries" in saved.stopped
+    assert [len(boots(root)) for root in roots.values()] == [0, 0, 1]
+
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))  # no terminal, no --yes: still asks
+    refused = run_tune("rollout", "resume")
+    assert refused.code == 7, refused.out + refused.err
+    assert [len(boots(root)) for root in roots.values()] == [0, 0, 1]
+
+    resumed = run_tune("rollout", "resume", saved.rollout_id, "--yes")
+    assert resumed.code == 0, resumed.out + resumed.err
+    saved = journal.load(saved.rollout_id)
+    assert {e.state for e in saved.hosts.values()} == {journal.DONE}
+    assert saved.stopped is None
+    assert [len(boots(root)) for root in roots.values()] == [1, 1, 1]
+
+
+def journal_shows_a_reboot(state: Path) -> bool:
+    for path in (state / "rollouts").glob("*.json"):
+        try:
+            hosts = json.loads(path.read_text())["hosts"].values()
+        except (ValueError, KeyError):
+            continue  # never half a file (it is replaced whole), but be safe
+        if any(h["state"] == journal.IN_FLIGHT and h["rebooting"] for h in hosts):
+            return True
+    return False
+
+
+@lab_only
+def test_a_controller_killed_in_a_wave_is_resumed_without_a_second_reboot(
+    tmp_path: Path, start_lab: StartLab, template: Path
+) -> None:
+    roots = fleet(tmp_path, template, 3)
+    emulated(roots)
+    # h1's reboot outlasts the controller's death and resume's start: resume must wait for it,
+    # not ask for another.
+    write(roots["h1"], ".tune-emulate/reboot-seconds", "8\n")
+    lab = start_lab(roots)
+    argv = ["apply", str(BLACKWELL), "--reboot", "--ssh-config", str(lab.config), *FAST]
+    argv += [*hosts_args(lab), "--serial", "1,2"]
+    state = Path(os.environ["TUNE_STATE_DIR"])
+    controller = subprocess.Popen(
+        [sys.executable, "-m", "reconciler.cli", *argv],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not journal_shows_a_reboot(state):
+            assert controller.poll() is None, "the rollout ended before a reboot was journaled"
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    finally:
+        controller.kill()  # SIGKILL: nothing of the controller runs after it
+        controller.wait()
+    killed = journal.load(None)
+    in_flight = [n for n, e in killed.hosts.items() if e.state == journal.IN_FLIGHT]
+    assert in_flight == ["h1"]
+
+    resumed = run_tune("rollout", "resume", "--yes")
+    assert resumed.code == 0, resumed.out + resumed.err
+    saved = journal.load(killed.rollout_id)
+    assert {e.state for e in saved.hosts.values()} == {journal.DONE}
+    for name, root in roots.items():
+        assert len(boots(root)) == 1, name  # rebooted once: none twice, none skipped
+        assert (root / "proc/cmdline").read_text() == NEW_CMDLINE
+        assert not (root / "var/lib/tune/pending.json").exists()
+
+
+def container_commands(root: Path) -> list[list[str]]:
+    host = SnapshotHost(root)
+    (run_id,) = run_ids(host)
+    run = read_run(host, run_id)
+    assert run is not None and run.outcome == "applied"
+    return [r["argv"] for r in (r.to_json() for r in run.records) if r["type"] == "container"]
+
+
+@lab_only
+def test_restart_containers_over_ssh_on_one_host_and_in_a_rollout(
+    tmp_path: Path, start_lab: StartLab, template: Path
+) -> None:
+    roots = fleet(tmp_path, template, 3)
+    lab = start_lab(roots)
+    one = run_tune(
+        "apply", BLACKWELL, "--reboot", "--restart-containers", "--ssh-config", lab.config,
+        "--no-probes", "-y", "-H", "h1",
+    )  # fmt: skip
+    assert one.code == 0, one.out + one.err
+    assert "ok  container 101 restarted and sees 13 NVIDIA nodes" in one.out
+    assert container_commands(roots["h1"]) == [
+        ["pct", "reboot", "101"],
+        ["pct", "exec", "101", "--", "ls", "/dev"],
+    ]
+    many = run_tune(
+        "apply", BLACKWELL, "--reboot", "--restart-containers", "--ssh-config", lab.config,
+        *FAST, "-H", "h2", "-H", "h3", "--serial", "1",
+    )  # fmt: skip
+    assert many.code == 0, many.out + many.err
+    for name in ("h2", "h3"):
+        assert container_commands(roots[name]) == container_commands(roots["h1"])
+
+
+@lab_only
+def test_runtime_only_fleets_go_in_waves_within_the_same_budget(
+    tmp_path: Path, start_lab: StartLab, template: Path
+) -> None:
+    roots = fleet(tmp_path, template, 4)
+    write(roots["h2"], ".tune-emulate/fault", "3 fail\n")  # its 4th write fails: rolled back
+    lab = start_lab(roots)
+    result = run_tune(
+        "apply", BLACKWELL, "--runtime-only", "--ssh-config", lab.config, "--no-probes", "-y",
+        "--serial", "1,2", "--max-fail", "0", *hosts_args(lab),
+    )  # fmt: skip
+    assert result.code == 1, result.out + result.err
+    saved = journal.load(None)
+    assert saved.waves == [["h1"], ["h2", "h3"], ["h4"]]
+    assert {n: e.state for n, e in saved.hosts.items()} == {
+        "h1": journal.DONE,
+        "h2": journal.ROLLED_BACK,
+        "h3": journal.DONE,
+        "h4": journal.NOT_STARTED,
+    }
+    assert "injected: the write failed" in (saved.hosts["h2"].why or "")
+    assert "2 applied, 1 rolled back, 0 failed, 1 not started" in result.out
+    for name in ("h1", "h3"):
+        assert (roots[name] / "proc/sys/vm/swappiness").read_text() != (
+            template / "proc/sys/vm/swappiness"
+        ).read_text()
+    assert (roots["h4"] / "proc/sys/vm/swappiness").read_text() == (
+        template / "proc/sys/vm/swappiness"
+    ).read_text()
+    assert not (roots["h1"] / ".tune-emulate/boots").exists()  # nothing rebooted

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import contextlib
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from ..errors import HostError
-from ..hosts.base import Host
+from ..hosts.base import Completed, Host
 from ..hosts.shell import ShellHost
 from .journal import LOCK, Run, read_run
 from .steps import DeleteFile, PutFile, Skipped, Step
@@ -108,6 +108,10 @@ class Engine(ABC):
     def probe_executor(self) -> tuple[Executor, dict[str, str]]:
         """Where the profile's probes run, and the environment they get."""
 
+    @abstractmethod
+    def run_command(self, argv: Sequence[str]) -> Completed:
+        """Run `argv` on the host (a container's restart, `ls /dev` inside it)."""
+
     def verify_command(self) -> str:
         """What the operator runs after a reboot they make themselves."""
         return "tune verify"
@@ -175,6 +179,9 @@ class PythonEngine(Engine):
         from ..boot.verify import PENDING
 
         self.host.delete_file(PENDING)
+
+    def run_command(self, argv: Sequence[str]) -> Completed:
+        return self.host.run(argv)
 
     def reboot(self) -> None:
         done = self.host.run(["systemctl", "reboot"])
@@ -264,6 +271,11 @@ class ShellEngine(Engine):
         from .sh_engine import run_ops
 
         run_ops(self.host, (DeleteFile(PENDING),), f"removing {PENDING}")
+
+    def run_command(self, argv: Sequence[str]) -> Completed:
+        from .sh_engine import run_remote
+
+        return run_remote(self.host, argv)
 
     def reboot(self) -> None:
         from .sh_engine import start_reboot

@@ -456,7 +456,8 @@ reboot_detached() {
 # A snapshot "boots": /proc/cmdline from tune's one-time GRUB or systemd-boot entry while it
 # exists (grub-reboot or bootctl set-oneshot points the boot there), else the running line;
 # files staged for the next boot under $R/.next-boot/ (a /proc/devices with a moved major)
-# replace their namesakes; then, last, a new boot id (a reader that sees it sees the rest).
+# replace their namesakes; then, last, a new boot id (a reader that sees it sees the rest),
+# also appended to /.tune-emulate/boots where that directory exists.
 # `/.tune-emulate/reboot-seconds` holding N: the boot happens N seconds later, detached, so the
 # session that asked returns at once and the host keeps its old boot id meanwhile, as a real
 # reboot of fixed duration (benchmarks/rollout.py).
@@ -482,7 +483,9 @@ emu_boot() {
     done
     if [ -d "$R/.next-boot" ]; then cp -R "$R/.next-boot/." "$R/" && rm -rf "$R/.next-boot"; fi
     id="$R/proc/sys/kernel/random/boot_id"
-    cat /proc/sys/kernel/random/uuid >"$id.new" && mv -f "$id.new" "$id"
+    cat /proc/sys/kernel/random/uuid >"$id.new" && mv -f "$id.new" "$id" || return 1
+    # Each boot, for the lab's tests to count (a host must never be rebooted twice).
+    if [ -d "$R/.tune-emulate" ]; then cat "$id" >>"$R/.tune-emulate/boots"; fi
 }
 
 has_command() {

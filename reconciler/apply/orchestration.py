@@ -249,7 +249,7 @@ def after_boot(
 
     def after(pending: PendingBoot, verdict: BootVerdict) -> None:
         if restart_containers or pending.restart_containers:
-            restart_after_boot(host, pending, verdict)
+            restart_after_boot(host, pending, verdict, engine.run_command)
         kept.extend(probe_after_boot(host, pending, verdict, execute, env, keep_on_regression))
 
     return after

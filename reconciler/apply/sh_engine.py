@@ -35,12 +35,14 @@ import secrets
 import shlex
 import socket
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..boot.verify import PENDING
 from ..errors import ApplyFailed, ConnectError, HostError, LockHeld
 from ..hosts import emulate
+from ..hosts.base import Completed
 from ..hosts.shell import Expand, ScriptResult, ShellHost, printf_format, quoted, sh_word
 from ..kinds import boot_kind
 from ..probes.phase import PhaseProbes, Records, Regressed
@@ -660,6 +662,19 @@ def store_profile_remote(host: ShellHost, text: str) -> None:
     if done.status != 0:
         said = done.stderr.decode("utf-8", "replace").strip() or f"exit status {done.status}"
         raise HostError(f"{host.name}: storing {PROFILE} failed: {said}.")
+
+
+def run_remote(host: ShellHost, argv: Sequence[str]) -> Completed:
+    """`argv` on the target, in one round trip, through lib.sh's `run_argv` (which a snapshot
+    under TUNE_ROOT emulates, as it does a run's commands): its exit status and what it
+    printed (standard output and error together, as `run_argv` keeps them)."""
+    words = " ".join(quoted(word) for word in argv)
+    done = host.run_script(
+        f"{LIBRARY}ERR=; run_argv {quoted(shlex.join(argv))} {words}; rc=$?\n"
+        'printf %s "$out"; exit $rc\n'
+    )
+    output = done.stdout.decode("utf-8", "replace")
+    return Completed(done.status, output, "" if done.status == 0 else output)
 
 
 def start_reboot(host: ShellHost) -> None:

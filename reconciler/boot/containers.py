@@ -5,9 +5,9 @@ A container starts with what its config binds at that moment: one that came up a
 the driver created a node (nvidia-uvm is made on first use) runs without it until restarted,
 and a config edit (allow or mount lines) takes effect only at its next start. Proxmox restarts a
 container with `pct reboot ID`, plain LXC with `lxc-stop` then `lxc-start`; what the container
-sees is `ls /dev` run inside it. Every command is an argv list run through the host, and each
-one is recorded in the run's journal; on a snapshot the host emulates them
-(`reconciler.hosts.emulate`).
+sees is `ls /dev` run inside it. Every command is an argv list run through the host's engine
+(over SSH, lib.sh's `run_argv` on the target), and each one is recorded in the run's journal; on
+a snapshot the host emulates them (`reconciler.hosts.emulate`, and lib.sh under TUNE_ROOT).
 """
 
 from __future__ import annotations
@@ -15,14 +15,18 @@ from __future__ import annotations
 import posixpath
 import re
 import shlex
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..apply.journal import Journal
 from ..apply.records import ContainerRan
 from ..facts import lxc as fmt
-from ..hosts.base import Host
+from ..hosts.base import Completed, Host
 from ..hosts.files import Request
 from .verify import BootVerdict, PendingBoot
+
+# How a command reaches the host: `Host.run` here or on a snapshot, the engine's over SSH.
+Run = Callable[[Sequence[str]], Completed]
 
 _PROXMOX = re.compile(r"/etc/pve/lxc/([0-9]+)\.conf")
 LIST_DEV = ("ls", "/dev")
@@ -61,7 +65,9 @@ class Container:
         return (*self._lxc("lxc-attach"), "--", *LIST_DEV)
 
 
-def restart_after_boot(host: Host, pending: PendingBoot, verdict: BootVerdict) -> None:
+def restart_after_boot(
+    host: Host, pending: PendingBoot, verdict: BootVerdict, run: Run | None = None
+) -> None:
     """Restart the containers of `pending`'s run once its boot is verified; what held and what
     failed goes into `verdict`, the commands into the run's journal, which then ends `applied`
     again unless something failed (a failure rolls the boot configuration back). Nothing is
@@ -69,29 +75,33 @@ def restart_after_boot(host: Host, pending: PendingBoot, verdict: BootVerdict) -
     if verdict.failed or not pending.containers:
         return
     journal = Journal(host, pending.run_id)
-    restarted = restart_containers(host, pending.containers, journal)
+    restarted = restart_containers(host, pending.containers, journal, run)
     verdict.held += restarted.held
     verdict.failed += restarted.failed
     if not restarted.failed:
         journal.end("applied")  # its container records follow the end the apply wrote
 
 
-def restart_containers(host: Host, configs: list[str], journal: Journal) -> BootVerdict:
+def restart_containers(
+    host: Host, configs: list[str], journal: Journal, run: Run | None = None
+) -> BootVerdict:
     """Restart each container and check that one that mounts NVIDIA nodes sees every
-    `/dev/nvidia*` node of the host; the commands and what they printed go to `journal`."""
+    `/dev/nvidia*` node of the host; the commands (through `run`, by default `host.run`) and
+    what they printed go to `journal`."""
+    run = run or host.run
     files = host.fetch(Request.of(*configs, nodes=[fmt.NVIDIA_NODES]))
     nodes = [posixpath.basename(n.rstrip("/")) for n in files.node_paths(fmt.NVIDIA_NODES)]
     done = BootVerdict()
     for config in configs:
         container = Container(config)
-        failure = _restart(host, container, journal)
+        failure = _restart(run, container, journal)
         if failure is not None:
             done.failed.append(failure)
             continue
         if not fmt.mounts_nvidia(fmt.read(config, files.text(config) or "")):
             done.held.append(f"container {container.name} restarted")
             continue
-        listed = _run(host, container, container.list_dev(), journal)
+        listed = _run(run, container, container.list_dev(), journal)
         if listed.returncode != 0:
             done.failed.append(_failed(container, container.list_dev(), listed.output))
             continue
@@ -114,16 +124,16 @@ class _Ran:
     output: str  # the first line of stderr (else stdout), for a message
 
 
-def _run(host: Host, container: Container, argv: tuple[str, ...], journal: Journal) -> _Ran:
-    done = host.run(argv)
+def _run(run: Run, container: Container, argv: tuple[str, ...], journal: Journal) -> _Ran:
+    done = run(argv)
     journal.record(ContainerRan(container.name, argv, done.returncode, done.stdout, done.stderr))
     said = (done.stderr or done.stdout).strip().splitlines()
     return _Ran(done.returncode, done.stdout, said[0] if said else f"exit status {done.returncode}")
 
 
-def _restart(host: Host, container: Container, journal: Journal) -> str | None:
+def _restart(run: Run, container: Container, journal: Journal) -> str | None:
     for argv in container.restart():
-        ran = _run(host, container, argv, journal)
+        ran = _run(run, container, argv, journal)
         if ran.returncode != 0:
             return _failed(container, argv, ran.output)
     return None

@@ -158,8 +158,6 @@ def apply(
         raise UsageError(
             "--restart-containers follows the boot configuration: drop --runtime-only."
         )
-    if restart_containers and remote.wanted:
-        raise UsageError("--restart-containers works on this machine's containers, not over -H.")
     if waves.asked and not remote.wanted:
         raise UsageError("--serial, --canary, --max-fail and the hooks roll out over -H hosts.")
     if reboot and root is not None:
@@ -389,8 +387,6 @@ def verify(
     """
     from ..apply.orchestration import verify_one
 
-    if remote.wanted and restart_containers:
-        raise UsageError("--restart-containers works on this machine's containers, not over -H.")
     engine = _engine(root, remote)
     try:
         verified = verify_one(
@@ -466,6 +462,8 @@ def _apply_fleet(
         raise UsageError(
             "probes run on one -H host at a time; add --no-probes to apply over several hosts."
         )
+    if (waves.before_reboot or waves.after_verify) and not job.reboot:
+        raise UsageError("--before-reboot and --after-verify run around a reboot: add --reboot.")
     if job.reboot or waves.asked:
         if job.dry_run:
             raise UsageError("a rollout has no --dry-run: `tune plan --reboot-phase` shows it.")

@@ -268,19 +268,23 @@ class RolloutTerminal(RolloutShow):
         self.yes = yes
         self.out = out
         self.lock = threading.Lock()
+        self.waiting = out.progress()  # the counts, on a terminal, under the lines
 
     def changed(self, name: str, entry: HostEntry, step: str) -> None:
         with self.lock:
+            self.waiting.clear()
             if not self.out.json:
                 self.out.echo(render.host_line(self.rollout, name, step))
             elif step == entry.state and entry.state != journal.IN_FLIGHT:
                 self.out.echo(render.json_line(render.host_document(self.rollout, name, step)))
+            self.waiting(render.counts_line(self.rollout))
 
     def pausing(self, seconds: float) -> None:
         if not self.out.json:
             self.out.echo(f"Pausing {seconds:g} s before the next wave.")
 
     def canaries_verified(self, names: Sequence[str]) -> None:
+        self.waiting.clear()
         rest = sum(len(wave) for wave in self.rollout.waves[1:])
         question = (
             f"The canaries {', '.join(names)} are verified. Go on with the other {rest} hosts?"
@@ -294,6 +298,7 @@ class RolloutTerminal(RolloutShow):
             ) from None
 
     def summary(self) -> None:
+        self.waiting.clear()
         if self.out.json:
             self.out.echo(render.json_line(render.summary_document(self.rollout)))
         else:

@@ -56,6 +56,12 @@ def host_line(rollout: Rollout, name: str, step: str) -> str:
     return printable(line)  # the why quotes what a host said
 
 
+def counts_line(rollout: Rollout) -> str:
+    """How far the rollout is, in one line (a terminal's status line)."""
+    counts = rollout.counts()
+    return ", ".join(f"{count} {state}" for state, count in counts.items() if count)
+
+
 def table(rollout: Rollout) -> str:
     rows = [HEADER] + [
         [

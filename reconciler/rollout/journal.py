@@ -163,6 +163,14 @@ class Rollout:
         return {state: sum(e.state == state for e in self.hosts.values()) for state in STATES}
 
 
+def _owned(info: os.stat_result) -> None:
+    """Resume runs the journal's hooks: only a journal this user wrote and nobody else can
+    change is read (as ssh treats ~/.ssh)."""
+    if info.st_uid != os.geteuid() or info.st_mode & 0o022:
+        mode = info.st_mode & 0o777
+        raise OSError(f"it is not this user's alone (owner {info.st_uid}, mode {mode:o})")
+
+
 def newest() -> Rollout | None:
     """The newest rollout journaled, None when there is none."""
     directory = rollouts_directory()
@@ -192,9 +200,11 @@ def load(rollout_id: str | None) -> Rollout:
             raise UsageError(f"no rollout journaled in {directory}.")
         path = found[-1]
     try:
-        data = json.loads(read_bounded(str(path), MAX_BYTES, "a rollout journal"))
+        data = json.loads(read_bounded(str(path), MAX_BYTES, "a rollout journal", judge=_owned))
     except ValueError as exc:
         raise JournalError(f"{path}: a damaged rollout journal ({exc}).") from None
+    except OSError as exc:
+        raise JournalError(f"{path}: the rollout journal cannot be read ({exc}).") from None
     if not isinstance(data, dict):
         raise JournalError(f"{path}: not a rollout journal.")
     return Rollout.from_json(data, path)
