@@ -103,6 +103,8 @@ def bracket_end(pattern: str, start: int) -> int | None:
 
 def path_matches(pattern: str, path: str) -> bool:
     """Shell-glob semantics per path component: `*` never crosses a slash."""
+    if pattern.count("/") != path.count("/"):
+        return False  # cheap, and most paths a glob is tried against differ in depth
     pat_parts = pattern.split("/")
     parts = path.split("/")
     return len(pat_parts) == len(parts) and all(
