@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from ..hosts.files import Files, Request
-from ..hosts.paths import path_matches
+from ..hosts.paths import matching, path_matches
 from .kernel import OSRELEASE
 from .shell_values import Script, Unknown, Variables, evaluate
 
@@ -452,10 +452,7 @@ def _read_matches(files: Files) -> dict[str, frozenset[str]]:
     """Each glob of `files` with the read files it matches: matched once per observation, not
     once per `with_file` (a plan and its try-once boot call it several times a host, and
     matching every pattern against every read file was a third of a rollout's CPU)."""
-    return {
-        pattern: frozenset(p for p in files.contents if path_matches(pattern, p))
-        for pattern in files.matches
-    }
+    return {pattern: frozenset(matching(pattern, files.contents)) for pattern in files.matches}
 
 
 def word(name: str, value: str) -> str:

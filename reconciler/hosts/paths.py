@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import fnmatch
 import functools
+from collections.abc import Iterable
 
 from ..errors import HostError
 
@@ -99,6 +100,15 @@ def bracket_end(pattern: str, start: int) -> int | None:
         j += 1
     end = pattern.find("]", j)
     return None if end == -1 else end
+
+
+def matching(pattern: str, paths: Iterable[str]) -> list[str]:
+    """The paths `pattern` matches (`path_matches`), in their order. What comes before the
+    pattern's first glob character is literal, so a path must start with it: a C-speed test
+    that rules out nearly every path of an observation before any fnmatch."""
+    cut = min((i for i, c in enumerate(pattern) if c in GLOB_CHARS), default=len(pattern))
+    prefix = pattern[:cut]
+    return [p for p in paths if p.startswith(prefix) and path_matches(pattern, p)]
 
 
 def path_matches(pattern: str, path: str) -> bool:
