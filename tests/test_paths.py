@@ -4,6 +4,9 @@ of the host (`with_file`) joins or leaves the globs it matches."""
 
 from __future__ import annotations
 
+import fnmatch
+import random
+
 import pytest
 
 from reconciler.facts.cmdline import with_file
@@ -41,6 +44,22 @@ PATHS = [
 )
 def test_matching_finds_what_path_matches_finds(pattern: str) -> None:
     assert matching(pattern, PATHS) == [p for p in PATHS if path_matches(pattern, p)]
+
+
+def per_component(pattern: str, path: str) -> bool:
+    """The definition: fnmatch on each component, as many components in both."""
+    patterns, parts = pattern.split("/"), path.split("/")
+    return len(patterns) == len(parts) and all(map(fnmatch.fnmatchcase, parts, patterns))
+
+
+def test_path_matches_is_fnmatch_per_component() -> None:
+    """path_matches runs one regex over the whole path: on random globs (brackets, negations,
+    ranges, stars next to slashes) and paths it answers as fnmatch per component does."""
+    draw = random.Random(19)
+    for _ in range(20000):
+        pattern = "".join(draw.choices("ab/*?[]!-", k=draw.randint(0, 9)))
+        path = "".join(draw.choices("ab/-[]!", k=draw.randint(0, 9)))
+        assert path_matches(pattern, path) == per_component(pattern, path), (pattern, path)
 
 
 def test_a_star_never_crosses_a_slash() -> None:
