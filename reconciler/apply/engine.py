@@ -610,18 +610,9 @@ def tidy(host: Host, step: Step, made: Sequence[str]) -> None:
 
 
 def profile_text(loaded: LoadedProfile) -> str:
-    import io
-
-    from ruamel.yaml import YAML
-
-    yaml = YAML(typ="safe", pure=True)
-    yaml.default_flow_style = False
-    yaml.sort_base_mapping_type_on_output = False  # type: ignore[assignment]
-    out = io.StringIO()
-    yaml.dump(loaded.data, out)
     return (
         "# The resolved profile (extends applied) of the last successful tune apply on this host.\n"
-        + out.getvalue()
+        + loaded.resolved_yaml
     )
 
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from .paths import is_glob, path_matches
+from .paths import is_glob, matching
 
 # sysfs and procfs files report 4096 bytes or 0 whatever they hold; cap reads so a profile glob
 # that matches something large (a log, a firmware blob) cannot balloon the observation.
@@ -203,7 +203,7 @@ class Files:
             return self.matches[pattern]
         if not is_glob(pattern):
             return (pattern,) if pattern in self.contents else ()
-        return tuple(sorted(p for p in self.contents if path_matches(pattern, p)))
+        return tuple(sorted(matching(pattern, self.contents)))
 
     def listing(self, directory: str) -> tuple[str, ...]:
         return self.listings.get(directory, ())

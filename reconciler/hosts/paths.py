@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import fnmatch
 import functools
+import re
+from collections.abc import Iterable
 
 from ..errors import HostError
 
@@ -101,10 +103,29 @@ def bracket_end(pattern: str, start: int) -> int | None:
     return None if end == -1 else end
 
 
+def matching(pattern: str, paths: Iterable[str]) -> list[str]:
+    """The paths `pattern` matches (`path_matches`), in their order. What comes before the
+    pattern's first glob character is literal, so a path must start with it: a C-speed test
+    that rules out nearly every path of an observation before any fnmatch."""
+    cut = min((i for i, c in enumerate(pattern) if c in GLOB_CHARS), default=len(pattern))
+    prefix = pattern[:cut]
+    return [p for p in paths if p.startswith(prefix) and path_matches(pattern, p)]
+
+
 def path_matches(pattern: str, path: str) -> bool:
     """Shell-glob semantics per path component: `*` never crosses a slash."""
-    pat_parts = pattern.split("/")
-    parts = path.split("/")
-    return len(pat_parts) == len(parts) and all(
-        fnmatch.fnmatchcase(p, q) for q, p in zip(pat_parts, parts, strict=True)
-    )
+    # With as many slashes in the path as in the pattern, no component's regex can take one
+    # (the separators need them all), so one regex over the whole path matches per component.
+    return pattern.count("/") == path.count("/") and _regex(pattern).fullmatch(path) is not None
+
+
+@functools.lru_cache(maxsize=4096)
+def _regex(pattern: str) -> re.Pattern[str]:
+    """`pattern`'s components as fnmatch translates them, joined by literal slashes: one C
+    match per path, where fnmatchcase per component cost a split and a call each (a fleet's
+    plans match every CPU's cpufreq and cpuidle files against their globs)."""
+    parts = (_END.sub("", fnmatch.translate(part)) for part in pattern.split("/"))
+    return re.compile("/".join(parts))
+
+
+_END = re.compile(r"\\[Zz]$")  # what fnmatch.translate ends its regex with
