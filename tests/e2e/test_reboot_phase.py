@@ -23,7 +23,7 @@ import pytest
 from conftest import Result
 
 from reconciler.apply.persist import UDEV
-from reconciler.kinds.pci import SETPCI, masked_write
+from reconciler.kinds.pci import BY_NAME, SETPCI, masked_write
 
 from . import guest
 from .over_ssh import STATE, apply, history, nvme_select, plan_json, tune, write_profile
@@ -195,7 +195,7 @@ def applied_at_runtime(vm: Vm, profile: Path, nvme: str, mrrs: int) -> None:
         "/etc/sysctl.d/90-tune.conf": "vm.swappiness = 10",
         "/etc/modules-load.d/tune.conf": "dummy",
         "/etc/tmpfiles.d/tune.conf": f"w {THP} - - - - madvise",
-        UDEV: f"{SETPCI} -s $kernel {masked_write(mrrs)}",
+        UDEV: f"{SETPCI} -s $kernel {mrrs_write(mrrs)}",
     }
     for path, line in persisted.items():
         assert line in vm.run("cat", path).stdout, path
@@ -207,6 +207,11 @@ def applied_at_runtime(vm: Vm, profile: Path, nvme: str, mrrs: int) -> None:
     assert [run["outcome"] for run in history(vm)] == ["applied"]
 
 
+def mrrs_write(mrrs: int) -> str:
+    """The masked setpci write tune's udev rule makes for a MaxReadReq-only entry."""
+    return masked_write([(BY_NAME["max_read_request"], str(mrrs))])
+
+
 def assert_udev_ran_setpci_at_boot(vm: Vm, nvme: str, mrrs: int) -> None:
     """This boot's systemd-udevd debug log shows tune's rule matching the NVMe, and only it,
     and setpci run with the masked write for that address and exiting 0. (QEMU keeps the
@@ -216,14 +221,14 @@ def assert_udev_ran_setpci_at_boot(vm: Vm, nvme: str, mrrs: int) -> None:
     assert any(line.startswith(processed) for line in log), (
         f"systemd-udevd logged no debug lines this boot: udev_log=debug in {UDEV_CONF} not read"
     )
-    rule = f"{SETPCI} -s $kernel {masked_write(mrrs)}"
+    rule = f"{SETPCI} -s $kernel {mrrs_write(mrrs)}"
     matched = {
         line.split(": ", 1)[0]
         for line in log
         if re.fullmatch(rf"\S+: {re.escape(UDEV)}:\d+ RUN '{re.escape(rule)}'", line)
     }
     assert matched == {nvme}, matched
-    ran = f"{nvme}: Process '{SETPCI} -s {nvme} {masked_write(mrrs)}' succeeded."
+    ran = f"{nvme}: Process '{SETPCI} -s {nvme} {mrrs_write(mrrs)}' succeeded."
     assert ran in log, "the udev rule did not run setpci for the NVMe at boot"
 
 
