@@ -423,6 +423,10 @@ def test_a_controller_killed_in_a_wave_is_resumed_without_a_second_reboot(
             assert controller.poll() is None, "the rollout ended before a reboot was journaled"
             assert time.monotonic() < deadline
             time.sleep(0.05)
+        # The journal says "rebooting" just before the reboot is asked for; killed in that
+        # instant, the host never reboots and resume (rightly) only waits. Give the request
+        # time to reach the host: its emulated boot comes 8 s later, so the kill is mid-reboot.
+        time.sleep(3)
     finally:
         controller.kill()  # SIGKILL: nothing of the controller runs after it
         controller.wait()
