@@ -43,7 +43,7 @@ from ..facts.pci import (
 from ..hosts.files import Files, Request
 from ..plan.model import Change, Note, Outcome, Phase
 from .base import Kind, Meta, missing_note
-from .pci import SETPCI, no_match_note, setpci_step
+from .pci import SETPCI, no_match_note, setpci_step, setpci_word
 
 REGISTER = f"ECAP_ACS+{pcie.ACS_CONTROL:x}"
 CLEARED = pcie.acs_redirect_flags(0)
@@ -198,7 +198,7 @@ class Acs(Kind[list[AcsEntry]]):
 
 def write(bits: int) -> str:
     """`ECAP_ACS+6.w=0000:002c`: only the redirect bits change in ACS Control."""
-    return f"{REGISTER}.w={bits:04x}:{pcie.ACS_REDIRECT:04x}"
+    return setpci_word(REGISTER, bits, pcie.ACS_REDIRECT)
 
 
 def refusal(files: Files) -> str | None:

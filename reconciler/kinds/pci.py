@@ -91,6 +91,7 @@ FIELDS = (
     ),
 )
 BY_NAME = {f.name: f for f in FIELDS}
+DEVCTL_REGISTER = f"CAP_EXP+{pcie.DEVCTL:x}"
 
 
 class Pci(Kind[list[PciEntry]]):
@@ -197,7 +198,7 @@ def setpci_step(
     A masked write leaves the register's other bits as the device has them."""
 
     def write(value: int) -> Command:
-        return Command(("setpci", "-s", address, f"{register}.w={value:04x}:{mask:04x}"))
+        return Command(("setpci", "-s", address, setpci_word(register, value, mask)))
 
     return Step.of(
         change,
@@ -210,11 +211,16 @@ def setpci_step(
     )
 
 
+def setpci_word(register: str, value: int, mask: int) -> str:
+    """`REGISTER.w=VALUE:MASK`: setpci writes only the bits under `mask` of the 16-bit word."""
+    return f"{register}.w={value:04x}:{mask:04x}"
+
+
 def masked_write(wanted: list[tuple[DevCtlField, str]]) -> str:
     """`CAP_EXP+8.w=V:M`: only the bits of the given settings change in Device Control."""
     value = sum(field.bits(desired) for field, desired in wanted)
     mask = sum(field.mask for field, _ in wanted)
-    return f"CAP_EXP+{pcie.DEVCTL:x}.w={value:04x}:{mask:04x}"
+    return setpci_word(DEVCTL_REGISTER, value, mask)
 
 
 def _step(change: Change, files: Files) -> Step:
@@ -230,7 +236,7 @@ def _step(change: Change, files: Files) -> Step:
     return setpci_step(
         change,
         address,
-        f"CAP_EXP+{pcie.DEVCTL:x}",
+        DEVCTL_REGISTER,
         field.mask,
         (field.bits(desired), field.bits(prior)),
         field.probe(f"{DEVICES}/{address}/config", cap.offset + pcie.DEVCTL),
