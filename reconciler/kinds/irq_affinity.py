@@ -31,6 +31,7 @@ from ..facts.pci import PciDevice, Selector, numa_node, pci_devices, request_dev
 from ..hosts.files import Files, Request
 from ..plan.model import Change, Note, Outcome, Phase
 from .base import Kind, Meta, attribute_step, missing_note, safe_scalar
+from .pci import no_match, no_match_note
 
 LOCAL = "local"
 CpusSpec = safe_scalar(
@@ -92,8 +93,7 @@ class IrqAffinity(Kind[list[IrqEntry]]):
                 outcome.changes.append(
                     self._change(target, None, item.cpus, item, subject="", missing=True)
                 )
-                said = missing_note(_no_device(target), item)
-                outcome.notes.append(Note(said, about))
+                outcome.notes.append(no_match_note(self.kind, item.select, item))
                 continue
             before = len(planned)
             for device in matched:
@@ -211,15 +211,11 @@ class IrqAffinity(Kind[list[IrqEntry]]):
     def step(self, spec: list[IrqEntry], change: Change, files: Files) -> Step:
         subject, _, name = change.target.rpartition(":")
         if not subject:
-            raise HostError(f"{change.id} cannot be set: {_no_device(change.target)}")
+            raise HostError(f"{change.id} cannot be set: {no_match(change.target)}")
         if not name.removeprefix("irq").isdigit():
             raise HostError(f"{change.id} cannot be set: {_no_irqs(subject)}")
         number = int(name.removeprefix("irq"))
         return attribute_step(change, irq.affinity_path(number), files, Read.WORDS)
-
-
-def _no_device(selector: str) -> str:
-    return f"No PCI device matches {selector}."
 
 
 def _no_irqs(address: str) -> str:

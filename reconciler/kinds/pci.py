@@ -24,7 +24,7 @@ from ..apply.persist import UDEV, Persisted
 from ..apply.steps import Command, Need, Probe, Read, Require, Step
 from ..errors import HostError
 from ..facts import pcie
-from ..facts.pci import DEVICES, Selector, pci_devices, request_devices
+from ..facts.pci import DEVICES, PciDevice, Selector, pci_devices, request_devices
 from ..hosts.files import Files, Request
 from ..plan.model import Change, Note, Outcome, Phase
 from ..profile.schema import After, Constrain
@@ -178,10 +178,23 @@ class Pci(Kind[list[PciEntry]]):
         return lines
 
 
+def no_match(target: str) -> str:
+    return f"No PCI device matches {target}."
+
+
 def no_match_note(kind: str, select: Selector, meta: Meta) -> Note:
     """What the plan says of an entry whose selector matches no function on the host."""
     target = select.describe()
-    return Note(missing_note(f"No PCI device matches {target}.", meta), f"{kind}:{target}")
+    return Note(missing_note(no_match(target), meta), f"{kind}:{target}")
+
+
+def device_at(files: Files, address: str) -> PciDevice:
+    """The function at `address` in the observation a step is made from; HostError when the
+    host no longer has it."""
+    device = next((d for d in pci_devices(files) if d.address == address), None)
+    if device is None:
+        raise HostError(no_match(address))
+    return device
 
 
 def setpci_step(
@@ -226,9 +239,7 @@ def masked_write(wanted: list[tuple[DevCtlField, str]]) -> str:
 def _step(change: Change, files: Files) -> Step:
     address, name = change.target.rsplit(":", 1)
     field = BY_NAME[name]
-    device = next((d for d in pci_devices(files) if d.address == address), None)
-    if device is None:
-        raise HostError(f"No PCI device matches {address}.")
+    device = device_at(files, address)
     cap = device.express
     if cap is None or change.current is None:
         raise HostError(f"{change.id} cannot be set: {device.no_express}")
