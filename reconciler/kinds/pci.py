@@ -113,7 +113,7 @@ class Pci(Kind[list[PciEntry]]):
         outcome = Outcome()
         devices = pci_devices(files)
         for item in spec:
-            wanted = [(f, d) for f in FIELDS if (d := f.wanted(item)) is not None]
+            wanted = settings(item)
             if not wanted:
                 continue
             matched = [d for d in devices if item.select.matches(d)]
@@ -164,18 +164,20 @@ class Pci(Kind[list[PciEntry]]):
         return _step(change, files)
 
     def persist(self, spec: list[PciEntry], files: Files) -> list[Persisted]:
-        lines = []
-        for item in spec:
-            wanted = [(f, d) for f in FIELDS if (d := f.wanted(item)) is not None]
-            if wanted:
-                lines.append(
-                    Persisted(
-                        UDEV,
-                        f'ACTION=="add|bind", SUBSYSTEM=="pci", {item.select.udev_match()}, '
-                        f'RUN+="{SETPCI} -s $kernel {masked_write(wanted)}"',
-                    )
-                )
-        return lines
+        return [
+            Persisted(
+                UDEV,
+                f'ACTION=="add|bind", SUBSYSTEM=="pci", {item.select.udev_match()}, '
+                f'RUN+="{SETPCI} -s $kernel {masked_write(wanted)}"',
+            )
+            for item in spec
+            if (wanted := settings(item))
+        ]
+
+
+def settings(item: PciEntry) -> list[tuple[DevCtlField, str]]:
+    """The Device Control settings `item` sets, each with its desired plan value."""
+    return [(f, d) for f in FIELDS if (d := f.wanted(item)) is not None]
 
 
 def no_match(target: str) -> str:
