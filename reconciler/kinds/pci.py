@@ -77,7 +77,7 @@ FIELDS = (
         "max_read_request",
         pcie.MRRS_MASK,
         Read.MRRS,
-        lambda control: str(pcie.mrrs_bytes((control & pcie.MRRS_MASK) >> pcie.MRRS_SHIFT)),
+        lambda control: str(pcie.max_read_request(control)),
         lambda value: pcie.mrrs_field(int(value)) << pcie.MRRS_SHIFT,
         lambda item: None if item.max_read_request is None else str(item.max_read_request),
     ),
