@@ -20,7 +20,6 @@ HEADER_BYTES = 64
 # The conventional space; the extended space (PCI Express only) runs from here to 4096. sysfs
 # gives root all 4096 bytes where the kernel can reach them (ECAM), else only these 256.
 CONVENTIONAL_BYTES = 0x100
-EXTENDED_BYTES = 0x1000
 
 EXP_FLAGS = 0x02
 DEVCAP = 0x04
