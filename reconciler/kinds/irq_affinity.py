@@ -84,6 +84,7 @@ class IrqAffinity(Kind[list[IrqEntry]]):
         outcome = Outcome()
         devices = pci_devices(files)
         online = irq.online_cpus(files)
+        nodes = node_cpus(files)
         planned: dict[int, str] = {}  # IRQ -> the device whose entry planned it first
         for item in spec:
             about = f"irq_affinity:{item.select.describe()}"
@@ -97,7 +98,7 @@ class IrqAffinity(Kind[list[IrqEntry]]):
                 continue
             before = len(planned)
             for device in matched:
-                desired, why_not = self._cpus(item, device, files, online)
+                desired, why_not = self._cpus(item, device, files, nodes, online)
                 if desired is None:
                     outcome.notes.append(Note(why_not, f"irq_affinity:{device.address}"))
                     continue
@@ -110,7 +111,12 @@ class IrqAffinity(Kind[list[IrqEntry]]):
         return outcome
 
     def _cpus(
-        self, item: IrqEntry, device: PciDevice, files: Files, online: frozenset[int] | None
+        self,
+        item: IrqEntry,
+        device: PciDevice,
+        files: Files,
+        nodes: dict[int, frozenset[int]],
+        online: frozenset[int] | None,
     ) -> tuple[str | None, str]:
         """The cpulist `device`'s IRQs should get, or None and why there is none."""
         if item.cpus == LOCAL:
@@ -121,7 +127,7 @@ class IrqAffinity(Kind[list[IrqEntry]]):
                     "to (numa_node -1), so cpus: local has no CPUs; tune does not guess. Give "
                     "an explicit cpulist for it."
                 )
-            cpus = node_cpus(files).get(node, frozenset())
+            cpus = nodes.get(node, frozenset())
             if not cpus:
                 return None, f"{device.address}: NUMA node {node} lists no CPUs."
         else:
