@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from irq_host import IrqHost, build
 from small_host import write_profile
 
-from reconciler.facts.irq import kernel_cpulist
+from reconciler.facts.irq import CpuOutOfRange, kernel_cpulist
 from reconciler.facts.numa import format_list, parse_list
 
 CPUS = 256
@@ -89,6 +89,15 @@ def test_a_cpu_past_the_possible_ones_is_refused() -> None:
     with pytest.raises(ValueError):
         kernel_cpulist("0-3,128", 128)
     assert kernel_cpulist("0-3,127", 128) == "0-3,127"
+
+
+def test_only_a_cpu_past_the_possible_ones_is_out_of_range() -> None:
+    with pytest.raises(CpuOutOfRange):
+        kernel_cpulist("0-3,128", 128)
+    for malformed in ("", "3-1", "0,x"):
+        with pytest.raises(ValueError) as refused:
+            kernel_cpulist(malformed, 128)
+        assert not isinstance(refused.value, CpuOutOfRange)
 
 
 @pytest.mark.parametrize(

@@ -24,12 +24,11 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-import struct
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from ..facts import nvidia_smi
+from ..facts import nvidia_smi, pcie
 from ..plan.model import Change, Value, jsonable
 
 _SELECTED = re.compile(r"\[([^\]]+)\]")
@@ -65,10 +64,10 @@ class Probe:
             offset = int(at)
             if len(raw) < offset + 2:
                 return None
-            control = int(struct.unpack_from("<H", raw, offset)[0])
+            control = pcie.u16(raw, offset)
             if self.read is Read.BITS:
                 return f"{control & int(mask, 16):04x}"
-            return str(128 << ((control >> 12) & 0x7))
+            return str(pcie.max_read_request(control))
         text = raw.decode("utf-8", "replace")
         if self.read is Read.TEXT:
             return text

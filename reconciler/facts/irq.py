@@ -89,12 +89,19 @@ def irqbalance_active(files: Files) -> bool:
     return bool(files.node_paths(IRQBALANCE_UNIT)) or bool(procs and procs.strip())
 
 
+class CpuOutOfRange(ValueError):
+    """A cpulist naming a CPU at or past the host's CPU count: the kernel's ERANGE."""
+
+
 def kernel_cpulist(written: str, cpus: int | None = None) -> str:
     """What `smp_affinity_list` prints after `written` is written to it: bitmap_parselist's
     plain forms (`N`, `A-B`, comma separated, surrounding whitespace ignored) printed back in
-    ascending ranges. ValueError (the kernel's EINVAL or ERANGE) for anything else, a range
-    that runs backwards, an empty list, or a CPU at or past `cpus` (the host's CPU count)."""
+    ascending ranges. ValueError (the kernel's EINVAL) for anything else, a range that runs
+    backwards or an empty list; CpuOutOfRange (ERANGE) for a CPU at or past `cpus` (the host's
+    CPU count)."""
     numbers = parse_list(written)
-    if not numbers or (cpus is not None and max(numbers) >= cpus):
+    if not numbers:
         raise ValueError(written)
+    if cpus is not None and max(numbers) >= cpus:
+        raise CpuOutOfRange(written)
     return format_list(numbers)

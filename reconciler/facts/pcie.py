@@ -20,7 +20,6 @@ HEADER_BYTES = 64
 # The conventional space; the extended space (PCI Express only) runs from here to 4096. sysfs
 # gives root all 4096 bytes where the kernel can reach them (ECAM), else only these 256.
 CONVENTIONAL_BYTES = 0x100
-EXTENDED_BYTES = 0x1000
 
 EXP_FLAGS = 0x02
 DEVCAP = 0x04
@@ -169,8 +168,9 @@ def acs_flags(bits: int) -> str:
     return " ".join(f"{name}{'+' if bits >> i & 1 else '-'}" for i, name in enumerate(ACS_BITS))
 
 
-def mrrs_bytes(field: int) -> int:
-    return 128 << field
+def max_read_request(device_control: int) -> int:
+    """Max_Read_Request_Size in bytes, from a Device Control word."""
+    return 128 << ((device_control & MRRS_MASK) >> MRRS_SHIFT)
 
 
 def mrrs_field(size: int) -> int:
@@ -200,7 +200,7 @@ class Express:
 
     @property
     def max_read_request(self) -> int:
-        return mrrs_bytes((self.device_control & MRRS_MASK) >> MRRS_SHIFT)
+        return max_read_request(self.device_control)
 
     @property
     def relaxed_ordering(self) -> bool:

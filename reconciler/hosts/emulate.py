@@ -138,9 +138,10 @@ def _affinity_text(host: DirectoryHost, path: str, value: str) -> str:
     count = max(possible) + 1 if possible else None
     try:
         return irq.kernel_cpulist(value, count) + "\n"
+    except irq.CpuOutOfRange:
+        raise refusal(path, value, errno.ERANGE) from None
     except ValueError:
-        past = count is not None and any(n >= count for n in parse_list(value))
-        raise refusal(path, value, errno.ERANGE if past else errno.EINVAL) from None
+        raise refusal(path, value, errno.EINVAL) from None
 
 
 def _overwrite(local: str, data: bytes, create: bool = False) -> None:

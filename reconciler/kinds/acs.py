@@ -43,7 +43,7 @@ from ..facts.pci import (
 from ..hosts.files import Files, Request
 from ..plan.model import Change, Note, Outcome, Phase
 from .base import Kind, Meta, missing_note
-from .pci import SETPCI, no_match_note, setpci_step
+from .pci import SETPCI, device_at, no_match_note, setpci_step, setpci_word
 
 REGISTER = f"ECAP_ACS+{pcie.ACS_CONTROL:x}"
 CLEARED = pcie.acs_redirect_flags(0)
@@ -168,9 +168,7 @@ class Acs(Kind[list[AcsEntry]]):
         if vfio:
             raise HostError(vfio)
         address = change.target.rsplit(":", 1)[0]
-        device = next((d for d in pci_devices(files) if d.address == address), None)
-        if device is None:
-            raise HostError(f"No PCI device matches {address}.")
+        device = device_at(files, address)
         acs = device.acs
         if acs is None or change.current is None:
             why = device.no_extended() or f"{address} has no ACS capability."
@@ -198,7 +196,7 @@ class Acs(Kind[list[AcsEntry]]):
 
 def write(bits: int) -> str:
     """`ECAP_ACS+6.w=0000:002c`: only the redirect bits change in ACS Control."""
-    return f"{REGISTER}.w={bits:04x}:{pcie.ACS_REDIRECT:04x}"
+    return setpci_word(REGISTER, bits, pcie.ACS_REDIRECT)
 
 
 def refusal(files: Files) -> str | None:

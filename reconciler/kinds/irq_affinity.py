@@ -31,6 +31,7 @@ from ..facts.pci import PciDevice, Selector, numa_node, pci_devices, request_dev
 from ..hosts.files import Files, Request
 from ..plan.model import Change, Note, Outcome, Phase
 from .base import Kind, Meta, attribute_step, missing_note, safe_scalar
+from .pci import no_match, no_match_note
 
 LOCAL = "local"
 CpusSpec = safe_scalar(
@@ -83,6 +84,7 @@ class IrqAffinity(Kind[list[IrqEntry]]):
         outcome = Outcome()
         devices = pci_devices(files)
         online = irq.online_cpus(files)
+        nodes = node_cpus(files)
         planned: dict[int, str] = {}  # IRQ -> the device whose entry planned it first
         for item in spec:
             about = f"irq_affinity:{item.select.describe()}"
@@ -92,12 +94,11 @@ class IrqAffinity(Kind[list[IrqEntry]]):
                 outcome.changes.append(
                     self._change(target, None, item.cpus, item, subject="", missing=True)
                 )
-                said = missing_note(_no_device(target), item)
-                outcome.notes.append(Note(said, about))
+                outcome.notes.append(no_match_note(self.kind, item.select, item))
                 continue
             before = len(planned)
             for device in matched:
-                desired, why_not = self._cpus(item, device, files, online)
+                desired, why_not = self._cpus(item, device, files, nodes, online)
                 if desired is None:
                     outcome.notes.append(Note(why_not, f"irq_affinity:{device.address}"))
                     continue
@@ -110,7 +111,12 @@ class IrqAffinity(Kind[list[IrqEntry]]):
         return outcome
 
     def _cpus(
-        self, item: IrqEntry, device: PciDevice, files: Files, online: frozenset[int] | None
+        self,
+        item: IrqEntry,
+        device: PciDevice,
+        files: Files,
+        nodes: dict[int, frozenset[int]],
+        online: frozenset[int] | None,
     ) -> tuple[str | None, str]:
         """The cpulist `device`'s IRQs should get, or None and why there is none."""
         if item.cpus == LOCAL:
@@ -121,7 +127,7 @@ class IrqAffinity(Kind[list[IrqEntry]]):
                     "to (numa_node -1), so cpus: local has no CPUs; tune does not guess. Give "
                     "an explicit cpulist for it."
                 )
-            cpus = node_cpus(files).get(node, frozenset())
+            cpus = nodes.get(node, frozenset())
             if not cpus:
                 return None, f"{device.address}: NUMA node {node} lists no CPUs."
         else:
@@ -211,15 +217,11 @@ class IrqAffinity(Kind[list[IrqEntry]]):
     def step(self, spec: list[IrqEntry], change: Change, files: Files) -> Step:
         subject, _, name = change.target.rpartition(":")
         if not subject:
-            raise HostError(f"{change.id} cannot be set: {_no_device(change.target)}")
+            raise HostError(f"{change.id} cannot be set: {no_match(change.target)}")
         if not name.removeprefix("irq").isdigit():
             raise HostError(f"{change.id} cannot be set: {_no_irqs(subject)}")
         number = int(name.removeprefix("irq"))
         return attribute_step(change, irq.affinity_path(number), files, Read.WORDS)
-
-
-def _no_device(selector: str) -> str:
-    return f"No PCI device matches {selector}."
 
 
 def _no_irqs(address: str) -> str:

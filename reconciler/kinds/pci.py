@@ -24,7 +24,7 @@ from ..apply.persist import UDEV, Persisted
 from ..apply.steps import Command, Need, Probe, Read, Require, Step
 from ..errors import HostError
 from ..facts import pcie
-from ..facts.pci import DEVICES, Selector, pci_devices, request_devices
+from ..facts.pci import DEVICES, PciDevice, Selector, pci_devices, request_devices
 from ..hosts.files import Files, Request
 from ..plan.model import Change, Note, Outcome, Phase
 from ..profile.schema import After, Constrain
@@ -77,7 +77,7 @@ FIELDS = (
         "max_read_request",
         pcie.MRRS_MASK,
         Read.MRRS,
-        lambda control: str(pcie.mrrs_bytes((control & pcie.MRRS_MASK) >> pcie.MRRS_SHIFT)),
+        lambda control: str(pcie.max_read_request(control)),
         lambda value: pcie.mrrs_field(int(value)) << pcie.MRRS_SHIFT,
         lambda item: None if item.max_read_request is None else str(item.max_read_request),
     ),
@@ -91,6 +91,7 @@ FIELDS = (
     ),
 )
 BY_NAME = {f.name: f for f in FIELDS}
+DEVCTL_REGISTER = f"CAP_EXP+{pcie.DEVCTL:x}"
 
 
 class Pci(Kind[list[PciEntry]]):
@@ -112,7 +113,7 @@ class Pci(Kind[list[PciEntry]]):
         outcome = Outcome()
         devices = pci_devices(files)
         for item in spec:
-            wanted = [(f, d) for f in FIELDS if (d := f.wanted(item)) is not None]
+            wanted = settings(item)
             if not wanted:
                 continue
             matched = [d for d in devices if item.select.matches(d)]
@@ -163,24 +164,39 @@ class Pci(Kind[list[PciEntry]]):
         return _step(change, files)
 
     def persist(self, spec: list[PciEntry], files: Files) -> list[Persisted]:
-        lines = []
-        for item in spec:
-            wanted = [(f, d) for f in FIELDS if (d := f.wanted(item)) is not None]
-            if wanted:
-                lines.append(
-                    Persisted(
-                        UDEV,
-                        f'ACTION=="add|bind", SUBSYSTEM=="pci", {item.select.udev_match()}, '
-                        f'RUN+="{SETPCI} -s $kernel {masked_write(wanted)}"',
-                    )
-                )
-        return lines
+        return [
+            Persisted(
+                UDEV,
+                f'ACTION=="add|bind", SUBSYSTEM=="pci", {item.select.udev_match()}, '
+                f'RUN+="{SETPCI} -s $kernel {masked_write(wanted)}"',
+            )
+            for item in spec
+            if (wanted := settings(item))
+        ]
+
+
+def settings(item: PciEntry) -> list[tuple[DevCtlField, str]]:
+    """The Device Control settings `item` sets, each with its desired plan value."""
+    return [(f, d) for f in FIELDS if (d := f.wanted(item)) is not None]
+
+
+def no_match(target: str) -> str:
+    return f"No PCI device matches {target}."
 
 
 def no_match_note(kind: str, select: Selector, meta: Meta) -> Note:
     """What the plan says of an entry whose selector matches no function on the host."""
     target = select.describe()
-    return Note(missing_note(f"No PCI device matches {target}.", meta), f"{kind}:{target}")
+    return Note(missing_note(no_match(target), meta), f"{kind}:{target}")
+
+
+def device_at(files: Files, address: str) -> PciDevice:
+    """The function at `address` in the observation a step is made from; HostError when the
+    host no longer has it."""
+    device = next((d for d in pci_devices(files) if d.address == address), None)
+    if device is None:
+        raise HostError(no_match(address))
+    return device
 
 
 def setpci_step(
@@ -197,7 +213,7 @@ def setpci_step(
     A masked write leaves the register's other bits as the device has them."""
 
     def write(value: int) -> Command:
-        return Command(("setpci", "-s", address, f"{register}.w={value:04x}:{mask:04x}"))
+        return Command(("setpci", "-s", address, setpci_word(register, value, mask)))
 
     return Step.of(
         change,
@@ -210,19 +226,22 @@ def setpci_step(
     )
 
 
+def setpci_word(register: str, value: int, mask: int) -> str:
+    """`REGISTER.w=VALUE:MASK`: setpci writes only the bits under `mask` of the 16-bit word."""
+    return f"{register}.w={value:04x}:{mask:04x}"
+
+
 def masked_write(wanted: list[tuple[DevCtlField, str]]) -> str:
     """`CAP_EXP+8.w=V:M`: only the bits of the given settings change in Device Control."""
     value = sum(field.bits(desired) for field, desired in wanted)
     mask = sum(field.mask for field, _ in wanted)
-    return f"CAP_EXP+{pcie.DEVCTL:x}.w={value:04x}:{mask:04x}"
+    return setpci_word(DEVCTL_REGISTER, value, mask)
 
 
 def _step(change: Change, files: Files) -> Step:
     address, name = change.target.rsplit(":", 1)
     field = BY_NAME[name]
-    device = next((d for d in pci_devices(files) if d.address == address), None)
-    if device is None:
-        raise HostError(f"No PCI device matches {address}.")
+    device = device_at(files, address)
     cap = device.express
     if cap is None or change.current is None:
         raise HostError(f"{change.id} cannot be set: {device.no_express}")
@@ -230,7 +249,7 @@ def _step(change: Change, files: Files) -> Step:
     return setpci_step(
         change,
         address,
-        f"CAP_EXP+{pcie.DEVCTL:x}",
+        DEVCTL_REGISTER,
         field.mask,
         (field.bits(desired), field.bits(prior)),
         field.probe(f"{DEVICES}/{address}/config", cap.offset + pcie.DEVCTL),

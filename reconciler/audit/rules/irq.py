@@ -39,11 +39,11 @@ class Placement:
         ]
 
 
-def placement(facts: Facts, nic: PciDevice) -> Placement | None:
-    """None when the firmware does not say the NIC's node, the node lists no CPUs, or no IRQ
-    of the NIC's can be read."""
+def placement(facts: Facts, nodes: dict[int, frozenset[int]], nic: PciDevice) -> Placement | None:
+    """Where `nic`'s IRQs may go, `nodes` being each node's CPUs; None when the firmware does
+    not say the NIC's node, the node lists no CPUs, or no IRQ of the NIC's can be read."""
     node = numa_node(facts.files, nic)
-    local = node_cpus(facts.files).get(node) if node is not None else None
+    local = nodes.get(node) if node is not None else None
     if node is None or not local:
         return None
     read = {n: irq.affinity(facts.files, n) for n in irq.device_irqs(facts.files, nic.address)}
@@ -53,7 +53,8 @@ def placement(facts: Facts, nic: PciDevice) -> Placement | None:
 
 @rule("irq-remote-node", Area.CPU, irq.request())
 def irq_remote_node(facts: Facts, limits: Thresholds) -> list[Verdict]:
-    placed = [p for nic in facts.nics if (p := placement(facts, nic)) is not None]
+    nodes = node_cpus(facts.files)
+    placed = [p for nic in facts.nics if (p := placement(facts, nodes, nic)) is not None]
     if not placed:
         return []
     far = [p for p in placed if p.far]

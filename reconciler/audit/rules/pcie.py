@@ -3,8 +3,11 @@ the GPUs, RDMA NICs and NVMe drives, and ACS on the bridges between them."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ...facts.pci import TREE, PciDevice, request_tree, request_vfio, upstream, vfio_bound
 from ...facts.pcie import SPEEDS, acs_redirect_flags, gts
+from ...plan.model import Priority
 from ..facts import MELLANOX, NETWORK_CLASS, NVIDIA, Facts
 from ..model import Area, Fix, Good, NotIssue, Problem, Verdict
 from ..thresholds import Thresholds
@@ -13,34 +16,48 @@ from .base import P0, P1, P2, addresses, config_of, count, rule
 
 @rule("pcie-mrrs", Area.PCIE)
 def pcie_mrrs(facts: Facts, limits: Thresholds) -> list[Verdict]:
-    gpus = [(g, c) for g in facts.gpus if (c := g.express) is not None]
-    low = [(g, c) for g, c in gpus if c.max_read_request < limits.min_read_request]
-    shown = low or gpus
-    evidence = tuple(f"{config_of(g)}: MaxReadReq {c.max_read_request}" for g, c in shown)
-    if not gpus:
-        return []
-    if not low:
-        return [Good(f"MaxReadReq {limits.min_read_request} on {len(gpus)} NVIDIA GPUs", evidence)]
-    sizes = "/".join(str(s) for s in sorted({c.max_read_request for _, c in low}))
-    classes = sorted({g.class_code >> 8 for g, _ in low})
-    fixes = tuple(
-        Fix(
-            "pci",
-            (),
-            {"max_read_request": limits.min_read_request},
-            item={"select": {"vendor": NVIDIA, "class": cls}},
-        )
-        for cls in classes
+    return _max_read_request(
+        facts.gpus,
+        "NVIDIA GPUs",
+        P0,
+        f"a MaxReadReq below {limits.min_read_request} splits every host-to-GPU DMA read "
+        "into small requests and caps PCIe throughput (weights, KV cache, pinned copies)",
+        lambda low: [
+            {"vendor": NVIDIA, "class": cls} for cls in sorted({g.class_code >> 8 for g in low})
+        ],
+        limits,
     )
+
+
+def _max_read_request(
+    devices: list[PciDevice],
+    noun: str,
+    priority: Priority,
+    why: str,
+    selects: Callable[[list[PciDevice]], list[dict[str, int]]],
+    limits: Thresholds,
+) -> list[Verdict]:
+    """MaxReadReq of `devices` against the threshold: Good, or a Problem whose fixes set it on
+    what `selects` picks for the low devices; nothing when none has PCI Express read."""
+    read = [(d, c) for d in devices if (c := d.express) is not None]
+    if not read:
+        return []
+    low = [(d, c) for d, c in read if c.max_read_request < limits.min_read_request]
+    evidence = tuple(f"{config_of(d)}: MaxReadReq {c.max_read_request}" for d, c in low or read)
+    if not low:
+        return [Good(f"MaxReadReq {limits.min_read_request} on {len(read)} {noun}", evidence)]
+    sizes = "/".join(str(s) for s in sorted({c.max_read_request for _, c in low}))
     return [
         Problem(
-            P0,
-            f"MaxReadReq {sizes} bytes on {len(low)} of {len(gpus)} NVIDIA GPUs "
-            f"({addresses([g for g, _ in low])})",
+            priority,
+            f"MaxReadReq {sizes} bytes on {len(low)} of {len(read)} {noun} "
+            f"({addresses([d for d, _ in low])})",
             evidence,
-            f"a MaxReadReq below {limits.min_read_request} splits every host-to-GPU DMA read "
-            "into small requests and caps PCIe throughput (weights, KV cache, pinned copies)",
-            fixes,
+            why,
+            tuple(
+                Fix("pci", (), {"max_read_request": limits.min_read_request}, item={"select": s})
+                for s in selects([d for d, _ in low])
+            ),
         )
     ]
 
@@ -175,47 +192,15 @@ RDMA_SELECT = {"vendor": MELLANOX, "class_prefix": NETWORK_CLASS}
 def pcie_mrrs_io(facts: Facts, limits: Thresholds) -> list[Verdict]:
     """MaxReadReq of the devices that read host or GPU memory in bulk besides the GPUs: RDMA
     NICs (GPUDirect RDMA reads GPU memory through them) and NVMe drives."""
-    groups = (
-        ("RDMA NICs", facts.rdma_nics, RDMA_SELECT, P1),
-        (
-            "NVMe drives",
-            [d for d in facts.devices if d.class_code >> 8 == NVME_CLASS],
-            {"class": NVME_CLASS},
-            P2,
-        ),
+    why = (
+        "small read requests split the device's DMA reads of host and GPU memory and "
+        "cap its throughput; the device may ask for up to 4096 bytes at once"
     )
-    out: list[Verdict] = []
-    for noun, devices, select, priority in groups:
-        read = [(d, c) for d in devices if (c := d.express) is not None]
-        low = [(d, c) for d, c in read if c.max_read_request < limits.min_read_request]
-        evidence = tuple(f"{config_of(d)}: MaxReadReq {c.max_read_request}" for d, c in low or read)
-        if not read:
-            continue
-        if not low:
-            out.append(
-                Good(f"MaxReadReq {limits.min_read_request} on {len(read)} {noun}", evidence)
-            )
-            continue
-        sizes = "/".join(str(s) for s in sorted({c.max_read_request for _, c in low}))
-        out.append(
-            Problem(
-                priority,
-                f"MaxReadReq {sizes} bytes on {len(low)} of {len(read)} {noun} "
-                f"({addresses([d for d, _ in low])})",
-                evidence,
-                "small read requests split the device's DMA reads of host and GPU memory and "
-                "cap its throughput; the device may ask for up to 4096 bytes at once",
-                (
-                    Fix(
-                        "pci",
-                        (),
-                        {"max_read_request": limits.min_read_request},
-                        item={"select": select},
-                    ),
-                ),
-            )
-        )
-    return out
+    nvme = [d for d in facts.devices if d.class_code >> 8 == NVME_CLASS]
+    return [
+        *_max_read_request(facts.rdma_nics, "RDMA NICs", P1, why, lambda _: [RDMA_SELECT], limits),
+        *_max_read_request(nvme, "NVMe drives", P2, why, lambda _: [{"class": NVME_CLASS}], limits),
+    ]
 
 
 @rule("pcie-relaxed-ordering", Area.PCIE)
