@@ -86,24 +86,20 @@ def reset(roots: dict[str, Path], source: Path, reboot_seconds: float | None = N
 def persisted(source: Path, profile: Path, base: Path) -> dict[str, str]:
     """What tune's runtime apply writes under /etc for `profile` (its sysctl.d file): the
     Ansible playbook writes the same bytes, so both leave the same state."""
-    host = base / "persisted"
-    shutil.copytree(source, host, symlinks=True)
-    before = {p: p.read_bytes() for p in (host / "etc").rglob("*") if p.is_file()}
-    tune = [sys.executable, "-m", "reconciler.cli", "apply", str(profile), "--root", str(host)]
-    done = run_quietly([*tune, "--runtime-only", "--yes", "--no-probes"])
-    assert done == 0, done
+    etc = (source / "etc").rglob("*")
+    before = {p.relative_to(source): p.read_bytes() for p in etc if p.is_file()}
+    host = applied_copy(source, profile, base / "persisted")
     return {
         "/" + str(p.relative_to(host)): p.read_text()
         for p in (host / "etc").rglob("*")
-        if p.is_file() and before.get(p) != p.read_bytes()
+        if p.is_file() and before.get(p.relative_to(host)) != p.read_bytes()
     }
 
 
-def runtime_applied(source: Path, base: Path) -> Path:
-    """A copy of `source` with the Blackwell profile's live settings applied."""
-    host = base / "runtime-applied"
+def applied_copy(source: Path, profile: Path, host: Path) -> Path:
+    """A copy of `source` at `host` with `profile`'s live settings applied."""
     shutil.copytree(source, host, symlinks=True)
-    tune = [sys.executable, "-m", "reconciler.cli", "apply", str(BLACKWELL), "--root", str(host)]
+    tune = [sys.executable, "-m", "reconciler.cli", "apply", str(profile), "--root", str(host)]
     done = run_quietly([*tune, "--runtime-only", "--yes", "--no-probes"])
     assert done == 0, done
     return host
@@ -218,7 +214,7 @@ def main() -> None:
                 lines.append("")
                 # The live settings applied beforehand, as a fleet's are before its boot
                 # configuration rolls out (the verification checks they still hold).
-                source = runtime_applied(source, base)
+                source = applied_copy(source, BLACKWELL, base / "runtime-applied")
                 reset(roots, source, args.reboot_seconds)
                 rollout = [*tune, str(BLACKWELL), "--reboot-phase", "--reboot", *ROLLOUT]
                 rollout += ["--reboot-poll", args.reboot_poll, "--forks", str(args.forks)]

@@ -11,7 +11,7 @@ import pytest
 
 from reconciler.facts.cmdline import with_file
 from reconciler.hosts.files import Files
-from reconciler.hosts.paths import matching, path_matches
+from reconciler.hosts.paths import matching, overlay_order, path_matches
 
 PATHS = [
     "/etc/default/grub",
@@ -93,3 +93,18 @@ def test_a_written_or_removed_file_changes_the_globs_it_matches() -> None:
         "/etc/default/grub.d/50-cloud.cfg",
         "/etc/default/grub.d/99-tune.cfg",
     )
+
+
+def test_overlay_order_sorts_by_name_and_an_earlier_directory_hides_a_later_one() -> None:
+    dirs = ("/etc/modprobe.d", "/run/modprobe.d", "/usr/lib/modprobe.d")
+    paths = [
+        "/usr/lib/modprobe.d/50-nvidia.conf",
+        "/usr/lib/modprobe.d/10-a.conf",
+        "/etc/modprobe.d/50-nvidia.conf",
+        "/run/modprobe.d/90-b.conf",
+    ]
+    assert overlay_order(dirs, paths) == [
+        "/usr/lib/modprobe.d/10-a.conf",
+        "/etc/modprobe.d/50-nvidia.conf",
+        "/run/modprobe.d/90-b.conf",
+    ]

@@ -184,7 +184,9 @@ def prepare(
     left_out = frozenset(s.id for s in skipped)
     if skipped and BOOT_FILES.kind in specs and not reboot_phase:
         boot_files = specs[BOOT_FILES.kind][1]
-        planned, trimmed = persisting_what_runs(planned, left_out, boot_files, observation.files)
+        planned, trimmed = persisting_what_runs(
+            planned, left_out, boot_files, observation.files, plan
+        )
         left_out |= trimmed
     boot = arrange(planned, fetched) if reboot else Boot(None, "", planned)
     if boot.now and preflight_here:
@@ -236,14 +238,14 @@ def without_missing_modules(
 
 
 def persisting_what_runs(
-    steps: tuple[Step, ...], left_out: frozenset[str], profile: Any, files: Files
+    steps: tuple[Step, ...], left_out: frozenset[str], profile: Any, files: Files, plan: Plan
 ) -> tuple[tuple[Step, ...], frozenset[str]]:
     """`steps` with tune's boot-time files made again without the lines of the changes
     `left_out`: a module the kernel lacks in modules-load.d fails systemd-modules-load at every
     boot, also when an earlier run (or the module's removal since) left it there. A file that
     then stays as it is is not written, so a second run changes nothing. Also the ids of the
-    files that hold less than the profile wants."""
-    whole = {c.id: c.desired for c in BOOT_FILES.compare(profile, files).changes}
+    files that hold less than the profile wants (`plan` compared them whole)."""
+    whole = {c.id: c.desired for c in plan.compared if c.kind == BOOT_FILES.kind}
     outcome = BOOT_FILES.compare(profile, files, left_out)
     trimmed = frozenset(c.id for c in outcome.changes if whole.get(c.id) != c.desired)
     persisting = [

@@ -46,10 +46,10 @@ class Holder:
         return said + (f": {self.command}" if self.command else "")
 
 
-def record(command: str, pid: int | None = None, now: float | None = None) -> bytes:
+def record(command: str) -> bytes:
     """The holder's line this process writes once it has the lock."""
-    since = time.strftime(SINCE_FORMAT, time.gmtime(now))
-    line = f"{os.getpid() if pid is None else pid} {since} {one_line(command)}"
+    since = time.strftime(SINCE_FORMAT, time.gmtime())
+    line = f"{os.getpid()} {since} {one_line(command)}"
     return line.encode()[: MAX_RECORD - 1] + b"\n"
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..hosts.files import Files
+from ..hosts.paths import overlay_order
 from ..plan.model import Note
 
 SYSCTL = "/etc/sysctl.d/90-tune.conf"
@@ -126,16 +127,12 @@ def assignments(text: str) -> dict[str, str]:
 
 def later_sysctl_files(ours: str, files: Files) -> list[Note]:
     """Warn about every other sysctl.d file that sets one of our keys and is read after ours."""
-    by_name: dict[str, str] = {}
-    for directory in SYSCTL_DIRS:
-        for path in files.glob(f"{directory}/*.conf"):
-            by_name.setdefault(posixpath.basename(path), path)
+    found = [path for directory in SYSCTL_DIRS for path in files.glob(f"{directory}/*.conf")]
     ours_name = posixpath.basename(SYSCTL)
     keys = assignments(ours)
     notes = []
-    for name in sorted(by_name):
-        path = by_name[name]
-        if name <= ours_name or path == SYSCTL:
+    for path in overlay_order(SYSCTL_DIRS, found):
+        if posixpath.basename(path) <= ours_name or path == SYSCTL:
             continue
         for key, value in assignments(files.text(path) or "").items():
             if key in keys:

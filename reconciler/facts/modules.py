@@ -8,6 +8,8 @@ import posixpath
 import re
 from collections.abc import Iterable
 
+from ..hosts.paths import overlay_order
+
 MODULES = "/proc/modules"
 MODULE_DIR = "/sys/module"
 # Every installed kernel's list: the running one is known only from the same batched read
@@ -61,11 +63,7 @@ _OPTION = re.compile(r'(?:[^\s"]|"[^"]*")+')
 
 def modprobe_order(paths: Iterable[str]) -> list[str]:
     """`paths` (modprobe.d files) in the order modprobe reads them."""
-    by_name: dict[str, str] = {}
-    rank = {d: i for i, d in enumerate(MODPROBE_DIRS)}
-    for path in sorted(paths, key=lambda p: rank.get(posixpath.dirname(p), len(rank))):
-        by_name.setdefault(posixpath.basename(path), path)
-    return [by_name[name] for name in sorted(by_name)]
+    return overlay_order(MODPROBE_DIRS, paths)
 
 
 def module_options(text: str, module: str) -> list[tuple[str, str]]:

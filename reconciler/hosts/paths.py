@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import fnmatch
 import functools
+import posixpath
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from ..errors import HostError
 
@@ -110,6 +111,17 @@ def matching(pattern: str, paths: Iterable[str]) -> list[str]:
     cut = min((i for i, c in enumerate(pattern) if c in GLOB_CHARS), default=len(pattern))
     prefix = pattern[:cut]
     return [p for p in paths if p.startswith(prefix) and path_matches(pattern, p)]
+
+
+def overlay_order(directories: Sequence[str], paths: Iterable[str]) -> list[str]:
+    """`paths` (files of `directories`) in the order a reader of configuration directories
+    (systemd's sysctl.d, kmod's modprobe.d) takes them: sorted by file name across all of them,
+    a name in an earlier directory hiding the same name in a later one."""
+    rank = {d: i for i, d in enumerate(directories)}
+    by_name: dict[str, str] = {}
+    for path in sorted(paths, key=lambda p: rank.get(posixpath.dirname(p), len(rank))):
+        by_name.setdefault(posixpath.basename(path), path)
+    return [by_name[name] for name in sorted(by_name)]
 
 
 def path_matches(pattern: str, path: str) -> bool:

@@ -11,15 +11,14 @@ A file with no line to hold is removed (tune owns it entirely).
 
 from __future__ import annotations
 
-import posixpath
 from typing import Any
 
 from ..apply.persist import OWNED, SYSCTL, SYSCTL_DIRS, WHY, contents, later_sysctl_files
-from ..apply.steps import Need, Probe, Read, Require, Step
+from ..apply.steps import Step
 from ..errors import HostError
 from ..hosts.files import Files, Request
 from ..plan.model import Change, Outcome, Phase, Priority
-from .base import Kind, Meta, file_op
+from .base import Kind, Meta, file_step
 
 
 def _lines(text: str | None) -> tuple[str, ...] | None:
@@ -63,18 +62,9 @@ class Persistence(Kind[Any]):
         prior = files.read(path)
         desired = contents(spec, files, leaving_out).get(path)
         data = None if desired is None else desired.encode()
-        probe = Probe(path, Read.TEXT)
         if path in files.errors:
             raise HostError(f"{change.id}: {path} cannot be read ({files.errors[path]}).")
-        return Step.of(
-            change,
-            probe=probe,
-            expect=probe.value(data),
-            restored=probe.value(prior),
-            do=(file_op(path, data),),
-            undo=(file_op(path, prior),),
-            requires=(Require(Need.WRITABLE, posixpath.dirname(path)),),
-        )
+        return file_step(change, path, prior, data, ())
 
 
 KIND = Persistence()

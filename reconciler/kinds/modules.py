@@ -191,9 +191,9 @@ class Modules(Kind[dict[str, ModuleEntry]]):
         about = f"modules:{name}"
         if item.value == "absent":
             return [Note(f"{canonical(name)} {COMPILED_IN}: {NO_UNLOAD}.", about=about)]
-        if item.runtime_params(name):
-            params = item.runtime_params(name).items()
-            words = " ".join(f"{canonical(name)}.{k}={v}" for k, v in params)
+        params = item.runtime_params(name)
+        if params:
+            words = " ".join(f"{canonical(name)}.{k}={v}" for k, v in params.items())
             return [
                 Note(
                     f"{canonical(name)} {COMPILED_IN}: modprobe.d options never reach it, so "
@@ -254,8 +254,9 @@ class Modules(Kind[dict[str, ModuleEntry]]):
             if item.value == "loaded":
                 knob = f"{self.kind}:{canonical(name)}"
                 lines.append(Persisted(MODULES_LOAD, canonical(name), knob))
-                if item.runtime_params(name):
-                    line = modprobe_options(canonical(name), item.runtime_params(name))
+                params = item.runtime_params(name)
+                if params:
+                    line = modprobe_options(canonical(name), params)
                     lines.append(Persisted(MODPROBE, line, knob))
             else:
                 lines.append(Persisted(MODPROBE, f"blacklist {canonical(name)}"))

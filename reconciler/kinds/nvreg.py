@@ -83,9 +83,10 @@ def _ours(files: Files) -> dict[str, str]:
     return {name: value for name, value in found if name.startswith(nv.PREFIX)}
 
 
-def _left_over(spec: NvregSpec, files: Files) -> list[DriverParam]:
+def _left_over(spec: NvregSpec, ours: Mapping[str, str]) -> list[DriverParam]:
+    """The parameters of tune's file (`_ours`) that the profile no longer gives."""
     wanted = {i.param for i in spec}
-    return [DriverParam(p, None, LEFT_OVER, nv.MODULE) for p in _ours(files) if p not in wanted]
+    return [DriverParam(p, None, LEFT_OVER, nv.MODULE) for p in ours if p not in wanted]
 
 
 def _pending(item: DriverParam, now: str | None, then: str | None) -> bool:
@@ -149,8 +150,9 @@ class Nvreg(Kind[NvregSpec]):
             outcome.changes.append(
                 self.change(item.param, current, item.desired, item.meta, fix=fix)
             )
-        for item in _left_over(spec, files):
-            current = nv.normalize(item.param, _ours(files)[item.param])
+        ours = _ours(files)
+        for item in _left_over(spec, ours):
+            current = nv.normalize(item.param, ours[item.param])
             fix = _fix(item, tool)
             outcome.changes.append(self.change(item.param, current, None, item.meta, fix=fix))
         if tool is None and any(c.kind == self.kind and not c.in_sync for c in outcome.changes):
@@ -168,7 +170,8 @@ class Nvreg(Kind[NvregSpec]):
         initramfs rebuilt after each write: undoing in reverse passes through every earlier
         state byte for byte, the first undo giving back what the file held before."""
         running = nv.parse(files.text(nv.PARAMS))
-        left_over = _left_over(spec, files)
+        ours = _ours(files)
+        left_over = _left_over(spec, ours)
         item = next(i for i in (*spec, *left_over) if i.param == change.target)
         if item.value is not None and not _known(item, running):
             raise HostError(f"{change.id} cannot be set: {_unknown(item, running)}")
@@ -183,7 +186,7 @@ class Nvreg(Kind[NvregSpec]):
             sync are written with the first."""
             if count == 0:
                 return files.read(NVREG)
-            options = _ours(files)
+            options = dict(ours)
             for done in [i for i in writable if i not in edits] + edits[:count]:
                 if done.value is None:
                     del options[done.param]
