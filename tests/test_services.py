@@ -17,6 +17,7 @@ from test_command_output import ThisMachineShell
 from test_shell_read import LocalShellHost
 
 from reconciler.apply.journal import read_run, run_ids
+from reconciler.apply.persist import PERSISTENCED_DROPIN
 from reconciler.facts import systemd
 from reconciler.hosts import recorded
 from reconciler.hosts.archive import ArchiveHost, write_archive
@@ -370,3 +371,11 @@ def test_on_a_real_host_the_script_runs_from_its_root(shell: str) -> None:
     for files in (LocalHost().fetch(wanted), ThisMachineShell("/", shell).fetch(wanted)):
         assert files.output(systemd.running_command(unit)).stdout == f"U\0{unit}\0".encode()
         assert systemd.running_processes(files, unit) == []
+
+
+def test_the_gpus_persistence_drop_in_is_not_the_services_drop_in() -> None:
+    # A profile may set nvidia-persistenced's limits (`services`) and the GPUs' persistence
+    # (`gpus`): each kind's drop-in is its own file, or each write loses the other's lines.
+    unit = "nvidia-persistenced.service"
+    assert PERSISTENCED_DROPIN.startswith(f"{systemd.ADMIN}/{unit}.d/")
+    assert systemd.dropin(unit) != PERSISTENCED_DROPIN

@@ -23,7 +23,9 @@ MODPROBE = "/etc/modprobe.d/tune.conf"
 TMPFILES = "/etc/tmpfiles.d/tune.conf"
 UDEV = "/etc/udev/rules.d/90-tune-pci.rules"
 # NVML forgets GPU settings at every boot: the daemon keeps persistence mode, a oneshot the rest.
-PERSISTENCED_DROPIN = "/etc/systemd/system/nvidia-persistenced.service.d/90-tune.conf"
+# Not `90-tune.conf`: that is the `services` kind's drop-in for a unit's limits, which a
+# profile may give nvidia-persistenced too (one file for both, each write loses the other's).
+PERSISTENCED_DROPIN = "/etc/systemd/system/nvidia-persistenced.service.d/90-tune-gpus.conf"
 GPU_UNIT = "/etc/systemd/system/tune-gpus.service"
 OWNED = (SYSCTL, MODULES_LOAD, MODPROBE, TMPFILES, UDEV, PERSISTENCED_DROPIN, GPU_UNIT)
 # The NVIDIA driver's NVreg_ options: written by the reboot-phase kind `nvreg` itself, with the
