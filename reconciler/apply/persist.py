@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..facts.systemd import conf_files
 from ..hosts.files import Files
 from ..plan.model import Note
 
@@ -128,16 +129,11 @@ def assignments(text: str) -> dict[str, str]:
 
 def later_sysctl_files(ours: str, files: Files) -> list[Note]:
     """Warn about every other sysctl.d file that sets one of our keys and is read after ours."""
-    by_name: dict[str, str] = {}
-    for directory in SYSCTL_DIRS:
-        for path in files.glob(f"{directory}/*.conf"):
-            by_name.setdefault(posixpath.basename(path), path)
     ours_name = posixpath.basename(SYSCTL)
     keys = assignments(ours)
     notes = []
-    for name in sorted(by_name):
-        path = by_name[name]
-        if name <= ours_name or path == SYSCTL:
+    for path in conf_files(files, SYSCTL_DIRS):
+        if posixpath.basename(path) <= ours_name or path == SYSCTL:
             continue
         for key, value in assignments(files.text(path) or "").items():
             if key in keys:

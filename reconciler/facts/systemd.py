@@ -12,8 +12,9 @@ so for a single-valued setting the last file read wins; an empty assignment rese
 
 from __future__ import annotations
 
+import posixpath
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from ..hosts.files import Files, Request, rooted_script
@@ -159,12 +160,19 @@ def resolve(files: Files, unit: str) -> Unit:
     if path is None and base is not None:
         path = _first(files, [f"{d}/{base}" for d in UNIT_DIRS])
     masked = path is not None and not (files.read(path) or b"").strip()
+    dropins = [f"{d}/{n}" for n in _dropin_dirs(unit) for d in UNIT_DIRS]
+    return Unit(unit, path, masked, tuple(conf_files(files, dropins)))
+
+
+def conf_files(files: Files, directories: Iterable[str]) -> list[str]:
+    """The `*.conf` files of `directories` (highest priority first) in the order systemd reads
+    them (src/basic/conf-files.c): by file name, a name in an earlier directory hiding the
+    same name in a later one."""
     chosen: dict[str, str] = {}
-    for name in _dropin_dirs(unit):
-        for directory in UNIT_DIRS:
-            for found in files.glob(f"{directory}/{name}/*.conf"):
-                chosen.setdefault(found.rsplit("/", 1)[1], found)
-    return Unit(unit, path, masked, tuple(chosen[n] for n in sorted(chosen)))
+    for directory in directories:
+        for found in files.glob(f"{directory}/*.conf"):
+            chosen.setdefault(posixpath.basename(found), found)
+    return [chosen[name] for name in sorted(chosen)]
 
 
 def assignments(files: Files, unit: Unit, section: str) -> Iterator[tuple[str, str, str]]:
@@ -362,13 +370,9 @@ def logind_request() -> Request:
 def logind_setting(files: Files, key: str) -> str | None:
     """The value logind reads for `key` of `[Login]`: the last assignment in its main file
     (`/etc`, else the one in `/usr/lib`) and then its drop-ins."""
-    chosen: dict[str, str] = {}
-    for directory in LOGIND_DIRS:
-        for found in files.glob(f"{directory}/*.conf"):
-            chosen.setdefault(found.rsplit("/", 1)[1], found)
     main = LOGIND_CONF if files.read(LOGIND_CONF) is not None else LOGIND_DEFAULTS
     value = None
-    for path in (main, *(chosen[n] for n in sorted(chosen))):
+    for path in (main, *conf_files(files, LOGIND_DIRS)):
         for name, found in parse(files.text(path) or "").get("Login", []):
             if name == key:
                 value = found or None
