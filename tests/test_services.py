@@ -379,3 +379,11 @@ def test_the_gpus_persistence_drop_in_is_not_the_services_drop_in() -> None:
     unit = "nvidia-persistenced.service"
     assert PERSISTENCED_DROPIN.startswith(f"{systemd.ADMIN}/{unit}.d/")
     assert systemd.dropin(unit) != PERSISTENCED_DROPIN
+
+
+def test_a_limit_systemd_cannot_parse_is_compared_as_written() -> None:
+    assert systemd.configured_limit("LimitMEMLOCK", "64M") == str(64 << 20)
+    assert systemd.configured_limit("LimitMEMLOCK", "8M:infinity") == f"{8 << 20}:infinity"
+    # A size suffix on a count: systemd ignores the line; no wanted value equals it.
+    assert systemd.configured_limit("LimitNOFILE", "1M") == "1M"
+    assert systemd.configured_limit("LimitNOFILE", None) is None

@@ -218,6 +218,15 @@ def normalize_limit(key: str, value: str | None) -> str | None:
     return _shown(low) if low == high else f"{_shown(low)}:{_shown(high)}"
 
 
+def configured_limit(key: str, value: str | None) -> str | None:
+    """A unit's `Limit*=` value as compared: normalised, or as written where systemd cannot
+    parse it (it ignores such a line, so no value tune wants ever equals it)."""
+    try:
+        return normalize_limit(key, value)
+    except ValueError:
+        return value
+
+
 def process_limits(text: str) -> dict[str, str]:
     """`/proc/PID/limits` as `Limit*` keys with normalised values (`unlimited` is infinity)."""
     rows = {row: key for key, (row, _) in LIMITS.items()}

@@ -229,10 +229,7 @@ class Services(Kind[dict[str, UnitEntry]]):
         for key, value in item.limits.items():
             desired = systemd.normalize_limit(key, str(value))
             raw, source = systemd.setting(files, unit, "Service", key)
-            try:
-                current = systemd.normalize_limit(key, raw)
-            except ValueError:
-                current = raw  # systemd ignores a value it cannot parse; shown as written
+            current = systemd.configured_limit(key, raw)
             overridden = _overridden(unit, source)
             if overridden is not None and current != desired:
                 outcome.notes.append(
