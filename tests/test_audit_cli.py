@@ -149,7 +149,7 @@ def test_suggested_profile_is_valid_and_closes_the_loop(tmp_path: Path) -> None:
         "file:/etc/modules-load.d/tune.conf",
         "file:/etc/tmpfiles.d/tune.conf",
         "file:/etc/udev/rules.d/90-tune-pci.rules",
-        "file:/etc/systemd/system/nvidia-persistenced.service.d/90-tune.conf",
+        "file:/etc/systemd/system/nvidia-persistenced.service.d/90-tune-gpus.conf",
     }
 
 

@@ -17,6 +17,7 @@ from test_command_output import ThisMachineShell
 from test_shell_read import LocalShellHost
 
 from reconciler.apply.journal import read_run, run_ids
+from reconciler.apply.persist import PERSISTENCED_DROPIN
 from reconciler.facts import systemd
 from reconciler.hosts import recorded
 from reconciler.hosts.archive import ArchiveHost, write_archive
@@ -370,3 +371,19 @@ def test_on_a_real_host_the_script_runs_from_its_root(shell: str) -> None:
     for files in (LocalHost().fetch(wanted), ThisMachineShell("/", shell).fetch(wanted)):
         assert files.output(systemd.running_command(unit)).stdout == f"U\0{unit}\0".encode()
         assert systemd.running_processes(files, unit) == []
+
+
+def test_the_gpus_persistence_drop_in_is_not_the_services_drop_in() -> None:
+    # A profile may set nvidia-persistenced's limits (`services`) and the GPUs' persistence
+    # (`gpus`): each kind's drop-in is its own file, or each write loses the other's lines.
+    unit = "nvidia-persistenced.service"
+    assert PERSISTENCED_DROPIN.startswith(f"{systemd.ADMIN}/{unit}.d/")
+    assert systemd.dropin(unit) != PERSISTENCED_DROPIN
+
+
+def test_a_limit_systemd_cannot_parse_is_compared_as_written() -> None:
+    assert systemd.configured_limit("LimitMEMLOCK", "64M") == str(64 << 20)
+    assert systemd.configured_limit("LimitMEMLOCK", "8M:infinity") == f"{8 << 20}:infinity"
+    # A size suffix on a count: systemd ignores the line; no wanted value equals it.
+    assert systemd.configured_limit("LimitNOFILE", "1M") == "1M"
+    assert systemd.configured_limit("LimitNOFILE", None) is None

@@ -208,7 +208,7 @@ TUNED = HostSpec(
             "w /sys/devices/system/cpu/cpu*/cpufreq/scaling_governor - - - - performance\n",
         ),
         (
-            "etc/systemd/system/nvidia-persistenced.service.d/90-tune.conf",
+            "etc/systemd/system/nvidia-persistenced.service.d/90-tune-gpus.conf",
             TUNE_HEADER + "[Service]\nExecStart=\n"
             "ExecStart=/usr/bin/nvidia-persistenced --verbose --persistence-mode\n",
         ),

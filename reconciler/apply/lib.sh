@@ -359,11 +359,16 @@ gpu_query() {
     fi
 }
 
+# The start of each awk program on the query's CSV: col[NAME] is the column of the field NAME,
+# from the header line (facts.nvidia_smi.field_names: `power.limit [W]`, its unit cut).
+GPU_COLUMNS='
+BEGIN { FS = ", "; OFS = ", " }
+NR == 1 { for (i = 1; i <= NF; i++) { n = $i; sub(/ \[.*/, "", n); col[n] = i } }'
+
 # GPU B's field F in the query (facts.nvidia_smi.value_of): by the header's names, units cut,
 # watts as numbers (%g, as Python's); status 1 for no such GPU or a bracketed value.
-GPU_VALUE='
-BEGIN { FS = ", " }
-NR == 1 { for (i = 1; i <= NF; i++) { n = $i; sub(/ \[.*/, "", n); col[n] = i }; next }
+GPU_VALUE="$GPU_COLUMNS"'
+NR == 1 { next }
 toupper($col["pci.bus_id"]) == toupper(ENVIRON["B"]) && !seen {
   seen = 1; c = col[ENVIRON["F"]]
   if (!c || $c ~ /^\[/) exit 1
@@ -374,9 +379,9 @@ END { exit !found }'
 
 # nvidia-smi -i BUSID -pm 0|1 | -pl WATTS | -c MODE | -e 0|1 (emulate._nvidia_smi): that GPU's
 # line of the recorded query edited, its exit statuses those of nvidia-smi's manual.
-GPU_SET='
-BEGIN { FS = ", "; OFS = ", "; st = 6 }
-NR == 1 { for (i = 1; i <= NF; i++) { n = $i; sub(/ \[.*/, "", n); col[n] = i }; print; next }
+GPU_SET="$GPU_COLUMNS"'
+BEGIN { st = 6 }
+NR == 1 { print; next }
 st == 6 && toupper($col["pci.bus_id"]) == toupper(ENVIRON["B"]) {
   c = col[ENVIRON["F"]]; v = ENVIRON["V"]
   if (!c || $c ~ /^\[/) st = 3
@@ -422,9 +427,8 @@ emu_nvidia_smi() {
     *) echo "Invalid value '$4' for $3."; return 2 ;;
     esac
 }
-GPU_CELL='
-BEGIN { FS = ", " }
-NR == 1 { for (i = 1; i <= NF; i++) { n = $i; sub(/ \[.*/, "", n); col[n] = i }; next }
+GPU_CELL="$GPU_COLUMNS"'
+NR == 1 { next }
 toupper($col["pci.bus_id"]) == toupper(ENVIRON["B"]) { printf "%s", $col[ENVIRON["F"]]; exit }'
 
 # What a snapshot has installed (SnapshotHost.commands): the list in /.tune-emulate/commands

@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..facts.systemd import conf_files
 from ..hosts.files import Files
-from ..hosts.paths import overlay_order
 from ..plan.model import Note
 
 SYSCTL = "/etc/sysctl.d/90-tune.conf"
@@ -24,7 +24,9 @@ MODPROBE = "/etc/modprobe.d/tune.conf"
 TMPFILES = "/etc/tmpfiles.d/tune.conf"
 UDEV = "/etc/udev/rules.d/90-tune-pci.rules"
 # NVML forgets GPU settings at every boot: the daemon keeps persistence mode, a oneshot the rest.
-PERSISTENCED_DROPIN = "/etc/systemd/system/nvidia-persistenced.service.d/90-tune.conf"
+# Not `90-tune.conf`: that is the `services` kind's drop-in for a unit's limits, which a
+# profile may give nvidia-persistenced too (one file for both, each write loses the other's).
+PERSISTENCED_DROPIN = "/etc/systemd/system/nvidia-persistenced.service.d/90-tune-gpus.conf"
 GPU_UNIT = "/etc/systemd/system/tune-gpus.service"
 OWNED = (SYSCTL, MODULES_LOAD, MODPROBE, TMPFILES, UDEV, PERSISTENCED_DROPIN, GPU_UNIT)
 # The NVIDIA driver's NVreg_ options: written by the reboot-phase kind `nvreg` itself, with the
@@ -127,11 +129,10 @@ def assignments(text: str) -> dict[str, str]:
 
 def later_sysctl_files(ours: str, files: Files) -> list[Note]:
     """Warn about every other sysctl.d file that sets one of our keys and is read after ours."""
-    found = [path for directory in SYSCTL_DIRS for path in files.glob(f"{directory}/*.conf")]
     ours_name = posixpath.basename(SYSCTL)
     keys = assignments(ours)
     notes = []
-    for path in overlay_order(SYSCTL_DIRS, found):
+    for path in conf_files(files, SYSCTL_DIRS):
         if posixpath.basename(path) <= ours_name or path == SYSCTL:
             continue
         for key, value in assignments(files.text(path) or "").items():

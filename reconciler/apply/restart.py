@@ -10,10 +10,9 @@ import shlex
 from dataclasses import dataclass, field
 
 from ..hosts.base import Host
+from ..kinds.services import KIND as SERVICES
 from ..kinds.services import LOGIND, restarts
-from ..plan.make import make_plan
 from ..plan.model import Pending
-from ..plan.observe import observe
 from ..profile.load import LoadedProfile
 from .engines import Engine
 from .journal import Journal
@@ -28,8 +27,13 @@ class Restarted:
 
 
 def pending_restarts(host: Host, loaded: LoadedProfile) -> list[Pending]:
-    observation = observe(host, loaded.profile, with_persistence=False)
-    return [p for p in make_plan(loaded, observation, False).pending if p.restart]
+    """The restarts the profile's `services` wait for, from a read of that section alone: no
+    other kind's knob waits for a restart, and this runs twice per `--restart-services`."""
+    spec = loaded.profile.spec(SERVICES)
+    if not spec:
+        return []
+    found = SERVICES.compare(spec, host.fetch(SERVICES.request(spec))).pending
+    return [p for p in found if p.restart]
 
 
 def to_restart(pending: list[Pending], steps: tuple[Step, ...]) -> list[str]:

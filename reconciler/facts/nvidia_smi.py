@@ -82,12 +82,18 @@ class UnreadableQuery(ValueError):
     """nvidia-smi printed something that is not the query's CSV."""
 
 
+def field_names(header: str) -> list[str]:
+    """The field each column holds, from the CSV's header line (`power.limit [W]`: its unit
+    cut)."""
+    return [cell.split(" [", 1)[0].strip() for cell in header.split(SEPARATOR)]
+
+
 def parse(text: str) -> list[Gpu]:
     """Every GPU of the CSV `text`, in its order."""
     lines = [line for line in text.splitlines() if line.strip()]
     if not lines:
         return []
-    names = [cell.split(" [", 1)[0].strip() for cell in lines[0].split(SEPARATOR)]
+    names = field_names(lines[0])
     if BUS_ID not in names:
         raise UnreadableQuery(f"its header does not name {BUS_ID}: {lines[0][:80]!r}")
     found = []

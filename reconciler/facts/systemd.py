@@ -13,10 +13,11 @@ so for a single-valued setting the last file read wins; an empty assignment rese
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from ..hosts.files import Files, Request, rooted_script
+from ..hosts.paths import overlay_order
 
 # systemd's system unit search path, highest priority first (systemd.unit(5), "System Unit
 # Search Path"), without the generator and transient directories tune never writes.
@@ -159,12 +160,16 @@ def resolve(files: Files, unit: str) -> Unit:
     if path is None and base is not None:
         path = _first(files, [f"{d}/{base}" for d in UNIT_DIRS])
     masked = path is not None and not (files.read(path) or b"").strip()
-    chosen: dict[str, str] = {}
-    for name in _dropin_dirs(unit):
-        for directory in UNIT_DIRS:
-            for found in files.glob(f"{directory}/{name}/*.conf"):
-                chosen.setdefault(found.rsplit("/", 1)[1], found)
-    return Unit(unit, path, masked, tuple(chosen[n] for n in sorted(chosen)))
+    dropins = [f"{d}/{n}" for n in _dropin_dirs(unit) for d in UNIT_DIRS]
+    return Unit(unit, path, masked, tuple(conf_files(files, dropins)))
+
+
+def conf_files(files: Files, directories: Iterable[str]) -> list[str]:
+    """The `*.conf` files of `directories` (highest priority first) in the order systemd reads
+    them (src/basic/conf-files.c): by file name, a name in an earlier directory hiding the
+    same name in a later one."""
+    ordered = tuple(directories)
+    return overlay_order(ordered, (p for d in ordered for p in files.glob(f"{d}/*.conf")))
 
 
 def assignments(files: Files, unit: Unit, section: str) -> Iterator[tuple[str, str, str]]:
@@ -208,6 +213,15 @@ def normalize_limit(key: str, value: str | None) -> str | None:
     low = _bound(soft, size)
     high = low if not hard else _bound(hard, size)
     return _shown(low) if low == high else f"{_shown(low)}:{_shown(high)}"
+
+
+def configured_limit(key: str, value: str | None) -> str | None:
+    """A unit's `Limit*=` value as compared: normalised, or as written where systemd cannot
+    parse it (it ignores such a line, so no value tune wants ever equals it)."""
+    try:
+        return normalize_limit(key, value)
+    except ValueError:
+        return value
 
 
 def process_limits(text: str) -> dict[str, str]:
@@ -362,13 +376,9 @@ def logind_request() -> Request:
 def logind_setting(files: Files, key: str) -> str | None:
     """The value logind reads for `key` of `[Login]`: the last assignment in its main file
     (`/etc`, else the one in `/usr/lib`) and then its drop-ins."""
-    chosen: dict[str, str] = {}
-    for directory in LOGIND_DIRS:
-        for found in files.glob(f"{directory}/*.conf"):
-            chosen.setdefault(found.rsplit("/", 1)[1], found)
     main = LOGIND_CONF if files.read(LOGIND_CONF) is not None else LOGIND_DEFAULTS
     value = None
-    for path in (main, *(chosen[n] for n in sorted(chosen))):
+    for path in (main, *conf_files(files, LOGIND_DIRS)):
         for name, found in parse(files.text(path) or "").get("Login", []):
             if name == key:
                 value = found or None

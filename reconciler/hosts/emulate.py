@@ -193,7 +193,7 @@ def _nvidia_smi(host: DirectoryHost, args: list[str]) -> Completed:
     if len(args) != 4 or args[0] != "-i" or args[2] not in (*NVIDIA_SMI_SETTINGS, "-pl"):
         return Completed(SMI_INVALID, f"Invalid combination of input arguments: {' '.join(args)}\n")
     lines = text.splitlines()
-    names = [cell.split(" [", 1)[0] for cell in lines[0].split(nvidia_smi.SEPARATOR)]
+    names = nvidia_smi.field_names(lines[0])
     at = names.index(nvidia_smi.BUS_ID) if nvidia_smi.BUS_ID in names else 0
     row = next(
         (

@@ -146,8 +146,7 @@ class Gpus(Kind[dict[str, GpuEntry]]):
         outcome = Outcome()
         read = files.view(nvidia_smi.reading)
         for key, item in spec.items():
-            targets = _targets(key, read)
-            if targets is None:
+            if not _names_a_gpu(key, read):
                 why = read.problem or f"nvidia-smi lists no GPU with the bus id {key}."
                 for setting in SETTINGS:
                     desired = setting.desired(item)
@@ -256,14 +255,9 @@ class Gpus(Kind[dict[str, GpuEntry]]):
         ]
 
 
-def _targets(key: str, read: Reading) -> list[Gpu] | None:
-    """The GPUs an entry names; None when it names none (or nvidia-smi answered nothing)."""
-    if read.problem is not None:
-        return None
-    if key == ALL:
-        return list(read.gpus)
-    found = [g for g in read.gpus if g.bus_id == nvidia_smi.bus_id(key)]
-    return found or None
+def _names_a_gpu(key: str, read: Reading) -> bool:
+    """Whether an entry's key names a GPU nvidia-smi listed (`all`: any GPU)."""
+    return any(key == ALL or g.bus_id == nvidia_smi.bus_id(key) for g in read.gpus)
 
 
 def _within_limits(change_id: str, gpu: Gpu, watts: float) -> None:

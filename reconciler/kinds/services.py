@@ -27,16 +27,16 @@ from __future__ import annotations
 import posixpath
 import shlex
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Annotated, Any, Literal
 
-from ..apply.steps import Command, DeleteFile, Need, Probe, PutFile, Read, Require, Step
+from ..apply.steps import Command, Need, Probe, Read, Require, Step
 from ..errors import HostError
 from ..facts import systemd
 from ..hosts.files import Files, Request
 from ..plan.model import Change, Note, Outcome, Pending, Phase
 from ..profile.schema import After, Before, invalid
-from .base import Kind, Meta, missing_note, safe, safe_scalar
+from .base import Kind, Meta, file_step, missing_note, safe, safe_scalar
 
 UnitName = safe(systemd.UNIT_NAME, "systemd unit name", "containerd.service")
 LimitName = Literal[tuple(systemd.LIMITS)]  # type: ignore[valid-type]
@@ -229,10 +229,7 @@ class Services(Kind[dict[str, UnitEntry]]):
         for key, value in item.limits.items():
             desired = systemd.normalize_limit(key, str(value))
             raw, source = systemd.setting(files, unit, "Service", key)
-            try:
-                current = systemd.normalize_limit(key, raw)
-            except ValueError:
-                current = raw  # systemd ignores a value it cannot parse; shown as written
+            current = systemd.configured_limit(key, raw)
             overridden = _overridden(unit, source)
             if overridden is not None and current != desired:
                 outcome.notes.append(
@@ -298,22 +295,9 @@ class Services(Kind[dict[str, UnitEntry]]):
             reload = (RELOAD,)
         if path in files.errors:
             raise HostError(f"{change.id}: {path} cannot be read ({files.errors[path]}).")
-        prior = files.read(path)
-        data = text.encode()
-        probe = Probe(path, Read.TEXT)
-        undo = DeleteFile(path) if prior is None else PutFile(path, prior)
-        return Step.of(
-            change,
-            probe=probe,
-            expect=probe.value(data),
-            restored=probe.value(prior),
-            do=(PutFile(path, data), *reload),
-            undo=(undo, *reload),
-            requires=(
-                Require(Need.WRITABLE, posixpath.dirname(path)),
-                *(Require(Need.COMMAND, "systemctl") for _ in reload),
-            ),
-        )
+        step = file_step(change, path, files.read(path), text.encode(), reload)
+        needs = tuple(Require(Need.COMMAND, "systemctl") for _ in reload)
+        return replace(step, requires=(*step.requires, *needs))
 
 
 def state_commands(unit: str, current: str | None, desired: str) -> list[Command]:

@@ -39,10 +39,7 @@ def runtime_memlock(facts: Facts, limits: Thresholds) -> list[Verdict]:
         if not unit.exists:
             continue
         raw, source = systemd.setting(facts.files, unit, "Service", "LimitMEMLOCK")
-        try:
-            value = systemd.normalize_limit("LimitMEMLOCK", raw)
-        except ValueError:
-            value = raw
+        value = systemd.configured_limit("LimitMEMLOCK", raw)
         checked.append(
             Checked(
                 name=name,
