@@ -47,6 +47,7 @@ class Pace:
     before_reboot: str | None = None
     after_verify: str | None = None
     hook_timeout: float = 600.0
+    canaries: bool = False  # the first wave is the canaries: the rest waits for a confirmation
 
 
 class RolloutShow:
@@ -86,7 +87,6 @@ def run_rollout(
     when the failures exceed the budget, or when the canaries were not confirmed (the
     confirmation's `NotConfirmed` propagates, the rest not started)."""
     allowed = pace.budget.allowed(len(rollout.hosts))
-    canaries = bool(rollout.options.get("canary"))
     ran_one = False
     for index, wave in enumerate(rollout.waves):
         todo = [name for name in wave if rollout.hosts[name].state in (NOT_STARTED, IN_FLIGHT)]
@@ -111,7 +111,7 @@ def run_rollout(
             )
             rollout.stop(why)
             raise Stopped(why)
-        if index == 0 and canaries and not last and not canary_confirmed:
+        if index == 0 and pace.canaries and not last and not canary_confirmed:
             rollout.stop("waiting for the canaries to be confirmed (tune rollout resume)")
             show.canaries_verified(wave)
             canary_confirmed = True
