@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..apply.journal import new_run_id, read_run
+from ..apply.journal import new_run_id, read_run, rolled_back_run
 from ..apply.orchestration import ApplyJob, Show, after_boot, prepare_host, run_work
 from ..boot.reboot import POLL_S, boot_id_of, conclude, wait_for_new_boot
 from ..boot.verify import PendingBoot, read_pending
@@ -268,8 +268,6 @@ def _verified(engine: Engine, rollout: Rollout, wave: int, pace: Pace, show: Rol
 
 def _undo(engine: Engine, run_id: str) -> None:
     """The run's boot configuration restored before any reboot, its pending record cleared."""
-    from ..apply.journal import rolled_back_run
-
     run = rolled_back_run(engine.host, run_id)
     engine.rollback(run, boot_only=True)
     engine.clear_pending()
