@@ -69,6 +69,13 @@ def run_tune(*args: str | Path, terminal: bool = False) -> Result:
     return Result(code, out.getvalue(), err.getvalue())
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _session_state_dir(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The controller's state for fixtures wider than a test (they run before `_state_dir`):
+    the session's own, never the user's."""
+    os.environ["TUNE_STATE_DIR"] = str(tmp_path_factory.mktemp("state"))
+
+
 @pytest.fixture(autouse=True)
 def _state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The controller's state (rollout journals): the test's own, never the user's."""

@@ -19,6 +19,7 @@ from conftest import BLACKWELL, UNTUNED, copy_host, run_tune, write
 from ssh_fixture import SshLab, StartLab, minimal_host, sshd_available
 
 from reconciler.apply.journal import read_run, run_ids
+from reconciler.errors import JournalError
 from reconciler.hosts.directory import SnapshotHost
 from reconciler.rollout import journal
 from reconciler.rollout.waves import FailureBudget, Size, parse_sizes, waves
@@ -130,6 +131,46 @@ def test_status_without_a_rollout_says_so_and_resume_reads_only_a_private_journa
     refused = run_tune("rollout", "resume", "-y")
     assert refused.code == 6 and "not this user's alone" in refused.err
     assert run_tune("rollout", "status", "20990101T000000Z-abcdef").code == 64
+
+
+def _three_hosts() -> journal.Rollout:
+    hosts = {name: journal.HostEntry(0) for name in ("h1", "h2", "h3")}
+    saved = journal.Rollout(journal.new_rollout_id(), str(BLACKWELL), "0", {}, [list(hosts)], hosts)
+    saved.save()
+    return saved
+
+
+def test_a_transition_appends_one_line_and_leaves_the_rest_of_the_journal_as_it_was() -> None:
+    saved = _three_hosts()
+    assert saved.path is not None
+    started = saved.path.read_bytes()
+    saved.update("h2", state=journal.IN_FLIGHT, run_id="r2", rebooting=True)
+    saved.update("h2", state=journal.DONE, configuration="new")
+    saved.stop("waiting")
+    text = saved.path.read_bytes()
+    assert text.startswith(started) and text.count(b"\n") == started.count(b"\n") + 3
+    # The whole rollout is not written again: a transition's line names its host and changes.
+    assert len(text) - len(started) < len(started)
+    loaded = journal.load(saved.rollout_id)
+    assert loaded.hosts == saved.hosts and loaded.stopped == "waiting"
+    assert loaded.hosts["h2"] == journal.HostEntry(
+        0, journal.DONE, run_id="r2", rebooting=True, configuration="new"
+    )
+
+
+def test_a_last_transition_cut_short_is_left_out_and_a_damaged_one_before_it_is_refused() -> None:
+    saved = _three_hosts()
+    assert saved.path is not None
+    saved.update("h1", state=journal.IN_FLIGHT, run_id="r1")
+    whole = saved.path.read_bytes()
+    saved.path.write_bytes(whole + b'{"host": "h1", "set": {"rebo')
+    assert journal.load(saved.rollout_id).hosts["h1"].rebooting is False
+    saved.path.write_bytes(whole + b'{"host": "h1", "set": {"rebo\n' + whole.splitlines()[-1])
+    with pytest.raises(JournalError):
+        journal.load(saved.rollout_id)
+    saved.path.write_bytes(whole + b'{"host": "h1", "set": {"state": "sideways"}}\n')
+    with pytest.raises(JournalError, match="state tune does not know"):
+        journal.load(saved.rollout_id)
 
 
 # The lab.
@@ -389,11 +430,8 @@ def test_the_canary_goes_first_alone_then_the_rollout_asks_and_resume_goes_on(
 
 def journal_shows_a_reboot(state: Path) -> bool:
     for path in (state / "rollouts").glob("*.json"):
-        try:
-            hosts = json.loads(path.read_text())["hosts"].values()
-        except (ValueError, KeyError):
-            continue  # never half a file (it is replaced whole), but be safe
-        if any(h["state"] == journal.IN_FLIGHT and h["rebooting"] for h in hosts):
+        hosts = journal.load(path.stem).hosts.values()
+        if any(h.state == journal.IN_FLIGHT and h.rebooting for h in hosts):
             return True
     return False
 

@@ -74,6 +74,7 @@ class RolloutOptions:
             before_reboot=self.before_reboot,
             after_verify=self.after_verify,
             hook_timeout=hook_timeout,
+            canaries=bool(self.canary),
         )
 
 
@@ -202,7 +203,6 @@ def start_rollout(
     hosts = remote.open()
     names = [host.name for host in hosts]
     cut = waves(names, parse_sizes(options.serial, "--serial"), options.canary)
-    FailureBudget.parse(options.max_fail)  # refused before anything is asked
     shape = " + ".join(str(len(wave)) for wave in cut)
     reboots = "rebooting each" if job.reboot else "no reboot"
     question = (
@@ -217,8 +217,7 @@ def start_rollout(
         options={
             "job": {name: getattr(job, name) for name in _JOB_FIELDS},
             "remote": _remote_json(remote),
-            "rollout": dataclasses.asdict(options) | {"canary": list(options.canary)},
-            "canary": list(options.canary),
+            "rollout": dataclasses.asdict(options),
         },
         waves=cut,
         hosts={name: HostEntry(wave=index) for index, wave in enumerate(cut) for name in wave},

@@ -292,6 +292,21 @@ def write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
+def append_whole(fd: int, data: bytes, sync: bool = True) -> None:
+    """`data` appended whole and (with `sync`) on disk, or the file cut back to where it was
+    and OSError: a reader finds whole records only. The caller is the file's only writer (it
+    holds the lock)."""
+    start = os.fstat(fd).st_size
+    try:
+        write_all(fd, data)
+        if sync:
+            os.fsync(fd)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, start)
+        raise
+
+
 def open_regular(local: str, flags: int, mode: int = 0o644) -> int:
     """A descriptor of the regular file at `local` (created if `flags` has O_CREAT and nothing
     is there), opened with `flags`; OSError EINVAL for anything else. A snapshot is extracted

@@ -18,7 +18,7 @@ from ..errors import HostError, LockHeld
 from . import recorded
 from .archive import ArchiveHost
 from .base import Completed, Host, refusal, write_error
-from .beneath import Beneath, Rooted, open_regular, write_all
+from .beneath import Beneath, Rooted, append_whole, open_regular, write_all
 from .files import (
     MAX_FILE_BYTES,
     MAX_STATE_BYTES,
@@ -221,7 +221,7 @@ class DirectoryHost(Host):
             created = not os.path.exists(local)
             fd = open_regular(local, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
             try:
-                _append_whole(fd, data, sync)
+                append_whole(fd, data, sync)
             finally:
                 os.close(fd)
             if created and sync:
@@ -291,18 +291,6 @@ def _wait_for(fd: int, path: str) -> None:
                 holder = lock.Holder.parse(os.pread(fd, lock.MAX_RECORD, 0))
                 raise LockHeld(lock.held_message(path, holder)) from None
             time.sleep(0.05)
-
-
-def _append_whole(fd: int, data: bytes, sync: bool) -> None:
-    start = os.fstat(fd).st_size  # the only writer: the run holds the lock
-    try:
-        write_all(fd, data)
-        if sync:
-            os.fsync(fd)
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.ftruncate(fd, start)
-        raise
 
 
 def _sync_directory(directory: str) -> None:

@@ -1,5 +1,6 @@
 """A file on this machine replaced whole (`-o FILE`, metrics, a suggested profile): a reader
-sees the old file or the new, never a part.
+sees the old file or the new, never a part. Or a record appended to one (`append_file`, the
+rollout journal's transitions): whole, or not at all.
 
 The text goes to a temporary file beside the target, under a leading dot and a `.tmp` suffix
 (node_exporter's textfile collector skips it), is fsynced, then renamed over the target (a
@@ -17,6 +18,7 @@ from pathlib import Path
 
 from ..errors import OutputError
 from .base import FULL, write_error
+from .beneath import append_whole, open_regular
 
 
 def replace_file(
@@ -53,6 +55,20 @@ def replace_file(
             os.unlink(temp)
         raise _error(path, doing, exc) from exc
     _fsync_directory(directory)
+
+
+def append_file(target: str | os.PathLike[str], text: str, doing: str) -> None:
+    """`text` appended to the existing file `target`, fsynced, whole or not at all (one
+    record: the file stays the size it was when the write fails); `doing` as `replace_file`'s."""
+    path = Path(target)
+    try:
+        fd = open_regular(str(path), os.O_WRONLY | os.O_APPEND)
+        try:
+            append_whole(fd, text.encode())
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise _error(path, doing, exc) from exc
 
 
 def _umasked() -> int:

@@ -4,8 +4,12 @@ twice after the controller died (Ctrl-C, a lost laptop, a dead bastion).
 
 One JSON file per rollout under `<state dir>/rollouts/` (`$TUNE_STATE_DIR`, else
 `$XDG_STATE_HOME/tune`, else `~/.local/state/tune`; the directories mode 0700: the options name
-the operator's hooks, which resume runs). Each transition replaces the whole file, fsynced
-(`hosts.replaced.replace_file`): a reader sees the state before a transition or after it.
+the operator's hooks, which resume runs). Its first line is the whole rollout, written when it
+starts (replaced whole, `hosts.replaced.replace_file`); each transition after it appends one
+line, fsynced (`{"host": NAME, "set": {FIELD: VALUE}}` or `{"stopped": WHY}`), so a transition
+costs one short write however many hosts the rollout has. A reader replays the lines in order:
+it sees the state before a transition or after it; a last line cut short (the controller died
+in its write) was never acknowledged, so the step it announced never began, and is left out.
 
 A host in flight records the run id its apply uses and the boot id it had before, written
 before the apply starts, and `rebooting` before the reboot is asked for: resume asks the host
@@ -28,7 +32,7 @@ from typing import Any
 from ..apply.trust import private_directory
 from ..errors import JournalError, UsageError
 from ..hosts.bounded import read_bounded
-from ..hosts.replaced import replace_file
+from ..hosts.replaced import append_file, replace_file
 
 VERSION = 1
 MAX_BYTES = 16 * 1024 * 1024
@@ -135,7 +139,8 @@ class Rollout:
         return rollout
 
     def save(self) -> None:
-        """The whole journal, replaced and fsynced: called at each transition."""
+        """The whole journal in one line, replacing the file, fsynced: when the rollout
+        starts."""
         with self._lock:
             self._save()
 
@@ -143,21 +148,28 @@ class Rollout:
         directory = rollouts_directory()
         private_directory(directory)
         self.path = directory / f"{self.rollout_id}.json"
-        text = json.dumps(self.to_json(), indent=1, sort_keys=True) + "\n"
+        text = json.dumps(self.to_json(), sort_keys=True) + "\n"
         replace_file(self.path, text, "write the rollout journal", mode=0o600)
+
+    def _append(self, record: dict[str, Any]) -> None:
+        if self.path is None:  # never saved: the whole of it, this transition included
+            self._save()
+            return
+        text = json.dumps(record, sort_keys=True) + "\n"
+        append_file(self.path, text, "write the rollout journal")
 
     def update(self, name: str, **changes: Any) -> HostEntry:
         """One host's transition, journaled before this returns."""
         with self._lock:
             entry = dataclasses.replace(self.hosts[name], **changes)
             self.hosts[name] = entry
-            self._save()
+            self._append({"host": name, "set": changes})
             return entry
 
     def stop(self, why: str | None) -> None:
         with self._lock:
             self.stopped = why
-            self._save()
+            self._append({"stopped": why})
 
     def counts(self) -> dict[str, int]:
         return {state: sum(e.state == state for e in self.hosts.values()) for state in STATES}
@@ -200,11 +212,44 @@ def load(rollout_id: str | None) -> Rollout:
             raise UsageError(f"no rollout journaled in {directory}.")
         path = found[-1]
     try:
-        data = json.loads(read_bounded(str(path), MAX_BYTES, "a rollout journal", judge=_owned))
+        lines = read_bounded(str(path), MAX_BYTES, "a rollout journal", judge=_owned).splitlines()
     except ValueError as exc:
         raise JournalError(f"{path}: a damaged rollout journal ({exc}).") from None
     except OSError as exc:
         raise JournalError(f"{path}: the rollout journal cannot be read ({exc}).") from None
+    if not lines:
+        raise JournalError(f"{path}: an empty rollout journal.")
+    rollout = Rollout.from_json(_record(path, lines[0]), path)
+    for number, line in enumerate(lines[1:], start=1):
+        try:
+            record = _record(path, line)
+        except JournalError:
+            if number == len(lines) - 1:
+                break  # cut short as the controller died: never acknowledged
+            raise
+        _replay(rollout, record, path)
+    return rollout
+
+
+def _record(path: Path, line: bytes) -> dict[str, Any]:
+    try:
+        data = json.loads(line)
+    except ValueError as exc:
+        raise JournalError(f"{path}: a damaged rollout journal ({exc}).") from None
     if not isinstance(data, dict):
         raise JournalError(f"{path}: not a rollout journal.")
-    return Rollout.from_json(data, path)
+    return data
+
+
+def _replay(rollout: Rollout, record: dict[str, Any], path: Path) -> None:
+    """One transition `Rollout.update` or `Rollout.stop` appended."""
+    if "stopped" in record:
+        rollout.stopped = record["stopped"]
+        return
+    try:
+        entry = dataclasses.replace(rollout.hosts[record["host"]], **record["set"])
+    except (KeyError, TypeError) as exc:
+        raise JournalError(f"{path}: a rollout journal tune cannot read ({exc}).") from None
+    if entry.state not in STATES:
+        raise JournalError(f"{path}: a host of the rollout is in a state tune does not know.")
+    rollout.hosts[record["host"]] = entry

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..apply.journal import new_run_id, read_run
+from ..apply.journal import new_run_id, read_run, rolled_back_run
 from ..apply.orchestration import ApplyJob, Show, after_boot, prepare_host, run_work
 from ..boot.reboot import POLL_S, boot_id_of, conclude, wait_for_new_boot
 from ..boot.verify import PendingBoot, read_pending
@@ -47,6 +47,7 @@ class Pace:
     before_reboot: str | None = None
     after_verify: str | None = None
     hook_timeout: float = 600.0
+    canaries: bool = False  # the first wave is the canaries: the rest waits for a confirmation
 
 
 class RolloutShow:
@@ -86,7 +87,6 @@ def run_rollout(
     when the failures exceed the budget, or when the canaries were not confirmed (the
     confirmation's `NotConfirmed` propagates, the rest not started)."""
     allowed = pace.budget.allowed(len(rollout.hosts))
-    canaries = bool(rollout.options.get("canary"))
     ran_one = False
     for index, wave in enumerate(rollout.waves):
         todo = [name for name in wave if rollout.hosts[name].state in (NOT_STARTED, IN_FLIGHT)]
@@ -111,7 +111,7 @@ def run_rollout(
             )
             rollout.stop(why)
             raise Stopped(why)
-        if index == 0 and canaries and not last and not canary_confirmed:
+        if index == 0 and pace.canaries and not last and not canary_confirmed:
             rollout.stop("waiting for the canaries to be confirmed (tune rollout resume)")
             show.canaries_verified(wave)
             canary_confirmed = True
@@ -268,8 +268,6 @@ def _verified(engine: Engine, rollout: Rollout, wave: int, pace: Pace, show: Rol
 
 def _undo(engine: Engine, run_id: str) -> None:
     """The run's boot configuration restored before any reboot, its pending record cleared."""
-    from ..apply.journal import rolled_back_run
-
     run = rolled_back_run(engine.host, run_id)
     engine.rollback(run, boot_only=True)
     engine.clear_pending()
