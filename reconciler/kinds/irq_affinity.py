@@ -96,11 +96,13 @@ class IrqAffinity(Kind[list[IrqEntry]]):
     phase = Phase.RUNTIME
     reads = (
         "`/sys/bus/pci/devices/*/{msi_irqs/*,irq,numa_node}`, "
-        "`/sys/devices/system/node/node*/cpulist`, `/proc/irq/*/smp_affinity_list`"
+        "`/sys/devices/system/node/node*/cpulist`, `/proc/irq/*/smp_affinity_list`; "
+        "`irqbalance: ban`: irqbalance.service's unit and drop-ins, `/etc/tune/irqbalance-policy`"
     )
     compared = (
         "per IRQ, as a set of CPUs (`0-3,8` and `8,0,1,2,3` alike); a managed IRQ the kernel "
-        "refuses (EIO) is skipped; not persisted: IRQs are numbered anew at each driver load"
+        "refuses (EIO) is skipped; not persisted: IRQs are numbered anew at each driver load; "
+        "the ban's policy script and drop-in as whole files"
     )
     noun = "IRQs"
 
