@@ -113,3 +113,28 @@ def test_tunes_own_drop_in_is_not_read_as_the_units_command_line(tmp_path: Path)
     assert systemd.setting(files, unit, "Service", "ExecStart")[0] == (
         f"/usr/sbin/irqbalance --foreground $IRQBALANCE_ARGS {irqbalance.OPTION}"
     )
+
+
+def test_the_shipped_environment_files_give_no_policy_script(tmp_path: Path) -> None:
+    files = unit_files(
+        tmp_path,
+        CORPUS / "debian-bookworm/irqbalance.service",
+        {"/etc/default/irqbalance": (CORPUS / "debian-bookworm/default-irqbalance").read_text()},
+    )
+    assert irqbalance.own_policy(files, systemd.resolve(files, irqbalance.UNIT)) is None
+
+
+@pytest.mark.parametrize(
+    ("path", "text"),
+    [
+        ("/etc/default/irqbalance", 'IRQBALANCE_ARGS="--policyscript=/etc/irqbalance.d"\n'),
+        ("/etc/default/irqbalance", "export IRQBALANCE_ARGS='-l /usr/local/bin/ban'\n"),
+        (
+            "/etc/systemd/system/irqbalance.service.d/override.conf",
+            "[Service]\nExecStart=\nExecStart=/usr/sbin/irqbalance --foreground -l/opt/ban\n",
+        ),
+    ],
+)
+def test_an_administrators_own_policy_script_is_found(tmp_path: Path, path: str, text: str) -> None:
+    files = unit_files(tmp_path, CORPUS / "debian-bookworm/irqbalance.service", {path: text})
+    assert irqbalance.own_policy(files, systemd.resolve(files, irqbalance.UNIT)) == path

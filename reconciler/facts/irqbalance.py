@@ -14,6 +14,7 @@ address survives both, where `--banirq=N` does not.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 from ..hosts.files import Files, Request
@@ -26,10 +27,20 @@ POLICY = "/etc/tune/irqbalance-policy"
 # After services' 90-tune.conf, so that this drop-in's ExecStart is the one systemd keeps.
 DROPIN = f"{systemd.ADMIN}/{UNIT}.d/91-tune-irqbalance.conf"
 OPTION = f"--policyscript={POLICY}"
+# The environment files the units name (Debian's and upstream's defaults, Fedora's and RHEL's
+# sysconfig, upstream's meson defaults with prefix /usr and /): where IRQBALANCE_ARGS is set.
+ENV_FILES = (
+    "/etc/default/irqbalance",
+    "/etc/sysconfig/irqbalance",
+    "/usr/lib/irqbalance/defaults.env",
+    "/usr/etc/default/irqbalance.env",
+    "/etc/default/irqbalance.env",
+)
+_ARGS = re.compile(r"\s*(?:export\s+)?IRQBALANCE_ARGS\s*=(.*)")
 
 
 def request() -> Request:
-    return systemd.request(UNIT) | Request.of(POLICY)
+    return systemd.request(UNIT) | Request.of(POLICY, *ENV_FILES)
 
 
 def exec_start(files: Files, unit: systemd.Unit) -> str | None:
@@ -41,6 +52,31 @@ def exec_start(files: Files, unit: systemd.Unit) -> str | None:
         if key == "ExecStart" and path != DROPIN:
             start = value or None
     return start
+
+
+def _names_policy(arguments: str) -> bool:
+    """Whether irqbalance's `arguments` give it a policy script (`--policyscript=X`, `-l X`,
+    `-lX`); a word is read without the quotes an environment file may put around it."""
+    words = (w.strip("\"'") for w in arguments.split())
+    return any(w.startswith(("--policyscript", "-l")) for w in words)
+
+
+def own_policy(files: Files, unit: systemd.Unit) -> str | None:
+    """The file that already gives irqbalance a policy script of its own (a command line in
+    the unit or a drop-in other than tune's, or IRQBALANCE_ARGS in an environment file the unit
+    reads); None when none does. irqbalance keeps only the last one it is given."""
+    for path, key, value in systemd.assignments(files, unit, "Service"):
+        if path == DROPIN:
+            continue
+        if key == "ExecStart" and _names_policy(value):
+            return path
+        if key == "EnvironmentFile":
+            named = value.removeprefix("-")
+            for line in (files.text(named) or "").splitlines():
+                found = _ARGS.fullmatch(line)
+                if found and _names_policy(found.group(1)):
+                    return named
+    return None
 
 
 def dropin_text(start: str) -> str:

@@ -24,7 +24,9 @@ and reboots: tune writes its policy script `/etc/tune/irqbalance-policy` (`ban=t
 addresses) and a drop-in `irqbalance.service.d/91-tune-irqbalance.conf` that starts irqbalance
 as its unit does plus `--policyscript`, then runs `systemctl daemon-reload` and `systemctl
 try-restart irqbalance.service` (a restart only if it runs). The distribution's environment
-file is not touched. Without irqbalance installed it is a note. Or disable irqbalance whole:
+file is not touched. Without irqbalance installed it is a note; where irqbalance already has a
+policy script of its administrator's (irqbalance keeps only the last), a note says which file
+gives it, and tune writes nothing. Or disable irqbalance whole:
 `services: {irqbalance.service: {state: disabled}}`.
 """
 
@@ -67,6 +69,11 @@ NO_EXEC_START = (
     "irqbalance.service has no ExecStart= to add tune's policy script to: its IRQs are not banned."
 )
 BAN = "ban"
+OWN_POLICY = (
+    "{path} already gives irqbalance a policy script of its own (--policyscript or -l), and "
+    "irqbalance keeps only the last one it is given: tune does not replace it. Ban these "
+    "devices' IRQs in that script (print ban=true for them), or remove it there."
+)
 UNBANNED = "no irq_affinity entry bans its devices' IRQs from irqbalance any more"
 RELOAD = Command(("systemctl", "daemon-reload"))
 RESTART = Command(("systemctl", "try-restart", irqbalance.UNIT))
@@ -162,6 +169,10 @@ class IrqAffinity(Kind[list[IrqEntry]]):
         start = irqbalance.exec_start(files, unit)
         if start is None:
             outcome.notes.append(Note(NO_EXEC_START, about))
+            return outcome
+        theirs = irqbalance.own_policy(files, unit)
+        if theirs is not None and asked:
+            outcome.notes.append(Note(OWN_POLICY.format(path=theirs), about))
             return outcome
         wanted = _ban_files(start, banned)
         meta = next(iter(banned.values()), asked[0] if asked else Meta(reason=UNBANNED))
