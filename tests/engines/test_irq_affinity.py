@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
 from irq_host import CONNECTX, GPU, IrqHost, build
 from small_host import tree, write_profile
 
@@ -15,6 +16,7 @@ from reconciler.facts.irqbalance import DROPIN, POLICY, policy_script
 
 from .drive import Engine, journals
 from .test_apply import runtime_changes
+from .test_faults import outcome
 
 LOCAL = {
     "irq_affinity": [
@@ -133,3 +135,16 @@ def test_a_ban_no_longer_asked_removes_tunes_files_and_a_rollback_gives_them_bac
     assert done.result.failures == []
     assert tree(root) == banned
     assert (root / POLICY.lstrip("/")).stat().st_mode & 0o777 == 0o755
+
+
+@pytest.mark.parametrize("fault_at", range(5))
+def test_a_fault_while_banning_leaves_the_host_as_it_was(
+    engine: Engine, tmp_path: Path, fault_at: int
+) -> None:
+    # The first operations: the policy script, the drop-in, daemon-reload, try-restart, IRQ 120.
+    root = build(tmp_path / "h", IrqHost(irqbalance=True, irqbalance_unit=True))
+    profile = write_profile(tmp_path / "p.yaml", BAN)
+
+    happened = outcome(engine, root, profile, False, f"{fault_at} fail")
+
+    assert happened == "rolled back"
