@@ -148,3 +148,21 @@ def test_a_fault_while_banning_leaves_the_host_as_it_was(
     happened = outcome(engine, root, profile, False, f"{fault_at} fail")
 
     assert happened == "rolled back"
+
+
+def test_a_new_device_to_ban_rewrites_the_script_and_restarts_irqbalance_once(
+    engine: Engine, tmp_path: Path
+) -> None:
+    root = build(tmp_path / "h", IrqHost(irqbalance=True, irqbalance_unit=True))
+    assert engine.apply(root, write_profile(tmp_path / "nic.yaml", BAN)) is not None
+    both = {"irq_affinity": [{**e, "irqbalance": "ban"} for e in BAN["irq_affinity"]]}
+
+    assert engine.apply(root, write_profile(tmp_path / "both.yaml", both)) is not None
+
+    script = (root / POLICY.lstrip("/")).read_text()
+    assert script == policy_script([CONNECTX.address, GPU.address])
+    second = journals(root)[-1]
+    ops = {r["id"]: r["operations"] for r in second if r["type"] == "step"}
+    # The drop-in is unchanged: the script's own step restarts irqbalance to read it.
+    assert f"irq_affinity:{DROPIN}" not in ops
+    assert ops[f"irq_affinity:{POLICY}"][1:] == ["run systemctl try-restart irqbalance.service"]
