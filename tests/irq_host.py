@@ -20,6 +20,7 @@ from small_host import config_space
 from reconciler.facts.numa import format_list, parse_list
 from reconciler.hosts.emulate import REFUSES
 
+DEBIAN_UNIT = Path(__file__).parent / "corpus/irqbalance/debian-bookworm/irqbalance.service"
 NODE_CPUS = {0: "0-31,64-95", 1: "32-63,96-127"}
 ALL_CPUS = "0-127"
 
@@ -46,7 +47,9 @@ class IrqHost:
     devices: list[IrqDevice] = field(default_factory=lambda: [CONNECTX, GPU])
     nodes: dict[int, str] = field(default_factory=lambda: dict(NODE_CPUS))
     online: str = ALL_CPUS
-    irqbalance: bool = False
+    irqbalance: bool = False  # running (its unit's cgroup lists a process)
+    # Installed, with Debian 12's unit (tests/corpus/irqbalance).
+    irqbalance_unit: bool = False
 
 
 def mask(cpulist: str, cpus: int) -> str:
@@ -90,6 +93,8 @@ def build(root: Path, host: IrqHost) -> Path:
                 files[f"{REFUSES.lstrip('/')}/{irq}/smp_affinity_list"] = f"{errno.EIO}\n"
     if host.irqbalance:
         files["sys/fs/cgroup/system.slice/irqbalance.service/cgroup.procs"] = "1234\n"
+    if host.irqbalance_unit:
+        files["lib/systemd/system/irqbalance.service"] = DEBIAN_UNIT.read_text()
     for rel, content in files.items():
         write(root, rel, content)
     return root

@@ -580,17 +580,21 @@ s == "[Install]" && match(t, /^(WantedBy|RequiredBy)[ \t]*=/) {
   for (i = 1; i <= n; i++) if (w[i] != "") {
     d = w[i] (k == "WantedBy" ? ".wants" : ".requires"); if (!(d in seen)) { seen[d] = 1; print d } } }'
 
-# systemctl daemon-reload (a snapshot's unit files are read as they are) and enable, disable,
-# mask, unmask (emulate._unit_file, byte for byte). A restart is the controller's
-# (`tune apply --restart-services`), never a step's.
+# systemctl daemon-reload (a snapshot's unit files are read as they are), try-restart (a
+# step's, irqbalance's: likewise) and enable, disable, mask, unmask (emulate._unit_file, byte
+# for byte). A restart is the controller's (`tune apply --restart-services`), never a step's.
 emu_systemctl() {
     [ "$*" = daemon-reload ] && return 0
-    case "$1" in enable | disable | mask | unmask) [ $# -eq 2 ] ;; *) false ;; esac ||
+    case "$1" in enable | disable | mask | unmask | try-restart) [ $# -eq 2 ] ;; *) false ;; esac ||
         { echo "systemctl: unsupported arguments $*"; return 1; }
     sc_verb=$1; sc_unit=$2; sc_own="/etc/systemd/system/$2"; sc_path=
     for sc_d in $EMU_UNIT_DIRS; do
         if [ -e "$R$sc_d/$sc_unit" ] || [ -h "$R$sc_d/$sc_unit" ]; then sc_path="$sc_d/$sc_unit"; break; fi
     done
+    if [ "$sc_verb" = try-restart ]; then
+        [ -n "$sc_path" ] || { echo "Failed to try-restart $sc_unit: Unit $sc_unit not found."; return 5; }
+        return 0
+    fi
     [ -n "$sc_path" ] || { echo "Failed to $sc_verb unit: Unit file $sc_unit does not exist."; return 1; }
     sc_masked=
     if [ "$sc_path" = "$sc_own" ] && ! [ -s "$R$sc_own" ]; then sc_masked=1; fi

@@ -417,13 +417,20 @@ def _container(host: DirectoryHost, argv: list[str]) -> Completed:
 
 
 def _systemctl(host: DirectoryHost, args: list[str]) -> Completed:
-    """`systemctl daemon-reload` (nothing to do: a snapshot's files are read as they are) and
-    `systemctl restart UNIT`: a running unit's main process is replaced by a new one, with a
-    new PID, whose `/proc/PID/limits` holds the limits the unit's configuration now sets."""
+    """`systemctl daemon-reload` (nothing to do: a snapshot's files are read as they are),
+    `try-restart UNIT` (likewise) and `systemctl restart UNIT`: a running unit's main process
+    is replaced by a new one, with a new PID, whose `/proc/PID/limits` holds the limits the
+    unit's configuration now sets."""
     if args == ["daemon-reload"]:
         return Completed(0)
     if len(args) == 2 and args[0] in UNIT_FILE_VERBS:
         return _unit_file(host, args[0], args[1])
+    if len(args) == 2 and args[0] == "try-restart":
+        # A step's restart (irqbalance, to read tune's drop-in): nothing a snapshot's files
+        # show changes, since what matters is the daemon's command line, read from its unit.
+        if not systemd.resolve(host.fetch(systemd.request(args[1])), args[1]).exists:
+            return Completed(5, "", f"Failed to try-restart {args[1]}: Unit {args[1]} not found.")
+        return Completed(0)
     if len(args) != 2 or args[0] != "restart":
         return Completed(1, "", f"systemctl: unsupported arguments {' '.join(args)}")
     name = args[1]

@@ -341,8 +341,8 @@ def attribute_step(
     )
 
 
-def file_op(path: str, data: bytes | None) -> PutFile | DeleteFile:
-    return DeleteFile(path) if data is None else PutFile(path, data)
+def file_op(path: str, data: bytes | None, mode: int = 0o644) -> PutFile | DeleteFile:
+    return DeleteFile(path) if data is None else PutFile(path, data, mode)
 
 
 def file_step(
@@ -351,16 +351,18 @@ def file_step(
     before: bytes | None,
     after: bytes | None,
     tool: tuple[Op, ...],
+    mode: int = 0o644,
 ) -> Step:
     """The step that gives the whole file `path` the bytes `after` (None: no file) and back
-    `before`, each followed by `tool` (the command that makes the file take effect)."""
+    `before`, each followed by `tool` (the command that makes the file take effect); `mode`:
+    the file's permissions (0o755 for a script a daemon executes)."""
     probe = Probe(path, Read.TEXT)
     return Step.of(
         change,
         probe=probe,
         expect=probe.value(after),
         restored=probe.value(before),
-        do=(file_op(path, after), *tool),
-        undo=(file_op(path, before), *tool),
+        do=(file_op(path, after, mode), *tool),
+        undo=(file_op(path, before, mode), *tool),
         requires=(Require(Need.WRITABLE, posixpath.dirname(path)),),
     )

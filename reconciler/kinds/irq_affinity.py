@@ -8,6 +8,7 @@ irq_affinity:
     reason: "completions handled on the NIC's own socket"
   - select: {vendor: 0x10de, class: 0x0302}
     cpus: 0-7                                   # or an explicit cpulist
+    irqbalance: ban                             # irqbalance leaves these IRQs alone
 ```
 Every IRQ of a matched function (its MSI/MSI-X vectors, else its legacy line) gets the list in
 `/proc/irq/N/smp_affinity_list`, compared as a set of CPUs. `local` needs the firmware to say
@@ -15,22 +16,33 @@ where the device hangs off (`numa_node` -1 is a note, not a guess). A managed IR
 its driver chose (NVMe's), refuses the write with EIO: apply skips it and says so, as for any
 IRQ the kernel does not let user space move. IRQ affinity does not survive a reboot or a driver
 reload (the IRQs are numbered anew when the driver loads), so tune writes no boot-time file for
-it: run `tune apply` again after either; `tune check` shows the IRQs that moved. irqbalance,
-when it runs, moves them back: the plan says so.
+it: run `tune apply` again after either; `tune check` shows the IRQs that moved.
+
+irqbalance, when it runs, moves them back: the plan says so. `irqbalance: ban` bans the
+IRQs of the entry's devices from it, by device address, so the ban holds across driver reloads
+and reboots: tune writes its policy script `/etc/tune/irqbalance-policy` (`ban=true` for those
+addresses) and a drop-in `irqbalance.service.d/91-tune-irqbalance.conf` that starts irqbalance
+as its unit does plus `--policyscript`, then runs `systemctl daemon-reload` and `systemctl
+try-restart irqbalance.service` (a restart only if it runs). The distribution's environment
+file is not touched. Without irqbalance installed it is a note; where irqbalance already has a
+policy script of its administrator's (irqbalance keeps only the last), a note says which file
+gives it, and tune writes nothing. Or disable irqbalance whole:
+`services: {irqbalance.service: {state: disabled}}`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from typing import Literal
 
-from ..apply.steps import Read, Step
+from ..apply.steps import Command, Need, Read, Require, Step
 from ..errors import HostError
-from ..facts import irq
+from ..facts import irq, irqbalance, systemd
 from ..facts.numa import format_list, node_cpus, parse_list
 from ..facts.pci import PciDevice, Selector, numa_node, pci_devices, request_devices
 from ..hosts.files import Files, Request
 from ..plan.model import Change, Note, Outcome, Phase
-from .base import Kind, Meta, attribute_step, missing_note, safe_scalar
+from .base import Kind, Meta, attribute_step, file_step, missing_note, safe_scalar
 from .pci import no_match, no_match_note
 
 LOCAL = "local"
@@ -46,16 +58,38 @@ NOT_PERSISTED = (
 )
 IRQBALANCE = (
     "irqbalance is active: it moves IRQs to CPUs of its choosing every 10 seconds and will undo "
-    "this. Fix: systemctl disable --now irqbalance; or ban these IRQs from it (--banirq=N in "
-    "IRQBALANCE_ARGS, /etc/default/irqbalance), which holds only until their numbers change "
-    "at the next driver load."
+    "this. Fix: `irqbalance: ban` on this entry (its devices' IRQs, by address, survive driver "
+    "reloads), or disable irqbalance (services: {irqbalance.service: {state: disabled}})."
 )
+NOT_INSTALLED = (
+    "irqbalance is not installed on this host (no irqbalance.service): there is nothing to ban "
+    "these IRQs from."
+)
+NO_EXEC_START = (
+    "irqbalance.service has no ExecStart= to add tune's policy script to: its IRQs are not banned."
+)
+BAN = "ban"
+OWN_POLICY = (
+    "{path} already gives irqbalance a policy script of its own (--policyscript or -l), and "
+    "irqbalance keeps only the last one it is given: tune does not replace it. Ban these "
+    "devices' IRQs in that script (print ban=true for them), or remove it there."
+)
+UNBANNED = "no irq_affinity entry bans its devices' IRQs from irqbalance any more"
+RELOAD = Command(("systemctl", "daemon-reload"))
+RESTART = Command(("systemctl", "try-restart", irqbalance.UNIT))
 
 
 @dataclass(frozen=True, kw_only=True)
 class IrqEntry(Meta):
     select: Selector
     cpus: CpusSpec  # type: ignore[valid-type]
+    irqbalance: Literal["ban"] | None = field(
+        default=None,
+        metadata={
+            "description": "ban: irqbalance leaves the IRQs of the selected devices alone "
+            "(a policy script by device address, which survives driver reloads)"
+        },
+    )
 
     def __post_init__(self) -> None:
         if self.cpus != LOCAL and not parse_list(self.cpus):
@@ -69,16 +103,18 @@ class IrqAffinity(Kind[list[IrqEntry]]):
     phase = Phase.RUNTIME
     reads = (
         "`/sys/bus/pci/devices/*/{msi_irqs/*,irq,numa_node}`, "
-        "`/sys/devices/system/node/node*/cpulist`, `/proc/irq/*/smp_affinity_list`"
+        "`/sys/devices/system/node/node*/cpulist`, `/proc/irq/*/smp_affinity_list`; "
+        "`irqbalance: ban`: irqbalance.service's unit and drop-ins, `/etc/tune/irqbalance-policy`"
     )
     compared = (
         "per IRQ, as a set of CPUs (`0-3,8` and `8,0,1,2,3` alike); a managed IRQ the kernel "
-        "refuses (EIO) is skipped; not persisted: IRQs are numbered anew at each driver load"
+        "refuses (EIO) is skipped; not persisted: IRQs are numbered anew at each driver load; "
+        "the ban's policy script and drop-in as whole files"
     )
     noun = "IRQs"
 
     def request(self, spec: list[IrqEntry]) -> Request:
-        return request_devices() | irq.request()
+        return request_devices() | irq.request() | irqbalance.request()
 
     def compare(self, spec: list[IrqEntry], files: Files) -> Outcome:
         outcome = Outcome()
@@ -86,6 +122,7 @@ class IrqAffinity(Kind[list[IrqEntry]]):
         online = irq.online_cpus(files)
         nodes = node_cpus(files)
         planned: dict[int, str] = {}  # IRQ -> the device whose entry planned it first
+        banned: dict[str, IrqEntry] = {}  # address -> the first entry that bans its IRQs
         for item in spec:
             about = f"irq_affinity:{item.select.describe()}"
             matched = [d for d in devices if item.select.matches(d)]
@@ -103,11 +140,54 @@ class IrqAffinity(Kind[list[IrqEntry]]):
                     outcome.notes.append(Note(why_not, f"irq_affinity:{device.address}"))
                     continue
                 self._device(item, device, desired, files, planned, outcome)
+                if item.irqbalance == BAN:
+                    banned.setdefault(device.address, item)
             if len(planned) == before:
                 continue  # no IRQ of this entry's: nothing to persist or to keep irqbalance off
             outcome.notes.append(Note(NOT_PERSISTED, about))
-            if irq.irqbalance_active(files):
+            if irq.irqbalance_active(files) and item.irqbalance != BAN:
                 outcome.notes.append(Note(IRQBALANCE, about))
+        ban = self._ban(spec, banned, files)
+        ban.extend(outcome)
+        return ban
+
+    def _ban(self, spec: list[IrqEntry], banned: dict[str, IrqEntry], files: Files) -> Outcome:
+        """tune's policy script and drop-in: present while an entry bans a device, removed
+        (tune owns both) when none does. Planned first, so that irqbalance leaves the IRQs
+        alone before they move."""
+        outcome = Outcome()
+        asked = [item for item in spec if item.irqbalance == BAN]
+        present = {p: files.text(p) for p in (irqbalance.POLICY, irqbalance.DROPIN)}
+        if not asked and not any(t is not None for t in present.values()):
+            return outcome
+        about = "irq_affinity:irqbalance"
+        unit = systemd.resolve(files, irqbalance.UNIT)
+        if not unit.exists:
+            if asked:
+                outcome.notes.append(Note(NOT_INSTALLED, about))
+            return outcome
+        start = irqbalance.exec_start(files, unit)
+        if start is None:
+            outcome.notes.append(Note(NO_EXEC_START, about))
+            return outcome
+        theirs = irqbalance.own_policy(files, unit)
+        if theirs is not None and asked:
+            outcome.notes.append(Note(OWN_POLICY.format(path=theirs), about))
+            return outcome
+        wanted = _ban_files(start, banned)
+        meta = next(iter(banned.values()), asked[0] if asked else Meta(reason=UNBANNED))
+        for path, text in wanted.items():
+            current, desired = _lines(present[path]), _lines(text)
+            outcome.changes.append(
+                self.change(
+                    path,
+                    current,
+                    desired,
+                    replace(meta, optional=False),
+                    setting="irqbalance's banned IRQs",
+                    subject=path,
+                )
+            )
         return outcome
 
     def _cpus(
@@ -215,6 +295,8 @@ class IrqAffinity(Kind[list[IrqEntry]]):
         )
 
     def step(self, spec: list[IrqEntry], change: Change, files: Files) -> Step:
+        if change.target in (irqbalance.POLICY, irqbalance.DROPIN):
+            return self._ban_step(spec, change, files)
         subject, _, name = change.target.rpartition(":")
         if not subject:
             raise HostError(f"{change.id} cannot be set: {no_match(change.target)}")
@@ -222,6 +304,41 @@ class IrqAffinity(Kind[list[IrqEntry]]):
             raise HostError(f"{change.id} cannot be set: {_no_irqs(subject)}")
         number = int(name.removeprefix("irq"))
         return attribute_step(change, irq.affinity_path(number), files, Read.WORDS)
+
+    def _ban_step(self, spec: list[IrqEntry], change: Change, files: Files) -> Step:
+        path = change.target
+        if path in files.errors:
+            raise HostError(f"{change.id}: {path} cannot be read ({files.errors[path]}).")
+        desired = None if change.desired is None else "".join(f"{x}\n" for x in change.desired)
+        prior = files.read(path)
+        after = None if desired is None else desired.encode()
+        if path == irqbalance.POLICY:
+            # irqbalance asks the script about each IRQ when it starts: a new list takes effect
+            # at a restart, which the drop-in's step makes where the drop-in is not there yet.
+            tool: tuple[Command, ...] = (
+                (RESTART,) if files.text(irqbalance.DROPIN) is not None else ()
+            )
+            mode = 0o755
+        else:
+            tool, mode = (RELOAD, RESTART), 0o644
+        step = file_step(change, path, prior, after, tool, mode=mode)
+        needs = (Require(Need.COMMAND, "systemctl"),) if tool else ()
+        return replace(step, requires=(*step.requires, *needs))
+
+
+def _lines(text: str | None) -> tuple[str, ...] | None:
+    return None if text is None else tuple(text.splitlines())
+
+
+def _ban_files(start: str, banned: dict[str, IrqEntry]) -> dict[str, str | None]:
+    """What tune's two files hold: the policy script and the drop-in that starts irqbalance
+    with it while a device is banned; neither when none is."""
+    if not banned:
+        return {irqbalance.POLICY: None, irqbalance.DROPIN: None}
+    return {
+        irqbalance.POLICY: irqbalance.policy_script(banned),
+        irqbalance.DROPIN: irqbalance.dropin_text(start),
+    }
 
 
 def _no_irqs(address: str) -> str:

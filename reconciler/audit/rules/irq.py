@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...facts import irq
+from ...facts import irq, irqbalance
 from ...facts.numa import format_list, node_cpus
 from ...facts.pci import PciDevice, numa_node
 from ..facts import Facts
@@ -51,7 +51,9 @@ def placement(facts: Facts, nodes: dict[int, frozenset[int]], nic: PciDevice) ->
     return Placement(nic, node, local, irqs) if irqs else None
 
 
-@rule("irq-remote-node", Area.CPU, irq.request())
+# Its fix is an irq_affinity entry, whose comparison also reads irqbalance's unit and tune's
+# policy script (which it removes when no entry bans any more).
+@rule("irq-remote-node", Area.CPU, irq.request() | irqbalance.request())
 def irq_remote_node(facts: Facts, limits: Thresholds) -> list[Verdict]:
     nodes = node_cpus(facts.files)
     placed = [p for nic in facts.nics if (p := placement(facts, nodes, nic)) is not None]
