@@ -235,7 +235,8 @@ class Gpus(Kind[dict[str, GpuEntry]]):
                 if answer is not None and _deprecated(answer, setting):
                     deprecated.update((k, e) for k, e in spec.items() if e is item)
                 else:
-                    outcome.notes.append(lacks(gpu, setting, item))
+                    problem = files.view(setting.read).problem
+                    outcome.notes.append(lacks(gpu, setting, item, problem))
         for key, item in deprecated.items():
             outcome.notes.append(Note(missing_note(DEPRECATED, item), f"gpu:{key}"))
         return outcome
@@ -356,10 +357,13 @@ def read_back_words(step: Step) -> tuple[str, str]:
     )
 
 
-def lacks(gpu: Gpu, setting: GpuSetting, item: GpuEntry) -> Note:
-    """The note for a setting the query reports as not available on `gpu`."""
+def lacks(gpu: Gpu, setting: GpuSetting, item: GpuEntry, problem: str | None = None) -> Note:
+    """The note for a setting the query reports as not available on `gpu`, or (`problem`, a
+    sentence) that the query reading it did not answer."""
     said = (
-        f"GPU {gpu.bus_id} has no {setting.name} setting "
+        f"GPU {gpu.bus_id}'s {setting.name} cannot be read: {problem}"
+        if problem
+        else f"GPU {gpu.bus_id} has no {setting.name} setting "
         f"(nvidia-smi reports {setting.field} as not available)."
     )
     return Note(missing_note(said, item), f"gpu:{gpu.bus_id}")

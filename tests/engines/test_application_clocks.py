@@ -107,3 +107,23 @@ def test_an_entry_for_every_gpu_gets_one_note_not_one_per_gpu(tmp_path: Path) ->
     plan = make_plan(loaded, observe(SnapshotHost(root), loaded.profile, False), False)
     assert plan.changes == ()
     assert [(n.about, DEPRECATED in n.message) for n in plan.notes] == [("gpu:all", True)]
+
+
+def test_a_driver_that_refuses_the_clocks_query_says_why_and_keeps_the_other_settings(
+    tmp_path: Path,
+) -> None:
+    """A driver that dropped the fields fails the clocks query (nvidia-smi exits 2 for a field
+    it does not know); the main query and its settings are unaffected."""
+    root = tmp_path / "host"
+    answer(root, nvidia_smi.QUERY, GPU_HEADER + gpu_line(BUSES[0]))
+    where = recorded.where(nvidia_smi.CLOCKS_QUERY)
+    write(root, f"{where}/status", "2\n")
+    write(root, f"{where}/stdout", "")
+    text = PROFILE.replace("{application_clocks", "{persistence: true, application_clocks")
+    loaded = load_profile(profile(tmp_path, text))
+    plan = make_plan(loaded, observe(SnapshotHost(root), loaded.profile, False), False)
+    assert [c.id for c in plan.changes] == [f"gpu:{BUSES[0]}:persistence"]
+    assert [n.message.split(" Skipped:")[0] for n in plan.notes] == [
+        f"GPU {BUSES[0]}'s application_clocks cannot be read: nvidia-smi failed here "
+        "(exit status 2)."
+    ]
