@@ -54,6 +54,20 @@ def gpu_line(bus_id: str, persistence: str = "Disabled", limit: str = "600.00 W"
     )
 
 
+CLOCKS_HEADER = (
+    "pci.bus_id, clocks.applications.memory [MHz], clocks.applications.graphics [MHz], "
+    "clocks.default_applications.memory [MHz], clocks.default_applications.graphics [MHz]\n"
+)
+
+
+def clocks_line(bus_id: str, memory: int = 877, graphics: int = 1312) -> str:
+    """One GPU of the application clocks query whose defaults are 877,1312 MHz (a V100's), now
+    at `memory`,`graphics`; `memory` 0: the driver answers them deprecated (since 590)."""
+    if memory == 0:
+        return f"{bus_id}" + ", [Requested functionality has been deprecated]" * 4 + "\n"
+    return f"{bus_id}, {memory} MHz, {graphics} MHz, 877 MHz, 1312 MHz\n"
+
+
 def config_space(mrrs: int, other_bits: int = 0x2810) -> bytes:
     """256 bytes: header with a capability list holding only PCI Express at 0x40."""
     data = bytearray(256)

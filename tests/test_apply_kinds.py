@@ -59,7 +59,7 @@ KIND_PROFILES: dict[str, dict[str, Any]] = {
     },
     "gpus": {
         "gpus": {
-            "all": {"persistence": True, "compute_mode": "EXCLUSIVE_PROCESS", "ecc": False},
+            "all": {"persistence": True, "compute_mode": "EXCLUSIVE_PROCESS"},
             "00000000:02:00.0": {"power_limit": 450},
         }
     },

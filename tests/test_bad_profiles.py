@@ -311,6 +311,13 @@ BAD = [
         "docker.service: logind settings belong to systemd-logind.service",
         (P, 3, 3),
     ),
+    Bad(
+        "gpu-locked-clocks-cannot-be-read-back",
+        "name: x\ngpus:\n  all:\n    locked_clocks: {min: 1500, max: 1980}\n",
+        "gpus.all: locked_clocks is not a setting tune manages: neither nvidia-smi's query nor "
+        "NVML can read locked clocks back",
+        (P, 4, 5),
+    ),
 ]
 
 DIAGNOSTIC = re.compile(r"(?P<file>.+?):(?P<line>\d+):(?P<col>\d+): (?P<message>.+)")

@@ -339,7 +339,8 @@ def explained(steps: Sequence[Step], at: str, reason: str) -> str:
 
 def read(host: Host, probe: Probe) -> str | None:
     if probe.read is Read.GPU:
-        output = host.fetch(Request.of(commands=[nvidia_smi.QUERY])).output(nvidia_smi.QUERY)
+        query = nvidia_smi.query_for(probe.arg)
+        output = host.fetch(Request.of(commands=[query])).output(query)
         return probe.value(output.stdout if output.status == 0 else None)
     return probe.value(host.read_file(probe.path))
 

@@ -349,13 +349,16 @@ emu_setpci() {
         dd of="$cfg" bs=1 seek="$at" count=2 conv=notrunc 2>/dev/null
 }
 
-# The GPU query's CSV (facts.nvidia_smi.QUERY): what a snapshot recorded, or nvidia-smi's answer.
+# The CSV of the GPU query that reads field $1 (facts.nvidia_smi.query_for): QUERY, or
+# CLOCKS_QUERY for the application clocks; what a snapshot recorded, or nvidia-smi's answer.
 gpu_query() {
+    fields="$NVSMI_FIELDS" record="$NVSMI_RECORD"
+    case "$1" in clocks.*) fields="$NVSMI_CLOCK_FIELDS" record="$NVSMI_CLOCK_RECORD" ;; esac
     if [ -n "$EMU" ]; then
-        [ "$(cat "$R$NVSMI_RECORD/status" 2>/dev/null)" = 0 ] || return 1
-        cat "$R$NVSMI_RECORD/stdout"
+        [ "$(cat "$R$record/status" 2>/dev/null)" = 0 ] || return 1
+        cat "$R$record/stdout"
     else
-        nvidia-smi --query-gpu="$NVSMI_FIELDS" --format=csv 2>/dev/null
+        nvidia-smi --query-gpu="$fields" --format=csv 2>/dev/null
     fi
 }
 
@@ -366,14 +369,20 @@ BEGIN { FS = ", "; OFS = ", " }
 NR == 1 { for (i = 1; i <= NF; i++) { n = $i; sub(/ \[.*/, "", n); col[n] = i } }'
 
 # GPU B's field F in the query (facts.nvidia_smi.value_of): by the header's names, units cut,
-# watts as numbers (%g, as Python's); status 1 for no such GPU or a bracketed value.
+# watts as numbers (%g, as Python's); a pair (clocks.applications: its .memory and .graphics)
+# as MEMORY,GRAPHICS; status 1 for no such GPU or a bracketed value.
 GPU_VALUE="$GPU_COLUMNS"'
-NR == 1 { next }
-toupper($col["pci.bus_id"]) == toupper(ENVIRON["B"]) && !seen {
-  seen = 1; c = col[ENVIRON["F"]]
+function cell(name,  c, v) {
+  c = col[name]
   if (!c || $c ~ /^\[/) exit 1
   v = $c; sub(/ (W|MHz|MiB|%)$/, "", v)
-  if (ENVIRON["F"] ~ /^power\.(limit|default_limit|min_limit|max_limit)$/ && v ~ /^[0-9]+(\.[0-9]+)?$/) v = sprintf("%g", v)
+  if (name ~ /^power\.(limit|default_limit|min_limit|max_limit)$/ && v ~ /^[0-9]+(\.[0-9]+)?$/) v = sprintf("%g", v)
+  return v }
+NR == 1 { next }
+toupper($col["pci.bus_id"]) == toupper(ENVIRON["B"]) && !seen {
+  seen = 1; f = ENVIRON["F"]
+  if (f ~ /^clocks\.(default_)?applications$/) v = cell(f ".memory") "," cell(f ".graphics")
+  else v = cell(f)
   printf "%s", v; found = 1 }
 END { exit !found }'
 
@@ -398,7 +407,48 @@ st == 6 && toupper($col["pci.bus_id"]) == toupper(ENVIRON["B"]) {
 { print }
 END { exit st }'
 
+# nvidia-smi -i BUSID -ac MEM,GR | -rac (emulate._nvidia_smi): that GPU's application clocks in
+# the recorded clocks query, set to M and G or (RESET) to its default application clocks.
+GPU_CLOCKS_SET="$GPU_COLUMNS"'
+BEGIN { st = 6 }
+NR == 1 { print; next }
+st == 6 && toupper($col["pci.bus_id"]) == toupper(ENVIRON["B"]) {
+  m = col["clocks.applications.memory"]; g = col["clocks.applications.graphics"]
+  dm = col["clocks.default_applications.memory"]; dg = col["clocks.default_applications.graphics"]
+  if (!m || !g || $m ~ /^\[/ || $g ~ /^\[/) st = 3
+  else if (ENVIRON["RESET"] != "") {
+    if (!dm || !dg) st = 2; else { $m = $dm; $g = $dg; st = 0 } }
+  else if (ENVIRON["M"] ~ /^[0-9]+$/ && ENVIRON["G"] ~ /^[0-9]+$/) {
+    $m = ENVIRON["M"] " MHz"; $g = ENVIRON["G"] " MHz"; st = 0 }
+  else st = 2 }
+{ print }
+END { exit st }'
+
+emu_nvidia_smi_clocks() {
+    f="$R$NVSMI_CLOCK_RECORD/stdout"
+    if [ ! -f "$f" ]; then
+        echo "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."
+        return 9
+    fi
+    m= g= reset=
+    case "$#:$1:$3" in
+    3:-i:-rac) reset=1 ;;
+    4:-i:-ac) case "$4" in *,*) m="${4%%,*}" g="${4#*,}" ;; esac ;;
+    *) echo "Invalid combination of input arguments: $*"; return 2 ;;
+    esac
+    fields=clocks.applications.memory,clocks.applications.graphics
+    new=$(B="$2" M="$m" G="$g" RESET="$reset" awk "$GPU_CLOCKS_SET" "$f")
+    case $? in
+    0) printf '%s\n' "$new" >"$f" || return 1
+        echo "Set clocks.applications.memory to $(B="$2" F=clocks.applications.memory awk "$GPU_CELL" "$f"), clocks.applications.graphics to $(B="$2" F=clocks.applications.graphics awk "$GPU_CELL" "$f") for GPU $2." ;;
+    6) echo "No devices were found matching $2"; return 6 ;;
+    3) echo "Setting $fields is not supported for GPU $2."; return 3 ;;
+    *) echo "Invalid value '${4:-}' for $3."; return 2 ;;
+    esac
+}
+
 emu_nvidia_smi() {
+    case "${3:-}" in -ac | -rac) emu_nvidia_smi_clocks "$@"; return ;; esac
     f="$R$NVSMI_RECORD/stdout"
     if [ ! -f "$f" ]; then
         echo "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."
@@ -712,7 +762,7 @@ has_command() {
 
 # A probe's normalised reading (steps.Probe.value) on stdout; status 1 when absent.
 reading() {
-    if [ "$1" = gpu ]; then q=$(gpu_query) || return 1; printf '%s\n' "$q" | B="$2" F="$3" awk "$GPU_VALUE"; return; fi
+    if [ "$1" = gpu ]; then q=$(gpu_query "$3") || return 1; printf '%s\n' "$q" | B="$2" F="$3" awk "$GPU_VALUE"; return; fi
     f="$R$2"
     ! abnormal "$2" && [ -e "$f" ] || return 1
     case "$1" in

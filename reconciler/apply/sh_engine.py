@@ -148,6 +148,8 @@ LIBRARY = (
     f"EMU_UNIT_DIRS={quoted(' '.join(systemd.UNIT_DIRS))}\n"
     f"NVSMI_FIELDS={quoted(','.join(nvidia_smi.FIELDS))}\n"
     f"NVSMI_RECORD={quoted(recorded.where(nvidia_smi.QUERY))}\n"
+    f"NVSMI_CLOCK_FIELDS={quoted(','.join(nvidia_smi.CLOCK_FIELDS))}\n"
+    f"NVSMI_CLOCK_RECORD={quoted(recorded.where(nvidia_smi.CLOCKS_QUERY))}\n"
     + _strerror()
     + (Path(__file__).parent / "lib.sh").read_text()
 )

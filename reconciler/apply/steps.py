@@ -13,7 +13,9 @@ that an SSH target without Python can run the same steps from a POSIX sh script:
 - `Read.MRRS`: Max_Read_Request_Size in bytes from the little-endian u16 at byte `arg` of a
   binary PCI config file (`od -An -tu2 -j ARG -N2`, then shell arithmetic);
 - `Read.GPU`: the field `arg` of the GPU whose PCI bus id is `path`, from the output of
-  `facts.nvidia_smi.QUERY` (run, not read: no file holds a GPU's state; `awk` in sh).
+  `facts.nvidia_smi.QUERY`, or `CLOCKS_QUERY` for an application clocks field (run, not read:
+  no file holds a GPU's state; `awk` in sh); `clocks.applications` is the pair
+  `MEMORY,GRAPHICS`.
 - `Read.BITS`: the bits `MASK` of the little-endian u16 at byte `OFFSET` of a binary PCI config
   file, `arg` being `OFFSET:MASK` (decimal, hex), as four hex digits: a flag of a register (ACS
   control's redirect bits, Device Control's Relaxed Ordering) read the way setpci writes it.

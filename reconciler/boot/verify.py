@@ -5,8 +5,9 @@ boot id before, the kernel command-line parameters the next boot must carry (nul
 absent), per container config, the NVIDIA majors its allow lines grant, and the profile's
 container configs with whether to restart them (`--restart-containers`). After the reboot,
 `verify` compares those with `/proc/cmdline`, `/proc/devices`, `/proc/driver/nvidia/params` (the
-NVIDIA driver's parameters the boot was to bring) and the stored profile's runtime part; on any
-failure the boot configuration is rolled back from the run's journal.
+NVIDIA driver's parameters the boot was to bring), each GPU's `ecc.mode.current` (nvidia-smi's
+query) and the stored profile's runtime part; on any failure the boot configuration is rolled
+back from the run's journal.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from ..apply.steps import Step
 from ..errors import HostError
 from ..facts import cmdline as cmdline_fmt
 from ..facts import lxc as lxc_fmt
-from ..facts import nvidia_params
+from ..facts import nvidia_params, nvidia_smi
 from ..facts.cmdline import PROC_CMDLINE
 from ..facts.kernel import BOOT_ID
 from ..facts.nvidia_params import PARAMS as NVIDIA_PARAMS
@@ -52,6 +53,8 @@ class PendingBoot:
     restart_containers: bool = False  # restart them after the boot is verified
     # The NVIDIA driver's parameters, as /proc/driver/nvidia/params prints name and value.
     nvidia_params: dict[str, str] = field(default_factory=dict)
+    # The ECC mode each GPU (by its PCI bus id) must run with, as nvidia-smi prints it.
+    ecc: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> str:
         data = {
@@ -64,6 +67,7 @@ class PendingBoot:
             "containers": self.containers,
             "restart_containers": self.restart_containers,
             "nvidia_params": self.nvidia_params,
+            "ecc": self.ecc,
         }
         return json.dumps(data, indent=2) + "\n"
 
@@ -79,6 +83,7 @@ class PendingBoot:
             list(data.get("containers", data["majors"])),
             bool(data.get("restart_containers", False)),
             dict(data.get("nvidia_params", {})),
+            dict(data.get("ecc", {})),
         )
 
 
@@ -93,6 +98,7 @@ def pending_of(
     cmdline: dict[str, JsonValue] = {}
     majors: dict[str, list[int]] = {}
     nvidia: dict[str, str] = {}
+    ecc: dict[str, str] = {}
     for step in steps:
         kind = named(step.kind)
         expected = kind.after_boot(step) if kind is not None else None
@@ -100,7 +106,8 @@ def pending_of(
             cmdline.update({name: jsonable(v) for name, v in expected.cmdline.items()})
             majors.update(expected.majors)
             nvidia.update(expected.nvidia_params)
-    if not cmdline and not majors and not nvidia and not (restart_containers and containers):
+            ecc.update(expected.ecc)
+    if not (cmdline or majors or nvidia or ecc) and not (restart_containers and containers):
         return None
     return PendingBoot(
         run_id,
@@ -110,6 +117,7 @@ def pending_of(
         containers=list(containers),
         restart_containers=restart_containers,
         nvidia_params=nvidia,
+        ecc=ecc,
     )
 
 
@@ -145,7 +153,15 @@ def verify(host: ReadableHost, pending: PendingBoot) -> BootVerdict:
     """Compare the booted host with `pending`; pure reads."""
     configs = tuple(pending.majors)
     files = host.fetch(
-        Request.of(PROC_CMDLINE, lxc_fmt.PROC_DEVICES, BOOT_ID, PROFILE, NVIDIA_PARAMS, *configs)
+        Request.of(
+            PROC_CMDLINE,
+            lxc_fmt.PROC_DEVICES,
+            BOOT_ID,
+            PROFILE,
+            NVIDIA_PARAMS,
+            *configs,
+            commands=[nvidia_smi.QUERY] if pending.ecc else [],
+        )
     )
     verdict = BootVerdict()
     boot_id = files.value(BOOT_ID)
@@ -176,6 +192,8 @@ def verify(host: ReadableHost, pending: PendingBoot) -> BootVerdict:
             f"{config} allows majors {majors} but /proc/devices now says {names or 'no NVIDIA'}"
         )
     _driver_params(verdict, pending.nvidia_params, files.text(NVIDIA_PARAMS))
+    if pending.ecc:
+        _ecc(verdict, pending.ecc, files.view(nvidia_smi.reading))
     verdict.failed += _runtime_drift(host, files.text(PROFILE))
     return verdict
 
@@ -193,6 +211,24 @@ def _driver_params(verdict: BootVerdict, expected: Mapping[str, str], text: str 
         else:
             now = "nothing" if got is None else got
             verdict.failed.append(f"{NVIDIA_PARAMS} has {name}: {now}, not {value}")
+
+
+def _ecc(verdict: BootVerdict, expected: Mapping[str, str], read: nvidia_smi.Reading) -> None:
+    """Whether each GPU runs with the ECC mode the boot was to bring."""
+    if read.problem is not None:
+        verdict.failed.append(f"ECC cannot be read: {read.problem}")
+        return
+    gpus = {gpu.bus_id: gpu for gpu in read.gpus}
+    for bus, mode in expected.items():
+        gpu = gpus.get(bus)
+        got = None if gpu is None else gpu.get(nvidia_smi.ECC_CURRENT)
+        if got == mode:
+            verdict.held.append(f"GPU {bus} has {nvidia_smi.ECC_CURRENT}: {mode}")
+        elif gpu is None:
+            verdict.failed.append(f"nvidia-smi lists no GPU {bus} (its ECC was to be {mode})")
+        else:
+            now = "not available" if got is None else got
+            verdict.failed.append(f"GPU {bus} has {nvidia_smi.ECC_CURRENT}: {now}, not {mode}")
 
 
 def probe_after_boot(

@@ -7,12 +7,16 @@ documents; the CSV answers with a header line naming them (with the unit in brac
 `[Requested functionality has been deprecated]` (application clocks, since driver 590). Reading
 by the header's names, not by position, keeps a driver that reorders or adds columns from
 shifting one value into another's place.
+
+Application clocks have a query of their own (`CLOCKS_QUERY`), run only for a profile that asks
+for them: a driver that drops the deprecated fields refuses the whole query that names one, and
+must not take the other settings' reading with it.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..hosts.files import Files
 
@@ -41,6 +45,28 @@ FIELDS = (
 # parse check each column's name.
 QUERY = (NVIDIA_SMI, f"--query-gpu={','.join(FIELDS)}", "--format=csv")
 SEPARATOR = ", "
+
+APP_MEMORY = "clocks.applications.memory"
+APP_GRAPHICS = "clocks.applications.graphics"
+DEFAULT_APP_MEMORY = "clocks.default_applications.memory"
+DEFAULT_APP_GRAPHICS = "clocks.default_applications.graphics"
+CLOCK_FIELDS = (BUS_ID, APP_MEMORY, APP_GRAPHICS, DEFAULT_APP_MEMORY, DEFAULT_APP_GRAPHICS)
+CLOCKS_QUERY = (NVIDIA_SMI, f"--query-gpu={','.join(CLOCK_FIELDS)}", "--format=csv")
+# Two fields read as one value, `MEMORY,GRAPHICS` in MHz: what `nvidia-smi -ac` takes.
+APPLICATION_CLOCKS = "clocks.applications"
+DEFAULT_APPLICATION_CLOCKS = "clocks.default_applications"
+PAIRS = {
+    APPLICATION_CLOCKS: (APP_MEMORY, APP_GRAPHICS),
+    DEFAULT_APPLICATION_CLOCKS: (DEFAULT_APP_MEMORY, DEFAULT_APP_GRAPHICS),
+}
+# What a driver since 590 answers for every application clocks field.
+DEPRECATED = "[Requested functionality has been deprecated]"
+
+
+def query_for(name: str) -> tuple[str, ...]:
+    """The query that reads the field (or pair) `name`."""
+    return CLOCKS_QUERY if name in PAIRS or name in CLOCK_FIELDS else QUERY
+
 
 # Watts as the power fields print them without their unit: `700.00`.
 _UNIT = re.compile(r" (W|MHz|MiB|%)$")
@@ -73,6 +99,8 @@ class Gpu:
 
     bus_id: str
     values: dict[str, str | None]
+    # The bracketed answer of each field that has one (`[N/A]`), as printed.
+    bracketed: dict[str, str] = field(default_factory=dict)
 
     def get(self, name: str) -> str | None:
         return self.values.get(name)
@@ -108,7 +136,8 @@ def parse(text: str) -> list[Gpu]:
         identity = bus_id(values[BUS_ID] or "")
         if identity is None:
             raise UnreadableQuery(f"{values[BUS_ID]!r} is not a PCI bus id")
-        found.append(Gpu(identity, values))
+        said = {n: c.strip() for n, c in zip(names, cells, strict=True) if c.startswith("[")}
+        found.append(Gpu(identity, values, said))
     return found
 
 
@@ -122,7 +151,16 @@ class Reading:
 
 def reading(files: Files) -> Reading:
     """The query's answer in `files` (requested as `QUERY`)."""
-    output = files.output(QUERY)
+    return _reading(files, QUERY)
+
+
+def clocks_reading(files: Files) -> Reading:
+    """The application clocks query's answer in `files` (requested as `CLOCKS_QUERY`)."""
+    return _reading(files, CLOCKS_QUERY)
+
+
+def _reading(files: Files, query: tuple[str, ...]) -> Reading:
+    output = files.output(query)
     if not output.installed:
         return Reading((), f"{NVIDIA_SMI} is not installed on this host.")
     if output.status != 0:
@@ -149,7 +187,11 @@ def value_of(stdout: bytes, bus: str, name: str) -> str | None:
 
 
 def value(gpu: Gpu, name: str) -> str | None:
-    """`gpu`'s field as tune compares it: watts as numbers."""
+    """`gpu`'s field as tune compares it: watts as numbers; a pair (`PAIRS`) as
+    `MEMORY,GRAPHICS`, None unless both are there."""
+    if name in PAIRS:
+        memory, graphics = (gpu.get(n) for n in PAIRS[name])
+        return None if memory is None or graphics is None else f"{memory},{graphics}"
     found = gpu.get(name)
     if found is not None and name in (POWER_LIMIT, POWER_DEFAULT, POWER_MIN, POWER_MAX):
         return watts(found)

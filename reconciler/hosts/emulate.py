@@ -13,7 +13,7 @@ except one a real kernel has: an attribute that refuses every write with an errn
 errno at `REFUSES` + the attribute's path (`/.tune-emulate/refuses/proc/sys/kernel/nmi_watchdog`
 containing `524`), outside every path a profile reads; a snapshot that lacks a tool lists the
 ones it has in `LISTED`, and one whose module cannot load holds modprobe's words in
-`LOAD_FAILS`. `nvidia-smi` keeps each GPU's state where the snapshot recorded its query
+`LOAD_FAILS`. `nvidia-smi` keeps each GPU's state where the snapshot recorded its queries
 (`reconciler.hosts.recorded`): a setting edits that GPU's line of the CSV, as the next query
 of a real GPU would print it. The sh library (`reconciler/apply/lib.sh`) emulates the same,
 byte for byte, for an apply through the sh engine with `TUNE_ROOT` set; `tests/engines` holds
@@ -179,18 +179,26 @@ NVIDIA_SMI_SETTINGS = {
     ),
     "-e": (nvidia_smi.ECC_PENDING, {"0": "Disabled", "1": "Enabled"}),
 }
+# The application clocks: `-ac MEMORY,GRAPHICS` and `-rac` edit the clocks query's answer.
+CLOCK_OPTIONS = ("-ac", "-rac")
 # nvidia-smi's exit statuses (its manual's RETURN VALUE section).
 SMI_INVALID, SMI_NOT_SUPPORTED, SMI_NOT_FOUND, SMI_NO_DRIVER = 2, 3, 6, 9
+_CLOCK_PAIR = re.compile(r"([0-9]+),([0-9]+)")
 
 
 def _nvidia_smi(host: DirectoryHost, args: list[str]) -> Completed:
-    """`nvidia-smi -i BUSID -pm 0|1 | -pl WATTS | -c MODE | -e 0|1`, on the recorded query."""
-    path = f"{recorded.where(nvidia_smi.QUERY)}/stdout"
+    """`nvidia-smi -i BUSID -pm 0|1 | -pl WATTS | -c MODE | -e 0|1 | -ac MEM,GR | -rac`, on the
+    recorded query (the clocks query for the last two)."""
+    clocks = len(args) >= 3 and args[2] in CLOCK_OPTIONS
+    query = nvidia_smi.CLOCKS_QUERY if clocks else nvidia_smi.QUERY
+    path = f"{recorded.where(query)}/stdout"
     text = _read(host, path)
     if text is None:
         said = "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."
         return Completed(SMI_NO_DRIVER, said + "\n")
-    if len(args) != 4 or args[0] != "-i" or args[2] not in (*NVIDIA_SMI_SETTINGS, "-pl"):
+    arity = 3 if clocks and args[2] == "-rac" else 4
+    known = (*NVIDIA_SMI_SETTINGS, "-pl", *CLOCK_OPTIONS)
+    if len(args) != arity or args[0] != "-i" or args[2] not in known:
         return Completed(SMI_INVALID, f"Invalid combination of input arguments: {' '.join(args)}\n")
     lines = text.splitlines()
     names = nvidia_smi.field_names(lines[0])
@@ -207,20 +215,36 @@ def _nvidia_smi(host: DirectoryHost, args: list[str]) -> Completed:
         return Completed(SMI_NOT_FOUND, f"No devices were found matching {args[1]}\n")
     cells = lines[row].split(nvidia_smi.SEPARATOR)
     gpu = dict(zip(names, cells, strict=False))
-    if args[2] == "-pl":
-        field, value = nvidia_smi.POWER_LIMIT, _power_limit(gpu, args[3])
-    else:
-        field, values = NVIDIA_SMI_SETTINGS[args[2]]
-        value = values.get(args[3].upper())
-    if field not in names or gpu[field].startswith("["):
-        said = f"Setting {field} is not supported for GPU {args[1]}.\n"
+    edits = _smi_edits(gpu, args[2:])
+    if any(f not in names or gpu[f].startswith("[") for f in edits):
+        said = f"Setting {','.join(edits)} is not supported for GPU {args[1]}.\n"
         return Completed(SMI_NOT_SUPPORTED, said)
-    if value is None:
-        return Completed(SMI_INVALID, f"Invalid value {args[3]!r} for {args[2]}.\n")
-    cells[names.index(field)] = value
+    if not edits or None in edits.values():
+        given = args[3] if len(args) > 3 else ""
+        return Completed(SMI_INVALID, f"Invalid value {given!r} for {args[2]}.\n")
+    for name, value in edits.items():
+        cells[names.index(name)] = str(value)
     lines[row] = nvidia_smi.SEPARATOR.join(cells)
     _overwrite(host.local(path), ("\n".join(lines) + "\n").encode())
-    return Completed(0, f"Set {field} to {value} for GPU {args[1]}.\n")
+    said = ", ".join(f"{name} to {value}" for name, value in edits.items())
+    return Completed(0, f"Set {said} for GPU {args[1]}.\n")
+
+
+def _smi_edits(gpu: dict[str, str], option: list[str]) -> dict[str, str | None]:
+    """The cells `option` (and its argument) sets on `gpu`'s line: None for a value it refuses."""
+    if option[0] == "-rac":
+        return {
+            nvidia_smi.APP_MEMORY: gpu.get(nvidia_smi.DEFAULT_APP_MEMORY),
+            nvidia_smi.APP_GRAPHICS: gpu.get(nvidia_smi.DEFAULT_APP_GRAPHICS),
+        }
+    if option[0] == "-ac":
+        pair = _CLOCK_PAIR.fullmatch(option[1])
+        memory, graphics = (None, None) if pair is None else (f"{v} MHz" for v in pair.groups())
+        return {nvidia_smi.APP_MEMORY: memory, nvidia_smi.APP_GRAPHICS: graphics}
+    if option[0] == "-pl":
+        return {nvidia_smi.POWER_LIMIT: _power_limit(gpu, option[1])}
+    field, values = NVIDIA_SMI_SETTINGS[option[0]]
+    return {field: values.get(option[1].upper())}
 
 
 def _power_limit(gpu: dict[str, str], watts: str) -> str | None:

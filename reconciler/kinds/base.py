@@ -202,12 +202,14 @@ def normalize_choice(raw: str | None) -> str | None:
 class AfterBoot:
     """What one reboot-phase step expects of the next boot, checked by `tune verify`: kernel
     parameters (their value, or the list of their occurrences; None: absent), per container
-    config, the NVIDIA majors it allows, and the NVIDIA driver's parameters (by the name
-    /proc/driver/nvidia/params prints, as it prints the value)."""
+    config, the NVIDIA majors it allows, the NVIDIA driver's parameters (by the name
+    /proc/driver/nvidia/params prints, as it prints the value), and per GPU (by its PCI bus id
+    as nvidia-smi prints it) the ECC mode `ecc.mode.current` must read."""
 
     cmdline: Mapping[str, Value] = field(default_factory=dict)
     majors: Mapping[str, list[int]] = field(default_factory=dict)
     nvidia_params: Mapping[str, str] = field(default_factory=dict)
+    ecc: Mapping[str, str] = field(default_factory=dict)
 
 
 class Kind(ABC, Generic[SpecT]):
@@ -221,6 +223,7 @@ class Kind(ABC, Generic[SpecT]):
     """
 
     section: ClassVar[str]  # the profile key, e.g. "sysctl"; "" for a kind derived from it all
+    parent_section: ClassVar[str] = ""  # the section a derived kind reads (`modules` for nvreg)
     spec_type: ClassVar[Any]  # the section's type in the profile schema
     kind: ClassVar[str]  # the change kind, e.g. "sysctl"
     phase: ClassVar[Phase]

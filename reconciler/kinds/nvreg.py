@@ -103,6 +103,7 @@ def _changes(item: DriverParam, running: dict[str, str] | None, next_load: dict[
 
 class Nvreg(Kind[NvregSpec]):
     section = ""
+    parent_section = "modules"
     spec_type = None
     kind = "nvreg"
     phase = Phase.REBOOT

@@ -14,7 +14,14 @@ from pathlib import Path
 import pytest
 from conftest import ACS_CASE, PROJECT, write
 from conftest import config_space as pcie_config
-from small_host import GPU_HEADER, config_space, gpu_line, whole_tree
+from small_host import (
+    CLOCKS_HEADER,
+    GPU_HEADER,
+    clocks_line,
+    config_space,
+    gpu_line,
+    whole_tree,
+)
 
 from reconciler.apply.engine import perform, read
 from reconciler.apply.sh_engine import LIBRARY, _op, _probe_args
@@ -56,6 +63,12 @@ SMI_DIR = recorded.where(nvidia_smi.QUERY)
 SMI_OUT = f"{SMI_DIR}/stdout"
 SMI_OK: dict[str, str | bytes] = {f"{SMI_DIR}/status": "0\n"}
 SMI: dict[str, str | bytes] = {SMI_OUT: GPU_HEADER + gpu_line(BUS) + gpu_line(OTHER), **SMI_OK}
+CLOCKS_DIR = recorded.where(nvidia_smi.CLOCKS_QUERY)
+CLOCKS_OUT = f"{CLOCKS_DIR}/stdout"
+CLOCKS: dict[str, str | bytes] = {
+    CLOCKS_OUT: CLOCKS_HEADER + clocks_line(BUS) + clocks_line(OTHER, 877, 1380),
+    f"{CLOCKS_DIR}/status": "0\n",
+}
 RMEM = "/proc/sys/net/ipv4/tcp_rmem"
 WATCHDOG = "/proc/sys/kernel/nmi_watchdog"
 MODULES = "/proc/modules"
@@ -586,6 +599,57 @@ CASES = [
             f"`nvidia-smi -i {BUS} -pm 1` failed: "
             "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.",
         ),
+    ),
+    Case(
+        "nvidia-smi sets application clocks",
+        Command(("nvidia-smi", "-i", BUS, "-ac", "877,1530")),
+        Said(
+            "ok",
+            f"Set clocks.applications.memory to 877 MHz, clocks.applications.graphics to "
+            f"1530 MHz for GPU {BUS}.",
+        ),
+        CLOCKS,
+        {CLOCKS_OUT: CLOCKS_HEADER + clocks_line(BUS, 877, 1530) + clocks_line(OTHER, 877, 1380)},
+    ),
+    Case(
+        "nvidia-smi resets application clocks to the defaults",
+        Command(("nvidia-smi", "-i", OTHER, "-rac")),
+        Said(
+            "ok",
+            f"Set clocks.applications.memory to 877 MHz, clocks.applications.graphics to "
+            f"1312 MHz for GPU {OTHER}.",
+        ),
+        CLOCKS,
+        {CLOCKS_OUT: CLOCKS_HEADER + clocks_line(BUS) + clocks_line(OTHER)},
+    ),
+    Case(
+        "nvidia-smi refuses application clocks that are not a pair",
+        Command(("nvidia-smi", "-i", BUS, "-ac", "877")),
+        Said("failed", f"`nvidia-smi -i {BUS} -ac 877` failed: Invalid value '877' for -ac."),
+        CLOCKS,
+        {CLOCKS_OUT: CLOCKS[CLOCKS_OUT]},
+    ),
+    Case(
+        "nvidia-smi on application clocks the driver deprecated",
+        Command(("nvidia-smi", "-i", BUS, "-ac", "877,1530")),
+        Said(
+            "failed",
+            f"`nvidia-smi -i {BUS} -ac 877,1530` failed: Setting clocks.applications.memory,"
+            f"clocks.applications.graphics is not supported for GPU {BUS}.",
+        ),
+        {CLOCKS_OUT: CLOCKS_HEADER + clocks_line(BUS, 0), f"{CLOCKS_DIR}/status": "0\n"},
+    ),
+    Case(
+        "gpu application clocks",
+        Probe(OTHER, Read.GPU, nvidia_smi.APPLICATION_CLOCKS),
+        Said("ok", "877,1380"),
+        CLOCKS,
+    ),
+    Case(
+        "gpu application clocks deprecated",
+        Probe(BUS, Read.GPU, nvidia_smi.APPLICATION_CLOCKS),
+        Said("ok", "absent"),
+        {CLOCKS_OUT: CLOCKS_HEADER + clocks_line(BUS, 0), f"{CLOCKS_DIR}/status": "0\n"},
     ),
     Case("gpu power limit", Probe(BUS, Read.GPU, "power.limit"), Said("ok", "600"), SMI),
     Case(
