@@ -288,7 +288,7 @@ def test_twenty_hosts_in_waves_with_a_canary_hooks_and_one_failure_within_the_bu
     assert [len(w) for w in saved.waves] == [1, 1, 5, 5, 5, 3]
     assert saved.waves[0] == ["h20"]
     states = {n: e.state for n, e in saved.hosts.items()}
-    assert states.pop("h9") == journal.ROLLED_BACK
+    assert states.pop("h9") == journal.ROLLED_BACK, saved.hosts["h9"].why
     assert set(states.values()) == {journal.DONE}
     assert saved.hosts["h9"].configuration == "prior"
     assert "processor.max_cstate" in (saved.hosts["h9"].why or "")

@@ -254,7 +254,8 @@ def test_rollback_over_ssh_of_an_older_run_keeps_the_pending_one(
 ) -> None:
     root = copy_host(saved_default, tmp_path / "h1")
     lab = start_lab({"h1": root})
-    assert tune(lab, "apply", BLACKWELL, "--runtime-only", "-y", "-H", "h1")[0] == 0
+    code, out, err = tune(lab, "apply", BLACKWELL, "--runtime-only", "-y", "-H", "h1")
+    assert code == 0, out + err
     code, out, err = tune(lab, "apply", BLACKWELL, "--reboot-phase", "-y", "-H", "h1")
     assert (code, err) == (0, ""), out
     pending = (root / "var/lib/tune/pending.json").read_bytes()
