@@ -39,7 +39,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..boot.verify import PENDING
+from ..boot.verify import PENDING, PendingBoot
 from ..errors import ApplyFailed, ConnectError, HostError, LockHeld
 from ..facts import nvidia_smi, systemd
 from ..hosts import emulate, recorded
@@ -675,9 +675,16 @@ def run_remote(host: ShellHost, argv: Sequence[str]) -> Completed:
     return Completed(done.status, output, "" if done.status == 0 else output)
 
 
-def start_reboot(host: ShellHost) -> None:
-    """Ask the target to reboot, detached from this connection (see `reboot_detached`)."""
-    done = host.run_script(LIBRARY + "reboot_detached\n")
+def start_reboot(host: ShellHost, marked: PendingBoot) -> None:
+    """Mark pending.json (`marked`, fsynced), then ask the target to reboot, detached from
+    this connection (see `reboot_detached`). The script is one group, parsed whole before it
+    runs, and ignores the hangup and the broken pipe of a controller that dies meanwhile: a
+    mark written is a reboot asked."""
+    mark = _op(PutFile(PENDING, marked.to_json().encode(), 0o600))
+    done = host.run_script(
+        LIBRARY + "trap '' HUP PIPE\n"
+        f'{{ ERR=; {mark} || {{ echo "$ERR" >&2; exit 1; }}; reboot_detached; }}\n'
+    )
     if done.status != 0:
         raise HostError(f"{host.name}: the reboot could not be started: {done.said}.")
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from ..apply.records import conforms
@@ -52,6 +52,10 @@ class PendingBoot:
     restart_containers: bool = False  # restart them after the boot is verified
     # The NVIDIA driver's parameters, as /proc/driver/nvidia/params prints name and value.
     nvidia_params: dict[str, str] = field(default_factory=dict)
+    # The boot id the reboot was asked from, written (fsynced) by the request itself just
+    # before it asks: a resume that finds the same boot id and no such mark knows the reboot
+    # was never asked (`Engine.reboot`).
+    reboot_asked_in: str | None = None
 
     def to_json(self) -> str:
         data = {
@@ -65,7 +69,13 @@ class PendingBoot:
             "restart_containers": self.restart_containers,
             "nvidia_params": self.nvidia_params,
         }
+        if self.reboot_asked_in is not None:
+            data["reboot_asked_in"] = self.reboot_asked_in
         return json.dumps(data, indent=2) + "\n"
+
+    def reboot_asked(self) -> PendingBoot:
+        """This record marked: the reboot asked from the boot it was written in."""
+        return replace(self, reboot_asked_in=self.boot_id)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> PendingBoot:
@@ -79,6 +89,7 @@ class PendingBoot:
             list(data.get("containers", data["majors"])),
             bool(data.get("restart_containers", False)),
             dict(data.get("nvidia_params", {})),
+            data.get("reboot_asked_in"),
         )
 
 
