@@ -27,9 +27,10 @@ from test_shell_read import LocalShellHost
 from reconciler.apply import lock
 from reconciler.apply.engine import prepare
 from reconciler.apply.journal import LOCK, read_run, run_ids
-from reconciler.apply.sh_engine import apply_remote
+from reconciler.apply.sh_engine import LIBRARY, apply_remote
 from reconciler.errors import ExitCode, HostChanged
 from reconciler.hosts.directory import SnapshotHost
+from reconciler.hosts.shell import quoted
 from reconciler.profile.load import load_profile
 
 MARK = "probe-started"
@@ -247,3 +248,27 @@ def test_a_pushed_run_stops_when_only_the_stored_profile_changed_since_it_was_re
         apply_remote(shell, work, loaded, phase="runtime", timeout=30, interval=0.02)
     assert (root / "proc/sys/vm/swappiness").read_text() == "60\n"
     assert stored.read_bytes() == b"name: pulled\n"
+
+
+@pytest.mark.parametrize(
+    "data", [b"60\n", b"60", b"60\n\n", b"60\nx", b" 1  2\t3\n4\n", b"", b"a\\b \n", b"-n\n"]
+)
+def test_the_check_without_forks_reads_as_the_probe_reads(tmp_path: Path, data: bytes) -> None:
+    """`is_line` and `is_words` (a push's check before its first write) agree with `reads`
+    (`is_line` is used for a reading of one line only)."""
+    (tmp_path / "f").write_bytes(data)
+    text = data.decode()
+    words = " ".join(text.split())
+    cases = [("is_words", "reads words", words, words)]
+    cases += [("is_words", "reads words", words + " x", words + " x")]
+    for line in (text[:-1], text[:-1] + "x", "60"):
+        if "\n" not in line:
+            cases += [("is_line", "reads text", line, line + "\n")]
+    script = LIBRARY + "".join(
+        f"{fast} /f {quoted(value)}; printf '%s ' $?; {slow} /f '' {quoted(whole)}; echo $?\n"
+        for fast, slow, value, whole in cases
+    )
+    done = LocalShellHost(tmp_path).run_script(script)
+    for answers in done.stdout.decode().splitlines():
+        fast, slow = answers.split()
+        assert fast == slow, (data, done.stdout)
