@@ -15,6 +15,7 @@ class ExitCode:
     JOURNAL = 6  # a run journal tune cannot read or understand (damaged, unreadable, too large)
     NOT_CONFIRMED = 7  # the operator said no, or could not be asked: nothing was written
     BOOT_CONFIG_UNKNOWN = 8  # the configured kernel command line cannot be known exactly
+    HOST_CHANGED = 9  # a pushed apply found the host changed since it read it: nothing written
     USAGE = 64
     INVALID_PROFILE = 65
     INTERNAL = 70  # sysexits' EX_SOFTWARE: a bug of tune's
@@ -41,6 +42,8 @@ EXIT_CODES: dict[int, str] = {
     "and no `--yes`; nothing was written",
     ExitCode.BOOT_CONFIG_UNKNOWN: "the configured kernel command line cannot be known exactly "
     "(the message names the file and line tune cannot evaluate); nothing was written",
+    ExitCode.HOST_CHANGED: "the host changed between the read and the pushed apply (a pull "
+    "or another run wrote it meanwhile); nothing was written: run again",
     ExitCode.USAGE: "usage error",
     ExitCode.INVALID_PROFILE: "invalid profile, or not the one `--profile-digest` pins "
     "(`FILE:LINE:COL: message` on stderr)",
@@ -146,6 +149,13 @@ class ApplyFailed(TuneError):
     """A write or read-back failed (or the run was interrupted); done steps were rolled back."""
 
     exit_code = ExitCode.APPLY_FAILED
+
+
+class HostChanged(ApplyFailed):
+    """A pushed run, holding the host's lock, found a value other than the one its
+    observation read (a pull ran in between): it stopped before its first write."""
+
+    exit_code = ExitCode.HOST_CHANGED
 
 
 class RebootTimeout(HostError):

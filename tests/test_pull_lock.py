@@ -1,13 +1,15 @@
 """A push and a pull never write a host at the same time: a pull-mode `tune apply` on the host
 (the Python engine) and a `tune apply -H` pushed from a controller (the sh script) take the
 same lock, wait for it `lock.WAIT` seconds at most, and then exit 1 naming its holder: pid,
-since when, and the command (for a push, the controller it came from).
+since when, and the command (for a push, the controller it came from). A pull that runs
+entirely between a push's read and its apply is found by the push, lock held, before it writes.
 
 Each run here holds the lock for as long as its profile's probe takes before the first write:
 the probe marks the snapshot when it starts, so the other side tries exactly then."""
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import socket
@@ -20,11 +22,16 @@ import pytest
 from conftest import PROJECT, run_tune
 from small_host import SmallHost, build, listing, tree, write_profile
 from ssh_fixture import StartLab, sshd_available
+from test_shell_read import LocalShellHost
 
 from reconciler.apply import lock
-from reconciler.apply.journal import LOCK, run_ids
-from reconciler.errors import ExitCode
+from reconciler.apply.engine import prepare
+from reconciler.apply.journal import LOCK, read_run, run_ids
+from reconciler.apply.sh_engine import LIBRARY, apply_remote
+from reconciler.errors import ExitCode, HostChanged
 from reconciler.hosts.directory import SnapshotHost
+from reconciler.hosts.shell import quoted
+from reconciler.profile.load import load_profile
 
 MARK = "probe-started"
 SINCE = r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z"
@@ -161,3 +168,107 @@ def test_a_run_that_ends_within_the_wait_is_waited_for(tmp_path: Path) -> None:
     assert holder.wait() == 0
     assert done.code == ExitCode.IN_SYNC, done.err
     assert (root / "proc/sys/vm/swappiness").read_text() == "10\n"
+
+
+class PullWhileAsked(io.StringIO):
+    """The push's confirmation, answered yes once a pull has applied the host: the pull runs
+    whole between the push's read of the host and its apply."""
+
+    def __init__(self, pull: list[str]) -> None:
+        super().__init__()
+        self.pull = pull
+
+    def isatty(self) -> bool:
+        return True
+
+    def readline(self, size: int | None = -1) -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "reconciler.cli", *self.pull],
+            env={**os.environ, "PYTHONPATH": str(PROJECT)},
+            capture_output=True,
+            text=True,
+        )
+        assert done.returncode == ExitCode.IN_SYNC, done.stderr
+        return "y\n"
+
+
+@pytest.mark.skipif(not sshd_available(), reason="needs root and openssh-server")
+def test_a_pull_between_a_pushs_read_and_its_apply_stops_the_push_before_any_write(
+    tmp_path: Path, start_lab: StartLab, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = host(tmp_path / "h1")
+    pushed = write_profile(tmp_path / "pushed.yaml", {"sysctl": {"vm.swappiness": 20}})
+    pulled = write_profile(tmp_path / "pulled.yaml", {"sysctl": {"vm.swappiness": 10}})
+    lab = start_lab({"h1": root})
+    pull = ["apply", str(pulled), "--runtime-only", "--yes", "--root", str(root)]
+    monkeypatch.setattr("sys.stdin", PullWhileAsked(pull))
+    push = ("apply", pushed, "--runtime-only", "-H", "h1", "--ssh-config", lab.config)
+    done = run_tune(*push)
+    assert done.code == ExitCode.HOST_CHANGED == 9, done.out + done.err
+    assert done.err.startswith(
+        "ssh h1 changed since it was read (sysctl:vm.swappiness read '60', now '10'): another "
+        "run (a pull?) wrote it meanwhile; nothing was written (run "
+    ), done.err
+    assert done.err.endswith("run again.\n")
+    # The pull's value and stored profile stay; the push's run wrote nothing.
+    assert (root / "proc/sys/vm/swappiness").read_text() == "10\n"
+    assert "swappiness: 10" in (root / "var/lib/tune/profile.yaml").read_text()
+    snapshot = SnapshotHost(root)
+    runs = [read_run(snapshot, run_id) for run_id in run_ids(snapshot)]
+    pushed_run = runs[-1]
+    assert pushed_run is not None and pushed_run.outcome == "rolled-back"
+    assert not pushed_run.steps
+    # Read again, the push goes through.
+    again = run_tune(*push, "--yes")
+    assert again.code == ExitCode.IN_SYNC, again.err
+    assert (root / "proc/sys/vm/swappiness").read_text() == "20\n"
+
+
+@pytest.mark.parametrize(
+    ("read", "said"),
+    [(None, "is no longer absent"), (b"name: earlier\n", "is not the one read")],
+    ids=["absent", "another"],
+)
+def test_a_pushed_run_stops_when_only_the_stored_profile_changed_since_it_was_read(
+    tmp_path: Path, read: bytes | None, said: str
+) -> None:
+    """A pull with nothing to change stores its profile alone: the push finds that too."""
+    root = host(tmp_path / "h1")
+    stored = root / "var/lib/tune/profile.yaml"
+    stored.parent.mkdir(parents=True, mode=0o700, exist_ok=True)
+    if read is not None:
+        stored.write_bytes(read)
+    shell = LocalShellHost(root)
+    loaded = load_profile(
+        write_profile(tmp_path / "pushed.yaml", {"sysctl": {"vm.swappiness": 20}})
+    )
+    work = prepare(shell, loaded, runtime_only=True, preflight_here=False)
+    stored.write_bytes(b"name: pulled\n")  # the pull, between the read and the apply
+    with pytest.raises(HostChanged, match=f"/var/lib/tune/profile.yaml {said}\\)"):
+        apply_remote(shell, work, loaded, phase="runtime", timeout=30, interval=0.02)
+    assert (root / "proc/sys/vm/swappiness").read_text() == "60\n"
+    assert stored.read_bytes() == b"name: pulled\n"
+
+
+@pytest.mark.parametrize(
+    "data", [b"60\n", b"60", b"60\n\n", b"60\nx", b" 1  2\t3\n4\n", b"", b"a\\b \n", b"-n\n"]
+)
+def test_the_check_without_forks_reads_as_the_probe_reads(tmp_path: Path, data: bytes) -> None:
+    """`is_line` and `is_words` (a push's check before its first write) agree with `reads`
+    (`is_line` is used for a reading of one line only)."""
+    (tmp_path / "f").write_bytes(data)
+    text = data.decode()
+    words = " ".join(text.split())
+    cases = [("is_words", "reads words", words, words)]
+    cases += [("is_words", "reads words", words + " x", words + " x")]
+    for line in (text[:-1], text[:-1] + "x", "60"):
+        if "\n" not in line:
+            cases += [("is_line", "reads text", line, line + "\n")]
+    script = LIBRARY + "".join(
+        f"{fast} /f {quoted(value)}; printf '%s ' $?; {slow} /f '' {quoted(whole)}; echo $?\n"
+        for fast, slow, value, whole in cases
+    )
+    done = LocalShellHost(tmp_path).run_script(script)
+    for answers in done.stdout.decode().splitlines():
+        fast, slow = answers.split()
+        assert fast == slow, (data, done.stdout)

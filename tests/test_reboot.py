@@ -13,13 +13,21 @@ from pathlib import Path
 import pytest
 from conftest import booted_by_systemd_boot, profile, write
 from small_host import tree
+from test_shell_read import LocalShellHost
 
 from reconciler.apply.engine import execute, prepare, rollback
-from reconciler.apply.engines import PythonEngine
+from reconciler.apply.engines import PythonEngine, ShellEngine
 from reconciler.boot.reboot import conclude, wait_for_new_boot
 from reconciler.boot.tryonce import TRY_ENTRY, Boot, arrange, entry_cmdline
 from reconciler.boot.verify import PENDING, PendingBoot, pending_of, read_pending
-from reconciler.errors import ApplyFailed, ConnectError, ExitCode, HostKeyError, RebootTimeout
+from reconciler.errors import (
+    ApplyFailed,
+    ConnectError,
+    ExitCode,
+    HostError,
+    HostKeyError,
+    RebootTimeout,
+)
 from reconciler.facts import cmdline as fmt
 from reconciler.hosts.base import Completed, Host
 from reconciler.hosts.directory import SnapshotHost
@@ -328,3 +336,53 @@ def test_a_damaged_pending_record_is_named_never_a_traceback(tmp_path: Path, rec
     done = run_tune("verify", "--root", root)
     assert done.code not in (0, 70), done.err
     assert PENDING in done.err and "internal error" not in done.err
+
+
+class SystemctlReboot(SnapshotHost):
+    """`systemctl reboot` answered, with what pending.json held when it was asked."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.asked: list[PendingBoot | None] = []
+
+    def run(self, argv: Sequence[str]) -> Completed:
+        if list(argv) == ["systemctl", "reboot"]:
+            self.asked.append(read_pending(self))
+            return Completed(0, "", "")
+        return super().run(argv)
+
+
+def pending_before_a_reboot(root: Path) -> PendingBoot:
+    pending = PendingBoot("r1", BOOT_ID_BEFORE, {"amd_pstate": "active"}, {})
+    write(root, PENDING.lstrip("/"), pending.to_json())
+    write(root, BOOT_ID.lstrip("/"), BOOT_ID_BEFORE + "\n")
+    (root / ".tune-emulate").mkdir()
+    return pending
+
+
+def test_both_engines_mark_the_pending_record_before_they_ask_for_the_reboot(
+    tmp_path: Path,
+) -> None:
+    """The mark tells a resume that the reboot was asked (wait) from never asked (ask)."""
+    pending = pending_before_a_reboot(tmp_path / "py")
+    marked = replace(pending, reboot_asked_in=BOOT_ID_BEFORE)
+    here = SystemctlReboot(tmp_path / "py")
+    PythonEngine(here).reboot(pending)
+    assert here.asked == [marked]  # on disk before `systemctl reboot` was run
+
+    pending = pending_before_a_reboot(tmp_path / "sh")
+    shell = LocalShellHost(tmp_path / "sh")
+    ShellEngine(shell).reboot(pending)
+    assert read_pending(SnapshotHost(tmp_path / "sh")) == marked
+    (booted,) = (tmp_path / "sh/.tune-emulate/boots").read_text().split()
+    assert booted != BOOT_ID_BEFORE  # the emulated reboot came after the mark, in one script
+
+
+def test_a_reboot_request_that_cannot_mark_the_pending_record_does_not_ask(
+    tmp_path: Path,
+) -> None:
+    pending_before_a_reboot(tmp_path)
+    write(tmp_path, ".tune-emulate/fault", "0 fail\n")  # the mark's write fails
+    with pytest.raises(HostError, match="the reboot could not be started: injected"):
+        ShellEngine(LocalShellHost(tmp_path)).reboot(read_pending(SnapshotHost(tmp_path)))
+    assert not (tmp_path / ".tune-emulate/boots").exists()

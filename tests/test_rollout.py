@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -428,12 +428,13 @@ def test_the_canary_goes_first_alone_then_the_rollout_asks_and_resume_goes_on(
     assert [len(boots(root)) for root in roots.values()] == [1, 1, 1]
 
 
-def journal_shows_a_reboot(state: Path) -> bool:
-    for path in (state / "rollouts").glob("*.json"):
-        hosts = journal.load(path.stem).hosts.values()
-        if any(h.state == journal.IN_FLIGHT and h.rebooting for h in hosts):
-            return True
-    return False
+def reboot_asked(root: Path) -> bool:
+    """The host's pending record carries the mark the reboot request writes before it asks."""
+    pending = root / "var/lib/tune/pending.json"
+    try:
+        return json.loads(pending.read_text()).get("reboot_asked_in") is not None
+    except (FileNotFoundError, ValueError):  # not yet written, or being replaced
+        return False
 
 
 @lab_only
@@ -448,7 +449,6 @@ def test_a_controller_killed_in_a_wave_is_resumed_without_a_second_reboot(
     lab = start_lab(roots)
     argv = ["apply", str(BLACKWELL), "--reboot", "--ssh-config", str(lab.config), *FAST]
     argv += [*hosts_args(lab), "--serial", "1,2"]
-    state = Path(os.environ["TUNE_STATE_DIR"])
     controller = subprocess.Popen(
         [sys.executable, "-m", "reconciler.cli", *argv],
         stdin=subprocess.DEVNULL,
@@ -457,20 +457,18 @@ def test_a_controller_killed_in_a_wave_is_resumed_without_a_second_reboot(
     )
     try:
         deadline = time.monotonic() + 120
-        while not journal_shows_a_reboot(state):
-            assert controller.poll() is None, "the rollout ended before a reboot was journaled"
+        # Killed once h1 has the reboot request's mark: the reboot is asked, its boot 8 s away.
+        while not reboot_asked(roots["h1"]):
+            assert controller.poll() is None, "the rollout ended before h1's reboot was asked"
             assert time.monotonic() < deadline
             time.sleep(0.05)
-        # The journal says "rebooting" just before the reboot is asked for; killed in that
-        # instant, the host never reboots and resume (rightly) only waits. Give the request
-        # time to reach the host: its emulated boot comes 8 s later, so the kill is mid-reboot.
-        time.sleep(3)
     finally:
         controller.kill()  # SIGKILL: nothing of the controller runs after it
         controller.wait()
     killed = journal.load(None)
     in_flight = [n for n, e in killed.hosts.items() if e.state == journal.IN_FLIGHT]
     assert in_flight == ["h1"]
+    assert boots(roots["h1"]) == []  # not yet booted: resume finds the old boot id and the mark
 
     resumed = run_tune("rollout", "resume", "--yes")
     assert resumed.code == 0, resumed.out + resumed.err
@@ -478,6 +476,49 @@ def test_a_controller_killed_in_a_wave_is_resumed_without_a_second_reboot(
     assert {e.state for e in saved.hosts.values()} == {journal.DONE}
     for name, root in roots.items():
         assert len(boots(root)) == 1, name  # rebooted once: none twice, none skipped
+        assert (root / "proc/cmdline").read_text() == NEW_CMDLINE
+        assert not (root / "var/lib/tune/pending.json").exists()
+
+
+# The controller, killing itself (SIGKILL) where the rollout journal says `rebooting` and the
+# reboot request has not yet left for the host.
+KILLED_BEFORE_ASKING = """
+import os, signal
+from reconciler.apply.engines import ShellEngine
+ShellEngine.reboot = lambda self, *args: os.kill(os.getpid(), signal.SIGKILL)
+from reconciler.cli.main import main
+main()
+"""
+
+
+@lab_only
+def test_a_controller_killed_after_journaling_a_reboot_it_never_asked_is_resumed_with_one(
+    tmp_path: Path, start_lab: StartLab, template: Path
+) -> None:
+    roots = fleet(tmp_path, template, 3)
+    emulated(roots)
+    lab = start_lab(roots)
+    argv = ["apply", str(BLACKWELL), "--reboot", "--ssh-config", str(lab.config), *FAST]
+    # The emulated boot comes within the request: a wait for one never asked fails fast.
+    argv += [*hosts_args(lab), "--serial", "1,2", "--reboot-timeout", "30"]
+    controller = subprocess.run(
+        [sys.executable, "-c", KILLED_BEFORE_ASKING, *argv],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=300,
+    )
+    assert controller.returncode == -signal.SIGKILL, controller.stderr
+    killed = journal.load(None)
+    h1 = killed.hosts["h1"]
+    assert (h1.state, h1.rebooting) == (journal.IN_FLIGHT, True)
+    assert not reboot_asked(roots["h1"]) and boots(roots["h1"]) == []
+
+    resumed = run_tune("rollout", "resume", "--yes")
+    assert resumed.code == 0, resumed.out + resumed.err
+    saved = journal.load(killed.rollout_id)
+    assert {e.state for e in saved.hosts.values()} == {journal.DONE}
+    for name, root in roots.items():
+        assert len(boots(root)) == 1, name  # asked once by resume: none twice, none skipped
         assert (root / "proc/cmdline").read_text() == NEW_CMDLINE
         assert not (root / "var/lib/tune/pending.json").exists()
 

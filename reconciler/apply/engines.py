@@ -25,6 +25,7 @@ from .journal import LOCK, Run, read_run
 from .steps import DeleteFile, PutFile, Skipped, Step
 
 if TYPE_CHECKING:
+    from ..boot.verify import PendingBoot
     from ..probes.phase import PhaseProbes
     from ..probes.runner import Executor
     from ..profile.load import LoadedProfile
@@ -101,8 +102,11 @@ class Engine(ABC):
     def clear_pending(self) -> None: ...
 
     @abstractmethod
-    def reboot(self) -> None:
-        """Start a reboot that outlives this connection."""
+    def reboot(self, pending: PendingBoot) -> None:
+        """Start a reboot that outlives this connection. The request itself first marks
+        pending.json, fsynced, with the boot id it asks from (`PendingBoot.reboot_asked`), in
+        the same step as the ask: a controller that journaled the reboot and died before this
+        left no mark, and its resume asks then (`rollout.run`), exactly once."""
 
     @abstractmethod
     def probe_executor(self) -> tuple[Executor, dict[str, str]]:
@@ -183,7 +187,10 @@ class PythonEngine(Engine):
     def run_command(self, argv: Sequence[str]) -> Completed:
         return self.host.run(argv)
 
-    def reboot(self) -> None:
+    def reboot(self, pending: PendingBoot) -> None:
+        from ..boot.verify import PENDING
+
+        self.host.put_file(PENDING, pending.reboot_asked().to_json().encode(), 0o600)
         done = self.host.run(["systemctl", "reboot"])
         if done.returncode != 0:
             said = (done.stderr or done.stdout).strip()
@@ -277,10 +284,10 @@ class ShellEngine(Engine):
 
         return run_remote(self.host, argv)
 
-    def reboot(self) -> None:
+    def reboot(self, pending: PendingBoot) -> None:
         from .sh_engine import start_reboot
 
-        start_reboot(self.host)
+        start_reboot(self.host, pending.reboot_asked())
         # The old connection may hang across the reboot: the next read opens a new one.
         self.host.close()
 

@@ -198,9 +198,9 @@ def after_run(engine: Engine, job: ApplyJob, done: Done, show: Show) -> Done:
         return done
     if not engine.outlives_reboot:
         show.rebooting(engine.host, None)  # before: this process may not see the reboot return
-        engine.reboot()
+        engine.reboot(pending)
         return done
-    engine.reboot()
+    engine.reboot(pending)
     show.rebooting(engine.host, job.reboot_timeout)
     wait_for_new_boot(engine.host, pending.boot_id, job.reboot_timeout, progress=show.progress)
     kept: list[GateFailure] = []

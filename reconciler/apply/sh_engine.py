@@ -8,6 +8,9 @@ keeps the local engine's guarantees on its own: it takes the lock, journals each
 records, same file as `apply.journal`, synced before the write), writes, reads back, and on
 any failure or SIGTERM/SIGHUP/SIGINT restores every journaled step in reverse order before its
 `end` record. A dropped connection cannot stop it (setsid, nohup, stdin from /dev/null).
+The lock is taken on the target, after the controller's read: before its first write the
+script checks that the host still reads as observed (`AsRead`), and stops (`HostChanged`,
+exit 9) when a pull or another run wrote it in between.
 
 One round trip uploads the script, checks the requirements (before any write) and starts it;
 the controller then polls the journal's `end` record, one round trip per poll: the number of
@@ -39,8 +42,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..boot.verify import PENDING
-from ..errors import ApplyFailed, ConnectError, HostError, LockHeld
+from ..boot.verify import PENDING, PendingBoot
+from ..errors import ApplyFailed, ConnectError, HostChanged, HostError, LockHeld
 from ..facts import nvidia_smi, systemd
 from ..hosts import emulate, recorded
 from ..hosts.base import Completed
@@ -58,6 +61,7 @@ from .engine import (
     failed_message,
     not_restored_message,
     read_back_message,
+    show_value,
     unmet_message,
     unsupported_message,
 )
@@ -101,6 +105,7 @@ from .steps import (
     Op,
     Probe,
     PutFile,
+    Read,
     Require,
     SetAttr,
     Step,
@@ -229,6 +234,59 @@ def _refused(seq: int, step: Step) -> list[str]:
     return [f'    elif [ -n "$REFUSED" ]; then fail {message}\n', '    else fail "$ERR"; fi\n']
 
 
+# Where a pushed run that found the host changed since it was read stops (its `failed` record's
+# `at`): before any step is journaled, so nothing is written and nothing is restored.
+AS_READ = "the host as read"
+
+
+@dataclass(frozen=True)
+class AsRead:
+    """What a push's observation read: every step's prior value (its `restored` reading) and
+    profile.yaml (None: absent). The script compares them, lock held, before its first write:
+    a pull that ran between the read and the lock is found, never written over."""
+
+    profile: bytes | None
+
+
+def _as_read(steps: Sequence[tuple[int, Step]], read: AsRead) -> str:
+    """`as_read`: status 0 when the host still reads as observed, else ERR names the first
+    value that differs. Only the first step of each file: a later one's prior (`restored`)
+    is that file after the earlier steps (the edits of one container config, in turn)."""
+    first: dict[str, tuple[int, Step]] = {}
+    for seq, step in steps:
+        first.setdefault(step.probe.path, (seq, step))
+    lines = [
+        f"    {_reads_as_read(seq, step)} || {{ ERR={_changed(seq, step)}; return 1; }}\n"
+        for seq, step in first.values()
+    ]
+    stored = f'"$R"{quoted(PROFILE)}'
+    if read.profile is None:
+        same = f"[ ! -e {stored} ]"
+    else:  # x: the substitutions keep trailing newlines
+        text = printf_format(read.profile)
+        same = f'[ "$(cat {stored}; printf x)" = "$(printf {text}; printf x)" ]'
+    was = "no longer absent" if read.profile is None else "not the one read"
+    lines.append(f"    {same} || {{ ERR={quoted(f'{PROFILE} is {was}')}; return 1; }}\n")
+    return "as_read() {\n" + "".join(lines) + "}\n"
+
+
+def _reads_as_read(seq: int, step: Step) -> str:
+    """The step's prior reading checked; a file of one line (most kernel attributes) without
+    a fork, which over hundreds of files is most of the check's time on a loaded host."""
+    value, path = step.restored, quoted(step.probe.path)
+    if value is None or "\0" in value:
+        return f"restored_{seq}"
+    if step.probe.read is Read.WORDS:
+        return f"is_words {path} {quoted(value)}"
+    if step.probe.read is Read.TEXT and value.endswith("\n") and value.count("\n") == 1:
+        return f"is_line {path} {quoted(value[:-1])}"
+    return f"restored_{seq}"
+
+
+def _changed(seq: int, step: Step) -> str:
+    return sh_word(f"{step.id} read {show_value(step.restored)}, now ", Expand(f"$(shown_{seq})"))
+
+
 @dataclass(frozen=True)
 class ApplyScript:
     """The script that applies `steps` on the target, and the one that uploads and starts it."""
@@ -249,6 +307,7 @@ class ApplyScript:
         after: tuple[PutFile, ...] = (),
         extends: Run | None = None,
         later: tuple[Step, ...] = (),
+        as_read: AsRead | None = None,
     ) -> ApplyScript:
         """`header`: the `run` record (None with `extends`); `profile`: (prior text, new text) of
         profile.yaml when the run replaces it; `plan` and `about`: the `plan` record and each
@@ -257,7 +316,8 @@ class ApplyScript:
         the first write and after the last read-back (`send_probes`) before it rolls back;
         `after`: files written after the last step, before profile.yaml (pending.json);
         `later`: steps the run is extended with after the boot (`promote`), whose requirements
-        are checked with its own.
+        are checked with its own; `as_read`: what the observation read, which the host must
+        still read once the lock is held (a pushed run).
 
         With `extends`, the steps are appended to that applied run (`apply.extend`), with no
         `run` record; a failure restores them and the run's boot configuration."""
@@ -279,6 +339,8 @@ class ApplyScript:
         parts += [
             f"unafter_{n}() {{ {_op(DeleteFile(op.path))}; }}\n" for n, op in enumerate(after)
         ]
+        if as_read is not None:
+            parts.append(_as_read(list(enumerate(steps, first)), as_read))
         checks: dict[tuple[Require, str], str] = {}
         for step in (*steps, *later):
             for need in step.requires:
@@ -302,6 +364,7 @@ class ApplyScript:
             "    trap 'fail \"interrupted by SIGHUP\"' HUP\n",
             "    trap 'fail \"interrupted by SIGINT\"' INT\n",
             '    take_lock || fail "$ERR"\n',
+            *([f"    AT={quoted(AS_READ)}\n", '    as_read || fail "$ERR"\n'] if as_read else []),
             *_await("before", probes_wait),
         ]
         for seq, step in enumerate(steps, first):
@@ -494,15 +557,22 @@ def _paused(run: Run, pause_at: int | None) -> bool:
     return pause_at is not None and last == Verified(pause_at)
 
 
-def outcome_error(run: Run) -> ApplyFailed:
+def outcome_error(run: Run, where: str | None = None) -> ApplyFailed:
     """The local engine's message for a run the script rolled back, from its journal: what
     the last failure restored (every step of a run, or a promotion's and the boot
-    configuration of the run it extends) has its marker after the `failed` record."""
+    configuration of the run it extends) has its marker after the `failed` record.
+    `where`: the host as messages name it (else as its run record does)."""
     failures = [i for i, r in enumerate(run.records) if isinstance(r, Failed)]
     after = run.records[failures[-1] :] if failures else run.records
     failed = after[0] if failures else None
     if not isinstance(failed, Failed):
         failed = Failed("interrupted", "the start")
+    if failed.at == AS_READ:
+        host = where or (run.header.host if run.header is not None else "the host")
+        return HostChanged(
+            f"{host} changed since it was read ({failed.error}): another run (a pull?) wrote "
+            f"it meanwhile; nothing was written (run {run.run_id}); run again."
+        )
     problems = [r.error for r in after if isinstance(r, RestoreFailed)]
     markers = (StepRestored, StepUnchanged, RestoreFailed)
     done = len({r.seq for r in after if isinstance(r, markers)}) or len(run.steps)
@@ -558,6 +628,7 @@ def apply_remote(
         None if around is None else _probes_wait(around, timeout),
         after=after,
         later=work.promote,
+        as_read=AsRead(prior_bytes),
     )
     start(host, script)
     try:
@@ -571,7 +642,7 @@ def apply_remote(
             f"rolls it back on its own; `tune history -H {host.name}` shows which."
         ) from exc
     if run.outcome != "applied":
-        raise outcome_error(run)
+        raise outcome_error(run, host.describe())
     return RemoteApplied(script.run_id, len(work.steps), tuple(run.unsupported))
 
 
@@ -677,9 +748,16 @@ def run_remote(host: ShellHost, argv: Sequence[str]) -> Completed:
     return Completed(done.status, output, "" if done.status == 0 else output)
 
 
-def start_reboot(host: ShellHost) -> None:
-    """Ask the target to reboot, detached from this connection (see `reboot_detached`)."""
-    done = host.run_script(LIBRARY + "reboot_detached\n")
+def start_reboot(host: ShellHost, marked: PendingBoot) -> None:
+    """Mark pending.json (`marked`, fsynced), then ask the target to reboot, detached from
+    this connection (see `reboot_detached`). The script is one group, parsed whole before it
+    runs, and ignores the hangup and the broken pipe of a controller that dies meanwhile: a
+    mark written is a reboot asked."""
+    mark = _op(PutFile(PENDING, marked.to_json().encode(), 0o600))
+    done = host.run_script(
+        LIBRARY + "trap '' HUP PIPE\n"
+        f'{{ ERR=; {mark} || {{ echo "$ERR" >&2; exit 1; }}; reboot_detached; }}\n'
+    )
     if done.status != 0:
         raise HostError(f"{host.name}: the reboot could not be started: {done.said}.")
 

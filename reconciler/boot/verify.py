@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from ..apply.records import conforms
@@ -55,6 +55,10 @@ class PendingBoot:
     nvidia_params: dict[str, str] = field(default_factory=dict)
     # The ECC mode each GPU (by its PCI bus id) must run with, as nvidia-smi prints it.
     ecc: dict[str, str] = field(default_factory=dict)
+    # The boot id the reboot was asked from, written (fsynced) by the request itself just
+    # before it asks: a resume that finds the same boot id and no such mark knows the reboot
+    # was never asked (`Engine.reboot`).
+    reboot_asked_in: str | None = None
 
     def to_json(self) -> str:
         data = {
@@ -69,7 +73,13 @@ class PendingBoot:
             "nvidia_params": self.nvidia_params,
             "ecc": self.ecc,
         }
+        if self.reboot_asked_in is not None:
+            data["reboot_asked_in"] = self.reboot_asked_in
         return json.dumps(data, indent=2) + "\n"
+
+    def reboot_asked(self) -> PendingBoot:
+        """This record marked: the reboot asked from the boot it was written in."""
+        return replace(self, reboot_asked_in=self.boot_id)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> PendingBoot:
@@ -84,6 +94,7 @@ class PendingBoot:
             bool(data.get("restart_containers", False)),
             dict(data.get("nvidia_params", {})),
             dict(data.get("ecc", {})),
+            data.get("reboot_asked_in"),
         )
 
 

@@ -8,8 +8,10 @@ restart the containers when asked, promote or roll back), `--after-verify`. A ru
 rollout's host goes through its run alone. Every transition is in the rollout journal
 (`rollout.journal`) before the step it announces, so `tune rollout resume` finds each host in
 flight in its true state by asking it (`resume_host`): its pending record, its run journal, and
-its boot id against the one recorded before the reboot. A host is never rebooted twice: once
-`rebooting` is journaled, resume only waits for the new boot.
+its boot id against the one recorded before the reboot. A host is never rebooted twice and
+never left waiting for a reboot nobody asked for: the request marks the host's pending record
+with the boot id it asks from before it asks, so resume finds a new boot id (rebooted: verify),
+the same one with the mark (asked: wait) or without it (never asked: ask now, once).
 """
 
 from __future__ import annotations
@@ -183,11 +185,13 @@ def _resume_host(
     entry = rollout.hosts[host.name]
     pending = read_pending(host)
     if pending is not None and pending.run_id == entry.run_id:
-        if entry.rebooting or boot_id_of(host) != entry.boot_id:
+        now = boot_id_of(host)
+        if now != entry.boot_id or pending.reboot_asked_in == now:  # rebooted, or asked to
             show.changed(host.name, entry, "rebooting")
             _after_reboot(engine, job, rollout, wave, pace, show, pending)
-        else:
-            _reboot(engine, job, rollout, wave, pace, show, pending, ())
+        else:  # never asked (the controller died before its request reached the host)
+            hooked = entry.rebooting  # journaled after --before-reboot ran
+            _reboot(engine, job, rollout, wave, pace, show, pending, (), hooked=hooked)
         return
     if pending is not None:
         raise TuneError(
@@ -218,9 +222,12 @@ def _reboot(
     show: RolloutShow,
     pending: PendingBoot,
     changes: tuple[dict[str, str], ...],
+    *,
+    hooked: bool = False,
 ) -> None:
+    """`hooked`: --before-reboot already ran for this reboot (a resume asking for it)."""
     name = engine.host.name
-    if pace.before_reboot:
+    if pace.before_reboot and not hooked:
         context = _context(engine, rollout, wave, pending.run_id, changes)
         try:
             run_hook("--before-reboot", pace.before_reboot, context, pace.hook_timeout)
@@ -229,9 +236,10 @@ def _reboot(
             raise ApplyFailed(
                 f"{exc} Its boot configuration is rolled back, not rebooted."
             ) from None
-    # Journaled before the reboot is asked for: resume then waits for it, never asks again.
+    # Journaled before the reboot is asked for; the request marks pending.json on the host
+    # before it asks, so resume tells "asked" (wait) from "never asked" (ask now).
     show.changed(name, rollout.update(name, rebooting=True), "rebooting")
-    engine.reboot()
+    engine.reboot(pending)
     _after_reboot(engine, job, rollout, wave, pace, show, pending)
 
 
