@@ -1,7 +1,7 @@
 """A fleet's apply over N loopback SSH hosts: the runtime phase against Ansible, and the reboot
 phase rolled out in waves against its ideal wall time.
 
-    python benchmarks/rollout.py N [--forks 20] [--reboot-seconds 5] [--no-ansible]
+    python benchmarks/rollout.py N [--forks 20] [--reboot-seconds 5] [--no-ansible] [--profile DIR]
                                    [--serial 1,5,25% --serial 10 --serial 50%]
 
 Needs root and openssh-server (as the SSH tests do). Sets up N hosts (copies of the untuned
@@ -25,8 +25,11 @@ process, with every host reset to the untuned copy before each run:
   wall time of two hosts in two waves less that of one host in one. Everything else (the
   start, observing the fleet, the waves' width) is overhead.
 
-For each it prints wall time, controller CPU (the process and its children) and peak resident
-memory of the largest process (fleet.py's `measure`).
+For each it prints wall time, controller CPU (the process and its children), peak resident
+memory of the largest process (fleet.py's `measure`), the targets' CPU per host (the lab's sshd
+sessions and scripts, on the same machine as the controller) and connections and exec requests
+per host. `--profile DIR` samples each tune run with py-spy (every thread, not only the main one
+as cProfile would), as collapsed stacks.
 """
 
 from __future__ import annotations
@@ -40,8 +43,10 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
-from fleet import ANSIBLE, Measured, ansible_files, measure, prepare_lab
+from fleet import ANSIBLE, Measured, ansible_files, prepare_lab
+from fleet import measure as measure_run
 
 PROJECT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(PROJECT), str(PROJECT / "tests")]
@@ -156,7 +161,8 @@ def ansible_apply(
 def row(name: str, run: Measured, hosts: int, extra: str = "") -> str:
     return (
         f"{name:18} {run.wall:8.2f} {run.cpu:9.2f} {1000 * run.cpu / hosts:11.1f} "
-        f"{run.rss_mb:8.1f}  {extra}"
+        f"{run.rss_mb:8.1f} {1000 * run.target_cpu:10.1f} {run.connections:5.1f}/{run.execs:<5.1f} "
+        f"{extra}"
     )
 
 
@@ -175,6 +181,11 @@ def main() -> None:
     )
     parser.add_argument("--no-ansible", action="store_true", help="Skip ansible-playbook.")
     parser.add_argument("--no-rollout", action="store_true", help="Skip the reboot phase.")
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        help="Sample each tune run with py-spy (pip install py-spy) into this directory.",
+    )
     args = parser.parse_args()
     shapes = args.serial or SHAPES
     with_ansible = not args.no_ansible and ANSIBLE.exists()
@@ -193,6 +204,17 @@ def main() -> None:
         lab = SshLab(base / "lab", roots)
         hosts = [a for n in names for a in ("-H", n)]
         tune = [sys.executable, "-m", "reconciler.cli", "apply", "--ssh-config", str(lab.config)]
+
+        def measure(
+            name: str, argv: list[str], lab: SshLab, hosts: int, *rest: Any, **named: Any
+        ) -> Measured:
+            if args.profile and argv[0] == sys.executable:
+                args.profile.mkdir(parents=True, exist_ok=True)
+                # py-spy samples every thread (cProfile sees the main one only), collapsed.
+                out = args.profile.resolve() / (name.replace(" ", "_") + ".txt")
+                argv = ["py-spy", "record", "-r", "250", "-f", "raw", "-o", str(out), "--", *argv]
+            return measure_run(name, argv, lab, hosts, *rest, **named)
+
         lines: list[str] = []
         try:
             lab.start()
@@ -242,7 +264,8 @@ def main() -> None:
         f"{args.hosts} hosts, forks {args.forks}, reboot {args.reboot_seconds:g} s, "
         f"{os.cpu_count()} CPUs"
     )
-    print(f"{'':18} {'wall s':>8} {'ctl CPU s':>9} {'ctl ms/host':>11} {'peak MB':>8}")
+    header = f"{'':18} {'wall s':>8} {'ctl CPU s':>9} {'ctl ms/host':>11} {'peak MB':>8}"
+    print(f"{header} {'tgt ms/host':>10} conn/exec per host")
     print("\n".join(lines))
     if not with_ansible:
         print(f"(ansible skipped: {ANSIBLE} missing or --no-ansible)")

@@ -321,6 +321,35 @@ def test_twenty_hosts_in_waves_with_a_canary_hooks_and_one_failure_within_the_bu
 
 
 @lab_only
+def test_a_wave_wider_than_forks_reboots_together(
+    tmp_path: Path, start_lab: StartLab, template: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A host waiting for its reboot holds no fork: with --forks 1, the second host of the wave
+    is written and asked to reboot while the first one is still rebooting; before, it waited
+    out the first one's whole reboot and verification. (The first host polls again only once
+    the second has let its fork go, so the order does not depend on the machine's speed.)"""
+    roots = fleet(tmp_path, template, 2)
+    for root in roots.values():
+        write(root, ".tune-emulate/reboot-seconds", "5\n")
+    hook = write(tmp_path, "hook.sh", HOOK)
+    log = tmp_path / "hooks.log"
+    monkeypatch.setenv("ROOTS", str(tmp_path))
+    monkeypatch.setenv("LOG", str(log))
+    lab = start_lab(roots)
+    result = rollout(
+        lab,
+        "--serial", "2",
+        "--forks", "1",
+        "--before-reboot", f"sh {hook} before",
+        "--after-verify", f"sh {hook} after",
+    )  # fmt: skip
+    assert result.code == 0, result.out + result.err
+    hooks = [line.split()[0] for line in log.read_text().splitlines()]
+    assert hooks == ["before", "before", "after", "after"], result.out
+    assert [len(boots(root)) for root in roots.values()] == [1, 1]
+
+
+@lab_only
 def test_failures_past_the_budget_stop_before_the_next_wave(
     tmp_path: Path, start_lab: StartLab, template: Path
 ) -> None:

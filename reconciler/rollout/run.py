@@ -16,9 +16,11 @@ the same one with the mark (asked: wait) or without it (never asked: ask now, on
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from ..apply.journal import new_run_id, read_run, rolled_back_run
@@ -50,6 +52,31 @@ class Pace:
     after_verify: str | None = None
     hook_timeout: float = 600.0
     canaries: bool = False  # the first wave is the canaries: the rest waits for a confirmation
+    # What a host waiting for its reboot does between two polls (`Forks.sleep` in a rollout).
+    between_polls: Callable[[float], None] = time.sleep
+
+
+class Forks:
+    """At most `forks` hosts worked on at once (written, polled, verified). A host waiting for
+    its reboot gives its fork back between two polls: the rest of a wave wider than --forks
+    starts meanwhile and the wave reboots together, not in turns of --forks hosts that each
+    wait out a whole reboot."""
+
+    def __init__(self, forks: int) -> None:
+        self._slots = threading.BoundedSemaphore(max(1, forks))
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        with self._slots:
+            yield
+
+    def sleep(self, seconds: float) -> None:
+        """Between two polls of one host, called with its fork held."""
+        self._slots.release()
+        try:
+            time.sleep(seconds)
+        finally:
+            self._slots.acquire()
 
 
 class RolloutShow:
@@ -90,6 +117,8 @@ def run_rollout(
     confirmation's `NotConfirmed` propagates, the rest not started)."""
     allowed = pace.budget.allowed(len(rollout.hosts))
     ran_one = False
+    forks = Forks(pace.forks)
+    paced = replace(pace, between_polls=forks.sleep)
     for index, wave in enumerate(rollout.waves):
         todo = [name for name in wave if rollout.hosts[name].state in (NOT_STARTED, IN_FLIGHT)]
         if todo:
@@ -99,9 +128,11 @@ def run_rollout(
             hosts = [engines[name].host for name in todo]
 
             def one(host: Host, wave: int = index) -> None:
-                roll_host(engines[host.name], job, rollout, wave, pace, show)
+                with forks.held():
+                    roll_host(engines[host.name], job, rollout, wave, paced, show)
 
-            for_each_host(hosts, one, pace.forks)
+            # A thread per host of the wave; `forks` bounds how many of them work at once.
+            for_each_host(hosts, one, len(hosts))
             ran_one = True
             show.wave_done(index, rollout)
         failed = sum(e.state in (FAILED, ROLLED_BACK) for e in rollout.hosts.values())
@@ -253,7 +284,13 @@ def _after_reboot(
     pending: PendingBoot,
 ) -> None:
     name = engine.host.name
-    wait_for_new_boot(engine.host, pending.boot_id, job.reboot_timeout, interval=pace.poll)
+    wait_for_new_boot(
+        engine.host,
+        pending.boot_id,
+        job.reboot_timeout,
+        interval=pace.poll,
+        sleep=pace.between_polls,
+    )
     show.changed(name, rollout.hosts[name], "verifying")
     kept: list[GateFailure] = []
     conclude(
