@@ -119,12 +119,15 @@ class Acs(Kind[list[AcsEntry]]):
     reads = (
         "`/sys/devices/pci*/…` (the bridges above each selected function), "
         "`/sys/bus/pci/devices/*/config`, `/sys/bus/pci/drivers/vfio-pci/*`, "
-        "`/sys/kernel/iommu_groups/*/devices/*`"
+        "`/sys/kernel/iommu_groups/*/devices/*`; `/proc/sys/kernel/osrelease` for "
+        "`persist: cmdline`"
     )
     compared = (
         "ACS Control bits 2, 3 and 5 (P2P Request and Completion Redirect, Egress Control) of "
         "each bridge with ACS, from the extended config space (a 256-byte `config` has none: "
-        "a note); a function bound to vfio-pci refuses the apply"
+        "a note); a function bound to vfio-pci refuses the apply; `persist: cmdline` puts the "
+        "bridges in a `pci=` option of the `cmdline` change (`config_acs=` from kernel 6.11, "
+        "`disable_acs_redir=` before), joined to a `pci=` word already configured"
     )
     noun = "bridges"
 
