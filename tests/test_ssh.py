@@ -260,7 +260,7 @@ def test_snapshot_of_a_remote_host_plans_offline(start_lab: StartLab, tmp_path: 
     lab = start_lab({"h1": UNTUNED})
     archive = tmp_path / "h1.tar.gz"
     result = run_tune("snapshot", BLACKWELL, "-H", "h1", "--ssh-config", lab.config, "-o", archive)
-    assert (result.code, result.out) == (0, f"{archive}: 1259 files from ssh h1\n")
+    assert (result.code, result.out) == (0, f"{archive}: 1324 files from ssh h1\n")
     offline = run_tune("plan", BLACKWELL, "--root", archive, "--format", "json")
     online = plan(lab, "-H", "h1", "--format", "json")[1]
     assert without_source(json.loads(offline.out)) == without_source(json.loads(online))
