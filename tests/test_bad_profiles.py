@@ -146,6 +146,12 @@ BAD = [
         (P, 3, 39),
     ),
     Bad(
+        "acs-persist-unknown",
+        "name: x\nacs:\n  - select: {vendor: 0x10de}\n    persist: grub\n",
+        "acs.0.persist: Input should be 'udev' or 'cmdline'",
+        (P, 4, 14),
+    ),
+    Bad(
         "bad-module-state",
         "name: x\nmodules:\n  nvidia: loadded\n",
         "modules.nvidia: Input should be 'loaded' or 'absent'",

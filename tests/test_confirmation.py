@@ -27,7 +27,7 @@ def test_a_bare_apply_asks_naming_the_boot_configuration_it_changes(
     assert declined.code == ExitCode.NOT_CONFIRMED
     question = declined.out.splitlines()[-1]
     assert question == (
-        f"Apply 360 changes to snapshot {untuned}, the boot configuration among them "
+        f"Apply 368 changes to snapshot {untuned}, the boot configuration among them "
         "(/etc/pve/lxc/101.conf, /etc/default/grub.d/90-tune.cfg, update-grub)? [y/N]: "
     )
     assert tree(untuned) == before
@@ -38,7 +38,7 @@ def test_a_runtime_only_apply_asks_without_boot_configuration(
 ) -> None:
     monkeypatch.setattr("sys.stdin", Terminal("n\n"))
     declined = run_tune("apply", BLACKWELL, "--root", untuned, "--runtime-only")
-    assert declined.out.splitlines()[-1] == f"Apply 355 changes to snapshot {untuned}? [y/N]: "
+    assert declined.out.splitlines()[-1] == f"Apply 363 changes to snapshot {untuned}? [y/N]: "
 
 
 def test_rollback_dry_run_shows_each_restore_newest_first_and_writes_nothing(

@@ -128,7 +128,7 @@ def test_fleet_text_is_a_table_then_details_of_hosts_not_in_sync() -> None:
     assert table.splitlines() == [
         "HOST       STATUS                        RUNTIME  REBOOT  PENDING  CHECKS OK",
         "tuned-1    in sync                             0       0        0      11/11",
-        "untuned-1  360 changes, 3 failed checks      355       5        0       8/11",
+        "untuned-1  368 changes, 3 failed checks      363       5        0       8/11",
         "down-1     error                               -       -        -          -",
     ]
     assert details.startswith("3 hosts: 1 in sync, 1 with changes, 1 unreachable or failed.")
@@ -147,8 +147,8 @@ def test_fleet_json_is_a_list_of_the_one_host_documents() -> None:
     single = json.loads(as_json(fleet_of_snapshots()[0].value))
     assert objects[0] == single | {"target": "tuned-1"}, "the same object as for one host"
     assert objects[1]["summary"] | {"in_sync": 0} == {
-        "changes": 360,
-        "runtime": 355,
+        "changes": 368,
+        "runtime": 363,
         "reboot": 5,
         "in_sync": 0,
         "pending": 0,
@@ -167,7 +167,7 @@ def test_fleet_json_is_a_list_of_the_one_host_documents() -> None:
 
 def test_fleet_markdown_has_the_summary_table_and_each_host_report() -> None:
     out = fleet.render(fleet_of_snapshots(), "markdown", color=False)
-    assert "| untuned-1 | 360 changes, 3 failed checks | 355 | 5 | 0 | 8/11 |" in out
+    assert "| untuned-1 | 368 changes, 3 failed checks | 363 | 5 | 0 | 8/11 |" in out
     assert "# Host audit: gpu-node-07 against profile `blackwell-8x`" in out
     assert "# down-1: error" in out
 
@@ -205,7 +205,7 @@ def test_a_fleet_audit_is_a_table_of_hosts_then_of_findings_then_each_finding_on
     assert hosts.splitlines() == [
         "HOST       STATUS         P0  P1  P2",
         "tuned-1    clean           0   0   0",
-        "untuned-1  20 actionable   6  12   2",
+        "untuned-1  21 actionable   6  13   2",
         "down-1     error           -   -   -",
     ]
     rows = [line.split() for line in findings.splitlines()]
@@ -246,6 +246,6 @@ def test_commands_for_one_host_do_not_offer_fleet_options() -> None:
 
 def test_a_fleet_audit_in_markdown_is_the_table_then_each_host_s_report() -> None:
     out = audit_fleet.render(audit_of_snapshots(), "markdown", color=False)
-    assert "| untuned-1 | 20 actionable | 6 | 12 | 2 |" in out
+    assert "| untuned-1 | 21 actionable | 6 | 13 | 2 |" in out
     assert out.count("# Host audit: ") == 2
     assert "# down-1: error\n\n- down-1: cannot connect to down-1:22: refused." in out

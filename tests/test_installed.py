@@ -53,7 +53,7 @@ def test_a_wheel_installed_in_a_fresh_venv_plans_with_a_bundled_profile_from_any
         timeout=300,
     )
     assert plan.returncode == 2, plan.stderr
-    assert "Plan: 28 to change (23 runtime, 5 reboot; 360 writes)" in plan.stdout
+    assert "Plan: 29 to change (24 runtime, 5 reboot; 368 writes)" in plan.stdout
     cron = subprocess.run(
         [venv / "bin/tune", "examples", "cron"], capture_output=True, text=True, check=True
     )

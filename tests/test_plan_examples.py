@@ -75,7 +75,7 @@ def test_text_plan_folds_cpus_and_devices() -> None:
     assert "file /etc/sysctl.d/90-tune.conf: (absent) -> 12 lines" in result.out
     # Counted as the plan shows them: profile entries, then the writes they expand to.
     assert result.out.rstrip().splitlines()[-1] == (
-        "Plan: 28 to change (23 runtime, 5 reboot; 360 writes), 1 in sync; 8 of 11 checks pass; "
+        "Plan: 29 to change (24 runtime, 5 reboot; 368 writes), 1 in sync; 8 of 11 checks pass; "
         "0 pending reboot."
     )
 

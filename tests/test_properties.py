@@ -420,12 +420,23 @@ def command_words(draw: st.DrawFn) -> list[str]:
     return words
 
 
+def _one_form(edit: cmdline.Edit) -> cmdline.Edit:
+    """Values as each mode takes them: `exactly` a list, an option one `key=value` with no
+    comma (the separator between options; `;` separates devices in one), the others one
+    value."""
+    if edit.mode is cmdline.Mode.EXACTLY:
+        return edit
+    if edit.mode is cmdline.Mode.OPTION:
+        return cmdline.Edit(edit.name, edit.mode, ("a=" + edit.values[0].replace(",", ";"),))
+    return cmdline.Edit(edit.name, edit.mode, edit.values[:1])
+
+
 EDITS = st.builds(
     cmdline.Edit,
     PARAM_NAMES,
     st.sampled_from(list(cmdline.Mode)),
     st.lists(PARAM_VALUES, min_size=1, max_size=3).map(tuple),
-).map(lambda e: e if e.mode is cmdline.Mode.EXACTLY else cmdline.Edit(e.name, e.mode, e.values[:1]))
+).map(_one_form)
 
 
 @given(command_words(), EDITS | PARAM_NAMES.map(cmdline.remove))
@@ -445,6 +456,8 @@ def test_an_edit_keeps_every_word_it_does_not_name_in_order(
     after = (cmdline.parameters(" ".join(edited)) or cmdline.NONE).every(edit.name)
     if edit.mode is cmdline.Mode.CONTAINS:  # the occurrences there stay, in order
         assert after == (before if edit.values[0] in before else before + edit.values)
+    elif edit.mode is cmdline.Mode.OPTION:  # joins an occurrence there: never a second word
+        assert len(after) == max(1, len(before))
     elif edited != words and before:  # in the place of the first occurrence
         first = next(i for i, w in enumerate(words) if w not in others(words))
         assert edited[first : first + len(edit.values)] == edit.words

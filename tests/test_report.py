@@ -275,6 +275,6 @@ def test_a_report_folds_what_each_cpu_and_device_had_done_alike(untuned: Path) -
     assert len(lines) < 250  # 1,498 unfolded
     # JSON keeps every step, each with what it folds by.
     steps = json.loads(report(untuned, "--format", "json"))["changes"]
-    assert len(steps) == 355
+    assert len(steps) == 363
     governor = next(s for s in steps if s["id"] == "cpu:cpu7:governor")
     assert (governor["setting"], governor["subject"]) == ("governor", "cpu7")

@@ -100,7 +100,7 @@ def test_twenty_hosts_in_mixed_states_one_exec_request_each(
     assert (code, err) == (2, "")
     hosts = {entry["target"]: entry for entry in json.loads(out)}
     assert list(hosts) == [f"h{n}" for n in range(1, 21)]
-    expected = {name: (360, 3) if n % 3 == 0 else (0, 0) for n, name in enumerate(roots, 1)}
+    expected = {name: (368, 3) if n % 3 == 0 else (0, 0) for n, name in enumerate(roots, 1)}
     expected["h7"] = (1, 0)
     counts = {
         name: (entry["summary"]["changes"], entry["summary"]["failed_checks"])
@@ -153,7 +153,7 @@ def test_down_and_hung_hosts_fail_alone(start_lab: StartLab) -> None:
         ["HOST", "STATUS"],
         ["h1", "in"],
         [down, "error"],
-        ["h2", "360"],
+        ["h2", "368"],
         [hung, "error"],
     ]
     assert "4 hosts: 1 in sync, 1 with changes, 2 unreachable or failed." in out
@@ -260,7 +260,7 @@ def test_snapshot_of_a_remote_host_plans_offline(start_lab: StartLab, tmp_path: 
     lab = start_lab({"h1": UNTUNED})
     archive = tmp_path / "h1.tar.gz"
     result = run_tune("snapshot", BLACKWELL, "-H", "h1", "--ssh-config", lab.config, "-o", archive)
-    assert (result.code, result.out) == (0, f"{archive}: 1259 files from ssh h1\n")
+    assert (result.code, result.out) == (0, f"{archive}: 1324 files from ssh h1\n")
     offline = run_tune("plan", BLACKWELL, "--root", archive, "--format", "json")
     online = plan(lab, "-H", "h1", "--format", "json")[1]
     assert without_source(json.loads(offline.out)) == without_source(json.loads(online))

@@ -58,7 +58,7 @@ def test_apply_over_ssh_equals_the_local_apply(
     lab = start_lab({"h1": remote})
     code, out, err = tune(lab, "apply", "--runtime-only", "-y", BLACKWELL, "-H", "h1")
     assert (code, err) == (0, "")
-    assert "Applied 355 changes to ssh h1" in out
+    assert "Applied 363 changes to ssh h1" in out
     assert run_tune("apply", "--runtime-only", "-y", BLACKWELL, "--root", local).code == 0
     after = tree(remote)
     assert after != before
@@ -75,11 +75,11 @@ def test_apply_over_ssh_equals_the_local_apply(
     assert code == 0 and "In sync: nothing to change on ssh h1." in out
     assert tree(remote) == after
     (row,) = history(lab, "h1")
-    assert (row["outcome"], row["changes"], row["phase"]) == ("applied", 355, "runtime")
+    assert (row["outcome"], row["changes"], row["phase"]) == ("applied", 363, "runtime")
 
     code, out, err = tune(lab, "rollback", "--yes", "-H", "h1")
     assert (code, err) == (0, "")
-    assert "355 restored" in out
+    assert "363 restored" in out
     assert tree(remote) == before
     assert not (remote / "var/lib/tune/profile.yaml").exists()
     assert [r["outcome"] for r in history(lab, "h1")] == ["rolled-back"]

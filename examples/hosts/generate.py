@@ -15,6 +15,14 @@ container 101:
   CPUs on the tuned one.
 * 2x AMD root complexes (1022:14a4) at 0000:00:00.0 and 0000:80:00.0, which
   have no capability list.
+* One root port (1022:14ab, GPP bridge) above each GPU, 0000:X0:01.1 on the GPU's
+  root bus, and one above the ConnectX, 0000:c0:01.2: each function lies in
+  ``/sys/devices/pci0000:XX/`` below its root port, as sysfs lays it out, and
+  ``/sys/bus/pci/devices/`` links to it. A root port's configuration space is a
+  real one's: pciutils' dump of a Xeon E5 v3 root port (``cap-aer-root``,
+  ``tests/corpus/pciutils``), with this host's ids and bus numbers, and ACS
+  Control as Linux leaves it with the IOMMU on (P2P redirects on) untuned and
+  with the redirects off tuned.
 
 Two snapshots of that host are written, each laid out like the host's ``/``
 (paths are relative, no leading slash):
@@ -31,19 +39,22 @@ Files use the formats the kernel prints: a value file ends with a newline,
 multi-value sysctls are TAB separated, and each PCI device's ``config`` is
 its binary configuration space (4096 bytes, as root reads it).
 
-The script uses only the standard library, is deterministic and idempotent:
+The script uses the standard library and the reader of pciutils' dumps in
+``tests/test_pciutils_corpus.py``, is deterministic and idempotent:
 it deletes and recreates both output directories.  Run it as
 ``python3 examples/hosts/generate.py``.
 """
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import shutil
 import struct
+import sys
 import uuid
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -94,11 +105,29 @@ class HostSpec:
     container_mounts_modeset: bool
     gpu_mrrs: int
     nic_mrrs: int  # the ConnectX's Max_Read_Request_Size
+    acs_control: int  # ACS Control of the root ports
     # /proc/irq/N/smp_affinity_list of the ConnectX's MSI-X vectors.
     nic_irq_affinity: str = f"0-{N_CPUS - 1}"
     # Boot-time files `tune apply` owns (sysctl.d, modules-load.d, tmpfiles.d, udev rules).
     tune_files: tuple[tuple[str, str], ...] = ()
     gpu_persistence: str = "Disabled"  # as nvidia-smi prints persistence_mode
+
+
+# The GPUs' buses: one per root bus X0, below the root port X0:01.1.
+GPU_BUSES = ("01", "21", "41", "61", "81", "a1", "c1", "e1")
+NIC_BDF = "0000:c2:00.0"
+
+
+def root_port(bdf: str) -> str:
+    """The root port above a GPU or the NIC: 01.1 (GPU) or 01.2 (NIC) of its root bus."""
+    return f"0000:{bdf[5]}0:01.{1 if bdf != NIC_BDF else 2}"
+
+
+def acs_rule(port: str) -> str:
+    return (
+        f'ACTION=="add|bind", SUBSYSTEM=="pci", KERNEL=="{port}", '
+        'RUN+="/usr/bin/setpci -s $kernel ECAP_ACS+6.w=0000:002c"\n'
+    )
 
 
 TUNE_HEADER = (
@@ -140,6 +169,9 @@ UNTUNED = HostSpec(
     container_mounts_modeset=False,
     gpu_mrrs=512,
     nic_mrrs=512,
+    # What pci_std_enable_acs sets with the IOMMU on: Source Validation, Request and
+    # Completion Redirect, Upstream Forwarding.
+    acs_control=0x001D,
 )
 
 TUNED = HostSpec(
@@ -186,6 +218,7 @@ TUNED = HostSpec(
     gpu_persistence="Enabled",
     nic_irq_affinity=NODE_CPULISTS[1],
     nic_mrrs=4096,
+    acs_control=0x0011,  # the redirects off (ACS Control bits 2, 3, 5)
     tune_files=(
         (
             "etc/sysctl.d/90-tune.conf",
@@ -217,7 +250,8 @@ TUNED = HostSpec(
             TUNE_HEADER + 'ACTION=="add|bind", SUBSYSTEM=="pci", ATTR{vendor}=="0x10de", '
             'ATTR{class}=="0x0302??", RUN+="/usr/bin/setpci -s $kernel CAP_EXP+8.w=5000:7000"\n'
             'ACTION=="add|bind", SUBSYSTEM=="pci", ATTR{vendor}=="0x15b3", '
-            'ATTR{class}=="0x02????", RUN+="/usr/bin/setpci -s $kernel CAP_EXP+8.w=5010:7010"\n',
+            'ATTR{class}=="0x02????", RUN+="/usr/bin/setpci -s $kernel CAP_EXP+8.w=5010:7010"\n'
+            + "".join(acs_rule(root_port(f"0000:{bus}:00.0")) for bus in GPU_BUSES),
         ),
     ),
 )
@@ -833,6 +867,8 @@ class PciDevice:
     numa_node: int
     link: PcieLink | None = None
     revision: int = 0xA1
+    above: str | None = None  # the root port it hangs off
+    config: bytes | None = None  # a real function's configuration space, whole
 
 
 def mrrs_code(size: int) -> int:
@@ -861,6 +897,8 @@ def pcie_capability(link: PcieLink) -> bytes:
 
 def config_space(dev: PciDevice) -> bytes:
     """Build the 4096-byte configuration space of a type 0 function."""
+    if dev.config is not None:
+        return dev.config
     cfg = bytearray(CONFIG_SIZE)
     struct.pack_into("<HH", cfg, 0x00, dev.vendor, dev.device)
     status = PCI_STATUS_CAP_LIST if dev.link else 0
@@ -900,6 +938,43 @@ GPU_BDFS = {
 }
 
 
+# A real root port's configuration space (pciutils' tests/cap-aer-root, 00:02.0: a Xeon E5 v3
+# root port with AER, ACS and the rest of a server port's capabilities), given this host's ids
+# and bus numbers.
+ROOT_PORT_DUMP = HERE.parent.parent / "tests/corpus/pciutils/cap-aer-root.gz"
+ROOT_PORT_ID = (0x1022, 0x14AB)  # AMD Genoa/Turin PCIe GPP bridge
+EXT_CAP_ACS = 0x000D
+ACS_CONTROL = 6  # ACS Control, from the capability's start
+
+
+def dump_config(path: Path, address: str) -> bytes:
+    """The configuration space of `address` in an `lspci -xxxx` dump (gzipped), read as the
+    corpus tests read it."""
+    sys.path.insert(0, str(HERE.parent.parent / "tests"))
+    from test_pciutils_corpus import functions
+
+    return functions(gzip.decompress(path.read_bytes()).decode())[address]
+
+
+def ext_capability(config: bytes, cap_id: int) -> int:
+    """Where the extended capability `cap_id` starts (the list begins at 0x100)."""
+    at = 0x100
+    while at:
+        header = struct.unpack_from("<I", config, at)[0]
+        if header & 0xFFFF == cap_id:
+            return at
+        at = header >> 20
+    raise LookupError(cap_id)
+
+
+def root_port_config(secondary: int, acs_control: int) -> bytes:
+    cfg = bytearray(dump_config(ROOT_PORT_DUMP, "00:02.0"))
+    struct.pack_into("<HH", cfg, 0x00, *ROOT_PORT_ID)
+    cfg[0x18], cfg[0x19], cfg[0x1A] = secondary & 0xF0, secondary, secondary
+    struct.pack_into("<H", cfg, ext_capability(cfg, EXT_CAP_ACS) + ACS_CONTROL, acs_control)
+    return bytes(cfg)
+
+
 def pci_devices(host: HostSpec) -> list[PciDevice]:
     bridges = [
         PciDevice(bdf, 0x1022, 0x14A4, 0x060000, 0x1022, 0x14A4, node, revision=0x01)
@@ -911,14 +986,33 @@ def pci_devices(host: HostSpec) -> list[PciDevice]:
         for bdf, node in GPU_BDFS.items()
     ]
     nic_link = PcieLink(max_speed=5, current_speed=5, width=16, mrrs=host.nic_mrrs)
-    nic = PciDevice(
-        "0000:c2:00.0", 0x15B3, 0x1021, 0x020000, 0x15B3, 0x0041, 1, nic_link, revision=0x00
-    )
-    return bridges + gpus + [nic]
+    nic = PciDevice(NIC_BDF, 0x15B3, 0x1021, 0x020000, 0x15B3, 0x0041, 1, nic_link, revision=0x00)
+    ports = [
+        PciDevice(
+            root_port(dev.bdf),
+            *ROOT_PORT_ID,
+            0x060400,
+            *ROOT_PORT_ID,
+            dev.numa_node,
+            revision=0x00,
+            config=root_port_config(int(dev.bdf[5:7], 16), host.acs_control),
+        )
+        for dev in [*gpus, nic]
+    ]
+    below = [replace(dev, above=root_port(dev.bdf)) for dev in [*gpus, nic]]
+    return bridges + ports + below
 
 
 def write_pci_device(root: Path, dev: PciDevice) -> None:
-    base = f"sys/bus/pci/devices/{dev.bdf}"
+    # sysfs lists each function in /sys/bus/pci/devices, a link to its place below its root
+    # port on its root bus (X0 for bus Xn); a snapshot (`tune snapshot`, or an archive)
+    # holds the files of both, as here.
+    place = "/".join(a for a in (dev.above, dev.bdf) if a)
+    for base in (f"sys/bus/pci/devices/{dev.bdf}", f"sys/devices/pci0000:{dev.bdf[5]}0/{place}"):
+        write_attributes(root, base, dev)
+
+
+def write_attributes(root: Path, base: str, dev: PciDevice) -> None:
     write_value(root, f"{base}/vendor", f"0x{dev.vendor:04x}")
     write_value(root, f"{base}/device", f"0x{dev.device:04x}")
     write_value(root, f"{base}/class", f"0x{dev.class_code:06x}")

@@ -226,6 +226,10 @@ class Mode(StrEnum):
     VALUE = "value"  # the one value the kernel keeps is this
     CONTAINS = "contains"  # this is one of the occurrences
     EXACTLY = "exactly"  # the occurrences are these, in order (none: the parameter is removed)
+    # One option (`key=value`) of a parameter whose occurrences are comma-separated options
+    # (`pci=`): its handler applies every occurrence's options in order, so the last one that
+    # names the key is the one kept.
+    OPTION = "option"
 
 
 @dataclass(frozen=True)
@@ -238,6 +242,8 @@ class Edit:
 
     def satisfied(self, params: Parameters) -> bool:
         found = params.every(self.name)
+        if self.mode is Mode.OPTION:
+            return option(found, option_key(self.values[0])) == self.values[0]
         if self.mode is Mode.CONTAINS:
             return self.values[0] in found
         if self.mode is Mode.EXACTLY:
@@ -253,6 +259,27 @@ def remove(name: str) -> Edit:
     return Edit(name, Mode.EXACTLY)
 
 
+def option_key(text: str) -> str:
+    return text.partition("=")[0]
+
+
+def option(occurrences: Sequence[str], key: str) -> str | None:
+    """The option `key` (`key=value`) as the kernel keeps it from a parameter's comma-separated
+    occurrences: the last that names it."""
+    named = [o for value in occurrences for o in value.split(",") if option_key(o) == key]
+    return named[-1] if named else None
+
+
+def _with_option(value: str, wanted: str) -> str:
+    """`value`'s options with `wanted` in place of the one of its key, or added last."""
+    options = [o for o in value.split(",") if o] if value else []
+    key = option_key(wanted)
+    at = next((i for i, o in enumerate(options) if option_key(o) == key), None)
+    if at is None:
+        return ",".join([*options, wanted])
+    return ",".join([*options[:at], wanted, *options[at + 1 :]])
+
+
 def edit(words: list[str], edits: Sequence[Edit]) -> list[str]:
     """`words` with each edit made where it belongs: an added occurrence (`contains`, or a
     parameter not there yet) goes last before `--`; a value or `exactly` takes the place of the
@@ -265,6 +292,15 @@ def edit(words: list[str], edits: Sequence[Edit]) -> list[str]:
             continue
         key = canonical(change.name)
         mine = [i for i, w in enumerate(head) if _canonical_name(w) == key]
+        if change.mode is Mode.OPTION and mine:
+            # Merged into the occurrence the kernel takes the option from (the last naming
+            # it, else the last one): no second word to contradict the first.
+            wanted = option_key(change.values[0])
+            naming = [i for i in mine if option([name_value(head[i])[1] or ""], wanted) is not None]
+            at = (naming or mine)[-1]
+            value = _with_option(name_value(head[at])[1] or "", change.values[0])
+            words = [*head[:at], word(change.name, value), *head[at + 1 :], *tail]
+            continue
         if change.mode is Mode.CONTAINS or not mine:
             words = head + change.words + tail
             continue
@@ -286,6 +322,8 @@ def appended(words: list[str], edits: Sequence[Edit]) -> list[str] | None:
         adds = change.mode is Mode.CONTAINS or (
             change.mode is Mode.VALUE and repeats(change.name) is Repeats.LAST
         )
+        # An option joins an occurrence already there (`edit`), never a second word.
+        adds = adds and not (change.mode is Mode.OPTION and change.name in params)
         if not (adds or change.name not in params) or _kernel_part(words) < len(words):
             return None
         extra += change.words
@@ -457,10 +495,13 @@ def _read_matches(files: Files) -> dict[str, frozenset[str]]:
 
 def word(name: str, value: str) -> str:
     """A parameter as a command line writes it; a value with blanks quoted, as `next_arg`
-    reads it back."""
+    reads it back, and one with `;` too: grub-mkconfig copies the line unquoted into
+    grub.cfg's `linux` command, where GRUB's script lexer ends a command at a `;` outside
+    quotes (and takes the quotes off, as the kernel does)."""
     if value == "":
         return name
-    return f'{name}="{value}"' if any(c.isspace() for c in value) else f"{name}={value}"
+    quoted = any(c.isspace() for c in value) or ";" in value
+    return f'{name}="{value}"' if quoted else f"{name}={value}"
 
 
 def edit_words(words: list[str], sets: dict[str, str], removes: set[str]) -> list[str]:

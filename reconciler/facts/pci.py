@@ -132,6 +132,15 @@ def upstream(files: Files) -> dict[str, tuple[str, ...]]:
     return found
 
 
+def path_id(address: str, above: tuple[str, ...]) -> str:
+    """The kernel's path form of a device for `pci=` options, `0000:00:01.1/00.0/08.0`: the
+    first function on the root bus, then device.function of each below it down to `address`.
+    Bus numbers below the root are handed out at enumeration and move when a card is added;
+    the path stays (kernel-parameters.txt: "more robust against renumbering issues")."""
+    top, *below = (*above, address)
+    return "/".join([top, *(a.rsplit(":", 1)[1] for a in below)])
+
+
 def request_vfio() -> Request:
     return Request.of(f"{VFIO}/*:*/vendor", f"{IOMMU_GROUPS}/*/devices/*:*/vendor")
 

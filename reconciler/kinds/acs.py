@@ -5,6 +5,7 @@ acs:
   - select: {vendor: 0x10de, class: 0x0302}     # as pci selects
     priority: P1
     reason: "ACS redirect sends GPU peer traffic through the root complex"
+    persist: cmdline                             # default udev
 ```
 For every function the selector matches, every bridge above it (root port, switch ports) that
 has the Access Control Services capability gets P2P Request Redirect, P2P Completion Redirect
@@ -12,7 +13,13 @@ and P2P Egress Control cleared (ACS Control bits 2, 3 and 5, what the kernel's
 `pci=disable_acs_redir=` clears), with a masked `setpci ECAP_ACS+6.w=0000:002c` that keeps the
 other bits. NCCL's troubleshooting guide: ACS "can interfere with GPU Direct by redirecting all
 PCI point-to-point traffic to the CPU root complex, causing a significant performance reduction
-or even a hang". A udev rule repeats the write when the bridge is added at boot.
+or even a hang". A udev rule repeats the write when the bridge is added at boot
+(`persist: udev`, the default). `persist: cmdline` makes it a kernel boot argument instead,
+planned with the `cmdline` kind's parameters as one reboot-phase change, which holds from
+before any driver binds and through every reset: `pci=config_acs=0x00xx@<bridge>;...` on a
+kernel from 6.11 on (the observed release), `pci=disable_acs_redir=<bridge>;...` before,
+merged into a `pci=` word already on the command line. Bridges are named by their path from
+the root bus (`0000:00:01.1/00.0`), which survives bus renumbering when a card is added.
 
 tune refuses to apply it on a host where any function is bound to `vfio-pci`: ACS isolation is
 what makes IOMMU groups safe to pass through to a guest.
@@ -22,17 +29,21 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
+from typing import Literal
 
 from ..apply.persist import UDEV, Persisted
 from ..apply.steps import Probe, Read, Step
 from ..errors import HostError
 from ..facts import pcie
+from ..facts.cmdline import Edit, Mode
+from ..facts.kernel import OSRELEASE, version
 from ..facts.pci import (
     DEVICES,
     MAX_DEPTH,
     TREE,
     PciDevice,
     Selector,
+    path_id,
     pci_devices,
     request_devices,
     request_tree,
@@ -41,17 +52,23 @@ from ..facts.pci import (
     vfio_bound,
 )
 from ..hosts.files import Files, Request
-from ..plan.model import Change, Note, Outcome, Phase
+from ..plan.model import Change, Note, Outcome, Phase, Priority
 from .base import Kind, Meta, missing_note
 from .pci import SETPCI, device_at, no_match_note, setpci_step, setpci_word
 
 REGISTER = f"ECAP_ACS+{pcie.ACS_CONTROL:x}"
 CLEARED = pcie.acs_redirect_flags(0)
+# pci=config_acs= (Linux 6.11) sets ACS Control bit by bit, bit 0 rightmost: `0` clears, `x`
+# keeps. Egress Control (5), Completion (3) and Request Redirect (2) off, as
+# disable_acs_redir= does; Source Validation, Translation Blocking, Upstream Forwarding kept.
+CONFIG_ACS_SINCE = (6, 11)
+CONFIG_ACS_FLAGS = "0x00xx"
 
 
 @dataclass(frozen=True, kw_only=True)
 class AcsEntry(Meta):
     select: Selector
+    persist: Literal["udev", "cmdline"] = "udev"
 
 
 @dataclass(frozen=True)
@@ -102,17 +119,20 @@ class Acs(Kind[list[AcsEntry]]):
     reads = (
         "`/sys/devices/pci*/…` (the bridges above each selected function), "
         "`/sys/bus/pci/devices/*/config`, `/sys/bus/pci/drivers/vfio-pci/*`, "
-        "`/sys/kernel/iommu_groups/*/devices/*`"
+        "`/sys/kernel/iommu_groups/*/devices/*`; `/proc/sys/kernel/osrelease` for "
+        "`persist: cmdline`"
     )
     compared = (
         "ACS Control bits 2, 3 and 5 (P2P Request and Completion Redirect, Egress Control) of "
         "each bridge with ACS, from the extended config space (a 256-byte `config` has none: "
-        "a note); a function bound to vfio-pci refuses the apply"
+        "a note); a function bound to vfio-pci refuses the apply; `persist: cmdline` puts the "
+        "bridges in a `pci=` option of the `cmdline` change (`config_acs=` from kernel 6.11, "
+        "`disable_acs_redir=` before), joined to a `pci=` word already configured"
     )
     noun = "bridges"
 
     def request(self, spec: list[AcsEntry]) -> Request:
-        return request_devices() | request_tree() | request_vfio()
+        return request_devices() | request_tree() | request_vfio() | Request.of(OSRELEASE)
 
     def compare(self, spec: list[AcsEntry], files: Files) -> Outcome:
         outcome = Outcome()
@@ -190,8 +210,30 @@ class Acs(Kind[list[AcsEntry]]):
                 knob=f"acs:{b.device.address}:acs_redirect",
             )
             for b in bridges_above(spec, files).bridges
-            if b.device.acs is not None
+            if b.device.acs is not None and b.entry.persist == "udev"
         ]
+
+    def asks_kernel_options(self, spec: list[AcsEntry]) -> bool:
+        return any(item.persist == "cmdline" for item in spec)
+
+    def kernel_options(self, spec: list[AcsEntry], files: Files) -> list[tuple[Edit, Meta]]:
+        tree = upstream(files)
+        bridges = [
+            b
+            for b in bridges_above(spec, files).bridges
+            if b.device.acs is not None and b.entry.persist == "cmdline"
+        ]
+        if not bridges:
+            return []
+        paths = [path_id(b.device.address, tree.get(b.device.address, ())) for b in bridges]
+        release = files.value(OSRELEASE)
+        if release is not None and version(release) >= CONFIG_ACS_SINCE:
+            value = "config_acs=" + ";".join(f"{CONFIG_ACS_FLAGS}@{p}" for p in paths)
+        else:
+            value = "disable_acs_redir=" + ";".join(paths)
+        # One option for every entry: it stands for the most urgent of them.
+        entry = min((b.entry for b in bridges), key=lambda e: list(Priority).index(e.priority))
+        return [(Edit("pci", Mode.OPTION, (value,)), entry)]
 
 
 def write(bits: int) -> str:

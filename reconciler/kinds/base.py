@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Generic, TypeVar, ca
 
 from ..apply.steps import DeleteFile, Need, Op, Probe, PutFile, Read, Require, SetAttr, Step
 from ..errors import HostError
+from ..facts.cmdline import Edit
 from ..hosts.files import Files, Request
 from ..hosts.paths import may_match_dot
 from ..plan.model import Change, Outcome, Phase, Priority, Value
@@ -298,6 +299,16 @@ class Kind(ABC, Generic[SpecT]):
 
     def persist(self, spec: SpecT, files: Files) -> list[Persisted]:
         """Lines in tune's own boot-time files that make `spec` survive a reboot."""
+        return []
+
+    def asks_kernel_options(self, spec: SpecT) -> bool:
+        """Whether `spec` wants kernel command-line options derived from the observation
+        (`kernel_options`): the `cmdline` kind then plans them with the profile's own."""
+        return False
+
+    def kernel_options(self, spec: SpecT, files: Files) -> list[tuple[Edit, Meta]]:
+        """The command-line edits `spec` needs on this host, with the entry that asks for each;
+        made by the `cmdline` kind in the same reboot-phase change as the profile's."""
         return []
 
     def explain(self, step: Step, output: str) -> str | None:

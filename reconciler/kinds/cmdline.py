@@ -24,6 +24,10 @@ asks for the occurrences to be these, in this order, in the place of the first o
 may be said of any parameter. Both show as the list of occurrences. Occurrences of different
 names that pair by position (each hugepages= counts for the hugepagesz= before it) are compared
 name by name: give both lists with `exactly`.
+
+Options other sections derive from the host (`acs` with `persist: cmdline`: which bridges, on
+which kernel) are planned here too, each as one option of its parameter (`Kind.kernel_options`),
+so that one boot configuration write carries them with the profile's.
 """
 
 from __future__ import annotations
@@ -50,6 +54,8 @@ from ..hosts.files import Files, Request
 from ..plan.model import Change, Note, Outcome, Pending, Phase, Priority, Value
 from ..profile.schema import Before, Constrain, invalid
 from .base import AfterBoot, Kind, Meta, Strict, entry, file_step, safe, safe_scalar
+
+Wanted = list[tuple[fmt.Edit, Meta]]
 
 ParamName = safe(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", "kernel parameter name", "amd_pstate")
 _VALUE = r"[A-Za-z0-9_.,:=/+-]*"
@@ -110,10 +116,43 @@ class CmdlineSpec(Strict):
     set: dict[ParamName, ParamItem] = field(default_factory=dict)  # type: ignore[valid-type]
     remove: list[entry(ParamName)] = field(default_factory=list)  # type: ignore[valid-type]
 
-    def wanted(self) -> list[tuple[fmt.Edit, Meta]]:
+    def wanted(self) -> Wanted:
         """Each entry as an edit of the command line, with its priority and reason."""
         found = [(item.edit(name), item) for name, item in self.set.items()]
         return found + [(fmt.remove(item.value), item) for item in self.remove]
+
+
+@dataclass(frozen=True)
+class CmdlineWork:
+    """What the kind plans: the profile's `cmdline` section, and the sections that derive
+    options from the host (`acs` with `persist: cmdline`), made in the same boot configuration
+    change so that one write, journaled and rolled back as one, carries them all."""
+
+    spec: CmdlineSpec
+    deriving: tuple[tuple[Kind[Any], Any], ...] = ()
+
+    def request(self) -> Request:
+        found = fmt.request()
+        for kind, spec in self.deriving:
+            found |= kind.request(spec)
+        return found
+
+    def derived(self, files: Files) -> Wanted:
+        return [pair for kind, spec in self.deriving for pair in kind.kernel_options(spec, files)]
+
+    def wanted(self, files: Files) -> Wanted:
+        """The profile's edits, then the derived ones of parameters it does not name (one
+        edit per parameter: a change is named by its parameter)."""
+        own = self.spec.wanted()
+        return own + [pair for pair in self.derived(files) if not _named(pair[0], own)]
+
+    def clashes(self, files: Files) -> Wanted:
+        own = self.spec.wanted()
+        return [pair for pair in self.derived(files) if _named(pair[0], own)]
+
+
+def _named(edit: fmt.Edit, wanted: Wanted) -> bool:
+    return any(fmt.canonical(e.name) == fmt.canonical(edit.name) for e, _ in wanted)
 
 
 def _shown(edit: fmt.Edit, params: fmt.Parameters) -> Value:
@@ -136,7 +175,7 @@ def _after(edit: fmt.Edit, params: fmt.Parameters) -> Value:
     return _shown(edit, fmt.parameters(" ".join(words)) or fmt.NONE)
 
 
-class Cmdline(Kind[CmdlineSpec]):
+class Cmdline(Kind[CmdlineWork]):
     section = "cmdline"
     spec_type = CmdlineSpec
     kind = "cmdline"
@@ -145,11 +184,31 @@ class Cmdline(Kind[CmdlineSpec]):
     compared = "what the next boot passes; configured but not running is *pending*"
     try_once = True
 
-    def request(self, spec: CmdlineSpec) -> Request:
-        return fmt.request()
+    def spec_of(self, profile: Any) -> CmdlineWork | None:
+        from . import REGISTRY  # the registry imports this module
 
-    def compare(self, spec: CmdlineSpec, files: Files) -> Outcome:
+        deriving = []
+        for kind in REGISTRY:
+            spec = kind.spec_of(profile) if kind.section and kind is not self else None
+            if spec and kind.asks_kernel_options(spec):
+                deriving.append((kind, spec))
+        if profile.cmdline is None and not deriving:
+            return None
+        return CmdlineWork(profile.cmdline or CmdlineSpec(), tuple(deriving))
+
+    def request(self, spec: CmdlineWork) -> Request:
+        return spec.request()
+
+    def compare(self, spec: CmdlineWork, files: Files) -> Outcome:
         outcome = Outcome()
+        for edit, _entry in spec.clashes(files):
+            outcome.notes.append(
+                Note(
+                    f"{' '.join(edit.words)} is left out: cmdline.{edit.name} sets that "
+                    f"parameter too, and tune makes one edit of it (the profile's).",
+                    f"cmdline:{edit.name}",
+                )
+            )
         running = fmt.running(files)
         boot = fmt.boot_config(files)
         if boot is None:
@@ -165,7 +224,7 @@ class Cmdline(Kind[CmdlineSpec]):
             said = cannot_know(boot)
             outcome.notes.append(Note(said[:1].upper() + said[1:], "cmdline"))
         configured = boot.parameters if boot and boot.unknown is None else running
-        for edit, meta in spec.wanted():
+        for edit, meta in spec.wanted(files):
             name = edit.name
             if edit.satisfied(configured) and not edit.satisfied(running):
                 outcome.pending.append(
@@ -191,7 +250,7 @@ class Cmdline(Kind[CmdlineSpec]):
                 )
         return outcome
 
-    def step(self, spec: CmdlineSpec, change: Change, files: Files) -> Step:
+    def step(self, spec: CmdlineWork, change: Change, files: Files) -> Step:
         """One parameter through the host's boot tooling. Edits are cumulative: the k-th
         parameter's step leaves the boot configuration with the first k edits made, so undoing
         in reverse order passes through every earlier state byte for byte."""
@@ -203,10 +262,11 @@ class Cmdline(Kind[CmdlineSpec]):
             )
         if boot.unknown is not None:
             raise BootConfigUnknown(f"{change.id} cannot be made: {cannot_know(boot)}")
-        edits = _edits(spec, boot)
+        wanted = spec.wanted(files)
+        edits = _edits(wanted, boot)
         upto = [edit.name for edit in edits].index(change.target)
         if boot.tool in fmt.GRUB_TOOLS:
-            return _grub_step(change, spec, files, boot, edits, upto)
+            return _grub_step(change, wanted, files, boot, edits, upto)
         if boot.tool == "grubby":
             return _grubby_step(change, files, boot, edits, upto)
         return _kernel_cmdline_step(change, files, boot, edits, upto)
@@ -257,10 +317,10 @@ def _fix(edit: fmt.Edit, configured: fmt.Parameters, boot: fmt.BootConfig | None
     return f"add {' '.join(edit.words)} in {where}"
 
 
-def _edits(spec: CmdlineSpec, boot: fmt.BootConfig) -> list[fmt.Edit]:
+def _edits(wanted: Wanted, boot: fmt.BootConfig) -> list[fmt.Edit]:
     """The entries the next boot does not satisfy, in the plan's order (by priority, then the
     profile's order), which is the order apply makes them in."""
-    ranked = sorted(spec.wanted(), key=lambda pair: list(Priority).index(pair[1].priority))
+    ranked = sorted(wanted, key=lambda pair: list(Priority).index(pair[1].priority))
     return [edit for edit, _ in ranked if not edit.satisfied(boot.parameters)]
 
 
@@ -294,11 +354,13 @@ DROPIN_HEADER = (
 )
 
 
-def _quoted(words: list[str]) -> str:
+def _sh_escaped(words: list[str]) -> str:
+    """`words` as the inside of a double-quoted sh string gives them back (grub-mkconfig
+    sources the file): a derived word may hold `"` (`facts.cmdline.word`)."""
     text = " ".join(words)
     for char in '\\"$`':
         text = text.replace(char, "\\" + char)
-    return f'"{text}"'
+    return text
 
 
 # Where GRUB_CMDLINE_LINUX ends in the line it makes with GRUB_CMDLINE_LINUX_DEFAULT: a word
@@ -316,13 +378,13 @@ def dropin(linux_line: str, default_line: str, edits: Sequence[fmt.Edit]) -> byt
     if extra == []:
         return None
     if extra is not None:
-        body = f'GRUB_CMDLINE_LINUX_DEFAULT="$GRUB_CMDLINE_LINUX_DEFAULT {" ".join(extra)}"\n'
+        body = f'GRUB_CMDLINE_LINUX_DEFAULT="$GRUB_CMDLINE_LINUX_DEFAULT {_sh_escaped(extra)}"\n'
     else:
         words = fmt.edit([*linux, _BETWEEN, *default], edits)
         at = words.index(_BETWEEN)
         body = (
-            f"GRUB_CMDLINE_LINUX={_quoted(words[:at])}\n"
-            f"GRUB_CMDLINE_LINUX_DEFAULT={_quoted(words[at + 1 :])}\n"
+            f'GRUB_CMDLINE_LINUX="{_sh_escaped(words[:at])}"\n'
+            f'GRUB_CMDLINE_LINUX_DEFAULT="{_sh_escaped(words[at + 1 :])}"\n'
         )
     return (DROPIN_HEADER + body).encode()
 
@@ -333,7 +395,7 @@ def _kept(line: str) -> dict[str, tuple[str, ...]]:
 
 def _grub_step(
     change: Change,
-    spec: CmdlineSpec,
+    wanted: Wanted,
     files: Files,
     boot: fmt.BootConfig,
     edits: list[fmt.Edit],
@@ -353,7 +415,7 @@ def _grub_step(
             )
     assert not isinstance(linux, Unknown) and not isinstance(default, Unknown)
     assert not isinstance(plain, Unknown)
-    in_sync = [edit for edit, _ in spec.wanted() if edit not in edits]
+    in_sync = [edit for edit, _ in wanted if edit not in edits]
 
     def content(count: int) -> bytes | None:
         if count == 0:

@@ -79,8 +79,9 @@ class Profile(Strict):
 
     def entries(self) -> Iterator[Meta]:
         """Every entry of the knob sections that has priority, reason and `optional`."""
-        for _kind, spec in self.sections():
-            yield from _metas(spec)
+        for kind in REGISTRY:
+            # The section itself: a kind's spec may carry other sections' entries (cmdline).
+            yield from _metas(getattr(self, kind.section) if kind.section else None)
 
 
 def _section(kind: Kind[Any]) -> tuple[str, Any, Any]:

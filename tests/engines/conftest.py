@@ -45,7 +45,7 @@ def engine(request: pytest.FixtureRequest, scratch: Path) -> Iterator[Engine]:
 @pytest.fixture
 def scratch() -> Iterator[Path]:
     """A directory on tmpfs where there is one, removed after `engine` compared what the
-    scenario left in it: the sh engine syncs each journal record, and on a disk the 345 steps
+    scenario left in it: the sh engine syncs each journal record, and on a disk the 363 steps
     of the example host take half a minute."""
     path = Path(tempfile.mkdtemp(dir=SCRATCH))
     yield path

@@ -45,10 +45,10 @@ def test_apply_makes_the_runtime_plan_empty_and_rollback_restores_every_byte(
     assert (untuned / "proc/sys/net/ipv4/tcp_rmem").read_text() == "4096\t87380\t268435456\n"
     assert (untuned / "proc/modules").read_text().startswith("nvidia_peermem ")
     run = read_run(SnapshotHost(untuned), run_id)
-    assert run is not None and run.outcome == "applied" and len(run.steps) == 355
+    assert run is not None and run.outcome == "applied" and len(run.steps) == 363
     assert engine.apply(untuned, BLACKWELL) is None
     (done,) = engine.rollback(untuned)
-    assert done.result.restored == 355 and done.result.failures == []
+    assert done.result.restored == 363 and done.result.failures == []
     assert tree(untuned) == before
     assert not (untuned / PROFILE.lstrip("/")).exists()
 

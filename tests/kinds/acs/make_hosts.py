@@ -2,7 +2,8 @@
 dump `tests/corpus/pciutils/tree-asus-p6t6.gz` (an X58 board: a GeForce 210 behind root port
 00:07.0, a SAS controller behind root port 00:03.0 and an NF200 switch; both root ports have
 ACS), laid out as sysfs does: each function under /sys/devices/pci0000:00/ in its place below
-its bridges, linked from /sys/bus/pci/devices/. Run from the repository root:
+its bridges, linked from /sys/bus/pci/devices/; the `persist: cmdline` cases add a running
+kernel release and its boot configuration. Run from the repository root:
 `python tests/kinds/acs/make_hosts.py`; the cases' profiles and expectations are not touched.
 """
 
@@ -66,6 +67,22 @@ def link(root: Path, path: str, address: str) -> None:
     os.symlink(os.path.relpath(target, at.parent), at)
 
 
+def boot(root: Path, release: str, files: dict[str, str]) -> None:
+    """The running kernel `release` and the boot configuration's `files` (path: text)."""
+    for path, text in {"/proc/sys/kernel/osrelease": f"{release}\n", **files}.items():
+        at = root / path.lstrip("/")
+        at.parent.mkdir(parents=True, exist_ok=True)
+        at.write_text(text)
+
+
+GRUB = """GRUB_DEFAULT=0
+GRUB_TIMEOUT=5
+GRUB_DISTRIBUTOR=`lsb_release -i -s 2> /dev/null || echo Debian`
+GRUB_CMDLINE_LINUX_DEFAULT="quiet pci=realloc"
+GRUB_CMDLINE_LINUX=""
+"""
+
+
 def main() -> None:
     text = gzip.decompress((CORPUS / "tree-asus-p6t6.gz").read_bytes()).decode()
     real = {f"0000:{a}" if len(a) == 7 else a: c for a, c in functions(text).items()}
@@ -83,6 +100,29 @@ def main() -> None:
     short = dict(enabled)
     short["0000:00:07.0"] = enabled["0000:00:07.0"][: pcie.CONVENTIONAL_BYTES]
     write_host(HERE / "no-extended-config-space" / "host", short)
+    # Kernel 6.10 (no config_acs yet) on GRUB with a pci= word already there: merged into it.
+    before = HERE / "cmdline-disable-acs-redir-before-6.11-joins-pci-on-grub" / "host"
+    write_host(before, enabled)
+    boot(
+        before,
+        "6.10.14-1-amd64",
+        {
+            "/etc/default/grub": GRUB,
+            "/proc/cmdline": "BOOT_IMAGE=/boot/vmlinuz-6.10.14-1-amd64 root=/dev/sda1 ro "
+            "quiet pci=realloc\n",
+        },
+    )
+    # Kernel 6.11 on systemd-boot's /etc/kernel/cmdline with no pci= word: config_acs.
+    since = HERE / "cmdline-config-acs-from-6.11-on-kernel-cmdline" / "host"
+    write_host(since, enabled)
+    boot(
+        since,
+        "6.11.0-9-generic",
+        {
+            "/etc/kernel/cmdline": "root=/dev/sda1 quiet\n",
+            "/proc/cmdline": "BOOT_IMAGE=/boot/vmlinuz-6.11.0-9-generic root=/dev/sda1 quiet\n",
+        },
+    )
 
 
 if __name__ == "__main__":
