@@ -258,6 +258,15 @@ printf '%s\\n' "$TUNE_HOST_JSON" >>"$LOG.json"
 """
 
 
+def recording_hook(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    """The test hook script and the log it appends each call to (it finds the hosts' roots
+    under $ROOTS)."""
+    log = tmp_path / "hooks.log"
+    monkeypatch.setenv("ROOTS", str(tmp_path))
+    monkeypatch.setenv("LOG", str(log))
+    return write(tmp_path, "hook.sh", HOOK), log
+
+
 @lab_only
 def test_twenty_hosts_in_waves_with_a_canary_hooks_and_one_failure_within_the_budget(
     tmp_path: Path, start_lab: StartLab, template: Path, monkeypatch: pytest.MonkeyPatch
@@ -268,10 +277,7 @@ def test_twenty_hosts_in_waves_with_a_canary_hooks_and_one_failure_within_the_bu
     before = {
         n: (r / "proc/sys/kernel/random/boot_id").read_text().strip() for n, r in roots.items()
     }
-    hook = write(tmp_path, "hook.sh", HOOK)
-    log = tmp_path / "hooks.log"
-    monkeypatch.setenv("ROOTS", str(tmp_path))
-    monkeypatch.setenv("LOG", str(log))
+    hook, log = recording_hook(tmp_path, monkeypatch)
     lab = start_lab(roots)
     result = rollout(
         lab,
@@ -331,10 +337,7 @@ def test_a_wave_wider_than_forks_reboots_together(
     roots = fleet(tmp_path, template, 2)
     for root in roots.values():
         write(root, ".tune-emulate/reboot-seconds", "5\n")
-    hook = write(tmp_path, "hook.sh", HOOK)
-    log = tmp_path / "hooks.log"
-    monkeypatch.setenv("ROOTS", str(tmp_path))
-    monkeypatch.setenv("LOG", str(log))
+    hook, log = recording_hook(tmp_path, monkeypatch)
     lab = start_lab(roots)
     result = rollout(
         lab,
