@@ -27,10 +27,12 @@ from test_shell_read import LocalShellHost
 from reconciler.apply import lock
 from reconciler.apply.engine import prepare
 from reconciler.apply.journal import LOCK, read_run, run_ids
-from reconciler.apply.sh_engine import LIBRARY, apply_remote
+from reconciler.apply.sh_engine import LIBRARY, _reads_as_read, _step_functions, apply_remote
+from reconciler.apply.steps import Probe, Read, Step
 from reconciler.errors import ExitCode, HostChanged
 from reconciler.hosts.directory import SnapshotHost
 from reconciler.hosts.shell import quoted
+from reconciler.plan.model import Change, Phase
 from reconciler.profile.load import load_profile
 
 MARK = "probe-started"
@@ -272,3 +274,21 @@ def test_the_check_without_forks_reads_as_the_probe_reads(tmp_path: Path, data: 
     for answers in done.stdout.decode().splitlines():
         fast, slow = answers.split()
         assert fast == slow, (data, done.stdout)
+
+
+@pytest.mark.parametrize(
+    ("path", "read"),
+    [("/proc/sys/kernel/pid_max", Read.TEXT), ("/proc/sys/net/ipv4/tcp_rmem", Read.WORDS)],
+)
+def test_the_check_reads_this_kernels_sysctls_as_the_probe_does(path: str, read: Read) -> None:
+    """The real kernel as the oracle (read only): dash's `read` takes a byte per read(2), and
+    /proc/sys answers a read past offset 0 with end of file, so a sysctl read that way is its
+    first character. The e2e guest's push stopped on `vm.swappiness read '60', now '60'`."""
+    probe = Probe(path, read)
+    prior = probe.value(Path(path).read_bytes())
+    assert prior is not None and len(prior.strip()) > 1  # several bytes: the case that broke
+    change = Change(kind="sysctl", target=path, current=prior, desired=prior, phase=Phase.RUNTIME)
+    step = Step.of(change, probe=probe, expect=prior, restored=prior, do=(), undo=())
+    script = LIBRARY + _step_functions(0, step) + f"{_reads_as_read(0, step)}; echo $?\n"
+    done = LocalShellHost(Path("/")).run_script(script)
+    assert done.stdout.decode().split()[-1:] == ["0"], done
