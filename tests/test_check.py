@@ -128,7 +128,7 @@ def test_tuned_host_is_in_sync_and_quiet_prints_nothing(tuned: Path) -> None:
     assert loud.code == 0
     assert (
         loud.out.splitlines()[-1]
-        == "In sync: 28 entries (233 knobs); 11 of 11 checks pass; 0 pending reboot."
+        == "In sync: 29 entries (241 knobs); 11 of 11 checks pass; 0 pending reboot."
     )
     assert "DRIFT" not in loud.out
 
@@ -184,7 +184,7 @@ def test_text_report_folds_cpus_and_names_the_last_apply(tuned: Path) -> None:
         result.out
     )
     assert result.out.splitlines()[-1] == (
-        "Drift: 1 of 28 entries (4 of 233 knobs); 11 of 11 checks pass; 0 pending reboot."
+        "Drift: 1 of 29 entries (4 of 241 knobs); 11 of 11 checks pass; 0 pending reboot."
     )
 
 
@@ -271,7 +271,7 @@ def test_since_apply_names_knobs_changed_after_tune_wrote_them(tuned: Path) -> N
         "profile": "blackwell-8x",
         "phase": "all",
         "finished": FINISHED,
-        "steps": 232,
+        "steps": 240,
     }
 
 
