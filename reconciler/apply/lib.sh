@@ -789,7 +789,8 @@ reads_absent() { ! reading "$1" "$2" "$3" >/dev/null; }
 # `reads text` of a one-line file ($2: the line, without its newline) and `reads words`, with
 # builtins only: the check of hundreds of files a pushed run makes before its first write
 # (`as_read`) forks for none of them. A \r, \v or \f that `tr` would count as a space is kept,
-# so such a file reads as changed (the push stops), never as unchanged when it is not.
+# so such a file reads as changed (the push stops), never as unchanged when it is not. Never
+# for /proc/sys: `read` takes a byte per read(2), and a sysctl read past offset 0 is at EOF.
 is_line() {
     ! abnormal "$1" && [ -e "$R$1" ] || return 1
     { IFS= read -r v && [ "$v" = "$2" ] && ! IFS= read -r v && [ -z "$v" ]; } <"$R$1"
