@@ -137,18 +137,14 @@ class CmdlineWork:
             found |= kind.request(spec)
         return found
 
-    def derived(self, files: Files) -> Wanted:
-        return [pair for kind, spec in self.deriving for pair in kind.kernel_options(spec, files)]
-
-    def wanted(self, files: Files) -> Wanted:
+    def wanted(self, files: Files) -> tuple[Wanted, Wanted]:
         """The profile's edits, then the derived ones of parameters it does not name (one
-        edit per parameter: a change is named by its parameter)."""
+        edit per parameter: a change is named by its parameter); and the derived ones left
+        out because the profile names their parameter."""
         own = self.spec.wanted()
-        return own + [pair for pair in self.derived(files) if not _named(pair[0], own)]
-
-    def clashes(self, files: Files) -> Wanted:
-        own = self.spec.wanted()
-        return [pair for pair in self.derived(files) if _named(pair[0], own)]
+        derived = [p for kind, spec in self.deriving for p in kind.kernel_options(spec, files)]
+        clashes = [pair for pair in derived if _named(pair[0], own)]
+        return own + [pair for pair in derived if pair not in clashes], clashes
 
 
 def _named(edit: fmt.Edit, wanted: Wanted) -> bool:
@@ -201,7 +197,8 @@ class Cmdline(Kind[CmdlineWork]):
 
     def compare(self, spec: CmdlineWork, files: Files) -> Outcome:
         outcome = Outcome()
-        for edit, _entry in spec.clashes(files):
+        wanted, clashes = spec.wanted(files)
+        for edit, _entry in clashes:
             outcome.notes.append(
                 Note(
                     f"{' '.join(edit.words)} is left out: cmdline.{edit.name} sets that "
@@ -224,7 +221,7 @@ class Cmdline(Kind[CmdlineWork]):
             said = cannot_know(boot)
             outcome.notes.append(Note(said[:1].upper() + said[1:], "cmdline"))
         configured = boot.parameters if boot and boot.unknown is None else running
-        for edit, meta in spec.wanted(files):
+        for edit, meta in wanted:
             name = edit.name
             if edit.satisfied(configured) and not edit.satisfied(running):
                 outcome.pending.append(
@@ -262,7 +259,7 @@ class Cmdline(Kind[CmdlineWork]):
             )
         if boot.unknown is not None:
             raise BootConfigUnknown(f"{change.id} cannot be made: {cannot_know(boot)}")
-        wanted = spec.wanted(files)
+        wanted, _ = spec.wanted(files)
         edits = _edits(wanted, boot)
         upto = [edit.name for edit in edits].index(change.target)
         if boot.tool in fmt.GRUB_TOOLS:
