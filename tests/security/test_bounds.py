@@ -285,6 +285,39 @@ def test_the_remote_engine_keeps_a_record_whole_or_not_at_all(tmp_path: Path, sh
     assert journal.read_bytes() == b'{"type":"run"}\n'
 
 
+@pytest.mark.parametrize("dd", ["system", "without oflag=append"])
+def test_the_remote_engine_appends_records_whole_with_either_dd(tmp_path: Path, dd: str) -> None:
+    """`rec` appends with dd (one process a record); a dd that refuses oflag=append writes
+    nothing and the shell appends instead. Either way every record lands whole, a long one
+    (past a pipe's 4 KiB, which dash feeds through a process of its own) too, and `JSIZE`
+    keeps up with the journal's size."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    if dd != "system":
+        shim = bin_dir / "dd"
+        shim.write_text("#!/bin/sh\necho \"dd: invalid output flag: 'append'\" >&2\nexit 1\n")
+        shim.chmod(0o755)
+    journal = tmp_path / "run.jsonl"
+    journal.write_bytes(b'{"type":"run"}\n')
+    records = [
+        json.dumps({"type": "step", "seq": 0, "data": "a \\ $HOME `id` \\n"}),
+        json.dumps({"type": "step", "seq": 1, "data": "x" * 9000}),
+        json.dumps({"type": "written", "seq": 1}),
+    ]
+    script = (
+        f". {LIBRARY}\nJ={journal}\n"
+        'for r; do rec "$r" || { echo "refused: $ERR"; exit 1; }; done\n'
+        '[ "$JSIZE" -eq "$(wc -c <"$J")" ] && echo whole\n'
+    )
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    done = subprocess.run(
+        ["sh", "-c", script, "sh", *records], capture_output=True, text=True, timeout=60, env=env
+    )
+    assert done.stdout == "whole\n", done.stdout + done.stderr
+    expected = '{"type":"run"}\n' + "".join(f"{r}\n" for r in records)
+    assert journal.read_text() == expected
+
+
 # Snapshot archives: a few hundred KB of gzip that unpack to hundreds of megabytes.
 
 BOMB_MEMBER = 300 << 20
