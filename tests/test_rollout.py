@@ -72,6 +72,24 @@ def json_lines(text: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
+def test_a_reboot_is_waited_for_on_the_host_not_by_a_round_trip_a_poll(
+    tmp_path: Path, template: Path, start_lab: StartLab
+) -> None:
+    """Two hosts in one wave, polled every 0.1 s; h2's reboot takes 3 s, h1's none. h2 reads
+    its boot id 30 times more, on the host (`ShellHost.value_unlike`): at most one round trip
+    more than h1, not an SSH session a poll."""
+    roots = fleet(tmp_path, template, 2)
+    write(roots["h1"], ".tune-emulate/reboot-seconds", "0\n")
+    write(roots["h2"], ".tune-emulate/reboot-seconds", "3\n")
+    lab = start_lab(roots)
+    done = rollout(lab)
+    assert done.code == 0, done.out + done.err
+    requests = lab.exec_requests()
+    assert requests["h2"] - requests["h1"] <= 1, requests
+    for root in roots.values():
+        assert len((root / ".tune-emulate/boots").read_text().split()) == 1
+
+
 # Waves, as Ansible cuts them.
 
 

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from ..boot.reboot import AfterBoot, conclude, wait_for_new_boot
+from ..boot.reboot import POLL_S, AfterBoot, conclude, wait_for_new_boot
 from ..boot.verify import PENDING, BootVerdict, PendingBoot, pending_of, read_pending
 from ..hosts.base import Host
 from ..hosts.fleet import HostResult, for_each_host
@@ -42,6 +42,7 @@ class ApplyJob:
     reboot_phase: bool = False
     reboot: bool = False
     reboot_timeout: float = 600.0
+    reboot_poll: float = POLL_S  # how often a rebooting host's boot id is read
     with_persistence: bool = True
     saved: SavedPlan | None = None
     after_interrupted: bool = False  # apply over a run that was interrupted
@@ -202,7 +203,13 @@ def after_run(engine: Engine, job: ApplyJob, done: Done, show: Show) -> Done:
         return done
     engine.reboot(pending)
     show.rebooting(engine.host, job.reboot_timeout)
-    wait_for_new_boot(engine.host, pending.boot_id, job.reboot_timeout, progress=show.progress)
+    wait_for_new_boot(
+        engine.host,
+        pending.boot_id,
+        job.reboot_timeout,
+        interval=job.reboot_poll,
+        progress=show.progress,
+    )
     kept: list[GateFailure] = []
     after = after_boot(engine, job.keep_on_regression, kept, job.restart_containers)
     return replace(done, verdict=conclude(engine, pending, after), kept=kept)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 
 from ..apply.engines import Engine
 from ..apply.journal import rolled_back_run
@@ -23,6 +24,10 @@ from .verify import BootVerdict, PendingBoot, verify
 
 # How often a rebooting host is asked for its boot id (each try may take the connect timeout).
 POLL_S = 2.0
+# The longest one try waits on the host for the boot id to change (`value_unlike`): long enough
+# that a host's reboot costs a few round trips, short enough that a connection left open by a
+# host that went down without closing it (NAT, QEMU's user networking) is given up soon.
+LONG_POLL_S = 10.0
 
 
 def wait_for_new_boot(
@@ -34,15 +39,20 @@ def wait_for_new_boot(
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
     progress: Callable[[str], None] | None = None,
+    idle: Callable[[], AbstractContextManager[object]] = nullcontext,
 ) -> str:
     """Ask for the boot id until it differs from `before`; `RebootTimeout` after `timeout` s.
-    While the host is down, connecting fails or a read breaks off: both mean "not yet"; a
-    changed host key does not. `progress` hears how long it has waited, after each try."""
+    Each try waits on the host (`value_unlike`, every `interval` s) while it stays up; while it
+    is down, connecting fails or a read breaks off: both mean "not yet"; a changed host key
+    does not. `progress` hears how long it has waited, after each try. The tries and the
+    pauses between them run inside `idle` (a rollout's host gives its fork back there)."""
     start = clock()
     deadline = start + timeout
     while True:
+        within = max(0.0, min(LONG_POLL_S, deadline - clock()))
         try:
-            now = boot_id_of(host)
+            with idle():
+                now = host.value_unlike(BOOT_ID, before, within, interval)
             if now and now != before:
                 return now
         except HostKeyError:
@@ -59,7 +69,8 @@ def wait_for_new_boot(
             progress(
                 f"Waiting for {host.describe()} to boot: {clock() - start:.0f} of {timeout:g} s"
             )
-        sleep(interval)
+        with idle():
+            sleep(interval)
 
 
 def boot_id_of(host: Host) -> str | None:

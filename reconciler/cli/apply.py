@@ -202,6 +202,7 @@ def apply(
         reboot_phase=reboot_phase,
         reboot=reboot,
         reboot_timeout=reboot_timeout,
+        reboot_poll=waves.poll,
         with_persistence=with_persistence,
         saved=saved,
         after_interrupted=after_interrupted,

@@ -89,6 +89,15 @@ class ReadableHost(ABC):
         not followed; None when absent): what `trust.check` judges."""
         raise self._refuse()
 
+    def value_unlike(
+        self, path: str, before: str | None, within: float, interval: float
+    ) -> str | None:
+        """A one-value file's value (as `Files.value`), once it differs from `before` or
+        `within` seconds on, whichever comes first, read every `interval` seconds. Here: read
+        once, at once (the caller waits between reads); a host reached by round trips waits on
+        the host's side instead (`ShellHost`), one round trip for the whole wait."""
+        return self.fetch(Request.of(path)).value(path)
+
     def close(self) -> None:  # noqa: B027 - a hook: only hosts that connect hold anything
         """Release what reading the host holds open (an SSH connection); files hold nothing."""
 

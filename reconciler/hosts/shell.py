@@ -157,6 +157,34 @@ class ShellHost(Host):
             return None
         return self._checked_done(done, f"reading {path}").stdout
 
+    def value_unlike(
+        self, path: str, before: str | None, within: float, interval: float
+    ) -> str | None:
+        """One round trip that reads the file on the host every `interval` seconds until it
+        differs from `before` (None: at once), for `within` seconds at most: a reboot's wait
+        costs the host a `cat` and a `sleep` a poll, not an SSH session, and the controller one
+        round trip a wait. The answer may come a quarter of `within` late on a loaded host
+        before it counts as lost (a connection to a host that went down without a word)."""
+        ticks = 0 if before is None else max(0, int(within / interval))
+        target = quoted("." + checked(path))
+        done = self.run_script(
+            f"{_PRELUDE}i=0\n"
+            "while :; do\n"
+            f"    if [ -e {target} ]; then\n"
+            f"        v=$(cat -- {target}) || exit 1\n"
+            f"""        [ "$v" = {quoted(before or "")} ] || {{ printf '%s' "$v"; exit 0; }}\n"""
+            "    fi\n"
+            f"    [ $i -lt {ticks} ] || break\n"
+            f"    sleep {interval:g}; i=$((i + 1))\n"
+            "done\n"
+            f"[ -e {target} ] || exit {ABSENT}\n"
+            """printf '%s' "$v"\n""",
+            timeout=within + 5 + within / 4,
+        )
+        if done.status == ABSENT:
+            return None
+        return self._checked_done(done, f"reading {path}").stdout.decode("utf-8", "replace")
+
     def append(self, path: str, data: bytes, *, sync: bool = True) -> None:
         """Append to a file (created with mode 0600) in one round trip: the records a run
         gains after its apply, such as the probes `tune verify -H` measures after the boot."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -52,15 +52,15 @@ class Pace:
     after_verify: str | None = None
     hook_timeout: float = 600.0
     canaries: bool = False  # the first wave is the canaries: the rest waits for a confirmation
-    # What a host waiting for its reboot does between two polls (`Forks.sleep` in a rollout).
-    between_polls: Callable[[float], None] = time.sleep
+    # Where a host waits for its reboot (`Forks.released` in a rollout: its fork is free).
+    idle: Callable[[], AbstractContextManager[object]] = nullcontext
 
 
 class Forks:
-    """At most `forks` hosts worked on at once (written, polled, verified). A host waiting for
-    its reboot gives its fork back between two polls: the rest of a wave wider than --forks
-    starts meanwhile and the wave reboots together, not in turns of --forks hosts that each
-    wait out a whole reboot."""
+    """At most `forks` hosts worked on at once (written, verified). A host waiting for its
+    reboot gives its fork back while it waits: the rest of a wave wider than --forks starts
+    meanwhile and the wave reboots together, not in turns of --forks hosts that each wait out
+    a whole reboot."""
 
     def __init__(self, forks: int) -> None:
         self._slots = threading.BoundedSemaphore(max(1, forks))
@@ -70,11 +70,12 @@ class Forks:
         with self._slots:
             yield
 
-    def sleep(self, seconds: float) -> None:
-        """Between two polls of one host, called with its fork held."""
+    @contextmanager
+    def released(self) -> Iterator[None]:
+        """A wait for a reboot, inside `held`: the fork is free until it ends."""
         self._slots.release()
         try:
-            time.sleep(seconds)
+            yield
         finally:
             self._slots.acquire()
 
@@ -118,7 +119,7 @@ def run_rollout(
     allowed = pace.budget.allowed(len(rollout.hosts))
     ran_one = False
     forks = Forks(pace.forks)
-    paced = replace(pace, between_polls=forks.sleep)
+    paced = replace(pace, idle=forks.released)
     for index, wave in enumerate(rollout.waves):
         todo = [name for name in wave if rollout.hosts[name].state in (NOT_STARTED, IN_FLIGHT)]
         if todo:
@@ -289,7 +290,7 @@ def _after_reboot(
         pending.boot_id,
         job.reboot_timeout,
         interval=pace.poll,
-        sleep=pace.between_polls,
+        idle=pace.idle,
     )
     show.changed(name, rollout.hosts[name], "verifying")
     kept: list[GateFailure] = []
