@@ -403,8 +403,9 @@ class ApplyScript:
         parts.append('case "$1" in\ncheck) check ;;\napply) apply ;;\nesac\n')
         return cls(run_id, "".join(parts))
 
-    def starter(self) -> str:
-        """Upload the script next to its journal, check every requirement, start it detached."""
+    def starter(self, *, announce: bool = True) -> str:
+        """Upload the script next to its journal, check every requirement, start it detached;
+        `announce`: say `started` (not when the first poll follows in the same round trip)."""
         fence = f"TUNE_SCRIPT_{secrets.token_hex(8)}"
         script = f"{RUNS}/{self.run_id}.sh"
         # umask 077: the state directories, and the script beside its 0600 journal, are
@@ -421,7 +422,7 @@ class ApplyScript:
             "lock_free\n"
             "if command -v setsid >/dev/null 2>&1; then S=setsid; else S=; fi\n"
             '$S nohup sh "$F" apply </dev/null >/dev/null 2>&1 &\n'
-            "echo started\n"
+            + ("echo started\n" if announce else "")
         )
 
 
@@ -487,11 +488,20 @@ def rollback_script(run: Run, *, boot_only: bool = False) -> str:
 def start(host: ShellHost, script: ApplyScript) -> None:
     """One round trip: upload, check requirements, start detached."""
     done = host.run_script(script.starter())
+    _started(host, done)
+    if b"started" not in done.stdout:
+        raise HostError(f"{host.name}: the apply could not be started: {done.said}.")
+
+
+def _started(host: ShellHost, done: ScriptResult, *, polled: bool = False) -> None:
+    """Raise for a starter that stopped before it started the run: the lock held, a
+    requirement unmet, the script not stored. `polled`: the first poll ran after it, in the
+    same round trip, and ended with one of its own statuses."""
     _lock_held(done)
     if done.status == UNMET:
         problems = done.stderr.decode("utf-8", "replace").strip()
         raise HostError(problems or f"{host.name}: the apply script could not be stored.")
-    if done.status != 0 or b"started" not in done.stdout:
+    if done.status != 0 and not (polled and done.status == HELD):
         raise HostError(f"{host.name}: the apply could not be started: {done.said}.")
 
 
@@ -511,13 +521,16 @@ def wait(
     *,
     first: str = "",
     pause_at: int | None = None,
+    starting: ApplyScript | None = None,
 ) -> Run:
     """Long-poll the journal until its last record is `end` and the script has let go of the
     lock (or, with `pause_at`, the `verified` record of that step, where the script waits for
     the probes after the phase):
     each round trip waits on the target for up to half the command timeout (at most 30 s), so a
     run costs round trips by its duration, never by its number of steps. `first`: script text
-    run before the first poll, in the same round trip (`send_probes`)."""
+    run before the first poll, in the same round trip (`send_probes`); `starting`: the run's
+    script, uploaded and started in the first poll's round trip (a run without probes: one
+    round trip for a run that ends within it)."""
     journal = quoted(f".{run_path(run_id)}")
     deadline = time.monotonic() + timeout
     ticks = max(1, int(min(timeout / 2, 30.0) / interval))
@@ -536,8 +549,13 @@ def wait(
         f"    sleep {interval:g}; i=$((i + 1))\n"
         f"done\n[ -e {journal} ] || exit 0\ncat -- {journal}\nreleased || exit {HELD}\n"
     )
+    if starting is not None:
+        first = starting.starter(announce=False) + first
     while True:
         done = host.run_script(first + script)
+        if starting is not None:
+            _started(host, done, polled=True)
+            starting = None
         first = ""
         run = parse_run(run_id, done.stdout) if done.stdout else None
         late = time.monotonic() > deadline
@@ -632,16 +650,19 @@ def apply_remote(
         later=work.promote,
         as_read=AsRead(prior_bytes),
     )
-    start(host, script)
+    if around is not None:
+        start(host, script)
     try:
-        if around is None:
-            run = wait(host, script.run_id, timeout, interval)
+        if around is None:  # started in the first poll's round trip
+            run = wait(host, script.run_id, timeout, interval, starting=script)
         else:
             run = _wait_probed(host, script.run_id, len(work.steps), around, timeout, interval)
     except ConnectError as exc:
+        # Without probes the connection may have broken before the run started.
+        started = "if it started, it" if around is None else "it"
         raise ConnectError(
-            f"{exc} Run {script.run_id} goes on without the connection: the host completes or "
-            f"rolls it back on its own; `tune history -H {host.name}` shows which."
+            f"{exc} Run {script.run_id}: {started} goes on without the connection: the host "
+            f"completes or rolls it back on its own; `tune history -H {host.name}` shows which."
         ) from exc
     if run.outcome != "applied":
         raise outcome_error(run, host.describe())
