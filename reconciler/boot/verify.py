@@ -261,10 +261,14 @@ def probe_after_boot(
     from ..probes.runner import ProbeResult
     from ..profile.load import load_profile_text
 
+    if verdict.failed:
+        return []
     run = read_run(host, pending.run_id)
     measured = run.of_type(ProbesMeasured) if run else []
+    if run is None or run.header is None or not measured:
+        return []  # before profile.yaml is read: a round trip saved where nothing is measured
     stored = host.read_file(PROFILE)
-    if verdict.failed or run is None or run.header is None or not measured or stored is None:
+    if stored is None:
         return []
     baseline = {r["name"]: ProbeResult.from_json(r) for r in measured[-1].results}
     specs = load_profile_text(stored.decode("utf-8", "replace"), PROFILE).profile.probes

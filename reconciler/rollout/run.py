@@ -206,7 +206,11 @@ def _start_host(
     if pending is None or not job.reboot:
         _end(rollout, show, name, DONE, configuration="new" if pending is None else "pending")
         return
-    _reboot(engine, job, rollout, wave, pace, show, pending, _changes(work))
+    changes = _changes(work)
+    # The host's observation and plan are not needed past here: a wave's hosts wait for their
+    # reboots together, and holding each one's until it ends was most of a wide wave's memory.
+    del work
+    _reboot(engine, job, rollout, wave, pace, show, pending, changes)
 
 
 def _resume_host(
