@@ -1,7 +1,8 @@
 """Pull mode on a real systemd: the example units installed in the guest as README's "Pull mode"
 tells a user to (`tune examples systemd`, /etc/tune/pull.env naming a released profile by
 file:// URL and digest), each timer fired by systemd itself, and what tune then did on the
-guest's kernel: the textfile collector's metrics, the live sysctl, the run in `tune history`.
+guest's kernel: the textfile collector's metrics, the live sysctl, the run in `tune history`;
+and a push from the controller while the pull's apply holds the host's lock.
 
 A drop-in moves each timer from its quarter hour to a second after it starts (with a small
 randomized delay, as a fleet's); restarting the timer fires it again. The test leaves the
@@ -13,16 +14,16 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from conftest import run_tune
 from prometheus_client.parser import text_string_to_metric_families
 
-from . import guest, guest_tune
+from . import guest, guest_tune, over_ssh
 from .over_ssh import write_profile
 from .vm import Vm
 
@@ -36,6 +37,7 @@ TIMERS = {
     "tune-pull.timer": "tune-pull.service",
     "tune-pull-apply.timer": "tune-pull-apply.service",
 }
+LOCK = "/run/tune/tune.lock"
 # A sysctl every kernel has, at a value the guest's default (60) is not.
 KEY, WANTED = "vm.swappiness", "10"
 FIRE_NOW = "[Timer]\nOnCalendar=\nOnActiveSec=1s\nRandomizedDelaySec=2s\n"
@@ -50,10 +52,16 @@ def guest_tune_path(vm: Vm, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     guest_tune.uninstall(vm)
 
 
+@dataclass(frozen=True)
+class Released:
+    tune: str  # the guest's
+    profile: Path  # the controller's copy
+    digest: str
+
+
 @pytest.fixture
-def released(vm: Vm, guest_tune_path: str, tmp_path: Path, clean_state: None) -> Iterator[str]:
-    """The profile released to the guest and the pull units installed, timers stopped; yields
-    the guest's tune."""
+def released(vm: Vm, guest_tune_path: str, tmp_path: Path, clean_state: None) -> Iterator[Released]:
+    """The profile released to the guest and the pull units installed, timers stopped."""
     profile = write_profile(tmp_path, f"name: {PROFILE_NAME}\nsysctl:\n  {KEY}: {WANTED}\n")
     # Where the profile is released: the controller's tune prints its digest.
     digest = run_tune("validate", profile).out.rsplit("; ", 1)[1].strip()
@@ -72,7 +80,7 @@ def released(vm: Vm, guest_tune_path: str, tmp_path: Path, clean_state: None) ->
             vm.run("mkdir", "-p", f"{UNIT_DIR}/{timer}.d")
             guest.write_file(vm, f"{UNIT_DIR}/{timer}.d/fire-now.conf", FIRE_NOW)
         vm.run("systemctl", "daemon-reload")
-        yield tune
+        yield Released(tune, profile, digest)
     finally:
         vm.run("systemctl", "disable", "--now", *TIMERS, check=False)
         units = [f"{UNIT_DIR}/{u}" for pair in TIMERS.items() for u in pair]
@@ -91,11 +99,17 @@ def shown(vm: Vm, unit: str, *props: str) -> dict[str, str]:
 def fire(vm: Vm, timer: str) -> dict[str, str]:
     """(Re)start `timer` and wait until the run of its service that the timer started has
     ended; returns that run's properties as `systemctl show` gives them."""
-    service = TIMERS[timer]
-    props = ("InvocationID", "ActiveState", "Result", "ExecMainStatus")
-    before = shown(vm, service, *props)["InvocationID"]
+    before = shown(vm, TIMERS[timer], "InvocationID")["InvocationID"]
     vm.run("systemctl", "enable", timer)
     vm.run("systemctl", "restart", timer)
+    return wait_for_end(vm, timer, before)
+
+
+def wait_for_end(vm: Vm, timer: str, before: str) -> dict[str, str]:
+    """Wait until a run of `timer`'s service other than the run `before` (an invocation id) has
+    ended; its properties."""
+    service = TIMERS[timer]
+    props = ("InvocationID", "ActiveState", "Result", "ExecMainStatus")
     deadline = time.monotonic() + RUN_TIMEOUT
     while True:
         now = shown(vm, service, *props)
@@ -141,18 +155,18 @@ PERSISTED = of_profile(kind="file", target="/etc/sysctl.d/90-tune.conf", phase="
 
 def history_of(vm: Vm, tune: str) -> list[dict[str, object]]:
     """`tune history` in the guest, run there as an operator on the host would."""
-    out = vm.sh(f"{shlex.quote(tune)} history --format json").stdout
+    out = vm.run(tune, "history", "--format", "json").stdout
     runs: list[dict[str, object]] = json.loads(out)["runs"]
     return runs
 
 
 def test_the_check_timer_reports_the_drift_through_the_textfile_collector(
-    vm: Vm, released: str
+    vm: Vm, released: Released
 ) -> None:
     before = guest.sysctl(vm, KEY)
     assert before != WANTED
-    printed = vm.run(released, "examples", "systemd", "tune-pull.service").stdout
-    assert f"ExecStart={released} check ${{PROFILE_URL}} " in printed  # the guest's own tune
+    printed = vm.run(released.tune, "examples", "systemd", "tune-pull.service").stdout
+    assert f"ExecStart={released.tune} check ${{PROFILE_URL}} " in printed  # the guest's tune
 
     run = fire(vm, "tune-pull.timer")
 
@@ -171,8 +185,10 @@ def test_the_check_timer_reports_the_drift_through_the_textfile_collector(
     assert guest.sysctl(vm, KEY) == before  # the check only read
 
 
-def test_the_apply_timer_applies_journals_and_then_changes_nothing(vm: Vm, released: str) -> None:
-    tune = released
+def test_the_apply_timer_applies_journals_and_then_changes_nothing(
+    vm: Vm, released: Released
+) -> None:
+    tune = released.tune
     before = guest.sysctl(vm, KEY)
     assert before != WANTED
     try:
@@ -204,6 +220,50 @@ def test_the_apply_timer_applies_journals_and_then_changes_nothing(vm: Vm, relea
         again = metrics(vm)
         assert again[("tune_last_check_timestamp_seconds", ())] > checked
         assert again[("tune_knob_in_sync", KNOB)] == 1
+    finally:
+        vm.run(tune, "rollback", "--yes", check=False)
+    assert guest.sysctl(vm, KEY) == before
+
+
+# In the guest: once the pull's apply holds the lock, stop its process there (SIGSTOP) and
+# print its pid; polled in the guest, an SSH round trip under TCG is slower than a run.
+STOP_THE_PULL = f"""
+while :; do
+    pid=$(systemctl show -p MainPID --value {TIMERS["tune-pull-apply.timer"]})
+    if [ "$pid" != 0 ] && ! flock -n {LOCK} true; then kill -STOP "$pid"; echo "$pid"; exit; fi
+    sleep 0.1
+done
+"""
+
+
+def test_a_push_while_the_pull_applies_gives_up_naming_the_pull(vm: Vm, released: Released) -> None:
+    tune = released.tune
+    before = guest.sysctl(vm, KEY)
+    try:
+        vm.run("systemctl", "enable", "--now", "tune-pull-apply.timer")
+        pid = vm.sh(STOP_THE_PULL, timeout=RUN_TIMEOUT).stdout.strip()
+        try:
+            # Still held: the pull was stopped inside its run, not after it.
+            assert vm.run("flock", "-n", LOCK, "true", check=False).returncode == 1
+            pushed = over_ssh.apply(vm, released.profile)
+        finally:
+            vm.run("kill", "-CONT", pid)
+
+        assert pushed.code == 1, pushed.out + pushed.err
+        pull = (
+            f"tune apply file://{PROFILE} --profile-digest {released.digest} --runtime-only --yes"
+        )
+        assert re.search(
+            rf"another tune run holds {re.escape(LOCK)} \(pid {pid}, since [0-9TZ:-]+: "
+            rf"{re.escape(pull)}\); gave up after 5 s\.",
+            pushed.err,
+        ), pushed.err
+        # The pull goes on where it stopped, alone.
+        run = wait_for_end(vm, "tune-pull-apply.timer", before="")
+        assert (run["Result"], run["ExecMainStatus"]) == ("success", "0")
+        assert guest.sysctl(vm, KEY) == WANTED
+        runs = history_of(vm, tune)
+        assert [(r["profile"], r["outcome"]) for r in runs] == [(PROFILE_NAME, "applied")]
     finally:
         vm.run(tune, "rollback", "--yes", check=False)
     assert guest.sysctl(vm, KEY) == before
