@@ -379,6 +379,13 @@ def test_not_root_on_a_live_host(monkeypatch: pytest.MonkeyPatch) -> None:
         LocalHost().check_privileges()
 
 
+def test_a_live_host_reads_a_sysctl_as_a_whole_file() -> None:
+    # What an apply journals before writing a sysctl. procfs answers one read(2) of 4 MiB or
+    # more on a sysctl with ENOMEM, and a whole read once asked for all of MAX_STATE_BYTES
+    # (64 MiB) at once: every local apply of a sysctl failed on a real kernel.
+    assert LocalHost().read_file("/proc/sys/kernel/ostype") == b"Linux\n"
+
+
 def test_reboot_phase_is_refused_with_runtime_only(untuned: Path) -> None:
     before = tree(untuned)
     result = run_tune(

@@ -37,6 +37,9 @@ MAX_HOPS = 40
 MAX_STEPS = 4096
 OUTSIDE = "a symbolic link in the snapshot points outside it"
 NOT_REGULAR = "not a regular file"
+# Bytes asked of one read(2). procfs refuses a sysctl read of 4 MiB or more outright (ENOMEM:
+# the kernel would allocate the whole request first), so a file is never read in one call.
+CHUNK = 1 << 16
 
 
 def outside(link: str, target: str) -> OSError:
@@ -51,6 +54,19 @@ def _magic(part: str) -> bool:
 
 def _error(code: int, text: str | None = None) -> OSError:
     return OSError(code, text or os.strerror(code))
+
+
+def read_chunks(fd: int, limit: int | None) -> bytes:
+    """At most `limit` bytes (all for None) from the open file `fd`, CHUNK at a time."""
+    chunks = []
+    wanted = -1 if limit is None else limit
+    while wanted:
+        chunk = os.read(fd, CHUNK if wanted < 0 else min(wanted, CHUNK))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        wanted -= 0 if wanted < 0 else len(chunk)
+    return b"".join(chunks)
 
 
 class Found(NamedTuple):
@@ -88,8 +104,8 @@ class Rooted:
     def read(self, path: str, limit: int | None) -> bytes:
         """At most `limit` bytes of a file (all for None); OSError as open(2) fails, and
         IsADirectoryError for a directory."""
-        with open(path, "rb") as handle:
-            return handle.read(-1 if limit is None else limit)
+        with open(path, "rb", buffering=0) as handle:
+            return read_chunks(handle.fileno(), limit)
 
     def walk(self, directory: str) -> list[str]:
         """Every file below `directory`, as `os.walk` lists them (links to directories are not
@@ -261,15 +277,7 @@ class Beneath(Rooted):
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 raise _error(errno.EINVAL, NOT_REGULAR)
-            chunks = []
-            wanted = -1 if limit is None else limit
-            while wanted:
-                chunk = os.read(fd, 1 << 16 if wanted < 0 else min(wanted, 1 << 16))
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                wanted -= 0 if wanted < 0 else len(chunk)
-            return b"".join(chunks)
+            return read_chunks(fd, limit)
         finally:
             os.close(fd)
 

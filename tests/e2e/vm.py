@@ -251,6 +251,9 @@ class Recipe:
         "iproute2",
         "linux-image-amd64",
         "grub-pc",
+        # tune itself runs in the guest (the pull-mode timers, tests/e2e/test_pull_timer.py);
+        # its dependencies come from the controller (tests/e2e/guest_tune.py).
+        "python3",
     )
     image_mib: int = 2048
     files: dict[str, tuple[int, str]] = field(default_factory=lambda: dict(GUEST_FILES))
