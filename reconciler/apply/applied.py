@@ -18,7 +18,7 @@ from ..hosts.base import ReadableHost
 from ..hosts.files import Files, Request
 from ..plan.model import JsonValue, Note, jsonable
 from .state import PROFILE as STORED_PROFILE
-from .state import RUN_SUFFIX, RUNS, skipped_line, within_limit
+from .state import RUN_SUFFIX, RUNS, run_paths, skipped_line, within_limit
 
 __all__ = ["STORED_PROFILE", "AppliedRun", "AppliedStep", "JournalError"]
 
@@ -66,13 +66,6 @@ class AppliedRun:
         }
 
 
-def runs_request(newest: int = 0) -> Request:
-    """The names of the run journals, and the contents of the `newest` ones; the others are
-    fetched newest first, as needed."""
-    journals = [(f"{RUNS}/*{RUN_SUFFIX}", newest)] if newest else []
-    return Request.of(listings=[RUNS], newest=journals)
-
-
 # Journals fetched per round trip while looking for the newest applied run: usually the first
 # is it; a few rolled-back or interrupted runs on top cost one more batch, not one each.
 JOURNAL_BATCH = 4
@@ -112,14 +105,6 @@ def unsupported_notes(host: ReadableHost, listed: Files) -> list[Note]:
     except JournalError:
         return []
     return last.unsupported_notes() if last is not None else []
-
-
-def run_paths(files: Files) -> list[str]:
-    """Journal paths from the listing, newest first (run ids sort by time)."""
-    paths = [
-        p for p in files.listing(RUNS) if posixpath.dirname(p) == RUNS and p.endswith(RUN_SUFFIX)
-    ]
-    return sorted(paths, key=posixpath.basename, reverse=True)
 
 
 def latest_applied(files: Files) -> AppliedRun | None:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import posixpath
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -38,7 +39,7 @@ from typing import TypeVar
 
 from ..errors import HostError, JournalError, TuneError, UnfinishedRun
 from ..hosts.base import Host, ReadableHost
-from ..hosts.files import Request
+from ..hosts.files import Files, Request
 from .records import (
     STEP_MARKERS,
     End,
@@ -60,6 +61,8 @@ from .state import (
     RUNS,
     STATE,
     run_path,
+    run_paths,
+    runs_request,
     skipped_line,
     within_limit,
 )
@@ -257,15 +260,28 @@ def read_run(host: ReadableHost, run_id: str, *, damaged: bool = False) -> Run |
     """The run `run_id`, None when there is none; a damaged journal raises `DamagedJournal`,
     or with `damaged` is read as far as it can be (`Run.damage` says where it stops)."""
     path = run_path(run_id)
-    files = host.fetch(Request.of(whole=[path]))
+    return _run_in(host.fetch(Request.of(whole=[path])), path, damaged=damaged)
+
+
+def _run_in(files: Files, path: str, *, damaged: bool) -> Run | None:
+    """The run whose journal `files` read at `path` (see `read_run`)."""
     if path in files.errors:
         raise JournalError(f"{path}: cannot read run journal ({files.errors[path]}).")
     data = files.read(path)
     if data is None:
         return None
+    run_id = posixpath.basename(path).removesuffix(RUN_SUFFIX)
     run = read_journal(run_id, within_limit(path, data), path)
     if run.damage is not None and not damaged:
         raise run.damage
+    return run
+
+
+def _fetched_run(host: ReadableHost, files: Files, path: str, *, damaged: bool) -> Run:
+    """The run at `path`, read in `files` already; HostError when it went meanwhile."""
+    run = _run_in(files, path, damaged=damaged)
+    if run is None:
+        raise _no_run(host, posixpath.basename(path).removesuffix(RUN_SUFFIX))
     return run
 
 
@@ -371,10 +387,13 @@ def before_apply(
     host and a new run over them would hide them. `wait_for_lock` (the engine's): over SSH
     the script takes the lock later, so a run without its end may still be going (a pull on
     the host); it waits for the lock as a run would, and `LockHeld` names the holder."""
-    ids = run_ids(host)
-    newest = ids[-1] if ids and not after_interrupted else None
-    check_state(host, *([run_path(newest)] if newest else []))  # one round trip over SSH
-    run = None if newest is None else existing_run(host, newest, damaged=True)
+    # The names and the newest journal in one batch; who owns them in a second (over SSH,
+    # two round trips), before anything the journal says is believed.
+    listed = host.fetch(runs_request(0 if after_interrupted else 1))
+    paths = [] if after_interrupted else run_paths(listed)
+    newest = paths[0] if paths else None
+    check_state(host, *([newest] if newest else []))
+    run = None if newest is None else _fetched_run(host, listed, newest, damaged=True)
     if run is not None and run.damage is not None:
         # Whether it ended cannot be told: the operator decides, as for an interrupted run.
         raise JournalError(

@@ -4,9 +4,11 @@ these paths without loading the journal's record types until a journal is there 
 
 from __future__ import annotations
 
+import posixpath
+
 from ..errors import JournalError
 from ..hosts.bounded import size_text
-from ..hosts.files import MAX_STATE_BYTES
+from ..hosts.files import MAX_STATE_BYTES, Files, Request
 
 STATE = "/var/lib/tune"
 RUNS = f"{STATE}/runs"
@@ -36,3 +38,18 @@ def within_limit(path: str, data: bytes) -> bytes:
             "journal; it is not one tune wrote: move it out of the way to go on."
         )
     return data
+
+
+def runs_request(newest: int = 0) -> Request:
+    """The names of the run journals, and the contents of the `newest` ones; the others are
+    fetched newest first, as needed."""
+    journals = [(f"{RUNS}/*{RUN_SUFFIX}", newest)] if newest else []
+    return Request.of(listings=[RUNS], newest=journals)
+
+
+def run_paths(files: Files) -> list[str]:
+    """Journal paths from the listing, newest first (run ids sort by time)."""
+    paths = [
+        p for p in files.listing(RUNS) if posixpath.dirname(p) == RUNS and p.endswith(RUN_SUFFIX)
+    ]
+    return sorted(paths, key=posixpath.basename, reverse=True)

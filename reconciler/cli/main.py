@@ -136,10 +136,10 @@ def plan(
         if not optional:
             observed = observe(host, loaded.profile, not no_persist)
             return saved.of_phases(make_plan(loaded, observed, not no_persist), phases)
-        from ..apply import applied
+        from ..apply import applied, state
 
         wanted = request(loaded.profile, not no_persist)
-        files = host.fetch(wanted | applied.runs_request(applied.JOURNAL_BATCH))
+        files = host.fetch(wanted | state.runs_request(applied.JOURNAL_BATCH))
         made = make_plan(loaded, observation(host, files), not no_persist)
         notes = applied.unsupported_notes(host, files)
         return saved.of_phases(dataclasses.replace(made, notes=(*made.notes, *notes)), phases)

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..apply import applied
+from ..apply import applied, state
 from ..apply.applied import AppliedRun
 from ..errors import HostError, JournalError
 from ..hosts.base import ReadableHost
@@ -198,9 +198,9 @@ def gather(
     `digest`: what the profile file must hash to (`load_profile`)."""
     loaded = load_profile(profile_path, digest) if profile_path else stored_profile(host)
     wanted = request(loaded.profile, with_persistence) if loaded else IDENTITY
-    files = host.fetch(wanted | applied.runs_request(applied.JOURNAL_BATCH))
+    files = host.fetch(wanted | state.runs_request(applied.JOURNAL_BATCH))
     runs = applied.fetch_journals(host, files)
-    if loaded is None and not applied.run_paths(runs):
+    if loaded is None and not state.run_paths(runs):
         raise no_profile(host.describe())
     return Gathered(loaded, observation(host, files), runs, with_persistence)
 
@@ -294,7 +294,7 @@ def judge(gathered: Gathered, *, since_apply: bool, strict: bool = False) -> Dri
 
 
 def nothing_in_effect(runs: Files) -> str:
-    newest = applied.run_paths(runs)[0]
+    newest = state.run_paths(runs)[0]
     return (
         f"No run tune applied is in effect here (the newest, {newest}, was rolled back): "
         "every difference from the profile is not applied, none is drift."
