@@ -22,7 +22,7 @@ from ..hosts.base import Host
 from ..hosts.files import Request
 from .verify import BootVerdict, PendingBoot, verify
 
-# How often a rebooting host is asked for its boot id (each try may take the connect timeout).
+# How often a rebooting host's boot id is read: on the host while it is up, else by a reconnect.
 POLL_S = 2.0
 # The longest one try waits on the host for the boot id to change (`value_unlike`): long enough
 # that a host's reboot costs a few round trips, short enough that a connection left open by a

@@ -148,7 +148,7 @@ _OPTIONS = [
         default=2.0,
         show_default=True,
         metavar="SECONDS",
-        help="How often a rebooting host is asked for its boot id.",
+        help="How often a rebooting host's boot id is read (on the host while it is up).",
     ),
 ]
 _OPTION_NAMES = (

@@ -47,7 +47,7 @@ class Pace:
     forks: int
     budget: FailureBudget
     pause_between: float = 0.0  # seconds between two waves
-    poll: float = POLL_S  # how often a rebooting host is asked for its boot id
+    poll: float = POLL_S  # how often a rebooting host's boot id is read
     before_reboot: str | None = None
     after_verify: str | None = None
     hook_timeout: float = 600.0
