@@ -17,8 +17,9 @@ from test_shell_read import LocalShellHost
 from reconciler.apply.engine import execute, prepare
 from reconciler.apply.journal import LOCK, PROFILE, read_run, run_ids
 from reconciler.apply.sh_engine import apply_remote, printf_format, quoted, store_profile_remote
-from reconciler.errors import LockHeld
+from reconciler.errors import ConnectError, LockHeld
 from reconciler.hosts.directory import SnapshotHost
+from reconciler.hosts.shell import ScriptResult
 from reconciler.profile.load import load_profile
 
 
@@ -85,7 +86,8 @@ def test_the_script_leaves_the_tree_a_local_apply_leaves(tmp_path: Path) -> None
 
 def test_an_apply_reads_profile_yaml_once_in_the_observation(tmp_path: Path) -> None:
     """The stored profile.yaml the run replaces (its prior text journaled) is the one the
-    observation read in its batch: the apply costs two round trips, start and one poll."""
+    observation read in its batch: the apply costs one round trip, the start and the first
+    poll together."""
     remote, profile = host_and_profile(tmp_path, "remote")
     write(remote, PROFILE, "# an earlier apply's\n")
     loaded = load_profile(str(profile))
@@ -93,7 +95,7 @@ def test_an_apply_reads_profile_yaml_once_in_the_observation(tmp_path: Path) -> 
     work = prepare(shell, loaded, runtime_only=True, preflight_here=False)
     shell.scripts.clear()
     done = apply_remote(shell, work, loaded, phase="runtime", timeout=60, interval=0.05)
-    assert len(shell.scripts) == 2, "start, then one poll"
+    assert len(shell.scripts) == 1, "the start and the first poll"
     run = read_run(SnapshotHost(remote), done.run_id)
     assert run is not None and run.profile_prior == (True, "# an earlier apply's\n")
 
@@ -131,3 +133,43 @@ def test_a_script_refuses_a_run_that_goes_on(tmp_path: Path) -> None:
         holder.kill()
         holder.wait()
     assert not (root / PROFILE.lstrip("/")).exists()
+
+
+class BrokenAfterStart(LocalShellHost):
+    """Once `breaking`: the next script runs, then its session ends with no exit status, as
+    paramiko reports a connection that broke (-1); every later round trip finds it closed."""
+
+    breaking = False
+
+    def run_script(self, script: str, timeout: float | None = None) -> ScriptResult:
+        if not self.breaking:
+            return super().run_script(script, timeout)
+        if self.scripts:
+            raise ConnectError(f"{self.name}: the connection is closed.")
+        super().run_script(script, timeout)
+        return ScriptResult(b"", b"", -1)
+
+
+def test_a_connection_that_breaks_as_the_run_starts_says_where_to_look(tmp_path: Path) -> None:
+    """The start and the first poll are one round trip: a connection that breaks in it is a
+    connection error naming `tune history` (the run may have started and goes on without it),
+    never "could not be started"; the host ends the run on its own."""
+    remote, profile = host_and_profile(tmp_path, "remote")
+    loaded = load_profile(str(profile))
+    shell = BrokenAfterStart(remote)
+    work = prepare(shell, loaded, runtime_only=True, preflight_here=False)
+    shell.scripts.clear()
+    shell.breaking = True
+    with pytest.raises(ConnectError) as caught:
+        apply_remote(shell, work, loaded, phase="runtime", timeout=60, interval=0.05)
+    said = str(caught.value)
+    assert "the connection broke before the apply answered" in said
+    assert "if it started, it goes on without the connection" in said
+    assert f"`tune history -H {shell.name}` shows which" in said
+    deadline = time.monotonic() + 60
+    while (run := read_run(SnapshotHost(remote), run_ids(SnapshotHost(remote))[0])) is None or (
+        run.outcome == "interrupted"
+    ):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert run.outcome == "applied"

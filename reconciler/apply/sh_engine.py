@@ -118,6 +118,8 @@ UNMET = 90
 HELD = 91
 # Exit status of a script that found the lock held past `lock.WAIT` (its stderr: the holder).
 LOCKED = 92
+# What a session that ended without an exit status reads as (paramiko's; a broken connection).
+NO_STATUS = -1
 
 
 def _holder() -> str:
@@ -497,6 +499,10 @@ def _started(host: ShellHost, done: ScriptResult, *, polled: bool = False) -> No
     """Raise for a starter that stopped before it started the run: the lock held, a
     requirement unmet, the script not stored. `polled`: the first poll ran after it, in the
     same round trip, and ended with one of its own statuses."""
+    if done.status == NO_STATUS:
+        # The session ended without an exit status: the connection broke (or the starter was
+        # killed), maybe after the run started, which then goes on without it.
+        raise ConnectError(f"{host.name}: the connection broke before the apply answered.")
     _lock_held(done)
     if done.status == UNMET:
         problems = done.stderr.decode("utf-8", "replace").strip()
