@@ -15,7 +15,7 @@ from small_host import SmallHost, build, tree, write_profile
 from test_shell_read import LocalShellHost
 
 from reconciler.apply.engine import execute, prepare
-from reconciler.apply.journal import LOCK, PROFILE, read_run, run_ids
+from reconciler.apply.journal import LOCK, PROFILE, before_apply, read_run, run_ids
 from reconciler.apply.sh_engine import apply_remote, printf_format, quoted, store_profile_remote
 from reconciler.errors import ConnectError, LockHeld
 from reconciler.hosts.directory import SnapshotHost
@@ -173,3 +173,22 @@ def test_a_connection_that_breaks_as_the_run_starts_says_where_to_look(tmp_path:
         assert time.monotonic() < deadline
         time.sleep(0.05)
     assert run.outcome == "applied"
+
+
+def test_a_directory_named_like_a_journal_is_no_newer_run(tmp_path: Path) -> None:
+    """runs/ holds a directory `zzz.jsonl`: the batch's newest-journal glob matches it, the
+    listing (files only) does not. The check before a run reads the listing's newest run on
+    its own, and finds it ended, never "no run" or the directory."""
+    remote, profile = host_and_profile(tmp_path, "remote")
+    loaded = load_profile(str(profile))
+    shell = LocalShellHost(remote)
+    apply_remote(
+        shell,
+        prepare(shell, loaded, runtime_only=True, preflight_here=False),
+        loaded,
+        phase="runtime",
+        timeout=60,
+        interval=0.05,
+    )
+    (remote / "var/lib/tune/runs/zzz.jsonl").mkdir(mode=0o700)
+    before_apply(shell)  # raises for an unfinished run or one it cannot find

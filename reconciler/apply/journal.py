@@ -277,12 +277,15 @@ def _run_in(files: Files, path: str, *, damaged: bool) -> Run | None:
     return run
 
 
-def _fetched_run(host: ReadableHost, files: Files, path: str, *, damaged: bool) -> Run:
-    """The run at `path`, read in `files` already; HostError when it went meanwhile."""
-    run = _run_in(files, path, damaged=damaged)
-    if run is None:
-        raise _no_run(host, posixpath.basename(path).removesuffix(RUN_SUFFIX))
-    return run
+def _fetched_run(host: ReadableHost, files: Files, path: str) -> Run:
+    """The run at `path` as far as it reads, from `files` when they hold it; else read on its
+    own (the glob's newest match was not the listing's: a directory named like a journal, a
+    run that began between the two)."""
+    if path in files.contents or path in files.errors:
+        run = _run_in(files, path, damaged=True)
+        if run is not None:
+            return run
+    return existing_run(host, posixpath.basename(path).removesuffix(RUN_SUFFIX), damaged=True)
 
 
 def every_run(host: ReadableHost) -> tuple[list[Run], list[DamagedJournal]]:
@@ -389,11 +392,11 @@ def before_apply(
     the host); it waits for the lock as a run would, and `LockHeld` names the holder."""
     # The names and the newest journal in one batch; who owns them in a second (over SSH,
     # two round trips), before anything the journal says is believed.
-    listed = host.fetch(runs_request(0 if after_interrupted else 1))
-    paths = [] if after_interrupted else run_paths(listed)
+    listed = None if after_interrupted else host.fetch(runs_request(1))
+    paths = [] if listed is None else run_paths(listed)
     newest = paths[0] if paths else None
     check_state(host, *([newest] if newest else []))
-    run = None if newest is None else _fetched_run(host, listed, newest, damaged=True)
+    run = None if newest is None or listed is None else _fetched_run(host, listed, newest)
     if run is not None and run.damage is not None:
         # Whether it ended cannot be told: the operator decides, as for an interrupted run.
         raise JournalError(

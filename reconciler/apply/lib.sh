@@ -32,18 +32,22 @@ fsync() { sync -- "$@" 2>/dev/null || sync; }
 # JSIZE is the journal's size as rec left it (empty: not known, measured once); whatever else
 # appends to the journal empties it. A dd without oflag=append fails before it writes: the
 # journal's size tells, and the shell's printf appends instead, checked by the size after it.
+# RECAT: the size before a record being appended; a signal that kills dd in the middle of it
+# runs the trap (`fail`) before rec can truncate, so `fail` cuts the torn part off first.
 JSIZE=
+RECAT=
 rec() {
     [ -n "$JSIZE" ] || JSIZE=$(($(wc -c <"$J"))) || return 1
-    s=$JSIZE; JSIZE=
+    s=$JSIZE; JSIZE=; RECAT=$s
     # A here-document, not a pipe: dash writes a short one itself, with no process to feed dd.
     if dd of="$J" oflag=append conv=notrunc,fsync status=none 2>/dev/null <<TUNE_RECORD ||
 $1
 TUNE_RECORD
         { [ $(($(wc -c <"$J"))) -eq "$s" ] && printf '%s\n' "$1" >>"$J" && fsync "$J" &&
             [ $(($(wc -c <"$J"))) -eq $((s + ${#1} + 1)) ]; }
-    then JSIZE=$((s + ${#1} + 1)); return 0; fi
+    then JSIZE=$((s + ${#1} + 1)); RECAT=; return 0; fi
     truncate -s "$s" "$J" 2>/dev/null
+    RECAT=
     ERR="$J: cannot append a whole record (is the device full?)"
     return 1
 }
@@ -838,6 +842,8 @@ shown() {
 
 fail() {
     trap '' TERM HUP INT
+    # Interrupted in the middle of a record: it is cut off before the failure is journaled.
+    if [ -n "$RECAT" ]; then truncate -s "$RECAT" "$J" 2>/dev/null; RECAT=; JSIZE=; fi
     rec "{\"type\":\"failed\",\"error\":\"$(jstr "$1")\",\"at\":\"$(jstr "$AT")\"}"
     FAILS=0
     for n in $DONE; do restore_step "$n"; done

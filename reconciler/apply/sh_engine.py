@@ -419,7 +419,8 @@ class ApplyScript:
             f'F="$R"{quoted(script)}\n'
             f"cat >\"$F.new\" <<'{fence}'\n{self.text}{fence}\n"
             'mv -f "$F.new" "$F" || exit 1\n'
-            f'sh "$F" check || exit {UNMET}\n'
+            # Its words go to stderr: stdout may be the first poll's (the journal).
+            f'sh "$F" check >&2 || exit {UNMET}\n'
             # A run going on, pushed or pulled, is named here, before this one is started.
             "lock_free\n"
             "if command -v setsid >/dev/null 2>&1; then S=setsid; else S=; fi\n"
@@ -540,25 +541,15 @@ def wait(
     journal = quoted(f".{run_path(run_id)}")
     deadline = time.monotonic() + timeout
     ticks = max(1, int(min(timeout / 2, 30.0) / interval))
-    paused = "" if pause_at is None else f"    {quoted(render(Verified(pause_at)))}) break ;;\n"
-    # The `end` record is the script's last, yet it holds the lock until its process exits:
-    # a run ends for tune once the lock is free too, or the next script (a rollback, a
-    # promotion) started right away finds it held. Without flock there is no lock to wait on.
-    script = (
-        f'cd -- "${{TUNE_ROOT:-/}}" || exit 1\ni=0\n'
-        f"released() {{ ! command -v flock >/dev/null 2>&1 || [ ! -f {quoted('.' + LOCK)} ] || "
-        f"(exec 8<{quoted('.' + LOCK)} && flock -n 8); }}\n"
-        f"while [ $i -lt {ticks} ]; do\n"
-        f'    case "$(tail -n 1 {journal} 2>/dev/null)" in\n'
-        f'    \'{{"type":"end"\'*) released && break ;;\n{paused}'
-        "    esac\n"
-        f"    sleep {interval:g}; i=$((i + 1))\n"
-        f"done\n[ -e {journal} ] || exit 0\ncat -- {journal}\nreleased || exit {HELD}\n"
-    )
+    script = _poll(journal, interval, ticks, pause_at)
     if starting is not None:
         first = starting.starter(announce=False) + first
+    # The start may wait lock.WAIT seconds for the lock: the first poll that follows it in the
+    # same round trip is shorter by as much, so both fit in one command timeout.
+    waits = _poll(journal, interval, ticks - int(lock.WAIT / interval)) if starting else script
     while True:
-        done = host.run_script(first + script)
+        done = host.run_script(first + waits)
+        waits = script
         if starting is not None:
             _started(host, done, polled=True)
             starting = None
@@ -576,6 +567,25 @@ def wait(
                 f"{host.name}: run {run_id} has not finished within {timeout:g} s; it goes on "
                 f"on the host: `tune history -H {host.name}` shows its outcome."
             )
+
+
+def _poll(journal: str, interval: float, ticks: int, pause_at: int | None = None) -> str:
+    """One poll of `wait`: up to `ticks` looks at the journal's last record, `interval` apart."""
+    paused = "" if pause_at is None else f"    {quoted(render(Verified(pause_at)))}) break ;;\n"
+    # The `end` record is the script's last, yet it holds the lock until its process exits:
+    # a run ends for tune once the lock is free too, or the next script (a rollback, a
+    # promotion) started right away finds it held. Without flock there is no lock to wait on.
+    return (
+        f'cd -- "${{TUNE_ROOT:-/}}" || exit 1\ni=0\n'
+        f"released() {{ ! command -v flock >/dev/null 2>&1 || [ ! -f {quoted('.' + LOCK)} ] || "
+        f"(exec 8<{quoted('.' + LOCK)} && flock -n 8); }}\n"
+        f"while [ $i -lt {max(1, ticks)} ]; do\n"
+        f'    case "$(tail -n 1 {journal} 2>/dev/null)" in\n'
+        f'    \'{{"type":"end"\'*) released && break ;;\n{paused}'
+        "    esac\n"
+        f"    sleep {interval:g}; i=$((i + 1))\n"
+        f"done\n[ -e {journal} ] || exit 0\ncat -- {journal}\nreleased || exit {HELD}\n"
+    )
 
 
 def _paused(run: Run, pause_at: int | None) -> bool:
@@ -656,18 +666,19 @@ def apply_remote(
         later=work.promote,
         as_read=AsRead(prior_bytes),
     )
-    if around is not None:
-        start(host, script)
+    started = False
     try:
         if around is None:  # started in the first poll's round trip
             run = wait(host, script.run_id, timeout, interval, starting=script)
         else:
+            start(host, script)
+            started = True
             run = _wait_probed(host, script.run_id, len(work.steps), around, timeout, interval)
     except ConnectError as exc:
-        # Without probes the connection may have broken before the run started.
-        started = "if it started, it" if around is None else "it"
+        # The connection may have broken before the host said the run started.
+        which = "it" if started else "if it started, it"
         raise ConnectError(
-            f"{exc} Run {script.run_id}: {started} goes on without the connection: the host "
+            f"{exc} Run {script.run_id}: {which} goes on without the connection: the host "
             f"completes or rolls it back on its own; `tune history -H {host.name}` shows which."
         ) from exc
     if run.outcome != "applied":

@@ -50,6 +50,7 @@ def wait_for_new_boot(
     deadline = start + timeout
     while True:
         within = max(0.0, min(LONG_POLL_S, deadline - clock()))
+        tried = clock()
         try:
             with idle():
                 now = host.value_unlike(BOOT_ID, before, within, interval)
@@ -69,8 +70,9 @@ def wait_for_new_boot(
             progress(
                 f"Waiting for {host.describe()} to boot: {clock() - start:.0f} of {timeout:g} s"
             )
+        # A try that waited on the host has waited already: only what is left of `interval`.
         with idle():
-            sleep(interval)
+            sleep(max(0.0, interval - (clock() - tried)))
 
 
 def boot_id_of(host: Host) -> str | None:

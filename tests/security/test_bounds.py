@@ -318,6 +318,40 @@ def test_the_remote_engine_appends_records_whole_with_either_dd(tmp_path: Path, 
     assert journal.read_text() == expected
 
 
+def test_a_signal_in_the_middle_of_a_record_leaves_only_whole_records(tmp_path: Path) -> None:
+    """A SIGTERM to the script while dd appends a record (dd killed part way, as a signal to the
+    whole process group does): the script's trap (`fail`) runs before `rec` can truncate, so
+    `fail` cuts the torn part off before it journals the failure and the end."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    once = tmp_path / "torn-once"
+    shim = bin_dir / "dd"
+    shim.write_text(
+        "#!/bin/sh\n"
+        f'[ -e {once} ] && exec /usr/bin/env PATH=/usr/bin:/bin dd "$@"\n'
+        f": >{once}\n"
+        'for a; do case "$a" in of=*) out=${a#of=} ;; esac; done\n'
+        'head -c 100 >>"$out"\n'
+        'kill -TERM "$PPID"; kill -KILL $$\n'
+    )
+    shim.chmod(0o755)
+    journal = tmp_path / "run.jsonl"
+    journal.write_bytes(b'{"type":"run"}\n')
+    record = json.dumps({"type": "step", "seq": 0, "data": "x" * 1000})
+    script = (
+        f". {LIBRARY}\nJ={journal}\nDONE=; AT=start\n"
+        "trap 'fail \"interrupted by SIGTERM\"' TERM\n"
+        'rec "$1"\necho survived\n'
+    )
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    done = subprocess.run(
+        ["sh", "-c", script, "sh", record], capture_output=True, text=True, timeout=60, env=env
+    )
+    assert done.returncode == 3 and "survived" not in done.stdout, done.stdout + done.stderr
+    lines = journal.read_text().splitlines()
+    assert [json.loads(line)["type"] for line in lines] == ["run", "failed", "end"], lines
+
+
 # Snapshot archives: a few hundred KB of gzip that unpack to hundreds of megabytes.
 
 BOMB_MEMBER = 300 << 20
