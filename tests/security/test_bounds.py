@@ -285,33 +285,47 @@ def test_the_remote_engine_keeps_a_record_whole_or_not_at_all(tmp_path: Path, sh
     assert journal.read_bytes() == b'{"type":"run"}\n'
 
 
+def rec_with(
+    tmp_path: Path, dd: str | None, body: str, *args: str
+) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """`body` run by sh with lib.sh sourced and J a journal holding a `run` record; `dd`: the
+    text of a `dd` that comes first on PATH (None: the system's). Returns how it ended and J."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    if dd is not None:
+        (bin_dir / "dd").write_text(dd)
+        (bin_dir / "dd").chmod(0o755)
+    journal = tmp_path / "run.jsonl"
+    journal.write_bytes(b'{"type":"run"}\n')
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    done = subprocess.run(
+        ["sh", "-c", f". {LIBRARY}\nJ={journal}\n{body}", "sh", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    return done, journal
+
+
 @pytest.mark.parametrize("dd", ["system", "without oflag=append"])
 def test_the_remote_engine_appends_records_whole_with_either_dd(tmp_path: Path, dd: str) -> None:
     """`rec` appends with dd (one process a record); a dd that refuses oflag=append writes
     nothing and the shell appends instead. Either way every record lands whole, a long one
     (past a pipe's 4 KiB, which dash feeds through a process of its own) too, and `JSIZE`
     keeps up with the journal's size."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    if dd != "system":
-        shim = bin_dir / "dd"
-        shim.write_text("#!/bin/sh\necho \"dd: invalid output flag: 'append'\" >&2\nexit 1\n")
-        shim.chmod(0o755)
-    journal = tmp_path / "run.jsonl"
-    journal.write_bytes(b'{"type":"run"}\n')
+    refusing = "#!/bin/sh\necho \"dd: invalid output flag: 'append'\" >&2\nexit 1\n"
     records = [
         json.dumps({"type": "step", "seq": 0, "data": "a \\ $HOME `id` \\n"}),
         json.dumps({"type": "step", "seq": 1, "data": "x" * 9000}),
         json.dumps({"type": "written", "seq": 1}),
     ]
-    script = (
-        f". {LIBRARY}\nJ={journal}\n"
+    done, journal = rec_with(
+        tmp_path,
+        None if dd == "system" else refusing,
         'for r; do rec "$r" || { echo "refused: $ERR"; exit 1; }; done\n'
-        '[ "$JSIZE" -eq "$(wc -c <"$J")" ] && echo whole\n'
-    )
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
-    done = subprocess.run(
-        ["sh", "-c", script, "sh", *records], capture_output=True, text=True, timeout=60, env=env
+        '[ "$JSIZE" -eq "$(wc -c <"$J")" ] && echo whole\n',
+        *records,
     )
     assert done.stdout == "whole\n", done.stdout + done.stderr
     expected = '{"type":"run"}\n' + "".join(f"{r}\n" for r in records)
@@ -322,11 +336,8 @@ def test_a_signal_in_the_middle_of_a_record_leaves_only_whole_records(tmp_path: 
     """A SIGTERM to the script while dd appends a record (dd killed part way, as a signal to the
     whole process group does): the script's trap (`fail`) runs before `rec` can truncate, so
     `fail` cuts the torn part off before it journals the failure and the end."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
     once = tmp_path / "torn-once"
-    shim = bin_dir / "dd"
-    shim.write_text(
+    torn = (
         "#!/bin/sh\n"
         f'[ -e {once} ] && exec /usr/bin/env PATH=/usr/bin:/bin dd "$@"\n'
         f": >{once}\n"
@@ -334,18 +345,12 @@ def test_a_signal_in_the_middle_of_a_record_leaves_only_whole_records(tmp_path: 
         'head -c 100 >>"$out"\n'
         'kill -TERM "$PPID"; kill -KILL $$\n'
     )
-    shim.chmod(0o755)
-    journal = tmp_path / "run.jsonl"
-    journal.write_bytes(b'{"type":"run"}\n')
     record = json.dumps({"type": "step", "seq": 0, "data": "x" * 1000})
-    script = (
-        f". {LIBRARY}\nJ={journal}\nDONE=; AT=start\n"
-        "trap 'fail \"interrupted by SIGTERM\"' TERM\n"
-        'rec "$1"\necho survived\n'
-    )
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
-    done = subprocess.run(
-        ["sh", "-c", script, "sh", record], capture_output=True, text=True, timeout=60, env=env
+    done, journal = rec_with(
+        tmp_path,
+        torn,
+        'DONE=; AT=start\ntrap \'fail "interrupted by SIGTERM"\' TERM\nrec "$1"\necho survived\n',
+        record,
     )
     assert done.returncode == 3 and "survived" not in done.stdout, done.stdout + done.stderr
     lines = journal.read_text().splitlines()
