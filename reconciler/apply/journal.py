@@ -1,6 +1,10 @@
 """The run journal on the target: `/var/lib/tune/runs/<run-id>.jsonl`, one fsynced JSON record
 per line, mode 0600, written through the host so it lives where the changes are.
 
+Every record a later write depends on is on disk before that write; the `written` and
+`verified` markers of a pushed run's script reach the disk with the record after them (the next
+step's, the `end`), since a rollback restores a journaled step whatever its markers say.
+
 Records (the contract `tune check --since-apply` reads; see README "The run journal"):
 - `run` first: run_id, started, profile, phase, host, boot_id;
 - `step` BEFORE its write: seq, id, kind, target, prior, desired, and the step's data (probe,

@@ -18,6 +18,8 @@ MADE=
 # $1 as the inside of a JSON string, as json.dumps writes it: newlines and tabs escaped (a
 # command's output has them), other control characters dropped.
 TAB=$(printf '\t')
+NL='
+'
 jstr() {
     printf '%s' "$1" | sed 's/\\/\\\\/g; s/"/\\"/g' | sed "s/$TAB/\\\\t/g" |
         awk 'NR > 1 { printf "%s", "\\n" } { printf "%s", $0 }' | tr -d '\000-\037'
@@ -27,25 +29,35 @@ fsync() { sync -- "$@" 2>/dev/null || sync; }
 # Append one record, whole and on disk, or leave the journal as it was and fail: a device that
 # fills up takes part of a record, and the shell's printf does not always say so. A step whose
 # record is not whole is not written (`rec ... || fail`). LC_ALL=C: ${#1} counts bytes.
-# One dd appends, syncs and fails on a short write: a run makes three records a step, and
-# measuring the journal before and after each (two `wc`, a `sync`) was most of its processes.
+# One dd appends, syncs and fails on a short write: measuring the journal before and after each
+# record (two `wc`, a `sync`) was most of a run's processes.
 # JSIZE is the journal's size as rec left it (empty: not known, measured once); whatever else
 # appends to the journal empties it. A dd without oflag=append fails before it writes: the
 # journal's size tells, and the shell's printf appends instead, checked by the size after it.
 # RECAT: the size before a record being appended; a signal that kills dd in the middle of it
 # runs the trap (`fail`) before rec can truncate, so `fail` cuts the torn part off first.
+# `note` keeps a record that nothing waits on (a step's `written` and `verified`: a rollback
+# restores every journaled step whatever its markers say) for the next `rec` to append in the
+# same dd, so a step costs one record's sync, not three; `flush` appends what is kept.
 JSIZE=
 RECAT=
-rec() {
+PEND=
+note() { PEND="${PEND:+$PEND
+}$1"; }
+# A record that cannot be appended (or is torn by a signal: `fail`) is dropped again, its step
+# not written; the kept ones wait for the next. KEPT: what was kept before it.
+rec() { KEPT=$PEND; note "$1"; append && return 0; PEND=$KEPT; return 1; }
+flush() { KEPT=$PEND; [ -z "$PEND" ] || append; }
+append() {
     [ -n "$JSIZE" ] || JSIZE=$(($(wc -c <"$J"))) || return 1
     s=$JSIZE; JSIZE=; RECAT=$s
     # A here-document, not a pipe: dash writes a short one itself, with no process to feed dd.
     if dd of="$J" oflag=append conv=notrunc,fsync status=none 2>/dev/null <<TUNE_RECORD ||
-$1
+$PEND
 TUNE_RECORD
-        { [ $(($(wc -c <"$J"))) -eq "$s" ] && printf '%s\n' "$1" >>"$J" && fsync "$J" &&
-            [ $(($(wc -c <"$J"))) -eq $((s + ${#1} + 1)) ]; }
-    then JSIZE=$((s + ${#1} + 1)); RECAT=; return 0; fi
+        { [ $(($(wc -c <"$J"))) -eq "$s" ] && printf '%s\n' "$PEND" >>"$J" && fsync "$J" &&
+            [ $(($(wc -c <"$J"))) -eq $((s + ${#PEND} + 1)) ]; }
+    then JSIZE=$((s + ${#PEND} + 1)); RECAT=; PEND=; return 0; fi
     truncate -s "$s" "$J" 2>/dev/null
     RECAT=
     ERR="$J: cannot append a whole record (is the device full?)"
@@ -80,6 +92,14 @@ END {
     print out; exit 0 }
   print trim(v) }'
 
+# KTEXT's answer without awk for the usual write, canonical decimal numbers to a file that
+# offers no [choice]: NEW, the numbers tab-separated. Status 1: KTEXT decides.
+plain_ktext() {
+    case "$2" in '' | *[!0-9\ ]* | ' '* | *' ' | *'  '* | 0[0-9]* | *' '0[0-9]*) return 1 ;; esac
+    while IFS= read -r l || [ -n "$l" ]; do case "$l" in *\[*) return 1 ;; esac; done <"$1"
+    new=; for w in $2; do new="${new:+$new$TAB}$w"; done
+}
+
 # Whoever built the step, a primitive touches only an absolute path with no `.` or `..`
 # component (host.checked): a name that a host's glob expanded never leads out of the tree it was
 # found in (dash expands `.?` to `..`). Sets ERR and succeeds for a path to refuse.
@@ -93,18 +113,36 @@ abnormal() {
 # Whether a path accepts writes (host.writable): a path not there yet by the directory it would
 # be made in (a first apply creates /var/lib/tune/runs); on a snapshot by the permission bits
 # alone, whoever runs the script (emulate.writable).
-writable() { if [ -n "$EMU" ]; then emu_writable "$1"; else [ -w "$(existing "$1")" ]; fi; }
+writable() { existing "$1"; if [ -n "$EMU" ]; then emu_writable; else [ -w "$E" ]; fi; }
 
-# $1 itself, or the nearest directory above it that exists.
+# E: $1 itself, or the nearest directory above it that exists (a variable, not a subshell's
+# output: a check of hundreds of paths forks for none).
 existing() {
-    e="$R$1"
-    while [ ! -e "$e" ] && [ ! -h "$e" ] && [ "$e" != "${e%/*}" ]; do e="${e%/*}"; done
-    printf '%s' "${e:-/}"
+    E="$R$1"
+    while [ ! -e "$E" ] && [ ! -h "$E" ] && [ "$E" != "${E%/*}" ]; do E="${E%/*}"; done
+    E="${E:-/}"
 }
 
+# Whether E accepts writes on a snapshot: by its permission bits.
 emu_writable() {
-    case $(stat -L -c %A "$(existing "$1")") in *w*) return 0 ;; esac
+    case "$EMU_W" in *"$NL$E$NL"*) return 0 ;; esac
+    case $(stat -L -c %A "$E") in *w*) return 0 ;; esac
     return 1
+}
+# On a snapshot, the paths of $@ (with $R) that accept writes, in one `stat` for all (a script's
+# many sysctls, a `stat` each before): EMU_W keeps them for emu_writable, whose answer they are
+# only while the script runs. A path not there is left to emu_writable.
+EMU_W=
+emu_stat_all() {
+    [ -n "$EMU" ] && [ $# -gt 0 ] || return 0
+    for p; do case "$p" in *"$NL"*) return 0 ;; esac; done
+    m=$(stat -L -c '%A %n' -- "$@" 2>/dev/null)
+    EMU_W="$NL"
+    while [ -n "$m" ]; do
+        l=${m%%"$NL"*}
+        case "$m" in *"$NL"*) m=${m#*"$NL"} ;; *) m= ;; esac
+        case "${l%% *}" in *w*) EMU_W="$EMU_W${l#* }$NL" ;; esac
+    done
 }
 
 # A write the kernel rejects (host.refusal): REFUSED=1 for EINVAL, EOPNOTSUPP and ENOTSUPP (524),
@@ -198,11 +236,12 @@ set_attr() {
     abnormal "$1" && return 1
     if [ -n "$EMU" ]; then
         [ -f "$f" ] || { ERR="$1: cannot open for writing (No such file or directory)."; return 1; }
-        emu_writable "$1" || { ERR="$1: cannot open for writing (Permission denied)."; return 1; }
+        writable "$1" || { ERR="$1: cannot open for writing (Permission denied)."; return 1; }
         m="$R/.tune-emulate/refuses$1"
         [ -f "$m" ] && { refused "$1" "$2" "$(strerror "$(tr -d ' \n' <"$m")")"; return 1; }
         if affinity_list "$1"; then emu_affinity "$1" "$2" || return 1
-        else new=$(V="$2" awk "$KTEXT" "$f") || { refused "$1" "$2" "Invalid argument"; return 1; }
+        elif ! plain_ktext "$f" "$2"; then
+            new=$(V="$2" awk "$KTEXT" "$f") || { refused "$1" "$2" "Invalid argument"; return 1; }
         fi
         printf '%s\n' "$new" >"$f" || { ERR="$1: cannot write."; return 1; }
     else
@@ -221,7 +260,7 @@ put_file() {
     # A record that could not be journaled keeps rec's reason (a full device) in ERR.
     [ -z "${4:-}" ] || creates "$4" "${1%/*}" || return 1
     injected && return $RC
-    if mkdir -p "$d" && printf "$3" >"$t" && chmod "$2" "$t" && fsync "$t" &&
+    if { [ -d "$d" ] || mkdir -p "$d"; } && printf "$3" >"$t" && chmod "$2" "$t" && fsync "$t" &&
         mv -f "$t" "$f" && fsync "$d"
     then return 0; fi
     rm -f "$t"; ERR="$1: cannot write."; return 1
@@ -783,9 +822,7 @@ reading() {
     ! abnormal "$2" && [ -e "$f" ] || return 1
     case "$1" in
     text) cat "$f" ;;
-    # tr alone (one process, not two): after it the file is one line, the spaces at its ends
-    # taken off here.
-    words) ws=$(tr -s '[:space:]' ' ' <"$f"); ws=${ws# }; printf '%s' "${ws% }" ;;
+    words) words_of "$f"; printf '%s' "$WS" ;;
     choice)
         s=$(tr '\n' ' ' <"$f" | sed -n 's/^[^[]*\[\([^]][^]]*\)\].*/\1/p')
         if [ -n "$s" ]; then printf '%s' "$s"; else reading words "$2" "$3"; fi ;;
@@ -798,12 +835,42 @@ reading() {
     esac
 }
 
+# WS: the words of file $1, one space apart. tr alone (one process, not two): after it the
+# file is one line, the spaces at its ends taken off here.
+words_of() { WS=$(tr -s '[:space:]' ' ' <"$1"); WS=${WS# }; WS=${WS% }; }
+
 # Whether the reading is exactly $4 (text keeps trailing newlines: compare with a sentinel).
+# Words (every sysctl's read-back) in this shell, not in a subshell of its own.
 reads() {
+    if [ "$1" = words ]; then
+        ! abnormal "$2" && [ -e "$R$2" ] || return 1
+        words_of "$R$2"; [ "$WS" = "$4" ]; return
+    fi
     g=$(reading "$1" "$2" "$3"; s=$?; printf x; exit $s) || return 1
     [ "${g%x}" = "$4" ]
 }
 reads_absent() { ! reading "$1" "$2" "$3" >/dev/null; }
+# `reads words` of many files in one awk (as_read's sysctls, one `tr` each before): status 0
+# when file $1 reads as $2, $3 as $4, and so on. Status 1 when one differs, or is not there, or
+# holds a byte awk and `tr` might read alike or not (outside printable ASCII): the caller then
+# reads each on its own. awk reads a file from offset 0 in one read(2), as /proc/sys needs.
+WORDS_ARE='
+BEGIN {
+  for (i = 2; i < ARGC; i += 2) { f = ARGV[1] ARGV[i]; w = ""
+    while ((r = (getline l < f)) > 0) { if (l ~ /[^\t\r\f\v -~]/) exit 1; w = w " " l }
+    close(f)
+    if (r < 0) exit 1
+    gsub(/[ \t\r\f\v]+/, " ", w); sub(/^ /, "", w); sub(/ $/, "", w)
+    if (w != ARGV[i + 1] "") exit 1 }
+  exit 0 }'
+words_are() {
+    n=0
+    for a; do
+        n=$((n + 1))
+        [ $((n % 2)) -eq 0 ] || { ! abnormal "$a" && [ -f "$R$a" ]; } || return 1
+    done
+    awk "$WORDS_ARE" "$R" "$@"
+}
 # `reads text` of a one-line file ($2: the line, without its newline) and `reads words`, with
 # builtins only: the check of hundreds of files a pushed run makes before its first write
 # (`as_read`) forks for none of them. A \r, \v or \f that `tr` would count as a space is kept,
@@ -843,7 +910,7 @@ shown() {
 fail() {
     trap '' TERM HUP INT
     # Interrupted in the middle of a record: it is cut off before the failure is journaled.
-    if [ -n "$RECAT" ]; then truncate -s "$RECAT" "$J" 2>/dev/null; RECAT=; JSIZE=; fi
+    if [ -n "$RECAT" ]; then truncate -s "$RECAT" "$J" 2>/dev/null; RECAT=; JSIZE=; PEND=$KEPT; fi
     rec "{\"type\":\"failed\",\"error\":\"$(jstr "$1")\",\"at\":\"$(jstr "$AT")\"}"
     FAILS=0
     for n in $DONE; do restore_step "$n"; done
@@ -871,7 +938,7 @@ end() { rec "{\"type\":\"end\",\"outcome\":\"$1\",\"finished\":\"$(now)\"}"; }
 
 # tune's own directories (state, lock) are 0700 whatever the umask: nobody else plants a link
 # or a journal there. tune checks who owns them (trust.check) before it starts a script.
-private_dir() { (umask 077 && mkdir -p "$R$1"); }
+private_dir() { [ -d "$R$1" ] || (umask 077 && mkdir -p "$R$1"); }
 
 # The lock as apply/lock.py specifies it for both engines: a holder that is ending (a detached
 # apply between its `end` record and its exit) is waited for, $LOCK_WAIT seconds at most; a run
@@ -905,6 +972,8 @@ lock_free() {
 # first line ("ok", or why a gate failed), then the journal records of the measurement.
 await_probes() {
     V="$J.$1"; i=0
+    # tune waits for the last step's `verified` before it measures: on disk now.
+    flush || fail "$ERR"
     while [ ! -e "$V" ]; do
         [ "$i" -lt $(($2 * 5)) ] || fail "no probe results from tune within $2 s"
         sleep 0.2; i=$((i + 1))

@@ -250,6 +250,14 @@ class AsRead:
     profile: bytes | None
 
 
+def _stat_all(paths: Sequence[str]) -> str:
+    """On a snapshot, one `stat` for whether each of `paths` is writable (`emu_stat_all`)."""
+    unique = list(dict.fromkeys(paths))
+    if len(unique) < 2:
+        return ""
+    return "    emu_stat_all " + " ".join(f'"$R"{quoted(path)}' for path in unique) + "\n"
+
+
 def _as_read(steps: Sequence[tuple[int, Step]], read: AsRead) -> str:
     """`as_read`: status 0 when the host still reads as observed, else ERR names the first
     value that differs. Only the first step of each file: a later one's prior (`restored`)
@@ -257,10 +265,19 @@ def _as_read(steps: Sequence[tuple[int, Step]], read: AsRead) -> str:
     first: dict[str, tuple[int, Step]] = {}
     for seq, step in steps:
         first.setdefault(step.probe.path, (seq, step))
-    lines = [
-        f"    {_reads_as_read(seq, step)} || {{ ERR={_changed(seq, step)}; return 1; }}\n"
-        for seq, step in first.values()
-    ]
+    # The sysctls, which no builtin can read, in one awk (`words_are`); only where one of them
+    # differs are they read one by one, for the message.
+    sysctls = [(seq, s) for seq, s in first.values() if _sysctl_words(s)]
+    batched = len(sysctls) > 1
+    lines = []
+    if batched:
+        pairs = " ".join(f"{quoted(s.probe.path)} {quoted(s.restored or '')}" for _, s in sysctls)
+        lines.append(f"    SAME=; words_are {pairs} && SAME=1\n")
+    for seq, step in first.values():
+        test = _reads_as_read(seq, step)
+        if batched and _sysctl_words(step):
+            test = f'{{ [ -n "$SAME" ] || {test}; }}'
+        lines.append(f"    {test} || {{ ERR={_changed(seq, step)}; return 1; }}\n")
     stored = f'"$R"{quoted(PROFILE)}'
     if read.profile is None:
         same = f"[ ! -e {stored} ]"
@@ -270,6 +287,17 @@ def _as_read(steps: Sequence[tuple[int, Step]], read: AsRead) -> str:
     was = "no longer absent" if read.profile is None else "not the one read"
     lines.append(f"    {same} || {{ ERR={quoted(f'{PROFILE} is {was}')}; return 1; }}\n")
     return "as_read() {\n" + "".join(lines) + "}\n"
+
+
+def _sysctl_words(step: Step) -> bool:
+    """A prior that `words_are` can check with others: words of a file under /proc/sys."""
+    value = step.restored
+    return (
+        step.probe.read is Read.WORDS
+        and step.probe.path.startswith("/proc/sys/")
+        and value is not None
+        and "\0" not in value
+    )
 
 
 def _reads_as_read(seq: int, step: Step) -> str:
@@ -349,9 +377,11 @@ class ApplyScript:
         for step in (*steps, *later):
             for need in step.requires:
                 checks.setdefault((need, ""), _requirement(need, step))
+        writable = [need.arg for need, _ in checks if need.need is Need.WRITABLE]
         parts.append(
             "check() {\n    BAD=\n"
-            f"    writable {quoted(RUNS)} && private_dir {quoted(RUNS)} || "
+            + _stat_all(writable)
+            + f"    writable {quoted(RUNS)} && private_dir {quoted(RUNS)} || "
             f"{{ echo {quoted(NO_JOURNAL)} >&2; BAD=1; }}\n"
             + "".join(f"    {line}" for line in checks.values())
             + '    [ -z "$BAD" ]\n}\n'
@@ -361,7 +391,15 @@ class ApplyScript:
             "apply() {\n",
             f"    DONE={quoted(seeded)}\n    WROTE=\n    AT='the start'\n",
             '    (umask 077 && : >>"$J") || exit 1\n',
-            *([f"    rec {quoted(render(header))}\n"] if extends is None and header else []),
+            _stat_all(
+                [op.path for st in steps for op in (*st.do, *st.undo) if isinstance(op, SetAttr)]
+            ),
+            # The run record reaches the disk with the plan's, in one sync.
+            *(
+                [f"    {'rec' if plan is None else 'note'} {quoted(render(header))}\n"]
+                if extends is None and header
+                else []
+            ),
             *([f"    rec {quoted(render(plan))}\n"] if plan is not None else []),
             *(["    FAILED_END=boot-rolled-back\n"] if extends is not None else []),
             "    trap 'fail \"interrupted by SIGTERM\"' TERM\n",
@@ -378,10 +416,10 @@ class ApplyScript:
                 f'    rec {quoted(step_record)} || fail "$ERR"\n',
                 f'    DONE="{seq} $DONE"\n',
                 f"    ERR=; REFUSED=; if do_{seq}; then\n",
-                f"    rec {quoted(render(Written(seq)))}\n",
+                f"    note {quoted(render(Written(seq)))}\n",
                 f"    expected_{seq} || fail "
                 f"{sh_word(*read_back_message(step, Expand(f'$(shown_{seq})')))}\n",
-                f"    rec {quoted(render(Verified(seq)))}\n",
+                f"    note {quoted(render(Verified(seq)))}\n",
                 *_refused(seq, step),
             ]
         body += _await("after", probes_wait)
@@ -415,7 +453,7 @@ class ApplyScript:
         return (
             f"{LIBRARY}umask 077\n"
             f"writable {quoted(RUNS)} || {{ echo {quoted(NO_JOURNAL)} >&2; exit {UNMET}; }}\n"
-            f'mkdir -p "$R"{quoted(RUNS)} || exit {UNMET}\n'
+            f'[ -d "$R"{quoted(RUNS)} ] || mkdir -p "$R"{quoted(RUNS)} || exit {UNMET}\n'
             f'F="$R"{quoted(script)}\n'
             f"cat >\"$F.new\" <<'{fence}'\n{self.text}{fence}\n"
             'mv -f "$F.new" "$F" || exit 1\n'

@@ -276,13 +276,17 @@ def test_the_remote_engine_keeps_a_record_whole_or_not_at_all(tmp_path: Path, sh
     record = json.dumps({"type": "step", "seq": 0, "data": "x" * 1000})
     script = (
         f". {LIBRARY}\nJ={journal}\ntrap '' XFSZ\nulimit -f 1\n"  # 512 bytes
+        'note \'{"type":"written","seq":9}\'\n'
         'if rec "$1"; then echo wrote; else echo "refused: $ERR"; fi\n'
+        'echo "kept: $PEND"\n'
     )
     done = subprocess.run(
         [shell, "-c", script, shell, record], capture_output=True, text=True, timeout=60
     )
     assert done.stdout.startswith("refused: "), done.stdout + done.stderr
     assert journal.read_bytes() == b'{"type":"run"}\n'
+    # The marker noted before it is not lost with it: the next record takes it.
+    assert done.stdout.endswith('kept: {"type":"written","seq":9}\n'), done.stdout
 
 
 def rec_with(
@@ -332,10 +336,31 @@ def test_the_remote_engine_appends_records_whole_with_either_dd(tmp_path: Path, 
     assert journal.read_text() == expected
 
 
+def test_noted_markers_reach_the_disk_with_the_next_record_in_one_dd(tmp_path: Path) -> None:
+    """A step's `written` and `verified` are noted, not synced on their own: the next `rec`
+    appends them before its own record, in the one dd that syncs it; `end` (a `rec`) takes
+    whatever is left, and `flush` appends without a record of its own."""
+    calls = tmp_path / "dd-calls"
+    counting = f'#!/bin/sh\necho dd >>{calls}\nexec /usr/bin/env PATH=/usr/bin:/bin dd "$@"\n'
+    done, journal = rec_with(
+        tmp_path,
+        counting,
+        'note \'{"type":"written","seq":0}\'\nnote \'{"type":"verified","seq":0}\'\n'
+        'wc -l <"$J"\n'
+        'rec \'{"type":"step","seq":1}\'\nnote \'{"type":"written","seq":1}\'\n'
+        'flush && flush && [ "$JSIZE" -eq "$(wc -c <"$J")" ] && echo whole\n',
+    )
+    assert done.stdout == "1\nwhole\n", done.stdout + done.stderr
+    types = [json.loads(line)["type"] for line in journal.read_text().splitlines()]
+    assert types == ["run", "written", "verified", "step", "written"]
+    assert calls.read_text() == "dd\ndd\n"  # the rec, the first flush; the second had nothing
+
+
 def test_a_signal_in_the_middle_of_a_record_leaves_only_whole_records(tmp_path: Path) -> None:
     """A SIGTERM to the script while dd appends a record (dd killed part way, as a signal to the
     whole process group does): the script's trap (`fail`) runs before `rec` can truncate, so
-    `fail` cuts the torn part off before it journals the failure and the end."""
+    `fail` cuts the torn part off before it journals the failure and the end. The marker noted
+    before the torn record is whole: it is journaled with the failure."""
     once = tmp_path / "torn-once"
     torn = (
         "#!/bin/sh\n"
@@ -349,12 +374,14 @@ def test_a_signal_in_the_middle_of_a_record_leaves_only_whole_records(tmp_path: 
     done, journal = rec_with(
         tmp_path,
         torn,
-        'DONE=; AT=start\ntrap \'fail "interrupted by SIGTERM"\' TERM\nrec "$1"\necho survived\n',
+        "DONE=; AT=start\ntrap 'fail \"interrupted by SIGTERM\"' TERM\n"
+        'note \'{"type":"verified","seq":4}\'\nrec "$1"\necho survived\n',
         record,
     )
     assert done.returncode == 3 and "survived" not in done.stdout, done.stdout + done.stderr
     lines = journal.read_text().splitlines()
-    assert [json.loads(line)["type"] for line in lines] == ["run", "failed", "end"], lines
+    types = [json.loads(line)["type"] for line in lines]
+    assert types == ["run", "verified", "failed", "end"], lines
 
 
 # Snapshot archives: a few hundred KB of gzip that unpack to hundreds of megabytes.
