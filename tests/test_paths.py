@@ -70,20 +70,20 @@ def test_a_star_never_crosses_a_slash() -> None:
 
 
 def test_a_written_or_removed_file_changes_the_globs_it_matches() -> None:
-    contents = {p: b"x\n" for p in PATHS}
+    # A dot file, read as a file of its own: the host's glob (a shell's) does not list it.
+    contents = {p: b"x\n" for p in [*PATHS, "/etc/default/grub.d/.hidden.cfg"]}
     glob = "/etc/default/grub.d/*.cfg"
-    files = Files(contents, {glob: tuple(matching(glob, contents)), "/sys/class/net/*/mtu": ()})
+    expanded = ("/etc/default/grub.d/50-cloud.cfg", "/etc/default/grub.d/99-tune.cfg")
+    files = Files(contents, {glob: expanded, "/sys/class/net/*/mtu": ()})
     written = with_file(files, "/etc/default/grub.d/60-new.cfg", b"y\n")
     assert written.glob(glob) == (
         "/etc/default/grub.d/50-cloud.cfg",
         "/etc/default/grub.d/60-new.cfg",
         "/etc/default/grub.d/99-tune.cfg",
     )
-    # A glob is matched against the read files: eth[0's mtu was never among its matches.
-    assert written.glob("/sys/class/net/*/mtu") == (
-        "/sys/class/net/eth0/mtu",
-        "/sys/class/net/eth[0/mtu",
-    )
+    # A glob keeps what the host's expansion found (here nothing, and no dot file above), not
+    # every file read whose name it would match: grub-mkconfig's shell glob skips dot files.
+    assert written.glob("/sys/class/net/*/mtu") == ()
     removed = with_file(written, "/etc/default/grub.d/50-cloud.cfg", None)
     assert removed.glob(glob) == (
         "/etc/default/grub.d/60-new.cfg",

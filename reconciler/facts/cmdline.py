@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from ..hosts.files import Files, Request
-from ..hosts.paths import matching, path_matches
+from ..hosts.paths import path_matches
 from .kernel import OSRELEASE
 from .shell_values import Script, Unknown, Variables, evaluate
 
@@ -487,10 +487,13 @@ def with_file(files: Files, path: str, data: bytes | None) -> Files:
 
 
 def _read_matches(files: Files) -> dict[str, frozenset[str]]:
-    """Each glob of `files` with the read files it matches: matched once per observation, not
-    once per `with_file` (a plan and its try-once boot call it several times a host, and
-    matching every pattern against every read file was a third of a rollout's CPU)."""
-    return {pattern: frozenset(matching(pattern, files.contents)) for pattern in files.matches}
+    """Each glob of `files` with the read files it matches, as the host expanded it: once per
+    observation, not once per `with_file` (a plan and its try-once boot call it several times a
+    host), and never every pattern against every file read (a fifth of a rollout's CPU)."""
+    return {
+        pattern: frozenset(p for p in found if p in files.contents)
+        for pattern, found in files.matches.items()
+    }
 
 
 def word(name: str, value: str) -> str:
