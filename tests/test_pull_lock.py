@@ -292,3 +292,36 @@ def test_the_check_reads_this_kernels_sysctls_as_the_probe_does(path: str, read:
     script = LIBRARY + _step_functions(0, step) + f"{_reads_as_read(0, step)}; echo $?\n"
     done = LocalShellHost(Path("/")).run_script(script)
     assert done.stdout.decode().split()[-1:] == ["0"], done
+
+
+def test_the_one_awk_check_reads_this_kernels_sysctls_as_tr_does() -> None:
+    """`words_are` (a push's check of its sysctls, one awk for all) on the real kernel (read
+    only): each file read from offset 0 whole, tabs and all, as `reads words` reads it."""
+    paths = ["/proc/sys/net/ipv4/tcp_rmem", "/proc/sys/kernel/pid_max", "/proc/sys/vm/swappiness"]
+    values = [Probe(p, Read.WORDS).value(Path(p).read_bytes()) or "" for p in paths]
+    assert len(values[0].split()) == 3  # tab-separated on the kernel's side
+    pairs = " ".join(f"{quoted(p)} {quoted(v)}" for p, v in zip(paths, values, strict=True))
+    moved = " ".join(f"{quoted(p)} {quoted(v + '0')}" for p, v in zip(paths, values, strict=True))
+    script = LIBRARY + f"words_are {pairs}; echo $?\nwords_are {moved}; echo $?\n"
+    done = LocalShellHost(Path("/")).run_script(script)
+    assert done.stdout.decode().split() == ["0", "1"], done
+
+
+def test_a_push_names_the_one_sysctl_of_several_that_changed_since_it_was_read(
+    tmp_path: Path,
+) -> None:
+    """Several sysctls are checked by one awk; where one differs, each is read again for the
+    message, which names the one that changed (the second here), not the first."""
+    root = build(
+        tmp_path / "h1", SmallHost(sysctls={"vm.swappiness": "60", "vm.dirty_ratio": "20"})
+    )
+    shell = LocalShellHost(root)
+    pushed = {"sysctl": {"vm.swappiness": 10, "vm.dirty_ratio": 15}}
+    loaded = load_profile(write_profile(tmp_path / "pushed.yaml", pushed))
+    work = prepare(shell, loaded, runtime_only=True, preflight_here=False)
+    (root / "proc/sys/vm/dirty_ratio").write_text("12\n")  # a pull, between the read and apply
+    with pytest.raises(HostChanged, match=r"sysctl:vm.dirty_ratio read '20', now '12'\)"):
+        apply_remote(shell, work, loaded, phase="runtime", timeout=30, interval=0.02)
+    assert (root / "proc/sys/vm/swappiness").read_text() == "60\n"
+    checked = [s for s in shell.scripts if "SAME=; words_are '/proc/sys/vm/" in s]
+    assert checked, "the sysctls were not checked together"

@@ -57,7 +57,9 @@ $PEND
 TUNE_RECORD
         { [ $(($(wc -c <"$J"))) -eq "$s" ] && printf '%s\n' "$PEND" >>"$J" && fsync "$J" &&
             [ $(($(wc -c <"$J"))) -eq $((s + ${#PEND} + 1)) ]; }
-    then JSIZE=$((s + ${#PEND} + 1)); RECAT=; PEND=; return 0; fi
+    # PEND first: a signal trapped between the two finds RECAT still set and cuts the
+    # records off again, where an emptied RECAT would have `fail` append them twice.
+    then JSIZE=$((s + ${#PEND} + 1)); PEND=; RECAT=; return 0; fi
     truncate -s "$s" "$J" 2>/dev/null
     RECAT=
     ERR="$J: cannot append a whole record (is the device full?)"
@@ -76,7 +78,9 @@ function hex(w,  s, n, i) { s = 1; if (w ~ /^[+-]/) { if (w ~ /^-/) s = -1; w = 
   return sprintf("%d", s * n) }
 { old = old " " $0 }
 END {
-  v = ENVIRON["V"]; n = split(old, o); choice = 0
+  # Split where str.split in Python splits (emulate.kernel_text): at \r \v \f too.
+  v = ENVIRON["V"]; old = trim(old); n = old == "" ? 0 : split(old, o, /[ \t\n\r\f\v]+/)
+  choice = 0
   for (i = 1; i <= n; i++) if (o[i] ~ /^\[.*\]$/) choice = 1
   if (choice) {
     t = trim(v); found = 0; out = ""
@@ -85,7 +89,7 @@ END {
       out = out (i > 1 ? " " : "") nm }
     if (!found) exit 2
     print out; exit 0 }
-  m = split(v, w); ints = m > 0
+  t = trim(v); m = t == "" ? 0 : split(t, w, /[ \t\n\r\f\v]+/); ints = m > 0
   for (i = 1; i <= m; i++) if (w[i] !~ /^[+-]?(0x[0-9a-fA-F]+|[0-9]+)$/) ints = 0
   if (ints) { out = ""
     for (i = 1; i <= m; i++) out = out (i > 1 ? "\t" : "") (w[i] ~ /x/ ? hex(w[i]) : dec(w[i]))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import resource
 import shutil
 import subprocess
@@ -290,10 +291,11 @@ def test_the_remote_engine_keeps_a_record_whole_or_not_at_all(tmp_path: Path, sh
 
 
 def rec_with(
-    tmp_path: Path, dd: str | None, body: str, *args: str
+    tmp_path: Path, dd: str | None, body: str, *args: str, library: Path = LIBRARY
 ) -> tuple[subprocess.CompletedProcess[str], Path]:
-    """`body` run by sh with lib.sh sourced and J a journal holding a `run` record; `dd`: the
-    text of a `dd` that comes first on PATH (None: the system's). Returns how it ended and J."""
+    """`body` run by sh with `library` (lib.sh) sourced and J a journal holding a `run` record;
+    `dd`: the text of a `dd` that comes first on PATH (None: the system's). Returns how it
+    ended and J."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     if dd is not None:
@@ -303,7 +305,7 @@ def rec_with(
     journal.write_bytes(b'{"type":"run"}\n')
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
     done = subprocess.run(
-        ["sh", "-c", f". {LIBRARY}\nJ={journal}\n{body}", "sh", *args],
+        ["sh", "-c", f". {library}\nJ={journal}\n{body}", "sh", *args],
         capture_output=True,
         text=True,
         timeout=60,
@@ -354,6 +356,30 @@ def test_noted_markers_reach_the_disk_with_the_next_record_in_one_dd(tmp_path: P
     types = [json.loads(line)["type"] for line in journal.read_text().splitlines()]
     assert types == ["run", "written", "verified", "step", "written"]
     assert calls.read_text() == "dd\ndd\n"  # the rec, the first flush; the second had nothing
+
+
+def test_a_signal_right_after_an_append_leaves_each_record_once(tmp_path: Path) -> None:
+    """A signal trapped between the two assignments that end an append (dash runs a trap
+    between any two commands; a `kill` is put there): `fail` either cuts the records just
+    appended off again or keeps them, and never appends them a second time (a step recorded
+    twice is a damaged journal)."""
+    text = LIBRARY.read_text()
+    done_with = re.search(r"then JSIZE=\$\(\(s \+ \$\{#PEND\} \+ 1\)\); (\w+=); (\w+=);", text)
+    assert done_with is not None and {done_with[1], done_with[2]} == {"PEND=", "RECAT="}
+    signalled = f"{done_with[1]}; kill -TERM $$; {done_with[2]};"
+    library = tmp_path / "lib.sh"
+    library.write_text(text.replace(f"{done_with[1]}; {done_with[2]};", signalled, 1))
+    done, journal = rec_with(
+        tmp_path,
+        None,
+        "DONE=; AT=start\ntrap 'fail \"interrupted by SIGTERM\"' TERM\n"
+        'note \'{"type":"verified","seq":4}\'\nrec \'{"type":"step","seq":5}\'\necho survived\n',
+        library=library,
+    )
+    assert done.returncode == 3 and "survived" not in done.stdout, done.stdout + done.stderr
+    lines = journal.read_text().splitlines()
+    assert len(lines) == len(set(lines)), lines
+    assert [json.loads(line)["type"] for line in lines] == ["run", "verified", "failed", "end"]
 
 
 def test_a_signal_in_the_middle_of_a_record_leaves_only_whole_records(tmp_path: Path) -> None:
