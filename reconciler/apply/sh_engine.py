@@ -463,7 +463,7 @@ class ApplyScript:
             "lock_free\n"
             "if command -v setsid >/dev/null 2>&1; then S=setsid; else S=; fi\n"
             '$S nohup sh "$F" apply </dev/null >/dev/null 2>&1 &\n'
-            + ("echo started\n" if announce else "")
+            "P=$!\n" + ("echo started\n" if announce else "")
         )
 
 
@@ -584,7 +584,8 @@ def wait(
         first = starting.starter(announce=False) + first
     # The start may wait lock.WAIT seconds for the lock: the first poll that follows it in the
     # same round trip is shorter by as much, so both fit in one command timeout.
-    waits = _poll(journal, interval, ticks - int(lock.WAIT / interval)) if starting else script
+    first_ticks = ticks - int(lock.WAIT / interval)
+    waits = _poll(journal, interval, first_ticks, child=True) if starting else script
     while True:
         done = host.run_script(first + waits)
         waits = script
@@ -607,9 +608,26 @@ def wait(
             )
 
 
-def _poll(journal: str, interval: float, ticks: int, pause_at: int | None = None) -> str:
-    """One poll of `wait`: up to `ticks` looks at the journal's last record, `interval` apart."""
+def _poll(
+    journal: str,
+    interval: float,
+    ticks: int,
+    pause_at: int | None = None,
+    *,
+    child: bool = False,
+) -> str:
+    """One poll of `wait`: up to `ticks` looks at the journal's last record, `interval` apart.
+    `child`: the run was started by this round trip's shell (`$P`, no probes to pause for)."""
     paused = "" if pause_at is None else f"    {quoted(render(Verified(pause_at)))}) break ;;\n"
+    # A run that is this shell's child is waited for by GNU tail, one process however long it
+    # takes (under load, the looks below cost two processes a tick); with no `tail --pid` or
+    # no `timeout` it fails at once and the looks wait as before. Timed out: one last look.
+    waited = (
+        f'[ -z "${{P:-}}" ] || {{ timeout {max(1, ticks) * interval:g} tail --pid="$P" '
+        f"-s {interval:g} -f /dev/null 2>/dev/null; [ $? -ne 124 ] || i={max(1, ticks) - 1}; }}\n"
+        if child
+        else ""
+    )
     # The `end` record is the script's last, yet it holds the lock until its process exits:
     # a run ends for tune once the lock is free too, or the next script (a rollback, a
     # promotion) started right away finds it held. Without flock there is no lock to wait on.
@@ -617,6 +635,7 @@ def _poll(journal: str, interval: float, ticks: int, pause_at: int | None = None
         f'cd -- "${{TUNE_ROOT:-/}}" || exit 1\ni=0\n'
         f"released() {{ ! command -v flock >/dev/null 2>&1 || [ ! -f {quoted('.' + LOCK)} ] || "
         f"(exec 8<{quoted('.' + LOCK)} && flock -n 8); }}\n"
+        f"{waited}"
         f"while [ $i -lt {max(1, ticks)} ]; do\n"
         f'    case "$(tail -n 1 {journal} 2>/dev/null)" in\n'
         f'    \'{{"type":"end"\'*) released && break ;;\n{paused}'

@@ -179,25 +179,11 @@ def test_a_pushed_sysctl_step_starts_two_processes(
     one dd that journals the step (with the markers of the one before) and one tr that reads it
     back; the write itself (an emulated one here) and the check of what the push read start
     none. Seven a step before: a dd per marker, a stat and an awk per write, a tr per read."""
-    shims = tmp_path / "shims"
-    shims.mkdir()
-    log = tmp_path / "started"
-    for name in TOOLS:
-        real = shutil.which(name)
-        assert real is not None, name
-        shim = shims / name
-        shim.write_text(f'#!/bin/sh\necho {name} >>{log}\nexec {real} "$@"\n')
-        shim.chmod(0o755)
+    log = logged(tmp_path, TOOLS, monkeypatch)
     keys = {k: str(e.value) for k, e in load_profile(BLACKWELL).profile.sysctl.items()}
-    profile = tmp_path / "sysctl.yaml"
-    profile.write_text(json.dumps({"name": "sysctl-only", "sysctl": keys}))
-    engine = ShEngine()
-    work = engine.prepare(untuned, profile)
-    steps = len(work.steps)  # each key, and the sysctl.d file that persists them
-    assert steps == len(keys) + 1
-    monkeypatch.setenv("PATH", f"{shims}:{os.environ['PATH']}")
-    engine.execute(untuned, work, load_profile(profile), "runtime")
-    started = Counter(log.read_text().split())
+    steps = pushed(tmp_path, untuned, keys, monkeypatch)
+    assert steps == len(keys) + 1  # each key, and the sysctl.d file that persists them
+    started = Counter(line.split()[0] for line in log.read_text().splitlines())
     # And one each for the run with its plan, the directory the sysctl.d file makes, the
     # profile's prior, the end.
     assert started["dd"] <= steps + 4, started
@@ -208,3 +194,64 @@ def test_a_pushed_sysctl_step_starts_two_processes(
     polled = sum(started.pop(name, 0) for name in ("tail", "sleep", "flock"))
     assert polled > 0, "the poll's processes were not logged"
     assert sum(started.values()) <= 2 * steps + 36, started
+
+
+def logged(
+    tmp_path: Path, tools: list[str], monkeypatch: pytest.MonkeyPatch, refusing: str = ""
+) -> Path:
+    """Shims first on PATH for `tools`: each logs its name (tail and sleep their arguments too),
+    then runs the real one; an argument starting with `refusing` (when given) is refused as
+    busybox would."""
+    shims = tmp_path / "shims"
+    shims.mkdir()
+    log = tmp_path / "started"
+    for name in tools:
+        real = shutil.which(name)
+        assert real is not None, name
+        refuse = (
+            f'for a; do case "$a" in {refusing}*) echo "unrecognized option" >&2; exit 1;; esac; '
+            "done\n"
+            if refusing
+            else ""
+        )
+        shim = shims / name
+        said = '"$@"' if name in ("tail", "sleep") else ""  # others take text of many lines
+        shim.write_text(f'#!/bin/sh\necho {name} {said} >>{log}\n{refuse}exec {real} "$@"\n')
+        shim.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{shims}:{os.environ['PATH']}")
+    return log
+
+
+def pushed(
+    tmp_path: Path, root: Path, sysctls: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> int:
+    """`sysctls` applied to `root` as a push applies them (the sh engine); the steps run."""
+    profile = tmp_path / "sysctl.yaml"
+    profile.write_text(json.dumps({"name": "sysctl-only", "sysctl": sysctls}))
+    engine = ShEngine()
+    with monkeypatch.context() as unshimmed:  # the plan's reads are not the run's
+        unshimmed.setenv("PATH", os.environ["PATH"].split(":", 1)[1])
+        work = engine.prepare(root, profile)
+    engine.execute(root, work, load_profile(profile), "runtime")
+    return len(work.steps)
+
+
+@pytest.mark.parametrize("tail", ["GNU", "without --pid"])
+def test_the_first_poll_waits_for_the_run_it_started_with_one_tail(
+    tmp_path: Path, untuned: Path, monkeypatch: pytest.MonkeyPatch, tail: str
+) -> None:
+    """The run a round trip starts is its shell's child: `tail --pid` waits for it (one
+    process however long it runs), then one look at the journal finds its end. A tail without
+    --pid (busybox) fails at once, and the looks every 0.02 s wait instead."""
+    log = logged(tmp_path, ["tail", "sleep"], monkeypatch, "" if tail == "GNU" else "--pid")
+    pushed(tmp_path, untuned, {"vm.swappiness": "10", "vm.dirty_ratio": "15"}, monkeypatch)
+    assert (untuned / "proc/sys/vm/dirty_ratio").read_text() == "15\n"
+    started = log.read_text().splitlines()
+    waits = [line for line in started if line.startswith("tail --pid=")]
+    assert len(waits) == 1, started
+    looks = [line for line in started if line.startswith("tail -n 1")]
+    slept = [line for line in started if line.startswith("sleep")]
+    if tail == "GNU":
+        assert len(looks) == 1 and not slept, started
+    else:
+        assert slept, started
