@@ -823,7 +823,7 @@ has_command() {
 reading() {
     if [ "$1" = gpu ]; then q=$(gpu_query "$3") || return 1; printf '%s\n' "$q" | B="$2" F="$3" awk "$GPU_VALUE"; return; fi
     f="$R$2"
-    ! abnormal "$2" && [ -e "$f" ] || return 1
+    present "$2" || return 1
     case "$1" in
     text) cat "$f" ;;
     words) words_of "$f"; printf '%s' "$WS" ;;
@@ -839,6 +839,9 @@ reading() {
     esac
 }
 
+# Whether a probe's path $1 is one to read (normal) and there.
+present() { ! abnormal "$1" && [ -e "$R$1" ]; }
+
 # WS: the words of file $1, one space apart. tr alone (one process, not two): after it the
 # file is one line, the spaces at its ends taken off here.
 words_of() { WS=$(tr -s '[:space:]' ' ' <"$1"); WS=${WS# }; WS=${WS% }; }
@@ -846,10 +849,7 @@ words_of() { WS=$(tr -s '[:space:]' ' ' <"$1"); WS=${WS# }; WS=${WS% }; }
 # Whether the reading is exactly $4 (text keeps trailing newlines: compare with a sentinel).
 # Words (every sysctl's read-back) in this shell, not in a subshell of its own.
 reads() {
-    if [ "$1" = words ]; then
-        ! abnormal "$2" && [ -e "$R$2" ] || return 1
-        words_of "$R$2"; [ "$WS" = "$4" ]; return
-    fi
+    if [ "$1" = words ]; then present "$2" && words_of "$R$2" && [ "$WS" = "$4" ]; return; fi
     g=$(reading "$1" "$2" "$3"; s=$?; printf x; exit $s) || return 1
     [ "${g%x}" = "$4" ]
 }
@@ -881,11 +881,11 @@ words_are() {
 # so such a file reads as changed (the push stops), never as unchanged when it is not. Never
 # for /proc/sys: `read` takes a byte per read(2), and a sysctl read past offset 0 is at EOF.
 is_line() {
-    ! abnormal "$1" && [ -e "$R$1" ] || return 1
+    present "$1" || return 1
     { IFS= read -r v && [ "$v" = "$2" ] && ! IFS= read -r v && [ -z "$v" ]; } <"$R$1"
 }
 is_words() {
-    ! abnormal "$1" && [ -e "$R$1" ] || return 1
+    present "$1" || return 1
     want=$2; w=
     while IFS= read -r l || [ -n "$l" ]; do w="$w $l"; done <"$R$1"
     set -- $w

@@ -619,12 +619,13 @@ def _poll(
     """One poll of `wait`: up to `ticks` looks at the journal's last record, `interval` apart.
     `child`: the run was started by this round trip's shell (`$P`, no probes to pause for)."""
     paused = "" if pause_at is None else f"    {quoted(render(Verified(pause_at)))}) break ;;\n"
+    ticks = max(1, ticks)
     # A run that is this shell's child is waited for by GNU tail, one process however long it
     # takes (under load, the looks below cost two processes a tick); with no `tail --pid` or
     # no `timeout` it fails at once and the looks wait as before. Timed out: one last look.
     waited = (
-        f'[ -z "${{P:-}}" ] || {{ timeout {max(1, ticks) * interval:g} tail --pid="$P" '
-        f"-s {interval:g} -f /dev/null 2>/dev/null; [ $? -ne 124 ] || i={max(1, ticks) - 1}; }}\n"
+        f'[ -z "${{P:-}}" ] || {{ timeout {ticks * interval:g} tail --pid="$P" '
+        f"-s {interval:g} -f /dev/null 2>/dev/null; [ $? -ne 124 ] || i={ticks - 1}; }}\n"
         if child
         else ""
     )
@@ -636,7 +637,7 @@ def _poll(
         f"released() {{ ! command -v flock >/dev/null 2>&1 || [ ! -f {quoted('.' + LOCK)} ] || "
         f"(exec 8<{quoted('.' + LOCK)} && flock -n 8); }}\n"
         f"{waited}"
-        f"while [ $i -lt {max(1, ticks)} ]; do\n"
+        f"while [ $i -lt {ticks} ]; do\n"
         f'    case "$(tail -n 1 {journal} 2>/dev/null)" in\n'
         f'    \'{{"type":"end"\'*) released && break ;;\n{paused}'
         "    esac\n"
