@@ -320,3 +320,21 @@ def test_a_failed_script_is_quoted_by_its_stderr_else_its_exit_status(
     ended: ScriptResult, said: str
 ) -> None:
     assert ended.said == said
+
+
+@pytest.mark.parametrize("shell", ["sh", "bash"])
+@given(
+    data=st.text(alphabet="ab \t\n\r\\-é", max_size=12).map(lambda t: t.encode()),
+    before=st.sampled_from([None, "", "a", "b\n"]),
+)
+def test_a_wait_reads_a_value_as_the_directory_host_does(
+    tmp_path_factory: pytest.TempPathFactory, shell: str, data: bytes, before: str | None
+) -> None:
+    """`value_unlike` reads the one line a boot id is with a builtin; any other file (more
+    lines, blank ones, none) must still read as `Files.value` reads it, whether it is the value
+    waited for or the one it gives up on."""
+    root = tmp_path_factory.mktemp("value")
+    write(root, "/proc/sys/kernel/random/boot_id", data)
+    path = "/proc/sys/kernel/random/boot_id"
+    expected = SnapshotHost(root).fetch(Request.of(path)).value(path)
+    assert LocalShellHost(root, shell).value_unlike(path, before, 0, 0.01) == expected

@@ -162,7 +162,7 @@ class ShellHost(Host):
     ) -> str | None:
         """One round trip that reads the file on the host every `interval` seconds until it
         differs from `before` (None: at once), for `within` seconds at most: a reboot's wait
-        costs the host a `cat` and a `sleep` a poll, not an SSH session, and the controller one
+        costs the host a `sleep` a poll, not an SSH session, and the controller one
         round trip a wait. The answer may come a quarter of `within` late on a loaded host
         before it counts as lost (a connection to a host that went down without a word)."""
         ticks = 0 if before is None else max(0, int(within / interval))
@@ -171,7 +171,11 @@ class ShellHost(Host):
             f"{_PRELUDE}i=0\n"
             "while :; do\n"
             f"    if [ -e {target} ]; then\n"
-            f"        v=$(cat -- {target}) || exit 1\n"
+            # A builtin read for the one line a boot id is (a poll forks only its sleep);
+            # a file with more than one line is read whole, as `Files.value` reads it.
+            f"        r=; {{ IFS= read -r v; r=$?; IFS= read -r w; s=$?; }} <{target}\n"
+            """        [ -n "$r" ] || exit 1\n"""
+            f"""        [ $s -ne 0 ] && [ -z "$w" ] || v=$(cat -- {target}) || exit 1\n"""
             f"""        [ "$v" = {quoted(before or "")} ] || {{ printf '%s' "$v"; exit 0; }}\n"""
             "    fi\n"
             f"    [ $i -lt {ticks} ] || break\n"
@@ -194,21 +198,29 @@ class ShellHost(Host):
         self._checked(script, f"appending to {path}")
 
     def owned(self, paths: Sequence[str]) -> tuple[int, dict[str, Owned | None]]:
-        """In one round trip: `id -u`, then each path's owner and raw mode (`lstat`), or -."""
+        """In one round trip: `id -u`, then each path's owner and raw mode (`lstat`), or None
+        for a path that is not there."""
         # "-" only for a path that is not there: any other failure of stat (EACCES, a stat
-        # without -c) fails the script, never reads as "nobody's yet", which trusts it.
-        stats = "".join(
-            f"if [ -e {q} ] || [ -h {q} ]; then stat -c '%u %f' -- {q} || exit 1; else echo -; fi\n"
+        # without -c) fails the script, never reads as "nobody's yet", which trusts it. One
+        # `stat` for all that are there: a `+` or `-` per path says which its lines answer.
+        marks = "".join(
+            f'if [ -e {q} ] || [ -h {q} ]; then echo +; set -- "$@" {q}; else echo -; fi\n'
             for q in (quoted("." + p) for p in paths)
         )
-        done = self._checked(f"{_PRELUDE}id -u\n{stats}", "reading who owns tune's state")
+        stats = "[ $# -eq 0 ] || stat -c '%u %f' -- \"$@\" || exit 1\n"
+        script = f"{_PRELUDE}id -u\nset --\n{marks}{stats}"
+        done = self._checked(script, "reading who owns tune's state")
         lines = done.stdout.decode("ascii", "replace").split("\n")
+        marked, answers = lines[1 : 1 + len(paths)], iter(lines[1 + len(paths) :])
         try:
             caller = int(lines[0])
             found: dict[str, Owned | None] = {}
-            for path, line in zip(paths, lines[1:], strict=False):
-                uid, _, mode = line.partition(" ")
-                found[path] = None if line == "-" else Owned(int(uid), int(mode, 16))
+            for path, mark in zip(paths, marked, strict=False):
+                if mark == "-":
+                    found[path] = None
+                    continue
+                uid, _, mode = (next(answers, "") if mark == "+" else mark).partition(" ")
+                found[path] = Owned(int(uid), int(mode, 16))
         except ValueError:
             raise HostError(f"{self.name}: unexpected answer from stat: {lines!r:.200}") from None
         if len(found) != len(paths):

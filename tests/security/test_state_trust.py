@@ -369,6 +369,27 @@ def test_over_ssh_a_stat_that_fails_never_reads_as_nobodys_state(
         LocalShellHost(root).owned([STATE, RUNS])
 
 
+def test_over_ssh_who_owns_each_path_reads_as_the_snapshot_host_reads_it(tmp_path: Path) -> None:
+    """One `stat` answers for every path that is there: absent ones, a link, a file and a
+    directory in any order must each get their own answer, as lstat gives it."""
+    from test_shell_read import LocalShellHost
+
+    from reconciler.hosts.directory import SnapshotHost
+
+    root = tmp_path / "host"
+    (root / "var/lib/tune/runs").mkdir(parents=True, mode=0o700)
+    (root / "var/lib/tune/runs/a.jsonl").write_text("{}\n")
+    (root / "var/lib/tune/runs/a.jsonl").chmod(0o640)
+    (root / "run").mkdir()
+    (root / "run/tune").symlink_to("/nowhere")
+    os.chown(root / "var/lib/tune/runs/a.jsonl", NOBODY, NOBODY)
+    paths = ["/absent", STATE, "/run/tune", "/also/absent", RUNS, RUNS + "/a.jsonl"]
+    for order in (paths, paths[::-1], paths[:1], []):
+        shelled = LocalShellHost(root).owned(order)
+        assert shelled == SnapshotHost(root).owned(order)
+        assert list(shelled[1]) == order
+
+
 def test_a_link_in_place_of_a_snapshots_state_is_judged_as_a_link(tmp_path: Path) -> None:
     """Live hosts and SSH judge a link at a state path itself (lstat); the snapshot engine
     followed it and judged where it led, so a link passed for the directory."""
