@@ -24,6 +24,10 @@ process, with every host reset to the untuned copy before each run:
   ideal is waves x (reboot + verify), where reboot + verify is what one more wave costs: the
   wall time of two hosts in two waves less that of one host in one. Everything else (the
   start, observing the fleet, the waves' width) is overhead.
+- floor: the same waves by a bare fabric script that only starts each host's emulated reboot,
+  waits for its new boot id on a second connection and reads /proc/cmdline (FABRIC_ROLLOUT),
+  with its ideal and overhead counted the same way, and tune's wall time as a multiple of it:
+  what the lab itself costs any SSH tool, since the emulated hosts share the controller's CPUs.
 
 For each it prints wall time, controller CPU (the process and its children), peak resident
 memory of the largest process (fleet.py's `measure`), the targets' CPU per host (the lab's sshd
@@ -60,6 +64,38 @@ BLACKWELL = PROJECT / "profiles" / "blackwell-8x.yaml"
 UNTUNED = PROJECT / "examples" / "hosts" / "rtx6000bw-untuned"
 SHAPES = ["1,5,25%", "10", "50%"]
 ROLLOUT = ["--no-probes", "--yes", "--reboot-timeout", "300"]
+
+# The floor of a rollout on this lab: what any SSH tool pays for the same waves, doing nothing
+# but the unavoidable. Per host, one connection (at most `forks` at once, as tune's) reads the
+# boot id and starts the emulated reboot (as lib.sh's emu_reboot does: the new boot id N seconds
+# later), and is dropped, as a reboot drops it; a second one waits for the new boot id in one
+# exec (polling on the host at tune's interval, as tune's wait does) and reads /proc/cmdline.
+# Every host of a wave waits at once, as tune's do. No boot configuration, no journal, no
+# verification: what two SSH sessions a host cost on the cores the controller shares with every
+# emulated host.
+FABRIC_ROLLOUT = """
+import json, shlex, sys, threading
+from concurrent.futures import ThreadPoolExecutor
+from fabric import Config, Connection
+config_path, forks, poll, cut = sys.argv[1:]
+config = Config(runtime_ssh_path=config_path)
+connecting = threading.BoundedSemaphore(int(forks))
+BOOT = '"$TUNE_ROOT/proc/sys/kernel/random/boot_id"'
+REBOOT = (
+    'r="$TUNE_ROOT"; read -r n <"$r/.tune-emulate/reboot-seconds"; '
+    '(sleep "$n" && cat /proc/sys/kernel/random/uuid >"$r/proc/sys/kernel/random/boot_id") '
+    '</dev/null >/dev/null 2>&1 &'
+)
+def roll(host):
+    with connecting, Connection(host, config=config) as connection:
+        old = connection.run("cat " + BOOT + "; " + REBOOT, hide=True).stdout.strip()
+    wait = f"while [ $(cat {BOOT}) = {shlex.quote(old)} ]; do sleep {poll}; done; "
+    with Connection(host, config=config) as connection:
+        return len(connection.run(wait + 'cat "$TUNE_ROOT/proc/cmdline"', hide=True).stdout)
+for wave in json.loads(cut):
+    with ThreadPoolExecutor(len(wave)) as pool:
+        assert all(pool.map(roll, wave))
+"""
 
 
 def sysctl_profile(path: Path) -> dict[str, str]:
@@ -158,6 +194,43 @@ def ansible_apply(
     return [str(ANSIBLE), "-i", str(inventory), "-f", str(forks), str(playbook)], env
 
 
+def floor(
+    lab: SshLab,
+    names: list[str],
+    shapes: list[str],
+    walls: dict[str, float],
+    source: Path,
+    roots: dict[str, Path],
+    args: argparse.Namespace,
+) -> list[str]:
+    """FABRIC_ROLLOUT over the same waves: its own ideal (its one more wave, measured as tune's
+    is) and overhead, and tune's wall time as a multiple of it."""
+    base = [sys.executable, "-c", FABRIC_ROLLOUT, str(lab.config), str(args.forks)]
+    base.append(args.reboot_poll)
+
+    # It changes nothing but the boot id: one reset serves every run.
+    reset(roots, source, args.reboot_seconds)
+
+    def run(name: str, cut: list[list[str]]) -> Measured:
+        hosts = sum(len(wave) for wave in cut)
+        return measure_run(name, [*base, json.dumps(cut)], lab, hosts, success=(0,))
+
+    one = run("floor 1 wave", [names[:1]])
+    pair = run("floor 2 waves", [names[:1], names[1:2]])
+    per_wave = pair.wall - one.wall
+    lines = [
+        row("floor, 1 host", one, 1),
+        row("floor, 2 hosts", pair, 2, f"a wave: {per_wave:.2f} s"),
+    ]
+    for shape in shapes:
+        cut = waves(names, parse_sizes(shape, "--serial"))
+        done = run(f"floor {shape}", cut)
+        overhead = 100 * (done.wall / (len(cut) * per_wave) - 1)
+        said = f"overhead {overhead:+.1f}%, tune {walls[shape] / done.wall:.2f}x"
+        lines.append(row(f"floor {shape}", done, len(names), said))
+    return lines
+
+
 def row(name: str, run: Measured, hosts: int, extra: str = "") -> str:
     return (
         f"{name:18} {run.wall:8.2f} {run.cpu:9.2f} {1000 * run.cpu / hosts:11.1f} "
@@ -250,14 +323,18 @@ def main() -> None:
                 per_wave = pair.wall - one.wall
                 lines.append(row("1 host, 1 wave", one, 1))
                 lines.append(row("2 hosts, 2 waves", pair, 2, f"a wave: {per_wave:.2f} s"))
+                walls: dict[str, float] = {}
                 for shape in shapes:
                     reset(roots, source, args.reboot_seconds)
                     count = len(waves(names, parse_sizes(shape, "--serial")))
                     run = measure(shape, [*rollout, "--serial", shape, *hosts], lab, len(names))
+                    walls[shape] = run.wall
                     ideal = count * per_wave
                     overhead = 100 * (run.wall / ideal - 1)
                     said = f"{count} waves, ideal {ideal:.1f} s, overhead {overhead:+.1f}%"
                     lines.append(row(f"--serial {shape}", run, len(names), said))
+                lines.append("")
+                lines += floor(lab, names, shapes, walls, source, roots, args)
         finally:
             lab.stop()
     print(
