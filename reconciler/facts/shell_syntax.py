@@ -5,6 +5,7 @@ command where it stands; a file sh itself could not parse raises `ShellSyntaxErr
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 
@@ -600,6 +601,9 @@ def _show(token: Token) -> str:
     return repr(token.plain or "word")
 
 
-def parse(text: str) -> list[Command]:
-    """The commands of a file, or ShellSyntaxError where sh would refuse it."""
-    return Parser(Lexer(text).tokens()).program()
+@functools.lru_cache(maxsize=64)
+def parse(text: str) -> tuple[Command, ...]:
+    """The commands of a file, or ShellSyntaxError where sh would refuse it. Kept by text (the
+    commands are frozen): a fleet's hosts share their GRUB files, and each plan reads every
+    version of the drop-in it writes."""
+    return tuple(Parser(Lexer(text).tokens()).program())
