@@ -337,4 +337,31 @@ def test_a_wait_reads_a_value_as_the_directory_host_does(
     write(root, "/proc/sys/kernel/random/boot_id", data)
     path = "/proc/sys/kernel/random/boot_id"
     expected = SnapshotHost(root).fetch(Request.of(path)).value(path)
-    assert LocalShellHost(root, shell).value_unlike(path, before, 0, 0.01) == expected
+    # Up to three polls: a value equal to `before` is read again, as a wait reads it.
+    assert LocalShellHost(root, shell).value_unlike(path, before, 0.02, 0.01) == expected
+
+
+class ShellHostWithEnv(LocalShellHost):
+    """A session whose environment holds more (a login's /etc/environment, AcceptEnv)."""
+
+    def __init__(self, root: Path, shell: str, env: dict[str, str]) -> None:
+        super().__init__(root, shell)
+        self.env = env
+
+    def run_script(self, script: str, timeout: float | None = None) -> ScriptResult:
+        env = {"PATH": os.environ["PATH"], "TUNE_ROOT": self.root, **self.env}
+        done = subprocess.run([self.shell], input=script.encode(), capture_output=True, env=env)
+        return ScriptResult(done.stdout, done.stderr, done.returncode)
+
+
+@pytest.mark.parametrize("shell", ["sh", "bash"])
+def test_a_wait_on_what_cannot_be_read_fails_and_never_answers_an_old_value(
+    tmp_path: Path, shell: str
+) -> None:
+    """bash keeps a variable that a failed `read` would set: a directory where the boot id
+    should be once answered the value the session's environment held, as a new boot id."""
+    path = "/proc/sys/kernel/random/boot_id"
+    (tmp_path / path.lstrip("/")).mkdir(parents=True)
+    host = ShellHostWithEnv(tmp_path, shell, {"v": "0a1b", "w": "", "r": "0", "s": "1"})
+    with pytest.raises(HostError, match="reading /proc/sys/kernel/random/boot_id failed"):
+        host.value_unlike(path, "old", 0.02, 0.01)

@@ -171,11 +171,14 @@ class ShellHost(Host):
             f"{_PRELUDE}i=0\n"
             "while :; do\n"
             f"    if [ -e {target} ]; then\n"
-            # A builtin read for the one line a boot id is (a poll forks only its sleep);
-            # a file with more than one line is read whole, as `Files.value` reads it.
-            f"        r=; {{ IFS= read -r v; r=$?; IFS= read -r w; s=$?; }} <{target}\n"
+            # A builtin read for the one whole line a boot id is (a poll forks only its
+            # sleep). Anything else is read by cat as before: more lines, none, no newline,
+            # a read that failed (bash keeps a variable a failed read would set; cat fails
+            # on a directory, and the wait with it).
+            f"        r= v= w=; {{ IFS= read -r v; r=$?; IFS= read -r w; s=$?; }} <{target}\n"
             """        [ -n "$r" ] || exit 1\n"""
-            f"""        [ $s -ne 0 ] && [ -z "$w" ] || v=$(cat -- {target}) || exit 1\n"""
+            """        [ $r -eq 0 ] && [ $s -ne 0 ] && [ -z "$w" ] ||\n"""
+            f"            v=$(cat -- {target}) || exit 1\n"
             f"""        [ "$v" = {quoted(before or "")} ] || {{ printf '%s' "$v"; exit 0; }}\n"""
             "    fi\n"
             f"    [ $i -lt {ticks} ] || break\n"
@@ -219,7 +222,9 @@ class ShellHost(Host):
                 if mark == "-":
                     found[path] = None
                     continue
-                uid, _, mode = (next(answers, "") if mark == "+" else mark).partition(" ")
+                if mark != "+":
+                    raise ValueError(mark)
+                uid, _, mode = next(answers, "").partition(" ")
                 found[path] = Owned(int(uid), int(mode, 16))
         except ValueError:
             raise HostError(f"{self.name}: unexpected answer from stat: {lines!r:.200}") from None
