@@ -69,7 +69,8 @@ ROLLOUT = ["--no-probes", "--yes", "--reboot-timeout", "300"]
 # but the unavoidable. Per host, one connection (at most `forks` at once, as tune's) reads the
 # boot id and starts the emulated reboot (as lib.sh's emu_reboot does: the new boot id N seconds
 # later), and is dropped, as a reboot drops it; a second one waits for the new boot id in one
-# exec (polling on the host at tune's interval, as tune's wait does) and reads /proc/cmdline.
+# exec (polling on the host at tune's interval with the shell's `read`, as tune's wait does)
+# and reads /proc/cmdline.
 # Every host of a wave waits at once, as tune's do. No boot configuration, no journal, no
 # verification: what two SSH sessions a host cost on the cores the controller shares with every
 # emulated host.
@@ -81,15 +82,21 @@ config_path, forks, poll, cut = sys.argv[1:]
 config = Config(runtime_ssh_path=config_path)
 connecting = threading.BoundedSemaphore(int(forks))
 BOOT = '"$TUNE_ROOT/proc/sys/kernel/random/boot_id"'
+# The new boot id as emu_boot writes it: whole, by a rename.
 REBOOT = (
     'r="$TUNE_ROOT"; read -r n <"$r/.tune-emulate/reboot-seconds"; '
-    '(sleep "$n" && cat /proc/sys/kernel/random/uuid >"$r/proc/sys/kernel/random/boot_id") '
+    'id="$r/proc/sys/kernel/random/boot_id"; '
+    '(sleep "$n" && cat /proc/sys/kernel/random/uuid >"$id.new" && mv -f "$id.new" "$id") '
     '</dev/null >/dev/null 2>&1 &'
 )
 def roll(host):
     with connecting, Connection(host, config=config) as connection:
         old = connection.run("cat " + BOOT + "; " + REBOOT, hide=True).stdout.strip()
-    wait = f"while [ $(cat {BOOT}) = {shlex.quote(old)} ]; do sleep {poll}; done; "
+    # Read with the shell's own `read`, as tune's wait reads a boot id; 300 s at most.
+    wait = (
+        f"i=0; while read -r v <{BOOT} && [ \\"$v\\" = {shlex.quote(old)} ]; do "
+        f"[ $i -lt {int(300 / float(poll))} ] || exit 1; sleep {poll}; i=$((i + 1)); done; "
+    )
     with Connection(host, config=config) as connection:
         return len(connection.run(wait + 'cat "$TUNE_ROOT/proc/cmdline"', hide=True).stdout)
 for wave in json.loads(cut):
