@@ -172,12 +172,11 @@ class ShellHost(Host):
             "while :; do\n"
             f"    if [ -e {target} ]; then\n"
             # A builtin read for the one whole line a boot id is (a poll forks only its
-            # sleep). Anything else is read by cat as before: more lines, none, no newline,
-            # a read that failed (bash keeps a variable a failed read would set; cat fails
-            # on a directory, and the wait with it).
-            f"        r= v= w=; {{ IFS= read -r v; r=$?; IFS= read -r w; s=$?; }} <{target}\n"
-            """        [ -n "$r" ] || exit 1\n"""
-            """        [ $r -eq 0 ] && [ $s -ne 0 ] && [ -z "$w" ] ||\n"""
+            # sleep), as lib.sh's is_line reads one. Anything else is read by cat as before:
+            # more lines, none, no newline, a read that failed (bash keeps the variable a
+            # failed read would set; cat fails on a directory, and the wait with it).
+            f'        v= w=; {{ IFS= read -r v && ! IFS= read -r w && [ -z "$w" ]; }} '
+            f"2>/dev/null <{target} ||\n"
             f"            v=$(cat -- {target}) || exit 1\n"
             f"""        [ "$v" = {quoted(before or "")} ] || {{ printf '%s' "$v"; exit 0; }}\n"""
             "    fi\n"
