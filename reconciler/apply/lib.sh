@@ -258,16 +258,48 @@ set_attr() {
 }
 
 # $4: the step's seq, inside a run: the directories about to be created are journaled first.
+# The bytes go to a fresh name beside the file (steps.temporary and mktemp's ten characters),
+# never to one a link may wait at: a directory another user can write (an LXC config's, in
+# their home) is theirs to fill with links, and the fixed name had root write and chmod the
+# file a link there named. -T: a link (or a directory) at the file's own name is replaced, never
+# moved into (a link to /etc/cron.d got root's file there). The directories it makes are 0755
+# whatever the umask (the library's umask 022, and -m for the last one).
 put_file() {
     abnormal "$1" && return 1
-    f="$R$1"; d="${f%/*}"; t="$d/.${f##*/}.tune-new"
+    f="$R$1"; d="${f%/*}"; t=
     # A record that could not be journaled keeps rec's reason (a full device) in ERR.
     [ -z "${4:-}" ] || creates "$4" "${1%/*}" || return 1
     injected && return $RC
-    if { [ -d "$d" ] || mkdir -p "$d"; } && printf "$3" >"$t" && chmod "$2" "$t" && fsync "$t" &&
-        mv -f "$t" "$f" && fsync "$d"
+    if { [ -d "$d" ] || mkdir -p -m 755 "$d"; } &&
+        t=$(mktemp -u "$d/.${f##*/}.tune-new.XXXXXXXXXX") && exclusive "$t" "$2" "$3" &&
+        mv -fT "$t" "$f" && fsync "$d"
     then return 0; fi
-    rm -f "$t"; ERR="$1: cannot write."; return 1
+    [ -z "$t" ] || rm -f "$t"; ERR="$1: cannot write."; return 1
+}
+
+# File $1 created (0600 until chmod makes it mode $2, before any byte), the printf format $3
+# written to it and synced, or status 1. noclobber makes `>` O_EXCL for a name not there (dash,
+# bash and busybox ash alike; for an existing non-regular file it opens it, which mktemp's
+# fresh name rules out). Mode, bytes and sync go through the open file (/proc/self/fd/1),
+# never the name, which the directory's owner can swap for a link meanwhile.
+exclusive() {
+    umask 077; set -C
+    { chmod "$2" /proc/self/fd/1 && printf "$3" && fsync /proc/self/fd/1; } >"$1"
+    s=$?; set +C; umask 022; return $s
+}
+
+# untemp PATH...: the temporary files of writes of PATHs that a crash or a signal cut short,
+# removed (apply.tidy): the Python engine's fixed name (steps.temporary), and put_file's
+# fresh ones, by the shell's own glob (no process when there is none, a link removed as
+# a link, never followed).
+untemp() {
+    for p; do
+        abnormal "$p" && continue
+        q="$R${p%/*}/.${p##*/}.tune-new"
+        set +f; set -- "$q" "$q".??????????; set -f
+        for x; do if [ -e "$x" ] || [ -h "$x" ]; then rm -f -- "$x"; fi; done
+    done
+    return 0
 }
 
 # Journal.creates: step $1's record of the directories of $2 that do not exist, deepest first.

@@ -109,7 +109,6 @@ from .steps import (
     Require,
     SetAttr,
     Step,
-    temporary,
 )
 
 # Exit status of the start script when a requirement is unmet (its stderr says which).
@@ -197,7 +196,7 @@ def _step_functions(seq: int, step: Step) -> str:
     probe = _probe_args(step.probe)
     unrestored = sh_word(*not_restored_message(step, Expand(f"$(shown_{seq})")))
     files = [op.path for op in (*step.do, *step.undo) if isinstance(op, PutFile)]
-    tidy = "rm -f " + " ".join(f'"$R"{quoted(temporary(f))}' for f in files) if files else ":"
+    tidy = "untemp " + " ".join(quoted(f) for f in files) if files else ":"
     return (
         f"do_{seq}() {{ {_ops(step.do, step.id, seq)}; }}\n"
         f"undo_{seq}() {{ {_ops(step.undo, step.id, seq)}; }}\n"

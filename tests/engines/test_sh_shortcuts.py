@@ -155,6 +155,7 @@ TOOLS = [
     "head",
     "id",
     "mkdir",
+    "mktemp",
     "mv",
     "nohup",
     "rm",
