@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import stat
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -133,3 +133,38 @@ def test_a_link_to_a_directory_at_the_file_itself_is_refused(tmp_path: Path, exe
     assert EXECUTORS[executor](root, PutFile(CONFIG, NEW, 0o644)) == Said("ok")
     assert list(elsewhere.iterdir()) == []
     assert not config.is_symlink() and config.read_bytes() == NEW
+
+
+@pytest.fixture
+def umask_000() -> Iterator[None]:
+    before = os.umask(0)
+    yield
+    os.umask(before)
+
+
+# A file of each directory an apply creates: sysctl.d, tmpfiles.d, udev's rules, a systemd
+# drop-in directory, and /etc/tune, whose irqbalance policy root runs.
+CREATED = [
+    "/etc/sysctl.d/90-tune.conf",
+    "/etc/tmpfiles.d/90-tune.conf",
+    "/etc/udev/rules.d/90-tune.rules",
+    "/etc/systemd/system/irqbalance.service.d/90-tune.conf",
+    "/etc/tune/irqbalance-policy",
+]
+
+
+@pytest.mark.parametrize("executor", sorted(EXECUTORS))
+@pytest.mark.parametrize("path", CREATED)
+def test_a_directory_apply_creates_is_never_world_writable(
+    tmp_path: Path, executor: str, path: str, umask_000: None
+) -> None:
+    """Under umask 000 the Python executor's makedirs made each of them 0777: anyone could
+    plant a sysctl.d file, a udev rule or the policy script root runs. 0755, whatever the
+    umask."""
+    root = tmp_path / "host"
+    root.mkdir()
+    assert EXECUTORS[executor](root, PutFile(path, b"# tune\n", 0o644)) == Said("ok")
+    made = Path(path).parent
+    while made != Path("/"):
+        assert stat.S_IMODE((root / made.relative_to("/")).stat().st_mode) == 0o755, made
+        made = made.parent
