@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ..apply.persist import MODPROBE, MODULES_LOAD, Persisted, modprobe_options
-from ..apply.steps import Command, Need, Probe, Read, Require, Step
+from ..apply.steps import Command, Need, Probe, Read, Require, Step, normalize_words
 from ..errors import HostError
 from ..facts.kernel import OSRELEASE
 from ..facts.modules import (
@@ -43,7 +43,6 @@ from .base import (
     attribute_step,
     entry,
     missing_note,
-    normalize_words,
     safe,
     safe_scalar,
 )
