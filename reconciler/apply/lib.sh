@@ -982,6 +982,9 @@ shown() {
 
 fail() {
     trap '' TERM HUP INT
+    # A signal trapped inside `exclusive` finds noclobber on and umask 077: the restores write
+    # files as any write does.
+    set +C; umask 022
     # Interrupted in the middle of a record: it is cut off before the failure is journaled.
     if [ -n "$RECAT" ]; then truncate -s "$RECAT" "$J" 2>/dev/null; RECAT=; JSIZE=; PEND=$KEPT; fi
     rec "{\"type\":\"failed\",\"error\":\"$(jstr "$1")\",\"at\":\"$(jstr "$AT")\"}"

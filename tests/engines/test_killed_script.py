@@ -12,8 +12,10 @@ import pytest
 from conftest import write
 from small_host import write_profile
 
+from reconciler.apply.journal import read_run, run_ids
 from reconciler.apply.sh_engine import apply_remote
-from reconciler.errors import ExitCode, RunKilled
+from reconciler.errors import ApplyFailed, ExitCode, RunKilled
+from reconciler.hosts.directory import SnapshotHost
 from reconciler.profile.load import load_profile
 
 from .drive import FAULT, ShEngine
@@ -50,3 +52,25 @@ def test_a_pushed_run_whose_script_was_killed_is_said_killed_at_once(
     # The step record comes before its write.
     assert f"after {at + 1} of its {len(work.steps)} steps" in said
     assert "tune rollback -H" in said
+
+
+def test_a_run_stopped_while_it_writes_a_file_rolls_every_step_back(
+    untuned: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGTERM trapped while put_file creates its temporary file (noclobber on, umask 077):
+    the rollback then writes as any write does, and restores the sysctls before it."""
+    shims = tmp_path / "shims"
+    shims.mkdir()
+    chmod = shims / "chmod"
+    chmod.write_text('#!/bin/sh\nkill -TERM "$PPID"\nexec /bin/chmod "$@"\n')
+    chmod.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{shims}:/usr/bin:/bin")
+    profile = write_profile(
+        tmp_path / "p.yaml", {"sysctl": {"vm.swappiness": 10, "vm.dirty_ratio": 15}}
+    )
+    swappiness = (untuned / "proc/sys/vm/swappiness").read_text()
+    with pytest.raises(ApplyFailed, match="interrupted by SIGTERM"):
+        ShEngine(timeout=TIMEOUT).apply(untuned, profile)
+    assert (untuned / "proc/sys/vm/swappiness").read_text() == swappiness
+    run = read_run(SnapshotHost(untuned), run_ids(SnapshotHost(untuned))[-1])
+    assert run is not None and run.outcome == "rolled-back"
