@@ -599,7 +599,7 @@ def wait(
             starting = None
         first = ""
         run = parse_run(run_id, done.stdout) if done.stdout else None
-        if done.status == KILLED:
+        if done.status == KILLED and (run is None or run.outcome == "interrupted"):
             raise _killed(host, run_id, run, steps)
         late = time.monotonic() > deadline
         if run is not None and _paused(run, pause_at):
@@ -680,9 +680,12 @@ def _poll(
         "    *) ! gone || break ;;\n"
         "    esac\n"
         f"    sleep {interval:g}; i=$((i + 1))\n"
-        f"done\n[ -e {journal} ] || {{ ! gone || exit {KILLED}; exit 0; }}\ncat -- {journal}\n"
-        f'case "$(tail -n 1 {journal})" in {end}) ;; *) ! gone || exit {KILLED} ;; esac\n'
-        f"released || exit {HELD}\n"
+        # Gone before the journal is read: what it shows is all the script wrote (an ended
+        # run's script is gone too: the controller looks for its `end` there).
+        f"done\ng=; ! gone || g=1\n"
+        f'[ -e {journal} ] || {{ [ -z "$g" ] || exit {KILLED}; exit 0; }}\n'
+        # A child of a killed script (a modprobe) may hold the lock a while yet: waited for.
+        f'cat -- {journal}\nreleased || exit {HELD}\n[ -z "$g" ] || exit {KILLED}\n'
     )
 
 
