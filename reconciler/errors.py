@@ -145,6 +145,15 @@ class UnfinishedRun(TuneError):
         )
 
 
+class RunKilled(UnfinishedRun):
+    """A pushed run whose script died on the target (kill -9, the OOM killer) without its
+    `end`: nothing rolled it back, and the controller says so as soon as the script is gone."""
+
+    def __init__(self, run_id: str, message: str) -> None:
+        self.run_id = run_id
+        TuneError.__init__(self, message)
+
+
 class ApplyFailed(TuneError):
     """A write or read-back failed (or the run was interrupted); done steps were rolled back."""
 

@@ -258,16 +258,48 @@ set_attr() {
 }
 
 # $4: the step's seq, inside a run: the directories about to be created are journaled first.
+# The bytes go to a fresh name beside the file (steps.temporary and mktemp's ten characters),
+# never to one a link may wait at: a directory another user can write (an LXC config's, in
+# their home) is theirs to fill with links, and the fixed name had root write and chmod the
+# file a link there named. -T: a link (or a directory) at the file's own name is replaced, never
+# moved into (a link to /etc/cron.d got root's file there). The directories it makes are 0755
+# whatever the umask (the library's umask 022, and -m for the last one).
 put_file() {
     abnormal "$1" && return 1
-    f="$R$1"; d="${f%/*}"; t="$d/.${f##*/}.tune-new"
+    f="$R$1"; d="${f%/*}"; t=
     # A record that could not be journaled keeps rec's reason (a full device) in ERR.
     [ -z "${4:-}" ] || creates "$4" "${1%/*}" || return 1
     injected && return $RC
-    if { [ -d "$d" ] || mkdir -p "$d"; } && printf "$3" >"$t" && chmod "$2" "$t" && fsync "$t" &&
-        mv -f "$t" "$f" && fsync "$d"
+    if { [ -d "$d" ] || mkdir -p -m 755 "$d"; } &&
+        t=$(mktemp -u "$d/.${f##*/}.tune-new.XXXXXXXXXX") && exclusive "$t" "$2" "$3" &&
+        mv -fT "$t" "$f" && fsync "$d"
     then return 0; fi
-    rm -f "$t"; ERR="$1: cannot write."; return 1
+    [ -z "$t" ] || rm -f "$t"; ERR="$1: cannot write."; return 1
+}
+
+# File $1 created (0600 until chmod makes it mode $2, before any byte), the printf format $3
+# written to it and synced, or status 1. noclobber makes `>` O_EXCL for a name not there (dash,
+# bash and busybox ash alike; for an existing non-regular file it opens it, which mktemp's
+# fresh name rules out). Mode, bytes and sync go through the open file (/proc/self/fd/1),
+# never the name, which the directory's owner can swap for a link meanwhile.
+exclusive() {
+    umask 077; set -C
+    { chmod "$2" /proc/self/fd/1 && printf "$3" && fsync /proc/self/fd/1; } >"$1"
+    s=$?; set +C; umask 022; return $s
+}
+
+# untemp PATH...: the temporary files of writes of PATHs that a crash or a signal cut short,
+# removed (apply.tidy): the Python engine's fixed name (steps.temporary), and put_file's
+# fresh ones, by the shell's own glob (no process when there is none, a link removed as
+# a link, never followed).
+untemp() {
+    for p; do
+        abnormal "$p" && continue
+        q="$R${p%/*}/.${p##*/}.tune-new"
+        set +f; set -- "$q" "$q".??????????; set -f
+        for x; do if [ -e "$x" ] || [ -h "$x" ]; then rm -f -- "$x"; fi; done
+    done
+    return 0
 }
 
 # Journal.creates: step $1's record of the directories of $2 that do not exist, deepest first.
@@ -842,9 +874,45 @@ reading() {
 # Whether a probe's path $1 is one to read (normal) and there.
 present() { ! abnormal "$1" && [ -e "$R$1" ]; }
 
-# WS: the words of file $1, one space apart. tr alone (one process, not two): after it the
-# file is one line, the spaces at its ends taken off here.
-words_of() { WS=$(tr -s '[:space:]' ' ' <"$1"); WS=${WS# }; WS=${WS% }; }
+# WS: the words of file $1, one space apart, as steps.Probe reads them. tr alone (one process,
+# not two): after it the file is one line, the spaces at its ends taken off here.
+words_of() { WS=$(tr -s '[:space:]' ' ' <"$1"); WS=${WS# }; WS=${WS% }; ints; }
+
+# steps.kernel_integer in awk, `kint(WORD)`: WORD in decimal where the kernel parses it as an
+# integer (base 0: `0x10` hex, `010` octal, a sign), below 2**64; any other word as it is. The
+# plan reads a knob so (`normalize_words`): a file that prints `0x10` reads as 16, and a push
+# that compared the word `0x10` stopped every time (exit 9). Digit by digit in decimal: awk's
+# numbers are doubles, exact only below 2**53. Host text is never the shell's arithmetic.
+KINT='
+function kint(w,  s, d, b, i, n, a, c, v, j, out) {
+  s = ""; if (w ~ /^[+-]/) { s = substr(w, 1, 1); w = substr(w, 2) }
+  if (w ~ /^0[xX][0-9a-fA-F]+$/) { d = tolower(substr(w, 3)); b = 16 }
+  else if (w ~ /^0[0-7]+$/) { d = substr(w, 2); b = 8 }
+  else if (w ~ /^([1-9][0-9]*|0)$/) { d = w; b = 10 }
+  else return s w
+  sub(/^0+/, "", d)
+  if (length(d) > 64) return s w
+  n = 1; a[1] = 0
+  for (i = 1; i <= length(d); i++) {
+    c = index("0123456789abcdef", substr(d, i, 1)) - 1
+    for (j = 1; j <= n; j++) { v = a[j] * b + c; a[j] = v % 10; c = int(v / 10) }
+    while (c > 0) { a[++n] = c % 10; c = int(c / 10) }
+  }
+  out = ""; for (j = n; j >= 1; j--) out = out a[j]
+  if (length(out) > 20 || (length(out) == 20 && out >= "18446744073709551616")) return s w
+  return (s == "-" && out != "0" ? "-" : "") out
+}
+function kints(t,  n, ws, k, out) {
+  n = split(t, ws, " "); out = ""
+  for (k = 1; k <= n; k++) out = out (k > 1 ? " " : "") kint(ws[k])
+  return out
+}'
+# WS (words one space apart) with its integers as kint writes them; one awk only where a word
+# may be one in another notation (a sign, a leading 0), none for the decimal a kernel prints.
+ints() {
+    case " $WS " in *" +"* | *" -0"* | *" 0"[!\ ]*) ;; *) return 0 ;; esac
+    WS=$(W="$WS" awk "$KINT"'BEGIN { printf "%s", kints(ENVIRON["W"]) }')
+}
 
 # Whether the reading is exactly $4 (text keeps trailing newlines: compare with a sentinel).
 # Words (every sysctl's read-back) in this shell, not in a subshell of its own.
@@ -858,14 +926,14 @@ reads_absent() { ! reading "$1" "$2" "$3" >/dev/null; }
 # when file $1 reads as $2, $3 as $4, and so on. Status 1 when one differs, or is not there, or
 # holds a byte awk and `tr` might read alike or not (outside printable ASCII): the caller then
 # reads each on its own. awk reads a file from offset 0 in one read(2), as /proc/sys needs.
-WORDS_ARE='
+WORDS_ARE="$KINT"'
 BEGIN {
   for (i = 2; i < ARGC; i += 2) { f = ARGV[1] ARGV[i]; w = ""
     while ((r = (getline l < f)) > 0) { if (l ~ /[^\t\r\f\v -~]/) exit 1; w = w " " l }
     close(f)
     if (r < 0) exit 1
     gsub(/[ \t\r\f\v]+/, " ", w); sub(/^ /, "", w); sub(/ $/, "", w)
-    if (w != ARGV[i + 1] "") exit 1 }
+    if (kints(w) != ARGV[i + 1] "") exit 1 }
   exit 0 }'
 words_are() {
     n=0
@@ -889,7 +957,8 @@ is_words() {
     want=$2; w=
     while IFS= read -r l || [ -n "$l" ]; do w="$w $l"; done <"$R$1"
     set -- $w
-    [ "$*" = "$want" ]
+    WS="$*"; ints
+    [ "$WS" = "$want" ]
 }
 # A reading as messages show it (engine.show_value): Python's repr of the text, or
 # "nothing (absent)".
@@ -913,6 +982,9 @@ shown() {
 
 fail() {
     trap '' TERM HUP INT
+    # A signal trapped inside `exclusive` finds noclobber on and umask 077: the restores write
+    # files as any write does.
+    set +C; umask 022
     # Interrupted in the middle of a record: it is cut off before the failure is journaled.
     if [ -n "$RECAT" ]; then truncate -s "$RECAT" "$J" 2>/dev/null; RECAT=; JSIZE=; PEND=$KEPT; fi
     rec "{\"type\":\"failed\",\"error\":\"$(jstr "$1")\",\"at\":\"$(jstr "$AT")\"}"

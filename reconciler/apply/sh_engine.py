@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..boot.verify import PENDING, PendingBoot
-from ..errors import ApplyFailed, ConnectError, HostChanged, HostError, LockHeld
+from ..errors import ApplyFailed, ConnectError, HostChanged, HostError, LockHeld, RunKilled
 from ..facts import nvidia_smi, systemd
 from ..hosts import emulate, recorded
 from ..hosts.base import Completed
@@ -109,7 +109,6 @@ from .steps import (
     Require,
     SetAttr,
     Step,
-    temporary,
 )
 
 # Exit status of the start script when a requirement is unmet (its stderr says which).
@@ -118,6 +117,8 @@ UNMET = 90
 HELD = 91
 # Exit status of a script that found the lock held past `lock.WAIT` (its stderr: the holder).
 LOCKED = 92
+# Exit status of a poll that found the run's script gone (its pid) and its journal with no `end`.
+KILLED = 93
 # What a session that ended without an exit status reads as (paramiko's; a broken connection).
 NO_STATUS = -1
 
@@ -197,7 +198,7 @@ def _step_functions(seq: int, step: Step) -> str:
     probe = _probe_args(step.probe)
     unrestored = sh_word(*not_restored_message(step, Expand(f"$(shown_{seq})")))
     files = [op.path for op in (*step.do, *step.undo) if isinstance(op, PutFile)]
-    tidy = "rm -f " + " ".join(f'"$R"{quoted(temporary(f))}' for f in files) if files else ":"
+    tidy = "untemp " + " ".join(quoted(f) for f in files) if files else ":"
     return (
         f"do_{seq}() {{ {_ops(step.do, step.id, seq)}; }}\n"
         f"undo_{seq}() {{ {_ops(step.undo, step.id, seq)}; }}\n"
@@ -463,7 +464,8 @@ class ApplyScript:
             "lock_free\n"
             "if command -v setsid >/dev/null 2>&1; then S=setsid; else S=; fi\n"
             '$S nohup sh "$F" apply </dev/null >/dev/null 2>&1 &\n'
-            "P=$!\n" + ("echo started\n" if announce else "")
+            # Its pid, for a poll to tell a script still going from one that was killed.
+            'P=$!; echo "$P" >"${F%.sh}.pid" || :\n' + ("echo started\n" if announce else "")
         )
 
 
@@ -546,7 +548,7 @@ def _started(host: ShellHost, done: ScriptResult, *, polled: bool = False) -> No
     if done.status == UNMET:
         problems = done.stderr.decode("utf-8", "replace").strip()
         raise HostError(problems or f"{host.name}: the apply script could not be stored.")
-    if done.status != 0 and not (polled and done.status == HELD):
+    if done.status != 0 and not (polled and done.status in (HELD, KILLED)):
         raise HostError(f"{host.name}: the apply could not be started: {done.said}.")
 
 
@@ -567,6 +569,7 @@ def wait(
     first: str = "",
     pause_at: int | None = None,
     starting: ApplyScript | None = None,
+    steps: int | None = None,
 ) -> Run:
     """Long-poll the journal until its last record is `end` and the script has let go of the
     lock (or, with `pause_at`, the `verified` record of that step, where the script waits for
@@ -575,17 +578,19 @@ def wait(
     run costs round trips by its duration, never by its number of steps. `first`: script text
     run before the first poll, in the same round trip (`send_probes`); `starting`: the run's
     script, uploaded and started in the first poll's round trip (a run without probes: one
-    round trip for a run that ends within it)."""
+    round trip for a run that ends within it); `steps`: how many the run has, for the message
+    of a run whose script was killed (`RunKilled`, said once a poll finds it gone)."""
     journal = quoted(f".{run_path(run_id)}")
+    pid = quoted(f".{pid_path(run_id)}")
     deadline = time.monotonic() + timeout
     ticks = max(1, int(min(timeout / 2, 30.0) / interval))
-    script = _poll(journal, interval, ticks, pause_at)
+    script = _poll(journal, pid, interval, ticks, pause_at)
     if starting is not None:
         first = starting.starter(announce=False) + first
     # The start may wait lock.WAIT seconds for the lock: the first poll that follows it in the
     # same round trip is shorter by as much, so both fit in one command timeout.
     first_ticks = ticks - int(lock.WAIT / interval)
-    waits = _poll(journal, interval, first_ticks, child=True) if starting else script
+    waits = _poll(journal, pid, interval, first_ticks, child=True) if starting else script
     while True:
         done = host.run_script(first + waits)
         waits = script
@@ -594,6 +599,8 @@ def wait(
             starting = None
         first = ""
         run = parse_run(run_id, done.stdout) if done.stdout else None
+        if done.status == KILLED and (run is None or run.outcome == "interrupted"):
+            raise _killed(host, run_id, run, steps)
         late = time.monotonic() > deadline
         if run is not None and _paused(run, pause_at):
             return run
@@ -608,8 +615,32 @@ def wait(
             )
 
 
+def pid_path(run_id: str) -> str:
+    """Where the starter leaves the pid of a run's script, beside its journal."""
+    return f"{RUNS}/{run_id}.pid"
+
+
+def _killed(host: ShellHost, run_id: str, run: Run | None, steps: int | None) -> RunKilled:
+    """What a poll that found the script gone says: how far its journal goes, and the command
+    that restores what it shows."""
+    journaled = [step.id for _, step in run.steps] if run is not None else []
+    of = "" if steps is None else f" of its {steps}"
+    last = f" (the last, {journaled[-1]}, may be half done)" if journaled else ""
+    restore = (
+        f"`tune rollback -H {host.name}` restores what its journal shows"
+        if journaled
+        else "nothing was written"
+    )
+    return RunKilled(
+        run_id,
+        f"run {run_id}: its script on {host.name} was killed (kill -9, the OOM killer?) after "
+        f"{len(journaled)}{of} steps{last}, and nothing rolled it back: {restore}.",
+    )
+
+
 def _poll(
     journal: str,
+    pid: str,
     interval: float,
     ticks: int,
     pause_at: int | None = None,
@@ -619,6 +650,7 @@ def _poll(
     """One poll of `wait`: up to `ticks` looks at the journal's last record, `interval` apart.
     `child`: the run was started by this round trip's shell (`$P`, no probes to pause for)."""
     paused = "" if pause_at is None else f"    {quoted(render(Verified(pause_at)))}) break ;;\n"
+    end = '\'{"type":"end"\'*'
     ticks = max(1, ticks)
     # A run that is this shell's child is waited for by GNU tail, one process however long it
     # takes (under load, the looks below cost two processes a tick); with no `tail --pid` or
@@ -636,13 +668,24 @@ def _poll(
         f'cd -- "${{TUNE_ROOT:-/}}" || exit 1\ni=0\n'
         f"released() {{ ! command -v flock >/dev/null 2>&1 || [ ! -f {quoted('.' + LOCK)} ] || "
         f"(exec 8<{quoted('.' + LOCK)} && flock -n 8); }}\n"
+        # A script killed (kill -9, the OOM killer) never writes its `end`: its pid gone
+        # says so at once, where the looks would wait for the whole timeout.
+        f"gone() {{ IFS= read -r p <{pid} 2>/dev/null || return 1\n"
+        "    case $p in '' | *[!0-9]*) return 1 ;; esac\n"
+        '    ! kill -0 "$p" 2>/dev/null; }\n'
         f"{waited}"
         f"while [ $i -lt {ticks} ]; do\n"
         f'    case "$(tail -n 1 {journal} 2>/dev/null)" in\n'
-        f'    \'{{"type":"end"\'*) released && break ;;\n{paused}'
+        f"    {end}) released && break ;;\n{paused}"
+        "    *) ! gone || break ;;\n"
         "    esac\n"
         f"    sleep {interval:g}; i=$((i + 1))\n"
-        f"done\n[ -e {journal} ] || exit 0\ncat -- {journal}\nreleased || exit {HELD}\n"
+        # Gone before the journal is read: what it shows is all the script wrote (an ended
+        # run's script is gone too: the controller looks for its `end` there).
+        f"done\ng=; ! gone || g=1\n"
+        f'[ -e {journal} ] || {{ [ -z "$g" ] || exit {KILLED}; exit 0; }}\n'
+        # A child of a killed script (a modprobe) may hold the lock a while yet: waited for.
+        f'cat -- {journal}\nreleased || exit {HELD}\n[ -z "$g" ] || exit {KILLED}\n'
     )
 
 
@@ -727,7 +770,9 @@ def apply_remote(
     started = False
     try:
         if around is None:  # started in the first poll's round trip
-            run = wait(host, script.run_id, timeout, interval, starting=script)
+            run = wait(
+                host, script.run_id, timeout, interval, starting=script, steps=len(work.steps)
+            )
         else:
             start(host, script)
             started = True
@@ -759,7 +804,7 @@ def _wait_probed(
     before = Records()
     around.before(before)
     first = send_probes(run_id, "before", "ok", before.lines)
-    run = wait(host, run_id, timeout, interval, first=first, pause_at=steps - 1)
+    run = wait(host, run_id, timeout, interval, first=first, pause_at=steps - 1, steps=steps)
     if run.outcome != "interrupted":
         return run  # ended before the changes were all made: failed and rolled back
     after = Records()
@@ -769,7 +814,7 @@ def _wait_probed(
     except Regressed as exc:
         verdict = str(exc)
     first = send_probes(run_id, "after", verdict, after.lines)
-    return wait(host, run_id, timeout, interval, first=first)
+    return wait(host, run_id, timeout, interval, first=first, steps=steps)
 
 
 def restore_remote(host: ShellHost, run: Run, *, boot_only: bool = False) -> RollbackResult:

@@ -7,7 +7,8 @@ bytes at this path, run this argv; read this file back and compare it one of fiv
 that an SSH target without Python can run the same steps from a POSIX sh script:
 
 - `Read.TEXT`: the file's exact text (`cat`), absent when it does not exist;
-- `Read.WORDS`: whitespace collapsed (`tr -s '[:space:]' ' '`);
+- `Read.WORDS`: whitespace collapsed (`tr -s '[:space:]' ' '`), integers in decimal
+  (`normalize_words`: `0x10` reads as 16, as the plan reads it);
 - `Read.CHOICE`: the bracketed option (`sed 's/.*\\[\\(.*\\)\\].*/\\1/'`), else WORDS;
 - `Read.MODULE`: "loaded" when a line of the file starts with `arg` and a space (`grep -q`);
 - `Read.MRRS`: Max_Read_Request_Size in bytes from the little-endian u16 at byte `arg` of a
@@ -34,6 +35,39 @@ from ..facts import nvidia_smi, pcie
 from ..plan.model import Change, Value, jsonable
 
 _SELECTED = re.compile(r"\[([^\]]+)\]")
+# An integer as the kernel parses one (kstrtoul and proc_dointvec use base 0): 0x hex, a leading
+# 0 octal, otherwise decimal; an optional sign.
+_INT = re.compile(r"([+-]?)(?:0[xX]([0-9a-fA-F]+)|0([0-7]+)|([1-9][0-9]*|0))")
+# Every integer the kernel prints fits in 64 bits (u64, s64 with its sign): a longer run of
+# digits in host text is no number, and never reaches int() (whose cost grows with it).
+_WIDEST = 64
+_LIMIT = 1 << 64
+
+
+def kernel_integer(word: str) -> str:
+    """`word` in decimal where the kernel parses it as an integer (`0x10` and `020` read as
+    16, `+5` as 5), any other word as it is (lib.sh's `kint` says the same)."""
+    match = _INT.fullmatch(word)
+    if match is None:
+        return word
+    sign, hexa, octal, decimal = match.groups()
+    digits, base = (hexa, 16) if hexa else (octal, 8) if octal else (decimal, 10)
+    significant = digits.lstrip("0") or "0"
+    if len(significant) > _WIDEST:
+        return word
+    number = int(significant, base)
+    if number >= _LIMIT:
+        return word
+    return str(-number if sign == "-" else number)
+
+
+def normalize_words(raw: str | None) -> str | None:
+    """Multi-value kernel files: whitespace and tabs collapse; integers in any notation the
+    kernel accepts become decimal, as it prints them back (tcp_rmem comes back tab-separated).
+    The plan reads a knob so, and a step's probe reads it the same (`Read.WORDS`)."""
+    if raw is None:
+        return None
+    return " ".join(kernel_integer(word) for word in raw.split())
 
 
 class Read(StrEnum):
@@ -80,7 +114,7 @@ class Probe:
             selected = _SELECTED.search(text)
             if selected:
                 return selected.group(1)
-        return " ".join(text.split())
+        return normalize_words(text)
 
     def to_json(self) -> dict[str, str]:
         return {"path": self.path, "read": self.read.value, "arg": self.arg}

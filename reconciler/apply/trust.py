@@ -70,6 +70,13 @@ def check(caller: int, owned: Mapping[str, Owned | None], files: Collection[str]
 def private_directory(local: Path) -> None:
     """Make `local` and any missing directory above it mode 0700, whatever the umask: tune's
     state is nobody else's to read or plant."""
+    make_directories(local, 0o700)
+
+
+def make_directories(local: Path, mode: int) -> None:
+    """Make `local` and any missing directory above it `mode`, whatever the umask: under
+    umask 000 a plain mkdir made /etc/sysctl.d (or /etc/tune, whose irqbalance policy root
+    runs) writable by everyone."""
     missing = []
     for directory in (local, *local.parents):
         if os.path.lexists(directory):
@@ -77,7 +84,13 @@ def private_directory(local: Path) -> None:
         missing.append(directory)
     for directory in reversed(missing):
         try:
-            os.mkdir(directory, 0o700)
+            os.mkdir(directory, mode)
         except FileExistsError:
             continue  # made at the same moment by another run: checked like any other
-        os.chmod(directory, 0o700)  # the umask may have taken bits off; 0700 is the point
+        # The umask may have taken bits off. Through the directory made, never its name: in a
+        # directory another user can write, the name may be a link by now.
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            os.fchmod(fd, mode)
+        finally:
+            os.close(fd)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..apply import lock
 from ..apply.steps import temporary as temporary_of
-from ..apply.trust import Owned, check, private_directory
+from ..apply.trust import Owned, check, make_directories, private_directory
 from ..errors import HostError, LockHeld
 from . import recorded
 from .archive import ArchiveHost
@@ -148,7 +148,7 @@ class DirectoryHost(Host):
         directory = os.path.dirname(local)
         temporary = temporary_of(local)
         try:
-            os.makedirs(directory, exist_ok=True)
+            make_directories(Path(directory), 0o755)
             # The temporary name is tune's own: whatever is there (what a write cut short left,
             # or a FIFO, a device or a hard link to another file that a snapshot brought) is
             # removed, never opened; O_EXCL then creates a new file or fails.

@@ -10,7 +10,18 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Generic, TypeVar, cast
 
-from ..apply.steps import DeleteFile, Need, Op, Probe, PutFile, Read, Require, SetAttr, Step
+from ..apply.steps import (
+    DeleteFile,
+    Need,
+    Op,
+    Probe,
+    PutFile,
+    Read,
+    Require,
+    SetAttr,
+    Step,
+    normalize_words,
+)
 from ..errors import HostError
 from ..facts.cmdline import Edit
 from ..hosts.files import Files, Request
@@ -164,28 +175,6 @@ KernelValue = safe_scalar(
     "kernel value (letters, digits, spaces, _.,:=/@%+[]-)",
     "madvise",
 )
-
-
-# An integer as the kernel parses one (kstrtoul and proc_dointvec use base 0): 0x hex, a leading
-# 0 octal, otherwise decimal; an optional sign.
-_INT = re.compile(r"([+-]?)(?:0[xX]([0-9a-fA-F]+)|0([0-7]+)|([1-9][0-9]*|0))")
-
-
-def _integer(word: str) -> str:
-    match = _INT.fullmatch(word)
-    if match is None:
-        return word
-    sign, hexa, octal, decimal = match.groups()
-    number = int(hexa, 16) if hexa else int(octal, 8) if octal else int(decimal)
-    return str(-number if sign == "-" else number)
-
-
-def normalize_words(raw: str | None) -> str | None:
-    """Multi-value kernel files: whitespace and tabs collapse; integers in any notation the
-    kernel accepts become decimal, as it prints them back (tcp_rmem comes back tab-separated)."""
-    if raw is None:
-        return None
-    return " ".join(_integer(word) for word in raw.split())
 
 
 _SELECTED = re.compile(r"\[([^\]]+)\]")

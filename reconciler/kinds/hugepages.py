@@ -21,12 +21,12 @@ import re
 from typing import Annotated
 
 from ..apply.persist import Persisted, tmpfiles_write
-from ..apply.steps import Read, Step
+from ..apply.steps import Read, Step, normalize_words
 from ..facts.numa import NODES
 from ..hosts.files import Files, Request
 from ..plan.model import Change, Note, Outcome, Phase
 from ..profile.schema import Constrain
-from .base import Entry, Kind, attribute_step, entry, missing_note, normalize_words, safe
+from .base import Entry, Kind, attribute_step, entry, missing_note, safe
 
 EVERY = f"{NODES}/node*/hugepages/hugepages-*/nr_hugepages"
 

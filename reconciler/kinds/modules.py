@@ -16,12 +16,13 @@ and it can never be `absent`.
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import dataclass, field
 from typing import Literal
 
 from ..apply.persist import MODPROBE, MODULES_LOAD, Persisted, modprobe_options
-from ..apply.steps import Command, Need, Probe, Read, Require, Step
+from ..apply.steps import Command, Need, Probe, Read, Require, Step, normalize_words
 from ..errors import HostError
 from ..facts.kernel import OSRELEASE
 from ..facts.modules import (
@@ -42,7 +43,6 @@ from .base import (
     attribute_step,
     entry,
     missing_note,
-    normalize_words,
     safe,
     safe_scalar,
 )
@@ -87,6 +87,27 @@ def param_value(value: str | None, observed: str | None) -> str | None:
         if value in _FALSE:
             return "N"
     return normalize_words(value)
+
+
+def _load(name: str, params: dict[str, str]) -> Command:
+    return Command(("modprobe", name, *(f"{k}={v}" for k, v in params.items())))
+
+
+# A prior value modprobe passes on as one parameter: the kernel splits its options at spaces
+# and reads quotes, and `(null)`, what /sys/module prints for a string never set, is no value.
+_ONE_VALUE = re.compile(r"[A-Za-z0-9_.,:;=/@%+\[\]-]+")
+
+
+def _prior_params(name: str, params: dict[str, str], files: Files) -> dict[str, str]:
+    """The values the loaded module has for the parameters the profile names, as read; one
+    that cannot be read (no such parameter, not shown), was never set or is not one word is
+    left to modprobe.d, as at its first load."""
+    prior = {}
+    for param in params:
+        value = (files.value(param_path(name, param)) or "").strip()
+        if _ONE_VALUE.fullmatch(value):
+            prior[param] = value
+    return prior
 
 
 def builtin(files: Files) -> frozenset[str]:
@@ -234,10 +255,14 @@ class Modules(Kind[dict[str, ModuleEntry]]):
                 requires=(Require(Need.MODULE, name),),
             )
         item = next(e for n, e in spec.items() if canonical(n) == name)
-        params = item.runtime_params(name).items()
-        load = Command(("modprobe", name, *(f"{k}={v}" for k, v in params)))
+        params = item.runtime_params(name)
         unload = Command(("modprobe", "-r", name))
-        forward, backward = (load, unload) if change.desired == "loaded" else (unload, load)
+        if change.desired == "loaded":
+            forward, backward = _load(name, params), unload
+        else:
+            # Loaded again as it was: the profile's values say how it should be loaded, the ones
+            # read now how it was (journaled with the step, for a rollback from the journal).
+            forward, backward = unload, _load(name, _prior_params(name, params, files))
         return Step.of(
             change,
             probe=Probe(MODULES, Read.MODULE, name),

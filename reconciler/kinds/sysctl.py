@@ -17,7 +17,7 @@ import difflib
 import shlex
 
 from ..apply.persist import SYSCTL, Persisted
-from ..apply.steps import Read, Step
+from ..apply.steps import Read, Step, normalize_words
 from ..facts import services
 from ..facts.sysctl import ROOT, key_of, path_of
 from ..hosts.files import Files, Request
@@ -29,7 +29,6 @@ from .base import (
     attribute_step,
     entry,
     missing_note,
-    normalize_words,
     safe,
 )
 

@@ -43,7 +43,7 @@ from reconciler.apply.sh_engine import (
     unloadable_remote,
 )
 from reconciler.apply.steps import PutFile, Step
-from reconciler.errors import HostError
+from reconciler.errors import HostError, RunKilled
 from reconciler.hosts.base import Host
 from reconciler.hosts.directory import SnapshotHost
 from reconciler.profile.load import load_profile
@@ -196,6 +196,8 @@ class ShEngine(Engine):
                 run_id=run_id,
                 after=after,
             )
+        except RunKilled:
+            return self._ended(root, run_id)
         except HostError as exc:
             if "has not finished" not in str(exc):
                 raise

@@ -20,6 +20,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from reconciler.apply.sh_engine import LIBRARY
+from reconciler.apply.steps import Probe, Read
 from reconciler.hosts.emulate import kernel_text
 from reconciler.hosts.shell import quoted
 from reconciler.profile.load import load_profile
@@ -155,6 +156,7 @@ TOOLS = [
     "head",
     "id",
     "mkdir",
+    "mktemp",
     "mv",
     "nohup",
     "rm",
@@ -255,3 +257,37 @@ def test_the_first_poll_waits_for_the_run_it_started_with_one_tail(
         assert len(looks) == 1 and not slept, started
     else:
         assert slept, started
+
+
+NUMBERS = st.text(alphabet="0178afxX+- \t\n", max_size=40) | st.builds(
+    lambda sign, prefix, n: f"{sign}{prefix}{n}",
+    st.sampled_from(["", "+", "-"]),
+    st.sampled_from(["", "0", "00", "0x", "0X"]),
+    st.integers(0, 1 << 70).map(str),
+)
+
+
+@settings(max_examples=80)
+@given(text=NUMBERS)
+@example(text="0x10\n")
+@example(text="010 0x1F -0 +5 08 0x")
+@example(text="0xffffffffffffffff 0x10000000000000000 18446744073709551616")
+@example(text="0" * 70 + "1")
+def test_the_words_of_a_file_read_their_integers_as_the_plan_does(
+    tmp_path_factory: object, text: str
+) -> None:
+    """`reading words`, `is_words` and `words_are` read each integer as the kernel parses it,
+    exactly as `Probe.value` and the plan (`normalize_words`) do: `0x10` is 16, `010` 8, and
+    a number past 64 bits stays the word it is."""
+    root = tmp_path_factory.mktemp("host")  # type: ignore[attr-defined]
+    put(root, "/sys/kernel/knob", text.encode())
+    put(root, FILE, text.encode())
+    want = Probe("/sys/kernel/knob", Read.WORDS).value(text.encode())
+    assert want is not None
+    assert sh(root, "reading words /sys/kernel/knob ''\n") == want
+    said = sh(
+        root,
+        f"is_words /sys/kernel/knob {quoted(want)} && words_are {FILE} {quoted(want)} "
+        f"{FILE} {quoted(want)} && echo same\n",
+    )
+    assert said == "same\n"
