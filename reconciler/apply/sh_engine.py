@@ -315,7 +315,16 @@ def _reads_as_read(seq: int, step: Step) -> str:
     return f"restored_{seq}"
 
 
+# A file's text longer than this is named, never quoted, when it changed since the read: a
+# container config of a few hundred KiB, twice, is no message.
+SHOWN_TEXT = 200
+
+
 def _changed(seq: int, step: Step) -> str:
+    value = step.restored
+    if step.probe.read is Read.TEXT and value is not None and len(value) > SHOWN_TEXT:
+        size = len(value.encode("utf-8", "surrogateescape"))
+        return sh_word(f"{step.id}: {step.probe.path} no longer holds the {size:,} bytes read")
     return sh_word(f"{step.id} read {show_value(step.restored)}, now ", Expand(f"$(shown_{seq})"))
 
 

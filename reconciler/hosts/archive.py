@@ -16,7 +16,7 @@ from ..errors import HostError
 from . import recorded
 from .base import Host, write_error
 from .bounded import size_text
-from .files import MAX_FILE_BYTES, Files, Request, last
+from .files import EDITED_READ, Files, Request, cap_rank, last
 from .paths import is_glob, path_matches, within
 from .unreadable import UNREADABLE, apply_markers, kept
 
@@ -37,7 +37,7 @@ class ArchiveHost(Host):
 
     def fetch(self, request: Request) -> Files:
         files = Files()
-        for pattern, keep, _limit in request.reads():
+        for pattern, keep, limit in request.reads():
             found = last(
                 sorted(_expand(pattern, self._tree))
                 if is_glob(pattern)
@@ -45,7 +45,11 @@ class ArchiveHost(Host):
                 keep,
             )
             for path in found:
-                files.contents[path] = self._tree[path]
+                # Cut as DirectoryHost reads it: with the largest cap a pattern asks of it.
+                read = self._tree[path][: cap_rank(limit)]
+                if len(read) > len(files.contents.get(path, b"")):
+                    files.contents[path] = read
+                files.contents.setdefault(path, read)
             files.matches[pattern] = tuple(found)
         for directory in request.listed(lambda path: path in self._tree):
             base = directory.rstrip("/") + "/"
@@ -80,7 +84,9 @@ _DECOMPRESS = (
 # are 70 to 90 times that. A few KB of gzip can unpack to gigabytes: the sizes are checked from
 # the tar headers, before a member is read, and the stream is never unpacked past the total.
 MAX_ARCHIVE_BYTES = 256 << 20
-MAX_ARCHIVE_MEMBER_BYTES = 16 << 20
+# A member may be one byte past MAX_EDITED_BYTES: what `tune snapshot` keeps of a file tune
+# edits that is too large to edit, which the apply then refuses by its size.
+MAX_ARCHIVE_MEMBER_BYTES = EDITED_READ
 MAX_ARCHIVE_MEMBERS = 200_000
 
 
@@ -198,7 +204,9 @@ def _members(tar: Any, tree: dict[str, bytes], directories: set[str]) -> None:
         path = "/" + os.path.normpath(member.name).lstrip("/")
         extracted = tar.extractfile(member) if member.isfile() else None
         if extracted is not None:
-            tree[path] = extracted.read(MAX_FILE_BYTES)
+            # Whole (each member is at most MAX_ARCHIVE_MEMBER_BYTES): `fetch` cuts each
+            # file to the cap its request reads it with.
+            tree[path] = extracted.read()
         elif member.isdir():
             directories.add(path)
 
