@@ -702,8 +702,11 @@ def roll_back_chain(
 def restore_run(host: Host, run: Run, *, boot_only: bool = False) -> RollbackResult:
     """Restore one run from its journal (see `rollback`)."""
     chosen = run.run_id
-    if run.outcome == "rolled-back" or not run.records:  # no record: nothing was changed
-        return RollbackResult(chosen, Restored(), already=True, damage=run.damage)
+    if run.outcome == "rolled-back" or not run.records:
+        # No record: a run record torn by a crash (nothing was changed), or damage that says
+        # nothing of what was (`journal.read_journal`); nothing to restore from either.
+        already = run.damage is None or bool(run.records)
+        return RollbackResult(chosen, Restored(), already=already, damage=run.damage)
     journal = Journal.resume(host, run)
     _mark(journal, RollbackStarted(now_iso()))
     with _signals_ignored():

@@ -784,8 +784,11 @@ def _wait_probed(
 def restore_remote(host: ShellHost, run: Run, *, boot_only: bool = False) -> RollbackResult:
     """`apply.restore_run` on the target: one round trip to restore, one to read the result."""
     chosen = run.run_id
-    if run.outcome == "rolled-back" or not run.records:  # no record: nothing was changed
-        return RollbackResult(chosen, Restored(), already=True, damage=run.damage)
+    if run.outcome == "rolled-back" or not run.records:
+        # No record: a run record torn by a crash (nothing was changed), or damage that says
+        # nothing of what was (`journal.read_journal`); nothing to restore from either.
+        already = run.damage is None or bool(run.records)
+        return RollbackResult(chosen, Restored(), already=already, damage=run.damage)
     done = host.run_script(rollback_script(run, boot_only=boot_only))
     _lock_held(done)
     if done.status != 0:
