@@ -286,6 +286,12 @@ def test_a_file_a_kind_edits_is_read_whole_by_every_host_in_one_round_trip(
     assert len(direct.contents["/etc/pve/lxc/101.conf"]) == 3 * MAX_FILE_BYTES
     assert len(direct.contents["/etc/pve/lxc/102.conf"]) == MAX_EDITED_BYTES + 1
     assert len(direct.contents["/var/log/big.log"]) == MAX_FILE_BYTES
+    # A file that holds head's separator is read again on its own, with its own cap.
+    write(root, "/var/log/big.log", b"\n==> " + b"c" * (3 * MAX_FILE_BYTES))
+    again, reread, shell = both(root, wanted)
+    assert reread == again and len(shell.scripts) == 2, "re-read one by one"
+    assert len(reread.contents["/etc/pve/lxc/101.conf"]) == 3 * MAX_FILE_BYTES
+    assert len(reread.contents["/var/log/big.log"]) == MAX_FILE_BYTES
     archive = tmp_path / "snap.tar.gz"
     write_archive(direct, archive)
     assert ArchiveHost(archive).fetch(wanted) == direct
