@@ -41,13 +41,13 @@ def test_an_applied_run() -> None:
 @pytest.mark.parametrize(
     "data",
     [
-        b"",
+        journal().encode()[:40],  # the run record cut short by a crash: nothing was written
         journal(outcome="rolled-back").encode(),
         journal(outcome="rollback-failed").encode(),
         journal(outcome=None).encode(),  # interrupted: no end record
         journal().encode()[:-3],  # the end record cut short by a crash
     ],
-    ids=["empty", "rolled-back", "rollback-failed", "interrupted", "cut-end"],
+    ids=["cut-run", "rolled-back", "rollback-failed", "interrupted", "cut-end"],
 )
 def test_runs_that_did_not_apply(data: bytes) -> None:
     assert applied_run(PATH, data) is None
@@ -66,6 +66,8 @@ def test_a_time_without_offset_is_utc() -> None:
             f"{PATH}:1: a run journal starts with a run record",
         ),
         (b"[1]\n{}\n", f"{PATH}:1: a journal record is a JSON object"),
+        (b"", f"{PATH}:1: the journal is empty, so what the run changed cannot be known"),
+        (b"\0" * 4096, f"{PATH}:1: the journal holds 4,096 NUL bytes and no record"),
         (
             journal(steps=({**STEP, "desired": 10},)).encode(),
             f"{PATH}:2: step.desired is 10, not text or a list or null",

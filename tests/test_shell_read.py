@@ -244,17 +244,61 @@ def test_names_that_head_quotes_oddly_fall_back_and_still_read_alike(tmp_path: P
     assert len(shell.scripts) == 2, "re-read one by one"
 
 
-@pytest.mark.parametrize("whole_first", [True, False])
-def test_the_first_pattern_to_read_a_file_sets_its_cap(tmp_path: Path, whole_first: bool) -> None:
+@pytest.mark.parametrize("how", ["whole", "edited"])
+@pytest.mark.parametrize("glob", ["/d/[A]", "/d/*"])
+def test_a_file_several_patterns_match_is_read_with_the_largest_cap(
+    tmp_path: Path, glob: str, how: str
+) -> None:
+    """Whichever pattern sorts first: a file tune rewrites must never be cut because a glob
+    of another kind matched it too (the edit would drop its tail)."""
     from reconciler.hosts.files import MAX_FILE_BYTES
 
     root = tmp_path / "host"
     write(root, "/d/A", b"y" * (MAX_FILE_BYTES + 5))
-    # reads() sorts patterns: "/d/*" before "/d/A" before "/d/[A]".
-    wanted = Request.of("/d/[A]" if whole_first else "/d/*", whole=["/d/A"])
+    write(root, "/d/B", b"z" * (MAX_FILE_BYTES + 5))
+    wanted = Request.of(glob, **{how: ["/d/A"]})  # type: ignore[arg-type]
     direct, shelled, _ = both(root, wanted)
     assert shelled == direct
-    assert len(shelled.contents["/d/A"]) == (MAX_FILE_BYTES + 5 if whole_first else MAX_FILE_BYTES)
+    assert len(shelled.contents["/d/A"]) == MAX_FILE_BYTES + 5
+    if glob == "/d/*":  # the glob's other match keeps the usual cap
+        assert len(shelled.contents["/d/B"]) == MAX_FILE_BYTES
+
+
+def test_a_file_a_kind_edits_is_read_whole_by_every_host_in_one_round_trip(
+    tmp_path: Path,
+) -> None:
+    """An edited file past MAX_FILE_BYTES comes whole from a directory, over a shell and from
+    an archive, in the one script; a large file a glob matches beside it keeps the cap (its
+    own head reads only the edited one past it), and a file past MAX_EDITED_BYTES is read to
+    one byte more, for apply to refuse."""
+    from reconciler.hosts.files import MAX_EDITED_BYTES, MAX_FILE_BYTES
+
+    root = tmp_path / "host"
+    write(root, "/etc/pve/lxc/101.conf", b"a" * (3 * MAX_FILE_BYTES))
+    write(root, "/etc/pve/lxc/102.conf", b"b" * (MAX_EDITED_BYTES + 10))
+    write(root, "/var/log/big.log", b"c" * (3 * MAX_FILE_BYTES))
+    edited = ["/etc/pve/lxc/101.conf", "/etc/pve/lxc/102.conf"]
+    wanted = Request.of("/var/log/*.log", edited=edited)
+    direct, shelled, shell = both(root, wanted)
+    assert shelled == direct
+    assert len(shell.scripts) == 1
+    assert f"head -c {MAX_FILE_BYTES} -v" in shell.scripts[0]
+    assert len(direct.contents["/etc/pve/lxc/101.conf"]) == 3 * MAX_FILE_BYTES
+    assert len(direct.contents["/etc/pve/lxc/102.conf"]) == MAX_EDITED_BYTES + 1
+    assert len(direct.contents["/var/log/big.log"]) == MAX_FILE_BYTES
+    # A file that holds head's separator is read again on its own, with its own cap.
+    write(root, "/var/log/big.log", b"\n==> " + b"c" * (3 * MAX_FILE_BYTES))
+    again, reread, shell = both(root, wanted)
+    assert reread == again and len(shell.scripts) == 2, "re-read one by one"
+    assert len(reread.contents["/etc/pve/lxc/101.conf"]) == 3 * MAX_FILE_BYTES
+    assert len(reread.contents["/var/log/big.log"]) == MAX_FILE_BYTES
+    archive = tmp_path / "snap.tar.gz"
+    write_archive(direct, archive)
+    assert ArchiveHost(archive).fetch(wanted) == direct
+    # What a plan reads at the usual cap stays cut there, from an archive as from a directory.
+    assert ArchiveHost(archive).fetch(Request.of(*edited)) == SnapshotHost(root).fetch(
+        Request.of(*edited)
+    )
 
 
 def test_a_request_that_opens_nothing_is_one_round_trip(tmp_path: Path) -> None:

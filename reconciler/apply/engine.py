@@ -29,7 +29,8 @@ from ..errors import (
 )
 from ..facts import nvidia_smi
 from ..hosts.base import Host
-from ..hosts.files import Files, Request
+from ..hosts.bounded import size_text
+from ..hosts.files import MAX_EDITED_BYTES, MAX_FILE_BYTES, Files, Request
 from ..kinds import boot_kind, named
 from ..kinds.files import KIND as BOOT_FILES
 from ..plan.make import make_plan
@@ -156,7 +157,8 @@ def prepare(
     from ..boot.tryonce import Boot, arrange
 
     # profile.yaml in the same batch: an apply with nothing to change stores it when it differs.
-    fetched = host.fetch(observed_request(loaded.profile, with_persistence) | PROFILE_REQUEST)
+    request = observed_request(loaded.profile, with_persistence) | PROFILE_REQUEST
+    fetched = host.fetch(request)
     observation = observation_of(host, fetched)
     plan = make_plan(loaded, observation, with_persistence)
     if saved is not None:
@@ -189,6 +191,7 @@ def prepare(
         )
         left_out |= trimmed
     boot = arrange(planned, fetched) if reboot else Boot(None, "", planned)
+    problems += not_read_whole(host, request, fetched, boot.now + boot.promote)
     if boot.now and preflight_here:
         # The promotion's too: what it needs after the boot is known to be there before.
         problems += (requirements or (lambda checked: preflight(host, checked)))(
@@ -207,6 +210,35 @@ def prepare(
         skipped,
         left_out,
     )
+
+
+def not_read_whole(host: Host, request: Request, files: Files, steps: Sequence[Step]) -> list[str]:
+    """A sentence for each file `steps` rewrite (replace, delete, or put back on undo) that
+    observation did not read whole: tune journals a file's prior and writes an edit of it,
+    so a prefix would lose the rest on apply and again on rollback (a Proxmox config's
+    snapshot sections past 64 KiB). A file past MAX_EDITED_BYTES is named with its size,
+    never shown; one a kind did not ask whole is tune's own error."""
+    found = []
+    written = (
+        op.path for s in steps for op in (*s.do, *s.undo) if isinstance(op, PutFile | DeleteFile)
+    )
+    for path in dict.fromkeys(written):
+        data = files.read(path)
+        if data is None or len(data) < MAX_FILE_BYTES:
+            continue  # absent, or shorter than any cap: whole
+        if not request.read_whole(path):
+            found.append(
+                f"{path} was read only in part (its first {size_text(MAX_FILE_BYTES)}), and "
+                "tune rewrites only a file it read whole; this is a bug of tune's."
+            )
+        elif len(data) > MAX_EDITED_BYTES:
+            size = host.file_size(path)
+            said = "larger than" if size is None else f"{size:,} bytes, more than"
+            found.append(
+                f"{path} is {said} the {size_text(MAX_EDITED_BYTES)} tune reads of a file it "
+                "rewrites, so tune leaves it as it is and writes nothing."
+            )
+    return found
 
 
 # Which modules a host cannot load: module name -> the first line modprobe printed.
@@ -670,8 +702,11 @@ def roll_back_chain(
 def restore_run(host: Host, run: Run, *, boot_only: bool = False) -> RollbackResult:
     """Restore one run from its journal (see `rollback`)."""
     chosen = run.run_id
-    if run.outcome == "rolled-back" or not run.records:  # no record: nothing was changed
-        return RollbackResult(chosen, Restored(), already=True, damage=run.damage)
+    if run.outcome == "rolled-back" or not run.records:
+        # No record: a run record torn by a crash (nothing was changed), or damage that says
+        # nothing of what was (`journal.read_journal`); nothing to restore from either.
+        already = run.damage is None or bool(run.records)
+        return RollbackResult(chosen, Restored(), already=already, damage=run.damage)
     journal = Journal.resume(host, run)
     _mark(journal, RollbackStarted(now_iso()))
     with _signals_ignored():

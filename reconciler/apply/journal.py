@@ -456,7 +456,36 @@ def read_journal(run_id: str, data: bytes, path: str | None = None) -> Run:
             seqs.add(record.seq)
     if run.damage is None and run.torn_at is None and offset < len(data):
         run.torn_at = offset
+    if not run.records and run.damage is None and not _first_record_torn(data):
+        run.damage = DamagedJournal(path, 1, _says_nothing(data), run)
+        run.torn_at = None
     return run
+
+
+# How every journal starts: the run record, synced before any other record, and any record
+# before the write it describes.
+_RUN_RECORD = b'{"type":"run"'
+
+
+def _first_record_torn(data: bytes) -> bool:
+    """Whether a journal without a whole record is what a crash in the middle of its first
+    append leaves: the start of a run record, so nothing after it was written. Anything else
+    (nothing at all, NUL bytes, other text) tells nothing of what the run changed: the journal
+    is the only record of that, so it is damage, never a run of no changes. An empty journal
+    is also what a crash in the instant between its creation and its first record leaves:
+    tune cannot tell that from a journal emptied later, so the operator decides."""
+    torn = b"".join(data.split(b"\n", 1)[0].split())  # JSON's blanks between tokens
+    return bool(torn) and (torn.startswith(_RUN_RECORD) or _RUN_RECORD.startswith(torn))
+
+
+def _says_nothing(data: bytes) -> str:
+    if not data:
+        what = "the journal is empty"
+    elif not data.strip(b"\0\n"):
+        what = f"the journal holds {len(data):,} NUL bytes and no record"
+    else:
+        what = f"the journal's {len(data):,} bytes hold no whole record, nor the start of one"
+    return f"{what}, so what the run changed cannot be known from it"
 
 
 def _torn(line: bytes) -> bool:
@@ -465,6 +494,8 @@ def _torn(line: bytes) -> bool:
         json.loads(line.decode("utf-8"))
     except ValueError:
         return True
+    except RecursionError:
+        return False  # whole, but no record: damage
     return False
 
 

@@ -507,10 +507,18 @@ def render(record: Record) -> str:
 
 def parse_line(line: bytes) -> Record:
     """One journal line (UTF-8 JSON) as its record."""
+    # json and the field checks recurse per level of nesting: no record tune writes nests
+    # deeper than a few levels.
+    deep = RecordError("not a record tune writes (nested too deeply to read)")
     try:
         data = json.loads(line.decode("utf-8"))
     except UnicodeDecodeError:
         raise RecordError("not UTF-8 text") from None
     except ValueError as exc:
         raise RecordError(f"not a JSON record ({exc})") from None
-    return record_from_json(data)
+    except RecursionError:
+        raise deep from None
+    try:
+        return record_from_json(data)
+    except RecursionError:
+        raise deep from None

@@ -316,7 +316,16 @@ def _reads_as_read(seq: int, step: Step) -> str:
     return f"restored_{seq}"
 
 
+# A file's text longer than this is named, never quoted, when it changed since the read: a
+# container config of a few hundred KiB, twice, is no message.
+SHOWN_TEXT = 200
+
+
 def _changed(seq: int, step: Step) -> str:
+    value = step.restored
+    if step.probe.read is Read.TEXT and value is not None and len(value) > SHOWN_TEXT:
+        size = len(value.encode("utf-8", "surrogateescape"))
+        return sh_word(f"{step.id}: {step.probe.path} no longer holds the {size:,} bytes read")
     return sh_word(f"{step.id} read {show_value(step.restored)}, now ", Expand(f"$(shown_{seq})"))
 
 
@@ -820,8 +829,11 @@ def _wait_probed(
 def restore_remote(host: ShellHost, run: Run, *, boot_only: bool = False) -> RollbackResult:
     """`apply.restore_run` on the target: one round trip to restore, one to read the result."""
     chosen = run.run_id
-    if run.outcome == "rolled-back" or not run.records:  # no record: nothing was changed
-        return RollbackResult(chosen, Restored(), already=True, damage=run.damage)
+    if run.outcome == "rolled-back" or not run.records:
+        # No record: a run record torn by a crash (nothing was changed), or damage that says
+        # nothing of what was (`journal.read_journal`); nothing to restore from either.
+        already = run.damage is None or bool(run.records)
+        return RollbackResult(chosen, Restored(), already=already, damage=run.damage)
     done = host.run_script(rollback_script(run, boot_only=boot_only))
     _lock_held(done)
     if done.status != 0:

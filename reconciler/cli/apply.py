@@ -601,6 +601,8 @@ def rollback(
             if not out.json:
                 out.echo(f"Run {one.run_id} is already rolled back; nothing to do.")
             continue
+        if one.damage is not None and not one.damage.readable.records:
+            continue  # nothing was read, nothing restored: the damage says so below
         if result.failures:
             raise ApplyFailed(
                 f"rollback of run {one.run_id} left {len(result.failures)} changes not restored: "

@@ -354,21 +354,22 @@ def running(files: Files) -> Parameters:
 
 
 def request() -> Request:
-    return Request.of(
-        PROC_CMDLINE,
-        GRUB_DEFAULT,
-        GRUB_DROPINS,
-        KERNEL_CMDLINE,
-        PROXMOX_BOOT_UUIDS,
-        REDHAT_RELEASE,
-        LOADER_ENTRIES,
-        GRUBENV,
-        TUNED_BOOTCMDLINE,
-        OSRELEASE,
-        TRY_SCRIPT,
-        *(f"{d}/entries/*.conf" for d in LOADER_DIRS),
-        *(f"{d}/loader.conf" for d in LOADER_DIRS),
-        nodes=(EFI, EFIVARS),
+    """The boot configuration is read whole (`edited`): tune rewrites some of it, and a
+    setting past the usual cap decides what the next boot passes as much as one before it."""
+    return Request.of(PROC_CMDLINE, OSRELEASE, nodes=(EFI, EFIVARS)) | Request.of(
+        edited=(
+            GRUB_DEFAULT,
+            GRUB_DROPINS,
+            KERNEL_CMDLINE,
+            PROXMOX_BOOT_UUIDS,
+            REDHAT_RELEASE,
+            LOADER_ENTRIES,
+            GRUBENV,
+            TUNED_BOOTCMDLINE,
+            TRY_SCRIPT,
+            *(f"{d}/entries/*.conf" for d in LOADER_DIRS),
+            *(f"{d}/loader.conf" for d in LOADER_DIRS),
+        )
     )
 
 

@@ -16,7 +16,7 @@ from ..errors import HostError
 from . import recorded
 from .base import Host, write_error
 from .bounded import size_text
-from .files import MAX_FILE_BYTES, Files, Request, last
+from .files import EDITED_READ, MAX_FILE_BYTES, Files, Request, cap_rank, last
 from .paths import is_glob, path_matches, within
 from .unreadable import UNREADABLE, apply_markers, kept
 
@@ -27,8 +27,13 @@ class ArchiveHost(Host):
     def __init__(self, archive: str | os.PathLike[str]) -> None:
         self.archive = Path(archive)
         self.name = str(self.archive)
+        # Members longer than MAX_FILE_BYTES, held cut there until a request reads one whole.
+        self._long: set[str] = set()
+        self._tree, self._directories = self._read(frozenset())
+
+    def _read(self, whole: frozenset[str]) -> tuple[dict[str, bytes], set[str]]:
         try:
-            self._tree, self._directories = _read_archive(self.archive)
+            return _read_archive(self.archive, whole, set() if whole else self._long)
         except OSError as exc:
             raise HostError(f"{self.archive}: cannot read snapshot archive ({exc}).") from exc
 
@@ -36,8 +41,21 @@ class ArchiveHost(Host):
         return f"snapshot {self.archive}"
 
     def fetch(self, request: Request) -> Files:
+        wanted = {
+            path
+            for pattern, _, limit in request.reads()
+            if cap_rank(limit) > MAX_FILE_BYTES
+            for path in self._long
+            if path_matches(pattern, path)
+        }
+        if wanted:
+            # A file read whole that the archive holds past the usual cap (a large container
+            # config): the archive is read again for it, rather than every member held whole.
+            whole, _ = self._read(frozenset(wanted))
+            self._tree.update((path, whole[path]) for path in wanted if path in whole)
+            self._long -= wanted
         files = Files()
-        for pattern, keep, _limit in request.reads():
+        for pattern, keep, limit in request.reads():
             found = last(
                 sorted(_expand(pattern, self._tree))
                 if is_glob(pattern)
@@ -45,7 +63,11 @@ class ArchiveHost(Host):
                 keep,
             )
             for path in found:
-                files.contents[path] = self._tree[path]
+                # Cut as DirectoryHost reads it: with the largest cap a pattern asks of it.
+                read = self._tree[path][: cap_rank(limit)]
+                if len(read) > len(files.contents.get(path, b"")):
+                    files.contents[path] = read
+                files.contents.setdefault(path, read)
             files.matches[pattern] = tuple(found)
         for directory in request.listed(lambda path: path in self._tree):
             base = directory.rstrip("/") + "/"
@@ -80,7 +102,9 @@ _DECOMPRESS = (
 # are 70 to 90 times that. A few KB of gzip can unpack to gigabytes: the sizes are checked from
 # the tar headers, before a member is read, and the stream is never unpacked past the total.
 MAX_ARCHIVE_BYTES = 256 << 20
-MAX_ARCHIVE_MEMBER_BYTES = 16 << 20
+# A member may be one byte past MAX_EDITED_BYTES: what `tune snapshot` keeps of a file tune
+# edits that is too large to edit, which the apply then refuses by its size.
+MAX_ARCHIVE_MEMBER_BYTES = EDITED_READ
 MAX_ARCHIVE_MEMBERS = 200_000
 
 
@@ -148,8 +172,12 @@ def _one_file_too_large(what: str, size: int) -> ArchiveRefused:
     )
 
 
-def _read_archive(archive: Path) -> tuple[dict[str, bytes], set[str]]:
-    """The archive's files, and its directories (named, or implied by a file below them)."""
+def _read_archive(
+    archive: Path, whole: frozenset[str], long: set[str]
+) -> tuple[dict[str, bytes], set[str]]:
+    """The archive's files, and its directories (named, or implied by a file below them):
+    those in `whole` whole, the others cut at MAX_FILE_BYTES (each path cut added to
+    `long`)."""
     import lzma
     import tarfile  # only snapshots packed as archives need it
     import zlib
@@ -164,7 +192,7 @@ def _read_archive(archive: Path) -> tuple[dict[str, bytes], set[str]]:
         bounded = _Bounded(stream)
         try:
             with tarfile.open(fileobj=bounded, mode="r:") as tar:  # type: ignore[call-overload]
-                _members(tar, tree, directories)
+                _members(tar, tree, directories, whole, long)
                 # tarfile ends quietly at a damaged header; what follows the last member must
                 # be the zero blocks that end an archive.
                 if not bounded.rest_is_zeros(tar.offset):
@@ -183,7 +211,9 @@ def _read_archive(archive: Path) -> tuple[dict[str, bytes], set[str]]:
     return tree, directories
 
 
-def _members(tar: Any, tree: dict[str, bytes], directories: set[str]) -> None:
+def _members(
+    tar: Any, tree: dict[str, bytes], directories: set[str], whole: frozenset[str], long: set[str]
+) -> None:
     """Each member, its size checked from its header before anything of it is read."""
     total = 0
     for count, member in enumerate(tar, 1):
@@ -198,7 +228,12 @@ def _members(tar: Any, tree: dict[str, bytes], directories: set[str]) -> None:
         path = "/" + os.path.normpath(member.name).lstrip("/")
         extracted = tar.extractfile(member) if member.isfile() else None
         if extracted is not None:
-            tree[path] = extracted.read(MAX_FILE_BYTES)
+            if path in whole:
+                tree[path] = extracted.read()
+            else:
+                tree[path] = extracted.read(MAX_FILE_BYTES)
+                if member.size > MAX_FILE_BYTES:
+                    long.add(path)
         elif member.isdir():
             directories.add(path)
 

@@ -89,6 +89,11 @@ class ReadableHost(ABC):
         not followed; None when absent): what `trust.check` judges."""
         raise self._refuse()
 
+    def file_size(self, path: str) -> int | None:
+        """The size in bytes of the file at `path` (links followed), for a message about a
+        file too large to read; None when it cannot be known."""
+        return None
+
     def value_unlike(
         self, path: str, before: str | None, within: float, interval: float
     ) -> str | None:

@@ -26,6 +26,7 @@ from .files import (
     CommandOutput,
     Files,
     Request,
+    cap_rank,
     last,
     rooted_body,
 )
@@ -63,6 +64,7 @@ class DirectoryHost(Host):
     def _fetch(self, request: Request) -> Files:
         files = Files()
         paths = self.paths
+        caps: dict[str, int] = {}  # what each path was read with, as `cap_rank` ranks it
         for pattern, keep, limit in request.reads():
             checked(pattern)
             if is_glob(pattern):
@@ -72,8 +74,9 @@ class DirectoryHost(Host):
             found = last(found, keep)
             matched = []
             for path in found:
-                if path not in files.contents and path not in files.errors:
+                if path not in files.errors and caps.get(path, 0) < cap_rank(limit):
                     self._read_into(files, path, limit)
+                    caps[path] = cap_rank(limit)
                 if path in files.contents or path in files.errors:
                     matched.append(path)
             files.matches[pattern] = tuple(matched)
@@ -108,9 +111,7 @@ class DirectoryHost(Host):
         # A glob may match a directory: it is not a file to read. Asking open (not a stat
         # first) saves a system call per file, a thousand on a 128-CPU host.
         try:
-            files.contents[path] = self.paths.read(
-                path, MAX_STATE_BYTES + 1 if limit is None else limit
-            )
+            files.contents[path] = self.paths.read(path, cap_rank(limit))
         except IsADirectoryError:
             return
         except OSError as exc:
@@ -128,6 +129,12 @@ class DirectoryHost(Host):
             return None
         except OSError as exc:
             raise HostError(f"{path}: cannot read ({exc.strerror}).") from exc
+
+    def file_size(self, path: str) -> int | None:
+        try:
+            return os.stat(self._local(path)).st_size
+        except (OSError, HostError):
+            return None
 
     def set_attr(self, path: str, value: str) -> None:
         try:

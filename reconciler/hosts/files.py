@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from .paths import is_glob, matching
+from .paths import is_glob, matching, path_matches
 
 # sysfs and procfs files report 4096 bytes or 0 whatever they hold; cap reads so a profile glob
 # that matches something large (a log, a firmware blob) cannot balloon the observation.
@@ -23,6 +23,21 @@ MAX_FILE_BYTES = 1 << 16
 # there (a sparse file of 20 GiB) can make tune hold. Whole reads take one byte more, which is
 # how a reader tells a file past the limit from one at it.
 MAX_STATE_BYTES = 64 << 20
+# A file tune rewrites (a container config, the kernel command line's files, its own persisted
+# files) is read whole, never cut at MAX_FILE_BYTES: its prior is journaled and written back
+# byte for byte, and an edit of a prefix would drop the rest (a Proxmox config's snapshot
+# sections). 16 MiB is far past any such file (a Proxmox config with a hundred snapshots and
+# long descriptions is a few hundred KiB), equal to the most a snapshot archive holds of one
+# file, and small enough to hold a few of in memory and in a run journal; one byte more is
+# read, for tune to tell a file past it and refuse to edit it.
+MAX_EDITED_BYTES = 16 << 20
+EDITED_READ = MAX_EDITED_BYTES + 1
+
+
+def cap_rank(limit: int | None) -> int:
+    """How much a read with byte cap `limit` takes (None: whole, the most)."""
+    return MAX_STATE_BYTES + 1 if limit is None else limit
+
 
 View = TypeVar("View")
 
@@ -81,6 +96,9 @@ class Request:
     # Patterns read in full, past MAX_FILE_BYTES: tune's own state (a run journal of 128 CPUs'
     # steps outgrows the cap meant for kernel files, and a cut journal loses its end record).
     whole: frozenset[str] = frozenset()
+    # Patterns of files a kind may rewrite, read whole up to MAX_EDITED_BYTES (one byte more):
+    # their prior is what a rollback writes back.
+    edited: frozenset[str] = frozenset()
     # (pattern, n): only the last n matches in name order, read whole (the newest run journals:
     # run ids sort by time), so a check reads them in the same batch as the observation.
     newest: frozenset[tuple[str, int]] = frozenset()
@@ -106,11 +124,13 @@ class Request:
         nodes: Iterable[str] = (),
         listings_if_no_file: Iterable[tuple[str, str]] = (),
         commands: Iterable[tuple[str, ...]] = (),
+        edited: Iterable[str] = (),
     ) -> Request:
         return cls(
             frozenset(patterns),
             frozenset(listings),
             frozenset(whole),
+            frozenset(edited),
             frozenset(newest),
             frozenset(nodes),
             frozenset(listings_if_no_file),
@@ -122,6 +142,7 @@ class Request:
             self.patterns | other.patterns,
             self.listings | other.listings,
             self.whole | other.whole,
+            self.edited | other.edited,
             self.newest | other.newest,
             self.nodes | other.nodes,
             self.listings_if_no_file | other.listings_if_no_file,
@@ -143,14 +164,21 @@ class Request:
         wanted.update(d for d, paths in self.conditions().items() if not all(map(is_file, paths)))
         return sorted(wanted)
 
+    def read_whole(self, path: str) -> bool:
+        """Whether a pattern of this request reads `path` whole (as a file tune edits, or as
+        its own state), not cut at MAX_FILE_BYTES."""
+        return any(path_matches(p, path) for p in self.edited | self.whole)
+
     def reads(self) -> list[tuple[str, int | None, int | None]]:
         """Every pattern to read, in a fixed order: (pattern, how many of its last matches to
-        keep or None for all, the byte cap or None for whole)."""
+        keep or None for all, the byte cap or None for whole, up to one byte past
+        MAX_STATE_BYTES). The patterns read at MAX_FILE_BYTES come first, then the others
+        (the order an SSH host's script reads them in). A path that several patterns match
+        is read with the largest cap among them, whichever comes first."""
         return [
-            *(
-                (p, None, None if p in self.whole else MAX_FILE_BYTES)
-                for p in sorted(self.patterns | self.whole)
-            ),
+            *((p, None, MAX_FILE_BYTES) for p in sorted(self.patterns - self.edited - self.whole)),
+            *((p, None, EDITED_READ) for p in sorted(self.edited - self.whole)),
+            *((p, None, None) for p in sorted(self.whole)),
             *((p, n, None) for p, n in sorted(self.newest)),
         ]
 

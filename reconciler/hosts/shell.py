@@ -38,6 +38,7 @@ from .files import (
     CommandOutput,
     Files,
     Request,
+    cap_rank,
     rooted_body,
 )
 from .paths import bracket_end, checked, path_matches, within
@@ -142,7 +143,7 @@ class ShellHost(Host):
         files = read.parse(self.name, self._checked(read.text, "reading files"))
         if isinstance(files, Files):
             return files
-        each = EachScript.of(files.paths, read.cap)
+        each = EachScript.of(files.paths, files.caps)
         data, problems = each.parse(self.name, self._checked(each.text, "re-reading files"))
         return read.build(files.answer, data, problems)
 
@@ -156,6 +157,13 @@ class ShellHost(Host):
         if done.status == ABSENT:
             return None
         return self._checked_done(done, f"reading {path}").stdout
+
+    def file_size(self, path: str) -> int | None:
+        """One round trip, only for a file too large to read (`wc -c` of standard input: a
+        seek to its end for a regular file, whatever its name)."""
+        done = self.run_script(f"{_PRELUDE}exec wc -c <{quoted('.' + checked(path))}\n")
+        text = done.stdout.decode("ascii", "replace").strip()
+        return int(text) if done.status == 0 and text.isdigit() else None
 
     def value_unlike(
         self, path: str, before: str | None, within: float, interval: float
@@ -338,25 +346,28 @@ _DIRECTORY = "tune-directory "
 
 @dataclass(frozen=True)
 class Reread:
-    """The batch could not be split unambiguously: read these files one by one."""
+    """The batch could not be split unambiguously: read these files one by one, each with the
+    largest cap of the patterns that listed it (`caps`, in the order of `paths`)."""
 
     paths: tuple[str, ...]
     answer: _Answer
+    caps: tuple[int, ...] = ()
 
     @classmethod
-    def of(cls, answer: _Answer) -> Reread:
-        paths = (
-            word[1:]
-            for words, origin in zip(answer.words, answer.origins, strict=True)
-            if origin != "n"
-            for word in words
-        )
-        return cls(tuple(dict.fromkeys(paths)), answer)
+    def of(cls, answer: _Answer, caps: tuple[int, ...]) -> Reread:
+        found: dict[str, int] = {}
+        for words, origin, cap in zip(answer.words, answer.origins, caps, strict=True):
+            for word in words if origin != "n" else ():
+                found[word[1:]] = max(cap, found.get(word[1:], 0))
+        return cls(tuple(found), answer, tuple(found.values()))
 
 
 @dataclass(frozen=True)
 class ReadScript:
     """The observation script for a request, and how to turn its output into `Files`.
+
+    Every pattern read at MAX_FILE_BYTES goes to one head; each other (a file read whole, the
+    newest matches of one) to a head of its own, with its own cap, after it.
 
     The script lists what head will read before head reads it: each glob's expansion with one
     printf (the shell's own glob, which lists dangling symlinks and leaves an unmatched glob as
@@ -369,11 +380,10 @@ class ReadScript:
     patterns: tuple[str, ...]
     listings: tuple[str, ...]
     text: str
-    whole: frozenset[str] = frozenset()  # patterns read past the usual cap (tune's own state)
-    cap: int = MAX_FILE_BYTES
+    caps: tuple[int, ...] = ()  # per pattern: head's byte cap
     nodes: tuple[str, ...] = ()  # device-node patterns: names and types, never opened
     literal: tuple[bool, ...] = ()  # per pattern: a path the shell does not expand
-    newest: tuple[bool, ...] = ()  # per pattern: only its newest matches, by a head of its own
+    apart: tuple[bool, ...] = ()  # per pattern: read by a head of its own (its cap, or newest)
     commands: tuple[tuple[str, ...], ...] = ()
 
     @classmethod
@@ -388,7 +398,7 @@ class ReadScript:
         arguments = self._arguments(answer)
         problems = _batch_errors(host, done.stderr, arguments)
         if problems is None:
-            return Reread.of(answer)
+            return Reread.of(answer, self.caps)
         closed = {n for n, (_, not_opened) in problems.items() if not_opened}
         # head printed a header for every argument it opened, and nothing for the others.
         opened = [w for n, w in enumerate(arguments) if n not in closed] if closed else arguments
@@ -399,22 +409,25 @@ class ReadScript:
             chunks = [b""]
             framed = stream.strip(b"\n") == b""
         if not framed:
-            return Reread.of(answer)
+            return Reread.of(answer, self.caps)
         heads = [f"{word} <==\n".encode("utf-8", "surrogateescape") for word in opened]
         if not all(map(bytes.startswith, chunks[1:], heads)):
-            return Reread.of(answer)
-        # The first read of a path wins, as DirectoryHost reads each path once: built from
-        # the last argument back.
-        bodies = [c[len(h) :] for c, h in zip(chunks[:0:-1], heads[::-1], strict=True)]
-        data = dict(zip([word[1:] for word in reversed(opened)], bodies, strict=True))
+            return Reread.of(answer, self.caps)
+        # A path read by several heads keeps its longest read (its largest cap), as
+        # DirectoryHost reads a path with the largest cap a pattern asks of it.
+        data: dict[str, bytes] = {}
+        for chunk, head, word in zip(chunks[1:], heads, opened, strict=True):
+            body = chunk[len(head) :]
+            if len(body) > len(data.get(word[1:], b"")) or word[1:] not in data:
+                data[word[1:]] = body
         return self.build(answer, data, {arguments[n][1:]: p for n, p in problems.items()})
 
     def _arguments(self, answer: _Answer) -> list[str]:
         """head's arguments, in order: each pattern read with the others ended by GROUP_END."""
         return [
             argument
-            for words, newest in zip(answer.words, self.newest, strict=True)
-            for argument in (words if newest else (*words, GROUP_END))
+            for words, apart in zip(answer.words, self.apart, strict=True)
+            for argument in (words if apart else (*words, GROUP_END))
         ]
 
     def _records(self, host: str, out: bytes, pos: int) -> tuple[_Answer, bytes]:
@@ -435,13 +448,13 @@ class ReadScript:
             tag, *paths = group.split("\0")
             groups[tag] = paths
         ended_well = not together or together.pop() == ""  # the last GROUP_END ends the group
-        if not ended_well or len(together) != self.newest.count(False):
+        if not ended_well or len(together) != self.apart.count(False):
             raise HostError(f"{host}: the host's answer lacks a pattern's expansion.")
         answer = _Answer()
         main = iter(together)
         for index, pattern in enumerate(self.patterns):
-            newest = self.newest[index]
-            words = groups.get(f"r{index}") if newest else next(main)[1:].split("\0")
+            apart = self.apart[index]
+            words = groups.get(f"r{index}") if apart else next(main)[1:].split("\0")
             if self.literal[index]:
                 answer.words.append([f".{pattern}"])
                 answer.origins.append("n" if f"n{index}" in groups else "p")
@@ -470,7 +483,6 @@ class ReadScript:
         """The same `Files`, in the same order, that `DirectoryHost.fetch` builds, from what
         head read (`data`) and what it reported (path -> (reason, not even opened))."""
         files = Files()
-        cut = bool(self.whole)  # head's cap was the larger one: cut the others back
         for index, pattern in enumerate(self.patterns):
             origin = answer.origins[index]
             paths = [word[1:] for word in answer.words[index]]
@@ -484,12 +496,8 @@ class ReadScript:
                 paths = [p for p in paths if p in data]
             matched = tuple(sorted(set(paths)))
             for path in matched:
-                # The first pattern that reads a path sets its cap, as in DirectoryHost.
-                if path not in files.errors and path not in files.contents:
-                    read = data[path]
-                    files.contents[path] = (
-                        read[:MAX_FILE_BYTES] if cut and pattern not in self.whole else read
-                    )
+                if path not in files.errors:
+                    files.contents[path] = data[path]
             files.matches[pattern] = matched
         for index, directory in enumerate(self.listings):
             if index in answer.listed:
@@ -561,29 +569,34 @@ def _read_script(request: Request) -> ReadScript:
     """Built once per request: every host of a fleet is sent the same script."""
     reads = request.reads()
     patterns = tuple(p for p, _, _ in reads)
-    whole = frozenset(p for p, _, limit in reads if limit is None)
+    caps = tuple(cap_rank(limit) for _, _, limit in reads)
+    # One head reads every file at the usual cap; a file read whole (tune's state, a file it
+    # edits) or only the newest matches of a pattern, by a head of its own after it, so that
+    # a large file a glob matches is never read past MAX_FILE_BYTES for their sake.
+    apart = tuple(
+        keep is not None or cap != MAX_FILE_BYTES
+        for (_, keep, _), cap in zip(reads, caps, strict=True)
+    )
     conditions = request.conditions()
     listings = tuple(sorted({*request.listings, *conditions}))
-    # One head reads every file, so one cap: the larger one when whole files are wanted;
-    # `build` cuts the others back to MAX_FILE_BYTES, as DirectoryHost reads them.
-    cap = WHOLE_MAX_BYTES if whole else MAX_FILE_BYTES
     words = [quote_pattern(p) for p in patterns]
     literal = tuple(w == "." + quoted(p) for p, w in zip(patterns, words, strict=True))
     lines = ["printf 'TUNE-READ-1\\000'\n"]
     together = []
-    newest = []
+    alone = []
     for index, ((_, keep, _), word) in enumerate(zip(reads, words, strict=True)):
         if literal[index]:
             # The shell passes a literal path on whether or not it exists: ask, as lexists.
             lines.append(f"[ -e {word} ] || [ -h {word} ] || printf ':n{index}\\000'\n")
-        if keep is None:
+        if not apart[index]:
             together.append(f"{word} {GROUP_END}")
             continue
         # The newest `keep` matches: the expansion cut to its last ones, as "$@".
-        expansion = f"set -- {word}\n{_INSIDE}[ $# -gt {keep} ] && shift $(($# - {keep}))\n"
+        newest = "" if keep is None else f"[ $# -gt {keep} ] && shift $(($# - {keep}))\n"
+        expansion = f"set -- {word}\n{_INSIDE}{newest}"
         if not literal[index]:
             lines.append(f"{expansion}printf '%s\\000' :r{index} \"$@\"\n")
-        newest.append(expansion)
+        alone.append((expansion, caps[index]))
     if listings:
         lines.append(_WALK)
     if conditions:
@@ -629,8 +642,8 @@ def _read_script(request: Request) -> ReadScript:
         lines.append(f"set -- {' '.join(together)}\n{_INSIDE}printf '%s\\000' :w \"$@\"\n")
     lines.append("printf ':c\\000'\nprintf 'TUNE-READ-ERRORS\\n' >&2\n")
     if together:
-        lines.append(f"printf '\\n'\nhead -c {cap} -v -- \"$@\"\n")
-    for expansion in newest:
+        lines.append(f"printf '\\n'\nhead -c {MAX_FILE_BYTES} -v -- \"$@\"\n")
+    for expansion, cap in alone:
         # head prints a header only for a file it opens: the separator's newline goes out
         # only then (a wrong guess, a race, costs the re-read, never a wrong answer). With no
         # word left (every match left the pattern), head would read standard input.
@@ -639,8 +652,7 @@ def _read_script(request: Request) -> ReadScript:
             f'[ $# -eq 0 ] || head -c {cap} -v -- "$@"\n'
         )
     text = _PRELUDE + _batched("".join(lines))
-    kept = tuple(keep is not None for _, keep, _ in reads)
-    return ReadScript(patterns, listings, text, whole, cap, nodes, literal, kept, commands)
+    return ReadScript(patterns, listings, text, caps, nodes, literal, apart, commands)
 
 
 @dataclass(frozen=True)
@@ -654,15 +666,18 @@ class EachScript:
     text: str
 
     @classmethod
-    def of(cls, paths: tuple[str, ...], cap: int = MAX_FILE_BYTES) -> EachScript:
+    def of(cls, paths: tuple[str, ...], caps: tuple[int, ...] = ()) -> EachScript:
+        """`caps`: each path's byte cap (MAX_FILE_BYTES for those not given)."""
         boundary = f"TUNE-{secrets.token_hex(16)}"
-        words = " ".join(quoted(f".{p}") for p in paths)
+        caps = caps + (MAX_FILE_BYTES,) * (len(paths) - len(caps))
+        words = " ".join(f"{c} {quoted(f'.{p}')}" for p, c in zip(paths, caps, strict=True))
         text = _PRELUDE + _batched(
             "printf 'TUNE-READ-ERRORS\\n' >&2\n"
-            f"n=0\nfor f in {words}; do\n"
+            f"n=0\nset -- {words}\nwhile [ $# -gt 0 ]; do\n"
+            "    c=$1 f=$2; shift 2\n"
             f"    printf '\\000{boundary}\\000'\n"
             f'    if [ -d "$f" ]; then printf \'{_DIRECTORY}%s\\n\' "$n" >&2\n'
-            f'    else head -c {cap} -- "$f"; fi\n'
+            '    else head -c "$c" -- "$f"; fi\n'
             "    n=$((n + 1))\n"
             f"done\nprintf '\\000{boundary}\\000'\n"
         )

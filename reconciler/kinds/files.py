@@ -36,7 +36,7 @@ class Persistence(Kind[Any]):
     whole_file = True
 
     def request(self, spec: Any) -> Request:
-        return Request.of(*OWNED, *(f"{d}/*.conf" for d in SYSCTL_DIRS))
+        return Request.of(*(f"{d}/*.conf" for d in SYSCTL_DIRS), edited=OWNED)
 
     def compare(
         self, spec: Any, files: Files, leaving_out: frozenset[str] = frozenset()

@@ -114,7 +114,8 @@ class IrqAffinity(Kind[list[IrqEntry]]):
     noun = "IRQs"
 
     def request(self, spec: list[IrqEntry]) -> Request:
-        return request_devices() | irq.request() | irqbalance.request()
+        edited = Request.of(edited=[irqbalance.POLICY, irqbalance.DROPIN])
+        return request_devices() | irq.request() | irqbalance.request() | edited
 
     def compare(self, spec: list[IrqEntry], files: Files) -> Outcome:
         outcome = Outcome()

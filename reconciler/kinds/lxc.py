@@ -76,7 +76,8 @@ class Lxc(Kind[list[LxcEntry]]):
 
     def request(self, spec: list[LxcEntry]) -> Request:
         nodes = [fmt.NVIDIA_NODES] if any(_wants_devices(e) for e in spec) else []
-        return Request.of(fmt.PROC_DEVICES, *(e.config for e in spec), nodes=nodes)
+        configs = [e.config for e in spec]
+        return Request.of(fmt.PROC_DEVICES, nodes=nodes, edited=configs)
 
     def compare(self, spec: list[LxcEntry], files: Files) -> Outcome:
         outcome = Outcome()

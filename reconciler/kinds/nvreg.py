@@ -127,7 +127,7 @@ class Nvreg(Kind[NvregSpec]):
         return tuple(found)
 
     def request(self, spec: NvregSpec) -> Request:
-        return Request.of(nv.PARAMS, NVREG, *MODPROBE_GLOBS) | initramfs.request()
+        return Request.of(nv.PARAMS, *MODPROBE_GLOBS, edited=[NVREG]) | initramfs.request()
 
     def compare(self, spec: NvregSpec, files: Files) -> Outcome:
         outcome = Outcome()

@@ -160,7 +160,7 @@ class Services(Kind[dict[str, UnitEntry]]):
     def request(self, spec: dict[str, UnitEntry]) -> Request:
         found = Request()
         for unit, item in spec.items():
-            found |= systemd.request(unit)
+            found |= systemd.request(unit) | Request.of(edited=[systemd.dropin(unit)])
             if item.limits:
                 found |= systemd.running_request(unit)
             if item.logind:
