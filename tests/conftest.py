@@ -36,6 +36,17 @@ TUNED = HOSTS / "rtx6000bw-tuned"
 SAVED = "tune: plan saved in .tune/plan.json; "  # the one line `tune plan` writes to stderr
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Groups for pytest-xdist (`.ci/run` runs `-n 2 --dist loadgroup`): a file's tests stay on
+    one worker, so a module's fixture (an sshd lab, a 20-host rollout) is built once; every e2e
+    test shares one worker, since one VM at a time runs on a machine (`tests/e2e/vm.py`'s Slot)."""
+    tests = Path(__file__).resolve().parent
+    for item in items:
+        relative = Path(str(item.path)).resolve().relative_to(tests)
+        group = "e2e" if relative.parts[0] == "e2e" else str(relative)
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
 @pytest.fixture(autouse=True)
 def _workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`tune plan` saves .tune/plan.json in the working directory: keep it out of the checkout."""
