@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Generic, TypeVar, ca
 
 from ..apply.steps import DeleteFile, Need, Op, Probe, PutFile, Read, Require, SetAttr, Step
 from ..errors import HostError
+from ..facts import numbers
 from ..facts.cmdline import Edit
 from ..hosts.files import Files, Request
 from ..hosts.paths import may_match_dot
@@ -166,18 +167,11 @@ KernelValue = safe_scalar(
 )
 
 
-# An integer as the kernel parses one (kstrtoul and proc_dointvec use base 0): 0x hex, a leading
-# 0 octal, otherwise decimal; an optional sign.
-_INT = re.compile(r"([+-]?)(?:0[xX]([0-9a-fA-F]+)|0([0-7]+)|([1-9][0-9]*|0))")
-
-
 def _integer(word: str) -> str:
-    match = _INT.fullmatch(word)
-    if match is None:
-        return word
-    sign, hexa, octal, decimal = match.groups()
-    number = int(hexa, 16) if hexa else int(octal, 8) if octal else int(decimal)
-    return str(-number if sign == "-" else number)
+    """An integer as the kernel parses one (kstrtoul and proc_dointvec use base 0) in decimal;
+    any other word, a number too wide for the kernel included, as it is."""
+    number = numbers.kernel_integer(word)
+    return word if number is None else str(number)
 
 
 def normalize_words(raw: str | None) -> str | None:
