@@ -14,7 +14,7 @@ from ..apply.steps import DeleteFile, Need, Op, Probe, PutFile, Read, Require, S
 from ..errors import HostError
 from ..facts import numbers
 from ..facts.cmdline import Edit
-from ..hosts.files import Files, Request
+from ..hosts.files import MAX_FILE_BYTES, Files, Request
 from ..hosts.paths import may_match_dot
 from ..plan.model import Change, Outcome, Phase, Priority, Value
 from ..profile.schema import After, Before, Constrain, Strict, invalid, pattern_check
@@ -349,6 +349,18 @@ def attribute_step(
     )
 
 
+def whole(path: str, data: bytes | None) -> bytes | None:
+    """`data`, the observed bytes of a file a step replaces or edits, when they can be the
+    whole file: observation stops reading at MAX_FILE_BYTES, and putting back (or editing) what
+    was cut there would lose the rest of the file."""
+    if data is not None and len(data) >= MAX_FILE_BYTES:
+        raise HostError(
+            f"{path} holds {MAX_FILE_BYTES // 1024} KiB or more, more than tune reads of a file "
+            "it replaces or edits: tune would not put it back whole, so it leaves it alone."
+        )
+    return data
+
+
 def file_op(path: str, data: bytes | None, mode: int = 0o644) -> PutFile | DeleteFile:
     return DeleteFile(path) if data is None else PutFile(path, data, mode)
 
@@ -364,6 +376,7 @@ def file_step(
     """The step that gives the whole file `path` the bytes `after` (None: no file) and back
     `before`, each followed by `tool` (the command that makes the file take effect); `mode`:
     the file's permissions (0o755 for a script a daemon executes)."""
+    before = whole(path, before)
     probe = Probe(path, Read.TEXT)
     return Step.of(
         change,

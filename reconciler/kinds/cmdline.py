@@ -53,7 +53,7 @@ from ..facts.shell_values import Unknown
 from ..hosts.files import Files, Request
 from ..plan.model import Change, Note, Outcome, Pending, Phase, Priority, Value
 from ..profile.schema import Before, Constrain, invalid
-from .base import AfterBoot, Kind, Meta, Strict, entry, file_step, safe, safe_scalar
+from .base import AfterBoot, Kind, Meta, Strict, entry, file_step, safe, safe_scalar, whole
 
 Wanted = list[tuple[fmt.Edit, Meta]]
 
@@ -492,7 +492,9 @@ def _grubby_step(
         restored=before[read],
         do=(Command(("grubby", "--update-kernel=ALL", arg)),),
         undo=tuple(
-            PutFile(path, files.read(path) or b"" if upto == 0 else before[path].encode())
+            PutFile(
+                path, whole(path, files.read(path)) or b"" if upto == 0 else before[path].encode()
+            )
             for path in paths
         ),
         requires=(Require(Need.COMMAND, "grubby"),),

@@ -38,7 +38,7 @@ from ..facts import lxc as fmt
 from ..hosts.files import Files, Request
 from ..plan.model import Change, Note, Outcome, Phase, Priority
 from ..profile.schema import After, invalid
-from .base import AfterBoot, Kind, Meta, Strict, entry, missing_note, safe
+from .base import AfterBoot, Kind, Meta, Strict, entry, missing_note, safe, whole
 
 ContainerId = safe(r"[0-9]{1,9}", "container id", '"101"')
 ConfigPath = safe(r"(?!.*/\.\.?(/|$))/[A-Za-z0-9_./-]+", "config path", "/var/lib/lxc/x/config")
@@ -249,7 +249,7 @@ class Lxc(Kind[list[LxcEntry]]):
         edits, so undoing in reverse order passes through every earlier state exactly."""
         name = change.subject
         item = next(e for e in spec if e.name == name)
-        prior = files.read(item.config)
+        prior = whole(item.config, files.read(item.config))
         if prior is None:
             raise HostError(f"{change.id} cannot be made: {item.config} does not exist.")
         text = prior.decode("utf-8", "replace")
