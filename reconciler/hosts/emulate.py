@@ -292,7 +292,8 @@ def _modprobe(host: DirectoryHost, args: list[str]) -> Completed:
         if remove:
             return Completed(1, "", f"modprobe: FATAL: Module {name} is builtin.")
         return Completed(0)
-    text = _read(host, MODULES) or ""
+    # The other lines go back byte for byte, whatever a snapshot holds there.
+    text = (host.read_file(MODULES) or b"").decode("utf-8", "surrogateescape")
     lines = text.splitlines(keepends=True)
     line = next((x for x in lines if x.split() and x.split()[0] == name), None)
     if dry:
@@ -303,7 +304,9 @@ def _modprobe(host: DirectoryHost, args: list[str]) -> Completed:
             return Completed(1, "", f"modprobe: FATAL: Module {name} is not in kernel.")
         if line.split()[2] != "0":
             return Completed(1, "", f"modprobe: FATAL: Module {name} is in use.")
-        _overwrite(local, "".join(x for x in lines if x is not line).encode())
+        _overwrite(
+            local, "".join(x for x in lines if x is not line).encode(errors="surrogateescape")
+        )
         shutil.rmtree(host.local(f"{MODULE_DIR}/{name}", follow=False), ignore_errors=True)
         return Completed(0)
     if line is not None:
@@ -312,7 +315,8 @@ def _modprobe(host: DirectoryHost, args: list[str]) -> Completed:
     if failure is not None:
         return Completed(1, "", failure)
     # The kernel lists the newest module first.
-    _overwrite(local, (f"{name} 16384 0 - Live 0x0000000000000000\n" + text).encode())
+    line = f"{name} 16384 0 - Live 0x0000000000000000\n"
+    _overwrite(local, (line + text).encode(errors="surrogateescape"))
     for param in params:
         key, _, value = param.partition("=")
         target = host.local(f"{MODULE_DIR}/{name}/parameters/{key}")
