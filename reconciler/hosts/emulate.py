@@ -36,6 +36,7 @@ from ..facts.kernel import OSRELEASE
 from ..facts.lxc_keys import KEYS
 from ..facts.modules import MODULE_DIR, MODULES, builtin_modules, builtin_path, module_name
 from ..facts.numa import parse_list
+from ..facts.numbers import unsigned
 from ..facts.pci import DEVICES
 from . import recorded
 from .base import ENOTSUPP, Completed, refusal
@@ -118,7 +119,13 @@ def set_attr(host: DirectoryHost, path: str, value: str) -> None:
         raise HostError(f"{path}: cannot open for writing (Permission denied).")
     refuses = _read(host, REFUSES + path)
     if refuses is not None:
-        raise refusal(path, value, int(refuses.strip()))
+        code = unsigned(refuses.strip())
+        if code is None or code not in errno.errorcode:
+            raise HostError(
+                f"{REFUSES + path}: holds {refuses.strip()[:40]!r}, not the number of an errno; "
+                "a snapshot marks an attribute the kernel refuses with the errno it refuses with."
+            )
+        raise refusal(path, value, code)
     if irq.is_affinity_list(path):
         new = _affinity_text(host, path, value)
     else:

@@ -152,3 +152,17 @@ def test_audit_reads_hostile_sysctls_and_idle_latencies_as_no_numbers(tmp_path: 
     write(root, "/sys/devices/system/cpu/cpu0/cpuidle/state1/latency", HUGE + "\n")
     result = run_tune("audit", "--root", root)
     assert result.code in (0, 2), result.err
+
+
+def test_a_refusal_marker_that_is_no_errno_is_a_sentence_not_a_python_error(
+    tmp_path: Path,
+) -> None:
+    """The emulation's marker of an attribute the kernel refuses holds an errno: `x` there
+    failed the step with Python's `invalid literal for int()`."""
+    root = small(tmp_path / "host")
+    write(root, "/.tune-emulate/refuses/proc/sys/vm/swappiness", "x\n")
+    profile = write_profile(tmp_path / "p.yaml", {"sysctl": {"vm.swappiness": 10}})
+    result = run_tune("apply", profile, "--root", root, "-y")
+    assert result.code == 3, result.err
+    assert "invalid literal" not in result.err
+    assert "holds 'x', not the number of an errno" in result.err
