@@ -39,7 +39,7 @@ from ..facts.numa import parse_list
 from ..facts.numbers import unsigned
 from ..facts.pci import DEVICES
 from . import recorded
-from .base import ENOTSUPP, Completed, refusal
+from .base import ENOTSUPP, Completed, link_at_attribute, refusal
 from .beneath import open_regular, write_all
 from .files import NOT_INSTALLED, CommandOutput, Files, Request
 
@@ -112,6 +112,8 @@ def kernel_text(old: str, value: str) -> str:
 
 
 def set_attr(host: DirectoryHost, path: str, value: str) -> None:
+    if os.path.islink(host.local(path, follow=False)):
+        raise link_at_attribute(path)
     local = host.local(path)
     if not os.path.isfile(local):
         raise HostError(f"{path}: cannot open for writing (No such file or directory).")
@@ -120,7 +122,9 @@ def set_attr(host: DirectoryHost, path: str, value: str) -> None:
     refuses = _read(host, REFUSES + path)
     if refuses is not None:
         code = unsigned(refuses.strip())
-        if code is None or code not in errno.errorcode:
+        # Any errno a kernel returns (MAX_ERRNO is 4095), ENOTSUPP's 524 too, which Python's
+        # errno module does not name.
+        if code is None or not 0 < code < 4096:
             raise HostError(
                 f"{REFUSES + path}: holds {refuses.strip()[:40]!r}, not the number of an errno; "
                 "a snapshot marks an attribute the kernel refuses with the errno it refuses with."
