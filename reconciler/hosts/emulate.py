@@ -112,9 +112,9 @@ def kernel_text(old: str, value: str) -> str:
 
 
 def set_attr(host: DirectoryHost, path: str, value: str) -> None:
+    local = host.local(path)  # a link that leads out of the snapshot is refused as such here
     if os.path.islink(host.local(path, follow=False)):
         raise link_at_attribute(path)
-    local = host.local(path)
     if not os.path.isfile(local):
         raise HostError(f"{path}: cannot open for writing (No such file or directory).")
     if not writable(host, path):
