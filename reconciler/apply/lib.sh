@@ -238,6 +238,8 @@ set_attr() {
     REFUSED=
     injected && return $RC
     abnormal "$1" && return 1
+    # A link as the attribute's own name is never the kernel's (hosts.base.link_at_attribute).
+    [ -L "$f" ] && { ERR="$1: cannot open for writing (a symbolic link, which no kernel attribute is)."; return 1; }
     if [ -n "$EMU" ]; then
         [ -f "$f" ] || { ERR="$1: cannot open for writing (No such file or directory)."; return 1; }
         writable "$1" || { ERR="$1: cannot open for writing (Permission denied)."; return 1; }

@@ -31,34 +31,17 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from ..facts import nvidia_smi, pcie
+from ..facts import numbers, nvidia_smi, pcie
 from ..plan.model import Change, Value, jsonable
 
 _SELECTED = re.compile(r"\[([^\]]+)\]")
-# An integer as the kernel parses one (kstrtoul and proc_dointvec use base 0): 0x hex, a leading
-# 0 octal, otherwise decimal; an optional sign.
-_INT = re.compile(r"([+-]?)(?:0[xX]([0-9a-fA-F]+)|0([0-7]+)|([1-9][0-9]*|0))")
-# Every integer the kernel prints fits in 64 bits (u64, s64 with its sign): a longer run of
-# digits in host text is no number, and never reaches int() (whose cost grows with it).
-_WIDEST = 64
-_LIMIT = 1 << 64
 
 
 def kernel_integer(word: str) -> str:
     """`word` in decimal where the kernel parses it as an integer (`0x10` and `020` read as
     16, `+5` as 5), any other word as it is (lib.sh's `kint` says the same)."""
-    match = _INT.fullmatch(word)
-    if match is None:
-        return word
-    sign, hexa, octal, decimal = match.groups()
-    digits, base = (hexa, 16) if hexa else (octal, 8) if octal else (decimal, 10)
-    significant = digits.lstrip("0") or "0"
-    if len(significant) > _WIDEST:
-        return word
-    number = int(significant, base)
-    if number >= _LIMIT:
-        return word
-    return str(-number if sign == "-" else number)
+    number = numbers.kernel_integer(word)
+    return word if number is None else str(number)
 
 
 def normalize_words(raw: str | None) -> str | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 
 from ..hosts.files import Files, Request
+from . import numbers
 from .numa import NODE_CPULIST, format_list, parse_list
 from .pci import DEVICES, NUMA_NODE
 from .services import INVOCATION
@@ -63,11 +64,11 @@ def device_irqs(files: Files, address: str) -> tuple[int, ...]:
     """The IRQs of the function at `address`, in numeric order: its MSI(-X) vectors, else its
     legacy line; () when it has none (no driver bound, or none that asked for one)."""
     vectors = [p.rsplit("/", 1)[1] for p in files.glob(f"{DEVICES}/{address}/msi_irqs/*")]
-    numbers = sorted(int(v) for v in vectors if v.isdigit())
-    if numbers:
-        return tuple(numbers)
-    legacy = (files.value(f"{DEVICES}/{address}/irq") or "").strip()
-    return (int(legacy),) if legacy.isdigit() and int(legacy) > 0 else ()
+    found = sorted(n for n in map(numbers.unsigned, vectors) if n is not None)
+    if found:
+        return tuple(found)
+    legacy = numbers.unsigned((files.value(f"{DEVICES}/{address}/irq") or "").strip())
+    return (legacy,) if legacy else ()
 
 
 def affinity(files: Files, irq: int) -> frozenset[int] | None:

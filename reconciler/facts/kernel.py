@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+from . import numbers
+
 HOSTNAME = "/proc/sys/kernel/hostname"
 OSRELEASE = "/proc/sys/kernel/osrelease"
 BOOT_ID = "/proc/sys/kernel/random/boot_id"
@@ -12,9 +14,10 @@ IOMMU_TYPES = "/sys/kernel/iommu_groups/*/type"
 
 
 def version(release: str) -> tuple[int, ...]:
-    """`6.8.12-9-pve` -> (6, 8, 12)."""
-    match = re.match(r"(\d+(?:\.\d+)*)", release.strip())
-    return tuple(int(p) for p in match.group(1).split(".")) if match else ()
+    """`6.8.12-9-pve` -> (6, 8, 12); () when it does not start with a version."""
+    match = re.match(r"([0-9]+(?:\.[0-9]+)*)", release.strip())
+    parts = [numbers.unsigned(p) for p in match.group(1).split(".")] if match else []
+    return () if None in parts else tuple(p for p in parts if p is not None)
 
 
 def kernel_ok(release: str, constraint: str) -> bool:

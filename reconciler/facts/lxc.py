@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from enum import Enum
 from functools import lru_cache
 
+from . import numbers
 from .lxc_keys import KEYS
 
 PROC_DEVICES = "/proc/devices"
@@ -283,10 +284,11 @@ def mount_entry(value: str) -> MountEntry | None:
     fields = [f for f in re.split(r"[ \t]+", value) if f]
     if len(fields) < 2 or fields[0].startswith("#"):
         return None
-    numbers = [int(f) if f.isdigit() else 0 for f in fields[4:6]]
-    numbers += [0] * (2 - len(numbers))
+    # fstab's dump and pass fields: anything but a number reads as 0, as getmntent's atoi.
+    counts = [numbers.unsigned(f) or 0 for f in fields[4:6]]
+    counts += [0] * (2 - len(counts))
     text = [_unescape(f) for f in fields[:4]] + [""] * (4 - min(len(fields), 4))
-    return MountEntry(text[0], text[1], text[2], text[3], numbers[0], numbers[1])
+    return MountEntry(text[0], text[1], text[2], text[3], counts[0], counts[1])
 
 
 def meaning(key: str, value: str) -> str:
@@ -340,9 +342,16 @@ def mount_line(node: str) -> str:
     return f"{path} {path.lstrip('/')} none bind,optional,create={create}"
 
 
-def node_order(text: str) -> list[str | int]:
-    """Numbers compare as numbers: nvidia2 before nvidia10."""
-    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text)]
+def node_order(text: str) -> list[tuple[int, str]]:
+    """Numbers compare as numbers: nvidia2 before nvidia10. A run of digits compares by its
+    length without leading zeros, then its digits: the order of the numbers, of any length,
+    with no conversion (a device name is the host's text)."""
+    return [
+        (len(part.lstrip("0")), part.lstrip("0"))
+        if part.isascii() and part.isdigit()
+        else (-1, part)
+        for part in re.split(r"([0-9]+)", text)
+    ]
 
 
 # One /proc/devices text is asked for several times per plan (allow lines, mounts, notes),
@@ -357,8 +366,9 @@ def char_majors(proc_devices: str) -> dict[int, list[str]]:
             in_char = line.strip() == "Character devices:"
             continue
         parts = line.split(None, 1)
-        if in_char and len(parts) == 2 and parts[0].isdigit():
-            majors.setdefault(int(parts[0]), []).append(parts[1].strip())
+        major = numbers.unsigned(parts[0]) if in_char and len(parts) == 2 else None
+        if major is not None:
+            majors.setdefault(major, []).append(parts[1].strip())
     return majors
 
 

@@ -6,28 +6,34 @@ import re
 from collections.abc import Iterable
 
 from ..hosts.files import Files
+from . import numbers
 
 NODES = "/sys/devices/system/node"
 NODES_ONLINE = NODES + "/online"
 NODE_CPULIST = NODES + "/node*/cpulist"
 
 _NODE = re.compile(r"/node(\d+)/cpulist$")
+# More CPUs than any kernel configures (NR_CPUS is 8192 at most): a list naming more, or a
+# number past it, is no list the kernel printed (`0-4294967295` would take minutes to expand).
+MAX_CPUS = 1 << 16
 
 
 def parse_list(text: str | None) -> tuple[int, ...]:
     """A kernel cpulist or node list, `0-31,64-95`, as numbers; () when absent or malformed
     (a range that runs backwards, `5-3`, is malformed: bitmap_parselist refuses it)."""
-    numbers: list[int] = []
+    found: list[int] = []
     for part in (text or "").strip().split(","):
-        match = re.fullmatch(r"\s*(\d+)(?:-(\d+))?\s*", part)
+        match = re.fullmatch(r"\s*([0-9]+)(?:-([0-9]+))?\s*", part)
         if not match:
             return ()
-        first = int(match.group(1))
-        last = int(match.group(2) or first)
-        if last < first:
+        first = numbers.unsigned(match.group(1))
+        last = first if match.group(2) is None else numbers.unsigned(match.group(2))
+        if first is None or last is None or last < first or last - first >= MAX_CPUS:
             return ()
-        numbers.extend(range(first, last + 1))
-    return tuple(numbers)
+        found.extend(range(first, last + 1))
+        if len(found) > MAX_CPUS:
+            return ()
+    return tuple(found)
 
 
 def format_list(numbers: Iterable[int]) -> str:

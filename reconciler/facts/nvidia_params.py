@@ -19,6 +19,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from . import numbers
 from .modules import canonical
 
 PARAMS = "/proc/driver/nvidia/params"
@@ -118,21 +119,15 @@ def _unquoted(value: str) -> str:
     return value
 
 
-# kstrtoint's base 0: 0x hex, a leading 0 octal, otherwise decimal; an optional sign.
-_INT = re.compile(r"([+-]?)(?:0[xX]([0-9a-fA-F]+)|0([0-7]+)|([1-9][0-9]*|0))")
-
-
 def normalize(param: str, value: str) -> str:
     """`value` given to `param` as the proc file prints it back: an integer parameter as the
     unsigned 32-bit decimal `%u` prints (`-1` and `0xffffffff` read 4294967295), a string
     parameter as given, without the quotes a modprobe.d line may put around it."""
     value = _unquoted(value.strip())
-    match = _INT.fullmatch(value)
-    if param.removeprefix(PREFIX) in STRINGS or match is None:
+    number = numbers.kernel_integer(value)  # kstrtoint's base 0
+    if param.removeprefix(PREFIX) in STRINGS or number is None:
         return value
-    sign, hexa, octal, decimal = match.groups()
-    number = int(hexa, 16) if hexa else int(octal, 8) if octal else int(decimal)
-    return str((-number if sign == "-" else number) % 2**32)
+    return str(number % 2**32)
 
 
 def nearest(param: str) -> str | None:
@@ -171,5 +166,7 @@ def build(text: str | None) -> Build | None:
     match = _NVRM.match(text or "")
     if match is None:
         return None
-    version = tuple(int(n) for n in match["version"].split("."))
-    return Build("Open Kernel Module" in match["id"], version)
+    parts = [numbers.unsigned(n) for n in match["version"].split(".")]
+    if None in parts:
+        return None
+    return Build("Open Kernel Module" in match["id"], tuple(p for p in parts if p is not None))

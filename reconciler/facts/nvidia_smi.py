@@ -15,6 +15,7 @@ must not take the other settings' reading with it.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 
@@ -90,6 +91,16 @@ def watts(text: str) -> str:
         return f"{float(text):g}"
     except ValueError:
         return text
+
+
+def watts_number(text: str | None) -> float | None:
+    """A power value as a finite number of watts; None for anything else (a driver's word in
+    its place, a hostile host's thousands of digits, which float() reads as infinity)."""
+    try:
+        number = float(text or "")
+    except ValueError:
+        return None
+    return number if math.isfinite(number) else None
 
 
 @dataclass(frozen=True)

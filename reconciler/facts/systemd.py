@@ -232,6 +232,10 @@ def process_limits(text: str) -> dict[str, str]:
         for row, key in rows.items():
             if line.startswith(row + " "):
                 words = line[len(row) :].split()
+                # A kernel's line has soft, hard and a unit; a shorter one (a hostile /proc,
+                # a process gone in the middle of the read) says nothing.
+                if len(words) < 2:
+                    continue
                 soft, hard = (INFINITY if w == "unlimited" else w for w in words[:2])
                 found[key] = soft if soft == hard else f"{soft}:{hard}"
     return found

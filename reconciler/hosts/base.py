@@ -37,6 +37,15 @@ ENOTSUPP = 524
 REFUSING_ERRNOS = frozenset({errno.EINVAL, errno.EOPNOTSUPP, ENOTSUPP})
 
 
+def link_at_attribute(path: str) -> HostError:
+    """The refusal of a write to a kernel attribute whose own name is a link: sysfs and procfs
+    reach attributes through linked directories (/sys/block/sda), never as a link, so one there
+    is a snapshot's or another user's, and a write through it would land on whatever it names."""
+    return HostError(
+        f"{path}: cannot open for writing (a symbolic link, which no kernel attribute is)."
+    )
+
+
 def refusal(path: str, value: str, code: int | None) -> HostError:
     """The error of a failed write(2) to a kernel attribute: `Refused` for the errnos that say
     the kernel rejected it, a plain `HostError` for anything else (EIO, EBUSY...), except EIO

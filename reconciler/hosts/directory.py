@@ -17,7 +17,7 @@ from ..apply.trust import Owned, check, make_directories, private_directory
 from ..errors import HostError, LockHeld
 from . import recorded
 from .archive import ArchiveHost
-from .base import Completed, Host, refusal, write_error
+from .base import Completed, Host, link_at_attribute, refusal, write_error
 from .beneath import Beneath, Rooted, append_whole, open_regular, write_all
 from .files import (
     MAX_FILE_BYTES,
@@ -138,8 +138,10 @@ class DirectoryHost(Host):
 
     def set_attr(self, path: str, value: str) -> None:
         try:
-            fd = os.open(self._local(path), os.O_WRONLY)
+            fd = os.open(self._local(path, follow=False), os.O_WRONLY | os.O_NOFOLLOW)
         except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise link_at_attribute(path) from exc
             raise HostError(f"{path}: cannot open for writing ({exc.strerror}).") from exc
         try:
             # One write(2): the kernel parses the whole value at once and reports EINVAL here.

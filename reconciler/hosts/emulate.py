@@ -36,9 +36,10 @@ from ..facts.kernel import OSRELEASE
 from ..facts.lxc_keys import KEYS
 from ..facts.modules import MODULE_DIR, MODULES, builtin_modules, builtin_path, module_name
 from ..facts.numa import parse_list
+from ..facts.numbers import unsigned
 from ..facts.pci import DEVICES
 from . import recorded
-from .base import ENOTSUPP, Completed, refusal
+from .base import ENOTSUPP, Completed, link_at_attribute, refusal
 from .beneath import open_regular, write_all
 from .files import NOT_INSTALLED, CommandOutput, Files, Request
 
@@ -111,14 +112,24 @@ def kernel_text(old: str, value: str) -> str:
 
 
 def set_attr(host: DirectoryHost, path: str, value: str) -> None:
-    local = host.local(path)
+    local = host.local(path)  # a link that leads out of the snapshot is refused as such here
+    if os.path.islink(host.local(path, follow=False)):
+        raise link_at_attribute(path)
     if not os.path.isfile(local):
         raise HostError(f"{path}: cannot open for writing (No such file or directory).")
     if not writable(host, path):
         raise HostError(f"{path}: cannot open for writing (Permission denied).")
     refuses = _read(host, REFUSES + path)
     if refuses is not None:
-        raise refusal(path, value, int(refuses.strip()))
+        code = unsigned(refuses.strip())
+        # Any errno a kernel returns (MAX_ERRNO is 4095), ENOTSUPP's 524 too, which Python's
+        # errno module does not name.
+        if code is None or not 0 < code < 4096:
+            raise HostError(
+                f"{REFUSES + path}: holds {refuses.strip()[:40]!r}, not the number of an errno; "
+                "a snapshot marks an attribute the kernel refuses with the errno it refuses with."
+            )
+        raise refusal(path, value, code)
     if irq.is_affinity_list(path):
         new = _affinity_text(host, path, value)
     else:
@@ -292,7 +303,8 @@ def _modprobe(host: DirectoryHost, args: list[str]) -> Completed:
         if remove:
             return Completed(1, "", f"modprobe: FATAL: Module {name} is builtin.")
         return Completed(0)
-    text = _read(host, MODULES) or ""
+    # The other lines go back byte for byte, whatever a snapshot holds there.
+    text = (host.read_file(MODULES) or b"").decode("utf-8", "surrogateescape")
     lines = text.splitlines(keepends=True)
     line = next((x for x in lines if x.split() and x.split()[0] == name), None)
     if dry:
@@ -303,7 +315,9 @@ def _modprobe(host: DirectoryHost, args: list[str]) -> Completed:
             return Completed(1, "", f"modprobe: FATAL: Module {name} is not in kernel.")
         if line.split()[2] != "0":
             return Completed(1, "", f"modprobe: FATAL: Module {name} is in use.")
-        _overwrite(local, "".join(x for x in lines if x is not line).encode())
+        _overwrite(
+            local, "".join(x for x in lines if x is not line).encode(errors="surrogateescape")
+        )
         shutil.rmtree(host.local(f"{MODULE_DIR}/{name}", follow=False), ignore_errors=True)
         return Completed(0)
     if line is not None:
@@ -312,7 +326,8 @@ def _modprobe(host: DirectoryHost, args: list[str]) -> Completed:
     if failure is not None:
         return Completed(1, "", failure)
     # The kernel lists the newest module first.
-    _overwrite(local, (f"{name} 16384 0 - Live 0x0000000000000000\n" + text).encode())
+    line = f"{name} 16384 0 - Live 0x0000000000000000\n"
+    _overwrite(local, (line + text).encode(errors="surrogateescape"))
     for param in params:
         key, _, value = param.partition("=")
         target = host.local(f"{MODULE_DIR}/{name}/parameters/{key}")

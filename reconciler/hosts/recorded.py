@@ -15,6 +15,7 @@ import re
 from collections.abc import Callable
 
 from ..errors import HostError
+from ..facts.numbers import unsigned
 from .files import MAX_FILE_BYTES, NOT_INSTALLED, CommandOutput
 
 RECORDED = "/.tune-observed/commands"
@@ -48,6 +49,7 @@ def answer(argv: tuple[str, ...], read: Callable[[str], bytes | None]) -> Comman
     if status is None:
         return NOT_INSTALLED
     text = status.decode("ascii", "replace").strip()
-    if not text.isdigit() or int(text) > 255:
+    code = unsigned(text)
+    if code is None or code > 255:
         raise HostError(f"{base}/status: {text[:20]!r} is not an exit status (0 to 255).")
-    return CommandOutput(int(text), (read(f"{base}/stdout") or b"")[:MAX_FILE_BYTES])
+    return CommandOutput(code, (read(f"{base}/stdout") or b"")[:MAX_FILE_BYTES])

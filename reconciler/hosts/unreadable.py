@@ -19,6 +19,7 @@ import os
 from collections.abc import Iterator, Mapping
 
 from ..errors import HostError
+from ..facts.numbers import unsigned
 from .files import Files
 
 UNREADABLE = "/.tune-emulate/unreadable"
@@ -48,10 +49,11 @@ def apply_markers(files: Files, markers: Mapping[str, bytes]) -> None:
         if not path.startswith(KERNEL_TREES) or path not in files.contents:
             continue
         text = data.decode("ascii", "replace").strip()
-        if not text.isdigit() or int(text) not in errno.errorcode:
+        code = unsigned(text)
+        if code is None or code not in errno.errorcode:
             raise HostError(
                 f"{where}: holds {text[:40]!r}, not the number of an errno; a snapshot marks "
                 f"a file it could not read with the errno the read failed with."
             )
         del files.contents[path]
-        files.errors[path] = os.strerror(int(text))
+        files.errors[path] = os.strerror(code)

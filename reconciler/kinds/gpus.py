@@ -375,13 +375,17 @@ def names_a_gpu(key: str, read: Reading) -> bool:
 
 
 def _within_limits(change_id: str, gpu: Gpu, watts: float) -> None:
-    low, high = gpu.get(nvidia_smi.POWER_MIN), gpu.get(nvidia_smi.POWER_MAX)
+    # A range the GPU does not print as numbers is no range to check: nvidia-smi -pl has the
+    # last word on it.
+    low, high = (
+        nvidia_smi.watts_number(gpu.get(f)) for f in (nvidia_smi.POWER_MIN, nvidia_smi.POWER_MAX)
+    )
     if low is None or high is None:
         return
-    if not float(low) <= watts <= float(high):
+    if not low <= watts <= high:
         raise HostError(
             f"{change_id} cannot be set: {watts:g} W is outside GPU {gpu.bus_id}'s power limits "
-            f"({float(low):g} to {float(high):g} W)."
+            f"({low:g} to {high:g} W)."
         )
 
 

@@ -28,13 +28,16 @@ trailing `# note` is ignored); a line that already says what is wanted keeps its
 
 from __future__ import annotations
 
+import posixpath
 from dataclasses import dataclass
+from typing import Annotated
 
 from ..apply.steps import Need, Probe, PutFile, Read, Require, Step
 from ..errors import HostError
 from ..facts import lxc as fmt
 from ..hosts.files import Files, Request
 from ..plan.model import Change, Note, Outcome, Phase, Priority
+from ..profile.schema import After, invalid
 from .base import AfterBoot, Kind, Meta, Strict, entry, missing_note, safe
 
 ContainerId = safe(r"[0-9]{1,9}", "container id", '"101"')
@@ -64,9 +67,27 @@ class LxcEntry(Strict):
         return fmt.proxmox_config(self.container) if self.container else str(self.path)
 
 
+def _each_config_once(entries: list[LxcEntry]) -> list[LxcEntry]:
+    """Two entries for one config would plan two edits of the same lines, the second made
+    against the text the first replaces: say so instead."""
+    seen: dict[str, int] = {}
+    for at, item in enumerate(entries, start=1):
+        config = posixpath.normpath(item.config)
+        if config in seen:
+            raise invalid(
+                "config_twice",
+                "{config} is given twice (entries {first} and {second}): one entry per container",
+                config=config,
+                first=seen[config],
+                second=at,
+            )
+        seen[config] = at
+    return entries
+
+
 class Lxc(Kind[list[LxcEntry]]):
     section = "lxc"
-    spec_type = list[LxcEntry]
+    spec_type = Annotated[list[LxcEntry], After(_each_config_once)]
     kind = "lxc"
     phase = Phase.REBOOT
     reads = "`/etc/pve/lxc/ID.conf` (main section), `/proc/devices`, the names in `/dev/nvidia*`"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ...facts import cpu
+from ...facts import cpu, numbers
 from ...facts.cmdline import PROC_CMDLINE
 from ..facts import Facts
 from ..model import Area, Fix, Good, NotIssue, Problem, Verdict
@@ -20,10 +20,10 @@ def cstates_deep(facts: Facts, limits: Thresholds) -> list[Verdict]:
     enabled: dict[tuple[str, str, int], list[str]] = {}  # (name, stateN, latency) -> CPUs
     for cpu_name, states in cpu.idle_states(files).items():
         for name, directory in states.items():
-            latency = (files.value(directory + "/latency") or "").strip()
+            latency = numbers.unsigned((files.value(directory + "/latency") or "").strip())
             flag = (files.value(directory + "/disable") or "").strip()
-            if latency.isdigit() and int(latency) > limits.deep_cstate_latency_us and flag == "0":
-                key = (name, directory.rsplit("/", 1)[1], int(latency))
+            if latency is not None and latency > limits.deep_cstate_latency_us and flag == "0":
+                key = (name, directory.rsplit("/", 1)[1], latency)
                 enabled.setdefault(key, []).append(cpu_name)
     if limit:
         return [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ...facts import sysctl
+from ...facts import numbers, sysctl
 from ...facts.numa import NODES_ONLINE
 from ...kinds.base import normalize_choice
 from ...plan.model import Priority
@@ -64,10 +64,11 @@ def sysctl_above(
 
     def check(facts: Facts, limits: Thresholds) -> list[Verdict]:
         path, value = _sysctl(facts, key)
-        if value is None or not value.lstrip("-").isdigit():
+        number = None if value is None else numbers.signed(value)
+        if number is None:
             return []
         allowed = limit(limits)
-        if int(value) <= allowed:
+        if number <= allowed:
             return [Good(f"{key} = {value}", (f"{path}: {value}",))]
         return [
             Problem(
@@ -117,15 +118,17 @@ def socket_buffer(rule_id: str, key: str, triple: bool) -> None:
     def check(facts: Facts, limits: Thresholds) -> list[Verdict]:
         path, value = _sysctl(facts, key)
         words = (value or "").split()
-        if not words or not all(w.isdigit() for w in words) or len(words) != (3 if triple else 1):
+        sizes = [numbers.unsigned(w) for w in words]
+        if None in sizes or len(words) != (3 if triple else 1):
             return []
+        largest = int(sizes[-1] or 0)
         evidence = (f"{path}: {value}",)
-        if int(words[-1]) >= limits.min_socket_buffer:
+        if largest >= limits.min_socket_buffer:
             return [Good(f"{key} = {value}", evidence)]
         fixed: int | str = limits.socket_buffer
         if triple:
             fixed = f"{words[0]} {words[1]} {limits.socket_buffer}"
-        size = f"{int(words[-1]) // 1024} KiB"
+        size = f"{largest // 1024} KiB"
         return [
             Problem(
                 P1,
