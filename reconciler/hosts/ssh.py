@@ -151,6 +151,16 @@ class _Transport(paramiko.Transport):
     )
 
 
+class _Connection(Connection):  # type: ignore[misc]
+    """fabric's Connection, given the host name as it is: fabric reads a `user@` and a
+    `:port` out of the host string it is given, which would log in as another user, or at
+    another port, than the target says. The target's host holds neither (`targets`), and
+    its user and port are passed apart."""
+
+    def derive_shorthand(self, host_string: str) -> dict[str, Any]:
+        return {"user": None, "host": host_string, "port": None}
+
+
 class _Policy(paramiko.MissingHostKeyPolicy):
     """Called by paramiko only for a host with no key at all in known_hosts."""
 
@@ -320,6 +330,22 @@ class SshHost(ShellHost):
             raise ConnectError(f"{self.name}: the connection is closed.")
         return transport
 
+    def _connection(self, kwargs: dict[str, Any] | None = None) -> Connection:
+        """The target's fabric Connection, ssh_config resolved, not opened."""
+        target = self.target
+        # One fabric Config serves every thread; reading it while another thread builds a
+        # Connection from it once failed with "No attribute or config key found for 'user'"
+        # (seen in the fleet benchmark's bare fabric baseline). Building takes ~1 ms.
+        with self.setup.building:
+            return _Connection(
+                target.host,
+                user=target.user,
+                port=target.port,
+                config=self.setup.config,
+                connect_timeout=self.setup.settings.connect_timeout,
+                connect_kwargs=kwargs or {},
+            )
+
     def _connect(self) -> _Open:
         target = self.target
         kwargs: dict[str, Any] = {
@@ -329,18 +355,7 @@ class SshHost(ShellHost):
         }
         if target.identity_file:
             kwargs["key_filename"] = [os.path.expanduser(target.identity_file)]
-        # One fabric Config serves every thread; reading it while another thread builds a
-        # Connection from it once failed with "No attribute or config key found for 'user'"
-        # (seen in the fleet benchmark's bare fabric baseline). Building takes ~1 ms.
-        with self.setup.building:
-            connection = Connection(
-                target.host,
-                user=target.user,
-                port=target.port,
-                config=self.setup.config,
-                connect_timeout=self.setup.settings.connect_timeout,
-                connect_kwargs=kwargs,
-            )
+        connection = self._connection(kwargs)
         self._preload_key(connection)
         opened = _Open(connection, _hops(connection))
         self._verify_keys(connection, self.name)
