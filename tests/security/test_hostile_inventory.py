@@ -7,7 +7,6 @@ hang."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
