@@ -129,7 +129,8 @@ _OPTIONS = [
         "--before-reboot",
         metavar="CMD",
         help="Run CMD (/bin/sh -c, on this machine) before each host's reboot, e.g. to drain "
-        "it; TUNE_HOST, TUNE_WAVE, TUNE_ROLLOUT and TUNE_HOST_JSON describe the host.",
+        "it; TUNE_HOST, TUNE_WAVE, TUNE_ROLLOUT and the JSON file TUNE_HOST_JSON_FILE names "
+        "(also in TUNE_HOST_JSON up to 32 KiB) describe the host.",
     ),
     click.option(
         "--after-verify",

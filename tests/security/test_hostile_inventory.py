@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import stat
 import textwrap
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,9 +21,10 @@ import pytest
 from conftest import BLACKWELL, run_tune
 from test_bounds import tune_in_child
 
-from reconciler.errors import InventoryError, UsageError
+from reconciler.errors import HostError, InventoryError, UsageError
 from reconciler.hosts.inventory import inventory_targets
 from reconciler.hosts.targets import Target, parse_host
+from reconciler.rollout.hooks import HookContext, run_hook
 
 # A run of tune that reads no key of 20 GB: what the interpreter and its libraries take.
 PEAK_KB = 300_000
@@ -215,3 +218,73 @@ def test_an_identity_file_that_never_ends_is_refused_before_it_is_read(
     (document,) = json.loads(result.out)
     assert document["error"] == f"gpu1: cannot read the identity file {key}: {why}."
     assert peak < PEAK_KB
+
+
+# 9 and 13. The hooks around a host's reboot.
+
+
+def many_changes(count: int) -> tuple[dict[str, str], ...]:
+    """`count` changes of a host's PCI power control, as a plan names them."""
+    paths = [
+        f"/sys/bus/pci/devices/0000:{n >> 8:02x}:{n & 0xFF:02x}.0/power/control"
+        for n in range(count)
+    ]
+    return tuple({"id": f"sysfs:{path}", "kind": "sysfs", "target": path} for path in paths)
+
+
+def test_a_hook_for_a_host_of_1100_changes_starts_and_reads_them_from_a_private_file(
+    tmp_path: Path,
+) -> None:
+    """Linux refuses an environment string past 128 KiB (E2BIG): the changes come in a file."""
+    context = HookContext("gpu1", "10.0.0.1", 1, "r", "run", many_changes(1100))
+    assert len(context.document()) > 128 << 10
+    seen = tmp_path / "seen"
+    command = (
+        f'stat -c %a "$TUNE_HOST_JSON_FILE" > {seen}.mode; cp "$TUNE_HOST_JSON_FILE" {seen}; '
+        f'echo "$TUNE_HOST_JSON_FILE" > {seen}.path; echo "${{TUNE_HOST_JSON-unset}}" > {seen}.env'
+    )
+    run_hook("--before-reboot", command, context, 30)
+    described = json.loads(seen.read_text())
+    assert len(described["changes"]) == 1100 and described["host"] == "gpu1"
+    assert (tmp_path / "seen.mode").read_text() == "600\n"
+    assert not Path((tmp_path / "seen.path").read_text().strip()).exists()  # removed after
+    assert (tmp_path / "seen.env").read_text() == "unset\n"  # too large for the environment
+
+
+def test_a_small_description_is_in_the_environment_too(tmp_path: Path) -> None:
+    seen = tmp_path / "seen"
+    context = HookContext("gpu1", "10.0.0.1", 2, "r", "run", many_changes(3))
+    run_hook("--after-verify", f'printf %s "$TUNE_HOST_JSON" > {seen}', context, 30)
+    assert json.loads(seen.read_text()) == json.loads(context.document())
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except FileNotFoundError:
+        return False
+    return state not in ("Z", "X")
+
+
+def test_a_hook_past_its_time_is_killed_with_what_it_started(tmp_path: Path, no_hang: None) -> None:
+    pid_file = tmp_path / "child.pid"
+    context = HookContext("gpu1", "10.0.0.1", 1, "r", "run")
+    command = f"sleep 300 & echo $! > {pid_file}; wait"
+    with pytest.raises(HostError, match=r"^--before-reboot for gpu1 ran past 1 s\.$"):
+        run_hook("--before-reboot", command, context, 1)
+    child = int(pid_file.read_text())
+    for _ in range(50):
+        if not alive(child):
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(child, signal.SIGKILL)
+        pytest.fail("the hook's child outlived its timeout")
+
+
+def test_a_hooks_output_reaches_the_terminal_escaped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    context = HookContext("gpu1", "10.0.0.1", 1, "r", "run")
+    run_hook("--after-verify", r"printf 'drained \033]0;owned\007\n'", context, 30)
+    assert capsys.readouterr().err == "drained \\x1b]0;owned\\x07\n"
