@@ -22,8 +22,13 @@ from conftest import BLACKWELL, run_tune
 from test_bounds import tune_in_child
 
 from reconciler.errors import HostError, InventoryError, UsageError
+from reconciler.hosts.fleet import HostResult
 from reconciler.hosts.inventory import inventory_targets
 from reconciler.hosts.targets import Target, parse_host
+from reconciler.plan.model import Plan
+from reconciler.render import RENDERERS
+from reconciler.render import fleet as fleet_render
+from reconciler.rollout import journal
 from reconciler.rollout.hooks import HookContext, run_hook
 
 # A run of tune that reads no key of 20 GB: what the interpreter and its libraries take.
@@ -288,3 +293,30 @@ def test_a_hooks_output_reaches_the_terminal_escaped(
     context = HookContext("gpu1", "10.0.0.1", 1, "r", "run")
     run_hook("--after-verify", r"printf 'drained \033]0;owned\007\n'", context, 30)
     assert capsys.readouterr().err == "drained \\x1b]0;owned\\x07\n"
+
+
+# 14. Host names on the operator's terminal.
+
+HOSTILE_NAME = "gpu1\x1b[2J\nRollout 1: 9 applied, 0 rolled back\u202e"
+
+
+def assert_escaped(text: str) -> None:
+    assert "\x1b" not in text and "\u202e" not in text
+    assert "\nRollout 1: 9 applied" not in text
+    assert "gpu1\\x1b[2J\\nRollout 1: 9 applied, 0 rolled back\\u202e" in text
+
+
+def test_a_rollouts_host_names_reach_the_terminal_escaped() -> None:
+    hosts = {HOSTILE_NAME: journal.HostEntry(0), "gpu2": journal.HostEntry(0)}
+    saved = journal.Rollout(journal.new_rollout_id(), str(BLACKWELL), "0", {}, [list(hosts)], hosts)
+    saved.save()
+    shown = run_tune("rollout", "status", saved.rollout_id)
+    assert shown.code == 0, shown.err
+    assert_escaped(shown.out)
+    assert shown.out.count("\n") == 5  # header, two hosts, the counts, one configuration
+
+
+def test_a_fleets_host_names_reach_the_terminal_escaped() -> None:
+    results: list[HostResult[Plan]] = [HostResult(HOSTILE_NAME, error=HostError("unreachable"))]
+    assert_escaped(fleet_render.text(results, False, RENDERERS["text"]))
+    assert_escaped(fleet_render.applied([HostResult(HOSTILE_NAME, error=HostError("x"))], False))
