@@ -320,14 +320,35 @@ def resume(rollout_id: str | None, yes: bool, out: Output) -> int:
             f"{rollout.profile} changed since rollout {rollout.rollout_id} started: resume rolls "
             "out the profile it started with; start a new rollout for this one."
         )
-    options = rollout.options
-    job = ApplyJob(loaded, **options["job"])
-    remote_kept = dict(options["remote"]) | {"hosts": tuple(options["remote"]["hosts"])}
-    remote = RemoteOptions(**remote_kept)
-    kept = dict(options["rollout"]) | {"canary": tuple(options["rollout"]["canary"])}
-    wave_options = RolloutOptions(**kept)
+    job, remote, wave_options = _kept_options(rollout, loaded)
     hosts = [host for host in remote.open() if host.name in rollout.hosts]
     missing = sorted(set(rollout.hosts) - {host.name for host in hosts})
     if missing:
         raise UsageError(f"host {missing[0]} of the rollout is no longer in its inventory.")
     return _run(rollout, job, remote, wave_options, hosts, yes, out)
+
+
+def _kept_options(
+    rollout: Rollout, loaded: LoadedProfile
+) -> tuple[ApplyJob, RemoteOptions, RolloutOptions]:
+    """The options the rollout started with, as its journal keeps them: each of the type
+    tune wrote, or a `JournalError` naming the file."""
+    path = rollout.path or journal.rollouts_directory()
+    kept = journal.fields(
+        {"job": "dict", "remote": "dict", "rollout": "dict"}, rollout.options, path, "options"
+    )
+    # Fields a later tune added are absent from an older journal: their defaults hold.
+    job = journal.fields(
+        journal.dataclass_fields(ApplyJob, _JOB_FIELDS), kept["job"], path, "job", required=False
+    )
+    remote = journal.fields(
+        journal.dataclass_fields(RemoteOptions), kept["remote"], path, "remote", required=False
+    )
+    waves = journal.fields(
+        journal.dataclass_fields(RolloutOptions), kept["rollout"], path, "rollout", required=False
+    )
+    return (
+        ApplyJob(loaded, **job),
+        RemoteOptions(**remote | {"hosts": tuple(remote.get("hosts", ()))}),
+        RolloutOptions(**waves | {"canary": tuple(waves.get("canary", ()))}),
+    )

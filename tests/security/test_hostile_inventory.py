@@ -16,16 +16,21 @@ import textwrap
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import BLACKWELL, run_tune
 from test_bounds import tune_in_child
 
+from reconciler.apply.orchestration import ApplyJob
+from reconciler.cli.remote import RemoteOptions
+from reconciler.cli.rollout import _JOB_FIELDS, RolloutOptions, profile_digest
 from reconciler.errors import HostError, InventoryError, UsageError
 from reconciler.hosts.fleet import HostResult
 from reconciler.hosts.inventory import inventory_targets
 from reconciler.hosts.targets import Target, parse_host
 from reconciler.plan.model import Plan
+from reconciler.profile.load import load_profile
 from reconciler.render import RENDERERS
 from reconciler.render import fleet as fleet_render
 from reconciler.rollout import journal
@@ -320,3 +325,117 @@ def test_a_fleets_host_names_reach_the_terminal_escaped() -> None:
     results: list[HostResult[Plan]] = [HostResult(HOSTILE_NAME, error=HostError("unreachable"))]
     assert_escaped(fleet_render.text(results, False, RENDERERS["text"]))
     assert_escaped(fleet_render.applied([HostResult(HOSTILE_NAME, error=HostError("x"))], False))
+
+
+# Low: input nested too deep, a journal of fields tune never writes.
+
+
+def test_an_inventory_listing_nested_too_deep_is_one_sentence(tmp_path: Path) -> None:
+    deep = inventory(
+        tmp_path, '{"all": {"vars": {"x": ' + "[" * 100_000 + "]" * 100_000 + "}}}", "hosts.json"
+    )
+    result = run_tune("plan", BLACKWELL, "-i", deep)
+    assert (result.code, result.err) == (64, f"{deep}: JSON nested too deep for tune to read.\n")
+
+
+def saved_rollout() -> journal.Rollout:
+    loaded = load_profile(BLACKWELL)
+    hosts = {"gpu1": journal.HostEntry(0)}
+    options = {
+        "job": {"reboot": True, "reboot_timeout": 60.0},
+        "remote": {"hosts": ["gpu1"]},
+        "rollout": {"serial": "1", "canary": []},
+    }
+    saved = journal.Rollout(
+        journal.new_rollout_id(), str(BLACKWELL), profile_digest(loaded), options, [["gpu1"]], hosts
+    )
+    saved.save()
+    return saved
+
+
+def rewritten(
+    saved: journal.Rollout, change: Callable[[dict[str, Any]], object], line: str = ""
+) -> Path:
+    assert saved.path is not None
+    first = json.loads(saved.path.read_text().splitlines()[0])
+    change(first)
+    saved.path.write_text(json.dumps(first) + "\n" + line)
+    return saved.path
+
+
+@pytest.mark.parametrize(
+    ("change", "line", "why"),
+    [
+        (lambda d: d["hosts"]["gpu1"].update(wave="1"), "", "wave of host gpu1 is not int"),
+        (
+            lambda d: d["hosts"]["gpu1"].update(owner="x"),
+            "",
+            "a field of host gpu1 tune does not know: owner",
+        ),
+        (
+            lambda d: d["hosts"]["gpu1"].update(configuration="sideways"),
+            "",
+            "host gpu1 has a configuration or wave tune never writes",
+        ),
+        (
+            lambda d: d.update(waves=[["gpu1", "gpu2"]]),
+            "",
+            "its waves and its hosts do not name the same hosts once each",
+        ),
+        (lambda d: d.update(hosts=[]), "", "hosts is not dict"),
+        (
+            lambda d: None,
+            '{"host": "gpu1", "set": {"changes": "many"}}\n',
+            "changes of host gpu1 is not int",
+        ),
+        (
+            lambda d: None,
+            '{"host": "gpu9", "set": {}}\n',
+            "a transition of a host not in the rollout",
+        ),
+        (lambda d: None, "[" * 100_000 + "]" * 100_000 + "\n{}\n", "a line nested too deep"),
+    ],
+)
+def test_a_rollout_journal_tune_never_wrote_is_one_sentence_and_exit_6(
+    change: Callable[[dict[str, Any]], object], line: str, why: str
+) -> None:
+    path = rewritten(saved_rollout(), change, line)
+    for command in ("status", "resume"):
+        result = run_tune("rollout", command, "-y" if command == "resume" else "--format=text")
+        assert (result.code, result.err) == (
+            6,
+            f"{path}: a rollout journal tune cannot read ({why}).\n",
+        )
+
+
+@pytest.mark.parametrize(
+    ("options", "why"),
+    [
+        ({"job": {"reboot_timeout": "soon"}}, "reboot_timeout of job is not float"),
+        ({"job": {"loaded": "x"}}, "a field of job tune does not know: loaded"),
+        ({"remote": {"forks": True}}, "forks of remote is not int"),
+        ({"rollout": "1"}, "rollout of options is not dict"),
+        ({"extra": {}}, "a field of options tune does not know: extra"),
+    ],
+)
+def test_a_rollout_journals_options_of_another_type_are_refused_on_resume(
+    options: dict[str, Any], why: str
+) -> None:
+    saved = saved_rollout()
+    path = rewritten(saved, lambda d: d["options"].update(options))
+    result = run_tune("rollout", "resume", "-y")
+    assert (result.code, result.err) == (
+        6,
+        f"{path}: a rollout journal tune cannot read ({why}).\n",
+    )
+
+
+def test_every_field_a_rollout_journal_keeps_has_a_type_its_reader_knows() -> None:
+    for cls, only in (
+        (ApplyJob, _JOB_FIELDS),
+        (RemoteOptions, None),
+        (RolloutOptions, None),
+        (journal.HostEntry, None),
+    ):
+        for name, annotation in journal.dataclass_fields(cls, only).items():
+            assert all(part.strip() in journal._ADMITS for part in annotation.split("|")), name
