@@ -24,10 +24,11 @@ from ..apply.orchestration import ApplyJob
 from ..errors import ExitCode, TuneError, UsageError
 from ..hosts.base import Host
 from ..hosts.fleet import HostResult, fleet_exit_code
+from ..hosts.targets import Identity
 from ..profile.load import LoadedProfile, load_profile
 from ..render import rollout as render
 from ..rollout import journal
-from ..rollout.journal import DONE, HostEntry, Rollout
+from ..rollout.journal import DONE, IN_FLIGHT, NOT_STARTED, HostEntry, Rollout
 from ..rollout.run import Pace, Stopped, run_rollout
 from ..rollout.waves import FailureBudget, parse_sizes, waves
 from .consent import confirm, yes_option
@@ -211,6 +212,7 @@ def start_rollout(
         f"{reboots}?"
     )
     confirm(question, yes=yes, command="tune apply", err=out.json or out.to_file)
+    identities = {host.name: host.identity() for host in hosts}
     rollout = Rollout(
         rollout_id=journal.new_rollout_id(),
         profile=os.path.abspath(job.loaded.path),
@@ -221,7 +223,11 @@ def start_rollout(
             "rollout": dataclasses.asdict(options),
         },
         waves=cut,
-        hosts={name: HostEntry(wave=index) for index, wave in enumerate(cut) for name in wave},
+        hosts={
+            name: _pinned(HostEntry(wave=index), identities[name])
+            for index, wave in enumerate(cut)
+            for name in wave
+        },
     )
     rollout.save()
     click.echo(
@@ -325,7 +331,26 @@ def resume(rollout_id: str | None, yes: bool, out: Output) -> int:
     missing = sorted(set(rollout.hosts) - {host.name for host in hosts})
     if missing:
         raise UsageError(f"host {missing[0]} of the rollout is no longer in its inventory.")
+    for host in hosts:
+        entry = rollout.hosts[host.name]
+        pinned, now = entry.identity(), host.identity()
+        if entry.state in (NOT_STARTED, IN_FLIGHT) and pinned is not None and now is not None:
+            changed = pinned.changes(now)
+            if changed:
+                raise UsageError(
+                    f"host {host.name} of rollout {rollout.rollout_id} is not the machine it "
+                    f"started on: {'; '.join(changed)}; resume reaches no other machine under "
+                    "its name (restore the inventory or ssh_config as it was)."
+                )
     return _run(rollout, job, remote, wave_options, hosts, yes, out)
+
+
+def _pinned(entry: HostEntry, identity: Identity | None) -> HostEntry:
+    if identity is None:
+        return entry
+    return dataclasses.replace(
+        entry, address=identity.address, port=identity.port, user=identity.user
+    )
 
 
 def _kept_options(

@@ -36,7 +36,7 @@ from ..render.printable import printable
 from .bounded import MAX_KEY_BYTES, Unreadable, read_bounded
 from .known_hosts import CERT_AUTHORITY, REVOKED, KnownKey, Parsed, matches, parse
 from .shell import ScriptResult, ShellHost
-from .targets import Target
+from .targets import Identity, Target
 
 # paramiko logs its transport thread's failures with tracebacks; tune reports each failure as
 # one sentence, so nothing of paramiko's log may reach the terminal.
@@ -285,9 +285,37 @@ class SshHost(ShellHost):
         self.name = target.name
         self._open: _Open | None = None
         self._lock = threading.Lock()
+        self._pinned: Identity | None = None
 
     def describe(self) -> str:
         return f"ssh {self.name}"
+
+    def identity(self) -> Identity:
+        """Where the connection goes, ssh_config resolved (nothing connects for it), and the
+        host key it presented once it is open."""
+        with self._lock:
+            opened = self._open
+        connection = opened.connection if opened is not None else self._connection()
+        transport = connection.client.get_transport() if opened is not None else None
+        key = transport.get_remote_server_key() if transport is not None else None
+        return Identity(
+            str(connection.host),
+            int(connection.port),
+            str(connection.user),
+            None if key is None else str(key.fingerprint),
+        )
+
+    def pin(self, identity: Identity) -> None:
+        self._pinned = identity
+
+    def _refuse_another(self, now: Identity) -> None:
+        changed = [] if self._pinned is None else self._pinned.changes(now)
+        if changed:
+            raise HostKeyError(
+                f"{self.name} is not the machine this rollout pinned when it started: "
+                f"{'; '.join(changed)}; tune reaches no other machine under its name "
+                "(restore the inventory or ssh_config, or see `tune rollout status`)."
+            )
 
     @property
     def command(self) -> str:
@@ -382,6 +410,9 @@ class SshHost(ShellHost):
         if target.identity_file:
             kwargs["key_filename"] = [os.path.expanduser(target.identity_file)]
         connection = self._connection(kwargs)
+        self._refuse_another(
+            Identity(str(connection.host), int(connection.port), str(connection.user))
+        )
         self._preload_key(connection)
         opened = _Open(connection, _hops(connection))
         self._verify_keys(connection, self.name)
@@ -397,6 +428,18 @@ class SshHost(ShellHost):
             for hop in [connection, *opened.hops]:
                 hop.close()
             raise self._explain(cause, connection) from exc
+        transport = connection.client.get_transport()
+        key = transport.get_remote_server_key() if transport is not None else None
+        if key is not None and self._pinned is not None:
+            now = Identity(
+                str(connection.host), int(connection.port), str(connection.user), key.fingerprint
+            )
+            try:
+                self._refuse_another(now)
+            except HostKeyError:
+                for hop in [connection, *opened.hops]:
+                    hop.close()
+                raise
         return opened
 
     def _preload_key(self, connection: Connection) -> None:

@@ -28,6 +28,34 @@ class Target:
     sudo: bool | None = None  # the inventory's ansible_become; None: as the command line says
 
 
+@dataclass(frozen=True)
+class Identity:
+    """Which machine a target reaches: the address, port and user its ssh_config resolves it
+    to, and the host key it presented (a SHA256 fingerprint; None before it is connected). A
+    rollout pins it, so that a resume never reaches another machine under the same name."""
+
+    address: str
+    port: int
+    user: str
+    host_key: str | None = None
+
+    def changes(self, now: Identity) -> list[str]:
+        """What differs in `now` ("its address was A, now B"); the host key only where both
+        know one."""
+        said = [
+            f"its {what} was {before}, now {after}"
+            for what, before, after in (
+                ("address", self.address, now.address),
+                ("port", self.port, now.port),
+                ("user", self.user, now.user),
+            )
+            if before != after
+        ]
+        if self.host_key and now.host_key and self.host_key != now.host_key:
+            said.append(f"its host key was {self.host_key}, now {now.host_key}")
+        return said
+
+
 _HOST_SPEC = re.compile(
     r"(?:(?P<user>[^@\s]+)@)?(?P<host>\[[^\]\s]+\]|[^@:\s\[\]]+)(?::(?P<port>\d+))?"
 )

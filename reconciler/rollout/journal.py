@@ -34,6 +34,7 @@ from ..apply.trust import private_directory
 from ..errors import JournalError, UsageError
 from ..hosts.bounded import read_bounded
 from ..hosts.replaced import append_file, replace_file
+from ..hosts.targets import Identity
 
 VERSION = 1
 MAX_BYTES = 16 * 1024 * 1024
@@ -87,6 +88,17 @@ class HostEntry:
     changes: int = 0
     started: float | None = None  # time.time() of its first step in this rollout
     finished: float | None = None
+    # Which machine it is, pinned when the rollout starts (ssh_config resolved), its host key
+    # when it is first reached: resume refuses another machine under the same name.
+    address: str | None = None
+    port: int | None = None
+    user: str | None = None
+    host_key: str | None = None
+
+    def identity(self) -> Identity | None:
+        if self.address is None or self.port is None or self.user is None:
+            return None  # a journal from before tune pinned hosts
+        return Identity(self.address, self.port, self.user, self.host_key)
 
 
 @dataclass

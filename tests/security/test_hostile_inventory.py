@@ -7,6 +7,7 @@ hang."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -19,15 +20,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import BLACKWELL, run_tune
+from conftest import BLACKWELL, UNTUNED, run_tune
+from ssh_fixture import StartLab, minimal_host, sshd_available
 from test_bounds import tune_in_child
 
 from reconciler.apply.orchestration import ApplyJob
 from reconciler.cli.remote import RemoteOptions
 from reconciler.cli.rollout import _JOB_FIELDS, RolloutOptions, profile_digest
-from reconciler.errors import HostError, InventoryError, UsageError
+from reconciler.errors import HostError, HostKeyError, InventoryError, UsageError
 from reconciler.hosts.fleet import HostResult
 from reconciler.hosts.inventory import inventory_targets
+from reconciler.hosts.ssh import SshSettings, SshSetup
 from reconciler.hosts.targets import Target, parse_host
 from reconciler.plan.model import Plan
 from reconciler.profile.load import load_profile
@@ -36,6 +39,9 @@ from reconciler.render import fleet as fleet_render
 from reconciler.rollout import journal
 from reconciler.rollout.hooks import HookContext, run_hook
 
+lab_only = pytest.mark.skipif(
+    not sshd_available(), reason="needs root and openssh-server (.ci/run installs it)"
+)
 # A run of tune that reads no key of 20 GB: what the interpreter and its libraries take.
 PEAK_KB = 300_000
 
@@ -439,3 +445,62 @@ def test_every_field_a_rollout_journal_keeps_has_a_type_its_reader_knows() -> No
     ):
         for name, annotation in journal.dataclass_fields(cls, only).items():
             assert all(part.strip() in journal._ADMITS for part in annotation.split("|")), name
+
+
+# 10. A rollout resumed after its inventory changed.
+
+
+def test_resume_refuses_a_host_that_is_another_machine_now(tmp_path: Path) -> None:
+    """The rollout pins each host's address, port and user when it starts; a host in flight
+    whose inventory now points elsewhere is named, and nothing reaches the new machine."""
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))  # nothing listens: the rollout's hosts fail to connect
+    port = closed.getsockname()[1]
+    config = tmp_path / "ssh_config"
+    config.write_text("")
+    hosts = one_host(tmp_path, {"ansible_host": "127.0.0.1", "ansible_port": str(port)}, "h1")
+    started = run_tune(
+        "apply", BLACKWELL, "--reboot", "-i", hosts, "--ssh-config", config,
+        "--connect-timeout", "1", "-y",
+    )  # fmt: skip
+    assert started.code == 1, started.err
+    rollout = journal.load(None)
+    entry = rollout.hosts["h1"]
+    assert (entry.address, entry.port, entry.user) == ("127.0.0.1", port, "root")
+    # As if the controller died with h1 in flight.
+    rollout.update("h1", state=journal.IN_FLIGHT, run_id="20260101T000000Z-abcdef")
+    one_host(tmp_path, {"ansible_host": "127.0.0.2", "ansible_port": str(port + 1)}, "h1")
+    resumed = run_tune("rollout", "resume", "-y")
+    closed.close()
+    assert resumed.code == 64, resumed.err
+    assert resumed.err == (
+        f"host h1 of rollout {rollout.rollout_id} is not the machine it started on: its address "
+        f"was 127.0.0.1, now 127.0.0.2; its port was {port}, now {port + 1}; resume reaches no "
+        "other machine under its name (restore the inventory or ssh_config as it was).\n"
+    )
+    assert journal.load(rollout.rollout_id).hosts["h1"].state == journal.IN_FLIGHT
+
+
+@lab_only
+def test_a_pinned_host_that_presents_another_key_is_refused(
+    start_lab: StartLab, tmp_path: Path
+) -> None:
+    lab = start_lab({"h1": minimal_host(UNTUNED, BLACKWELL, tmp_path / "h1")})
+    setup = SshSetup(SshSettings(ssh_config=str(lab.config)))
+    first = setup.host(Target("h1", "h1"))
+    first.run_script("true")
+    known = first.identity()
+    first.close()
+    assert known.host_key is not None and known.host_key.startswith("SHA256:")
+    again = setup.host(Target("h1", "h1"))
+    again.pin(known)
+    assert again.run_script("echo same").stdout == b"same\n"
+    again.close()
+    other = setup.host(Target("h1", "h1"))
+    other.pin(dataclasses.replace(known, host_key="SHA256:another"))
+    with pytest.raises(HostKeyError, match="its host key was SHA256:another, now SHA256:"):
+        other.run_script("true")
+    moved = setup.host(Target("h1", "h1"))
+    moved.pin(dataclasses.replace(known, port=known.port + 1))
+    with pytest.raises(HostKeyError, match=f"its port was {known.port + 1}, now {known.port}"):
+        moved.run_script("true")

@@ -87,15 +87,13 @@ def _port(value: Any, said: str) -> int | None:
     """A port as ssh takes one: decimal digits alone (no sign, no space, no `yes`)."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | str):
+    digits = str(value) if isinstance(value, int | str) and not isinstance(value, bool) else ""
+    if not digits.isascii() or not digits.isdigit():
         raise InventoryError(f"{said} ansible_port '{value}' is not a number.")
-    if isinstance(value, str):
-        if not value.isascii() or not value.isdigit():
-            raise InventoryError(f"{said} ansible_port '{value}' is not a number.")
-        value = int(value)
-    if not 0 < value < 65536:
-        raise InventoryError(f"{said} ansible_port {value} is out of range.")
-    return value
+    port = int(digits)
+    if not 0 < port < 65536:
+        raise InventoryError(f"{said} ansible_port {port} is out of range.")
+    return port
 
 
 def _boolean(value: Any, what: str) -> bool | None:
