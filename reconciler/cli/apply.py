@@ -725,7 +725,7 @@ def _fleet_history(remote: RemoteOptions, out: Output) -> int:
         _table(["HOST", *HISTORY_HEADER], table, out)
         for result in results:
             if result.error is not None:
-                out.echo(f"\n== {result.name}: error\n{problems(result)}")
+                out.echo(f"\n== {printable(result.name)}: error\n{problems(result)}")
     if damaged:
         raise JournalError(*(p for d in damaged for p in d.problems()))
     return fleet_exit_code(results, lambda _: True)

@@ -24,10 +24,11 @@ from ..apply.orchestration import ApplyJob
 from ..errors import ExitCode, TuneError, UsageError
 from ..hosts.base import Host
 from ..hosts.fleet import HostResult, fleet_exit_code
+from ..hosts.targets import Identity
 from ..profile.load import LoadedProfile, load_profile
 from ..render import rollout as render
 from ..rollout import journal
-from ..rollout.journal import DONE, HostEntry, Rollout
+from ..rollout.journal import DONE, IN_FLIGHT, NOT_STARTED, HostEntry, Rollout
 from ..rollout.run import Pace, Stopped, run_rollout
 from ..rollout.waves import FailureBudget, parse_sizes, waves
 from .consent import confirm, yes_option
@@ -129,7 +130,8 @@ _OPTIONS = [
         "--before-reboot",
         metavar="CMD",
         help="Run CMD (/bin/sh -c, on this machine) before each host's reboot, e.g. to drain "
-        "it; TUNE_HOST, TUNE_WAVE, TUNE_ROLLOUT and TUNE_HOST_JSON describe the host.",
+        "it; TUNE_HOST, TUNE_WAVE, TUNE_ROLLOUT and the JSON file TUNE_HOST_JSON_FILE names "
+        "(also in TUNE_HOST_JSON up to 32 KiB) describe the host.",
     ),
     click.option(
         "--after-verify",
@@ -210,6 +212,7 @@ def start_rollout(
         f"{reboots}?"
     )
     confirm(question, yes=yes, command="tune apply", err=out.json or out.to_file)
+    identities = {host.name: host.identity() for host in hosts}
     rollout = Rollout(
         rollout_id=journal.new_rollout_id(),
         profile=os.path.abspath(job.loaded.path),
@@ -220,7 +223,11 @@ def start_rollout(
             "rollout": dataclasses.asdict(options),
         },
         waves=cut,
-        hosts={name: HostEntry(wave=index) for index, wave in enumerate(cut) for name in wave},
+        hosts={
+            name: _pinned(HostEntry(wave=index), identities[name])
+            for index, wave in enumerate(cut)
+            for name in wave
+        },
     )
     rollout.save()
     click.echo(
@@ -319,14 +326,54 @@ def resume(rollout_id: str | None, yes: bool, out: Output) -> int:
             f"{rollout.profile} changed since rollout {rollout.rollout_id} started: resume rolls "
             "out the profile it started with; start a new rollout for this one."
         )
-    options = rollout.options
-    job = ApplyJob(loaded, **options["job"])
-    remote_kept = dict(options["remote"]) | {"hosts": tuple(options["remote"]["hosts"])}
-    remote = RemoteOptions(**remote_kept)
-    kept = dict(options["rollout"]) | {"canary": tuple(options["rollout"]["canary"])}
-    wave_options = RolloutOptions(**kept)
+    job, remote, wave_options = _kept_options(rollout, loaded)
     hosts = [host for host in remote.open() if host.name in rollout.hosts]
     missing = sorted(set(rollout.hosts) - {host.name for host in hosts})
     if missing:
         raise UsageError(f"host {missing[0]} of the rollout is no longer in its inventory.")
+    for host in hosts:
+        entry = rollout.hosts[host.name]
+        pinned, now = entry.identity(), host.identity()
+        if entry.state in (NOT_STARTED, IN_FLIGHT) and pinned is not None and now is not None:
+            changed = pinned.changes(now)
+            if changed:
+                raise UsageError(
+                    f"host {host.name} of rollout {rollout.rollout_id} is not the machine it "
+                    f"started on: {'; '.join(changed)}; resume reaches no other machine under "
+                    "its name (restore the inventory or ssh_config as it was)."
+                )
     return _run(rollout, job, remote, wave_options, hosts, yes, out)
+
+
+def _pinned(entry: HostEntry, identity: Identity | None) -> HostEntry:
+    if identity is None:
+        return entry
+    return dataclasses.replace(
+        entry, address=identity.address, port=identity.port, user=identity.user
+    )
+
+
+def _kept_options(
+    rollout: Rollout, loaded: LoadedProfile
+) -> tuple[ApplyJob, RemoteOptions, RolloutOptions]:
+    """The options the rollout started with, as its journal keeps them: each of the type
+    tune wrote, or a `JournalError` naming the file."""
+    path = rollout.path or journal.rollouts_directory()
+    kept = journal.fields(
+        {"job": "dict", "remote": "dict", "rollout": "dict"}, rollout.options, path, "options"
+    )
+    # Fields a later tune added are absent from an older journal: their defaults hold.
+    job = journal.fields(
+        journal.dataclass_fields(ApplyJob, _JOB_FIELDS), kept["job"], path, "job", required=False
+    )
+    remote = journal.fields(
+        journal.dataclass_fields(RemoteOptions), kept["remote"], path, "remote", required=False
+    )
+    waves = journal.fields(
+        journal.dataclass_fields(RolloutOptions), kept["rollout"], path, "rollout", required=False
+    )
+    return (
+        ApplyJob(loaded, **job),
+        RemoteOptions(**remote | {"hosts": tuple(remote.get("hosts", ()))}),
+        RolloutOptions(**waves | {"canary": tuple(waves.get("canary", ()))}),
+    )

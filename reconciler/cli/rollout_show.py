@@ -21,6 +21,7 @@ from rich.table import Table
 
 from ..errors import NotConfirmed
 from ..render import rollout as render
+from ..render.printable import printable
 from ..render.rollout_live import live_table
 from ..rollout import journal
 from ..rollout.journal import HostEntry, Rollout
@@ -73,14 +74,13 @@ class RolloutLines(RolloutShow):
     def canaries_verified(self, names: Sequence[str]) -> None:
         self.waiting.clear()
         rest = sum(len(wave) for wave in self.rollout.waves[1:])
-        question = (
-            f"The canaries {', '.join(names)} are verified. Go on with the other {rest} hosts?"
-        )
+        canaries = printable(", ".join(names))  # inventory names
+        question = f"The canaries {canaries} are verified. Go on with the other {rest} hosts?"
         try:
             confirm(question, yes=self.yes, command="tune rollout resume", err=self.out.json)
         except NotConfirmed:
             raise NotConfirmed(
-                f"the canaries {', '.join(names)} are done; the other {rest} hosts are not "
+                f"the canaries {canaries} are done; the other {rest} hosts are not "
                 f"started: `tune rollout resume {self.rollout.rollout_id} --yes` goes on."
             ) from None
 

@@ -19,6 +19,7 @@ from ..apply.trust import Owned
 from ..errors import HostError, NoSpace, Refused
 from ..facts import irq
 from .files import Files, Request
+from .targets import Identity
 
 # What a full device (or a spent quota) makes a write fail with.
 FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
@@ -111,6 +112,14 @@ class ReadableHost(ABC):
         once, at once (the caller waits between reads); a host reached by round trips waits on
         the host's side instead (`ShellHost`), one round trip for the whole wait."""
         return self.fetch(Request.of(path)).value(path)
+
+    def identity(self) -> Identity | None:
+        """Which machine this is, for a rollout to pin; None for a host reached by no
+        connection (this machine, a snapshot)."""
+        return None
+
+    def pin(self, identity: Identity) -> None:  # noqa: B027 - only hosts that connect check
+        """From now on, refuse to reach any machine but `identity` (its host key once known)."""
 
     def close(self) -> None:  # noqa: B027 - a hook: only hosts that connect hold anything
         """Release what reading the host holds open (an SSH connection); files hold nothing."""

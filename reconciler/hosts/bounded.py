@@ -1,16 +1,23 @@
-"""Files tune is pointed at on this machine (a profile and its parents, an inventory, a saved
-plan), read so that the file cannot decide how long the read takes or how much it holds: a FIFO
-would block `open` or `read` for ever, a device or a sparse file never ends. Only a regular file
-is read, and at most one byte past its limit, which is how a file too large is told apart from
-one exactly at the limit. Symlinks are followed: a profile kept as a link is ordinary.
+"""Files tune is pointed at on this machine (a profile and its parents, an inventory and its
+variables, a private key, a saved plan), read so that the file cannot decide how long the read
+takes or how much it holds: a FIFO would block `open` or `read` for ever, a device or a sparse
+file never ends. Only a regular file is read, and at most one byte past its limit, which is how
+a file too large is told apart from one exactly at the limit. Symlinks are followed: a profile
+kept as a link is ordinary. A YAML document read from one is bounded too, by the values it
+expands to (`counting_composer`).
 """
 
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import stat
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ruamel.yaml.composer import Composer
 
 # A hand-written profile is a few KB (the largest shipped one is 2.5 KB); one that lists every
 # attribute of eight GPUs and their switches is tens of KB. ruamel.yaml's round-trip parser
@@ -19,8 +26,12 @@ from collections.abc import Callable
 MAX_PROFILE_BYTES = 256 << 10
 # An Ansible inventory of thousands of hosts with their variables is a few MB.
 MAX_INVENTORY_BYTES = 16 << 20
+# ... and its variables, once YAML aliases are expanded: 10,000 hosts of 100 variables each.
+MAX_INVENTORY_VALUES = 1_000_000
 # A saved plan holds what it observed of its host: a 128-CPU host's plan is 86 KB.
 MAX_SAVED_PLAN_BYTES = 16 << 20
+# An OpenSSH private key is a few KB (RSA of 16,384 bits: 13 KB), its certificate less.
+MAX_KEY_BYTES = 256 << 10
 
 
 class Unreadable(OSError):
@@ -89,3 +100,43 @@ def _kind(mode: int) -> str:
         (stat.S_ISDIR, "a directory"),
     )
     return next((name for test, name in kinds if test(mode)), "this")
+
+
+class TooManyValues(Exception):
+    """A YAML document that expands past `limit` values; `line` and `column` (1-based) are
+    where the count ran over."""
+
+    def __init__(self, line: int, column: int, limit: int) -> None:
+        super().__init__(line, column, limit)
+        self.line, self.column, self.limit = line, column, limit
+
+
+@functools.cache
+def counting_composer(limit: int) -> type[Composer]:
+    """ruamel's composer, counting the values (keys, values, list items) the document expands
+    to as it composes them, an alias counting what it repeats, and raising `TooManyValues`
+    past `limit`: a YAML alias bomb (each anchor repeating the one before nine times), or a
+    chain of merge keys (`<<: [*a, *a]`), holds billions in a few hundred bytes, and is
+    refused before anything is expanded or merged."""
+    from ruamel.yaml.composer import Composer
+    from ruamel.yaml.events import AliasEvent
+
+    class Counting(Composer):
+        expanded = 0
+        sizes: dict[int, int] | None = None  # id(node) -> what it expands to
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            sizes = self.sizes = {} if self.sizes is None else self.sizes
+            start = self.expanded
+            alias = self.parser.check_event(AliasEvent)
+            node = super().compose_node(parent, index)
+            if alias:
+                self.expanded += sizes.get(id(node), 1)
+            else:
+                self.expanded += 1
+                sizes[id(node)] = self.expanded - start
+            if self.expanded > limit:
+                raise TooManyValues(node.start_mark.line + 1, node.start_mark.column + 1, limit)
+            return node
+
+    return Counting

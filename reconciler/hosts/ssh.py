@@ -13,6 +13,8 @@ changed keys, unless `--accept-new-host-keys` (ssh's `StrictHostKeyChecking=acce
 
 from __future__ import annotations
 
+import contextlib
+import io
 import logging
 import os
 import shlex
@@ -31,9 +33,10 @@ from paramiko.pkey import UnknownKeyType
 
 from ..errors import ConnectError, HostError, HostKeyError
 from ..render.printable import printable
+from .bounded import MAX_KEY_BYTES, Unreadable, read_bounded
 from .known_hosts import CERT_AUTHORITY, REVOKED, KnownKey, Parsed, matches, parse
 from .shell import ScriptResult, ShellHost
-from .targets import Target
+from .targets import Identity, Target
 
 # paramiko logs its transport thread's failures with tracebacks; tune reports each failure as
 # one sentence, so nothing of paramiko's log may reach the terminal.
@@ -151,6 +154,16 @@ class _Transport(paramiko.Transport):
     )
 
 
+class _Connection(Connection):  # type: ignore[misc]
+    """fabric's Connection, given the host name as it is: fabric reads a `user@` and a
+    `:port` out of the host string it is given, which would log in as another user, or at
+    another port, than the target says. The target's host holds neither (`targets`), and
+    its user and port are passed apart."""
+
+    def derive_shorthand(self, host_string: str) -> dict[str, Any]:
+        return {"user": None, "host": host_string, "port": None}
+
+
 class _Policy(paramiko.MissingHostKeyPolicy):
     """Called by paramiko only for a host with no key at all in known_hosts."""
 
@@ -199,6 +212,7 @@ class SshSetup:
             self.config = Config(overrides=overrides)
         self._known: dict[tuple[str, str], KnownHosts] = {}
         self._keys: dict[str, paramiko.PKey | None] = {}
+        self._files: dict[str, bytes | OSError] = {}
         self._lock = threading.Lock()
         self.building = threading.Lock()  # held while a Connection is built from `config`
 
@@ -216,18 +230,40 @@ class SshSetup:
                 self._known[(user, system)] = KnownHosts(users + systems, users[0], hashed)
             return self._known[(user, system)]
 
+    def key_file(self, path: str) -> bytes:
+        """An identity file's bytes, read once per run: a regular file of at most
+        MAX_KEY_BYTES. An inventory names it (ansible_private_key_file): /dev/zero there was
+        read until the kernel killed tune, a FIFO for ever. Raises OSError (`Unreadable`)."""
+        with self._lock:
+            if path not in self._files:
+                try:
+                    self._files[path] = read_bounded(path, MAX_KEY_BYTES, "a private key")
+                except OSError as exc:
+                    self._files[path] = exc
+            found = self._files[path]
+        if isinstance(found, OSError):
+            raise found
+        return found
+
     def private_key(self, path: str) -> paramiko.PKey | None:
         """An identity file's key, read once per run. paramiko reads the file again for every
         connection, trying one key type after the other; across a fleet that is ~1.5 ms of
-        CPU per host. None when it cannot be loaded here (a passphrase, for which cryptography
-        raises TypeError; an unknown type): then paramiko tries the file itself and says why."""
+        CPU per host. None when it cannot be loaded here (a passphrase; an unknown type; a file
+        that cannot be read): then paramiko tries the file itself and says why."""
+        try:
+            text = self.key_file(path).decode("utf-8", "replace")
+        except OSError:
+            return None
         with self._lock:
             if path not in self._keys:
-                try:
-                    self._keys[path] = paramiko.PKey.from_path(os.path.expanduser(path))
-                except (OSError, ValueError, TypeError, paramiko.SSHException):
-                    self._keys[path] = None
-            return self._keys[path]
+                self._keys[path] = _key_of(text)
+            key = self._keys[path]
+        # As paramiko's own loading does, a certificate beside the key goes with it; with none,
+        # or one that does not fit the key, the key goes alone.
+        with contextlib.suppress(OSError, ValueError, paramiko.SSHException):
+            if key is not None:
+                key.load_certificate(self.key_file(f"{path}-cert.pub").decode("utf-8", "replace"))
+        return key
 
     def accept_new(self, ssh_config: dict[str, Any]) -> bool:
         strict = str(ssh_config.get("stricthostkeychecking", "")).lower()
@@ -249,9 +285,37 @@ class SshHost(ShellHost):
         self.name = target.name
         self._open: _Open | None = None
         self._lock = threading.Lock()
+        self._pinned: Identity | None = None
 
     def describe(self) -> str:
         return f"ssh {self.name}"
+
+    def identity(self) -> Identity:
+        """Where the connection goes, ssh_config resolved (nothing connects for it), and the
+        host key it presented once it is open."""
+        with self._lock:
+            opened = self._open
+        connection = opened.connection if opened is not None else self._connection()
+        transport = connection.client.get_transport() if opened is not None else None
+        key = transport.get_remote_server_key() if transport is not None else None
+        return Identity(
+            str(connection.host),
+            int(connection.port),
+            str(connection.user),
+            None if key is None else str(key.fingerprint),
+        )
+
+    def pin(self, identity: Identity) -> None:
+        self._pinned = identity
+
+    def _refuse_another(self, now: Identity) -> None:
+        changed = [] if self._pinned is None else self._pinned.changes(now)
+        if changed:
+            raise HostKeyError(
+                f"{self.name} is not the machine this rollout pinned when it started: "
+                f"{'; '.join(changed)}; tune reaches no other machine under its name "
+                "(restore the inventory or ssh_config, or see `tune rollout status`)."
+            )
 
     @property
     def command(self) -> str:
@@ -320,6 +384,22 @@ class SshHost(ShellHost):
             raise ConnectError(f"{self.name}: the connection is closed.")
         return transport
 
+    def _connection(self, kwargs: dict[str, Any] | None = None) -> Connection:
+        """The target's fabric Connection, ssh_config resolved, not opened."""
+        target = self.target
+        # One fabric Config serves every thread; reading it while another thread builds a
+        # Connection from it once failed with "No attribute or config key found for 'user'"
+        # (seen in the fleet benchmark's bare fabric baseline). Building takes ~1 ms.
+        with self.setup.building:
+            return _Connection(
+                target.host,
+                user=target.user,
+                port=target.port,
+                config=self.setup.config,
+                connect_timeout=self.setup.settings.connect_timeout,
+                connect_kwargs=kwargs or {},
+            )
+
     def _connect(self) -> _Open:
         target = self.target
         kwargs: dict[str, Any] = {
@@ -329,18 +409,10 @@ class SshHost(ShellHost):
         }
         if target.identity_file:
             kwargs["key_filename"] = [os.path.expanduser(target.identity_file)]
-        # One fabric Config serves every thread; reading it while another thread builds a
-        # Connection from it once failed with "No attribute or config key found for 'user'"
-        # (seen in the fleet benchmark's bare fabric baseline). Building takes ~1 ms.
-        with self.setup.building:
-            connection = Connection(
-                target.host,
-                user=target.user,
-                port=target.port,
-                config=self.setup.config,
-                connect_timeout=self.setup.settings.connect_timeout,
-                connect_kwargs=kwargs,
-            )
+        connection = self._connection(kwargs)
+        self._refuse_another(
+            Identity(str(connection.host), int(connection.port), str(connection.user))
+        )
         self._preload_key(connection)
         opened = _Open(connection, _hops(connection))
         self._verify_keys(connection, self.name)
@@ -356,17 +428,41 @@ class SshHost(ShellHost):
             for hop in [connection, *opened.hops]:
                 hop.close()
             raise self._explain(cause, connection) from exc
+        transport = connection.client.get_transport()
+        key = transport.get_remote_server_key() if transport is not None else None
+        if key is not None and self._pinned is not None:
+            now = Identity(
+                str(connection.host), int(connection.port), str(connection.user), key.fingerprint
+            )
+            try:
+                self._refuse_another(now)
+            except HostKeyError:
+                for hop in [connection, *opened.hops]:
+                    hop.close()
+                raise
         return opened
 
     def _preload_key(self, connection: Connection) -> None:
         """Hand paramiko the first identity file's key already loaded; it tries `pkey` first,
-        then the other files, in ssh's order."""
+        then the other files, in ssh's order. Every file, and the certificate beside it, is
+        first read here within bounds: paramiko reads whatever it is given to its end. One it
+        cannot open at all it skips, as ssh does, and so does tune."""
         kwargs = connection.connect_kwargs
         files = kwargs.get("key_filename") or []
         files = [files] if isinstance(files, str) else list(files)
-        if "pkey" in kwargs or not files:
+        if not files:
             return
-        key = self.setup.private_key(files[0])
+        for path in files:
+            for each in (path, f"{path}-cert.pub"):
+                try:
+                    self.setup.key_file(each)
+                except Unreadable as exc:
+                    raise ConnectError(
+                        f"{self.name}: cannot read the identity file {each}: {exc}."
+                    ) from None
+                except OSError:
+                    pass  # paramiko cannot open it either
+        key = None if "pkey" in kwargs else self.setup.private_key(files[0])
         if key is not None:
             kwargs["pkey"] = key
             kwargs["key_filename"] = files[1:]
@@ -425,6 +521,17 @@ class SshHost(ShellHost):
         if isinstance(exc, OSError):
             return ConnectError(f"{self.name}: cannot connect to {where}: {exc.strerror or exc}.")
         return exc
+
+
+def _key_of(text: str) -> paramiko.PKey | None:
+    """The private key in `text`, None when paramiko cannot load it without help (a
+    passphrase, a type it does not know)."""
+    for kind in (paramiko.Ed25519Key, paramiko.ECDSAKey, paramiko.RSAKey):
+        try:
+            return kind.from_private_key(io.StringIO(text))
+        except (paramiko.SSHException, ValueError, TypeError):
+            continue
+    return None
 
 
 def _hops(connection: Connection) -> list[Connection]:

@@ -16,7 +16,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 from ..errors import Diagnostic, ProfileError
-from ..hosts.bounded import MAX_PROFILE_BYTES, read_bounded, size_text
+from ..hosts.bounded import (
+    MAX_PROFILE_BYTES,
+    TooManyValues,
+    counting_composer,
+    read_bounded,
+    size_text,
+)
 from ..kinds import REGISTRY
 from ..kinds.base import Kind, Meta, Strict, safe
 from ..probes.spec import ProbeName, ProbeSpec
@@ -27,7 +33,6 @@ from .source import set_digest, shown
 if TYPE_CHECKING:
     from pydantic import ValidationError
     from ruamel.yaml import YAML
-    from ruamel.yaml.composer import Composer
 
 ProfileName = safe(r"[A-Za-z0-9_.-]+", "profile name", "blackwell-8x")
 
@@ -183,7 +188,7 @@ def _yaml() -> YAML:
 
     yaml = YAML(typ="rt")
     yaml.allow_duplicate_keys = False
-    yaml.Composer = _counting_composer()
+    yaml.Composer = counting_composer(MAX_PROFILE_VALUES)
     return yaml
 
 
@@ -217,41 +222,6 @@ def parse_bytes(raw: bytes, name: str, *, quote: bool = True) -> Tree:
 MAX_PROFILE_VALUES = 20_000
 
 
-class _TooManyValues(Exception):
-    def __init__(self, line: int, column: int) -> None:
-        self.line, self.column = line, column
-
-
-@functools.cache
-def _counting_composer() -> type[Composer]:
-    """ruamel's composer, counting the values the document expands to as it composes them (an
-    alias counts what it repeats), so a bomb is refused before anything is expanded."""
-    from ruamel.yaml.composer import Composer
-    from ruamel.yaml.events import AliasEvent
-
-    class Counting(Composer):
-        expanded = 0
-        sizes: dict[int, int] | None = (
-            None  # id(node) -> what it expands to (nodes keep no attributes)
-        )
-
-        def compose_node(self, parent: Any, index: Any) -> Any:
-            sizes = self.sizes = {} if self.sizes is None else self.sizes
-            start = self.expanded
-            alias = self.parser.check_event(AliasEvent)
-            node = super().compose_node(parent, index)
-            if alias:
-                self.expanded += sizes.get(id(node), 1)
-            else:
-                self.expanded += 1
-                sizes[id(node)] = self.expanded - start
-            if self.expanded > MAX_PROFILE_VALUES:
-                raise _TooManyValues(node.start_mark.line + 1, node.start_mark.column + 1)
-            return node
-
-    return Counting
-
-
 # What ruamel's messages quote from the document: an alias name, a duplicate key and its value.
 QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
 
@@ -274,7 +244,7 @@ def parse_text(text: str, name: str, *, quote: bool = True) -> Tree:
             # allows); tune reads YAML 1.2 and speaks only through its diagnostics.
             warnings.simplefilter("ignore", YAMLWarning)
             node = _yaml().load(text)
-    except _TooManyValues as exc:
+    except TooManyValues as exc:
         message = (
             f"more than {MAX_PROFILE_VALUES:,} keys, values and list items (aliases count what "
             "they repeat), the most tune reads in a profile"

@@ -80,7 +80,7 @@ def totals(results: Sequence[HostResult[Plan]]) -> str:
 
 def table(header: list[str], rows: list[list[str]], color: bool) -> list[str]:
     """Host and status left-aligned, counts right-aligned; each row shaded by its status."""
-    rows = [header, *rows]
+    rows = [header, *([printable(cell) for cell in row] for row in rows)]  # inventory names
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
 
     def line(row: list[str], index: int) -> str:
@@ -109,9 +109,9 @@ def text(results: Sequence[HostResult[Plan]], color: bool, each: Renderer) -> st
     out += ["", totals(results)]
     for result in results:
         if result.error is not None:
-            out += ["", f"== {result.name}: error", problems(result)]
+            out += ["", f"== {printable(result.name)}: error", problems(result)]
         elif result.value is not None and not result.value.is_clean:
-            out += ["", f"== {result.name}", each(result.value, color).rstrip("\n")]
+            out += ["", f"== {printable(result.name)}", each(result.value, color).rstrip("\n")]
     return "\n".join(out) + "\n"
 
 
@@ -181,7 +181,7 @@ def applied(results: Sequence[HostResult[ApplyResult]], color: bool) -> str:
     ]
     for result, row in zip(results, rows, strict=True):
         if result.error is not None:
-            out += ["", f"== {result.name}: {row[1]}", problems(result)]
+            out += ["", f"== {printable(result.name)}: {row[1]}", problems(result)]
     return "\n".join(out) + "\n"
 
 

@@ -92,7 +92,7 @@ def summary(rollout: Rollout) -> str:
         + "."
     ]
     for configuration, hosts in by_configuration(rollout).items():
-        lines.append(f"  {configuration}: {', '.join(hosts)}")
+        lines.append(f"  {configuration}: {printable(', '.join(hosts))}")  # inventory names
     if rollout.stopped:
         lines.append(printable(f"Stopped: {rollout.stopped}"))
     return "\n".join(lines) + "\n"

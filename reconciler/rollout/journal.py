@@ -24,6 +24,7 @@ import os
 import re
 import secrets
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -33,6 +34,7 @@ from ..apply.trust import private_directory
 from ..errors import JournalError, UsageError
 from ..hosts.bounded import read_bounded
 from ..hosts.replaced import append_file, replace_file
+from ..hosts.targets import Identity
 
 VERSION = 1
 MAX_BYTES = 16 * 1024 * 1024
@@ -43,6 +45,7 @@ DONE = "done"
 FAILED = "failed"
 ROLLED_BACK = "rolled-back"
 STATES = (NOT_STARTED, IN_FLIGHT, DONE, FAILED, ROLLED_BACK)
+CONFIGURATIONS = ("prior", "new", "pending", "unknown")
 
 _ID = re.compile(r"\d{8}T\d{6}Z-[0-9a-f]{6}")
 
@@ -85,6 +88,17 @@ class HostEntry:
     changes: int = 0
     started: float | None = None  # time.time() of its first step in this rollout
     finished: float | None = None
+    # Which machine it is, pinned when the rollout starts (ssh_config resolved), its host key
+    # when it is first reached: resume refuses another machine under the same name.
+    address: str | None = None
+    port: int | None = None
+    user: str | None = None
+    host_key: str | None = None
+
+    def identity(self) -> Identity | None:
+        if self.address is None or self.port is None or self.user is None:
+            return None  # a journal from before tune pinned hosts
+        return Identity(self.address, self.port, self.user, self.host_key)
 
 
 @dataclass
@@ -117,25 +131,34 @@ class Rollout:
 
     @classmethod
     def from_json(cls, data: dict[str, Any], path: Path) -> Rollout:
+        """The journal's first line, every field of the type tune writes: one it does not
+        know, or of another type, is a `JournalError` naming the file, never a crash later."""
         if data.get("format_version") != VERSION:
             raise JournalError(f"{path}: not a rollout journal of this tune's format.")
-        try:
-            hosts = {name: HostEntry(**entry) for name, entry in data["hosts"].items()}
-            rollout = cls(
-                rollout_id=str(data["rollout"]),
-                profile=str(data["profile"]),
-                digest=str(data["digest"]),
-                options=dict(data["options"]),
-                waves=[[str(n) for n in wave] for wave in data["waves"]],
-                hosts=hosts,
-                created=str(data["created"]),
-                stopped=data.get("stopped"),
-                path=path,
-            )
-        except (KeyError, TypeError, AttributeError) as exc:
-            raise JournalError(f"{path}: a rollout journal tune cannot read ({exc}).") from None
-        if any(entry.state not in STATES for entry in hosts.values()):
-            raise JournalError(f"{path}: a host of the rollout is in a state tune does not know.")
+        fields(_TOP, {k: v for k, v in data.items() if k != "format_version"}, path, "")
+        hosts = data["hosts"]
+        if not isinstance(hosts, dict):
+            raise unreadable(path, "its hosts are not a mapping")
+        if not _ID.fullmatch(data["rollout"]):
+            raise unreadable(path, "its rollout id is not one tune makes")
+        rollout = cls(
+            rollout_id=data["rollout"],
+            profile=data["profile"],
+            digest=data["digest"],
+            options=data["options"],
+            waves=data["waves"],
+            hosts={
+                name: HostEntry(**entry_fields(entry, path, name)) for name, entry in hosts.items()
+            },
+            created=data["created"],
+            stopped=data["stopped"],
+            path=path,
+        )
+        listed = [name for wave in rollout.waves for name in wave]
+        if sorted(listed) != sorted(rollout.hosts):
+            raise unreadable(path, "its waves and its hosts do not name the same hosts once each")
+        for name, entry in rollout.hosts.items():
+            _judge(entry, len(rollout.waves), path, name)
         return rollout
 
     def save(self) -> None:
@@ -236,6 +259,8 @@ def _record(path: Path, line: bytes) -> dict[str, Any]:
         data = json.loads(line)
     except ValueError as exc:
         raise JournalError(f"{path}: a damaged rollout journal ({exc}).") from None
+    except RecursionError:
+        raise unreadable(path, "a line nested too deep") from None
     if not isinstance(data, dict):
         raise JournalError(f"{path}: not a rollout journal.")
     return data
@@ -243,13 +268,92 @@ def _record(path: Path, line: bytes) -> dict[str, Any]:
 
 def _replay(rollout: Rollout, record: dict[str, Any], path: Path) -> None:
     """One transition `Rollout.update` or `Rollout.stop` appended."""
-    if "stopped" in record:
-        rollout.stopped = record["stopped"]
+    if set(record) == {"stopped"}:
+        rollout.stopped = fields({"stopped": _TOP["stopped"]}, record, path, "")["stopped"]
         return
-    try:
-        entry = dataclasses.replace(rollout.hosts[record["host"]], **record["set"])
-    except (KeyError, TypeError) as exc:
-        raise JournalError(f"{path}: a rollout journal tune cannot read ({exc}).") from None
+    if set(record) != {"host", "set"}:
+        raise unreadable(path, "a transition of a shape tune never writes")
+    name, changes = record["host"], record["set"]
+    if not isinstance(name, str) or name not in rollout.hosts:
+        raise unreadable(path, "a transition of a host not in the rollout")
+    if not isinstance(changes, dict):
+        raise unreadable(path, f"a transition of host {name} that is not a mapping")
+    entry = dataclasses.asdict(rollout.hosts[name]) | changes
+    rollout.hosts[name] = HostEntry(**entry_fields(entry, path, name))
+    _judge(rollout.hosts[name], len(rollout.waves), path, name)
+
+
+# The first line's fields (besides format_version) and their types, as `fields` reads them.
+_TOP = {
+    "rollout": "str",
+    "created": "str",
+    "profile": "str",
+    "digest": "str",
+    "options": "dict",
+    "waves": "list[list[str]]",
+    "stopped": "str | None",
+    "hosts": "dict",
+}
+# What each annotation of a dataclass field tune journals admits of JSON's values.
+_ADMITS: dict[str, Callable[[Any], bool]] = {
+    "None": lambda v: v is None,
+    "bool": lambda v: isinstance(v, bool),
+    "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "float": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
+    "str": lambda v: isinstance(v, str),
+    "dict": lambda v: isinstance(v, dict),
+    "dict[str, Any]": lambda v: isinstance(v, dict),
+    "tuple[str, ...]": lambda v: isinstance(v, list) and all(isinstance(i, str) for i in v),
+    "list[list[str]]": lambda v: (
+        isinstance(v, list)
+        and all(isinstance(w, list) and all(isinstance(i, str) for i in w) for w in v)
+    ),
+}
+
+
+def unreadable(path: Path, why: str) -> JournalError:
+    return JournalError(f"{path}: a rollout journal tune cannot read ({why}).")
+
+
+def fields(
+    types: dict[str, str], data: Any, path: Path, of: str, required: bool = True
+) -> dict[str, Any]:
+    """`data`, a mapping of the fields `types` names (field -> its annotation), each of its
+    type; `of` ("host gpu1") says whose fields they are in the refusal. With `required`, every
+    field is there."""
+    whose = f" of {of}" if of else ""
+    if not isinstance(data, dict):
+        raise unreadable(path, f"the fields{whose} are not a mapping")
+    unknown = sorted(str(key) for key in data if key not in types)
+    if unknown:
+        raise unreadable(path, f"a field{whose} tune does not know: {unknown[0]}")
+    missing = sorted(set(types) - set(data)) if required else []
+    if missing:
+        raise unreadable(path, f"no field {missing[0]}{whose}")
+    for name, value in data.items():
+        annotation = types[name]
+        if not any(_ADMITS[part.strip()](value) for part in annotation.split("|")):
+            raise unreadable(path, f"{name}{whose} is not {annotation}")
+    return data
+
+
+def dataclass_fields(cls: type, only: tuple[str, ...] | None = None) -> dict[str, str]:
+    """A dataclass's fields and their annotations (as written: `from __future__ import
+    annotations` keeps them text), or those of `only`."""
+    return {
+        f.name: str(f.type)
+        for f in dataclasses.fields(cls)
+        if f.init and (only is None or f.name in only)
+    }
+
+
+def entry_fields(data: Any, path: Path, name: str) -> dict[str, Any]:
+    types = dataclass_fields(HostEntry)
+    return fields(types, data, path, f"host {name}", required=False)
+
+
+def _judge(entry: HostEntry, waves: int, path: Path, name: str) -> None:
     if entry.state not in STATES:
         raise JournalError(f"{path}: a host of the rollout is in a state tune does not know.")
-    rollout.hosts[record["host"]] = entry
+    if entry.configuration not in CONFIGURATIONS or not 0 <= entry.wave < waves:
+        raise unreadable(path, f"host {name} has a configuration or wave tune never writes")

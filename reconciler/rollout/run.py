@@ -160,6 +160,9 @@ def roll_host(
     raised: one host's failure is counted, it never stops the others of its wave."""
     name = engine.host.name
     entry = rollout.hosts[name]
+    pinned = entry.identity()
+    if pinned is not None:
+        engine.host.pin(pinned)
     try:
         if entry.state == IN_FLIGHT:
             _resume_host(engine, job, rollout, wave, pace, show)
@@ -193,15 +196,21 @@ def _start_host(
             _end(rollout, show, name, DONE, configuration="new")
             return
         run_id = new_run_id()
-        # Before the first write: resume looks for this run on the host.
-        rollout.update(
+        identity = engine.host.identity()
+        host_key = None if identity is None else identity.host_key
+        # Before the first write: resume looks for this run on the host, on this machine.
+        entry = rollout.update(
             name,
             state=IN_FLIGHT,
             run_id=run_id,
             boot_id=work.plan.host.boot_id,
             changes=len(work.planned),
             started=time.time(),
+            host_key=host_key,
         )
+        pinned = entry.identity()
+        if pinned is not None:
+            engine.host.pin(pinned)  # the reconnection after the reboot is held to its key
         _, pending = run_work(engine, job, work, Show(), run_id=run_id)
     if pending is None or not job.reboot:
         _end(rollout, show, name, DONE, configuration="new" if pending is None else "pending")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...errors import InventoryError
-from ..targets import Target
+from ..targets import Target, host_problem, user_problem
 from .values import Unknowable
 
 # Each field of a Target, from the LAST of these variables that is set: the order of the ssh
@@ -53,13 +53,7 @@ def to_target(name: str, variables: dict[str, Any], source: str) -> Target:
     connection = pick("connection")
     if connection not in SSH_CONNECTIONS:
         raise InventoryError(f"{said} ansible_connection={connection}; tune connects over SSH.")
-    port = pick("port")
-    try:
-        port = None if port is None else int(port)
-    except (TypeError, ValueError):
-        raise InventoryError(f"{said} ansible_port {port!r} is not a number.") from None
-    if port is not None and not 0 < port < 65536:
-        raise InventoryError(f"{said} ansible_port {port} is out of range.")
+    port = _port(pick("port"), said)
     become = _boolean(pick("become"), f"{said} ansible_become")
     if become:
         method, user = pick("become_method"), pick("become_user")
@@ -68,14 +62,38 @@ def to_target(name: str, variables: dict[str, Any], source: str) -> Target:
         if user not in (None, "root"):
             raise InventoryError(f"{said} ansible_become_user={user}; tune works as root.")
     user, key = pick("user"), pick("identity_file")
+    host = str(pick("host") or name)
+    user = None if user is None else str(user)
+    # The name too: a hook is given it (TUNE_HOST), and it is the host where ansible_host is not
+    # set.
+    for what, problem in (
+        ("the inventory name", host_problem(name)),
+        ("ansible_host", host_problem(host)),
+        ("ansible_user", None if user is None else user_problem(user)),
+    ):
+        if problem is not None:
+            raise InventoryError(f"{said} {what}: {problem}; tune refuses the host.")
     return Target(
         name=name,
-        host=str(pick("host") or name),
-        user=None if user is None else str(user),
+        host=host,
+        user=user,
         port=port,
         identity_file=None if key is None else str(key),
         sudo=become,
     )
+
+
+def _port(value: Any, said: str) -> int | None:
+    """A port as ssh takes one: decimal digits alone (no sign, no space, no `yes`)."""
+    if value is None:
+        return None
+    digits = str(value) if isinstance(value, int | str) and not isinstance(value, bool) else ""
+    if not digits.isascii() or not digits.isdigit():
+        raise InventoryError(f"{said} ansible_port '{value}' is not a number.")
+    port = int(digits)
+    if not 0 < port < 65536:
+        raise InventoryError(f"{said} ansible_port {port} is out of range.")
+    return port
 
 
 def _boolean(value: Any, what: str) -> bool | None:

@@ -112,6 +112,8 @@ def parse_listing(inventory: Inventory, text: str, source: str) -> None:
     except ValueError as exc:
         said = f"{source}: not the JSON of `ansible-inventory --list` ({exc})."
         raise InventoryError(said) from exc
+    except RecursionError:
+        raise InventoryError(f"{source}: JSON nested too deep for tune to read.") from None
     if not isinstance(data, dict):
         raise InventoryError(f"{source}: expected the object `ansible-inventory --list` prints.")
     meta = data.get("_meta") or {}

@@ -13,7 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import InventoryError
-from ..bounded import MAX_INVENTORY_BYTES, read_bounded
+from ..bounded import (
+    MAX_INVENTORY_BYTES,
+    MAX_INVENTORY_VALUES,
+    TooManyValues,
+    counting_composer,
+    read_bounded,
+)
 
 VAULT_HEADER = "$ANSIBLE_VAULT;"
 TEMPLATE_MARKS = ("{{", "{%")
@@ -84,8 +90,16 @@ def load_yaml(text: str, source: str) -> Any:
 
     yaml = YAML(typ="safe", pure=True)
     yaml.Constructor = AnsibleConstructor
+    yaml.Composer = counting_composer(MAX_INVENTORY_VALUES)
     try:
         return yaml.load(text)
+    except TooManyValues as exc:
+        raise InventoryError(
+            f"{source}:{exc.line}: more than {exc.limit:,} keys, values and list items (aliases "
+            "count what they repeat), the most tune reads in an inventory file."
+        ) from None
+    except RecursionError:
+        raise InventoryError(f"{source}: nested too deep for tune to read.") from None
     except MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = f":{mark.line + 1}" if mark is not None else ""
