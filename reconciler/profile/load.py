@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from pydantic import ValidationError
     from ruamel.yaml import YAML
     from ruamel.yaml.composer import Composer
+    from ruamel.yaml.scanner import RoundTripScanner
 
 ProfileName = safe(r"[A-Za-z0-9_.-]+", "profile name", "blackwell-8x")
 
@@ -184,6 +185,7 @@ def _yaml() -> YAML:
     yaml = YAML(typ="rt")
     yaml.allow_duplicate_keys = False
     yaml.Composer = _counting_composer()
+    yaml.Scanner = _bounded_scanner()
     return yaml
 
 
@@ -252,6 +254,38 @@ def _counting_composer() -> type[Composer]:
     return Counting
 
 
+# How deep one profile's collections may nest. A profile nests a handful of levels (section,
+# key, setting, list); ruamel's scanner costs time quadratic in the depth of open flow brackets
+# (40 KB of `[` took a minute) and its composer recurses once a level (Python's stack ends near
+# 1,000), so depth is refused as it is scanned, before either cost is paid.
+MAX_PROFILE_DEPTH = 64
+
+
+class _TooDeep(Exception):
+    def __init__(self, mark: Any) -> None:
+        self.line, self.column = mark.line + 1, mark.column + 1
+
+
+@functools.cache
+def _bounded_scanner() -> type[RoundTripScanner]:
+    """ruamel's scanner, refusing a flow bracket or a block indentation past MAX_PROFILE_DEPTH
+    at the place it opens."""
+    from ruamel.yaml.scanner import RoundTripScanner
+
+    class Bounded(RoundTripScanner):
+        def fetch_flow_collection_start(self, TokenClass: Any, to_push: str) -> None:
+            if self.flow_level + len(self.indents) >= MAX_PROFILE_DEPTH:
+                raise _TooDeep(self.reader.get_mark())
+            super().fetch_flow_collection_start(TokenClass, to_push)
+
+        def add_indent(self, column: int) -> bool:
+            if self.flow_level + len(self.indents) >= MAX_PROFILE_DEPTH:
+                raise _TooDeep(self.reader.get_mark())
+            return bool(super().add_indent(column))
+
+    return Bounded
+
+
 # What ruamel's messages quote from the document: an alias name, a duplicate key and its value.
 QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
 
@@ -278,6 +312,12 @@ def parse_text(text: str, name: str, *, quote: bool = True) -> Tree:
         message = (
             f"more than {MAX_PROFILE_VALUES:,} keys, values and list items (aliases count what "
             "they repeat), the most tune reads in a profile"
+        )
+        raise ProfileError([Diagnostic(name, exc.line, exc.column, message)]) from None
+    except _TooDeep as exc:
+        message = (
+            f"collections nested more than {MAX_PROFILE_DEPTH} deep, the most tune reads in a "
+            "profile"
         )
         raise ProfileError([Diagnostic(name, exc.line, exc.column, message)]) from None
     except MarkedYAMLError as exc:
