@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from .. import __version__
-from ..errors import ExitCode, ProfileError, TuneError, UsageError
+from ..errors import ExitCode, OutputError, ProfileError, TuneError, UsageError, reason
 from ..hosts.archive import write_archive
 from ..hosts.base import FULL, Host, ReadableHost
 from ..hosts.fleet import fleet_exit_code, for_each_host
@@ -158,10 +158,14 @@ def plan(
         try:
             saved.save(target, loaded, result, root, not no_persist, phases)
             click.echo(_saved_line(str(target), phases, save is not None), err=True)
-        except OSError as exc:
-            click.echo(f"tune: could not save the plan ({exc.strerror}): {exc.filename}", err=True)
+        except OSError as exc:  # making its directory
+            where = exc.filename or target
+            said = f"tune: could not save the plan: {where}: {reason(exc)}."
+            click.echo(printable(said), err=True)
+        except OutputError as exc:  # the sentence names the file and the reason
+            click.echo(printable(f"tune: {exc}"), err=True)
         except TuneError as exc:
-            click.echo(f"tune: could not save the plan: {exc}", err=True)
+            click.echo(printable(f"tune: could not save the plan: {exc}"), err=True)
     return ExitCode.IN_SYNC if result.is_clean else ExitCode.CHANGES
 
 
@@ -401,6 +405,12 @@ def main(argv: list[str] | None = None) -> None:
             where = printable(str(exc.filename or "tune"))
             said = f"{where}: no space left on the device; nothing was changed."
             code = ExitCode.NO_SPACE
+        elif isinstance(exc, OSError) and exc.strerror:
+            # Likewise tune's own file, that it could not read or write: a sentence with the
+            # system's reason, not Python's `[Errno 30] ...: '/path'`.
+            where = printable(str(exc.filename or "tune"))
+            said = f"{where}: {printable(reason(exc))}."
+            code = ExitCode.HOST_ERROR
         else:
             said = f"tune: internal error: {type(exc).__name__}: {printable(str(exc))}"
             said += " (set TUNE_DEBUG=1 for a traceback)"

@@ -29,7 +29,7 @@ from fabric import Config, Connection
 from paramiko.hostkeys import HostKeyEntry
 from paramiko.pkey import UnknownKeyType
 
-from ..errors import ConnectError, HostError, HostKeyError
+from ..errors import ConnectError, HostError, HostKeyError, reason
 from ..render.printable import printable
 from .known_hosts import CERT_AUTHORITY, REVOKED, KnownKey, Parsed, matches, parse
 from .shell import ScriptResult, ShellHost
@@ -423,7 +423,7 @@ class SshHost(ShellHost):
         if isinstance(exc, paramiko.SSHException):
             return ConnectError(f"{self.name}: SSH handshake with {where} failed: {exc}.")
         if isinstance(exc, OSError):
-            return ConnectError(f"{self.name}: cannot connect to {where}: {exc.strerror or exc}.")
+            return ConnectError(f"{self.name}: cannot connect to {where}: {reason(exc)}.")
         return exc
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
-from ..errors import Diagnostic, ProfileError
+from ..errors import Diagnostic, ProfileError, reason
 from ..hosts.bounded import MAX_PROFILE_BYTES, read_bounded, size_text
 from ..kinds import REGISTRY
 from ..kinds.base import Kind, Meta, Strict, safe
@@ -198,8 +198,8 @@ def read(path: Path) -> bytes:
     try:
         return read_bounded(path, MAX_PROFILE_BYTES, "a profile")
     except OSError as exc:
-        reason = exc.strerror or str(exc)
-        raise ProfileError([Diagnostic(str(path), 1, 1, f"cannot read profile: {reason}")]) from exc
+        message = f"cannot read profile: {reason(exc)}"
+        raise ProfileError([Diagnostic(str(path), 1, 1, message)]) from exc
 
 
 def parse_bytes(raw: bytes, name: str, *, quote: bool = True) -> Tree:
@@ -499,8 +499,8 @@ def _resolve(
         except (OSError, RuntimeError) as exc:
             # A link that leads to itself (RuntimeError before Python 3.13, ELOOP after), a
             # name past PATH_MAX: a parent that cannot be found, said so, not exit 70.
-            reason = getattr(exc, "strerror", None) or "a loop of symbolic links"
-            message = f"extends: cannot resolve {parent!r} ({reason})"
+            why = getattr(exc, "strerror", None) or "a loop of symbolic links"
+            message = f"extends: cannot resolve {parent!r} ({why})"
             raise ProfileError([Diagnostic(*at, message)]) from None
         # Where the name leads is part of what was read (`profile_cache.leads_to`).
         parsed.append((str(named), profile_cache.leads_to(target)))
