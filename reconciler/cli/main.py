@@ -26,7 +26,6 @@ from ..profile.load import LoadedProfile, load_profile, schema
 from ..render import RENDERERS, documents
 from ..render import fleet as fleet_render
 from ..render.printable import printable
-from .config import default_map
 from .exits import COMPARES, exits, table_help
 from .options import profile_argument, profile_digest_option
 from .output import STDOUT, Output, output_options
@@ -146,7 +145,9 @@ def plan(
 
     if remote.is_fleet:
         no_root(root)
-        results = for_each_host(remote.open(), plan_of, remote.forks, progress_on_terminal(out))
+        results = for_each_host(
+            remote.open(), plan_of, remote.fleet_forks(), progress_on_terminal(out)
+        )
         out.echo(fleet_render.render(results, out.fmt, out.color), nl=False)
         return fleet_exit_code(results, lambda p: p.is_clean)
     result = on_one_host(root, remote, plan_of)
@@ -247,7 +248,9 @@ def check_cmd(
         if prometheus:
             raise UsageError("--prometheus describes one host; run it on each host instead.")
         no_root(root)
-        results = for_each_host(remote.open(), check_of, remote.forks, progress_on_terminal(out))
+        results = for_each_host(
+            remote.open(), check_of, remote.fleet_forks(), progress_on_terminal(out)
+        )
         out.echo(render_check.fleet(results, fmt, quiet=quiet, color=color), nl=False)
         return fleet_exit_code(results, lambda r: not r.needs_attention)
     try:
@@ -376,10 +379,7 @@ def main(argv: list[str] | None = None) -> None:
 
     lock.invoked(sys.argv[1:] if argv is None else argv)
     try:
-        defaults = default_map([*cli.commands, *cli.lazy])
-        code: Any = cli.main(
-            args=argv, prog_name="tune", standalone_mode=False, default_map=defaults
-        )
+        code: Any = cli.main(args=argv, prog_name="tune", standalone_mode=False)
     except click.exceptions.NoArgsIsHelpError as exc:
         click.echo(exc.ctx.get_help() if exc.ctx else str(exc), err=True)
         code = ExitCode.USAGE
