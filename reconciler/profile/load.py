@@ -471,13 +471,18 @@ def _resolve(
 ) -> Tree:
     """`path` with its parents merged in; `named_at` is the `extends` entry that names it."""
     raw = read(path)
-    # A parent is whatever file `extends` names, readable by tune but perhaps not by the
-    # profile's author: its text shows in diagnostics only once it reads as a profile.
-    tree = parse_bytes(raw, str(path), quote=named_at is None)
+    # A parent is whatever file `extends` names, and the profile itself whatever file the
+    # operator pointed at (`tune validate /etc/shadow`, run as root): readable by tune but
+    # perhaps not by whoever sees the message, so its text shows in diagnostics only once it
+    # reads as a profile.
+    tree = parse_bytes(raw, str(path), quote=named_at is None and _names_a_section(raw))
     # The cache is keyed by these very bytes: a file edited after this read is a miss later,
     # never the old profile under the new content's name.
     parsed.append((str(path), profile_cache.digest(raw)))
-    if named_at is not None and tree.data and not tree.data.keys() & set(profile_keys(MODEL)):
+    if tree.data and not tree.data.keys() & set(profile_keys(MODEL)):
+        if named_at is None:
+            message = "not a tune profile (no profile section in it)"
+            raise ProfileError([Diagnostic(str(path), 1, 1, message)])
         message = f"extends: {str(path)!r} is not a tune profile (no profile section in it)"
         raise ProfileError([Diagnostic(*named_at, message)])
     parents = tree.data.get("extends")
@@ -511,6 +516,18 @@ def _resolve(
             raise ProfileError([Diagnostic(*at, f"extends: no such profile {parent!r}")])
         merged = _merge(merged, _resolve(target, (*stack, path.resolve()), parsed, at))
     return _merge(merged, tree)
+
+
+def _names_a_section(raw: bytes) -> bool:
+    """Whether a line of `raw` starts with a profile's key (`name:`, `sysctl:`): a file that
+    reads as a profile before it parses, whose syntax errors may quote what they found."""
+    return _section_line().search(raw) is not None
+
+
+@functools.cache
+def _section_line() -> re.Pattern[bytes]:
+    keys = b"|".join(re.escape(key.encode()) for key in profile_keys(MODEL))
+    return re.compile(rb"^(?:" + keys + rb")[ \t]*:", re.MULTILINE)
 
 
 def load_profile(path: str | Path, digest: str | None = None) -> LoadedProfile:
