@@ -55,6 +55,17 @@ EXIT_CODES: dict[int, str] = {
 }
 
 
+def reason(exc: BaseException) -> str:
+    """Why an operation failed, to end a sentence that already names the file: an OSError's
+    text as the C library gives it (`Read-only file system`), never Python's
+    `[Errno 30] Read-only file system: '/x'`, which repeats the path in a repr."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    if isinstance(exc, UnicodeDecodeError):
+        return f"not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})"
+    return str(exc)
+
+
 class TuneError(Exception):
     """An error the user can act on: one sentence (or one a problem), one exit code."""
 

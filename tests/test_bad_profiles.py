@@ -433,3 +433,25 @@ def test_unreadable_snapshot_archive_exits_1(
     assert result.err.startswith(f"{bad}: cannot read snapshot archive (")
     assert fragment in result.err
     assert len(result.err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        (None, "No such file or directory"),
+        (b"\xffgpu\n", "not UTF-8 text (byte 0xff at offset 0)"),
+    ],
+    ids=["missing", "not utf-8"],
+)
+def test_a_file_that_cannot_be_read_is_a_sentence_not_a_python_repr(
+    tmp_path: Path, content: bytes | None, reason: str
+) -> None:
+    """`[Errno 2] No such file or directory: '/x'` and `'utf-8' codec can't decode byte` are
+    Python's words: the system's reason ends a sentence that already names the file."""
+    inventory = write(tmp_path, "hosts.ini", "[gpu]\ng1\n")
+    patterns = tmp_path / "limit.txt"
+    if content is not None:
+        patterns.write_bytes(content)
+    result = run_tune("plan", BLACKWELL, "-i", inventory, "--limit", f"@{patterns}")
+    assert (result.code, result.out) == (64, "")
+    assert result.err == f"--limit @{patterns}: cannot read the file ({reason}).\n"

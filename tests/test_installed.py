@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import PROFILES, PROJECT, UNTUNED, run_tune
+from conftest import BLACKWELL, PROFILES, PROJECT, UNTUNED, run_tune
 
 from reconciler.cli import config
 
@@ -156,8 +156,11 @@ def test_config_files_then_the_environment_then_the_command_line(
         ["ssh_config", str(ssh_config), "TUNE_SSH_CONFIG"],
         ["sudo", "true", str(system)],
     ]
+    # Read where it is used, so --help shows where the default comes from, not a value.
     monkeypatch.setenv("TUNE_FORKS", "7")
-    assert "[default: 7;" in run_tune("plan", "--help").out
+    assert "default: forks in tune's config, else 20" in " ".join(
+        run_tune("plan", "--help").out.split()
+    )
 
 
 def test_the_configured_inventory_serves_limit_and_never_a_bare_command(
@@ -180,7 +183,8 @@ def test_the_configured_inventory_serves_limit_and_never_a_bare_command(
     ("text", "message"),
     [
         ("forks = 0\n", "forks = 0: expected a number from 1 to 1000."),
-        ("colour = true\n", "unknown setting 'colour' (tune reads inventory, forks, ssh_config"),
+        ('forks = "abc"\n', 'forks = "abc": expected a number from 1 to 1000.'),
+        ("sudo = [1]\n", "sudo = an array: expected true or false."),
         ("forks = \n", "not valid TOML"),
     ],
 )
@@ -193,3 +197,44 @@ def test_a_bad_config_file_is_one_line_naming_it(
     assert result.code == 64
     assert result.err.startswith(f"{user}: ") and message in result.err
     assert result.err.count("\n") == 1
+
+
+def test_a_bad_setting_fails_only_the_commands_that_use_it(
+    config_files: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue #30, item 15: one bad value broke every command (a pull timer's included), in
+    Python's words (`invalid literal for int() with base 10`)."""
+    _, user = config_files
+    fleet = ["plan", BLACKWELL, "-H", "127.0.0.1:1", "-H", "127.0.0.1:2"]
+    user.write_text('forks = "abc"\n')
+    # On this machine or a snapshot, forks is not used: nothing reads it.
+    assert run_tune("validate", BLACKWELL).code == 0
+    assert run_tune("plan", BLACKWELL, "--root", UNTUNED).code == 2
+    planned = run_tune(*fleet)
+    assert (planned.code, planned.err) == (
+        64,
+        f'{user}: forks = "abc": expected a number from 1 to 1000.\n',
+    )
+    user.write_text("")
+    monkeypatch.setenv("TUNE_FORKS", "abc")
+    assert run_tune("plan", BLACKWELL, "--root", UNTUNED).code == 2
+    planned = run_tune(*fleet)
+    said = "TUNE_FORKS=abc: expected a number from 1 to 1000.\n"
+    assert (planned.code, planned.err) == (64, said)
+    monkeypatch.delenv("TUNE_FORKS")
+    user.write_text("ssh_config = 5\n")
+    assert run_tune("plan", BLACKWELL, "--root", UNTUNED).code == 2
+    reached = run_tune("plan", BLACKWELL, "-H", "127.0.0.1:1")
+    assert (reached.code, reached.err) == (64, f"{user}: ssh_config = 5: expected a path.\n")
+
+
+def test_an_unknown_setting_is_a_warning_once(config_files: tuple[Path, Path]) -> None:
+    _, user = config_files
+    user.write_text("colour = true\nforks = 4\n")
+    result = run_tune("config")
+    assert result.code == 0
+    assert result.err == (
+        f"tune: {user}: unknown setting colour ignored (tune reads inventory, forks, "
+        "ssh_config, sudo).\n"
+    )
+    assert ["forks", "4", str(user)] in [line.split() for line in result.out.splitlines()]

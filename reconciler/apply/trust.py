@@ -54,6 +54,16 @@ def problem(owned: Owned, caller: int, *, directory: bool) -> str | None:
     return None
 
 
+def above(info: os.stat_result) -> Owned:
+    """A directory above the one that holds a file tune reads, as the trust rule sees it: a
+    sticky directory shared with every user (/tmp) lets nobody but an entry's owner rename or
+    delete that entry, so the path through it, checked one directory further down, cannot be
+    swapped. The directory holding the file gets no such allowance: there a new name is
+    anyone's to plant."""
+    mode = info.st_mode & ~OTHERS_WRITE if info.st_mode & stat.S_ISVTX else info.st_mode
+    return Owned(info.st_uid, mode)
+
+
 def check(caller: int, owned: Mapping[str, Owned | None], files: Collection[str] = ()) -> None:
     """`UntrustedState`, with one sentence that says why, for the first path of `owned` that
     `caller` cannot trust (paths in `files` are regular files, the others directories); an

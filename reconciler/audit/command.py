@@ -70,7 +70,7 @@ def audit_cmd(
         results = for_each_host(
             remote.open(),
             lambda host: audit(host, thresholds),
-            remote.forks,
+            remote.fleet_forks(),
             progress_on_terminal(out),
         )
         out.echo(fleet.render(results, out.fmt, out.color), nl=False)

@@ -514,7 +514,7 @@ def _apply_fleet(
         remote.open(),
         job,
         timeout=remote.command_timeout,
-        forks=remote.forks,
+        forks=remote.fleet_forks(),
         yes=yes,
         out=out,
     )
@@ -701,7 +701,9 @@ def _fleet_history(remote: RemoteOptions, out: Output) -> int:
     from ..render.fleet import problems
     from .remote import progress_on_terminal
 
-    results = for_each_host(remote.open(), every_run, remote.forks, progress_on_terminal(out))
+    results = for_each_host(
+        remote.open(), every_run, remote.fleet_forks(), progress_on_terminal(out)
+    )
     damaged = [d for r in results if r.value is not None for d in r.value[1]]
     if out.json:
 

@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from .. import __version__
-from ..errors import ExitCode, ProfileError, TuneError, UsageError
+from ..errors import ExitCode, OutputError, ProfileError, TuneError, UsageError, reason
 from ..hosts.archive import write_archive
 from ..hosts.base import FULL, Host, ReadableHost
 from ..hosts.fleet import fleet_exit_code, for_each_host
@@ -26,7 +26,6 @@ from ..profile.load import LoadedProfile, load_profile, schema
 from ..render import RENDERERS, documents
 from ..render import fleet as fleet_render
 from ..render.printable import printable
-from .config import default_map
 from .exits import COMPARES, exits, table_help
 from .options import profile_argument, profile_digest_option
 from .output import STDOUT, Output, output_options
@@ -146,7 +145,9 @@ def plan(
 
     if remote.is_fleet:
         no_root(root)
-        results = for_each_host(remote.open(), plan_of, remote.forks, progress_on_terminal(out))
+        results = for_each_host(
+            remote.open(), plan_of, remote.fleet_forks(), progress_on_terminal(out)
+        )
         out.echo(fleet_render.render(results, out.fmt, out.color), nl=False)
         return fleet_exit_code(results, lambda p: p.is_clean)
     result = on_one_host(root, remote, plan_of)
@@ -158,10 +159,14 @@ def plan(
         try:
             saved.save(target, loaded, result, root, not no_persist, phases)
             click.echo(_saved_line(str(target), phases, save is not None), err=True)
-        except OSError as exc:
-            click.echo(f"tune: could not save the plan ({exc.strerror}): {exc.filename}", err=True)
+        except OSError as exc:  # making its directory
+            where = exc.filename or target
+            said = f"tune: could not save the plan: {where}: {reason(exc)}."
+            click.echo(printable(said), err=True)
+        except OutputError as exc:  # the sentence names the file and the reason
+            click.echo(printable(f"tune: {exc}"), err=True)
         except TuneError as exc:
-            click.echo(f"tune: could not save the plan: {exc}", err=True)
+            click.echo(printable(f"tune: could not save the plan: {exc}"), err=True)
     return ExitCode.IN_SYNC if result.is_clean else ExitCode.CHANGES
 
 
@@ -243,7 +248,9 @@ def check_cmd(
         if prometheus:
             raise UsageError("--prometheus describes one host; run it on each host instead.")
         no_root(root)
-        results = for_each_host(remote.open(), check_of, remote.forks, progress_on_terminal(out))
+        results = for_each_host(
+            remote.open(), check_of, remote.fleet_forks(), progress_on_terminal(out)
+        )
         out.echo(render_check.fleet(results, fmt, quiet=quiet, color=color), nl=False)
         return fleet_exit_code(results, lambda r: not r.needs_attention)
     try:
@@ -372,10 +379,7 @@ def main(argv: list[str] | None = None) -> None:
 
     lock.invoked(sys.argv[1:] if argv is None else argv)
     try:
-        defaults = default_map([*cli.commands, *cli.lazy])
-        code: Any = cli.main(
-            args=argv, prog_name="tune", standalone_mode=False, default_map=defaults
-        )
+        code: Any = cli.main(args=argv, prog_name="tune", standalone_mode=False)
     except click.exceptions.NoArgsIsHelpError as exc:
         click.echo(exc.ctx.get_help() if exc.ctx else str(exc), err=True)
         code = ExitCode.USAGE
@@ -401,6 +405,12 @@ def main(argv: list[str] | None = None) -> None:
             where = printable(str(exc.filename or "tune"))
             said = f"{where}: no space left on the device; nothing was changed."
             code = ExitCode.NO_SPACE
+        elif isinstance(exc, OSError) and exc.strerror:
+            # Likewise tune's own file, that it could not read or write: a sentence with the
+            # system's reason, not Python's `[Errno 30] ...: '/path'`.
+            where = printable(str(exc.filename or "tune"))
+            said = f"{where}: {printable(reason(exc))}."
+            code = ExitCode.HOST_ERROR
         else:
             said = f"tune: internal error: {type(exc).__name__}: {printable(str(exc))}"
             said += " (set TUNE_DEBUG=1 for a traceback)"

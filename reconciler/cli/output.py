@@ -19,7 +19,7 @@ from typing import IO, Any
 import click
 
 from ..errors import TuneError
-from ..hosts.replaced import replace_file
+from ..hosts.replaced import write_output
 from .options import format_option
 
 STDOUT = "-"
@@ -125,8 +125,9 @@ class Progress:
 
 
 def write_atomically(path: str, content: str) -> None:
-    """`content` in `path`, replacing it whole: a reader never sees half a report."""
-    replace_file(path, content, "write the output")
+    """`content` in `path`, replacing it whole: a reader never sees half a report (a device or
+    a FIFO is written through, `hosts.replaced`)."""
+    write_output(path, content, "write the output")
 
 
 OUTPUT_HELP = "Write the output to FILE in the chosen --format; - is standard output."

@@ -9,6 +9,7 @@ imported only when a command really goes remote.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from ..errors import UsageError
 from ..hosts.base import Host
 from ..hosts.directory import open_host
 from ..hosts.fleet import DEFAULT_FORKS
+from .config import configured, configured_inventory
 from .output import Output
 
 if TYPE_CHECKING:
@@ -33,8 +35,10 @@ class RemoteOptions:
     hosts: tuple[str, ...] = ()
     inventory: str | None = None
     limit: str | None = None
-    forks: int = DEFAULT_FORKS
-    sudo: bool = False
+    # None: not on the command line; then tune's config (`config.configured`), read only
+    # where the value is used, so a bad `forks` cannot fail a command on this machine.
+    forks: int | None = None
+    sudo: bool | None = None
     ssh_config: str | None = None
     accept_new_host_keys: bool = False
     connect_timeout: float = 10.0
@@ -46,6 +50,23 @@ class RemoteOptions:
                 "--limit selects hosts of an inventory; give -i, or set inventory in "
                 "~/.config/tune/config.toml (see `tune config`)."
             )
+
+    def fleet_forks(self) -> int:
+        """Hosts to work on at once: --forks, or the configured forks."""
+        return int(self.forks if self.forks is not None else configured("forks"))
+
+    def resolved(self) -> RemoteOptions:
+        """These options with every configured value read in (a rollout journals them)."""
+        return dataclasses.replace(
+            self,
+            forks=self.fleet_forks(),
+            sudo=self._ssh("sudo", self.sudo),
+            ssh_config=self._ssh("ssh_config", self.ssh_config),
+        )
+
+    @staticmethod
+    def _ssh(key: str, given: Any) -> Any:
+        return given if given is not None else configured(key)
 
     @property
     def wanted(self) -> bool:
@@ -77,8 +98,8 @@ class RemoteOptions:
 
         setup = SshSetup(
             SshSettings(
-                ssh_config=self.ssh_config,
-                sudo=self.sudo,
+                ssh_config=self._ssh("ssh_config", self.ssh_config),
+                sudo=bool(self._ssh("sudo", self.sudo)),
                 accept_new_host_keys=self.accept_new_host_keys,
                 connect_timeout=self.connect_timeout,
                 command_timeout=self.command_timeout,
@@ -114,9 +135,7 @@ _FLEET_OPTIONS = [
     click.option(
         "--forks",
         type=click.IntRange(1, 1000),
-        default=DEFAULT_FORKS,
-        show_default=True,
-        help="Hosts to work on at once.",
+        help=f"Hosts to work on at once (default: forks in tune's config, else {DEFAULT_FORKS}).",
     ),
 ]
 # Repeatable only to refuse a second -H by name: click would otherwise keep the last one.
@@ -124,7 +143,13 @@ _ONE_HOST_OPTION = click.option(
     "-H", "--host", "host", multiple=True, metavar="[USER@]HOST[:PORT]", help=_HOST_HELP.format("")
 )
 _SSH_OPTIONS = [
-    click.option("--sudo", is_flag=True, help="Read as root through passwordless sudo."),
+    # default None: absent from the command line, the configured `sudo` decides.
+    click.option(
+        "--sudo",
+        is_flag=True,
+        default=None,
+        help="Read as root through passwordless sudo (default: sudo in tune's config).",
+    ),
     click.option(
         "--ssh-config",
         type=click.Path(exists=True, dir_okay=False),
@@ -179,8 +204,6 @@ def remote_options(command: Callable[..., int]) -> Callable[..., int]:
     def remote(kwargs: dict[str, Any]) -> RemoteOptions:
         fleet = {name: kwargs.pop(name) for name in _FLEET_FIELDS}
         if fleet["limit"] is not None and fleet["inventory"] is None:
-            from .config import configured_inventory
-
             fleet["inventory"] = configured_inventory()
         return RemoteOptions(**fleet, **_settings(kwargs))
 

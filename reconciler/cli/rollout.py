@@ -186,7 +186,7 @@ def profile_digest(loaded: LoadedProfile) -> str:
 
 
 def _remote_json(remote: RemoteOptions) -> dict[str, Any]:
-    kept = dataclasses.asdict(remote)
+    kept = dataclasses.asdict(remote.resolved())
     for name in ("inventory", "ssh_config"):
         if kept[name] not in (None, "-"):
             kept[name] = os.path.abspath(kept[name])
@@ -249,7 +249,7 @@ def _run(
 ) -> int:
     show = rollout_show(rollout, yes, out)
     engines = {host.name: engine_for(host, timeout=remote.command_timeout) for host in hosts}
-    pace = options.pace(remote.forks, job.reboot_timeout)
+    pace = options.pace(remote.fleet_forks(), job.reboot_timeout)
     # Ctrl-C too stops the live table: its last state stays, the cursor comes back.
     with show.showing():
         try:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from ..hosts.replaced import replace_file
+from ..hosts.replaced import write_output
 from ..render.folding import fold
 from .check import DriftReport
 
@@ -162,4 +162,4 @@ def write_atomically(
 ) -> None:
     """Replace `target` with `text` so a scrape sees the old file or the new, never a part."""
     # node_exporter runs as its own user: it must read what root's check wrote.
-    replace_file(target, text, "write metrics", pause, mode=0o644)
+    write_output(target, text, "write metrics", pause, mode=0o644)

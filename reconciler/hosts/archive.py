@@ -4,7 +4,6 @@ written by `tune snapshot`.
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import io
 import os
@@ -12,12 +11,13 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from ..errors import HostError
+from ..errors import HostError, reason
 from . import recorded
 from .base import Host, write_error
 from .bounded import size_text
 from .files import EDITED_READ, MAX_FILE_BYTES, Files, Request, cap_rank, last
 from .paths import is_glob, path_matches, within
+from .replaced import write_output
 from .unreadable import UNREADABLE, apply_markers, kept
 
 
@@ -35,7 +35,8 @@ class ArchiveHost(Host):
         try:
             return _read_archive(self.archive, whole, set() if whole else self._long)
         except OSError as exc:
-            raise HostError(f"{self.archive}: cannot read snapshot archive ({exc}).") from exc
+            said = f"{self.archive}: cannot read snapshot archive ({reason(exc)})."
+            raise HostError(said) from exc
 
     def describe(self) -> str:
         return f"snapshot {self.archive}"
@@ -245,7 +246,6 @@ def write_archive(files: Files, target: str | os.PathLike[str] | BinaryIO) -> in
     a snapshot directory reads back the same. A kernel file that could not be read goes in
     empty, with its marker (`reconciler.hosts.unreadable`); a command's output as
     `reconciler.hosts.recorded` lays it out."""
-    import tarfile  # only snapshots packed as archives need it
     import time
 
     now = int(time.time())
@@ -262,18 +262,24 @@ def write_archive(files: Files, target: str | os.PathLike[str] | BinaryIO) -> in
             for p, data in recorded.record(argv, out).items()
         },
     }
-    stream = not isinstance(target, str | os.PathLike)
-    name = "standard output" if stream else str(target)
+    if isinstance(target, str | os.PathLike):
+        # Replaced whole like every file tune writes for the operator, or written through a
+        # device or a FIFO: a file that does not fit leaves no half archive behind.
+        write_output(target, lambda handle: _pack(entries, handle, str(target), now), _DOING)
+    else:
+        _pack(entries, target, "standard output", now)
+    return sum(not p.endswith("/") for p in entries) - len(unreadable)
+
+
+_DOING = "write the snapshot"
+
+
+def _pack(entries: dict[str, bytes], stream: BinaryIO, name: str, now: int) -> None:
+    """`entries` as a gzipped tar, written forward only ("w|gz"): a pipe cannot seek back."""
+    import tarfile
+
     try:
-        # A stream is written forward only ("w|gz"): a pipe cannot seek back.
-        if isinstance(target, str | os.PathLike):
-            tar = tarfile.open(target, "w:gz")  # noqa: SIM115 - entered below, once it opened
-        else:
-            tar = tarfile.open(fileobj=target, mode="w|gz")  # noqa: SIM115 - likewise
-    except OSError as exc:
-        raise write_error(name, "write the snapshot", exc) from exc
-    try:
-        with tar:
+        with tarfile.open(fileobj=stream, mode="w|gz") as tar:
             for path, data in sorted(entries.items()):
                 info = tarfile.TarInfo(path.strip("/"))
                 info.mtime = now
@@ -284,9 +290,5 @@ def write_archive(files: Files, target: str | os.PathLike[str] | BinaryIO) -> in
                 info.size = len(data)
                 info.mode = 0o644
                 tar.addfile(info, io.BytesIO(data))
-    except OSError as exc:  # a full device: no half an archive left behind
-        if not stream:
-            with contextlib.suppress(OSError):
-                os.unlink(name)
-        raise write_error(name, "write the snapshot", exc) from exc
-    return sum(not p.endswith("/") for p in entries) - len(unreadable)
+    except OSError as exc:
+        raise write_error(name, _DOING, exc) from exc

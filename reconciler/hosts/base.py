@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..apply.trust import Owned
-from ..errors import HostError, NoSpace, Refused
+from ..errors import HostError, NoSpace, Refused, reason
 from ..facts import irq
 from .files import Files, Request
 from .targets import Identity
@@ -29,7 +29,7 @@ def write_error(path: str, doing: str, exc: OSError) -> HostError:
     """The sentence for a write that failed; a full device is its own error (and exit code)."""
     if exc.errno in FULL:
         return NoSpace(f"{path}: no space left on the device to {doing}")
-    return HostError(f"{path}: cannot {doing} ({exc.strerror or exc}).")
+    return HostError(f"{path}: cannot {doing} ({reason(exc)}).")
 
 
 # The errnos with which the kernel rejects a value or a knob outright; 524 is the kernel's
@@ -51,8 +51,8 @@ def refusal(path: str, value: str, code: int | None) -> HostError:
     """The error of a failed write(2) to a kernel attribute: `Refused` for the errnos that say
     the kernel rejected it, a plain `HostError` for anything else (EIO, EBUSY...), except EIO
     from an IRQ's affinity, which is the kernel saying user space may not move that IRQ."""
-    reason = os.strerror(code) if code is not None else "write failed"
-    message = f"{path}: the kernel refused {value!r} ({reason})."
+    why = os.strerror(code) if code is not None else "write failed"
+    message = f"{path}: the kernel refused {value!r} ({why})."
     refused = code in REFUSING_ERRNOS or (code == errno.EIO and irq.refuses_with_eio(path))
     return Refused(message) if refused else HostError(message)
 

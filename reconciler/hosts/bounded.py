@@ -68,7 +68,7 @@ def read_bounded(
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise Unreadable(errno.EINVAL, f"{_kind(info.st_mode)} is not a regular file")
+            raise Unreadable(errno.EINVAL, f"{kind_of(info.st_mode)} is not a regular file")
         if judge is not None:
             judge(info)
         too_large = Unreadable(
@@ -91,7 +91,8 @@ def read_bounded(
         os.close(fd)
 
 
-def _kind(mode: int) -> str:
+def kind_of(mode: int) -> str:
+    """What a file that is not a regular one is, for a sentence ("a FIFO")."""
     kinds = (
         (stat.S_ISFIFO, "a FIFO"),
         (stat.S_ISCHR, "a character device"),

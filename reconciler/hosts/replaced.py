@@ -1,24 +1,40 @@
-"""A file on this machine replaced whole (`-o FILE`, metrics, a suggested profile): a reader
-sees the old file or the new, never a part. Or a record appended to one (`append_file`, the
-rollout journal's transitions): whole, or not at all.
+"""A file on this machine that tune writes for the operator (`-o FILE`, `--save`, metrics, a
+suggested profile, a snapshot archive), replaced whole: a reader sees the old file or the new,
+never a part. Or a record appended to one (`append_file`, the rollout journal's transitions):
+whole, or not at all.
 
-The text goes to a temporary file beside the target, under a leading dot and a `.tmp` suffix
-(node_exporter's textfile collector skips it), is fsynced, then renamed over the target (a
+The bytes go to a temporary file beside the target, under a leading dot and a `.tmp` suffix
+(node_exporter's textfile collector skips it), are fsynced, then renamed over the target (a
 rename is atomic within a file system), and the directory is fsynced so the rename survives a
 crash.
+
+Only a regular file (or nothing) is replaced that way. A rename puts a regular file in place of
+whatever had the name, so `-o /dev/null` run as root once left the machine without its null
+device (and sshd, which opens it, without logins): a character device or a FIFO, and a link
+to one (`/dev/stdout` leads to a terminal or a pipe), are written through instead; a link to a
+regular file has that file replaced and stays a link. A link is followed only when root or the
+caller made it (fs.protected_symlinks's rule): another user's link could lead root's write to
+any device. A directory, a block device or a socket is refused.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
-from ..errors import OutputError
+from ..errors import OutputError, reason
 from .base import FULL, write_error
 from .beneath import append_whole, open_regular
+from .bounded import kind_of
+
+ROOT = 0
+MAX_LINKS = 40  # the kernel's own limit on links followed in one lookup (ELOOP past it)
+Produce = Callable[[BinaryIO], object]  # writes the file's bytes to the open handle it is given
 
 
 def replace_file(
@@ -32,8 +48,105 @@ def replace_file(
     """`target` replaced by `text`, with `mode` (None: what a new file gets under the umask);
     `doing` names the write in the error sentence ("write metrics"). `pause(stage)` runs at
     each stage ("opened", "written", "synced"): tests kill the process there to prove the old
-    file survives."""
+    file survives. For tune's own files (a rollout journal); what the operator named goes
+    through `write_output`."""
+    _replace(Path(target), _text(text), doing, pause, mode)
+
+
+def write_output(
+    target: str | os.PathLike[str],
+    content: str | Produce,
+    doing: str,
+    pause: Callable[[str], None] | None = None,
+    *,
+    mode: int | None = None,
+) -> None:
+    """`content` (text, or a function that writes bytes to a handle) in the file the operator
+    named: a regular file (or a new one) replaced whole as `replace_file` does, a character
+    device or a FIFO written through (see the module's docstring); OutputError in a sentence
+    for anything else."""
     path = Path(target)
+    produce = _text(content) if isinstance(content, str) else content
+    through, where = _destination(path, doing)
+    if not through:
+        _replace(where, produce, doing, pause, mode)
+        return
+    try:
+        # No O_NONBLOCK: a FIFO the operator named waits for its reader, as a shell's `>` does.
+        fd = os.open(where, os.O_WRONLY | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise _error(path, doing, exc) from exc
+    try:
+        if not _written_through(os.fstat(fd).st_mode):  # replaced since it was looked at
+            raise OutputError(f"{path}: cannot {doing} (it changed while it was opened).")
+        with os.fdopen(fd, "wb", closefd=False) as handle:
+            produce(handle)
+    except OSError as exc:
+        raise _error(path, doing, exc) from exc
+    finally:
+        os.close(fd)
+
+
+def _text(text: str) -> Produce:
+    return lambda handle: handle.write(text.encode())
+
+
+def _written_through(mode: int) -> bool:
+    return stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)
+
+
+def _destination(path: Path, doing: str) -> tuple[bool, Path]:
+    """Whether `path` is written through (a device or a FIFO, or a link to one), and the path
+    to write: `path` itself, or the regular file a link at `path` leads to."""
+    _links_of_root_or_caller(path, doing)
+    try:
+        info = os.lstat(path)
+        final = os.stat(path)
+    except FileNotFoundError:
+        return False, path  # nothing there, or a link to nothing: a new file in its place
+    except OSError as exc:
+        raise _error(path, doing, exc) from exc
+    if _written_through(final.st_mode):
+        return True, path
+    if not stat.S_ISREG(final.st_mode):
+        raise OutputError(f"{path}: cannot {doing} (it is {kind_of(final.st_mode)}).")
+    if not stat.S_ISLNK(info.st_mode):
+        return False, path
+    resolved = Path(os.path.realpath(path))
+    try:
+        same = os.path.samestat(final, os.lstat(resolved))
+    except OSError:
+        same = False
+    if not same:  # a link of /proc that names no path (a deleted file's "(deleted)")
+        raise OutputError(f"{path}: cannot {doing} (cannot tell which file the link leads to).")
+    return False, resolved
+
+
+def _links_of_root_or_caller(path: Path, doing: str) -> None:
+    """OutputError unless every link on the way from `path` is root's or the caller's."""
+    hop = path
+    for _ in range(MAX_LINKS):
+        try:
+            info = os.lstat(hop)
+        except OSError:
+            return  # nothing there, or a name only the kernel follows (/proc/self/fd/1)
+        if not stat.S_ISLNK(info.st_mode):
+            return
+        if info.st_uid not in (ROOT, os.geteuid()):
+            raise OutputError(
+                f"{path}: refusing to {doing} through the symbolic link {hop}: uid "
+                f"{info.st_uid} owns it, not root or you (uid {os.geteuid()})."
+            )
+        hop = hop.parent / os.readlink(hop)
+
+
+def _replace(
+    path: Path,
+    produce: Produce,
+    doing: str,
+    pause: Callable[[str], None] | None,
+    mode: int | None,
+) -> None:
     directory = path.parent
     step = pause or (lambda stage: None)
     try:
@@ -41,19 +154,21 @@ def replace_file(
     except OSError as exc:
         raise _error(path, doing, exc) from exc
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        with os.fdopen(fd, "wb") as handle:
             step("opened")
-            handle.write(text)
+            produce(handle)
             handle.flush()
             step("written")
             os.fchmod(handle.fileno(), _umasked() if mode is None else mode)
             os.fsync(handle.fileno())
         step("synced")
         os.replace(temp, path)
-    except OSError as exc:
+    except BaseException as exc:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temp)
-        raise _error(path, doing, exc) from exc
+        if isinstance(exc, OSError):
+            raise _error(path, doing, exc) from exc
+        raise
     _fsync_directory(directory)
 
 
@@ -82,7 +197,7 @@ def _error(path: Path, doing: str, exc: OSError) -> Exception:
     """A full device is its own error (and exit code); anything else, one sentence."""
     if exc.errno in FULL:
         return write_error(str(path), doing, exc)
-    return OutputError(f"{path}: cannot {doing} ({exc.strerror or exc}).")
+    return OutputError(f"{path}: cannot {doing} ({reason(exc)}).")
 
 
 def _fsync_directory(directory: Path) -> None:

@@ -31,7 +31,7 @@ from fabric import Config, Connection
 from paramiko.hostkeys import HostKeyEntry
 from paramiko.pkey import UnknownKeyType
 
-from ..errors import ConnectError, HostError, HostKeyError
+from ..errors import ConnectError, HostError, HostKeyError, reason
 from ..render.printable import printable
 from .bounded import MAX_KEY_BYTES, Unreadable, read_bounded
 from .known_hosts import CERT_AUTHORITY, REVOKED, KnownKey, Parsed, matches, parse
@@ -519,7 +519,7 @@ class SshHost(ShellHost):
         if isinstance(exc, paramiko.SSHException):
             return ConnectError(f"{self.name}: SSH handshake with {where} failed: {exc}.")
         if isinstance(exc, OSError):
-            return ConnectError(f"{self.name}: cannot connect to {where}: {exc.strerror or exc}.")
+            return ConnectError(f"{self.name}: cannot connect to {where}: {reason(exc)}.")
         return exc
 
 

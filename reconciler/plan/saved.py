@@ -8,7 +8,6 @@ changes from those values, on that host, not others.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
@@ -18,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from ..apply.trust import Owned, check, private_directory
-from ..errors import StalePlan, UsageError
+from ..errors import StalePlan, UsageError, reason
 from ..hosts.bounded import MAX_SAVED_PLAN_BYTES, read_bounded
+from ..hosts.replaced import write_output
 from ..kinds import boot_files
 from ..profile.load import LoadedProfile
 from .model import Phase, Plan
@@ -198,27 +198,18 @@ def save(
     # check then refused): the plan holds what tune observed of the host.
     private_directory(path.parent)
     _trusted_directory(path)
-    # A fresh name (O_EXCL, never through a link) renamed over the plan: a fixed temporary name
-    # in a directory others can write let them point it at any file tune would then overwrite.
-    # (os.urandom, not tempfile: tempfile's imports cost every `tune plan` a few ms.)
-    temporary = str(path.parent / f".{path.name}.{os.urandom(6).hex()}")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    fd = os.open(temporary, flags, 0o600)
-    try:
-        with os.fdopen(fd, "w") as handle:
-            # Compact: json.dumps with indent falls back to the pure-Python encoder (slow).
-            handle.write(json.dumps(data, separators=(",", ":")) + "\n")
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
+    # Compact: json.dumps with indent falls back to the pure-Python encoder (slow).
+    text = json.dumps(data, separators=(",", ":")) + "\n"
+    write_output(path, text, "save the plan", mode=0o600)
 
 
 def _trusted_directory(path: Path) -> None:
     """`UntrustedState` unless the plan's directory is one only root or the caller can write:
-    `tune apply` without a profile would otherwise apply a plan another user left there."""
-    directory = path.parent.resolve()
+    `tune apply` without a profile would otherwise apply a plan another user left there. The
+    directory is judged as named, not where a link leads: a `.tune` link planted in a shared
+    directory would send root's plan into a directory of its choosing (and apply's read
+    there)."""
+    directory = path.parent
     check(os.geteuid(), {str(directory): Owned.of(os.lstat(directory))})
 
 
@@ -257,7 +248,7 @@ def load(path: str | os.PathLike[str]) -> SavedPlan:
             f"no saved plan at {path}: run tune plan PROFILE first, or give a profile."
         ) from None
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise UsageError(f"{path} is not a plan saved by tune plan ({exc}).") from None
+        raise UsageError(f"{path} is not a plan saved by tune plan ({reason(exc)}).") from None
 
 
 def _phases(names: list[str]) -> tuple[Phase, ...]:

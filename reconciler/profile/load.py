@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
-from ..errors import Diagnostic, ProfileError
+from ..errors import Diagnostic, ProfileError, reason
 from ..hosts.bounded import (
     MAX_PROFILE_BYTES,
     TooManyValues,
@@ -33,6 +33,7 @@ from .source import set_digest, shown
 if TYPE_CHECKING:
     from pydantic import ValidationError
     from ruamel.yaml import YAML
+    from ruamel.yaml.scanner import RoundTripScanner
 
 ProfileName = safe(r"[A-Za-z0-9_.-]+", "profile name", "blackwell-8x")
 
@@ -189,6 +190,7 @@ def _yaml() -> YAML:
     yaml = YAML(typ="rt")
     yaml.allow_duplicate_keys = False
     yaml.Composer = counting_composer(MAX_PROFILE_VALUES)
+    yaml.Scanner = _bounded_scanner()
     return yaml
 
 
@@ -201,8 +203,8 @@ def read(path: Path) -> bytes:
     try:
         return read_bounded(path, MAX_PROFILE_BYTES, "a profile")
     except OSError as exc:
-        reason = exc.strerror or str(exc)
-        raise ProfileError([Diagnostic(str(path), 1, 1, f"cannot read profile: {reason}")]) from exc
+        message = f"cannot read profile: {reason(exc)}"
+        raise ProfileError([Diagnostic(str(path), 1, 1, message)]) from exc
 
 
 def parse_bytes(raw: bytes, name: str, *, quote: bool = True) -> Tree:
@@ -220,6 +222,38 @@ def parse_bytes(raw: bytes, name: str, *, quote: bool = True) -> Tree:
 # profile for eight GPUs holds a few hundred; a YAML alias bomb (each anchor repeating the one
 # before nine times) holds billions in a few hundred bytes, and tune copies every one.
 MAX_PROFILE_VALUES = 20_000
+
+
+# How deep one profile's collections may nest. A profile nests a handful of levels (section,
+# key, setting, list); ruamel's scanner costs time quadratic in the depth of open flow brackets
+# (40 KB of `[` took a minute) and its composer recurses once a level (Python's stack ends near
+# 1,000), so depth is refused as it is scanned, before either cost is paid.
+MAX_PROFILE_DEPTH = 64
+
+
+class _TooDeep(Exception):
+    def __init__(self, mark: Any) -> None:
+        self.line, self.column = mark.line + 1, mark.column + 1
+
+
+@functools.cache
+def _bounded_scanner() -> type[RoundTripScanner]:
+    """ruamel's scanner, refusing a flow bracket or a block indentation past MAX_PROFILE_DEPTH
+    at the place it opens."""
+    from ruamel.yaml.scanner import RoundTripScanner
+
+    class Bounded(RoundTripScanner):
+        def fetch_flow_collection_start(self, TokenClass: Any, to_push: str) -> None:
+            if self.flow_level + len(self.indents) >= MAX_PROFILE_DEPTH:
+                raise _TooDeep(self.reader.get_mark())
+            super().fetch_flow_collection_start(TokenClass, to_push)
+
+        def add_indent(self, column: int) -> bool:
+            if self.flow_level + len(self.indents) >= MAX_PROFILE_DEPTH:
+                raise _TooDeep(self.reader.get_mark())
+            return bool(super().add_indent(column))
+
+    return Bounded
 
 
 # What ruamel's messages quote from the document: an alias name, a duplicate key and its value.
@@ -248,6 +282,12 @@ def parse_text(text: str, name: str, *, quote: bool = True) -> Tree:
         message = (
             f"more than {MAX_PROFILE_VALUES:,} keys, values and list items (aliases count what "
             "they repeat), the most tune reads in a profile"
+        )
+        raise ProfileError([Diagnostic(name, exc.line, exc.column, message)]) from None
+    except _TooDeep as exc:
+        message = (
+            f"collections nested more than {MAX_PROFILE_DEPTH} deep, the most tune reads in a "
+            "profile"
         )
         raise ProfileError([Diagnostic(name, exc.line, exc.column, message)]) from None
     except MarkedYAMLError as exc:
@@ -401,13 +441,18 @@ def _resolve(
 ) -> Tree:
     """`path` with its parents merged in; `named_at` is the `extends` entry that names it."""
     raw = read(path)
-    # A parent is whatever file `extends` names, readable by tune but perhaps not by the
-    # profile's author: its text shows in diagnostics only once it reads as a profile.
-    tree = parse_bytes(raw, str(path), quote=named_at is None)
+    # A parent is whatever file `extends` names, and the profile itself whatever file the
+    # operator pointed at (`tune validate /etc/shadow`, run as root): readable by tune but
+    # perhaps not by whoever sees the message, so its text shows in diagnostics only once it
+    # reads as a profile.
+    tree = parse_bytes(raw, str(path), quote=named_at is None and _names_a_section(raw))
     # The cache is keyed by these very bytes: a file edited after this read is a miss later,
     # never the old profile under the new content's name.
     parsed.append((str(path), profile_cache.digest(raw)))
-    if named_at is not None and tree.data and not tree.data.keys() & set(profile_keys(MODEL)):
+    if tree.data and not tree.data.keys() & set(profile_keys(MODEL)):
+        if named_at is None:
+            message = "not a tune profile (no profile section in it)"
+            raise ProfileError([Diagnostic(str(path), 1, 1, message)])
         message = f"extends: {str(path)!r} is not a tune profile (no profile section in it)"
         raise ProfileError([Diagnostic(*named_at, message)])
     parents = tree.data.get("extends")
@@ -429,8 +474,8 @@ def _resolve(
         except (OSError, RuntimeError) as exc:
             # A link that leads to itself (RuntimeError before Python 3.13, ELOOP after), a
             # name past PATH_MAX: a parent that cannot be found, said so, not exit 70.
-            reason = getattr(exc, "strerror", None) or "a loop of symbolic links"
-            message = f"extends: cannot resolve {parent!r} ({reason})"
+            why = getattr(exc, "strerror", None) or "a loop of symbolic links"
+            message = f"extends: cannot resolve {parent!r} ({why})"
             raise ProfileError([Diagnostic(*at, message)]) from None
         # Where the name leads is part of what was read (`profile_cache.leads_to`).
         parsed.append((str(named), profile_cache.leads_to(target)))
@@ -441,6 +486,18 @@ def _resolve(
             raise ProfileError([Diagnostic(*at, f"extends: no such profile {parent!r}")])
         merged = _merge(merged, _resolve(target, (*stack, path.resolve()), parsed, at))
     return _merge(merged, tree)
+
+
+def _names_a_section(raw: bytes) -> bool:
+    """Whether a line of `raw` starts with a profile's key (`name:`, `sysctl:`): a file that
+    reads as a profile before it parses, whose syntax errors may quote what they found."""
+    return _section_line().search(raw) is not None
+
+
+@functools.cache
+def _section_line() -> re.Pattern[bytes]:
+    keys = b"|".join(re.escape(key.encode()) for key in profile_keys(MODEL))
+    return re.compile(rb"^(?:" + keys + rb")[ \t]*:", re.MULTILINE)
 
 
 def load_profile(path: str | Path, digest: str | None = None) -> LoadedProfile:

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ..apply.trust import private_directory
-from ..errors import JournalError, UsageError
+from ..errors import JournalError, UsageError, reason
 from ..hosts.bounded import read_bounded
 from ..hosts.replaced import append_file, replace_file
 from ..hosts.targets import Identity
@@ -239,7 +239,7 @@ def load(rollout_id: str | None) -> Rollout:
     except ValueError as exc:
         raise JournalError(f"{path}: a damaged rollout journal ({exc}).") from None
     except OSError as exc:
-        raise JournalError(f"{path}: the rollout journal cannot be read ({exc}).") from None
+        raise JournalError(f"{path}: the rollout journal cannot be read ({reason(exc)}).") from None
     if not lines:
         raise JournalError(f"{path}: an empty rollout journal.")
     rollout = Rollout.from_json(_record(path, lines[0]), path)

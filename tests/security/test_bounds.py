@@ -91,6 +91,26 @@ def test_a_yaml_alias_bomb_is_refused_before_it_is_expanded(tmp_path: Path) -> N
     assert result.err.startswith(f"{bomb}:")
 
 
+@pytest.mark.parametrize("bracket", ["[", "{a: "])
+def test_a_profile_of_nested_brackets_is_refused_where_it_nests_too_deep(
+    tmp_path: Path, bracket: str
+) -> None:
+    nested = tmp_path / "nested.yaml"
+    nested.write_text("name: deep\nsysctl:\n  vm.x: " + bracket * 10_000 + "\n")
+    result, _peak = tune_in_child("validate", nested)
+    assert result.code == 65, result.err
+    found = re.fullmatch(rf"{re.escape(str(nested))}:3:(\d+): (.*)\n?", result.err)
+    assert found is not None, result.err
+    assert found[2] == "collections nested more than 64 deep, the most tune reads in a profile"
+    assert int(found[1]) < 64 * len(bracket) + 20
+
+
+def test_a_profile_nested_a_few_levels_is_still_a_profile(tmp_path: Path) -> None:
+    path = tmp_path / "p.yaml"
+    path.write_text("name: n\nsysctl:\n  vm.swappiness: {value: [[[[[[10]]]]]]}\n")
+    assert "collections nested" not in run_tune("validate", path).err
+
+
 def test_aliases_that_repeat_a_little_are_still_a_profile(tmp_path: Path) -> None:
     path = tmp_path / "p.yaml"
     path.write_text("name: shared\nsysctl:\n  vm.swappiness: &low 10\n  vm.dirty_ratio: *low\n")

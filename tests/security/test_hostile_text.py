@@ -315,3 +315,23 @@ def test_apply_and_the_report_of_its_run_show_a_hostile_hosts_text_escaped(hosti
     for result in (dry, applied, report):
         assert_shown_not_acted_on(result.out + result.err)
         assert printable(SWAPPINESS) in result.out
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "db_password_is_hunter2: yes\n",  # a mapping, but no profile section
+        "hunter2: &a 1\nsecret: *hunter2\n",  # a syntax error that quotes an alias
+        "hunter2: 1\nhunter2: 2\n",  # a duplicate key, quoted with its values
+    ],
+    ids=["no section", "undefined alias", "duplicate key"],
+)
+def test_a_file_that_is_not_a_profile_is_never_quoted(tmp_path: Path, text: str) -> None:
+    """`tune validate FILE` as root, FILE not a profile (issue #30): the diagnostic says where
+    and why, and quotes nothing of a file until it reads as a profile."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text(text)
+    for args in (["validate", secret], ["validate", "--format", "json", secret]):
+        result = run_tune(*args)
+        assert result.code == 65
+        assert "hunter2" not in result.out + result.err

@@ -428,3 +428,25 @@ def test_over_ssh_a_fleet_refuses_an_interrupted_host_even_when_it_is_in_sync(
     assert (h1["target"], h1["status"]) == ("h1", "error")
     assert "was interrupted after" in h1["error"]
     assert (h2["target"], h2["status"]) == ("h2", "in-sync")
+
+
+def test_a_tune_link_planted_in_a_shared_directory_is_refused(tmp_path: Path) -> None:
+    """`.tune` as a link (issue #30, item 7): root's plan would land in the directory of the
+    link's choosing (one that root owns: /etc/cron.d), and apply would read it from there."""
+    root = small_host(tmp_path / "host")
+    chosen = tmp_path / "chosen"
+    chosen.mkdir(mode=0o700)
+    (tmp_path / ".tune").symlink_to(chosen)
+    result = run_tune("plan", small_profile(tmp_path / "p.yaml"), "--root", root)
+    assert result.code == 2
+    assert result.err == (
+        "tune: could not save the plan: refusing to use .tune: it is a symbolic link, not a "
+        "directory; tune only acts on state that root or you wrote and nobody else can change.\n"
+    )
+    assert list(chosen.iterdir()) == []
+    (chosen / "plan.json").write_text("{}")
+    before = tree(root)
+    applied = run_tune("apply", "--runtime-only", "-y")
+    assert applied.code == 1
+    assert applied.err.startswith("refusing to use .tune: it is a symbolic link")
+    assert tree(root) == before

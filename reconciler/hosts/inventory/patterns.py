@@ -11,7 +11,7 @@ import fnmatch
 import re
 from collections.abc import Sequence
 
-from ...errors import InventoryError
+from ...errors import InventoryError, reason
 from ..bounded import MAX_INVENTORY_BYTES, read_bounded
 from .model import UNGROUPED, Inventory
 
@@ -64,7 +64,7 @@ def _patterns_file(path: str) -> list[str]:
     try:
         text = read_bounded(path, MAX_INVENTORY_BYTES, "a --limit file").decode()
     except (OSError, UnicodeDecodeError) as exc:
-        raise InventoryError(f"--limit @{path}: cannot read the file ({exc}).") from exc
+        raise InventoryError(f"--limit @{path}: cannot read the file ({reason(exc)}).") from exc
     return [line.strip() for line in text.splitlines()]
 
 

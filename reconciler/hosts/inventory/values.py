@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ...errors import InventoryError
+from ...errors import InventoryError, reason
 from ..bounded import (
     MAX_INVENTORY_BYTES,
     MAX_INVENTORY_VALUES,
@@ -48,7 +48,7 @@ def read_text(path: str | Path, what: str) -> str:
     try:
         text = read_bounded(path, MAX_INVENTORY_BYTES, what).decode()
     except (OSError, UnicodeDecodeError) as exc:
-        raise InventoryError(f"{path}: cannot read {what} ({exc}).") from exc
+        raise InventoryError(f"{path}: cannot read {what} ({reason(exc)}).") from exc
     if text.lstrip().startswith(VAULT_HEADER):
         raise InventoryError(
             f"{path}:1: the file is encrypted with Ansible Vault; tune cannot decrypt it "
