@@ -50,6 +50,7 @@ def cron(root: Path, clock: Clock, runs: int) -> list[tuple[int, str, str]]:
     return seen
 
 
+@pytest.mark.slow
 def test_a_day_of_cron_after_the_documented_flow_is_silent_until_a_knob_moves(
     untuned: Path, clock: Clock
 ) -> None:

@@ -17,6 +17,7 @@ from reconciler.cli import config
 TUNE = Path(sys.executable).parent / "tune"
 
 
+@pytest.mark.slow
 def test_a_wheel_installed_in_a_fresh_venv_plans_with_a_bundled_profile_from_anywhere(
     tmp_path: Path,
 ) -> None:

@@ -87,6 +87,7 @@ def untouched_but_the_mark(root: Path) -> dict[str, bytes]:
     return {k: v for k, v in tree(root).items() if k != MARK}
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sshd_available(), reason="needs root and openssh-server")
 def test_a_push_finds_the_pull_holding_the_lock_and_names_it(
     tmp_path: Path, start_lab: StartLab
@@ -127,6 +128,7 @@ def test_a_push_finds_the_pull_holding_the_lock_and_names_it(
     assert again.code == ExitCode.IN_SYNC, again.err
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sshd_available(), reason="needs root and openssh-server")
 def test_a_pull_finds_the_push_holding_the_lock_and_names_it(
     tmp_path: Path, start_lab: StartLab

@@ -194,6 +194,7 @@ def test_a_last_transition_cut_short_is_left_out_and_a_damaged_one_before_it_is_
 # The lab.
 
 
+@pytest.mark.slow
 @lab_only
 def test_waves_reboot_verify_and_journal_every_host(
     tmp_path: Path, start_lab: StartLab, template: Path
@@ -230,6 +231,7 @@ def test_waves_reboot_verify_and_journal_every_host(
     assert saved.path.parent.stat().st_mode & 0o777 == 0o700
 
 
+@pytest.mark.slow
 @lab_only
 def test_an_emulated_reboot_of_fixed_duration_keeps_the_old_boot_id_meanwhile(
     tmp_path: Path, start_lab: StartLab, template: Path
@@ -285,6 +287,7 @@ def recording_hook(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Pat
     return write(tmp_path, "hook.sh", HOOK), log
 
 
+@pytest.mark.slow
 @lab_only
 def test_twenty_hosts_in_waves_with_a_canary_hooks_and_one_failure_within_the_budget(
     tmp_path: Path, start_lab: StartLab, template: Path, monkeypatch: pytest.MonkeyPatch
@@ -344,6 +347,7 @@ def test_twenty_hosts_in_waves_with_a_canary_hooks_and_one_failure_within_the_bu
     assert first["wave"] == 1 and first["rollout"] == saved.rollout_id
 
 
+@pytest.mark.slow
 @lab_only
 def test_a_wave_wider_than_forks_reboots_together(
     tmp_path: Path, start_lab: StartLab, template: Path, monkeypatch: pytest.MonkeyPatch
@@ -370,6 +374,7 @@ def test_a_wave_wider_than_forks_reboots_together(
     assert [len(boots(root)) for root in roots.values()] == [1, 1]
 
 
+@pytest.mark.slow
 @lab_only
 def test_failures_past_the_budget_stop_before_the_next_wave(
     tmp_path: Path, start_lab: StartLab, template: Path
@@ -389,6 +394,7 @@ def test_failures_past_the_budget_stop_before_the_next_wave(
     assert (roots["h4"] / "proc/cmdline").read_text() != NEW_CMDLINE
 
 
+@pytest.mark.slow
 @lab_only
 def test_a_host_that_never_comes_back_fails_with_exit_4_and_counts(
     tmp_path: Path, start_lab: StartLab, template: Path
@@ -412,6 +418,7 @@ def test_a_host_that_never_comes_back_fails_with_exit_4_and_counts(
     assert "boot not verified (tune verify -H HOST once it is up): h1" in status.out
 
 
+@pytest.mark.slow
 @lab_only
 def test_on_a_terminal_a_live_table_ends_with_every_hosts_end_state(
     tmp_path: Path, start_lab: StartLab, template: Path, monkeypatch: pytest.MonkeyPatch
@@ -444,6 +451,7 @@ class Terminal(io.StringIO):
         return True
 
 
+@pytest.mark.slow
 @lab_only
 def test_the_canary_goes_first_alone_then_the_rollout_asks_and_resume_goes_on(
     tmp_path: Path, start_lab: StartLab, template: Path, monkeypatch: pytest.MonkeyPatch
@@ -487,6 +495,7 @@ def reboot_asked(root: Path) -> bool:
         return False
 
 
+@pytest.mark.slow
 @lab_only
 def test_a_controller_killed_in_a_wave_is_resumed_without_a_second_reboot(
     tmp_path: Path, start_lab: StartLab, template: Path
@@ -541,6 +550,7 @@ main()
 """
 
 
+@pytest.mark.slow
 @lab_only
 def test_a_controller_killed_after_journaling_a_reboot_it_never_asked_is_resumed_with_one(
     tmp_path: Path, start_lab: StartLab, template: Path
@@ -581,6 +591,7 @@ def container_commands(root: Path) -> list[list[str]]:
     return [r["argv"] for r in (r.to_json() for r in run.records) if r["type"] == "container"]
 
 
+@pytest.mark.slow
 @lab_only
 def test_restart_containers_over_ssh_on_one_host_and_in_a_rollout(
     tmp_path: Path, start_lab: StartLab, template: Path
@@ -606,6 +617,7 @@ def test_restart_containers_over_ssh_on_one_host_and_in_a_rollout(
         assert container_commands(roots[name]) == container_commands(roots["h1"])
 
 
+@pytest.mark.slow
 @lab_only
 def test_runtime_only_fleets_go_in_waves_within_the_same_budget(
     tmp_path: Path, start_lab: StartLab, template: Path

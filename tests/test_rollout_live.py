@@ -108,6 +108,7 @@ def test_the_table_shows_every_host_as_it_moves() -> None:
     assert "h3" in last and "on the new configuration" in last and why in last
 
 
+@pytest.mark.slow
 def test_hosts_moving_in_parallel_threads_all_reach_the_table() -> None:
     names = [f"h{n}" for n in range(40)]
     rollout = new_rollout([names])

@@ -187,6 +187,7 @@ FILE = st.lists(statement(), max_size=5).map(lambda lines: "\n".join(lines) + "\
         'pcie_aspm=off \\\n  pci=realloc"\n'
     ],
 )
+@pytest.mark.slow
 def test_the_evaluator_never_gives_a_value_sh_does_not(
     tmp_path_factory: pytest.TempPathFactory, default: str, dropins: list[str]
 ) -> None:

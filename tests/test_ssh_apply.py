@@ -49,6 +49,7 @@ def history(lab: SshLab, name: str) -> list[dict[str, Any]]:
     return rows
 
 
+@pytest.mark.slow
 def test_apply_over_ssh_equals_the_local_apply(
     tmp_path: Path, start_lab: StartLab, blackwell_host: Path
 ) -> None:
@@ -169,6 +170,7 @@ def test_values_reach_the_target_intact(tmp_path: Path, start_lab: StartLab) -> 
     assert tree(root) == tree(local)
 
 
+@pytest.mark.slow
 def test_a_connection_cut_mid_apply_leaves_the_run_complete(
     tmp_path: Path, start_lab: StartLab, blackwell_host: Path
 ) -> None:

@@ -52,6 +52,7 @@ def boot_files(root: Path) -> dict[str, bytes | None]:
     return {path: files.get(path) for path in BOOT_FILES}
 
 
+@pytest.mark.slow
 def test_reboot_over_ssh_boots_once_verifies_and_promotes(
     tmp_path: Path, start_lab: StartLab, saved_default: Path
 ) -> None:
@@ -91,6 +92,7 @@ def test_reboot_over_ssh_boots_once_verifies_and_promotes(
     assert boot_files(root) == before
 
 
+@pytest.mark.slow
 def test_a_boot_that_moves_a_major_is_rolled_back_over_ssh(
     tmp_path: Path, start_lab: StartLab, saved_default: Path
 ) -> None:
@@ -110,6 +112,7 @@ def test_a_boot_that_moves_a_major_is_rolled_back_over_ssh(
     assert run is not None and run.outcome == "boot-rolled-back"
 
 
+@pytest.mark.slow
 def test_reboot_phase_over_ssh_then_verify_after_a_manual_reboot(
     tmp_path: Path, start_lab: StartLab, saved_default: Path
 ) -> None:
@@ -229,6 +232,7 @@ def test_a_gate_failing_after_the_boot_over_ssh_rolls_the_boot_back(
     assert not (root / "var/lib/tune/pending.json").exists()
 
 
+@pytest.mark.slow
 def test_rollback_over_ssh_of_the_pending_run_clears_it_so_verify_has_nothing(
     tmp_path: Path, start_lab: StartLab, saved_default: Path
 ) -> None:
@@ -249,6 +253,7 @@ def test_rollback_over_ssh_of_the_pending_run_clears_it_so_verify_has_nothing(
     ) and "Nothing to verify on ssh h1: no reboot-phase apply pending" in out
 
 
+@pytest.mark.slow
 def test_rollback_over_ssh_of_an_older_run_keeps_the_pending_one(
     tmp_path: Path, start_lab: StartLab, saved_default: Path
 ) -> None:

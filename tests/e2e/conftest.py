@@ -1,8 +1,8 @@
 """The e2e fixture: one real-kernel VM for the whole test session, always stopped.
 
-Every test in this directory is marked `e2e` (`pytest -m e2e` runs only these, `-m "not e2e"`
-skips them). They skip with the reason when this host cannot run a VM (no QEMU, no cached image
-and no root, no Debian mirror) or when `TUNE_E2E=0`.
+Every test in this directory is marked `e2e` and `slow` (`pytest -m e2e` runs only these,
+`-m "not e2e"` or `-m "not slow"` skips them). They skip with the reason when this host cannot
+run a VM (no QEMU, no cached image and no root, no Debian mirror) or when `TUNE_E2E=0`.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if HERE in Path(str(item.path)).resolve().parents:
             item.add_marker(pytest.mark.e2e)
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session")

@@ -413,6 +413,7 @@ def test_a_journals_directory_outside_the_snapshot_is_never_removed(
     assert (tmp_path / "outside").is_dir()
 
 
+@pytest.mark.slow
 def test_the_next_run_right_after_an_apply_finds_its_lock_free(
     engine: Engine, untuned: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

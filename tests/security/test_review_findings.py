@@ -361,6 +361,7 @@ def hostile_tree(root: Path, changes: list[tuple[str, tuple[str, str]]]) -> None
             path.write_bytes(arg.encode("utf-8", "surrogateescape"))
 
 
+@pytest.mark.slow
 @BUDGET
 @given(changes=CHANGES)
 def test_no_snapshot_makes_tune_fail_internally_wait_or_leave_it(

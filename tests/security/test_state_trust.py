@@ -319,6 +319,7 @@ def kill_when(root: Path, seq: int) -> threading.Thread:
     return thread
 
 
+@pytest.mark.slow
 @with_sshd
 def test_over_ssh_a_killed_apply_blocks_the_next_and_one_rollback_undoes_both(
     tmp_path: Path, start_lab: StartLab, blackwell_host: Path
