@@ -24,6 +24,7 @@ import os
 import stat
 import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
@@ -67,17 +68,23 @@ def write_output(
     for anything else."""
     path = Path(target)
     produce = _text(content) if isinstance(content, str) else content
-    through, where = _destination(path, doing)
+    through, where, seen = _destination(path, doing)
     if not through:
         _replace(where, produce, doing, pause, mode)
         return
+    # No O_NONBLOCK: a FIFO the operator named waits for its reader, as a shell's `>` does. A
+    # name that was no link is opened as no link: whoever owns the directory could otherwise
+    # swap the FIFO they showed for a link to any device between the look and the open.
+    flags = os.O_WRONLY | os.O_NOCTTY | os.O_CLOEXEC
+    if not seen.linked:
+        flags |= os.O_NOFOLLOW
     try:
-        # No O_NONBLOCK: a FIFO the operator named waits for its reader, as a shell's `>` does.
-        fd = os.open(where, os.O_WRONLY | os.O_NOCTTY | os.O_CLOEXEC)
+        fd = os.open(where, flags)
     except OSError as exc:
         raise _error(path, doing, exc) from exc
     try:
-        if not _written_through(os.fstat(fd).st_mode):  # replaced since it was looked at
+        opened = os.fstat(fd)
+        if not (_written_through(opened.st_mode) and seen.same(opened)):
             raise OutputError(f"{path}: cannot {doing} (it changed while it was opened).")
         with os.fdopen(fd, "wb", closefd=False) as handle:
             produce(handle)
@@ -95,23 +102,37 @@ def _written_through(mode: int) -> bool:
     return stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)
 
 
-def _destination(path: Path, doing: str) -> tuple[bool, Path]:
-    """Whether `path` is written through (a device or a FIFO, or a link to one), and the path
-    to write: `path` itself, or the regular file a link at `path` leads to."""
+@dataclass(frozen=True)
+class _Seen:
+    """What the name led to when it was looked at: whether it was a link, and the file (its
+    device, inode and, for a device, which one) that the write must reach."""
+
+    linked: bool
+    identity: tuple[int, int, int] | None
+
+    def same(self, opened: os.stat_result) -> bool:
+        return self.identity == (opened.st_dev, opened.st_ino, opened.st_rdev)
+
+
+def _destination(path: Path, doing: str) -> tuple[bool, Path, _Seen]:
+    """Whether `path` is written through (a device or a FIFO, or a link to one), the path to
+    write (`path` itself, or the regular file a link at `path` leads to) and what was seen."""
     _links_of_root_or_caller(path, doing)
     try:
         info = os.lstat(path)
         final = os.stat(path)
     except FileNotFoundError:
-        return False, path  # nothing there, or a link to nothing: a new file in its place
+        # nothing there, or a link to nothing: a new file in its place
+        return False, path, _Seen(False, None)
     except OSError as exc:
         raise _error(path, doing, exc) from exc
+    seen = _Seen(stat.S_ISLNK(info.st_mode), (final.st_dev, final.st_ino, final.st_rdev))
     if _written_through(final.st_mode):
-        return True, path
+        return True, path, seen
     if not stat.S_ISREG(final.st_mode):
         raise OutputError(f"{path}: cannot {doing} (it is {kind_of(final.st_mode)}).")
     if not stat.S_ISLNK(info.st_mode):
-        return False, path
+        return False, path, seen
     resolved = Path(os.path.realpath(path))
     try:
         same = os.path.samestat(final, os.lstat(resolved))
@@ -119,7 +140,7 @@ def _destination(path: Path, doing: str) -> tuple[bool, Path]:
         same = False
     if not same:  # a link of /proc that names no path (a deleted file's "(deleted)")
         raise OutputError(f"{path}: cannot {doing} (cannot tell which file the link leads to).")
-    return False, resolved
+    return False, resolved, seen
 
 
 def _links_of_root_or_caller(path: Path, doing: str) -> None:

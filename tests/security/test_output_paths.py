@@ -145,3 +145,33 @@ def test_an_output_directory_is_one_sentence(tmp_path: Path, host: Path) -> None
     result = run_tune(*WRITERS["plan -o"](host, directory))
     assert result.code == 1
     assert result.err.endswith(f"\n{directory}: cannot write the output (it is a directory).\n")
+
+
+def test_a_fifo_swapped_for_a_link_after_it_was_looked_at_gets_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whoever owns the output's directory shows a FIFO, then swaps it for a link to another
+    device between tune's look and its open: the write must not reach what the link leads to
+    (it could be /dev/port, a watchdog or another user's terminal)."""
+    from reconciler.errors import OutputError
+    from reconciler.hosts import replaced
+
+    shown, victim = tmp_path / "metrics.prom", tmp_path / "victim"
+    os.mkfifo(shown)
+    os.mkfifo(victim)
+    reader = os.open(victim, os.O_RDONLY | os.O_NONBLOCK)  # so a writer's open does not wait
+    looked = replaced._destination
+
+    def look_then_swap(path: Path, doing: str) -> object:
+        seen = looked(path, doing)
+        shown.unlink()
+        shown.symlink_to(victim)
+        return seen
+
+    monkeypatch.setattr(replaced, "_destination", look_then_swap)
+    try:
+        with pytest.raises(OutputError):
+            replaced.write_output(shown, "secret\n", "write metrics")
+        assert os.read(reader, 64) == b""  # no writer ever opened it: nothing came
+    finally:
+        os.close(reader)
