@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import HostError
+from ..errors import HostError, reason
 from ..render.printable import printable_lines
 
 # Linux refuses to start a program (E2BIG) given one environment string longer than
@@ -80,7 +80,7 @@ def run_hook(option: str, command: str, context: HookContext, timeout: float) ->
     error once it ends (standard output may hold JSON). `HostError` naming `option` when it
     fails or runs past `timeout` s (then its whole session is killed)."""
     described = context.document()
-    with _described_in_a_file(described) as path:
+    with _described_in_a_file(described, f"{option} for {context.host}") as path:
         environment = os.environ | context.environment(described, path)
         try:
             hook = subprocess.Popen(
@@ -112,13 +112,21 @@ def run_hook(option: str, command: str, context: HookContext, timeout: float) ->
 
 
 @contextlib.contextmanager
-def _described_in_a_file(described: str) -> Iterator[str]:
+def _described_in_a_file(described: str, hook: str) -> Iterator[str]:
     """A new file (O_EXCL, mode 0600: the description names hosts and their changes) holding
-    `described`, removed once the hook ends."""
-    fd, path = tempfile.mkstemp(prefix="tune-hook-", suffix=".json")
+    `described`, removed once the hook ends. A file that cannot be written (a full or
+    read-only temporary directory) fails that host's hook, as a hook that fails to start does,
+    so the rollout undoes that host and goes on with the others."""
     try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(described)
+        fd, path = tempfile.mkstemp(prefix="tune-hook-", suffix=".json")
+    except OSError as exc:
+        raise HostError(f"{hook}: cannot write TUNE_HOST_JSON_FILE ({reason(exc)}).") from None
+    try:
+        try:
+            with os.fdopen(fd, "w") as handle:
+                handle.write(described)
+        except OSError as exc:
+            raise HostError(f"{hook}: cannot write {path} ({reason(exc)}).") from None
         yield path
     finally:
         with contextlib.suppress(FileNotFoundError):

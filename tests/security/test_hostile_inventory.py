@@ -13,6 +13,7 @@ import os
 import signal
 import socket
 import stat
+import tempfile
 import textwrap
 import time
 from collections.abc import Callable
@@ -504,3 +505,17 @@ def test_a_pinned_host_that_presents_another_key_is_refused(
     moved.pin(dataclasses.replace(known, port=known.port + 1))
     with pytest.raises(HostKeyError, match=f"its port was {known.port + 1}, now {known.port}"):
         moved.run_script("true")
+
+
+def test_a_hook_whose_description_file_cannot_be_written_fails_its_host_in_a_sentence(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full or missing temporary directory raised a bare OSError past the rollout's
+    handling: the host's boot configuration stayed staged and the rollout ended in exit 70."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "gone"))
+    context = HookContext("gpu1", "10.0.0.1", 1, "r", "run", many_changes(3))
+    with pytest.raises(HostError) as refused:
+        run_hook("--before-reboot", "true", context, 30)
+    assert str(refused.value) == (
+        "--before-reboot for gpu1: cannot write TUNE_HOST_JSON_FILE (No such file or directory)."
+    )
