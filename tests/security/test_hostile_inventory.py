@@ -420,7 +420,7 @@ def test_a_rollout_journal_tune_never_wrote_is_one_sentence_and_exit_6(
     [
         ({"job": {"reboot_timeout": "soon"}}, "reboot_timeout of job is not float"),
         ({"job": {"loaded": "x"}}, "a field of job tune does not know: loaded"),
-        ({"remote": {"forks": True}}, "forks of remote is not int"),
+        ({"remote": {"forks": True}}, "forks of remote is not int | None"),
         ({"rollout": "1"}, "rollout of options is not dict"),
         ({"extra": {}}, "a field of options tune does not know: extra"),
     ],
@@ -519,3 +519,23 @@ def test_a_hook_whose_description_file_cannot_be_written_fails_its_host_in_a_sen
     assert str(refused.value) == (
         "--before-reboot for gpu1: cannot write TUNE_HOST_JSON_FILE (No such file or directory)."
     )
+
+
+@pytest.mark.parametrize("name", ["hosts.yml", "hosts.json"])
+def test_an_inventory_number_of_thousands_of_digits_is_one_sentence(
+    tmp_path: Path, name: str
+) -> None:
+    """Python builds no integer of more than 4,300 digits from text: the YAML reader raised a
+    bare ValueError (exit 70)."""
+    huge = "1" * 5000
+    text = (
+        f"all:\n  hosts:\n    gpu1:\n      ansible_port: {huge}\n"
+        if name.endswith("yml")
+        else '{"all": {"hosts": ["gpu1"]}, "_meta": {"hostvars": {"gpu1": {"ansible_port": '
+        + huge
+        + "}}}}"
+    )
+    result = run_tune("plan", BLACKWELL, "-i", inventory(tmp_path, text, name))
+    assert result.code == 64, result.err
+    assert result.err.count("\n") == 1 and "Traceback" not in result.err
+    assert "internal error" not in result.err and "4300" not in result.err

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...errors import InventoryError
+from ...facts import numbers
 from ..targets import Target, host_problem, user_problem
 from .values import Unknowable
 
@@ -87,10 +88,12 @@ def _port(value: Any, said: str) -> int | None:
     """A port as ssh takes one: decimal digits alone (no sign, no space, no `yes`)."""
     if value is None:
         return None
-    digits = str(value) if isinstance(value, int | str) and not isinstance(value, bool) else ""
-    if not digits.isascii() or not digits.isdigit():
+    if isinstance(value, int) and not isinstance(value, bool):
+        port: int | None = value
+    else:
+        port = numbers.unsigned(value) if isinstance(value, str) else None
+    if port is None:
         raise InventoryError(f"{said} ansible_port '{value}' is not a number.")
-    port = int(digits)
     if not 0 < port < 65536:
         raise InventoryError(f"{said} ansible_port {port} is out of range.")
     return port

@@ -109,9 +109,12 @@ def parse_listing(inventory: Inventory, text: str, source: str) -> None:
     is printed as {"__ansible_vault": ...}."""
     try:
         data = json.loads(text)
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         said = f"{source}: not the JSON of `ansible-inventory --list` ({exc})."
         raise InventoryError(said) from exc
+    except ValueError:  # Python builds no integer of more than 4,300 digits from text
+        said = f"{source}: a number of thousands of digits, more than tune reads."
+        raise InventoryError(said) from None
     except RecursionError:
         raise InventoryError(f"{source}: JSON nested too deep for tune to read.") from None
     if not isinstance(data, dict):

@@ -100,6 +100,13 @@ def load_yaml(text: str, source: str) -> Any:
         ) from None
     except RecursionError:
         raise InventoryError(f"{source}: nested too deep for tune to read.") from None
+    except ValueError:
+        # A scalar YAML resolves to a number or a date that Python will not build: an integer
+        # of more than 4,300 digits (CVE-2020-10735's limit), a 13th month.
+        raise InventoryError(
+            f"{source}: a value tune cannot read (an integer of thousands of digits, or a date "
+            "that does not exist)."
+        ) from None
     except MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = f":{mark.line + 1}" if mark is not None else ""
