@@ -568,9 +568,20 @@ def not_restored_message(step: Step, shown: Said) -> tuple[str, Said]:
     return (f"{step.id}: restored {show_value(step.restored)} but it reads back ", shown)
 
 
+# A value longer than this is shown by its start and its length: a file tune rewrites is read
+# whole (a container config of megabytes), a message is one line an operator reads, and lib.sh
+# quotes a value one character at a time.
+SHOWN_CHARACTERS = 200
+
+
 def show_value(value: str | None) -> str:
-    """A value as messages show it: quoted, or "nothing (absent)"."""
-    return "nothing (absent)" if value is None else repr(value)
+    """A value as messages show it: quoted (its first SHOWN_CHARACTERS and its length when
+    longer), or "nothing (absent)". lib.sh's REPR says the same."""
+    if value is None:
+        return "nothing (absent)"
+    if len(value) <= SHOWN_CHARACTERS:
+        return repr(value)
+    return f"{value[:SHOWN_CHARACTERS]!r}... ({len(value)} characters)"
 
 
 def failed_message(reason: str, at: str, count: int, failures: list[str], run_id: str) -> str:

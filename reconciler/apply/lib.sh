@@ -962,12 +962,14 @@ is_words() {
     WS="$*"; ints
     [ "$WS" = "$want" ]
 }
-# A reading as messages show it (engine.show_value): Python's repr of the text, or
-# "nothing (absent)".
+# A reading as messages show it (engine.show_value): Python's repr of the text (of its first
+# 200 characters and its length past that: the loop below costs time quadratic in what it
+# quotes, and a file can be megabytes), or "nothing (absent)".
 REPR='
 BEGIN { RS = "\001"; for (i = 1; i < 32; i++) code[sprintf("%c", i)] = i; code["\177"] = 127 }
-{ s = (NR > 1 ? s "\001" : "") $0 }
+{ n += (NR > 1) + length($0); if (length(s) <= 200) s = (NR > 1 ? s "\001" : "") $0 }
 END {
+  if (n > 200) s = substr(s, 1, 200)
   q = (index(s, "\047") && !index(s, "\"")) ? "\"" : "\047"; out = ""
   for (i = 1; i <= length(s); i++) { c = substr(s, i, 1)
     if (c == "\\" || c == q) c = "\\" c
@@ -976,7 +978,8 @@ END {
     else if (c == "\r") c = "\\r"
     else if (c in code) c = sprintf("\\x%02x", code[c])
     out = out c }
-  printf "%s%s%s", q, out, q }'
+  printf "%s%s%s", q, out, q
+  if (n > 200) printf "... (%d characters)", n }'
 shown() {
     g=$(reading "$1" "$2" "$3"; s=$?; printf x; exit $s) || { printf 'nothing (absent)'; return; }
     printf '%s' "${g%x}" | awk "$REPR"

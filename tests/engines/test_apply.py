@@ -377,6 +377,25 @@ def test_a_file_the_kernel_did_not_take_is_shown_as_python_shows_text(
     ) in str(failed.value)
 
 
+def test_a_long_text_the_kernel_did_not_take_is_shown_by_its_start_and_length(
+    engine: Engine, tmp_path: Path
+) -> None:
+    """A file tune rewrites is read whole, megabytes perhaps: a message quotes its first 200
+    characters and says how long it is, whichever engine wrote it (lib.sh's quoting took time
+    quadratic in the text: a 200 KB container config kept the target busy for hours)."""
+    host = SmallHost(sysctls={"vm.swappiness": "60"})
+    earlier = "# " + "x" * 4_997 + "\n"
+    host.etc["etc/sysctl.d/90-tune.conf"] = earlier
+    root = build(tmp_path / "h", host)
+    profile = write_profile(tmp_path / "p.yaml", {"sysctl": {"vm.swappiness": 10}})
+    write(root, FAULT, "1 ignore\n")
+    with pytest.raises(ApplyFailed) as failed:
+        engine.apply(root, profile)
+    shown = repr(earlier[:200]) + "... (5000 characters)"
+    assert f"/etc/sysctl.d/90-tune.conf reads back {shown} (refused" in str(failed.value)
+    assert "x" * 201 not in str(failed.value)
+
+
 def test_a_profile_yaml_that_cannot_be_written_leaves_no_pending_json(
     engine: Engine, tmp_path: Path
 ) -> None:
