@@ -36,15 +36,20 @@ TUNED = HOSTS / "rtx6000bw-tuned"
 SAVED = "tune: plan saved in .tune/plan.json; "  # the one line `tune plan` writes to stderr
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Groups for pytest-xdist (`.ci/run` runs `-n 2 --dist loadgroup`): a file's tests stay on
-    one worker, so a module's fixture (an sshd lab, a 20-host rollout) is built once; every e2e
-    test shares one worker, since one VM at a time runs on a machine (`tests/e2e/vm.py`'s Slot)."""
-    tests = Path(__file__).resolve().parent
-    for item in items:
-        relative = Path(str(item.path)).resolve().relative_to(tests)
-        group = "e2e" if relative.parts[0] == "e2e" else str(relative)
-        item.add_marker(pytest.mark.xdist_group(group))
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """How pytest-xdist shares the suite out (`-n auto` in pyproject.toml): a file's tests go to
+    one worker, so a module's fixture (an sshd lab, a 20-host rollout) is built once, and every
+    e2e test to one worker, since one VM at a time runs on a machine (`tests/e2e/vm.py`'s Slot):
+    a second worker would wait for the first one's whole session. (xdist's own `loadgroup`
+    marks do not group under pytest 9, whose node ids no longer take the group's suffix.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByFile(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return "tests/e2e" if path.startswith("tests/e2e/") else path
+
+    return ByFile(config, log)
 
 
 @pytest.fixture(autouse=True)
