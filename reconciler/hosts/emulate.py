@@ -203,15 +203,17 @@ def _nvidia_smi(host: DirectoryHost, args: list[str]) -> Completed:
     clocks = len(args) >= 3 and args[2] in CLOCK_OPTIONS
     query = nvidia_smi.CLOCKS_QUERY if clocks else nvidia_smi.QUERY
     path = f"{recorded.where(query)}/stdout"
-    text = _read(host, path)
-    if text is None:
+    data = host.read_file(path)
+    if data is None:
         said = "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."
         return Completed(SMI_NO_DRIVER, said + "\n")
     arity = 3 if clocks and args[2] == "-rac" else 4
     known = (*NVIDIA_SMI_SETTINGS, "-pl", *CLOCK_OPTIONS)
     if len(args) != arity or args[0] != "-i" or args[2] not in known:
         return Completed(SMI_INVALID, f"Invalid combination of input arguments: {' '.join(args)}\n")
-    lines = text.splitlines()
+    # Byte for byte but the cells it sets, as the driver keeps what it does not change: bytes
+    # that are no UTF-8 and line ends other than \n come back as they were.
+    lines = data.decode("utf-8", "surrogateescape").split("\n")
     names = nvidia_smi.field_names(lines[0])
     at = names.index(nvidia_smi.BUS_ID) if nvidia_smi.BUS_ID in names else 0
     row = next(
@@ -236,7 +238,7 @@ def _nvidia_smi(host: DirectoryHost, args: list[str]) -> Completed:
     for name, value in edits.items():
         cells[names.index(name)] = str(value)
     lines[row] = nvidia_smi.SEPARATOR.join(cells)
-    _overwrite(host.local(path), ("\n".join(lines) + "\n").encode())
+    _overwrite(host.local(path), "\n".join(lines).encode("utf-8", "surrogateescape"))
     said = ", ".join(f"{name} to {value}" for name, value in edits.items())
     return Completed(0, f"Set {said} for GPU {args[1]}.\n")
 

@@ -27,7 +27,7 @@ def copy_files(vm: Vm, request: Request, root: Path) -> Path:
     them empty) and sysfs files 4096 (tar pads them with zeros). `cat` reads what the kernel
     returns, so the guest copies each file with `cat` first and tars the copies.
     """
-    patterns = sorted(request.patterns)
+    patterns = sorted(request.patterns | request.edited | request.whole)
     for pattern in patterns:
         assert SAFE_PATTERN.fullmatch(pattern), pattern
     script = (

@@ -31,7 +31,7 @@ from typing import Any
 import pytest
 from conftest import deadline, run_tune
 from hostile_host import PROFILE, build_host
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 from small_host import listing, write_profile
 
@@ -51,9 +51,10 @@ BUDGET = settings(
     deadline=None,
     derandomize=not HUNT,
     database=None,
-    phases=(Phase.explicit, Phase.generate, Phase.shrink) if HUNT else (Phase.generate,),
+    phases=(Phase.explicit, Phase.generate, *((Phase.shrink,) if HUNT else ())),
     suppress_health_check=list(HealthCheck),
 )
+SMI = "/.tune-observed/commands/nvidia-smi-a72ce85616237db9"  # the recorded clocks query
 SECONDS = 10  # what one example (plan, two applies, their rollbacks) may take
 SCRATCH = "/dev/shm" if os.path.isdir("/dev/shm") else None  # fsync costs nothing there
 SECTIONS = sorted(PROFILE)
@@ -145,7 +146,13 @@ def places(sections: tuple[str, ...]) -> tuple[str, ...]:
     shutil.rmtree(folder)
     wanted = request(loaded.profile)
     found: set[str] = set()
-    patterns = [*wanted.patterns, *wanted.whole, *(p for p, _ in wanted.newest), *wanted.nodes]
+    patterns = [
+        *wanted.patterns,
+        *wanted.whole,
+        *wanted.edited,
+        *(p for p, _ in wanted.newest),
+        *wanted.nodes,
+    ]
     patterns += [*wanted.listings, *(d for d, _ in wanted.listings_if_no_file)]
     for pattern in patterns:
         if is_glob(pattern):
@@ -345,6 +352,14 @@ def test_the_unchanged_host_is_applied_and_rolled_back_exactly(scratch: Path) ->
 @pytest.mark.slow
 @BUDGET
 @given(snapshot=snapshots())
+# Found in CI: the emulated nvidia-smi rewrote its recorded output through UTF-8 with
+# replacement, so a byte that is no UTF-8 came back as three.
+@example(
+    snapshot=(
+        ("gpus",),
+        [(f"{SMI}/stdout", "edit", (108, Blob(b"H\xfd")))],
+    )
+)
 def test_no_hostile_snapshot_makes_tune_fail_internally_wait_or_leave_a_trace(
     scratch: Path, snapshot: tuple[tuple[str, ...], list[tuple[str, str, Any]]]
 ) -> None:
