@@ -14,9 +14,9 @@ from pathlib import Path
 
 from conftest import write
 
+from reconciler.core.files import CommandOutput
 from reconciler.facts import nvidia_smi, pcie
 from reconciler.hosts import recorded
-from reconciler.hosts.files import CommandOutput
 
 CPUS = "sys/devices/system/cpu"
 MODULE_LINE = "{} 16384 0 - Live 0x0000000000000000\n"

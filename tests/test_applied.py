@@ -8,8 +8,8 @@ import pytest
 from applied_state import journal
 
 from reconciler.apply.applied import applied_run, latest_applied
-from reconciler.errors import JournalError
-from reconciler.hosts.files import Files
+from reconciler.core.errors import JournalError
+from reconciler.core.files import Files
 
 PATH = "/var/lib/tune/runs/20250601T120000Z-a1b2c3.jsonl"
 STEP = {

@@ -13,10 +13,10 @@ from small_host import SmallHost, build, tree, write_profile
 
 from reconciler.apply.engine import execute, prepare
 from reconciler.apply.journal import LOCK, PROFILE, read_run, run_ids
-from reconciler.apply.lock import WAIT as LOCK_WAIT
-from reconciler.errors import ApplyFailed, HostError
+from reconciler.core.errors import ApplyFailed, HostError
 from reconciler.hosts.base import Completed
 from reconciler.hosts.directory import LocalHost, SnapshotHost
+from reconciler.hosts.lock import WAIT as LOCK_WAIT
 from reconciler.profile.load import load_profile
 
 

@@ -16,7 +16,7 @@ from small_host import GOVERNORS, THP_OPTIONS, SmallHost, build, tree, write_pro
 
 from reconciler.apply.engine import execute, prepare, rollback
 from reconciler.apply.journal import read_run, run_ids
-from reconciler.errors import ApplyFailed, HostError
+from reconciler.core.errors import ApplyFailed, HostError
 from reconciler.hosts.base import Completed
 from reconciler.hosts.directory import SnapshotHost
 from reconciler.plan.make import make_plan

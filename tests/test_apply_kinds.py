@@ -14,7 +14,11 @@ from hypothesis import strategies as st
 from small_host import GPU_HEADER, SmallHost, build, gpu_line, tree, write_profile
 
 from reconciler.apply.engine import prepare, read_back_message
-from reconciler.apply.steps import (
+from reconciler.core.errors import HostError
+from reconciler.hosts.directory import SnapshotHost
+from reconciler.hosts.emulate import kernel_text
+from reconciler.profile.load import load_profile
+from reconciler.steps.ops import (
     Command,
     DeleteFile,
     Probe,
@@ -25,10 +29,6 @@ from reconciler.apply.steps import (
     op_from_json,
     op_to_json,
 )
-from reconciler.errors import HostError
-from reconciler.hosts.directory import SnapshotHost
-from reconciler.hosts.emulate import kernel_text
-from reconciler.profile.load import load_profile
 
 HOST = SmallHost(
     sysctls={"vm.swappiness": "60", "net.ipv4.tcp_rmem": "4096 131072 6291456"},

@@ -30,11 +30,11 @@ from conftest import ACS_CASE, plan_json, write
 from reconciler.audit.engine import audit
 from reconciler.audit.model import Area, Fix, Problem
 from reconciler.audit.rules import RULES, Rule
+from reconciler.core.changes import Phase, Priority
+from reconciler.core.files import Request
 from reconciler.facts import nvidia_smi
 from reconciler.hosts import recorded
 from reconciler.hosts.directory import SnapshotHost
-from reconciler.hosts.files import Request
-from reconciler.plan.model import Phase, Priority
 
 GPU = "0000:41:00.0"
 NIC = "0000:c2:00.0"

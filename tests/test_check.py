@@ -15,8 +15,8 @@ import pytest
 from applied_state import FINISHED, RUN_ID, journal, write_applied, write_run
 from conftest import BLACKWELL, profile, run_tune, write
 
+from reconciler.core.errors import ExitCode
 from reconciler.drift.first_seen import RECORD as FIRST_SEEN
-from reconciler.errors import ExitCode
 from reconciler.facts import pcie
 
 # The clock of every check here: the first sighting of a drift is when a check first saw it.

@@ -17,9 +17,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
+from reconciler.core.changes import Change, HostFacts, Phase, Plan
 from reconciler.drift.check import DriftReport
-from reconciler.drift.metrics import exposition
-from reconciler.plan.model import Change, HostFacts, Phase, Plan
+from reconciler.render.metrics import exposition
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
@@ -147,7 +147,7 @@ def test_labels_survive_any_text(target: str) -> None:
 
 WRITER = """
 import sys, time
-from reconciler.drift.metrics import write_atomically
+from reconciler.render.metrics import write_atomically
 
 def pause(stage):
     if stage == sys.argv[2]:

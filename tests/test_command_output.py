@@ -12,11 +12,11 @@ from conftest import write
 from ssh_fixture import StartLab, sshd_available
 from test_shell_read import LocalShellHost
 
-from reconciler.errors import HostError
+from reconciler.core.errors import HostError
+from reconciler.core.files import MAX_FILE_BYTES, NOT_INSTALLED, CommandOutput, Request
 from reconciler.hosts import directory, recorded
 from reconciler.hosts.archive import ArchiveHost, write_archive
 from reconciler.hosts.directory import LocalHost, SnapshotHost
-from reconciler.hosts.files import MAX_FILE_BYTES, NOT_INSTALLED, CommandOutput, Request
 from reconciler.hosts.shell import ScriptResult
 from reconciler.hosts.ssh import SshSettings, SshSetup
 from reconciler.hosts.targets import Target

@@ -10,7 +10,7 @@ import pytest
 from conftest import BLACKWELL, run_tune
 from small_host import SmallHost, build, tree, write_profile
 
-from reconciler.errors import ExitCode
+from reconciler.core.errors import ExitCode
 
 
 class Terminal(io.StringIO):
@@ -73,7 +73,7 @@ def test_a_fleet_without_a_terminal_or_yes_is_refused_before_any_host_is_written
 ) -> None:
     from reconciler.cli.fleet import FleetTerminal
     from reconciler.cli.output import Output
-    from reconciler.errors import NotConfirmed
+    from reconciler.core.errors import NotConfirmed
 
     monkeypatch.setattr("sys.stdin", io.StringIO(""))
     with pytest.raises(NotConfirmed, match="`tune apply --yes` goes ahead"):

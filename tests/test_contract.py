@@ -22,7 +22,7 @@ from conftest import Result, run_tune
 from small_host import SmallHost, build, listing, write_profile
 
 from reconciler.cli.main import cli
-from reconciler.errors import EXIT_CODES, ExitCode
+from reconciler.core.errors import EXIT_CODES, ExitCode
 
 OUTPUT = "output"  # the part that brings -o/--format/--color to every command (#18)
 FLEET = "fleetcli"  # the part that makes fleet options work where they are offered (#18)

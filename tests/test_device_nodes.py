@@ -10,10 +10,10 @@ from pathlib import Path
 from conftest import BLACKWELL, UNTUNED, run_tune, write
 from test_shell_read import LocalShellHost
 
+from reconciler.core.files import Files, Request
 from reconciler.facts import lxc as fmt
 from reconciler.hosts.archive import ArchiveHost, write_archive
 from reconciler.hosts.directory import SnapshotHost
-from reconciler.hosts.files import Files, Request
 
 WANTED = Request.of(fmt.PROC_DEVICES, nodes=[fmt.NVIDIA_NODES])
 

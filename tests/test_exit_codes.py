@@ -1,5 +1,5 @@
 """Every exit code tune can return is documented where an operator looks, from one table
-(`reconciler.errors.EXIT_CODES`): `tune --help` prints it, and the README's table is it."""
+(`reconciler.core.errors.EXIT_CODES`): `tune --help` prints it, and the README's table is it."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import re
 
 from conftest import PROJECT, run_tune
 
-from reconciler.errors import EXIT_CODES, ExitCode
+from reconciler.core.errors import EXIT_CODES, ExitCode
 
 CODES = {v for k, v in vars(ExitCode).items() if k.isupper() and isinstance(v, int)}
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from conftest import BLACKWELL, run_tune, write
 
-from reconciler.errors import ProfileError
-from reconciler.plan.model import Priority
+from reconciler.core.changes import Priority
+from reconciler.core.errors import ProfileError
 from reconciler.profile.load import load_profile
 
 

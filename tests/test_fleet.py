@@ -9,20 +9,20 @@ from pathlib import Path
 import pytest
 from conftest import BLACKWELL, TUNED, UNTUNED, run_tune
 
-from reconciler.audit import fleet as audit_fleet
 from reconciler.audit.engine import audit
 from reconciler.audit.model import Report
 from reconciler.audit.thresholds import Thresholds
-from reconciler.errors import HostError
+from reconciler.core.changes import Plan
+from reconciler.core.errors import HostError
+from reconciler.core.files import Files, Request
 from reconciler.hosts.base import Host
 from reconciler.hosts.directory import SnapshotHost
-from reconciler.hosts.files import Files, Request
 from reconciler.hosts.fleet import HostResult, fleet_exit_code, for_each_host
 from reconciler.plan.make import make_plan
-from reconciler.plan.model import Plan
 from reconciler.plan.observe import observe
 from reconciler.profile.load import load_profile
 from reconciler.render import as_json, fleet
+from reconciler.render import audit_fleet as audit_fleet
 
 
 class CountingHost(Host):

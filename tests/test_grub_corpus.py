@@ -12,7 +12,7 @@ import pytest
 from conftest import PROJECT, plan_json, profile, run_tune, write
 from small_host import tree
 
-from reconciler.errors import ExitCode
+from reconciler.core.errors import ExitCode
 from reconciler.facts import cmdline as fmt
 from reconciler.facts.shell_values import Unknown
 from reconciler.hosts.directory import SnapshotHost

@@ -18,7 +18,7 @@ import pytest
 from conftest import BLACKWELL, TUNED, UNTUNED, run_tune
 from ssh_fixture import StartLab, sshd_available
 
-from reconciler.errors import InventoryError
+from reconciler.core.errors import InventoryError
 from reconciler.hosts.inventory import inventory_targets, load_inventory
 from reconciler.hosts.inventory.values import Unknowable
 from reconciler.hosts.targets import Target

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from conftest import write
 
+from reconciler.core.files import Files
 from reconciler.facts import irqbalance, systemd
 from reconciler.hosts.directory import SnapshotHost
-from reconciler.hosts.files import Files
 
 CORPUS = Path(__file__).parent / "corpus/irqbalance"
 BANNED = ("0000:c2:00.0", "0000:c2:00.1")

@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from small_host import SmallHost, build, tree, write_profile
 
 from reconciler.apply.journal import DamagedJournal, parse_run, read_journal
-from reconciler.apply.steps import DeleteFile, PutFile, SetAttr, Step
-from reconciler.errors import ExitCode
+from reconciler.core.errors import ExitCode
+from reconciler.steps.ops import DeleteFile, PutFile, SetAttr, Step
 
 RUNS = "var/lib/tune/runs"
 

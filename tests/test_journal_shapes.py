@@ -20,8 +20,6 @@ from test_shell_read import LocalShellHost
 from reconciler.apply.engine import prepare
 from reconciler.apply.engines import ShellEngine
 from reconciler.apply.journal import parse_run, read_journal
-from reconciler.apply.orchestration import roll_back
-from reconciler.apply.records import RECORD_TYPES, GateJudged, ProbesMeasured, RunStarted
 from reconciler.apply.run_record import contexts, plan_record
 from reconciler.apply.sh_engine import (
     ApplyScript,
@@ -30,9 +28,11 @@ from reconciler.apply.sh_engine import (
     start,
     wait,
 )
-from reconciler.errors import ApplyFailed
+from reconciler.core.errors import ApplyFailed
+from reconciler.flow.orchestration import roll_back
 from reconciler.hosts.emulate import REFUSES
 from reconciler.profile.load import load_profile
+from reconciler.steps.records import RECORD_TYPES, GateJudged, ProbesMeasured, RunStarted
 
 NMI = "/proc/sys/kernel/nmi_watchdog"
 SWAPPINESS = "proc/sys/vm/swappiness"

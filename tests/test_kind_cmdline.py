@@ -27,14 +27,15 @@ from conftest import (
 from small_host import tree, whole_tree
 
 from reconciler.apply.engine import execute, prepare, rollback
-from reconciler.apply.steps import Step
-from reconciler.boot.verify import PENDING, PendingBoot, read_pending, verify
-from reconciler.errors import ExitCode
+from reconciler.apply.pending import PENDING, PendingBoot, read_pending
+from reconciler.boot.verify import verify
+from reconciler.core.errors import ExitCode
 from reconciler.facts import cmdline as fmt
 from reconciler.hosts.directory import SnapshotHost
 from reconciler.plan.make import make_plan
 from reconciler.plan.observe import observe
 from reconciler.profile.load import LoadedProfile, load_profile
+from reconciler.steps.ops import Step
 
 GRUB = """\
 GRUB_DEFAULT=0

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
+from reconciler.core.schema import validate
 from reconciler.kinds import REGISTRY
 from reconciler.kinds.base import Kind
 from reconciler.profile.load import MODEL
-from reconciler.profile.schema import validate
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 TABLE = "### How each knob is read and compared"

@@ -12,7 +12,7 @@ from test_shell_read import LocalShellHost
 
 from reconciler.apply.engine import execute, prepare
 from reconciler.apply.sh_engine import apply_remote
-from reconciler.errors import ApplyFailed
+from reconciler.core.errors import ApplyFailed
 from reconciler.hosts.directory import SnapshotHost
 from reconciler.profile.load import load_profile
 

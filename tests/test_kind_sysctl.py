@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from conftest import by_id, plan_json, run_tune, write
 
-from reconciler.errors import ExitCode
+from reconciler.core.changes import Priority
+from reconciler.core.errors import ExitCode
 from reconciler.facts.sysctl import path_of
 from reconciler.hosts.directory import SnapshotHost
 from reconciler.kinds.sysctl import KIND
-from reconciler.plan.model import Priority
 from reconciler.profile.load import load_profile
 
 

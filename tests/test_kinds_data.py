@@ -28,13 +28,13 @@ import pytest
 from small_host import whole_tree
 
 from reconciler.apply.engine import execute, prepare, rollback
-from reconciler.apply.steps import Step
-from reconciler.errors import HostError
+from reconciler.core.errors import HostError
 from reconciler.hosts.directory import SnapshotHost
 from reconciler.kinds import REGISTRY
 from reconciler.plan.make import make_plan
 from reconciler.plan.observe import observe
 from reconciler.profile.load import LoadedProfile, load_profile
+from reconciler.steps.ops import Step
 
 CASES = Path(__file__).resolve().parent / "kinds"
 ALL = sorted(CASES.glob("*/*/expected.json"))

@@ -155,3 +155,98 @@ def test_facts_never_import_a_kind() -> None:
         if _within(target, ("reconciler.kinds",))
     }
     assert sorted(upward) == []
+
+
+# The packages of `reconciler`, bottom first: a module may import its own package and those
+# below it, never one above. This is the house as the code draws it (README, "Architecture").
+LAYERS = (
+    "core",  # shared vocabulary: errors, Request/Files, paths, the plan model, schema, quoting
+    "facts",  # the kernel's and tools' formats, parsed
+    "steps",  # step data: steps and ops, journal records, persisted lines, state paths
+    "hosts",  # the host interface: directory, archive, SSH; trust and the lock
+    "kinds",  # knob kinds and their registry
+    "profile",  # the profile: loading, bundled profiles, the cache
+    "plan",  # observe and diff
+    "probes",  # measurements before and after a phase
+    "apply",  # the engines, the journal, the try-once decision, the pending record
+    "boot",  # the reboot and its verification
+    "drift",  # tune check
+    "audit",  # tune audit's rules
+    "flow",  # tune apply's flow over one host or many
+    "rollout",  # waves over a fleet
+    "report",  # a run's record read back
+    "render",  # every renderer, metrics included
+    "cli",  # every click command
+)
+
+
+def layer_of(module: str) -> int:
+    """The layer index of a module: the root package (`reconciler`, its version) is below all."""
+    parts = module.split(".")
+    if len(parts) == 1:
+        return -1
+    return LAYERS.index(parts[1])
+
+
+def upward(graph: dict[str, set[str]]) -> list[str]:
+    return sorted(
+        f"{module} imports {target} ({target.split('.')[1]} is above {module.split('.')[1]})"
+        for module, targets in graph.items()
+        for target in targets
+        if layer_of(target) > layer_of(module)
+    )
+
+
+def _every_import() -> dict[str, set[str]]:
+    """`imports()` with the imports only type checkers follow: a name a module needs for its
+    annotations is still a name it needs from that layer."""
+    known = modules()
+    graph: dict[str, set[str]] = defaultdict(set)
+    for name, (path, package) in known.items():
+        base = name.split(".") if package else name.split(".")[:-1]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                module = node.module or ""
+                if node.level:
+                    module = ".".join([*base[: len(base) - node.level + 1], module]).rstrip(".")
+                targets = [module]
+                targets += [
+                    f"{module}.{a.name}" for a in node.names if f"{module}.{a.name}" in known
+                ]
+            else:
+                continue
+            graph[name].update(t for t in targets if t.split(".")[0] == "reconciler")
+    return graph
+
+
+def test_every_package_is_a_layer() -> None:
+    packages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
+    assert packages == set(LAYERS)
+    assert {m for m in modules() if m.count(".") == 1 and m.split(".")[1] not in LAYERS} == set()
+
+
+def test_no_import_runs_upward() -> None:
+    assert upward(_every_import()) == []
+
+
+def test_an_upward_import_is_named_with_its_file() -> None:
+    graph = {"reconciler.kinds.sysctl": {"reconciler.apply.engine", "reconciler.core.files"}}
+    assert upward(graph) == [
+        "reconciler.kinds.sysctl imports reconciler.apply.engine (apply is above kinds)"
+    ]
+
+
+def test_click_commands_live_only_under_cli() -> None:
+    """Renderers may style text with click; only `cli/` declares commands and options."""
+    declaring = sorted(
+        name
+        for name, (path, _package) in modules().items()
+        if not name.startswith("reconciler.cli")
+        and any(
+            f"click.{what}(" in path.read_text() or f"@{what}(" in path.read_text()
+            for what in ("command", "group", "option", "argument")
+        )
+    )
+    assert declaring == []

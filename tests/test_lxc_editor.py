@@ -12,11 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from lxc_oracle import lxc_refuses
 
-from reconciler.apply.steps import PutFile
+from reconciler.core.files import Files
+from reconciler.core.schema import validate
 from reconciler.facts import lxc as fmt
-from reconciler.hosts.files import Files
 from reconciler.kinds.lxc import KIND, LxcEntry
-from reconciler.profile.schema import validate
+from reconciler.steps.ops import PutFile
 
 CONFIG = "/etc/pve/lxc/101.conf"
 PLAIN = "/var/lib/lxc/infer/config"

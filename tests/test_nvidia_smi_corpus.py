@@ -12,11 +12,11 @@ import pytest
 from conftest import write
 
 from reconciler.apply.sh_engine import LIBRARY
-from reconciler.apply.steps import Probe, Read
+from reconciler.core.files import CommandOutput, Files, Request
 from reconciler.facts import nvidia_smi
 from reconciler.hosts import recorded
 from reconciler.hosts.directory import SnapshotHost
-from reconciler.hosts.files import CommandOutput, Files, Request
+from reconciler.steps.ops import Probe, Read
 
 CORPUS = Path(__file__).resolve().parent / "corpus" / "nvidia-smi"
 H200 = CORPUS / "linux-x86_64__nvidia-h200__590.48.01.query-gpu.csv"

@@ -9,12 +9,12 @@ from pathlib import Path
 from conftest import profile, run_tune, write
 from engines.test_nvreg import PROFILE, gpu_host
 
-from reconciler.apply.persist import NVREG
 from reconciler.facts.kernel import BOOT_ID
 from reconciler.facts.nvidia_params import PARAMS, proc_name
 from reconciler.hosts.directory import SnapshotHost
 from reconciler.kinds.nvreg import KIND as NVREG_KIND
 from reconciler.kinds.nvreg import configured
+from reconciler.steps.persist import NVREG
 
 PENDING = "var/lib/tune/pending.json"
 

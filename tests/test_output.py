@@ -23,7 +23,7 @@ from conftest import BLACKWELL, PROJECT, TUNED, UNTUNED, copy_host, profile, run
 
 from reconciler.cli.main import cli
 from reconciler.cli.output import wants_color
-from reconciler.errors import HostError
+from reconciler.core.errors import HostError
 from reconciler.hosts.directory import SnapshotHost
 from reconciler.hosts.fleet import HostResult
 from reconciler.plan.make import make_plan

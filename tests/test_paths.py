@@ -9,9 +9,9 @@ import random
 
 import pytest
 
+from reconciler.core.files import Files
+from reconciler.core.paths import matching, overlay_order, path_matches
 from reconciler.facts.cmdline import with_file
-from reconciler.hosts.files import Files
-from reconciler.hosts.paths import matching, overlay_order, path_matches
 
 PATHS = [
     "/etc/default/grub",

@@ -13,10 +13,10 @@ from conftest import profile, run_tune, write
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
+from reconciler.core.schema import validate
 from reconciler.probes.gates import judge
 from reconciler.probes.runner import run_probe
-from reconciler.probes.spec import Gate, ProbeSpec
-from reconciler.profile.schema import validate
+from reconciler.profile.probe_spec import Gate, ProbeSpec
 
 
 def spec(**fields: object) -> ProbeSpec:

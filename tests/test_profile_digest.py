@@ -13,7 +13,7 @@ import pytest
 from conftest import run_tune, write
 from small_host import SmallHost, build, listing
 
-from reconciler.errors import ExitCode
+from reconciler.core.errors import ExitCode
 from reconciler.profile.load import DigestMismatch, load_profile
 from reconciler.profile.source import pinned
 

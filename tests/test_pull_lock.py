@@ -24,16 +24,16 @@ from small_host import SmallHost, build, listing, tree, write_profile
 from ssh_fixture import StartLab, sshd_available
 from test_shell_read import LocalShellHost
 
-from reconciler.apply import lock
 from reconciler.apply.engine import prepare
 from reconciler.apply.journal import LOCK, read_run, run_ids
 from reconciler.apply.sh_engine import LIBRARY, _reads_as_read, _step_functions, apply_remote
-from reconciler.apply.steps import Probe, Read, Step
-from reconciler.errors import ExitCode, HostChanged
+from reconciler.core.changes import Change, Phase
+from reconciler.core.errors import ExitCode, HostChanged
+from reconciler.core.quoting import quoted
+from reconciler.hosts import lock
 from reconciler.hosts.directory import SnapshotHost
-from reconciler.hosts.shell import quoted
-from reconciler.plan.model import Change, Phase
 from reconciler.profile.load import load_profile
+from reconciler.steps.ops import Probe, Read, Step
 
 MARK = "probe-started"
 SINCE = r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z"

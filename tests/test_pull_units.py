@@ -15,7 +15,7 @@ from conftest import PROJECT, run_tune, write
 from small_host import SmallHost, build
 
 from reconciler.cli.installed import tune_command
-from reconciler.errors import ExitCode
+from reconciler.core.errors import ExitCode
 
 UNITS = PROJECT / "reconciler/examples/systemd"
 SERVICES = ("tune-pull.service", "tune-pull-apply.service")

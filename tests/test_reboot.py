@@ -17,10 +17,10 @@ from test_shell_read import LocalShellHost
 
 from reconciler.apply.engine import execute, prepare, rollback
 from reconciler.apply.engines import PythonEngine, ShellEngine
+from reconciler.apply.pending import PENDING, PendingBoot, pending_of, read_pending
+from reconciler.apply.tryonce import TRY_ENTRY, Boot, arrange, entry_cmdline
 from reconciler.boot.reboot import conclude, wait_for_new_boot
-from reconciler.boot.tryonce import TRY_ENTRY, Boot, arrange, entry_cmdline
-from reconciler.boot.verify import PENDING, PendingBoot, pending_of, read_pending
-from reconciler.errors import (
+from reconciler.core.errors import (
     ApplyFailed,
     ConnectError,
     ExitCode,
@@ -28,10 +28,10 @@ from reconciler.errors import (
     HostKeyError,
     RebootTimeout,
 )
+from reconciler.core.files import Files, Request
 from reconciler.facts import cmdline as fmt
 from reconciler.hosts.base import Completed, Host
 from reconciler.hosts.directory import SnapshotHost
-from reconciler.hosts.files import Files, Request
 from reconciler.plan.observe import BOOT_ID
 from reconciler.profile.load import LoadedProfile, load_profile
 

@@ -15,14 +15,14 @@ from small_host import tree
 
 from reconciler.apply.engine import execute, prepare, rollback
 from reconciler.apply.journal import read_run, run_ids
-from reconciler.apply.steps import Step
-from reconciler.errors import HostError
+from reconciler.core.errors import HostError
 from reconciler.facts import cmdline as fmt
 from reconciler.hosts.base import Completed
 from reconciler.hosts.directory import SnapshotHost
 from reconciler.plan.make import make_plan
 from reconciler.plan.observe import observe
 from reconciler.profile.load import load_profile
+from reconciler.steps.ops import Step
 
 PROFILE = """\
 name: boot

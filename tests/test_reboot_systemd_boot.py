@@ -16,9 +16,9 @@ from small_host import tree
 from test_reboot import BOOT_ID_BEFORE, apply_with_reboot
 
 from reconciler.apply.engines import PythonEngine
+from reconciler.apply.pending import read_pending
 from reconciler.boot.reboot import conclude
-from reconciler.boot.verify import read_pending
-from reconciler.errors import ApplyFailed
+from reconciler.core.errors import ApplyFailed
 from reconciler.facts import cmdline as fmt
 from reconciler.hosts.base import Completed
 from reconciler.hosts.directory import SnapshotHost
@@ -206,7 +206,7 @@ def test_without_a_loader_entry_the_reboot_is_not_try_once(tmp_path: Path) -> No
     from test_reboot import PROFILE
 
     from reconciler.apply.engine import prepare
-    from reconciler.boot.tryonce import arrange
+    from reconciler.apply.tryonce import arrange
     from reconciler.profile.load import load_profile
 
     loaded = load_profile(str(profile(tmp_path, PROFILE)))

@@ -17,7 +17,7 @@ from test_shell_read import LocalShellHost
 from reconciler.apply.engine import execute, prepare
 from reconciler.apply.journal import LOCK, PROFILE, before_apply, read_run, run_ids
 from reconciler.apply.sh_engine import apply_remote, printf_format, quoted, store_profile_remote
-from reconciler.errors import ConnectError, LockHeld
+from reconciler.core.errors import ConnectError, LockHeld
 from reconciler.hosts.directory import SnapshotHost
 from reconciler.hosts.shell import ScriptResult
 from reconciler.profile.load import load_profile

@@ -15,16 +15,16 @@ from small_host import SmallHost, build, tree, write_profile
 from test_shell_read import LocalShellHost
 
 from reconciler.apply.engine import prepare
-from reconciler.apply.records import ProbesMeasured, RunStarted
 from reconciler.apply.run_record import contexts, plan_record
 from reconciler.apply.sh_engine import ApplyScript, send_probes, start, wait
-from reconciler.errors import ApplyFailed
+from reconciler.core.errors import ApplyFailed
 from reconciler.hosts.shell import ScriptResult
 from reconciler.probes.phase import PhaseProbes, Records
 from reconciler.probes.remote import remote_executor
 from reconciler.probes.runner import run_probe
-from reconciler.probes.spec import ProbeSpec
 from reconciler.profile.load import load_profile
+from reconciler.profile.probe_spec import ProbeSpec
+from reconciler.steps.records import ProbesMeasured, RunStarted
 
 SCORE = ["sh", "-c", 'echo "score: $((100 - $(cat "$TUNE_ROOT/proc/sys/vm/swappiness")))"']
 

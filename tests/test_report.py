@@ -17,7 +17,7 @@ from markdown_view import acting, cells, codes
 from small_host import SmallHost, build
 
 from reconciler.apply.journal import RUNS
-from reconciler.report import render
+from reconciler.render import report as render
 
 GOLDEN = Path(__file__).parent / "data" / "report"
 PROFILE = """

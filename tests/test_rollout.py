@@ -19,7 +19,7 @@ from conftest import BLACKWELL, UNTUNED, copy_host, run_tune, write
 from ssh_fixture import SshLab, StartLab, minimal_host, sshd_available
 
 from reconciler.apply.journal import read_run, run_ids
-from reconciler.errors import JournalError
+from reconciler.core.errors import JournalError
 from reconciler.hosts.directory import SnapshotHost
 from reconciler.rollout import journal
 from reconciler.rollout.waves import FailureBudget, Size, parse_sizes, waves

@@ -9,7 +9,7 @@ from pathlib import Path
 from conftest import BLACKWELL, SAVED, run_tune, write
 from small_host import SmallHost, build, tree, write_profile
 
-from reconciler.errors import ExitCode
+from reconciler.core.errors import ExitCode
 
 BOOT_FILE = "etc/default/grub.d/90-tune.cfg"
 

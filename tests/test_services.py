@@ -17,18 +17,18 @@ from test_command_output import ThisMachineShell
 from test_shell_read import LocalShellHost
 
 from reconciler.apply.journal import read_run, run_ids
-from reconciler.apply.persist import PERSISTENCED_DROPIN
+from reconciler.core.files import CommandOutput, Request
 from reconciler.facts import systemd
 from reconciler.hosts import recorded
 from reconciler.hosts.archive import ArchiveHost, write_archive
 from reconciler.hosts.base import Host
 from reconciler.hosts.directory import LocalHost, SnapshotHost
-from reconciler.hosts.files import CommandOutput, Request
 from reconciler.hosts.ssh import SshSettings, SshSetup
 from reconciler.hosts.targets import Target
 from reconciler.plan.make import make_plan
 from reconciler.plan.observe import observe, request
 from reconciler.profile.load import load_profile
+from reconciler.steps.persist import PERSISTENCED_DROPIN
 
 CORPUS = Path(__file__).resolve().parent / "corpus" / "systemd"
 CASES = Path(__file__).resolve().parent / "kinds" / "services"

@@ -12,11 +12,12 @@ from conftest import ACS_CASE, BLACKWELL, TUNED, UNTUNED, write
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reconciler.errors import HostError
+from reconciler.core.errors import HostError
+from reconciler.core.files import Files, Request
+from reconciler.core.quoting import quote_pattern
 from reconciler.hosts.archive import ArchiveHost, write_archive
 from reconciler.hosts.directory import SnapshotHost
-from reconciler.hosts.files import Files, Request
-from reconciler.hosts.shell import ScriptResult, ShellHost, quote_pattern
+from reconciler.hosts.shell import ScriptResult, ShellHost
 from reconciler.plan.observe import request
 from reconciler.profile.load import load_profile
 
@@ -155,7 +156,7 @@ def test_any_tree_and_globs_read_as_the_directory_host_reads_them(
 
 
 def test_whole_files_are_read_past_the_cap_and_others_are_not(tmp_path: Path) -> None:
-    from reconciler.hosts.files import MAX_FILE_BYTES
+    from reconciler.core.files import MAX_FILE_BYTES
 
     root = tmp_path / "host"
     journal = b"".join(b'{"type": "step", "seq": %d}\n' % n for n in range(6000))
@@ -251,7 +252,7 @@ def test_a_file_several_patterns_match_is_read_with_the_largest_cap(
 ) -> None:
     """Whichever pattern sorts first: a file tune rewrites must never be cut because a glob
     of another kind matched it too (the edit would drop its tail)."""
-    from reconciler.hosts.files import MAX_FILE_BYTES
+    from reconciler.core.files import MAX_FILE_BYTES
 
     root = tmp_path / "host"
     write(root, "/d/A", b"y" * (MAX_FILE_BYTES + 5))
@@ -271,7 +272,7 @@ def test_a_file_a_kind_edits_is_read_whole_by_every_host_in_one_round_trip(
     an archive, in the one script; a large file a glob matches beside it keeps the cap (its
     own head reads only the edited one past it), and a file past MAX_EDITED_BYTES is read to
     one byte more, for apply to refuse."""
-    from reconciler.hosts.files import MAX_EDITED_BYTES, MAX_FILE_BYTES
+    from reconciler.core.files import MAX_EDITED_BYTES, MAX_FILE_BYTES
 
     root = tmp_path / "host"
     write(root, "/etc/pve/lxc/101.conf", b"a" * (3 * MAX_FILE_BYTES))

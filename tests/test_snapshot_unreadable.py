@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 from conftest import write
 
-from reconciler.errors import HostError
+from reconciler.core.changes import Change, Note
+from reconciler.core.errors import HostError
+from reconciler.core.files import Request
 from reconciler.hosts.archive import ArchiveHost, write_archive
 from reconciler.hosts.base import Completed, ReadableHost
 from reconciler.hosts.directory import DirectoryHost, SnapshotHost
-from reconciler.hosts.files import Request
 from reconciler.plan.make import make_plan
-from reconciler.plan.model import Change, Note
 from reconciler.plan.observe import observe, request
 from reconciler.profile.load import load_profile
 

@@ -22,7 +22,7 @@ from small_host import SmallHost, build, tree, write_profile
 from ssh_fixture import SshLab, StartLab, journal_records, minimal_host, sshd_available
 
 from reconciler.apply.journal import LOCK
-from reconciler.apply.lock import Holder
+from reconciler.hosts.lock import Holder
 
 pytestmark = pytest.mark.skipif(
     not sshd_available(), reason="needs root and openssh-server (.ci/run installs it)"

@@ -16,7 +16,7 @@ from small_host import tree, write_profile
 from ssh_fixture import SshLab, StartLab, sshd_available
 from test_ssh_apply import history, in_sync_without_a_stored_profile, small, small_profile, tune
 
-from reconciler.errors import ExitCode
+from reconciler.core.errors import ExitCode
 
 pytestmark = pytest.mark.skipif(
     not sshd_available(), reason="needs root and openssh-server (.ci/run installs it)"

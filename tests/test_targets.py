@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.errors import InventoryError, UsageError
+from reconciler.core.errors import InventoryError, UsageError
 from reconciler.hosts.inventory import inventory_targets
 from reconciler.hosts.targets import Target, parse_host
 

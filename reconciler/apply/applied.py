@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from ..errors import JournalError
+from ..core.changes import JsonValue, Note, jsonable
+from ..core.errors import JournalError
+from ..core.files import Files, Request
 from ..hosts.base import ReadableHost
-from ..hosts.files import Files, Request
-from ..plan.model import JsonValue, Note, jsonable
-from .state import PROFILE as STORED_PROFILE
-from .state import RUN_SUFFIX, RUNS, run_paths, skipped_line, within_limit
+from ..steps.state import PROFILE as STORED_PROFILE
+from ..steps.state import RUN_SUFFIX, RUNS, run_paths, skipped_line, within_limit
 
 __all__ = ["STORED_PROFILE", "AppliedRun", "AppliedStep", "JournalError"]
 
@@ -152,8 +152,8 @@ def last_run(files: Files) -> LastRun | None:
 def applied_run(path: str, data: bytes) -> AppliedRun | None:
     """The run journaled in `data` (read by `journal.parse_run`), when its outcome is
     `applied`; None for one that was interrupted, rolled back or failed."""
+    from ..steps.records import PlanRecord, StepUnsupported
     from .journal import parse_run  # the record types load only when a journal is read
-    from .records import PlanRecord, StepUnsupported
 
     run = parse_run(posixpath.basename(path).removesuffix(RUN_SUFFIX), data, path)
     if run.header is None or run.outcome != "applied" or run.finished is None:

@@ -18,7 +18,9 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any, Protocol, TypeVar
 
-from ..errors import (
+from ..core.bounded import size_text
+from ..core.changes import Phase, Plan
+from ..core.errors import (
     ApplyFailed,
     BootConfigUnknown,
     ExitCode,
@@ -27,47 +29,18 @@ from ..errors import (
     Refused,
     TuneError,
 )
+from ..core.files import MAX_EDITED_BYTES, MAX_FILE_BYTES, Files, Request
 from ..facts import nvidia_smi
 from ..hosts.base import Host
-from ..hosts.bounded import size_text
-from ..hosts.files import MAX_EDITED_BYTES, MAX_FILE_BYTES, Files, Request
 from ..kinds import boot_kind, named
 from ..kinds.files import KIND as BOOT_FILES
 from ..plan.make import make_plan
-from ..plan.model import Phase, Plan
 from ..plan.observe import Observation
 from ..plan.observe import observation as observation_of
 from ..plan.observe import request as observed_request
 from ..plan.saved import SavedPlan
 from ..profile.load import LoadedProfile
-from .journal import (
-    PROFILE,
-    RUNS,
-    STATE,
-    DamagedJournal,
-    Journal,
-    Run,
-    now_iso,
-    rollback_chain,
-    rolled_back_run,
-    trusted_run,
-)
-from .records import (
-    Deferred,
-    Failed,
-    ProfileReplaced,
-    Record,
-    RestoreFailed,
-    RollbackStarted,
-    StepAbout,
-    StepRestored,
-    StepUnchanged,
-    StepUnsupported,
-    Verified,
-    Written,
-)
-from .run_record import contexts, plan_record
-from .steps import (
+from ..steps.ops import (
     BootTool,
     DeleteFile,
     Need,
@@ -81,6 +54,33 @@ from .steps import (
     Step,
     temporary,
 )
+from ..steps.records import (
+    Deferred,
+    Failed,
+    ProfileReplaced,
+    Record,
+    RestoreFailed,
+    RollbackStarted,
+    StepAbout,
+    StepRestored,
+    StepUnchanged,
+    StepUnsupported,
+    Verified,
+    Written,
+)
+from .journal import (
+    PROFILE,
+    RUNS,
+    STATE,
+    DamagedJournal,
+    Journal,
+    Run,
+    now_iso,
+    rollback_chain,
+    rolled_back_run,
+    trusted_run,
+)
+from .run_record import contexts, plan_record
 
 PACKAGES = {"setpci": "pciutils", "grubby": "grubby"}
 PROFILE_REQUEST = Request.of(whole=[PROFILE])
@@ -154,7 +154,7 @@ def prepare(
     asks the host which modules it cannot load: a step that loads one the host does not have
     at all is left out, with a line in `Work.skipped`, and so are its lines in tune's boot-time
     files (`persisting_what_runs`)."""
-    from ..boot.tryonce import Boot, arrange
+    from .tryonce import Boot, arrange
 
     # profile.yaml in the same batch: an apply with nothing to change stores it when it differs.
     request = observed_request(loaded.profile, with_persistence) | PROFILE_REQUEST
@@ -744,7 +744,7 @@ def restore_run(host: Host, run: Run, *, boot_only: bool = False) -> RollbackRes
 def _clear_pending(host: Host, run_id: str, failures: list[str]) -> None:
     """A run rolled back leaves nothing for the next boot to bring: `tune verify` must not
     check (or roll back again) what it had configured."""
-    from ..boot.verify import PENDING, read_pending
+    from .pending import PENDING, read_pending
 
     try:
         pending = read_pending(host)

@@ -18,18 +18,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
-from ..errors import HostError
+from ..core.errors import HostError
 from ..hosts.base import Completed, Host
 from ..hosts.shell import ShellHost
+from ..steps.ops import DeleteFile, PutFile, Skipped, Step
 from .journal import LOCK, Run, read_run
-from .steps import DeleteFile, PutFile, Skipped, Step
 
 if TYPE_CHECKING:
-    from ..boot.verify import PendingBoot
     from ..probes.phase import PhaseProbes
     from ..probes.runner import Executor
     from ..profile.load import LoadedProfile
     from .engine import RollbackResult, Work
+    from .pending import PendingBoot
 
 
 @dataclass(frozen=True)
@@ -180,7 +180,7 @@ class PythonEngine(Engine):
         return restore_run(self.host, run, boot_only=boot_only)
 
     def clear_pending(self) -> None:
-        from ..boot.verify import PENDING
+        from .pending import PENDING
 
         self.host.delete_file(PENDING)
 
@@ -188,7 +188,7 @@ class PythonEngine(Engine):
         return self.host.run(argv)
 
     def reboot(self, pending: PendingBoot) -> None:
-        from ..boot.verify import PENDING
+        from .pending import PENDING
 
         self.host.put_file(PENDING, pending.reboot_asked().to_json().encode(), 0o600)
         done = self.host.run(["systemctl", "reboot"])
@@ -274,7 +274,7 @@ class ShellEngine(Engine):
         return restore_remote(self.host, run, boot_only=boot_only)
 
     def clear_pending(self) -> None:
-        from ..boot.verify import PENDING
+        from .pending import PENDING
         from .sh_engine import run_ops
 
         run_ops(self.host, (DeleteFile(PENDING),), f"removing {PENDING}")

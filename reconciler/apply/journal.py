@@ -41,10 +41,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TypeVar
 
-from ..errors import HostError, JournalError, TuneError, UnfinishedRun
+from ..core.errors import HostError, JournalError, TuneError, UnfinishedRun
+from ..core.files import Files, Request
 from ..hosts.base import Host, ReadableHost
-from ..hosts.files import Files, Request
-from .records import (
+from ..hosts.trust import check
+from ..steps.ops import Step
+from ..steps.records import (
     STEP_MARKERS,
     End,
     Mkdir,
@@ -58,7 +60,7 @@ from .records import (
     parse_line,
     render,
 )
-from .state import (
+from ..steps.state import (
     LOCK,
     PROFILE,
     RUN_SUFFIX,
@@ -70,8 +72,6 @@ from .state import (
     skipped_line,
     within_limit,
 )
-from .steps import Step
-from .trust import check
 
 __all__ = [
     "LOCK",

@@ -9,15 +9,15 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, field
 
+from ..core.changes import Pending
 from ..hosts.base import Host
 from ..kinds.services import KIND as SERVICES
 from ..kinds.services import LOGIND, restarts
-from ..plan.model import Pending
 from ..profile.load import LoadedProfile
+from ..steps.ops import Step
+from ..steps.records import ServiceRan
 from .engines import Engine
 from .journal import Journal
-from .records import ServiceRan
-from .steps import Step
 
 
 @dataclass

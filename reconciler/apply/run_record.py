@@ -4,9 +4,9 @@ BIOS) and, for each step, why it was made (priority, reason) and the operations 
 
 from __future__ import annotations
 
-from ..plan.model import Change, Plan
-from .records import PlanRecord, StepAbout
-from .steps import Step
+from ..core.changes import Change, Plan
+from ..steps.ops import Step
+from ..steps.records import PlanRecord, StepAbout
 
 
 def plan_record(

@@ -1,7 +1,7 @@
 """`tune apply` and `tune rollback` on a host without Python: the steps rendered as one POSIX sh
 script that the target runs detached from the SSH connection.
 
-The steps stay the one description of the work (`reconciler.apply.steps`): this module only renders
+The steps stay the one description of the work (`reconciler.steps.ops`): this module only renders
 their primitive operations (write an attribute, replace or delete a file, run an argv) and the
 five probe readings as calls of a fixed sh library, with every value single-quoted. The script
 keeps the local engine's guarantees on its own: it takes the lock, journals each step (same
@@ -42,16 +42,34 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..boot.verify import PENDING, PendingBoot
-from ..errors import ApplyFailed, ConnectError, HostChanged, HostError, LockHeld, RunKilled
+from ..core.errors import ApplyFailed, ConnectError, HostChanged, HostError, LockHeld, RunKilled
+from ..core.quoting import Expand, printf_format, quoted, sh_word
 from ..facts import nvidia_smi, systemd
-from ..hosts import emulate, recorded
+from ..hosts import emulate, lock, recorded
 from ..hosts.base import Completed
-from ..hosts.shell import Expand, ScriptResult, ShellHost, printf_format, quoted, sh_word
+from ..hosts.shell import ScriptResult, ShellHost
 from ..kinds import boot_kind
 from ..probes.phase import PhaseProbes, Records, Regressed
 from ..profile.load import LoadedProfile
-from . import lock
+from ..steps.ops import BootTool, DeleteFile, Need, Op, Probe, PutFile, Read, Require, SetAttr, Step
+from ..steps.records import (
+    Deferred,
+    End,
+    Failed,
+    PlanRecord,
+    ProfileReplaced,
+    Record,
+    RestoreFailed,
+    RollbackStarted,
+    RunStarted,
+    StepAbout,
+    StepRecord,
+    StepRestored,
+    StepUnchanged,
+    Verified,
+    Written,
+    render,
+)
 from .engine import (
     NO_JOURNAL,
     Restored,
@@ -79,37 +97,8 @@ from .journal import (
     run_path,
     trusted_run,
 )
-from .records import (
-    Deferred,
-    End,
-    Failed,
-    PlanRecord,
-    ProfileReplaced,
-    Record,
-    RestoreFailed,
-    RollbackStarted,
-    RunStarted,
-    StepAbout,
-    StepRecord,
-    StepRestored,
-    StepUnchanged,
-    Verified,
-    Written,
-    render,
-)
+from .pending import PENDING, PendingBoot
 from .run_record import contexts, plan_record
-from .steps import (
-    BootTool,
-    DeleteFile,
-    Need,
-    Op,
-    Probe,
-    PutFile,
-    Read,
-    Require,
-    SetAttr,
-    Step,
-)
 
 # Exit status of the start script when a requirement is unmet (its stderr says which).
 UNMET = 90

@@ -12,11 +12,11 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from ..errors import HostError
+from ..core.changes import Change, Outcome, Phase
+from ..core.errors import HostError
+from ..core.files import Files, Request
 from ..hosts.base import ReadableHost
-from ..hosts.files import Files, Request
 from ..plan.make import order
-from ..plan.model import Change, Outcome, Phase
 from ..plan.observe import observation
 from ..profile.load import Profile, profiles_of
 from .facts import READS, Facts

@@ -8,15 +8,15 @@ from collections import Counter
 from dataclasses import dataclass
 from functools import cached_property
 
-from ..apply.persist import OWNED
+from ..core.changes import HostFacts
+from ..core.files import Files, Request
 from ..facts import cmdline as cmdline_fmt
 from ..facts import cpu, kernel, modules, nvidia_params, services
 from ..facts.cpu import CpuInfo
 from ..facts.numa import NODES_ONLINE, parse_list
 from ..facts.pci import NUMA_NODE, PciDevice, numa_node, pci_devices, request_devices
-from ..hosts.files import Files, Request
-from ..plan.model import HostFacts
 from ..plan.observe import IDENTITY
+from ..steps.persist import OWNED
 from .model import Device, HostSummary
 
 NVIDIA_VERSION = modules.MODULE_DIR + "/nvidia/version"

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from ..plan.model import Change, Phase, Priority
+from ..core.changes import Change, Phase, Priority
 
 
 class Area(StrEnum):
@@ -190,3 +190,14 @@ class Report:
             "good": [g.to_json() for g in self.good],
             "not_issues": [n.to_json() for n in self.not_issues],
         }
+
+
+WHEN = {Phase.RUNTIME: "runtime", Phase.REBOOT: "reboot"}
+
+
+def phase_label(finding: Finding) -> str:
+    if finding.pending:
+        return "configured, reboot to apply"
+    if finding.phase is None:
+        return "not fixable by tune"
+    return WHEN[finding.phase]

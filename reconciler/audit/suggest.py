@@ -17,8 +17,7 @@ from ruamel.yaml.scalarint import HexInt
 
 from ..profile.load import MODEL, profile_keys
 from .fixes import Anchor, meta, place
-from .model import Finding, Report
-from .render import phase_label
+from .model import Finding, Report, phase_label
 
 WIDTH = 100
 EVIDENCE_SHOWN = 3

@@ -19,11 +19,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..apply.journal import Journal
-from ..apply.records import ContainerRan
+from ..apply.pending import PendingBoot
+from ..core.files import Request
 from ..facts import lxc as fmt
 from ..hosts.base import Completed, Host
-from ..hosts.files import Request
-from .verify import BootVerdict, PendingBoot
+from ..steps.records import ContainerRan
+from .verify import BootVerdict
 
 # How a command reaches the host: `Host.run` here or on a snapshot, the engine's over SSH.
 Run = Callable[[Sequence[str]], Completed]

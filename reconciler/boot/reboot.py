@@ -16,11 +16,12 @@ from contextlib import AbstractContextManager, nullcontext
 
 from ..apply.engines import Engine
 from ..apply.journal import rolled_back_run
-from ..errors import ApplyFailed, HostError, HostKeyError, RebootTimeout
+from ..apply.pending import PendingBoot
+from ..core.errors import ApplyFailed, HostError, HostKeyError, RebootTimeout
+from ..core.files import Request
 from ..facts.kernel import BOOT_ID
 from ..hosts.base import Host
-from ..hosts.files import Request
-from .verify import BootVerdict, PendingBoot, verify
+from .verify import BootVerdict, verify
 
 # How often a rebooting host's boot id is read: on the host while it is up, else by a reconnect.
 POLL_S = 2.0

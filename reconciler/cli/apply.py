@@ -11,18 +11,19 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ..apply.journal import DamagedJournal, Run, every_run, rollback_chain
-from ..apply.orchestration import ApplyJob, Done, Show
-from ..apply.steps import BootTool, Command, DeleteFile, PutFile
-from ..boot.verify import BootVerdict, PendingBoot
-from ..errors import ApplyFailed, ExitCode, JournalError, UsageError
+from ..apply.pending import PendingBoot
+from ..boot.verify import BootVerdict
+from ..core.changes import Phase
+from ..core.errors import ApplyFailed, ExitCode, JournalError, UsageError
+from ..core.printable import printable
+from ..flow.orchestration import ApplyJob, Done, Show
 from ..hosts.base import Host, ReadableHost
 from ..hosts.directory import open_host
 from ..kinds import boot_kind
 from ..plan import saved as saved_plans
-from ..plan.model import Phase
 from ..render import documents
 from ..render.apply import applied_part, dry_run_text
-from ..render.printable import printable
+from ..steps.ops import BootTool, Command, DeleteFile, PutFile
 from .consent import confirm, dry_run_option, yes_option
 from .exits import exits
 from .options import profile_digest_option
@@ -33,7 +34,7 @@ from .rollout import RolloutOptions, rollout_options
 if TYPE_CHECKING:
     from ..apply.engine import RollbackResult, Work
     from ..apply.engines import ApplyResult, Engine
-    from ..apply.orchestration import BootHeld
+    from ..flow.orchestration import BootHeld
     from ..probes.phase import GateFailure, PhaseProbes
 
 ROOT_HELP = "Apply to a snapshot directory laid out like the host's / instead of this machine."
@@ -150,7 +151,7 @@ def apply(
     --max-fail the rollout stops before the next wave. The rollout is
     journaled on this machine: `tune rollout status|resume`.
     """
-    from ..apply.orchestration import apply_one
+    from ..flow.orchestration import apply_one
     from ..profile.bundled import resolve
     from ..profile.load import load_profile
     from ..profile.source import is_url, path_of_url
@@ -427,7 +428,7 @@ def verify(
     one-time boot (`tune apply --reboot`), success makes the new configuration
     the default.
     """
-    from ..apply.orchestration import verify_one
+    from ..flow.orchestration import verify_one
 
     engine = _engine(root, remote)
     try:
@@ -571,7 +572,7 @@ def rollback(
     Asks first; without a terminal, only --yes goes on. A damaged journal: the steps
     recorded before the damage are restored, then exit 6 with the line that is damaged and
     what is left to check by hand."""
-    from ..apply.orchestration import roll_back
+    from ..flow.orchestration import roll_back
 
     engine = _engine(root, remote)
     host = engine.host

@@ -22,11 +22,11 @@ from typing import Any
 
 import click
 
-from ..apply.trust import Owned, UntrustedState, above, problem
-from ..errors import ExitCode, UsageError, reason
-from ..hosts.bounded import read_bounded
+from ..core.bounded import read_bounded
+from ..core.errors import ExitCode, UsageError, reason
+from ..core.printable import printable
+from ..hosts.trust import Owned, UntrustedState, above, problem
 from ..render import documents
-from ..render.printable import printable
 from .exits import exits
 from .output import Output, output_options
 

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 import click
 
-from ..errors import NotConfirmed
+from ..core.errors import NotConfirmed
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -9,7 +9,7 @@ from typing import TypeVar
 
 import click
 
-from ..errors import EXIT_CODES, ExitCode
+from ..core.errors import EXIT_CODES, ExitCode
 
 C = TypeVar("C", bound=click.Command)
 

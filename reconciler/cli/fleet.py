@@ -10,15 +10,15 @@ import click
 
 from ..apply.engine import Work
 from ..apply.engines import engine_for
-from ..apply.orchestration import ApplyJob, FleetShow, apply_fleet
+from ..core.changes import Plan
+from ..core.printable import printable
+from ..flow.orchestration import ApplyJob, FleetShow, apply_fleet
 from ..hosts.base import Host
 from ..hosts.fleet import HostResult, fleet_exit_code
-from ..plan.model import Plan
 from ..render import RENDERERS
 from ..render import fleet as fleet_render
 from ..render.apply import applied_part, dry_run_text
 from ..render.documents import failed
-from ..render.printable import printable
 from .consent import confirm
 from .output import Output
 from .remote import progress_on_terminal

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from ..errors import ExitCode, UsageError
+from ..core.errors import ExitCode, UsageError
 from ..render import documents
 from .exits import exits
 from .output import Output, output_options

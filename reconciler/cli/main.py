@@ -14,18 +14,18 @@ from typing import Any
 import click
 
 from .. import __version__
-from ..errors import ExitCode, OutputError, ProfileError, TuneError, UsageError, reason
+from ..core.changes import Phase, Plan
+from ..core.errors import ExitCode, OutputError, ProfileError, TuneError, UsageError, reason
+from ..core.printable import printable
 from ..hosts.archive import write_archive
 from ..hosts.base import FULL, Host, ReadableHost
 from ..hosts.fleet import fleet_exit_code, for_each_host
 from ..plan import saved
 from ..plan.make import make_plan
-from ..plan.model import Phase, Plan
 from ..plan.observe import observation, observe, request
 from ..profile.load import LoadedProfile, load_profile, schema
 from ..render import RENDERERS, documents
 from ..render import fleet as fleet_render
-from ..render.printable import printable
 from .exits import COMPARES, exits, table_help
 from .options import profile_argument, profile_digest_option
 from .output import STDOUT, Output, output_options
@@ -69,9 +69,9 @@ class LazyGroup(click.Group):
         "rollback": ".apply:rollback",
         "history": ".apply:history",
         "verify": ".apply:verify",
-        "audit": "..audit.command:audit_cmd",
-        "probe": "..probes.command:probe_cmd",
-        "report": "..report.command:report_cmd",
+        "audit": ".audit:audit_cmd",
+        "probe": ".probes:probe_cmd",
+        "report": ".report:report_cmd",
         "profiles": ".installed:profiles_cmd",
         "examples": ".installed:examples_cmd",
         "completion": ".installed:completion_cmd",
@@ -135,7 +135,8 @@ def plan(
         if not optional:
             observed = observe(host, loaded.profile, not no_persist)
             return saved.of_phases(make_plan(loaded, observed, not no_persist), phases)
-        from ..apply import applied, state
+        from ..apply import applied
+        from ..steps import state
 
         wanted = request(loaded.profile, not no_persist)
         files = host.fetch(wanted | state.runs_request(applied.JOURNAL_BATCH))
@@ -224,9 +225,10 @@ def check_cmd(
     nothing to a host but the metrics FILE (local) and, on this machine or a snapshot
     directory, when it first saw each drift (/var/lib/tune/check/first-seen.json).
     """
-    from ..drift import first_seen, metrics
+    from ..drift import first_seen
     from ..drift.check import DriftReport, run_check
     from ..render import check as render_check
+    from ..render import metrics
 
     if profile_digest is not None and profile is None:
         raise UsageError("--profile-digest pins a profile file: give PROFILE too.")
@@ -375,7 +377,7 @@ def snapshot(
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: exit codes per the contract, errors as one line, never a traceback."""
-    from ..apply import lock
+    from ..hosts import lock
 
     lock.invoked(sys.argv[1:] if argv is None else argv)
     try:

@@ -16,7 +16,7 @@ def profile_argument(*, required: bool = True) -> Callable[[F], F]:
     that exists wins)."""
 
     def resolved(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-        from ..errors import UsageError
+        from ..core.errors import UsageError
         from ..profile.bundled import resolve
 
         if value is None:
@@ -36,7 +36,7 @@ def profile_digest_option(command: F) -> F:
     """`--profile-digest sha256:HEX` (the parameter `profile_digest`: the hex, or None)."""
 
     def pinned(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-        from ..errors import UsageError
+        from ..core.errors import UsageError
         from ..profile.source import pinned
 
         if value is None:

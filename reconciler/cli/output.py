@@ -18,7 +18,7 @@ from typing import IO, Any
 
 import click
 
-from ..errors import TuneError
+from ..core.errors import TuneError
 from ..hosts.replaced import write_output
 from .options import format_option
 

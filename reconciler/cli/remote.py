@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from ..errors import UsageError
+from ..core.errors import UsageError
 from ..hosts.base import Host
 from ..hosts.directory import open_host
 from ..hosts.fleet import DEFAULT_FORKS

@@ -20,8 +20,8 @@ from typing import Any
 import click
 
 from ..apply.engines import engine_for
-from ..apply.orchestration import ApplyJob
-from ..errors import ExitCode, TuneError, UsageError
+from ..core.errors import ExitCode, TuneError, UsageError
+from ..flow.orchestration import ApplyJob
 from ..hosts.base import Host
 from ..hosts.fleet import HostResult, fleet_exit_code
 from ..hosts.targets import Identity

@@ -19,9 +19,9 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from ..errors import NotConfirmed
+from ..core.errors import NotConfirmed
+from ..core.printable import printable
 from ..render import rollout as render
-from ..render.printable import printable
 from ..render.rollout_live import live_table
 from ..rollout import journal
 from ..rollout.journal import HostEntry, Rollout

@@ -22,16 +22,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..apply import applied, state
+from ..apply import applied
 from ..apply.applied import AppliedRun
-from ..errors import HostError, JournalError
+from ..core.changes import Change, CheckResult, JsonValue, Knob, Note, Pending, Plan
+from ..core.errors import HostError, JournalError
+from ..core.files import Files, Request
 from ..hosts.base import ReadableHost
 from ..hosts.directory import DirectoryHost
-from ..hosts.files import Files, Request
 from ..plan.make import make_plan
-from ..plan.model import Change, CheckResult, JsonValue, Knob, Note, Pending, Plan
 from ..plan.observe import IDENTITY, Observation, observation, request
 from ..profile.load import LoadedProfile, load_profile, load_profile_text
+from ..steps import state
 
 
 class Since:

@@ -17,12 +17,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from ..apply import trust
-from ..apply.state import STATE
-from ..errors import HostError
+from ..core.changes import Note
+from ..core.errors import HostError
+from ..hosts import trust
 from ..hosts.base import Host
 from ..hosts.directory import DirectoryHost
-from ..plan.model import Note
+from ..steps.state import STATE
 from .check import DriftReport
 
 DIRECTORY = f"{STATE}/check"

@@ -9,8 +9,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
-from ..hosts.files import Files, Request
-from ..hosts.paths import path_matches
+from ..core.files import Files, Request
+from ..core.paths import path_matches
 from .kernel import OSRELEASE
 from .shell_values import Script, Unknown, Variables, evaluate
 
@@ -27,7 +27,7 @@ LOADER_INFO = "/sys/firmware/efi/efivars/LoaderInfo-4a67b082-0a4c-41cf-b6c7-440b
 # The boot tools whose command line is GRUB's defaults, and what regenerates the menu.
 GRUB_TOOLS = {"grub": ("update-grub",), "proxmox-boot-tool-grub": ("proxmox-boot-tool", "refresh")}
 DROPIN = "/etc/default/grub.d/90-tune.cfg"
-# tune's one-time GRUB entry (see reconciler.boot.tryonce): read so a leftover one is journaled.
+# tune's one-time GRUB entry (see reconciler.apply.tryonce): read so a leftover one is journaled.
 TRY_SCRIPT = "/etc/grub.d/42_tune_try"
 REDHAT_RELEASE = "/etc/redhat-release"
 # GRUB's environment block: RHEL 8's BLS entries say `options $kernelopts $tuned_params`, and

@@ -7,7 +7,7 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass
 
-from ..hosts.files import Files
+from ..core.files import Files
 
 CPUS = "/sys/devices/system/cpu"
 GOVERNOR = CPUS + "/cpu[0-9]*/cpufreq/scaling_governor"

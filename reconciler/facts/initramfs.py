@@ -9,7 +9,7 @@ keeps the same command), otherwise `dracut -f` (RHEL and its rebuilds, Fedora, S
 
 from __future__ import annotations
 
-from ..hosts.files import Files, Request
+from ..core.files import Files, Request
 
 UPDATE_INITRAMFS = ("/usr/sbin/update-initramfs", "/sbin/update-initramfs")
 DRACUT = ("/usr/bin/dracut", "/usr/sbin/dracut", "/sbin/dracut")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from ..hosts.files import Files, Request
+from ..core.files import Files, Request
 from . import numbers
 from .numa import NODE_CPULIST, format_list, parse_list
 from .pci import DEVICES, NUMA_NODE

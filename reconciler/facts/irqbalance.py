@@ -17,8 +17,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from ..hosts.files import Files, Request
-from ..hosts.shell import quoted
+from ..core.files import Files, Request
+from ..core.quoting import quoted
 from . import systemd
 from .pci import ADDRESS
 

@@ -8,7 +8,7 @@ import posixpath
 import re
 from collections.abc import Iterable
 
-from ..hosts.paths import overlay_order
+from ..core.paths import overlay_order
 
 MODULES = "/proc/modules"
 MODULE_DIR = "/sys/module"

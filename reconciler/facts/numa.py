@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from ..hosts.files import Files
+from ..core.files import Files
 from . import numbers
 
 NODES = "/sys/devices/system/node"

@@ -19,7 +19,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from ..hosts.files import Files
+from ..core.files import Files
 
 NVIDIA_SMI = "nvidia-smi"
 BUS_ID = "pci.bus_id"

@@ -10,8 +10,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
-from ..hosts.files import Files, Request
-from ..profile.schema import Before, Constrain, Strict
+from ..core.files import Files, Request
+from ..core.schema import Before, Constrain, Strict
 from . import pcie
 
 DEVICES = "/sys/bus/pci/devices"

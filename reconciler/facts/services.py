@@ -16,7 +16,7 @@ import fnmatch
 import re
 from dataclasses import dataclass
 
-from ..hosts.files import Files, Request
+from ..core.files import Files, Request
 from .cpu import GOVERNOR
 from .sysctl import key_of, path_of
 

@@ -16,8 +16,8 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from ..hosts.files import Files, Request, rooted_script
-from ..hosts.paths import overlay_order
+from ..core.files import Files, Request, rooted_script
+from ..core.paths import overlay_order
 
 # systemd's system unit search path, highest priority first (systemd.unit(5), "System Unit
 # Search Path"), without the generator and transient directories tune never writes.

@@ -11,12 +11,12 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from ..errors import HostError, reason
+from ..core.bounded import size_text
+from ..core.errors import HostError, reason
+from ..core.files import EDITED_READ, MAX_FILE_BYTES, Files, Request, cap_rank, last
+from ..core.paths import is_glob, path_matches, within
 from . import recorded
 from .base import Host, write_error
-from .bounded import size_text
-from .files import EDITED_READ, MAX_FILE_BYTES, Files, Request, cap_rank, last
-from .paths import is_glob, path_matches, within
 from .replaced import write_output
 from .unreadable import UNREADABLE, apply_markers, kept
 

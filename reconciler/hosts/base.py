@@ -15,11 +15,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..apply.trust import Owned
-from ..errors import HostError, NoSpace, Refused, reason
+from ..core.errors import HostError, NoSpace, Refused, reason
+from ..core.files import Files, Request
 from ..facts import irq
-from .files import Files, Request
 from .targets import Identity
+from .trust import Owned
 
 # What a full device (or a spent quota) makes a write fail with.
 FULL = frozenset({errno.ENOSPC, errno.EDQUOT})

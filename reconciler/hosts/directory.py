@@ -11,15 +11,8 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
-from ..apply import lock
-from ..apply.steps import temporary as temporary_of
-from ..apply.trust import Owned, check, make_directories, private_directory
-from ..errors import HostError, LockHeld
-from . import recorded
-from .archive import ArchiveHost
-from .base import Completed, Host, link_at_attribute, refusal, write_error
-from .beneath import Beneath, Rooted, append_whole, open_regular, write_all
-from .files import (
+from ..core.errors import HostError, LockHeld
+from ..core.files import (
     MAX_FILE_BYTES,
     MAX_STATE_BYTES,
     NOT_INSTALLED,
@@ -30,7 +23,13 @@ from .files import (
     last,
     rooted_body,
 )
-from .paths import checked, is_glob, within
+from ..core.paths import checked, is_glob, within
+from ..steps.ops import temporary as temporary_of
+from . import lock, recorded
+from .archive import ArchiveHost
+from .base import Completed, Host, link_at_attribute, refusal, write_error
+from .beneath import Beneath, Rooted, append_whole, open_regular, write_all
+from .trust import Owned, check, make_directories, private_directory
 from .unreadable import UNREADABLE, apply_markers
 
 

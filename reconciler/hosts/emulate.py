@@ -30,7 +30,8 @@ import struct
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ..errors import HostError
+from ..core.errors import HostError
+from ..core.files import NOT_INSTALLED, CommandOutput, Files, Request
 from ..facts import irq, nvidia_smi, pcie, systemd
 from ..facts.kernel import OSRELEASE
 from ..facts.lxc_keys import KEYS
@@ -41,7 +42,6 @@ from ..facts.pci import DEVICES
 from . import recorded
 from .base import ENOTSUPP, Completed, link_at_attribute, refusal
 from .beneath import open_regular, write_all
-from .files import NOT_INSTALLED, CommandOutput, Files, Request
 
 if TYPE_CHECKING:
     from .directory import DirectoryHost

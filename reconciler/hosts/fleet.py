@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from ..errors import ExitCode, HostError, TuneError
+from ..core.errors import ExitCode, HostError, TuneError
 from .base import ReadableHost
 
 T = TypeVar("T")

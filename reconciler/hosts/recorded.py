@@ -14,9 +14,9 @@ import hashlib
 import re
 from collections.abc import Callable
 
-from ..errors import HostError
+from ..core.errors import HostError
+from ..core.files import MAX_FILE_BYTES, NOT_INSTALLED, CommandOutput
 from ..facts.numbers import unsigned
-from .files import MAX_FILE_BYTES, NOT_INSTALLED, CommandOutput
 
 RECORDED = "/.tune-observed/commands"
 

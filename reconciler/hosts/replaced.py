@@ -28,10 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from ..errors import OutputError, reason
+from ..core.bounded import kind_of
+from ..core.errors import OutputError, reason
 from .base import FULL, write_error
 from .beneath import append_whole, open_regular
-from .bounded import kind_of
 
 ROOT = 0
 MAX_LINKS = 40  # the kernel's own limit on links followed in one lookup (ELOOP past it)

@@ -31,9 +31,9 @@ from fabric import Config, Connection
 from paramiko.hostkeys import HostKeyEntry
 from paramiko.pkey import UnknownKeyType
 
-from ..errors import ConnectError, HostError, HostKeyError, reason
-from ..render.printable import printable
-from .bounded import MAX_KEY_BYTES, Unreadable, read_bounded
+from ..core.bounded import MAX_KEY_BYTES, Unreadable, read_bounded
+from ..core.errors import ConnectError, HostError, HostKeyError, reason
+from ..core.printable import printable
 from .known_hosts import CERT_AUTHORITY, REVOKED, KnownKey, Parsed, matches, parse
 from .shell import ScriptResult, ShellHost
 from .targets import Identity, Target

@@ -12,7 +12,7 @@ import ipaddress
 import re
 from dataclasses import dataclass
 
-from ..errors import UsageError
+from ..core.errors import UsageError
 
 
 @dataclass(frozen=True)

@@ -18,9 +18,9 @@ import errno
 import os
 from collections.abc import Iterator, Mapping
 
-from ..errors import HostError
+from ..core.errors import HostError
+from ..core.files import Files
 from ..facts.numbers import unsigned
-from .files import Files
 
 UNREADABLE = "/.tune-emulate/unreadable"
 KERNEL_TREES = ("/proc/", "/sys/")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..plan.model import Phase
+from ..core.changes import Phase
 from . import (
     acs,
     checks,

@@ -31,9 +31,9 @@ import shlex
 from dataclasses import dataclass
 from typing import Literal
 
-from ..apply.persist import UDEV, Persisted
-from ..apply.steps import Probe, Read, Step
-from ..errors import HostError
+from ..core.changes import Change, Note, Outcome, Phase, Priority
+from ..core.errors import HostError
+from ..core.files import Files, Request
 from ..facts import pcie
 from ..facts.cmdline import Edit, Mode
 from ..facts.kernel import OSRELEASE, version
@@ -51,8 +51,8 @@ from ..facts.pci import (
     upstream,
     vfio_bound,
 )
-from ..hosts.files import Files, Request
-from ..plan.model import Change, Note, Outcome, Phase, Priority
+from ..steps.ops import Probe, Read, Step
+from ..steps.persist import UDEV, Persisted
 from .base import Kind, Meta, missing_note
 from .pci import SETPCI, device_at, no_match_note, setpci_step, setpci_word
 

@@ -10,7 +10,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Generic, TypeVar, cast
 
-from ..apply.steps import (
+from ..core.changes import Change, Outcome, Phase, Priority, Value
+from ..core.errors import HostError
+from ..core.files import Files, Request
+from ..core.paths import may_match_dot
+from ..core.schema import After, Before, Constrain, Strict, invalid, pattern_check
+from ..facts.cmdline import Edit
+from ..steps.ops import (
     DeleteFile,
     Need,
     Op,
@@ -22,15 +28,9 @@ from ..apply.steps import (
     Step,
     normalize_words,
 )
-from ..errors import HostError
-from ..facts.cmdline import Edit
-from ..hosts.files import Files, Request
-from ..hosts.paths import may_match_dot
-from ..plan.model import Change, Outcome, Phase, Priority, Value
-from ..profile.schema import After, Before, Constrain, Strict, invalid, pattern_check
 
 if TYPE_CHECKING:
-    from ..apply.persist import Persisted
+    from ..steps.persist import Persisted
 
 V = TypeVar("V")
 SpecT = TypeVar("SpecT")
@@ -204,7 +204,7 @@ class AfterBoot:
 
 class Kind(ABC, Generic[SpecT]):
     """A knob kind: which files it reads, how it compares desired with observed (pure), and for
-    `tune apply` how to make, undo and persist a change, as data (`reconciler.apply.steps`).
+    `tune apply` how to make, undo and persist a change, as data (`reconciler.steps.ops`).
 
     Registered in `reconciler.kinds.REGISTRY`, a kind owns the profile section `section` (of
     type `spec_type`; a mapping or a list is empty when absent, anything else None), its row of

@@ -15,13 +15,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
+from ..core.changes import CheckResult, Note, Outcome, Phase
+from ..core.files import Files, Request
+from ..core.schema import Before, Constrain
 from ..facts.cpu import SCALING_DRIVER
 from ..facts.kernel import IOMMU_TYPES, OSRELEASE, kernel_ok
 from ..facts.pci import PciDevice, Selector, pci_devices, request_devices
 from ..facts.pcie import gts
-from ..hosts.files import Files, Request
-from ..plan.model import CheckResult, Note, Outcome, Phase
-from ..profile.schema import Before, Constrain
 from .base import Kind, Meta, Strict, entry, safe
 
 KernelConstraint = safe(r"(>=|<=|==|>|<)?\s*\d+(\.\d+){0,2}", "kernel version constraint", ">=6.14")

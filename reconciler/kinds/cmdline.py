@@ -36,23 +36,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Annotated, Any
 
-from ..apply.steps import (
-    BootTool,
-    Command,
-    Need,
-    Probe,
-    PutFile,
-    Read,
-    Require,
-    Step,
-)
-from ..errors import BootConfigUnknown, HostError
+from ..core.changes import Change, Note, Outcome, Pending, Phase, Priority, Value
+from ..core.errors import BootConfigUnknown, HostError
+from ..core.files import Files, Request
+from ..core.schema import Before, Constrain, invalid
 from ..facts import cmdline as fmt
 from ..facts.kernel import OSRELEASE
 from ..facts.shell_values import Unknown
-from ..hosts.files import Files, Request
-from ..plan.model import Change, Note, Outcome, Pending, Phase, Priority, Value
-from ..profile.schema import Before, Constrain, invalid
+from ..steps.ops import BootTool, Command, Need, Probe, PutFile, Read, Require, Step
 from .base import AfterBoot, Kind, Meta, Strict, entry, file_step, safe, safe_scalar
 
 Wanted = list[tuple[fmt.Edit, Meta]]

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..apply.persist import Persisted, tmpfiles_write
-from ..apply.steps import Read, Step
+from ..core.changes import Change, Note, Outcome, Phase
+from ..core.files import Files, Request
 from ..facts import services
 from ..facts.cpu import CPUS, GOVERNOR, STATE_DISABLE, STATE_NAME, by_cpu, cpu_of, idle_states
-from ..hosts.files import Files, Request
-from ..plan.model import Change, Note, Outcome, Phase
+from ..steps.ops import Read, Step
+from ..steps.persist import Persisted, tmpfiles_write
 from .base import Entry, Kind, Meta, Strict, attribute_step, entry, missing_note, safe
 
 IDLE_FLAG = {"disabled": "1", "enabled": "0"}

@@ -20,10 +20,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..apply.steps import Step
+from ..core.changes import Change, Outcome, Pending, Phase
+from ..core.files import Files, Request
 from ..facts import nvidia_smi
-from ..hosts.files import Files, Request
-from ..plan.model import Change, Outcome, Pending, Phase
+from ..steps.ops import Step
 from .base import AfterBoot, Kind
 from .gpus import ECC, GpuEntry, lacks, names_a_gpu, read_back_words, setting_step, wanted
 

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..apply.persist import OWNED, SYSCTL, SYSCTL_DIRS, WHY, contents, later_sysctl_files
-from ..apply.steps import Step
-from ..errors import HostError
-from ..hosts.files import Files, Request
-from ..plan.model import Change, Outcome, Phase, Priority
+from ..core.changes import Change, Outcome, Phase, Priority
+from ..core.errors import HostError
+from ..core.files import Files, Request
+from ..steps.ops import Step
+from ..steps.persist import OWNED, SYSCTL, SYSCTL_DIRS, WHY, contents, later_sysctl_files
 from .base import Kind, Meta, file_step
 
 

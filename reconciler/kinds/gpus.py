@@ -31,14 +31,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from ..apply.persist import GPU_UNIT, PERSISTENCED_DROPIN, Persisted
-from ..apply.steps import Command, Need, Probe, Read, Require, Step
-from ..errors import HostError
+from ..core.changes import Change, Note, Outcome, Phase
+from ..core.errors import HostError
+from ..core.files import Files, Request
+from ..core.schema import Before, Constrain, invalid
 from ..facts import nvidia_smi
 from ..facts.nvidia_smi import Gpu, Reading
-from ..hosts.files import Files, Request
-from ..plan.model import Change, Note, Outcome, Phase
-from ..profile.schema import Before, Constrain, invalid
+from ..steps.ops import Command, Need, Probe, Read, Require, Step
+from ..steps.persist import GPU_UNIT, PERSISTENCED_DROPIN, Persisted
 from .base import Kind, Meta, Strict, missing_note, safe
 
 ALL = "all"

@@ -20,12 +20,12 @@ from __future__ import annotations
 import re
 from typing import Annotated
 
-from ..apply.persist import Persisted, tmpfiles_write
-from ..apply.steps import Read, Step, normalize_words
+from ..core.changes import Change, Note, Outcome, Phase
+from ..core.files import Files, Request
+from ..core.schema import Constrain
 from ..facts.numa import NODES
-from ..hosts.files import Files, Request
-from ..plan.model import Change, Note, Outcome, Phase
-from ..profile.schema import Constrain
+from ..steps.ops import Read, Step, normalize_words
+from ..steps.persist import Persisted, tmpfiles_write
 from .base import Entry, Kind, attribute_step, entry, missing_note, safe
 
 EVERY = f"{NODES}/node*/hugepages/hugepages-*/nr_hugepages"

@@ -35,13 +35,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from ..apply.steps import Command, Need, Read, Require, Step
-from ..errors import HostError
+from ..core.changes import Change, Note, Outcome, Phase
+from ..core.errors import HostError
+from ..core.files import Files, Request
 from ..facts import irq, irqbalance, systemd
 from ..facts.numa import format_list, node_cpus, parse_list
 from ..facts.pci import PciDevice, Selector, numa_node, pci_devices, request_devices
-from ..hosts.files import Files, Request
-from ..plan.model import Change, Note, Outcome, Phase
+from ..steps.ops import Command, Need, Read, Require, Step
 from .base import Kind, Meta, attribute_step, file_step, missing_note, safe_scalar
 from .pci import no_match, no_match_note
 

@@ -32,12 +32,12 @@ import posixpath
 from dataclasses import dataclass
 from typing import Annotated
 
-from ..apply.steps import Need, Probe, PutFile, Read, Require, Step
-from ..errors import HostError
+from ..core.changes import Change, Note, Outcome, Phase, Priority
+from ..core.errors import HostError
+from ..core.files import Files, Request
+from ..core.schema import After, invalid
 from ..facts import lxc as fmt
-from ..hosts.files import Files, Request
-from ..plan.model import Change, Note, Outcome, Phase, Priority
-from ..profile.schema import After, invalid
+from ..steps.ops import Need, Probe, PutFile, Read, Require, Step
 from .base import AfterBoot, Kind, Meta, Strict, entry, missing_note, safe
 
 ContainerId = safe(r"[0-9]{1,9}", "container id", '"101"')

@@ -21,9 +21,9 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Literal
 
-from ..apply.persist import MODPROBE, MODULES_LOAD, Persisted, modprobe_options
-from ..apply.steps import Command, Need, Probe, Read, Require, Step, normalize_words
-from ..errors import HostError
+from ..core.changes import Change, Note, Outcome, Phase
+from ..core.errors import HostError
+from ..core.files import Files, Request
 from ..facts.kernel import OSRELEASE
 from ..facts.modules import (
     BUILTIN,
@@ -35,8 +35,8 @@ from ..facts.modules import (
     param_path,
 )
 from ..facts.nvidia_params import driver_param
-from ..hosts.files import Files, Request
-from ..plan.model import Change, Note, Outcome, Phase
+from ..steps.ops import Command, Need, Probe, Read, Require, Step, normalize_words
+from ..steps.persist import MODPROBE, MODULES_LOAD, Persisted, modprobe_options
 from .base import (
     Entry,
     Kind,

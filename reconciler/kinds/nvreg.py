@@ -26,14 +26,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..apply.persist import NVREG, modprobe_options
-from ..apply.steps import BootTool, Step
-from ..errors import HostError
+from ..core.changes import Change, Note, Outcome, Pending, Phase, Priority
+from ..core.errors import HostError
+from ..core.files import Files, Request
 from ..facts import initramfs
 from ..facts import nvidia_params as nv
 from ..facts.modules import MODPROBE_GLOBS, canonical, modprobe_order, module_options
-from ..hosts.files import Files, Request
-from ..plan.model import Change, Note, Outcome, Pending, Phase, Priority
+from ..steps.ops import BootTool, Step
+from ..steps.persist import NVREG, modprobe_options
 from .base import AfterBoot, Kind, Meta, file_step, missing_note
 
 

@@ -20,14 +20,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated
 
-from ..apply.persist import UDEV, Persisted
-from ..apply.steps import Command, Need, Probe, Read, Require, Step
-from ..errors import HostError
+from ..core.changes import Change, Note, Outcome, Phase
+from ..core.errors import HostError
+from ..core.files import Files, Request
+from ..core.schema import After, Constrain
 from ..facts import pcie
 from ..facts.pci import DEVICES, PciDevice, Selector, pci_devices, request_devices
-from ..hosts.files import Files, Request
-from ..plan.model import Change, Note, Outcome, Phase
-from ..profile.schema import After, Constrain
+from ..steps.ops import Command, Need, Probe, Read, Require, Step
+from ..steps.persist import UDEV, Persisted
 from .base import Kind, Meta, missing_note
 
 # Debian, Ubuntu and Proxmox install it here; udev's RUN needs an absolute path.

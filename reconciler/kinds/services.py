@@ -30,12 +30,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Annotated, Any, Literal
 
-from ..apply.steps import Command, Need, Probe, Read, Require, Step
-from ..errors import HostError
+from ..core.changes import Change, Note, Outcome, Pending, Phase
+from ..core.errors import HostError
+from ..core.files import Files, Request
+from ..core.schema import After, Before, invalid
 from ..facts import systemd
-from ..hosts.files import Files, Request
-from ..plan.model import Change, Note, Outcome, Pending, Phase
-from ..profile.schema import After, Before, invalid
+from ..steps.ops import Command, Need, Probe, Read, Require, Step
 from .base import Kind, Meta, file_step, missing_note, safe, safe_scalar
 
 UnitName = safe(systemd.UNIT_NAME, "systemd unit name", "containerd.service")

@@ -16,12 +16,12 @@ from __future__ import annotations
 import difflib
 import shlex
 
-from ..apply.persist import SYSCTL, Persisted
-from ..apply.steps import Read, Step, normalize_words
+from ..core.changes import Change, Note, Outcome, Phase
+from ..core.files import Files, Request
 from ..facts import services
 from ..facts.sysctl import ROOT, key_of, path_of
-from ..hosts.files import Files, Request
-from ..plan.model import Change, Note, Outcome, Phase
+from ..steps.ops import Read, Step, normalize_words
+from ..steps.persist import SYSCTL, Persisted
 from .base import (
     Entry,
     KernelValue,

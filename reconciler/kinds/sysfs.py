@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import shlex
 
-from ..apply.persist import Persisted, tmpfiles_write
-from ..apply.steps import Read, Step
+from ..core.changes import Change, Note, Outcome, Phase
+from ..core.files import Files, Request
+from ..core.paths import is_glob
 from ..facts import services
-from ..hosts.files import Files, Request
-from ..hosts.paths import is_glob
-from ..plan.model import Change, Note, Outcome, Phase
+from ..steps.ops import Read, Step
+from ..steps.persist import Persisted, tmpfiles_write
 from .base import (
     Entry,
     KernelValue,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ..core.changes import Change, Note, Outcome, Phase, Plan, Priority
 from ..kinds import boot_files
 from ..profile.load import LoadedProfile
-from .model import Change, Note, Outcome, Phase, Plan, Priority
 from .observe import Observation
 
 PHASES = (Phase.RUNTIME, Phase.REBOOT)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..core.changes import HostFacts
+from ..core.files import Files, Request
 from ..facts.kernel import BOOT_ID, HOSTNAME, OSRELEASE
 from ..hosts.base import ReadableHost
-from ..hosts.files import Files, Request
 from ..profile.load import Profile
-from .model import HostFacts
 
 IDENTITY = Request.of(HOSTNAME, OSRELEASE, BOOT_ID)
 

@@ -16,13 +16,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ..apply.trust import Owned, check, private_directory
-from ..errors import StalePlan, UsageError, reason
-from ..hosts.bounded import MAX_SAVED_PLAN_BYTES, read_bounded
+from ..core.bounded import MAX_SAVED_PLAN_BYTES, read_bounded
+from ..core.changes import Phase, Plan
+from ..core.errors import StalePlan, UsageError, reason
 from ..hosts.replaced import write_output
+from ..hosts.trust import Owned, check, private_directory
 from ..kinds import boot_files
 from ..profile.load import LoadedProfile
-from .model import Phase, Plan
 
 DEFAULT = Path(".tune") / "plan.json"
 VERSION = 2  # 2: "phases" and "saved_at" (a version 1 plan covers both phases)

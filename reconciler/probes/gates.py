@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .spec import Gate
+from ..profile.probe_spec import Gate
 
 
 @dataclass(frozen=True)

@@ -8,11 +8,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ..apply.records import GateJudged, ProbesMeasured, Record
-from ..errors import HostError
+from ..core.errors import HostError
+from ..profile.probe_spec import ProbeSpec
+from ..steps.records import GateJudged, ProbesMeasured, Record
 from .gates import GateVerdict, judge
 from .runner import Executor, ProbeResult, run_argv, run_probe
-from .spec import ProbeSpec
 
 # `when` of the measurement `tune verify` makes after the boot a reboot-phase apply prepared.
 AFTER_BOOT = "after-boot"

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import child_environment
-from .spec import ProbeSpec
+from ..profile.probe_spec import ProbeSpec
 
 # Kept in the journal: enough to see what a probe printed, not a whole benchmark log.
 OUTPUT_KEEP = 4096

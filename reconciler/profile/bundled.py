@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from ..errors import UsageError
+from ..core.errors import UsageError
 from .source import is_url, path_of_url
 
 SUFFIX = ".yaml"

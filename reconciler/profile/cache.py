@@ -23,8 +23,8 @@ import stat
 from pathlib import Path
 from typing import TypeVar
 
-from ..apply.trust import private_directory
-from ..hosts.bounded import MAX_PROFILE_BYTES, read_bounded
+from ..core.bounded import MAX_PROFILE_BYTES, read_bounded
+from ..hosts.trust import private_directory
 
 T = TypeVar("T")
 

@@ -15,19 +15,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
-from ..errors import Diagnostic, ProfileError, reason
-from ..hosts.bounded import (
+from ..core.bounded import (
     MAX_PROFILE_BYTES,
     TooManyValues,
     counting_composer,
     read_bounded,
     size_text,
 )
+from ..core.errors import Diagnostic, ProfileError, reason
+from ..core.schema import Before, json_schema, validate
 from ..kinds import REGISTRY
 from ..kinds.base import Kind, Meta, Strict, safe
-from ..probes.spec import ProbeName, ProbeSpec
 from . import cache as profile_cache
-from .schema import Before, json_schema, validate
+from .probe_spec import ProbeName, ProbeSpec
 from .source import set_digest, shown
 
 if TYPE_CHECKING:

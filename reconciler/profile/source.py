@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable
 from urllib.parse import unquote, urlsplit
 
-from ..errors import UsageError
+from ..core.errors import UsageError
 
 # RFC 3986's scheme, then `:`: `https://`, `s3://`, but not a relative path such as `./a:b`.
 URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-from ..plan.model import Plan
+from ..core.changes import Plan
 
 
 def as_json(plan: Plan, color: bool = False) -> str:

@@ -7,14 +7,14 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from ..apply.engine import Work
-from ..apply.state import LOCK, STATE
-from ..apply.steps import PutFile, Step
+from ..core.changes import Change, Plan
+from ..core.files import Request
+from ..core.printable import printable
 from ..hosts.base import ReadableHost
-from ..hosts.files import Request
-from ..plan.model import Change, Plan
+from ..steps.ops import PutFile, Step
+from ..steps.state import LOCK, STATE
 from .diff import unified
 from .folding import Group, blocks, fold_key, same_but_subject, subjects
-from .printable import printable
 
 
 def applied_part(work: Work) -> Plan:
@@ -41,7 +41,7 @@ def dry_run_text(
     host has now (or the one an earlier step of the run writes), read in one batch. With the
     `plan` the steps came from, steps that do the same to another CPU or device fold into the
     first one's, as the plan folds their changes."""
-    from ..plan.model import Value
+    from ..core.changes import Value
 
     def show(value: Value) -> str:
         if isinstance(value, tuple):

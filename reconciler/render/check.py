@@ -7,13 +7,13 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from ..core.changes import Change, CheckResult, JsonValue, Plan, Value, pending_counts
+from ..core.printable import printable_data
 from ..drift.check import DriftReport, Since
 from ..hosts.fleet import HostResult
-from ..plan.model import Change, CheckResult, JsonValue, Plan, Value, pending_counts
 from . import documents
 from . import fleet as fleet_render
 from .folding import Group, entries, fold, show, shown
-from .printable import printable_data
 from .style import styler
 from .text import HOW
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from ..errors import TuneError
+from ..core.changes import Phase, Plan
+from ..core.errors import TuneError
 from ..hosts.fleet import HostResult
-from ..plan.model import Phase, Plan
 
 # Raised when a document changes incompatibly (a field removed, renamed or retyped); new fields
 # keep it.

@@ -13,15 +13,15 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from ..errors import ApplyFailed
+from ..core.changes import Phase, Plan
+from ..core.errors import ApplyFailed
+from ..core.printable import printable
 from ..hosts.fleet import HostResult
-from ..plan.model import Phase, Plan
 from . import documents, md
-from .printable import printable
 
 if TYPE_CHECKING:
     from ..apply.engines import ApplyResult
-    from ..apply.steps import Skipped
+    from ..steps.ops import Skipped
 
 Renderer = Callable[[Plan, bool], str]
 T = TypeVar("T")

@@ -13,9 +13,9 @@ from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import TypeVar
 
+from ..core.changes import Change, Value
 from ..facts.numa import format_list
 from ..kinds import named
-from ..plan.model import Change, Value
 
 T = TypeVar("T")
 

@@ -4,10 +4,10 @@ the profile goes through `md` (a code span, or escaped text); tune's own words d
 
 from __future__ import annotations
 
-from ..plan.model import Pending, Phase, Plan, Priority, pending_counts
+from ..core.changes import Pending, Phase, Plan, Priority, pending_counts
+from ..core.printable import printable_data
 from . import md
 from .folding import Group, fold, show, shown
-from .printable import printable_data
 
 WHEN = {Phase.RUNTIME: "live (runtime)", Phase.REBOOT: "at next boot or container restart"}
 

@@ -8,8 +8,8 @@ import json
 import time
 from typing import TYPE_CHECKING, Any
 
+from ..core.printable import printable
 from . import documents
-from .printable import printable
 
 if TYPE_CHECKING:
     from ..rollout.journal import HostEntry, Rollout

@@ -16,7 +16,7 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
-from .printable import printable
+from ..core.printable import printable
 from .rollout import CONFIGURATIONS, counts_line, elapsed
 
 if TYPE_CHECKING:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from ..plan.model import Change, Phase, Plan, Priority, Value, pending_counts
+from ..core.changes import Change, Phase, Plan, Priority, Value, pending_counts
+from ..core.printable import printable_data
 from .diff import unified
 from .folding import entries, fold, show, whole_files
-from .printable import printable_data
 from .style import styler
 
 HOW = {

@@ -8,7 +8,10 @@ from __future__ import annotations
 from typing import Any
 
 from ..apply.journal import Run
-from ..apply.records import (
+from ..core.changes import Priority, jsonable
+from ..probes.gates import change_percent
+from ..probes.phase import AFTER_BOOT
+from ..steps.records import (
     STEP_MARKERS,
     Failed,
     GateJudged,
@@ -22,9 +25,6 @@ from ..apply.records import (
     Verified,
     Written,
 )
-from ..plan.model import Priority, jsonable
-from ..probes.gates import change_percent
-from ..probes.phase import AFTER_BOOT
 
 # When a run measures its probes: around the phase, and after the boot (`tune verify`).
 WHEN = ("before", "after", AFTER_BOOT)

@@ -28,8 +28,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import HostError, reason
-from ..render.printable import printable_lines
+from ..core.errors import HostError, reason
+from ..core.printable import printable_lines
 
 # Linux refuses to start a program (E2BIG) given one environment string longer than
 # MAX_ARG_STRLEN (32 pages, 128 KiB), or an environment and arguments together past ARG_MAX: a

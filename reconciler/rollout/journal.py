@@ -30,11 +30,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ..apply.trust import private_directory
-from ..errors import JournalError, UsageError, reason
-from ..hosts.bounded import read_bounded
+from ..core.bounded import read_bounded
+from ..core.errors import JournalError, UsageError, reason
 from ..hosts.replaced import append_file, replace_file
 from ..hosts.targets import Identity
+from ..hosts.trust import private_directory
 
 VERSION = 1
 MAX_BYTES = 16 * 1024 * 1024

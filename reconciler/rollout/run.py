@@ -24,10 +24,10 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from ..apply.journal import new_run_id, read_run, rolled_back_run
-from ..apply.orchestration import ApplyJob, Show, after_boot, prepare_host, run_work
+from ..apply.pending import PendingBoot, read_pending
 from ..boot.reboot import POLL_S, boot_id_of, conclude, wait_for_new_boot
-from ..boot.verify import PendingBoot, read_pending
-from ..errors import ApplyFailed, ExitCode, RebootTimeout, TuneError
+from ..core.errors import ApplyFailed, ExitCode, RebootTimeout, TuneError
+from ..flow.orchestration import ApplyJob, Show, after_boot, prepare_host, run_work
 from ..hosts.base import Host
 from ..hosts.fleet import for_each_host
 from .hooks import HookContext, run_hook

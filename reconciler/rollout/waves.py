@@ -12,7 +12,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..errors import UsageError
+from ..core.errors import UsageError
 
 _SIZE = re.compile(r"(\d+)(%?)")
 

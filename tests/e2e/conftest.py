@@ -17,7 +17,7 @@ from types import FrameType
 
 import pytest
 
-from reconciler.apply.persist import OWNED
+from reconciler.steps.persist import OWNED
 
 from .over_ssh import STATE
 from .vm import Slot, Unavailable, Vm, preflight

@@ -8,7 +8,7 @@ import re
 import tarfile
 from pathlib import Path
 
-from reconciler.hosts.files import Request
+from reconciler.core.files import Request
 
 from .vm import Vm
 

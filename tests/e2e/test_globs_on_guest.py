@@ -7,7 +7,7 @@ build it, so that the guest's side of the read is what is tested.
 
 from __future__ import annotations
 
-from reconciler.hosts.files import Request
+from reconciler.core.files import Request
 from reconciler.hosts.shell import ReadScript
 from reconciler.hosts.ssh import SshSettings, SshSetup
 from reconciler.hosts.targets import Target

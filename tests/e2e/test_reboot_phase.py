@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 from conftest import Result
 
-from reconciler.apply.persist import UDEV
 from reconciler.kinds.pci import BY_NAME, SETPCI, masked_write
+from reconciler.steps.persist import UDEV
 
 from . import guest
 from .over_ssh import STATE, apply, history, nvme_select, plan_json, tune, write_profile

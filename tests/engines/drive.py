@@ -34,7 +34,6 @@ from reconciler.apply.engine import (
     unloadable_here,
 )
 from reconciler.apply.journal import LOCK, RUNS, new_run_id, read_run, run_ids
-from reconciler.apply.lock import Holder
 from reconciler.apply.sh_engine import (
     apply_remote,
     extend_remote,
@@ -42,11 +41,12 @@ from reconciler.apply.sh_engine import (
     restore_remote,
     unloadable_remote,
 )
-from reconciler.apply.steps import PutFile, Step
-from reconciler.errors import HostError, RunKilled
+from reconciler.core.errors import HostError, RunKilled
 from reconciler.hosts.base import Host
 from reconciler.hosts.directory import SnapshotHost
+from reconciler.hosts.lock import Holder
 from reconciler.profile.load import load_profile
+from reconciler.steps.ops import PutFile, Step
 
 # The process that applied died between a journal record and its write (kill -9, power
 # loss): nothing in tune may catch it, and recovery is `tune rollback`.

@@ -12,16 +12,16 @@ from small_host import SmallHost, build, config_space, tree, write_profile
 
 from reconciler.apply import sh_engine
 from reconciler.apply.journal import LOCK, PROFILE, Run, read_run, run_ids
-from reconciler.apply.persist import MODULES_LOAD, header
-from reconciler.apply.records import PlanRecord
-from reconciler.apply.steps import PutFile
-from reconciler.boot.verify import PENDING
-from reconciler.errors import ApplyFailed, HostError
+from reconciler.apply.pending import PENDING
+from reconciler.core.errors import ApplyFailed, HostError
 from reconciler.hosts.directory import SnapshotHost
 from reconciler.hosts.emulate import LISTED, LOAD_FAILS, REFUSES
 from reconciler.plan.make import make_plan
 from reconciler.plan.observe import observe
 from reconciler.profile.load import load_profile
+from reconciler.steps.ops import PutFile
+from reconciler.steps.persist import MODULES_LOAD, header
+from reconciler.steps.records import PlanRecord
 
 from .drive import FAULT, Engine
 

@@ -18,7 +18,7 @@ from small_host import SmallHost, build, tree, write_profile
 from test_apply_faults import SCRATCH, scenarios
 
 from reconciler.apply.journal import read_run, run_ids
-from reconciler.errors import ApplyFailed, HostError
+from reconciler.core.errors import ApplyFailed, HostError
 from reconciler.hosts.directory import SnapshotHost
 
 from .drive import FAULT, Engine, Killed, PythonEngine, ShEngine, differences, left_behind

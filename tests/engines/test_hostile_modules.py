@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from small_host import SmallHost, build, tree, write_profile
 
-from reconciler.errors import ApplyFailed
+from reconciler.core.errors import ApplyFailed
 
 from .drive import Engine
 

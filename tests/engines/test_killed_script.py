@@ -14,7 +14,7 @@ from small_host import write_profile
 
 from reconciler.apply.journal import read_run, run_ids
 from reconciler.apply.sh_engine import apply_remote
-from reconciler.errors import ApplyFailed, ExitCode, RunKilled
+from reconciler.core.errors import ApplyFailed, ExitCode, RunKilled
 from reconciler.hosts.directory import SnapshotHost
 from reconciler.profile.load import load_profile
 

@@ -14,10 +14,10 @@ from small_host import build, tree, whole_tree, write_profile
 from test_apply_kinds import HOST, KIND_PROFILES
 from test_lxc_editor import CONFIG, DEVICES
 
+from reconciler.core.files import CommandOutput
 from reconciler.facts import lxc as fmt
 from reconciler.facts import nvidia_smi, pcie
 from reconciler.hosts import recorded
-from reconciler.hosts.files import CommandOutput
 
 from .drive import Engine
 from .test_apply import runtime_changes

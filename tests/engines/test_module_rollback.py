@@ -11,8 +11,8 @@ from conftest import write
 from small_host import SmallHost, build, write_profile
 
 from reconciler.apply.journal import read_run
-from reconciler.apply.steps import Command
 from reconciler.hosts.directory import SnapshotHost
+from reconciler.steps.ops import Command
 
 from .drive import Engine
 

@@ -12,14 +12,14 @@ from conftest import profile, write
 from small_host import tree
 
 from reconciler.apply.journal import read_run
-from reconciler.apply.persist import NVREG
-from reconciler.apply.records import Deferred
 from reconciler.facts.modules import MODULES
 from reconciler.facts.nvidia_params import PARAMS
 from reconciler.hosts.directory import SnapshotHost
 from reconciler.plan.make import make_plan
 from reconciler.plan.observe import observe
 from reconciler.profile.load import load_profile
+from reconciler.steps.persist import NVREG
+from reconciler.steps.records import Deferred
 
 from .drive import Engine
 

@@ -25,14 +25,14 @@ from small_host import (
 
 from reconciler.apply.engine import perform, read
 from reconciler.apply.sh_engine import LIBRARY, _op, _probe_args
-from reconciler.apply.steps import Command, DeleteFile, Op, Probe, PutFile, Read, SetAttr, Step
-from reconciler.errors import HostError, Refused
+from reconciler.core.errors import HostError, Refused
+from reconciler.core.quoting import quoted
 from reconciler.facts import cmdline as fmt
 from reconciler.facts import nvidia_smi
 from reconciler.hosts import recorded
 from reconciler.hosts.directory import SnapshotHost
 from reconciler.hosts.emulate import LISTED, REFUSES
-from reconciler.hosts.shell import quoted
+from reconciler.steps.ops import Command, DeleteFile, Op, Probe, PutFile, Read, SetAttr, Step
 
 Primitive = Op | Probe
 

@@ -13,9 +13,9 @@ from small_host import tree
 from test_reboot_phase import PROFILE
 
 from reconciler.apply.journal import read_run
-from reconciler.apply.steps import DeleteFile, Probe, PutFile, Read, SetAttr, Step
-from reconciler.errors import ApplyFailed
+from reconciler.core.errors import ApplyFailed
 from reconciler.hosts.directory import SnapshotHost
+from reconciler.steps.ops import DeleteFile, Probe, PutFile, Read, SetAttr, Step
 
 from .drive import Engine
 from .test_reboot_phase import configured, layout

@@ -12,14 +12,14 @@ from small_host import tree
 from test_reboot_phase import LAYOUTS, PROFILE, RUNNING
 
 from reconciler.apply.journal import read_run
-from reconciler.apply.records import Deferred
-from reconciler.errors import HostError
+from reconciler.core.errors import HostError
 from reconciler.facts import cmdline as fmt
 from reconciler.hosts.directory import SnapshotHost
 from reconciler.hosts.emulate import COMMANDS, LISTED
 from reconciler.plan.make import make_plan
 from reconciler.plan.observe import observe
 from reconciler.profile.load import load_profile
+from reconciler.steps.records import Deferred
 
 from .drive import Engine
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from small_host import tree
 
-from reconciler.errors import HostError
+from reconciler.core.errors import HostError
 from reconciler.hosts.directory import SnapshotHost
 from reconciler.plan.make import make_plan
 from reconciler.plan.observe import observe

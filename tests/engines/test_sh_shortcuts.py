@@ -20,10 +20,10 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from reconciler.apply.sh_engine import LIBRARY
-from reconciler.apply.steps import Probe, Read
+from reconciler.core.quoting import quoted
 from reconciler.hosts.emulate import kernel_text
-from reconciler.hosts.shell import quoted
 from reconciler.profile.load import load_profile
+from reconciler.steps.ops import Probe, Read
 
 from .drive import ShEngine
 

@@ -14,13 +14,13 @@ from test_shell_read import LocalShellHost
 
 from reconciler.apply.engine import not_read_whole, prepare
 from reconciler.apply.sh_engine import apply_remote
-from reconciler.apply.steps import Probe, PutFile, Read, Step
-from reconciler.errors import HostChanged, HostError
+from reconciler.core.changes import Change, Phase
+from reconciler.core.errors import HostChanged, HostError
+from reconciler.core.files import MAX_EDITED_BYTES, MAX_FILE_BYTES, Request
 from reconciler.facts import lxc as fmt
 from reconciler.hosts.directory import SnapshotHost
-from reconciler.hosts.files import MAX_EDITED_BYTES, MAX_FILE_BYTES, Request
-from reconciler.plan.model import Change, Phase
 from reconciler.profile.load import load_profile
+from reconciler.steps.ops import Probe, PutFile, Read, Step
 
 from .drive import Engine
 

@@ -11,9 +11,9 @@ from pathlib import Path
 from conftest import ACS_CASE, write
 from small_host import CLOCKS_HEADER, GPU_HEADER, SmallHost, build, clocks_line, gpu_line
 
+from reconciler.core.files import CommandOutput
 from reconciler.facts import nvidia_smi
 from reconciler.hosts import recorded
-from reconciler.hosts.files import CommandOutput
 
 BUS = "00000000:01:00.0"
 DEVICE = "/sys/bus/pci/devices/0000:01:00.0"

@@ -24,7 +24,7 @@ from conftest import BLACKWELL, UNTUNED, Result, copy_host, run_tune
 from small_host import whole_tree
 
 import reconciler
-from reconciler.errors import ExitCode, HostError
+from reconciler.core.errors import ExitCode, HostError
 from reconciler.hosts import archive as host_mod
 from reconciler.hosts.archive import ArchiveHost
 from reconciler.profile import load as profile_mod

@@ -23,18 +23,18 @@ from ssh_fixture import SshLab, StartLab, sshd_available
 from test_shell_read import LocalShellHost
 
 from reconciler.apply.journal import new_run_id
-from reconciler.apply.records import RunStarted
 from reconciler.apply.sh_engine import LIBRARY, ApplyScript, start, wait
-from reconciler.apply.steps import Step
-from reconciler.errors import HostError
+from reconciler.core.errors import HostError
+from reconciler.core.files import Files, Request
 from reconciler.hosts.archive import ArchiveHost, write_archive
 from reconciler.hosts.directory import SnapshotHost
-from reconciler.hosts.files import Files, Request
 from reconciler.hosts.shell import ReadScript, ShellHost
 from reconciler.hosts.ssh import SshSettings, SshSetup
 from reconciler.hosts.targets import Target
 from reconciler.kinds.base import Entry
 from reconciler.kinds.sysfs import KIND as SYSFS
+from reconciler.steps.ops import Step
+from reconciler.steps.records import RunStarted
 
 needs_lab = pytest.mark.skipif(
     not sshd_available(), reason="needs root and openssh-server (.ci/run installs it)"

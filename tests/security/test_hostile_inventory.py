@@ -25,15 +25,15 @@ from conftest import BLACKWELL, UNTUNED, run_tune
 from ssh_fixture import StartLab, minimal_host, sshd_available
 from test_bounds import tune_in_child
 
-from reconciler.apply.orchestration import ApplyJob
 from reconciler.cli.remote import RemoteOptions
 from reconciler.cli.rollout import _JOB_FIELDS, RolloutOptions, profile_digest
-from reconciler.errors import HostError, HostKeyError, InventoryError, UsageError
+from reconciler.core.changes import Plan
+from reconciler.core.errors import HostError, HostKeyError, InventoryError, UsageError
+from reconciler.flow.orchestration import ApplyJob
 from reconciler.hosts.fleet import HostResult
 from reconciler.hosts.inventory import inventory_targets
 from reconciler.hosts.ssh import SshSettings, SshSetup
 from reconciler.hosts.targets import Target, parse_host
-from reconciler.plan.model import Plan
 from reconciler.profile.load import load_profile
 from reconciler.render import RENDERERS
 from reconciler.render import fleet as fleet_render

@@ -18,8 +18,8 @@ from markdown_view import shown as rendered
 from small_host import SmallHost, build, listing
 from ssh_fixture import SshLab, StartLab, sshd_available
 
+from reconciler.core.printable import printable
 from reconciler.hosts import known_hosts
-from reconciler.render.printable import printable
 
 FORGED = "    ~ sysctl vm.forged: 1 -> 2"
 # Terminal controls (ESC, CR, a newline that starts a forged plan line) and a bidi override.

@@ -15,7 +15,7 @@ from conftest import run_tune
 from test_journal import applied, clear, journal_of
 
 from reconciler.apply.journal import RUNS
-from reconciler.errors import ExitCode
+from reconciler.core.errors import ExitCode
 
 
 @pytest.fixture(scope="module")

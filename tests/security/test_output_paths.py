@@ -153,7 +153,7 @@ def test_a_fifo_swapped_for_a_link_after_it_was_looked_at_gets_nothing(
     """Whoever owns the output's directory shows a FIFO, then swaps it for a link to another
     device between tune's look and its open: the write must not reach what the link leads to
     (it could be /dev/port, a watchdog or another user's terminal)."""
-    from reconciler.errors import OutputError
+    from reconciler.core.errors import OutputError
     from reconciler.hosts import replaced
 
     shown, victim = tmp_path / "metrics.prom", tmp_path / "victim"

@@ -22,12 +22,12 @@ from markdown_view import acting, cells, codes, shown
 from small_host import SmallHost, build, whole_tree, write_profile
 
 from reconciler.apply.journal import LOCK, Journal, run_path
-from reconciler.apply.records import End
-from reconciler.errors import HostError
+from reconciler.core.errors import HostError
+from reconciler.core.files import Request
 from reconciler.hosts import known_hosts
 from reconciler.hosts.directory import SnapshotHost
-from reconciler.hosts.files import Request
 from reconciler.profile.load import load_profile
+from reconciler.steps.records import End
 
 DROP_IN = "etc/sysctl.d/90-tune.conf"
 # Where put_file writes the drop-in before its rename (`steps.temporary`).

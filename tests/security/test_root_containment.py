@@ -19,9 +19,9 @@ from small_host import SmallHost, build, listing, whole_tree, write_profile
 from ssh_fixture import StartLab, sshd_available
 
 from reconciler.apply.journal import Journal
-from reconciler.apply.records import End
-from reconciler.errors import HostError
+from reconciler.core.errors import HostError
 from reconciler.hosts.directory import SnapshotHost
+from reconciler.steps.records import End
 
 SECRET = "SECRET-OUTSIDE-THE-SNAPSHOT"
 SWAPPINESS = "proc/sys/vm/swappiness"

@@ -36,13 +36,13 @@ from hypothesis import strategies as st
 from small_host import listing, write_profile
 
 from reconciler.apply.journal import read_run, run_ids
-from reconciler.apply.steps import DeleteFile, Probe, PutFile, SetAttr
+from reconciler.core.paths import is_glob, matching
 from reconciler.hosts import recorded
 from reconciler.hosts.directory import SnapshotHost
-from reconciler.hosts.paths import is_glob, matching
 from reconciler.kinds import REGISTRY
 from reconciler.plan.observe import request
 from reconciler.profile.load import load_profile
+from reconciler.steps.ops import DeleteFile, Probe, PutFile, SetAttr
 
 HUNT = int(os.environ.get("TUNE_FUZZ_EXAMPLES", "0"))
 EXAMPLES = HUNT or 1000

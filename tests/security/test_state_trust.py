@@ -27,7 +27,7 @@ from ssh_fixture import SshLab, StartLab, minimal_host, sshd_available
 from test_apply_processes import _start_paused
 
 from reconciler.apply.journal import LOCK, RUNS, STATE
-from reconciler.apply.lock import Holder
+from reconciler.hosts.lock import Holder
 
 NOBODY = 65534
 OLD_LOCK = "/run/lock/tune.lock"  # where tune kept its lock: a 1777 directory on Debian
@@ -355,7 +355,7 @@ def test_over_ssh_a_stat_that_fails_never_reads_as_nobodys_state(
     as "not there yet", which the trust check passes: a 0777 state directory was trusted."""
     from test_shell_read import LocalShellHost
 
-    from reconciler.errors import HostError
+    from reconciler.core.errors import HostError
 
     root = tmp_path / "host"
     (root / STATE.lstrip("/")).mkdir(parents=True)

@@ -16,7 +16,7 @@ import pytest
 from engines.test_primitives import EXECUTORS, Said
 
 from reconciler.apply.sh_engine import LIBRARY, _op
-from reconciler.apply.steps import PutFile
+from reconciler.steps.ops import PutFile
 
 CONFIG = "/var/lib/lxc/c1/config"
 NEW = b"lxc.cgroup2.devices.allow = c 195:* rwm\n"

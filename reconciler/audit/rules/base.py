@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from ...core.changes import Priority
+from ...core.files import Request
 from ...facts.numa import format_list
 from ...facts.pci import DEVICES, PciDevice
-from ...hosts.files import Request
-from ...plan.model import Priority
 from ..facts import Facts
 from ..model import Area, Fix, Good, Problem, Verdict
 from ..thresholds import Thresholds

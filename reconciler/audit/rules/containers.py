@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...core.files import Request
 from ...facts import lxc as lxc_fmt
 from ...facts.lxc import LXC_CONFIGS, PVE_CONFIGS, device_lines, nvidia_allow_lines
-from ...hosts.files import Request
 from ..facts import Facts
 from ..model import Area, Fix, Good, Problem, Verdict
 from ..thresholds import Thresholds

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from ...core.files import Request
 from ...facts import nvidia_smi
-from ...hosts.files import Request
 from ..facts import Facts
 from ..model import Area, Fix, Good, Problem, Verdict
 from ..thresholds import Thresholds

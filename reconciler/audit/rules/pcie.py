@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ...core.changes import Priority
 from ...facts.pci import TREE, PciDevice, request_tree, request_vfio, upstream, vfio_bound
 from ...facts.pcie import SPEEDS, acs_redirect_flags, gts
-from ...plan.model import Priority
 from ..facts import MELLANOX, NETWORK_CLASS, NVIDIA, Facts
 from ..model import Area, Fix, Good, NotIssue, Problem, Verdict
 from ..thresholds import Thresholds

@@ -3,9 +3,9 @@ without LXC (`limits.d` does not reach a systemd service: its unit sets it)."""
 
 from __future__ import annotations
 
+from ...core.files import Request
 from ...facts import systemd
 from ...facts.lxc import LXC_CONFIGS, PVE_CONFIGS
-from ...hosts.files import Request
 from ..facts import Facts
 from ..model import Area, Fix, NotIssue, Verdict
 from ..thresholds import Thresholds

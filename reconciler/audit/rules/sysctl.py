@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ...core.changes import Priority
 from ...facts import numbers, sysctl
 from ...facts.numa import NODES_ONLINE
 from ...kinds.base import normalize_choice
-from ...plan.model import Priority
 from ..facts import Facts
 from ..model import Area, Fix, Good, NotIssue, Problem, Verdict
 from ..thresholds import Thresholds

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ...errors import InventoryError
+from ...core.errors import InventoryError
 from ..targets import Target
 from .connection import to_target
 from .load import load_inventory

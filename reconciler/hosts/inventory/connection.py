@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...errors import InventoryError
+from ...core.errors import InventoryError
 from ...facts import numbers
 from ..targets import Target, host_problem, user_problem
 from .values import Unknowable

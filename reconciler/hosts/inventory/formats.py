@@ -11,7 +11,7 @@ import string
 from collections.abc import Iterator
 from typing import Any
 
-from ...errors import InventoryError
+from ...core.errors import InventoryError
 from .model import UNGROUPED, Inventory
 from .values import Unknowable, text_value
 

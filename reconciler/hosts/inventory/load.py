@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ...errors import InventoryError
-from ..bounded import MAX_INVENTORY_BYTES
+from ...core.bounded import MAX_INVENTORY_BYTES
+from ...core.errors import InventoryError
 from .formats import parse_ini, parse_listing, parse_yaml
 from .model import Inventory
 from .values import load_yaml, read_text

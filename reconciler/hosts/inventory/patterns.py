@@ -11,8 +11,8 @@ import fnmatch
 import re
 from collections.abc import Sequence
 
-from ...errors import InventoryError, reason
-from ..bounded import MAX_INVENTORY_BYTES, read_bounded
+from ...core.bounded import MAX_INVENTORY_BYTES, read_bounded
+from ...core.errors import InventoryError, reason
 from .model import UNGROUPED, Inventory
 
 _SUBSCRIPT = re.compile(r"^(.+)\[(?:(-?[0-9]+)|([0-9]+):([0-9]*))\]$")

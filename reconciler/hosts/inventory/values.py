@@ -12,14 +12,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ...errors import InventoryError, reason
-from ..bounded import (
+from ...core.bounded import (
     MAX_INVENTORY_BYTES,
     MAX_INVENTORY_VALUES,
     TooManyValues,
     counting_composer,
     read_bounded,
 )
+from ...core.errors import InventoryError, reason
 
 VAULT_HEADER = "$ANSIBLE_VAULT;"
 TEMPLATE_MARKS = ("{{", "{%")

@@ -7,27 +7,18 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from ..audit.model import Device, Finding, HostSummary, Remark, Report, phase_label
+from ..core.changes import Phase, Priority
+from ..core.printable import printable_data
 from ..kinds import named
-from ..plan.model import Phase, Priority
-from ..render import documents, md
-from ..render.printable import printable_data
-from ..render.style import styler
-from .model import Device, Finding, HostSummary, Remark, Report
+from . import documents, md
+from .style import styler
 
-WHEN = {Phase.RUNTIME: "runtime", Phase.REBOOT: "reboot"}
 MULTILINE = frozenset({"fix"})  # one command or edit a line
 TAKES_EFFECT = {
     Phase.RUNTIME: "live (runtime)",
     Phase.REBOOT: "at the next boot or container restart",
 }
-
-
-def phase_label(finding: Finding) -> str:
-    if finding.pending:
-        return "configured, reboot to apply"
-    if finding.phase is None:
-        return "not fixable by tune"
-    return WHEN[finding.phase]
 
 
 def summary(report: Report) -> str:

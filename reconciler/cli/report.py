@@ -6,11 +6,11 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ..cli.exits import exits
-from ..cli.output import Output, output_options
-from ..cli.remote import RemoteOptions, on_one_host, one_host_options
-from ..errors import ExitCode
+from ..core.errors import ExitCode
 from ..render import documents
+from .exits import exits
+from .output import Output, output_options
+from .remote import RemoteOptions, on_one_host, one_host_options
 
 if TYPE_CHECKING:
     from ..apply.journal import Run
@@ -31,8 +31,8 @@ def report_cmd(run_id: str | None, root: str | None, out: Output, remote: Remote
     changed and why, by priority, with the exact operations, and what still needs a reboot
     or the BIOS. With -H, the run is read from the target's journal.
     """
-    from .build import build
-    from .render import markdown
+    from ..render.report import markdown
+    from ..report.build import build
 
     run, summary, name = on_one_host(root, remote, lambda host: _read(host, run_id))
     data = build(run, None if summary is None else summary.to_json())

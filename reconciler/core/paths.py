@@ -10,7 +10,7 @@ import posixpath
 import re
 from collections.abc import Iterable, Sequence
 
-from ..errors import HostError
+from .errors import HostError
 
 GLOB_CHARS = frozenset("*?[")
 

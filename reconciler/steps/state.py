@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import posixpath
 
-from ..errors import JournalError
-from ..hosts.bounded import size_text
-from ..hosts.files import MAX_STATE_BYTES, Files, Request
+from ..core.bounded import size_text
+from ..core.errors import JournalError
+from ..core.files import MAX_STATE_BYTES, Files, Request
 
 STATE = "/var/lib/tune"
 RUNS = f"{STATE}/runs"

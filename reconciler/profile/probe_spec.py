@@ -22,8 +22,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
+from ..core.schema import Before, Constrain
 from ..kinds.base import Strict, safe
-from ..profile.schema import Before, Constrain
 
 ProbeName = safe(r"[A-Za-z0-9_-]+", "probe name", "decode_tps")
 

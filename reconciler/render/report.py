@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..plan.model import Change, Phase, Priority, Value
-from ..render import md
-from ..render.folding import Group, blocks, fold_key, same_but_subject, subjects
-from ..render.printable import printable_data
-from .build import NOT_MEASURED
+from ..core.changes import Change, Phase, Priority, Value
+from ..core.printable import printable_data
+from ..report.build import NOT_MEASURED
+from . import md
+from .folding import Group, blocks, fold_key, same_but_subject, subjects
 
 OUTCOMES = {
     "applied": "applied",
@@ -41,7 +41,7 @@ def markdown(report: dict[str, Any]) -> str:
     out += _still_needed(report["still_needed"])
     if report["host_summary"] is not None:
         from ..audit.model import Device, HostSummary
-        from ..audit.render import host_section
+        from .audit import host_section
 
         data = dict(report["host_summary"])
         gpus = tuple(Device(**d) for d in data.pop("gpus"))

@@ -14,9 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..core.changes import Note
+from ..core.files import Files
 from ..facts.systemd import conf_files
-from ..hosts.files import Files
-from ..plan.model import Note
 
 SYSCTL = "/etc/sysctl.d/90-tune.conf"
 MODULES_LOAD = "/etc/modules-load.d/tune.conf"

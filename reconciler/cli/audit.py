@@ -6,17 +6,11 @@ import re
 
 import click
 
-from ..cli.output import Output, output_options, write_atomically
-from ..cli.remote import (
-    RemoteOptions,
-    no_root,
-    on_one_host,
-    progress_on_terminal,
-    remote_options,
-)
-from ..errors import ExitCode, UsageError
+from ..audit.thresholds import Thresholds
+from ..core.errors import ExitCode, UsageError
 from ..hosts.fleet import fleet_exit_code, for_each_host
-from .thresholds import Thresholds
+from .output import Output, output_options, write_atomically
+from .remote import RemoteOptions, no_root, on_one_host, progress_on_terminal, remote_options
 
 
 @click.command("audit")
@@ -55,8 +49,8 @@ def audit_cmd(
     64 usage error.
     """
     # The audit's modules load the knob kinds; import them only when auditing.
-    from .engine import audit
-    from .render import RENDERERS, summary
+    from ..audit.engine import audit
+    from ..render.audit import RENDERERS, summary
 
     if not re.fullmatch(r"\d+(\.\d+){0,2}", min_kernel):
         raise UsageError(f"--min-kernel: expected a version such as 6.14, not {min_kernel!r}.")
@@ -65,7 +59,7 @@ def audit_cmd(
         if write_profile:
             raise UsageError("--write-profile describes one host; give a single -H.")
         no_root(root)
-        from . import fleet
+        from ..render import audit_fleet as fleet
 
         results = for_each_host(
             remote.open(),
@@ -82,7 +76,7 @@ def audit_cmd(
     if out.to_file:
         click.echo(f"{out.path}: {summary(report)}", err=True)
     if write_profile:
-        from .suggest import suggested_profile  # ruamel.yaml: only when writing one
+        from ..audit.suggest import suggested_profile
 
         write_atomically(write_profile, suggested_profile(report))
         click.echo(f"{write_profile}: profile fixing {len(report.actionable)} findings", err=True)

@@ -17,15 +17,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+from ..apply.engine import RollbackResult, Work, prepare, roll_back_chain
+from ..apply.engines import ApplyResult, Engine
+from ..apply.journal import Run, before_apply, check_state, new_run_id
+from ..apply.pending import PENDING, PendingBoot, pending_of, read_pending
 from ..boot.reboot import POLL_S, AfterBoot, conclude, wait_for_new_boot
-from ..boot.verify import PENDING, BootVerdict, PendingBoot, pending_of, read_pending
+from ..boot.verify import BootVerdict
 from ..hosts.base import Host
 from ..hosts.fleet import HostResult, for_each_host
 from ..kinds import lxc
-from .engine import RollbackResult, Work, prepare, roll_back_chain
-from .engines import ApplyResult, Engine
-from .journal import Run, before_apply, check_state, new_run_id
-from .steps import PutFile
+from ..steps.ops import PutFile
 
 if TYPE_CHECKING:
     from ..plan.saved import SavedPlan

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import click
 
-from ..cli.exits import COMPARES, exits
-from ..cli.options import profile_argument
-from ..cli.output import Output, output_options
-from ..cli.remote import RemoteOptions, on_one_host, one_host_options
-from ..errors import ExitCode, UsageError
+from ..core.errors import ExitCode, UsageError
 from ..hosts.base import Host
 from ..profile.load import load_profile
 from ..render import documents
+from .exits import COMPARES, exits
+from .options import profile_argument
+from .output import Output, output_options
+from .remote import RemoteOptions, on_one_host, one_host_options
 
 ROOT_HELP = "Read the host from a snapshot directory instead of this machine."
 
@@ -33,9 +33,9 @@ def probe_cmd(profile: str, root: str | None, out: Output, remote: RemoteOptions
     a probe script can measure the snapshot's state.
     """
     from ..apply.engines import engine_for
-    from .gates import judge
-    from .runner import ProbeResult, run_probe
-    from .table import render
+    from ..probes.gates import judge
+    from ..probes.runner import ProbeResult, run_probe
+    from ..probes.table import render
 
     loaded = load_profile(profile)
     if not loaded.profile.probes:

@@ -7,13 +7,13 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+from ..audit.model import Finding, Report, phase_label
+from ..core.changes import Priority
+from ..core.printable import printable_data
 from ..hosts.fleet import HostResult
-from ..plan.model import Priority
-from ..render import documents
-from ..render.fleet import hosts_markdown, problems, table
-from ..render.printable import printable_data
-from .model import Finding, Report
-from .render import MULTILINE, RENDERERS, audit_document, commands, phase_label
+from . import documents
+from .audit import MULTILINE, RENDERERS, audit_document, commands
+from .fleet import hosts_markdown, problems, table
 
 HOST_HEADER = ["HOST", "STATUS", *(p.value for p in Priority)]
 FINDING_HEADER = ["FINDING", "PRIORITY", "HOSTS", "ON"]

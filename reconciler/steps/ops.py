@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from ..core.changes import Change, Value, jsonable
 from ..facts import numbers, nvidia_smi, pcie
-from ..plan.model import Change, Value, jsonable
 
 _SELECTED = re.compile(r"\[([^\]]+)\]")
 

@@ -27,12 +27,12 @@ import posixpath
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..apply.steps import BootTool, DeleteFile, Need, Op, Probe, PutFile, Read, Require, Step
+from ..core.changes import Change, Phase
+from ..core.files import Files
 from ..facts import cmdline as fmt
 from ..facts.shell_values import Unknown
-from ..hosts.files import Files
 from ..kinds import cmdline, named
-from ..plan.model import Change, Phase
+from ..steps.ops import BootTool, DeleteFile, Need, Op, Probe, PutFile, Read, Require, Step
 
 TRY_ENTRY = "tune-try"
 MARKER = "# tune-cmdline: "

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Self, Union
 
-from .steps import Step
+from .ops import Step
 
 # The journal format this tune writes (`RunStarted.format`).
 JOURNAL_FORMAT = 2

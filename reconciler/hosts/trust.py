@@ -17,7 +17,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import HostError
+from ..core.errors import HostError
 
 ROOT = 0
 OTHERS_WRITE = stat.S_IWGRP | stat.S_IWOTH

@@ -13,9 +13,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from ..drift.check import DriftReport
 from ..hosts.replaced import write_output
-from ..render.folding import fold
-from .check import DriftReport
+from .folding import fold
 
 Labels = dict[str, str]
 
