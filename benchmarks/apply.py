@@ -21,7 +21,8 @@ from pathlib import Path
 PROJECT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT))
 
-from reconciler.apply.engine import execute, prepare  # noqa: E402
+from reconciler.apply.python_engine import execute  # noqa: E402
+from reconciler.apply.work import prepare  # noqa: E402
 from reconciler.hosts.directory import SnapshotHost  # noqa: E402
 from reconciler.profile.load import load_profile  # noqa: E402
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from conftest import BLACKWELL, TUNED, UNTUNED, write
 
-from reconciler.apply.engine import profile_text
+from reconciler.apply.work import profile_text
 from reconciler.hosts.directory import SnapshotHost
 from reconciler.plan.make import make_plan
 from reconciler.plan.observe import observe

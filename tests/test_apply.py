@@ -11,8 +11,9 @@ import pytest
 from conftest import BLACKWELL, run_tune, write
 from small_host import SmallHost, build, tree, write_profile
 
-from reconciler.apply.engine import execute, prepare
 from reconciler.apply.journal import LOCK, PROFILE, read_run, run_ids
+from reconciler.apply.python_engine import execute
+from reconciler.apply.work import prepare
 from reconciler.core.errors import ApplyFailed, HostError
 from reconciler.hosts.base import Completed
 from reconciler.hosts.directory import LocalHost, SnapshotHost

@@ -14,8 +14,9 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from small_host import GOVERNORS, THP_OPTIONS, SmallHost, build, tree, write_profile
 
-from reconciler.apply.engine import execute, prepare, rollback
 from reconciler.apply.journal import read_run, run_ids
+from reconciler.apply.python_engine import execute, rollback
+from reconciler.apply.work import prepare
 from reconciler.core.errors import ApplyFailed, HostError
 from reconciler.hosts.base import Completed
 from reconciler.hosts.directory import SnapshotHost

@@ -13,7 +13,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from small_host import GPU_HEADER, SmallHost, build, gpu_line, tree, write_profile
 
-from reconciler.apply.engine import prepare, read_back_message
+from reconciler.apply.messages import read_back_message
+from reconciler.apply.work import prepare
 from reconciler.core.errors import HostError
 from reconciler.hosts.directory import SnapshotHost
 from reconciler.hosts.emulate import kernel_text

@@ -20,7 +20,8 @@ from reconciler.hosts.directory import SnapshotHost
 PAUSING_APPLY = """
 import sys, time
 from pathlib import Path
-from reconciler.apply.engine import execute, prepare
+from reconciler.apply.python_engine import execute
+from reconciler.apply.work import prepare
 from reconciler.hosts.directory import SnapshotHost
 from reconciler.profile.load import load_profile
 

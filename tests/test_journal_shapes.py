@@ -17,7 +17,6 @@ from conftest import write
 from small_host import SmallHost, build, tree, write_profile
 from test_shell_read import LocalShellHost
 
-from reconciler.apply.engine import prepare
 from reconciler.apply.engines import ShellEngine
 from reconciler.apply.journal import parse_run, read_journal
 from reconciler.apply.run_record import contexts, plan_record
@@ -28,6 +27,7 @@ from reconciler.apply.sh_engine import (
     start,
     wait,
 )
+from reconciler.apply.work import prepare
 from reconciler.core.errors import ApplyFailed
 from reconciler.flow.orchestration import roll_back
 from reconciler.hosts.emulate import REFUSES

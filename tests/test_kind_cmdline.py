@@ -26,8 +26,9 @@ from conftest import (
 )
 from small_host import tree, whole_tree
 
-from reconciler.apply.engine import execute, prepare, rollback
 from reconciler.apply.pending import PENDING, PendingBoot, read_pending
+from reconciler.apply.python_engine import execute, rollback
+from reconciler.apply.work import prepare
 from reconciler.boot.verify import verify
 from reconciler.core.errors import ExitCode
 from reconciler.facts import cmdline as fmt

@@ -10,8 +10,9 @@ from conftest import profile, run_tune
 from small_host import whole_tree
 from test_shell_read import LocalShellHost
 
-from reconciler.apply.engine import execute, prepare
+from reconciler.apply.python_engine import execute
 from reconciler.apply.sh_engine import apply_remote
+from reconciler.apply.work import prepare
 from reconciler.core.errors import ApplyFailed
 from reconciler.hosts.directory import SnapshotHost
 from reconciler.profile.load import load_profile

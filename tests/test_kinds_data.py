@@ -27,7 +27,8 @@ from typing import Any
 import pytest
 from small_host import whole_tree
 
-from reconciler.apply.engine import execute, prepare, rollback
+from reconciler.apply.python_engine import execute, rollback
+from reconciler.apply.work import prepare
 from reconciler.core.errors import HostError
 from reconciler.hosts.directory import SnapshotHost
 from reconciler.kinds import REGISTRY

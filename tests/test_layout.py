@@ -232,9 +232,9 @@ def test_no_import_runs_upward() -> None:
 
 
 def test_an_upward_import_is_named_with_its_file() -> None:
-    graph = {"reconciler.kinds.sysctl": {"reconciler.apply.engine", "reconciler.core.files"}}
+    graph = {"reconciler.kinds.sysctl": {"reconciler.apply.python_engine", "reconciler.core.files"}}
     assert upward(graph) == [
-        "reconciler.kinds.sysctl imports reconciler.apply.engine (apply is above kinds)"
+        "reconciler.kinds.sysctl imports reconciler.apply.python_engine (apply is above kinds)"
     ]
 
 

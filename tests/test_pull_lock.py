@@ -24,9 +24,9 @@ from small_host import SmallHost, build, listing, tree, write_profile
 from ssh_fixture import StartLab, sshd_available
 from test_shell_read import LocalShellHost
 
-from reconciler.apply.engine import prepare
 from reconciler.apply.journal import LOCK, read_run, run_ids
 from reconciler.apply.sh_engine import LIBRARY, _reads_as_read, _step_functions, apply_remote
+from reconciler.apply.work import prepare
 from reconciler.core.changes import Change, Phase
 from reconciler.core.errors import ExitCode, HostChanged
 from reconciler.core.quoting import quoted

@@ -15,10 +15,11 @@ from conftest import booted_by_systemd_boot, profile, write
 from small_host import tree
 from test_shell_read import LocalShellHost
 
-from reconciler.apply.engine import execute, prepare, rollback
 from reconciler.apply.engines import PythonEngine, ShellEngine
 from reconciler.apply.pending import PENDING, PendingBoot, pending_of, read_pending
+from reconciler.apply.python_engine import execute, rollback
 from reconciler.apply.tryonce import TRY_ENTRY, Boot, arrange, entry_cmdline
+from reconciler.apply.work import prepare
 from reconciler.boot.reboot import conclude, wait_for_new_boot
 from reconciler.core.errors import (
     ApplyFailed,

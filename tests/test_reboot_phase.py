@@ -13,8 +13,9 @@ import pytest
 from conftest import BLACKWELL, booted_by_systemd_boot, profile, run_tune, write
 from small_host import tree
 
-from reconciler.apply.engine import execute, prepare, rollback
 from reconciler.apply.journal import read_run, run_ids
+from reconciler.apply.python_engine import execute, rollback
+from reconciler.apply.work import prepare
 from reconciler.core.errors import HostError
 from reconciler.facts import cmdline as fmt
 from reconciler.hosts.base import Completed

@@ -140,7 +140,7 @@ def test_proxmox_boots_the_copy_once_then_promotes_through_proxmox_boot_tool(
     assert boot(host, 3) == NEW_LINE  # the default entry, refreshed
 
     # One rollback of the run undoes the promotion and the try entry, byte for byte.
-    from reconciler.apply.engine import rollback
+    from reconciler.apply.python_engine import rollback
 
     rollback(host)
     host.run(["proxmox-boot-tool", "refresh"])  # entries as the restored cmdline makes them
@@ -205,8 +205,8 @@ def test_without_a_loader_entry_the_reboot_is_not_try_once(tmp_path: Path) -> No
     from conftest import profile
     from test_reboot import PROFILE
 
-    from reconciler.apply.engine import prepare
     from reconciler.apply.tryonce import arrange
+    from reconciler.apply.work import prepare
     from reconciler.profile.load import load_profile
 
     loaded = load_profile(str(profile(tmp_path, PROFILE)))

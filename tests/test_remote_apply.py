@@ -14,9 +14,10 @@ from hypothesis import strategies as st
 from small_host import SmallHost, build, tree, write_profile
 from test_shell_read import LocalShellHost
 
-from reconciler.apply.engine import execute, prepare
 from reconciler.apply.journal import LOCK, PROFILE, before_apply, read_run, run_ids
+from reconciler.apply.python_engine import execute
 from reconciler.apply.sh_engine import apply_remote, printf_format, quoted, store_profile_remote
+from reconciler.apply.work import prepare
 from reconciler.core.errors import ConnectError, LockHeld
 from reconciler.hosts.directory import SnapshotHost
 from reconciler.hosts.shell import ScriptResult

@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 from small_host import SmallHost, build, tree, write_profile
 from test_shell_read import LocalShellHost
 
-from reconciler.apply.engine import prepare
 from reconciler.apply.run_record import contexts, plan_record
 from reconciler.apply.sh_engine import ApplyScript, send_probes, start, wait
+from reconciler.apply.work import prepare
 from reconciler.core.errors import ApplyFailed
 from reconciler.hosts.shell import ScriptResult
 from reconciler.probes.phase import PhaseProbes, Records

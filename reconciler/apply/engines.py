@@ -28,8 +28,9 @@ if TYPE_CHECKING:
     from ..probes.phase import PhaseProbes
     from ..probes.runner import Executor
     from ..profile.load import LoadedProfile
-    from .engine import RollbackResult, Work
     from .pending import PendingBoot
+    from .restored import RollbackResult
+    from .work import Work
 
 
 @dataclass(frozen=True)
@@ -138,12 +139,12 @@ class PythonEngine(Engine):
         pass  # `session` holds it for the whole command
 
     def preflight(self, steps: tuple[Step, ...]) -> list[str]:
-        from .engine import preflight
+        from .preflight import preflight
 
         return preflight(self.host, steps)
 
     def unloadable(self, modules: tuple[str, ...]) -> Mapping[str, str]:
-        from .engine import unloadable_here
+        from .preflight import unloadable_here
 
         return unloadable_here(self.host, modules)
 
@@ -157,7 +158,7 @@ class PythonEngine(Engine):
         around: PhaseProbes | None = None,
         after: tuple[PutFile, ...] = (),
     ) -> ApplyResult:
-        from .engine import execute
+        from .python_engine import execute
 
         execute(self.host, work, loaded, phase=phase, around=around, run_id=run_id, after=after)
         run = read_run(self.host, run_id)
@@ -165,17 +166,17 @@ class PythonEngine(Engine):
         return ApplyResult(run_id, len(work.steps) - len(unsupported), unsupported, work.skipped)
 
     def store_profile(self, loaded: LoadedProfile, stored: bytes | None) -> None:
-        from .engine import store_profile
+        from .python_engine import store_profile
 
         store_profile(self.host, None, loaded)  # a local read: it compares what is there now
 
     def promote(self, run_id: str, steps: tuple[Step, ...]) -> None:
-        from .engine import extend
+        from .python_engine import extend
 
         extend(self.host, run_id, steps)
 
     def rollback(self, run: Run, *, boot_only: bool = False) -> RollbackResult:
-        from .engine import restore_run
+        from .python_engine import restore_run
 
         return restore_run(self.host, run, boot_only=boot_only)
 
@@ -256,8 +257,8 @@ class ShellEngine(Engine):
         )
 
     def store_profile(self, loaded: LoadedProfile, stored: bytes | None) -> None:
-        from .engine import profile_text
         from .sh_engine import store_profile_remote
+        from .work import profile_text
 
         text = profile_text(loaded)
         if stored is None or stored.decode("utf-8", "replace") != text:

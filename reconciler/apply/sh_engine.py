@@ -70,19 +70,6 @@ from ..steps.records import (
     Written,
     render,
 )
-from .engine import (
-    NO_JOURNAL,
-    Restored,
-    RollbackResult,
-    Work,
-    explained,
-    failed_message,
-    not_restored_message,
-    read_back_message,
-    show_value,
-    unmet_message,
-    unsupported_message,
-)
 from .journal import (
     LOCK,
     PROFILE,
@@ -97,8 +84,20 @@ from .journal import (
     run_path,
     trusted_run,
 )
+from .messages import (
+    explained,
+    failed_message,
+    not_restored_message,
+    read_back_message,
+    show_value,
+    unmet_message,
+    unsupported_message,
+)
 from .pending import PENDING, PendingBoot
+from .preflight import NO_JOURNAL
+from .restored import Restored, RollbackResult
 from .run_record import contexts, plan_record
+from .work import Work
 
 # Exit status of the start script when a requirement is unmet (its stderr says which).
 UNMET = 90
@@ -740,7 +739,7 @@ def apply_remote(
     With probes (`around`, running on the target through its executor) the script waits, lock
     held, for their records before the first write and for the verdict after the last
     read-back; a failed gate (or no verdict in time) makes it roll back on its own."""
-    from .engine import profile_text
+    from .work import profile_text
 
     text = profile_text(loaded)
     # As observed, in the observation's batch: no round trip of its own.

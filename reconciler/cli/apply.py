@@ -32,8 +32,9 @@ from .remote import RemoteOptions, no_root, one_host_options, remote_options
 from .rollout import RolloutOptions, rollout_options
 
 if TYPE_CHECKING:
-    from ..apply.engine import RollbackResult, Work
     from ..apply.engines import ApplyResult, Engine
+    from ..apply.restored import RollbackResult
+    from ..apply.work import Work
     from ..flow.orchestration import BootHeld
     from ..probes.phase import GateFailure, PhaseProbes
 

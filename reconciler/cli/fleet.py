@@ -8,8 +8,8 @@ from collections.abc import Sequence
 
 import click
 
-from ..apply.engine import Work
 from ..apply.engines import engine_for
+from ..apply.work import Work
 from ..core.changes import Plan
 from ..core.printable import printable
 from ..flow.orchestration import ApplyJob, FleetShow, apply_fleet

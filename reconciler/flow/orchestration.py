@@ -17,10 +17,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from ..apply.engine import RollbackResult, Work, prepare, roll_back_chain
 from ..apply.engines import ApplyResult, Engine
 from ..apply.journal import Run, before_apply, check_state, new_run_id
 from ..apply.pending import PENDING, PendingBoot, pending_of, read_pending
+from ..apply.restored import RollbackResult, roll_back_chain
+from ..apply.work import Work, prepare
 from ..boot.reboot import POLL_S, AfterBoot, conclude, wait_for_new_boot
 from ..boot.verify import BootVerdict
 from ..hosts.base import Host

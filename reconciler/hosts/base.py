@@ -163,7 +163,7 @@ class Host(ReadableHost):
     def run(self, argv: Sequence[str]) -> Completed:
         raise self._refuse()
 
-    # What apply asks before it writes (`engine.preflight`).
+    # What apply asks before it writes (`apply.preflight`).
     def has_command(self, name: str) -> bool:
         return False
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
-from ..apply.engine import Work
+from ..apply.work import Work
 from ..core.changes import Change, Plan
 from ..core.files import Request
 from ..core.printable import printable

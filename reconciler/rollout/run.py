@@ -35,8 +35,8 @@ from .journal import DONE, FAILED, IN_FLIGHT, NOT_STARTED, ROLLED_BACK, HostEntr
 from .waves import FailureBudget
 
 if TYPE_CHECKING:
-    from ..apply.engine import Work
     from ..apply.engines import Engine
+    from ..apply.work import Work
     from ..probes.phase import GateFailure
 
 

@@ -1,6 +1,6 @@
 """The two apply engines behind one test interface, and what a scenario leaves behind.
 
-`PythonEngine` applies through `apply.engine` to a snapshot (`SnapshotHost`, the emulation in
+`PythonEngine` applies through `apply.python_engine` to a snapshot (`SnapshotHost`, the emulation in
 `hosts/emulate.py`); `ShEngine` renders the same work as the sh script and runs it with this
 machine's `sh` rooted at the snapshot (`TUNE_ROOT`, the emulation in `apply/lib.sh`), exactly as
 an SSH target would run it, minus sshd. A scenario written against `Engine` runs against both;
@@ -23,17 +23,10 @@ from small_host import whole_tree
 from test_apply_faults import Crash, FaultyHost
 from test_shell_read import LocalShellHost
 
-from reconciler.apply.engine import (
-    RollbackResult,
-    Work,
-    execute,
-    extend,
-    prepare,
-    restore_run,
-    roll_back_chain,
-    unloadable_here,
-)
 from reconciler.apply.journal import LOCK, RUNS, new_run_id, read_run, run_ids
+from reconciler.apply.preflight import unloadable_here
+from reconciler.apply.python_engine import execute, extend, restore_run
+from reconciler.apply.restored import RollbackResult, roll_back_chain
 from reconciler.apply.sh_engine import (
     apply_remote,
     extend_remote,
@@ -41,6 +34,7 @@ from reconciler.apply.sh_engine import (
     restore_remote,
     unloadable_remote,
 )
+from reconciler.apply.work import Work, prepare
 from reconciler.core.errors import HostError, RunKilled
 from reconciler.hosts.base import Host
 from reconciler.hosts.directory import SnapshotHost
@@ -74,7 +68,7 @@ class Engine:
             self.roots.append(root)
 
     def prepare(self, root: Path, profile: Path, **how: Any) -> Work:
-        """`apply.engine.prepare` as this engine's apply calls it (`how`: runtime_only,
+        """`apply.work.prepare` as this engine's apply calls it (`how`: runtime_only,
         reboot_phase, with_persistence, skip_missing; runtime_only defaults to True)."""
         raise NotImplementedError
 

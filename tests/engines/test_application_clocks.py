@@ -13,7 +13,7 @@ import pytest
 from conftest import PROJECT, profile, write
 from small_host import CLOCKS_HEADER, GPU_HEADER, clocks_line, gpu_line, tree
 
-from reconciler.apply.engine import prepare
+from reconciler.apply.work import prepare
 from reconciler.facts import nvidia_smi
 from reconciler.hosts import recorded
 from reconciler.hosts.directory import SnapshotHost

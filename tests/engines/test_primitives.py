@@ -1,7 +1,7 @@
 """One specification of every primitive, as data: a small host tree, one primitive (write an
 attribute, replace or delete a file, run an argv, read a probe), and what it must leave and
 say. Each case runs against both executors of primitives: the Python one (`SnapshotHost`
-and `hosts/emulate.py`, through `apply.engine.perform` and `read`) and the sh one
+and `hosts/emulate.py`, through `apply.python_engine.perform` and `read`) and the sh one
 (`apply/lib.sh` as the sh engine renders it, run with `TUNE_ROOT` at the snapshot)."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from small_host import (
     whole_tree,
 )
 
-from reconciler.apply.engine import perform, read
+from reconciler.apply.python_engine import perform, read
 from reconciler.apply.sh_engine import LIBRARY, _op, _probe_args
 from reconciler.core.errors import HostError, Refused
 from reconciler.core.quoting import quoted

@@ -12,8 +12,8 @@ from conftest import write
 from small_host import tree
 from test_shell_read import LocalShellHost
 
-from reconciler.apply.engine import not_read_whole, prepare
 from reconciler.apply.sh_engine import apply_remote
+from reconciler.apply.work import not_read_whole, prepare
 from reconciler.core.changes import Change, Phase
 from reconciler.core.errors import HostChanged, HostError
 from reconciler.core.files import MAX_EDITED_BYTES, MAX_FILE_BYTES, Request
