@@ -1,48 +1,34 @@
-"""`tune apply`, `tune rollback` and `tune history`: the commands that write, and the record."""
+"""`tune apply`: make one host, or a fleet, match a profile or a saved plan."""
 
 from __future__ import annotations
 
-import dataclasses
 import time
-from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from ..apply.journal import DamagedJournal, Run, every_run, rollback_chain
-from ..apply.pending import PendingBoot
-from ..boot.verify import BootVerdict
 from ..core.changes import Phase
-from ..core.errors import ApplyFailed, ExitCode, JournalError, UsageError
+from ..core.errors import ExitCode, UsageError
 from ..core.printable import printable
 from ..flow.orchestration import ApplyJob, Done, Show
-from ..hosts.base import Host, ReadableHost
-from ..hosts.directory import open_host
+from ..hosts.base import Host
 from ..kinds import boot_kind
 from ..plan import saved as saved_plans
-from ..render import documents
 from ..render.apply import applied_part, dry_run_text
 from ..steps.ops import BootTool, Command, DeleteFile, PutFile
 from .consent import confirm, dry_run_option, yes_option
 from .exits import exits
+from .one_host import RESTART_HELP, ROOT_HELP, engine_of, kept_lines, verified_lines
 from .options import profile_digest_option
 from .output import Output, output_options
-from .remote import RemoteOptions, no_root, one_host_options, remote_options
+from .remote import RemoteOptions, no_root, remote_options
 from .rollout import RolloutOptions, rollout_options
 
 if TYPE_CHECKING:
     from ..apply.engines import ApplyResult, Engine
-    from ..apply.restored import RollbackResult
     from ..apply.work import Work
-    from ..flow.orchestration import BootHeld
     from ..probes.phase import GateFailure, PhaseProbes
-
-ROOT_HELP = "Apply to a snapshot directory laid out like the host's / instead of this machine."
-RESTART_HELP = (
-    "After the boot is verified, restart the profile's containers and check that they see "
-    "/dev/nvidia*."
-)
 
 
 @exits(
@@ -218,7 +204,7 @@ def apply(
     if remote.is_fleet or waves.asked:
         no_root(root)
         return _apply_fleet(job, yes, remote, waves, out)
-    engine = _engine(root, remote)
+    engine = engine_of(root, remote)
     terminal = Terminal(yes, out)
     try:
         done = apply_one(engine, job, terminal)
@@ -259,14 +245,6 @@ def _restart_services(
     if journal is not None:
         journal.end("applied")
     return ExitCode.APPLY_FAILED if result.failed else ExitCode.IN_SYNC
-
-
-def _engine(root: str | None, remote: RemoteOptions) -> Engine:
-    """The engine of the one host the options name: a -H host, a snapshot, or this machine."""
-    from ..apply.engines import engine_for
-
-    host = _one_remote(root, remote) if remote.wanted else open_host(root)
-    return engine_for(host, root=root, timeout=remote.command_timeout)
 
 
 class Terminal(Show):
@@ -331,7 +309,7 @@ class Terminal(Show):
         for line in applied.unsupported:
             self.say(printable(line))  # it names the knob: a host's file name, maybe
         self.say(f"Applied {applied.changes} changes to {host.describe()} (run {applied.run_id}).")
-        _kept(kept)
+        kept_lines(kept)
 
     def progress(self, text: str) -> None:
         self.waiting(text)
@@ -371,7 +349,7 @@ def _applied(done: Done, engine: Engine, job: ApplyJob, terminal: Terminal) -> i
             terminal.say(f"In sync: nothing to change on {host.describe()}.")
         return ExitCode.IN_SYNC
     if done.verdict is not None and done.pending is not None:
-        return _verified(done.verdict, done.pending, host, done.kept, terminal.say)
+        return verified_lines(done.verdict, done.pending, host, done.kept, terminal.say)
     if done.pending is None and job.reboot:
         terminal.say("No boot configuration changed: not rebooting.")
     elif done.pending is not None and not job.reboot:
@@ -395,98 +373,6 @@ def apply_document(done: Done, host: Host, job: ApplyJob) -> dict[str, Any]:
         result = HostResult(host.name, value=value)
     document = applied_document(host.name, result, applied_part(done.work), done.work.skipped)
     return document | {"boot_pending": done.pending is not None and done.verdict is None}
-
-
-@exits(
-    ExitCode.IN_SYNC, ExitCode.HOST_ERROR, ExitCode.APPLY_FAILED, ExitCode.JOURNAL, ExitCode.USAGE
-)
-@click.command()
-@click.option("--root", metavar="DIR", help="Verify a snapshot directory instead of this machine.")
-@click.option(
-    "--keep-on-regression",
-    is_flag=True,
-    help="Keep the boot configuration even when a probe gate fails after the boot.",
-)
-@click.option("--restart-containers", is_flag=True, help=RESTART_HELP)
-@output_options("text", "json")
-@one_host_options
-def verify(
-    root: str | None,
-    keep_on_regression: bool,
-    restart_containers: bool,
-    out: Output,
-    remote: RemoteOptions,
-) -> int:
-    """After the reboot that a reboot-phase apply prepared: check that the boot brought what it
-    must (kernel parameters, NVIDIA majors of each container, the runtime part still held).
-
-    \b
-    With --restart-containers (or when the apply asked for it), then restarts
-    each container of the profile and checks it sees every /dev/nvidia* node.
-    Then the probes the apply measured before run again; a gate that fails
-    counts as a failed check unless --keep-on-regression. On failure, rolls
-    the boot configuration back, says what did not hold, exits 3. After a
-    one-time boot (`tune apply --reboot`), success makes the new configuration
-    the default.
-    """
-    from ..flow.orchestration import verify_one
-
-    engine = _engine(root, remote)
-    try:
-        verified = verify_one(
-            engine, keep_on_regression=keep_on_regression, restart_containers=restart_containers
-        )
-    finally:
-        engine.host.close()
-    host = engine.host
-    if out.json:
-        out.document(verify_document(host, verified))
-        return ExitCode.IN_SYNC
-    if verified is None:
-        out.echo(f"Nothing to verify on {host.describe()}: no reboot-phase apply pending.")
-        return ExitCode.IN_SYNC
-    return _verified(verified.verdict, verified.pending, host, verified.kept, out.echo)
-
-
-def verify_document(host: Host, verified: BootHeld | None) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "status": "nothing-pending",
-        "run": None,
-        "held": [],
-        "promoted": False,
-        "kept_gates": [],
-    }
-    if verified is not None:
-        body = {
-            "status": "verified",
-            "run": verified.pending.run_id,
-            "held": verified.verdict.held,
-            "promoted": bool(verified.pending.promote),
-            "kept_gates": [{"probe": f.probe, "message": f.verdict.message} for f in verified.kept],
-        }
-    return documents.document("verify", documents.named(host.name), body)
-
-
-def _verified(
-    verdict: BootVerdict,
-    pending: PendingBoot,
-    host: Host,
-    kept: list[GateFailure],
-    say: Callable[[str], None],
-) -> int:
-    """What a verification that held says: each check, a promotion, the gates kept failing."""
-    for line in verdict.held:
-        say(f"ok  {printable(line)}")  # a value read back from the host
-    if pending.promote:
-        say("The new boot configuration is now the default.")
-    say(f"Verified run {pending.run_id} after the boot on {host.describe()}.")
-    _kept(kept)
-    return ExitCode.IN_SYNC
-
-
-def _one_remote(root: str | None, remote: RemoteOptions) -> Host:
-    no_root(root)
-    return remote.open()[0]
 
 
 def _apply_fleet(
@@ -522,13 +408,6 @@ def _apply_fleet(
     )
 
 
-def _kept(failures: list[GateFailure]) -> None:
-    for failure in failures:
-        # The verdict quotes what the probe measured on the host.
-        message = printable(failure.verdict.message)
-        click.echo(f"gate failed, kept: {failure.probe}: {message}", err=True)
-
-
 def _plan_root(saved: saved_plans.SavedPlan, root: str | None) -> str | None:
     if root is None:
         return saved.root
@@ -543,209 +422,3 @@ def summary(work: Work, color: bool) -> str:
 
     lines = render(applied_part(work), color).splitlines()
     return "\n".join(lines[:-1]) + "\n"
-
-
-@exits(
-    ExitCode.IN_SYNC,
-    ExitCode.HOST_ERROR,
-    ExitCode.APPLY_FAILED,
-    ExitCode.JOURNAL,
-    ExitCode.NOT_CONFIRMED,
-    ExitCode.USAGE,
-)
-@click.command()
-@click.argument("run_id", required=False)
-@click.option("--root", metavar="DIR", help=ROOT_HELP)
-@yes_option
-@dry_run_option
-@output_options("text", "json")
-@one_host_options
-def rollback(
-    run_id: str | None,
-    root: str | None,
-    yes: bool,
-    dry_run: bool,
-    out: Output,
-    remote: RemoteOptions,
-) -> int:
-    """Restore the values a run recorded, in reverse order: by default the newest run, and
-    the interrupted runs right before it (a run applied with --after-interrupted over one).
-    Asks first; without a terminal, only --yes goes on. A damaged journal: the steps
-    recorded before the damage are restored, then exit 6 with the line that is damaged and
-    what is left to check by hand."""
-    from ..flow.orchestration import roll_back
-
-    engine = _engine(root, remote)
-    host = engine.host
-    try:
-        if dry_run:
-            for run in rollback_chain(host, run_id):  # read without the lock: no write
-                out.echo(_undo_text(run, host), nl=False)
-            return ExitCode.IN_SYNC
-
-        def approve(runs: list[Run]) -> None:
-            undone = [run for run in runs if run.outcome != "rolled-back" and run.steps]
-            if not undone:
-                return  # each is rolled back already: nothing to ask about
-            changes = sum(len(run.steps) for run in undone)
-            ids = ", ".join(run.run_id for run in undone)
-            question = f"Roll back {changes} changes of run {ids} on {host.describe()}?"
-            confirm(printable(question), yes=yes, command="tune rollback")
-
-        done = roll_back(engine, run_id, approve)
-    finally:
-        host.close()
-    if out.json:  # the whole outcome first, failures included; the exit code follows below
-        out.document(rollback_document(host, done))
-    for one in done:
-        result = one.result
-        if one.already:
-            if not out.json:
-                out.echo(f"Run {one.run_id} is already rolled back; nothing to do.")
-            continue
-        if one.damage is not None and not one.damage.readable.records:
-            continue  # nothing was read, nothing restored: the damage says so below
-        if result.failures:
-            raise ApplyFailed(
-                f"rollback of run {one.run_id} left {len(result.failures)} changes not restored: "
-                + "; ".join(result.failures)
-            )
-        if not out.json:
-            out.echo(
-                f"Rolled back run {one.run_id} on {host.describe()}: {result.restored} "
-                f"restored, {result.unchanged} already at their prior value."
-            )
-    damaged = [one.damage for one in done if one.damage is not None]
-    if damaged:  # what was readable is restored; what was not, the operator must see
-        raise JournalError(*damaged[0].problems_after_rollback())
-    return ExitCode.IN_SYNC
-
-
-def rollback_document(host: Host, done: Sequence[RollbackResult]) -> dict[str, Any]:
-    def status(one: RollbackResult) -> str:
-        if one.already:
-            return "already-rolled-back"
-        return "failed" if one.result.failures else "rolled-back"
-
-    runs = [
-        {
-            "run": one.run_id,
-            "status": status(one),
-            "restored": one.result.restored,
-            "unchanged": one.result.unchanged,
-            "failures": list(one.result.failures),
-        }
-        for one in done
-    ]
-    return documents.document("rollback", documents.named(host.name), {"runs": runs})
-
-
-def _undo_text(run: Run, host: Host) -> str:
-    """What rolling back `run` would write: its steps undone, newest first."""
-    if run.outcome == "rolled-back" or not run.steps:
-        return f"Run {run.run_id} is already rolled back; nothing to do.\n"
-    undo = tuple(
-        dataclasses.replace(step, prior=step.desired, desired=step.prior, do=step.undo)
-        for _, step in reversed(run.steps)
-    )
-    title = f"Dry run of the rollback of run {run.run_id} on {host.describe()}, nothing written"
-    return dry_run_text(undo, host, title)
-
-
-@exits(ExitCode.IN_SYNC, ExitCode.HOST_ERROR, ExitCode.JOURNAL, ExitCode.USAGE)
-@click.command()
-@click.option("--root", metavar="DIR", help="Read a snapshot directory instead of this machine.")
-@output_options("text", "json")
-@remote_options
-def history(root: str | None, out: Output, remote: RemoteOptions) -> int:
-    """List the runs journaled on the host(s): time, profile, outcome, number of changes. A
-    damaged journal's run is listed as far as it reads, outcome "damaged"; then exit 6. Over
-    several hosts, one table with a HOST column (JSON: one object per host)."""
-    if remote.is_fleet:
-        no_root(root)
-        return _fleet_history(remote, out)
-    # Read-only: only apply and rollback write (mypy holds it).
-    host: ReadableHost = _one_remote(root, remote) if remote.wanted else open_host(root)
-    try:
-        runs, damaged = every_run(host)
-    finally:
-        host.close()
-    _history_table(host, _history_rows(runs, damaged), out)
-    if damaged:  # after the table: the other runs are still worth seeing
-        raise JournalError(*(p for d in damaged for p in d.problems()))
-    return ExitCode.IN_SYNC
-
-
-HISTORY_KEYS = ("run_id", "started", "profile", "phase", "outcome", "changes")
-HISTORY_HEADER = ["RUN", "STARTED", "PROFILE", "PHASE", "OUTCOME", "CHANGES"]
-
-
-def _history_rows(runs: list[Run], damaged: list[DamagedJournal]) -> list[dict[str, Any]]:
-    broken = {d.readable.run_id for d in damaged}
-    return [
-        {
-            "run_id": run.run_id,
-            "started": run.header.started if run.header else None,
-            "finished": run.finished,
-            "profile": run.header.profile if run.header else None,
-            "phase": run.header.phase if run.header else None,
-            "outcome": "damaged" if run.run_id in broken else run.outcome,
-            "changes": len(run.steps),
-        }
-        for run in runs
-    ]
-
-
-def _fleet_history(remote: RemoteOptions, out: Output) -> int:
-    """Every host's runs: one table, each row led by its host; unreachable hosts after it.
-    JSON: one history document per host, as one host's."""
-    from ..hosts.fleet import fleet_exit_code, for_each_host
-    from ..render.fleet import problems
-    from .remote import progress_on_terminal
-
-    results = for_each_host(
-        remote.open(), every_run, remote.fleet_forks(), progress_on_terminal(out)
-    )
-    damaged = [d for r in results if r.value is not None for d in r.value[1]]
-    if out.json:
-
-        def body(value: tuple[list[Run], list[DamagedJournal]]) -> dict[str, Any]:
-            status = "damaged" if value[1] else "ok"
-            return documents.versioned("history", {"status": status, "runs": _history_rows(*value)})
-
-        # The journal does not name its host: the inventory's name is the host's here.
-        listed = documents.fleet("history", results, body)
-        out.document([{"host": documents.named(d["target"])} | d for d in listed])
-    else:
-        table: list[list[str]] = []
-        for result in results:
-            if result.value is None:
-                table.append([result.name, "-", "-", "-", "-", "error", "-"])
-                continue
-            rows = _history_rows(*result.value)
-            table += [[result.name, *(str(r[key]) for key in HISTORY_KEYS)] for r in rows]
-            if not rows:
-                table.append([result.name, "-", "-", "-", "-", "no runs", "-"])
-        _table(["HOST", *HISTORY_HEADER], table, out)
-        for result in results:
-            if result.error is not None:
-                out.echo(f"\n== {printable(result.name)}: error\n{problems(result)}")
-    if damaged:
-        raise JournalError(*(p for d in damaged for p in d.problems()))
-    return fleet_exit_code(results, lambda _: True)
-
-
-def _history_table(host: ReadableHost, rows: list[dict[str, Any]], out: Output) -> None:
-    if out.json:
-        out.document(documents.document("history", documents.named(host.name), {"runs": rows}))
-    elif rows:
-        _table(HISTORY_HEADER, [[str(r[key]) for key in HISTORY_KEYS] for r in rows], out)
-    else:
-        out.echo(f"No tune runs on {host.describe()}.")
-
-
-def _table(header: list[str], rows: list[list[str]], out: Output) -> None:
-    cells = [[printable(cell) for cell in row] for row in [header, *rows]]  # the journals' text
-    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
-    for row in cells:
-        out.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())

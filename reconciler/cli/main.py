@@ -66,9 +66,9 @@ class LazyGroup(click.Group):
     cls=LazyGroup,
     lazy={
         "apply": ".apply:apply",
-        "rollback": ".apply:rollback",
-        "history": ".apply:history",
-        "verify": ".apply:verify",
+        "rollback": ".rollback:rollback",
+        "history": ".history:history",
+        "verify": ".verify:verify",
         "audit": ".audit:audit_cmd",
         "probe": ".probes:probe_cmd",
         "report": ".report:report_cmd",
