@@ -77,5 +77,5 @@ def test_a_fleet_without_a_terminal_or_yes_is_refused_before_any_host_is_written
 
     monkeypatch.setattr("sys.stdin", io.StringIO(""))
     with pytest.raises(NotConfirmed, match="`tune apply --yes` goes ahead"):
-        FleetTerminal([], dry_run=False, yes=False, out=Output("json")).confirm(281, 12)
-    FleetTerminal([], dry_run=False, yes=True, out=Output("json")).confirm(281, 12)
+        FleetTerminal([], dry_run=False, yes=False, out=Output("json")).confirm([], 281, 12)
+    FleetTerminal([], dry_run=False, yes=True, out=Output("json")).confirm([], 281, 12)

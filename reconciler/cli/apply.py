@@ -11,7 +11,7 @@ import click
 from ..core.changes import Phase
 from ..core.errors import ExitCode, UsageError
 from ..core.printable import printable
-from ..flow.orchestration import ApplyJob, Done, Show
+from ..flow.orchestration import ApplyJob, Done
 from ..hosts.base import Host
 from ..kinds import boot_kind
 from ..plan import saved as saved_plans
@@ -138,7 +138,7 @@ def apply(
     --max-fail the rollout stops before the next wave. The rollout is
     journaled on this machine: `tune rollout status|resume`.
     """
-    from ..flow.orchestration import apply_one
+    from ..flow.orchestration import after_run, apply_one
     from ..profile.bundled import resolve
     from ..profile.load import load_profile
     from ..profile.source import is_url, path_of_url
@@ -207,7 +207,13 @@ def apply(
     engine = engine_of(root, remote)
     terminal = Terminal(yes, out)
     try:
-        done = apply_one(engine, job, terminal)
+        done = apply_one(engine, job, terminal.confirm, terminal.progress)
+        terminal.ran(engine.host, done, job.dry_run)
+        if done.reboots(job):
+            # Said first: this process may not see the reboot return (`outlives_reboot`).
+            wait = job.reboot_timeout if engine.outlives_reboot else None
+            terminal.rebooting(engine.host, wait)
+            done = after_run(engine, job, done, terminal.progress)
         restarted = _restart_services(engine, job, done, yes, terminal)
     finally:
         engine.host.close()
@@ -247,7 +253,7 @@ def _restart_services(
     return ExitCode.APPLY_FAILED if result.failed else ExitCode.IN_SYNC
 
 
-class Terminal(Show):
+class Terminal:
     """One host's apply: what will change, the question, what it came to. In text, the output
     (`-o`); with --format json, standard output is the one document at the end and these
     sentences go to standard error. The question, and what it is about, go where the operator
@@ -258,6 +264,17 @@ class Terminal(Show):
         self.out = out
         self.asks_on_stderr = out.json or out.to_file
         self.waiting = out.progress()
+        self.asked = False  # the question said the skipped changes already
+
+    def ran(self, host: Host, done: Done, dry_run: bool) -> None:
+        """What `apply_one` came to, before a reboot: the skipped changes (unless the question
+        said them), a dry run's operations, what the run changed and the gates it kept."""
+        if not self.asked:
+            self.skipped(host, done.work)
+        if dry_run:
+            self.dry_run(host, done.work)
+        if done.applied is not None:
+            self.applied(host, done.applied, done.kept_in_run)
 
     def say(self, text: str, nl: bool = True) -> None:
         self.waiting.clear()
@@ -283,7 +300,11 @@ class Terminal(Show):
             )
         self.say(text, nl=False)
 
-    def confirm(self, host: Host, work: Work) -> None:
+    def confirm(self, host: Host, work: Work, around: PhaseProbes | None) -> None:
+        """`flow.Confirm`: the skipped changes, what will change, the question; once agreed,
+        the probes that run around the phase."""
+        self.asked = True
+        self.skipped(host, work)
         self._reboot_why(work)
         err = self.asks_on_stderr
         color = self.out.stderr_color if err else self.out.color
@@ -294,6 +315,8 @@ class Terminal(Show):
         if boot:  # the reboot phase: what the next boot, or a container's restart, takes up
             question += f", the boot configuration among them ({', '.join(boot)})"
         confirm(printable(question + "?"), yes=self.yes, command="tune apply", err=err)
+        if around is not None:
+            self.probes(around)
 
     def probes(self, around: PhaseProbes) -> None:
         names = ", ".join(around.probes)
@@ -312,6 +335,7 @@ class Terminal(Show):
         kept_lines(kept)
 
     def progress(self, text: str) -> None:
+        """`flow.Progress`: how a long wait is going, on the status line."""
         self.waiting(text)
 
     def rebooting(self, host: Host, wait: float | None) -> None:

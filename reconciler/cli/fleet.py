@@ -12,7 +12,7 @@ from ..apply.engines import engine_for
 from ..apply.work import Work
 from ..core.changes import Plan
 from ..core.printable import printable
-from ..flow.orchestration import ApplyJob, FleetShow, apply_fleet
+from ..flow.orchestration import ApplyJob, apply_fleet
 from ..hosts.base import Host
 from ..hosts.fleet import HostResult, fleet_exit_code
 from ..render import RENDERERS
@@ -41,13 +41,15 @@ def apply_hosts(
         done = apply_fleet(
             [engine_for(host, timeout=timeout) for host in hosts],
             job,
-            show,
+            show.confirm,
             forks=forks,
             progress=progress_on_terminal(out),
         )
     finally:
         for host in hosts:
             host.close()
+    if not show.asked:
+        show.prepared(done.prepared)
     if job.dry_run:
         return fleet_exit_code(done.prepared, lambda _: True)
     if out.json:
@@ -59,7 +61,7 @@ def apply_hosts(
     return fleet_exit_code(done.applied, lambda _: True)
 
 
-class FleetTerminal(FleetShow):
+class FleetTerminal:
     """The plans table (or, for a dry run in JSON, the plans), a dry run's operations, and
     the one question."""
 
@@ -69,6 +71,7 @@ class FleetTerminal(FleetShow):
         self.yes = yes
         self.out = out
         self.plans: list[HostResult[Plan]] = []
+        self.asked = False  # the question said what each host will change already
 
     def prepared(self, prepared: Sequence[HostResult[Work]]) -> None:
         self.plans = [
@@ -105,7 +108,13 @@ class FleetTerminal(FleetShow):
             if work is not None and work.steps:
                 out.echo(f"\n{dry_run_text(work.steps, host, color=out.color)}", nl=False)
 
-    def confirm(self, changes: int, hosts: int) -> None:
+    def confirm(self, prepared: Sequence[HostResult[Work]], changes: int, hosts: int) -> None:
+        """`flow.FleetConfirm`: what each host will change, then the one question."""
+        self.asked = True
+        self.prepared(prepared)
+        self.ask(changes, hosts)
+
+    def ask(self, changes: int, hosts: int) -> None:
         question = f"Apply {changes} changes to {hosts} hosts?"
         on_stderr = self.out.json or self.out.to_file
         confirm(

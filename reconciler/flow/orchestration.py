@@ -7,7 +7,12 @@ confirmed, `run_work` (probes around the phase, the pending record of a reboot p
 inside the run), then `after_run` (`--reboot`: reboot, and where this process outlives the
 reboot, wait for the new boot and verify it). A fleet (`apply_fleet`) prepares every host,
 asks once, then runs the work of each host that has some. What differs between hosts is the
-`Engine`'s alone; what the operator sees is the caller's (`Show`, `FleetShow`).
+`Engine`'s alone.
+
+The flow returns what each stage came to (`Done`, `FleetDone`), and the caller renders it; the
+flow calls the caller only to ask what it must ask (`Confirm`, `FleetConfirm`: raise to write
+nothing) and, while a long wait lasts (a probe's runs, the reboot), through one narrow live
+report (`Progress`).
 """
 
 from __future__ import annotations
@@ -72,31 +77,14 @@ class ApplyJob:
         return replace(pending, try_once=work.try_once, promote=work.promote)
 
 
-class Show:
-    """What the operator sees, and is asked, between the stages of one host's apply; each
-    hook is called before what follows it may take long. This one shows nothing."""
+# The one question of one host's apply, asked with the host's lock held once `work` is decided
+# and has steps, never on a dry run: return once the operator agreed to write `work` (the
+# probes of `around` then run around the phase), raise (`NotConfirmed`) to write nothing.
+Confirm = Callable[[Host, Work, "PhaseProbes | None"], None]
 
-    def dry_run(self, host: Host, work: Work) -> None:
-        """The operations `work` would make; nothing is written."""
-
-    def skipped(self, host: Host, work: Work) -> None:
-        """The changes --skip-missing left out (`work.skipped`), before anything else."""
-
-    def confirm(self, host: Host, work: Work) -> None:
-        """What will change; raise to write nothing."""
-
-    def probes(self, around: PhaseProbes) -> None:
-        """The probes that run around the phase."""
-
-    def applied(self, host: Host, applied: ApplyResult, kept: list[GateFailure]) -> None:
-        """What the run came to, and the gates that failed but were kept."""
-
-    def rebooting(self, host: Host, wait: float | None) -> None:
-        """The reboot starts; `wait`: how long this process waits for the host to come back
-        (None: it does not, the machine it runs on reboots)."""
-
-    def progress(self, text: str) -> None:
-        """How a long wait (a probe's runs, the reboot) is going; replaced by the next."""
+# The one live report: how a long wait (a probe's runs, the wait for a reboot) is going, as a
+# line the next one replaces. What a stage came to is returned, never reported through it.
+Progress = Callable[[str], None]
 
 
 @dataclass(frozen=True)
@@ -108,23 +96,29 @@ class Done:
     pending: PendingBoot | None = None  # what the next boot must bring
     verdict: BootVerdict | None = None  # after the boot, when this process verified it
     kept: list[GateFailure] = field(default_factory=list)  # failed gates kept after the boot
+    kept_in_run: list[GateFailure] = field(default_factory=list)  # and after the phase
+
+    def reboots(self, job: ApplyJob) -> bool:
+        """Whether `after_run` reboots: --reboot, and the run left something for the boot."""
+        return self.pending is not None and job.reboot
 
 
-def apply_one(engine: Engine, job: ApplyJob, show: Show) -> Done:
-    """One host's apply, from the observation to the verified boot (`--reboot`)."""
+def apply_one(
+    engine: Engine, job: ApplyJob, confirm: Confirm, progress: Progress | None = None
+) -> Done:
+    """One host's apply, from the observation to the end of its run: the work decided (all a
+    dry run does), confirmed, run. A `--reboot` goes on with `after_run`."""
     if job.dry_run:
-        work = prepare_host(engine, job)
-        show.skipped(engine.host, work)
-        show.dry_run(engine.host, work)
-        return Done(work)
+        return Done(prepare_host(engine, job))
     with engine.session():
         work = prepare_host(engine, job)
-        show.skipped(engine.host, work)
         if not work.steps:
             return Done(work)
-        show.confirm(engine.host, work)
-        applied, pending = run_work(engine, job, work, show)
-    return after_run(engine, job, Done(work, applied, pending), show)
+        around = probes_around(engine, job, progress)
+        confirm(engine.host, work, around)
+        applied, pending = run_work(engine, job, work, around)
+    kept = list(around.failures) if around is not None else []
+    return Done(work, applied, pending, kept_in_run=kept)
 
 
 def prepare_host(engine: Engine, job: ApplyJob) -> Work:
@@ -157,24 +151,29 @@ def prepare_host(engine: Engine, job: ApplyJob) -> Work:
 
 
 def run_work(
-    engine: Engine, job: ApplyJob, work: Work, show: Show, run_id: str | None = None
+    engine: Engine,
+    job: ApplyJob,
+    work: Work,
+    around: PhaseProbes | None,
+    run_id: str | None = None,
 ) -> tuple[ApplyResult, PendingBoot | None]:
-    """The run, once confirmed: the probes around the phase, and pending.json written inside
-    the run, so that one that cannot be written rolls the run back (exit 3). Returns what the
-    run came to and what the next boot must bring. `run_id`: the run's id when the caller
+    """The run, once confirmed: the probes `around` the phase (`probes_around`), and
+    pending.json written inside the run, so that one that cannot be written rolls the run back
+    (exit 3). Returns what the run came to and what the next boot must bring; the gates that
+    failed but were kept are `around.failures`. `run_id`: the run's id when the caller
     journaled it before (a rollout), else a new one."""
-    around = _probes(engine, job, show)
     run_id = run_id or new_run_id()
     pending = job.pending(run_id, work)
     after = () if pending is None else (PutFile(PENDING, pending.to_json().encode(), 0o600),)
     applied = engine.apply(
         work, job.loaded, phase=job.phase, run_id=run_id, around=around, after=after
     )
-    show.applied(engine.host, applied, around.failures if around is not None else [])
     return applied, pending
 
 
-def _probes(engine: Engine, job: ApplyJob, show: Show) -> PhaseProbes | None:
+def probes_around(
+    engine: Engine, job: ApplyJob, progress: Progress | None = None
+) -> PhaseProbes | None:
     """The profile's probes around the phase, running where the engine runs them."""
     from ..probes.phase import PhaseProbes
 
@@ -187,30 +186,28 @@ def _probes(engine: Engine, job: ApplyJob, show: Show) -> PhaseProbes | None:
         env,
         job.keep_on_regression,
         execute,
-        progress=show.progress,
+        progress=progress,
     )
-    show.probes(around)
     return around
 
 
-def after_run(engine: Engine, job: ApplyJob, done: Done, show: Show) -> Done:
-    """`--reboot` after a run that left something for the boot: reboot; where this process
-    outlives the reboot, wait for the new boot and verify it (`boot.reboot.conclude`)."""
+def after_run(engine: Engine, job: ApplyJob, done: Done, progress: Progress | None = None) -> Done:
+    """`--reboot` after a run that left something for the boot (`Done.reboots`): reboot; where
+    this process outlives the reboot, wait for the new boot and verify it
+    (`boot.reboot.conclude`). The caller says the reboot starts before it calls: this process
+    may not see the reboot return (`engine.outlives_reboot`)."""
     pending = done.pending
     if pending is None or not job.reboot:
         return done
-    if not engine.outlives_reboot:
-        show.rebooting(engine.host, None)  # before: this process may not see the reboot return
-        engine.reboot(pending)
-        return done
     engine.reboot(pending)
-    show.rebooting(engine.host, job.reboot_timeout)
+    if not engine.outlives_reboot:
+        return done
     wait_for_new_boot(
         engine.host,
         pending.boot_id,
         job.reboot_timeout,
         interval=job.reboot_poll,
-        progress=show.progress,
+        progress=progress,
     )
     kept: list[GateFailure] = []
     after = after_boot(engine, job.keep_on_regression, kept, job.restart_containers)
@@ -275,14 +272,10 @@ def roll_back(
         return roll_back_chain(engine.host, run_id, engine.rollback, approve)
 
 
-class FleetShow:
-    """What the operator sees, and is asked, during a fleet's apply. This one shows nothing."""
-
-    def prepared(self, prepared: Sequence[HostResult[Work]]) -> None:
-        """What each host will change, or why it cannot, before anything is asked."""
-
-    def confirm(self, changes: int, hosts: int) -> None:
-        """One question for the whole fleet; raise to write nothing."""
+# The one question of a fleet's apply, asked once every host is prepared and some host has
+# something to change, never on a dry run: `(prepared, changes, hosts)`, what each host will
+# change (or why it cannot) and how many changes on how many hosts; raise to write nothing.
+FleetConfirm = Callable[[Sequence[HostResult[Work]], int, int], None]
 
 
 @dataclass(frozen=True)
@@ -298,7 +291,7 @@ class FleetDone:
 def apply_fleet(
     engines: Sequence[Engine],
     job: ApplyJob,
-    show: FleetShow,
+    confirm: FleetConfirm,
     *,
     forks: int,
     progress: Callable[[int, int], None] | None = None,
@@ -319,15 +312,15 @@ def apply_fleet(
             return prepare_host(engine, job)
 
         prepared = for_each_host(hosts, prepare, forks, progress, keep_open=True)
-        show.prepared(prepared)
         if job.dry_run:
             return FleetDone(prepared)
         works = {r.name: r.value for r in prepared if r.value is not None and r.value.steps}
         if works:
-            show.confirm(sum(len(work.planned) for work in works.values()), len(works))
+            confirm(prepared, sum(len(work.planned) for work in works.values()), len(works))
 
         def run(host: Host) -> ApplyResult:
-            return run_work(by_name[host.name], job, works[host.name], Show())[0]
+            engine = by_name[host.name]
+            return run_work(engine, job, works[host.name], probes_around(engine, job))[0]
 
         changing = [host for host in hosts if host.name in works]
         done = {r.name: r for r in for_each_host(changing, run, forks, progress)}

@@ -27,7 +27,7 @@ from ..apply.journal import new_run_id, read_run, rolled_back_run
 from ..apply.pending import PendingBoot, read_pending
 from ..boot.reboot import POLL_S, boot_id_of, conclude, wait_for_new_boot
 from ..core.errors import ApplyFailed, ExitCode, RebootTimeout, TuneError
-from ..flow.orchestration import ApplyJob, Show, after_boot, prepare_host, run_work
+from ..flow.orchestration import ApplyJob, after_boot, prepare_host, probes_around, run_work
 from ..hosts.base import Host
 from ..hosts.fleet import for_each_host
 from .hooks import HookContext, run_hook
@@ -211,7 +211,7 @@ def _start_host(
         pinned = entry.identity()
         if pinned is not None:
             engine.host.pin(pinned)  # the reconnection after the reboot is held to its key
-        _, pending = run_work(engine, job, work, Show(), run_id=run_id)
+        _, pending = run_work(engine, job, work, probes_around(engine, job), run_id=run_id)
     if pending is None or not job.reboot:
         _end(rollout, show, name, DONE, configuration="new" if pending is None else "pending")
         return
