@@ -4,7 +4,7 @@
 snapshot directory). `ShellEngine` sends its work as POSIX sh scripts (`apply.sh_engine`) to a
 host reached over SSH, which needs no Python: an apply runs there detached, so a dropped
 connection cannot stop it halfway, and the round trips are bounded by the phases, never by the
-number of knobs. Everything above them (`apply.orchestration`: prepare, confirm, probes around
+number of knobs. Everything above them (`flow.orchestration`: prepare, confirm, probes around
 the phase, the pending record, the reboot, rollback chains) is written once against `Engine`;
 `engine_for` is the only place that looks at what kind of host it is.
 """

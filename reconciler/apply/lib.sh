@@ -962,7 +962,7 @@ is_words() {
     WS="$*"; ints
     [ "$WS" = "$want" ]
 }
-# A reading as messages show it (engine.show_value): Python's repr of the text (of its first
+# A reading as messages show it (apply.messages.show_value): Python's repr of the text (of its first
 # 200 characters and its length past that: the loop below costs time quadratic in what it
 # quotes, and a file can be megabytes), or "nothing (absent)".
 REPR='
