@@ -56,10 +56,12 @@ class PendingBoot:
         return replace(self, reboot_asked_in=self.boot_id)
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> PendingBoot:
+    def from_json(cls, data: Any) -> PendingBoot:
         """The record, from what this tune writes or what one before the registry wrote (a
         field per kind: `Kind.pending_field`), each kind's expectations checked as it
         declares them (`Kind.after_boot_value`)."""
+        if not isinstance(data, dict):
+            raise TypeError(f"pending is {type(data).__name__}, not an object")
         expected = data["expected"] if "expected" in data else _by_field(data)
         if not isinstance(expected, dict):
             raise TypeError(f"pending.expected is {type(expected).__name__}, not an object")
@@ -79,11 +81,9 @@ class PendingBoot:
 def _by_field(data: dict[str, Any]) -> dict[str, Any]:
     """The expectations of a record written before the registry kept them per kind: a field
     of its own for each kind that had any (`Kind.pending_field`)."""
-    return {
-        kind.kind: data[kind.pending_field]
-        for kind in REGISTRY
-        if kind.pending_field and kind.pending_field in data
-    }
+    # In the record's order: the order that version checked them in.
+    fields = {kind.pending_field: kind.kind for kind in REGISTRY if kind.pending_field}
+    return {fields[name]: value for name, value in data.items() if name in fields}
 
 
 def _checked(name: str, part: Any) -> dict[str, Any]:

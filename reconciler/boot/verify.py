@@ -16,15 +16,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import reduce
 from operator import or_
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from ..apply.pending import PendingBoot
+from ..apply.pending import PENDING, PendingBoot
 from ..core.changes import Phase
 from ..core.errors import HostError
 from ..core.files import Request
 from ..facts.kernel import BOOT_ID
 from ..hosts.base import Host, ReadableHost
-from ..kinds import REGISTRY
+from ..kinds import named
+from ..kinds.base import Kind
 from ..steps.state import PROFILE
 
 if TYPE_CHECKING:
@@ -40,8 +41,8 @@ class BootVerdict:
 
 def verify(host: ReadableHost, pending: PendingBoot) -> BootVerdict:
     """Compare the booted host with `pending`; pure reads, one batch."""
-    # Registry order: the order the plan lists them in, whatever the record's.
-    kinds = [(k, pending.expected[k.kind]) for k in REGISTRY if pending.expected.get(k.kind)]
+    # In the record's order (the plan's). `read_pending` refuses a kind this tune does not know.
+    kinds = [(_kind(name), part) for name, part in pending.expected.items() if part]
     asked = [kind.after_boot_request(expected) for kind, expected in kinds]
     files = host.fetch(reduce(or_, asked, Request.of(BOOT_ID, PROFILE)))
     verdict = BootVerdict()
@@ -57,6 +58,13 @@ def verify(host: ReadableHost, pending: PendingBoot) -> BootVerdict:
         verdict.failed += checked.failed
     verdict.failed += _runtime_drift(host, files.text(PROFILE))
     return verdict
+
+
+def _kind(name: str) -> Kind[Any]:
+    kind = named(name)
+    if kind is None:
+        raise HostError(f"{PENDING} expects {name} settings, a kind this tune does not know.")
+    return kind
 
 
 def probe_after_boot(
