@@ -65,14 +65,15 @@ class PendingBoot:
         expected = data["expected"] if "expected" in data else _by_field(data)
         if not isinstance(expected, dict):
             raise TypeError(f"pending.expected is {type(expected).__name__}, not an object")
+        # The first records had no `containers`: the configs of their `majors` were those.
+        containers = data["containers"] if "containers" in data else data.get("majors", ())
         return cls(
             data["run_id"],
             data.get("boot_id"),
             {name: _checked(name, part) for name, part in expected.items()},
             data.get("try_once"),
             tuple(Step.from_json(step) for step in data.get("promote", ())),
-            # The first records had no `containers`: the configs of their `majors` were those.
-            list(data.get("containers", data.get("majors", ()))),
+            list(containers),
             bool(data.get("restart_containers", False)),
             data.get("reboot_asked_in"),
         )
