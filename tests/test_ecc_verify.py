@@ -38,7 +38,8 @@ def boot(root: Path, *, takes_pending: bool) -> None:
 
 def test_the_boot_brought_the_ecc_mode_and_verify_says_so(tmp_path: Path) -> None:
     root = applied(tmp_path)
-    assert json.loads((root / PENDING).read_text())["ecc"] == dict.fromkeys(BUSES, "Disabled")
+    recorded = json.loads((root / PENDING).read_text())["expected"]
+    assert recorded == {"ecc": dict.fromkeys(BUSES, "Disabled")}
     boot(root, takes_pending=True)
     result = run_tune("verify", "--root", root)
     assert result.code == 0, result.err

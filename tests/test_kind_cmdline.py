@@ -474,7 +474,7 @@ def test_verify_checks_the_occurrences_a_step_configured(
     root = tmp_path / "host"
     write(root, "/proc/sys/kernel/random/boot_id", "after\n")
     write(root, "/proc/cmdline", running + "\n")
-    record = PendingBoot("r", "before", {"console": ["tty1", "ttyS0"]}, {})
+    record = PendingBoot("r", "before", {"cmdline": {"console": ["tty1", "ttyS0"]}})
     write(root, PENDING, record.to_json())
     pending = read_pending(SnapshotHost(root))
     assert pending is not None

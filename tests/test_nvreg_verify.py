@@ -49,7 +49,7 @@ def boot(root: Path, *, loads_options: bool) -> None:
 def test_the_boot_brought_the_parameters_and_verify_says_so(tmp_path: Path) -> None:
     root = applied(tmp_path)
     recorded = json.loads((root / PENDING).read_text())
-    assert recorded["nvidia_params"] == {
+    assert recorded["expected"]["nvreg"] == {
         "EnableStreamMemOPs": "1",
         "RegistryDwords": "PeerMappingOverride=1;",
         "RmProfilingAdminOnly": "0",

@@ -354,7 +354,7 @@ class SystemctlReboot(SnapshotHost):
 
 
 def pending_before_a_reboot(root: Path) -> PendingBoot:
-    pending = PendingBoot("r1", BOOT_ID_BEFORE, {"amd_pstate": "active"}, {})
+    pending = PendingBoot("r1", BOOT_ID_BEFORE, {"cmdline": {"amd_pstate": "active"}})
     write(root, PENDING.lstrip("/"), pending.to_json())
     write(root, BOOT_ID.lstrip("/"), BOOT_ID_BEFORE + "\n")
     (root / ".tune-emulate").mkdir()

@@ -310,8 +310,10 @@ def pending(root: Path) -> dict[str, object]:
 def test_reboot_then_verify_passes_and_clears_pending(untuned: Path) -> None:
     assert run_tune("apply", BLACKWELL, "--root", untuned, "-y").code == 0
     recorded = pending(untuned)
-    assert recorded["cmdline"] == {"processor.max_cstate": "1", "amd_pstate": "active"}
-    assert recorded["majors"] == {"/etc/pve/lxc/101.conf": [195, 509, 510]}
+    assert recorded["expected"] == {
+        "cmdline": {"processor.max_cstate": "1", "amd_pstate": "active"},
+        "lxc": {"/etc/pve/lxc/101.conf": [195, 509, 510]},
+    }
     reboot(untuned)
     result = run_tune("verify", "--root", untuned)
     assert result.code == 0, result.err

@@ -129,7 +129,7 @@ def test_reboot_phase_over_ssh_then_verify_after_a_manual_reboot(
     for path in (*BOOT_FILES, "var/lib/tune/profile.yaml"):
         assert mine.get(path) == theirs.get(path), path
     pending = json.loads((remote / "var/lib/tune/pending.json").read_text())
-    assert pending["cmdline"] == {"processor.max_cstate": "1", "amd_pstate": "active"}
+    assert pending["expected"]["cmdline"] == {"processor.max_cstate": "1", "amd_pstate": "active"}
     assert pending["promote"] == []
 
     code, _, err = tune_plain(lab, "verify", "-H", "h1")

@@ -8,16 +8,18 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass, field
+from functools import reduce
+from operator import or_
 
 from ..core.changes import Pending
+from ..core.files import Request
 from ..hosts.base import Host
-from ..kinds.services import KIND as SERVICES
-from ..kinds.services import LOGIND, restarts
+from ..kinds import REGISTRY, services_to_restart
 from ..profile.load import LoadedProfile
 from ..steps.ops import Step
 from ..steps.records import ServiceRan
 from .engines import Engine
-from .journal import Journal
+from .journal import Journal, run_ids
 
 
 @dataclass
@@ -27,30 +29,36 @@ class Restarted:
 
 
 def pending_restarts(host: Host, loaded: LoadedProfile) -> list[Pending]:
-    """The restarts the profile's `services` wait for, from a read of that section alone: no
-    other kind's knob waits for a restart, and this runs twice per `--restart-services`."""
-    spec = loaded.profile.spec(SERVICES)
-    if not spec:
+    """The restarts the profile waits for, from one read of the sections whose kinds may find
+    one (`Kind.waits_for_restarts`) alone: this runs twice per `--restart-services`."""
+    specs = [(kind, loaded.profile.spec(kind)) for kind in REGISTRY if kind.waits_for_restarts]
+    specs = [(kind, spec) for kind, spec in specs if spec]
+    if not specs:
         return []
-    found = SERVICES.compare(spec, host.fetch(SERVICES.request(spec))).pending
+    files = host.fetch(reduce(or_, (kind.request(spec) for kind, spec in specs), Request()))
+    found = [p for kind, spec in specs for p in kind.compare(spec, files).pending]
     return [p for p in found if p.restart]
 
 
 def to_restart(pending: list[Pending], steps: tuple[Step, ...]) -> list[str]:
-    """The units to restart: those `pending` waits for, and logind when `steps` set one of
-    its settings (what it runs with cannot be read from a file)."""
-    units = restarts(pending)
-    if any(s.id.startswith("service:logind:") for s in steps):
-        units.append(LOGIND)
-    return units
+    """The units to restart, once each: those `pending` waits for, and those whose kinds say
+    `steps` changed what they read only when they start (`Kind.services_to_restart`)."""
+    units = [p.restart for p in pending if p.restart] + services_to_restart(steps)
+    return list(dict.fromkeys(units))
 
 
 def restart_services(
-    engine: Engine, loaded: LoadedProfile, units: list[str], journal: Journal | None
+    engine: Engine, loaded: LoadedProfile, units: list[str], run_id: str | None
 ) -> Restarted:
     """Restart each of `units` through the host's engine (over SSH, a script with each word
-    quoted), then check that none still waits for its restart."""
+    quoted), then check that none still waits for its restart. Each command goes to the
+    journal of run `run_id` (by default the host's newest; none on a host without runs), which
+    then ends `applied` again: its records follow the end the apply wrote."""
     host = engine.host
+    if run_id is None:
+        runs = run_ids(host)
+        run_id = runs[-1] if runs else None
+    journal = Journal(host, run_id) if run_id else None
     done = Restarted()
     restarted = []
     for unit in units:
@@ -73,4 +81,6 @@ def restart_services(
             ]
         else:
             done.held.append(f"{unit} restarted with its configured limits")
+    if journal is not None:
+        journal.end("applied")
     return done

@@ -1,32 +1,31 @@
 """What must hold after the boot that a reboot-phase apply prepared, and `tune verify`.
 
 `tune apply` (reboot phase) records `/var/lib/tune/pending.json` on the target: the run, the
-boot id before, the kernel command-line parameters the next boot must carry (null: must be
-absent), per container config, the NVIDIA majors its allow lines grant, and the profile's
-container configs with whether to restart them (`--restart-containers`). After the reboot,
-`verify` compares those with `/proc/cmdline`, `/proc/devices`, `/proc/driver/nvidia/params` (the
-NVIDIA driver's parameters the boot was to bring), each GPU's `ecc.mode.current` (nvidia-smi's
-query) and the stored profile's runtime part; on any failure the boot configuration is rolled
-back from the run's journal.
+boot id before, what each kind's steps expect of the next boot (`Kind.after_boot`), and the
+profile's container configs with whether to restart them (`--restart-containers`). After the
+reboot, `verify` reads, in one batch, the boot id, the stored profile and what each of those
+kinds asks for (`Kind.after_boot_request`), lets each kind judge its part
+(`Kind.verify_after_boot`), and checks that the stored profile's runtime part still holds; on
+any failure the boot configuration is rolled back from the run's journal. This module names no
+kind: a kind checks its own.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from functools import reduce
+from operator import or_
+from typing import TYPE_CHECKING, Any
 
-from ..apply.pending import PendingBoot
-from ..core.changes import JsonValue, Phase
+from ..apply.pending import PENDING, PendingBoot
+from ..core.changes import Phase
 from ..core.errors import HostError
 from ..core.files import Request
-from ..facts import cmdline as cmdline_fmt
-from ..facts import lxc as lxc_fmt
-from ..facts import nvidia_params, nvidia_smi
-from ..facts.cmdline import PROC_CMDLINE
 from ..facts.kernel import BOOT_ID
-from ..facts.nvidia_params import PARAMS as NVIDIA_PARAMS
 from ..hosts.base import Host, ReadableHost
+from ..kinds import named
+from ..kinds.base import Kind
 from ..steps.state import PROFILE
 
 if TYPE_CHECKING:
@@ -40,28 +39,12 @@ class BootVerdict:
     failed: list[str] = field(default_factory=list)
 
 
-def _words(name: str, value: JsonValue) -> str:
-    """A parameter's value, or each of its occurrences, as the command line writes it."""
-    if value is None:
-        return name
-    values = value if isinstance(value, list) else [value]
-    return " ".join(cmdline_fmt.word(name, v) for v in values)
-
-
 def verify(host: ReadableHost, pending: PendingBoot) -> BootVerdict:
-    """Compare the booted host with `pending`; pure reads."""
-    configs = tuple(pending.majors)
-    files = host.fetch(
-        Request.of(
-            PROC_CMDLINE,
-            lxc_fmt.PROC_DEVICES,
-            BOOT_ID,
-            PROFILE,
-            NVIDIA_PARAMS,
-            *configs,
-            commands=[nvidia_smi.QUERY] if pending.ecc else [],
-        )
-    )
+    """Compare the booted host with `pending`; pure reads, one batch."""
+    # In the record's order (the plan's). `read_pending` refuses a kind this tune does not know.
+    kinds = [(_kind(name), part) for name, part in pending.expected.items() if part]
+    asked = [kind.after_boot_request(expected) for kind, expected in kinds]
+    files = host.fetch(reduce(or_, asked, Request.of(BOOT_ID, PROFILE)))
     verdict = BootVerdict()
     boot_id = files.value(BOOT_ID)
     if pending.boot_id is not None and boot_id == pending.boot_id:
@@ -69,65 +52,19 @@ def verify(host: ReadableHost, pending: PendingBoot) -> BootVerdict:
             f"{host.describe()} has not rebooted since run {pending.run_id} (same boot id); "
             "reboot it, then run tune verify."
         )
-    running = cmdline_fmt.running(files)
-    for name, value in pending.cmdline.items():
-        every: JsonValue = list(running.every(name)) or None
-        got = every if isinstance(value, list) else running.get(name)
-        word = _words(name, value)
-        if got == value:
-            verdict.held.append(f"{PROC_CMDLINE} {'lacks' if value is None else 'has'} {word}")
-        elif value is None:
-            verdict.failed.append(f"{PROC_CMDLINE} still has {_words(name, every)}")
-        else:
-            now = "nothing" if got is None else _words(name, got)
-            verdict.failed.append(f"{PROC_CMDLINE} has {now}, not {word}")
-    nvidia = lxc_fmt.nvidia_majors(files.text(lxc_fmt.PROC_DEVICES) or "")
-    for config, majors in pending.majors.items():
-        if sorted(nvidia) == majors:
-            verdict.held.append(f"{config} allows the NVIDIA majors {majors}")
-            continue
-        names = ", ".join(f"{name} is {major}" for major, name in sorted(nvidia.items()))
-        verdict.failed.append(
-            f"{config} allows majors {majors} but /proc/devices now says {names or 'no NVIDIA'}"
-        )
-    _driver_params(verdict, pending.nvidia_params, files.text(NVIDIA_PARAMS))
-    if pending.ecc:
-        _ecc(verdict, pending.ecc, files.view(nvidia_smi.reading))
+    for kind, expected in kinds:
+        checked = kind.verify_after_boot(expected, files)
+        verdict.held += checked.held
+        verdict.failed += checked.failed
     verdict.failed += _runtime_drift(host, files.text(PROFILE))
     return verdict
 
 
-def _driver_params(verdict: BootVerdict, expected: Mapping[str, str], text: str | None) -> None:
-    """Whether the booted driver uses the parameters the boot was to bring."""
-    running = nvidia_params.parse(text)
-    if expected and running is None:
-        verdict.failed.append(f"{NVIDIA_PARAMS} does not exist: the nvidia driver is not loaded")
-        return
-    for name, value in expected.items():
-        got = (running or {}).get(name)
-        if got == value:
-            verdict.held.append(f"{NVIDIA_PARAMS} has {name}: {value}")
-        else:
-            now = "nothing" if got is None else got
-            verdict.failed.append(f"{NVIDIA_PARAMS} has {name}: {now}, not {value}")
-
-
-def _ecc(verdict: BootVerdict, expected: Mapping[str, str], read: nvidia_smi.Reading) -> None:
-    """Whether each GPU runs with the ECC mode the boot was to bring."""
-    if read.problem is not None:
-        verdict.failed.append(f"ECC cannot be read: {read.problem}")
-        return
-    gpus = {gpu.bus_id: gpu for gpu in read.gpus}
-    for bus, mode in expected.items():
-        gpu = gpus.get(bus)
-        got = None if gpu is None else gpu.get(nvidia_smi.ECC_CURRENT)
-        if got == mode:
-            verdict.held.append(f"GPU {bus} has {nvidia_smi.ECC_CURRENT}: {mode}")
-        elif gpu is None:
-            verdict.failed.append(f"nvidia-smi lists no GPU {bus} (its ECC was to be {mode})")
-        else:
-            now = "not available" if got is None else got
-            verdict.failed.append(f"GPU {bus} has {nvidia_smi.ECC_CURRENT}: {now}, not {mode}")
+def _kind(name: str) -> Kind[Any]:
+    kind = named(name)
+    if kind is None:
+        raise HostError(f"{PENDING} expects {name} settings, a kind this tune does not know.")
+    return kind
 
 
 def probe_after_boot(

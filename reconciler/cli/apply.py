@@ -228,7 +228,6 @@ def _restart_services(
 ) -> int:
     """`--restart-services` once the apply is over (not on a dry run): exit 3 when a restart
     failed or did not bring the configured limits."""
-    from ..apply.journal import Journal, run_ids
     from ..apply.restart import pending_restarts, restart_services, to_restart
 
     if not job.restart_services or job.dry_run:
@@ -240,16 +239,12 @@ def _restart_services(
         return ExitCode.IN_SYNC
     question = f"Restart {', '.join(units)} on {host.describe()}?"
     confirm(printable(question), yes=yes, command="tune apply --restart-services")
-    runs = run_ids(host)
-    run_id = done.applied.run_id if done.applied is not None else (runs[-1] if runs else None)
-    journal = Journal(host, run_id) if run_id else None
-    result = restart_services(engine, loaded, units, journal)
+    run_id = done.applied.run_id if done.applied is not None else None
+    result = restart_services(engine, loaded, units, run_id)
     for line in result.held:
         terminal.say(f"ok  {printable(line)}")
     for line in result.failed:
         terminal.say(f"FAILED {printable(line)}")
-    if journal is not None:
-        journal.end("applied")
     return ExitCode.APPLY_FAILED if result.failed else ExitCode.IN_SYNC
 
 

@@ -31,7 +31,7 @@ from ..boot.reboot import POLL_S, AfterBoot, conclude, wait_for_new_boot
 from ..boot.verify import BootVerdict
 from ..hosts.base import Host
 from ..hosts.fleet import HostResult, for_each_host
-from ..kinds import lxc
+from ..kinds import containers_to_restart
 from ..steps.ops import PutFile
 
 if TYPE_CHECKING:
@@ -68,7 +68,7 @@ class ApplyJob:
     def pending(self, run_id: str, work: Work) -> PendingBoot | None:
         """What the next boot must bring, for `tune verify`; None when the run leaves nothing
         for it to check."""
-        containers = [entry.config for entry in self.loaded.profile.spec(lxc.KIND) or ()]
+        containers = containers_to_restart(self.loaded.profile)
         pending = pending_of(
             run_id, work.plan.host.boot_id, work.planned, containers, self.restart_containers
         )

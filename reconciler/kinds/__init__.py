@@ -4,9 +4,11 @@ rollback, the README's knob table and the tests)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from ..core.changes import Phase
+from ..steps.ops import Step
 from . import (
     acs,
     checks,
@@ -67,3 +69,22 @@ def boot_files(kind: str) -> bool:
     """Whether changes of `kind` are tune's boot-time files (what --no-persist leaves out)."""
     found = KINDS.get(kind)
     return found is not None and found.persistence
+
+
+def containers_to_restart(profile: Any) -> list[str]:
+    """The container configs `--restart-containers` restarts once the boot is verified, as the
+    kinds of `profile` name them, once each."""
+    found: list[str] = []
+    for kind in REGISTRY:
+        spec = kind.spec_of(profile)
+        found += [] if spec is None else kind.containers_to_restart(spec)
+    return list(dict.fromkeys(found))
+
+
+def services_to_restart(steps: Sequence[Step]) -> list[str]:
+    """The units `--restart-services` restarts for what `steps` changed, as their kinds say."""
+    return [
+        unit
+        for kind in REGISTRY
+        for unit in kind.services_to_restart([s for s in steps if s.kind == kind.kind])
+    ]

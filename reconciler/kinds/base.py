@@ -6,7 +6,7 @@ import posixpath
 import re
 import sys
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Generic, TypeVar, cast
 
@@ -36,7 +36,7 @@ V = TypeVar("V")
 SpecT = TypeVar("SpecT")
 
 __all__ = [
-    "AfterBoot",
+    "BootCheck",
     "Entry",
     "Kind",
     "Meta",
@@ -188,18 +188,13 @@ def normalize_choice(raw: str | None) -> str | None:
     return selected.group(1) if selected else normalize_words(raw)
 
 
-@dataclass(frozen=True)
-class AfterBoot:
-    """What one reboot-phase step expects of the next boot, checked by `tune verify`: kernel
-    parameters (their value, or the list of their occurrences; None: absent), per container
-    config, the NVIDIA majors it allows, the NVIDIA driver's parameters (by the name
-    /proc/driver/nvidia/params prints, as it prints the value), and per GPU (by its PCI bus id
-    as nvidia-smi prints it) the ECC mode `ecc.mode.current` must read."""
+@dataclass
+class BootCheck:
+    """What `tune verify` found of one kind's expectations after the boot: a sentence for each
+    that held and each that did not."""
 
-    cmdline: Mapping[str, Value] = field(default_factory=dict)
-    majors: Mapping[str, list[int]] = field(default_factory=dict)
-    nvidia_params: Mapping[str, str] = field(default_factory=dict)
-    ecc: Mapping[str, str] = field(default_factory=dict)
+    held: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
 
 
 class Kind(ABC, Generic[SpecT]):
@@ -309,10 +304,44 @@ class Kind(ABC, Generic[SpecT]):
         not what was written, where this kind knows better than "refused or clamped"."""
         return None
 
-    def after_boot(self, step: Step) -> AfterBoot | None:
-        """What `step` (of this reboot-phase kind) expects of the next boot, if `tune verify`
-        can check it."""
-        return None
+    # The reboot (`tune verify`): a kind declares what each of its steps expects of the next
+    # boot as JSON data by target (`after_boot`), kept in pending.json under the kind's name,
+    # and checks it itself against the new boot (`after_boot_request`, read in the one batch
+    # of every kind's, then `verify_after_boot`). Nothing else in tune names the kind for it.
+    # The type of one expected value, checked when pending.json is read (a damaged file is a
+    # message, never an error deep in `verify_after_boot`).
+    after_boot_value: ClassVar[Any] = str
+    # The field of pending.json where tune before the registry kept this kind's expectations,
+    # so that a reboot prepared by that version is verified the same.
+    pending_field: ClassVar[str] = ""
+
+    def after_boot(self, step: Step) -> dict[str, Any]:
+        """What `step` (of this reboot-phase kind) expects of the next boot, by target, as JSON
+        data: {} when there is nothing `tune verify` can check."""
+        return {}
+
+    def after_boot_request(self, expected: Mapping[str, Any]) -> Request:
+        """What `verify_after_boot` reads of the new boot for `expected` (this kind's part of
+        pending.json), read in one batch with every other kind's."""
+        return Request()
+
+    def verify_after_boot(self, expected: Mapping[str, Any], files: Files) -> BootCheck:
+        """Whether the new boot (`files`, read as `after_boot_request` asked) brought
+        `expected`: one sentence per target, held or failed."""
+        return BootCheck(failed=[f"tune cannot check {self.kind} settings after the boot"])
+
+    def containers_to_restart(self, spec: SpecT) -> list[str]:
+        """The container configs `--restart-containers` restarts once the boot is verified."""
+        return []
+
+    # Its compare may find services whose main process still runs with what their
+    # configuration set before (`Pending.restart`): `--restart-services` reads it for them.
+    waits_for_restarts: ClassVar[bool] = False
+
+    def services_to_restart(self, steps: Sequence[Step]) -> list[str]:
+        """Units `--restart-services` restarts because `steps` (of this kind) changed what they
+        read only when they start, and cannot be read back from a file."""
+        return []
 
 
 def attribute_step(

@@ -32,11 +32,21 @@ so that one boot configuration write carries them with the profile's.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Annotated, Any
 
-from ..core.changes import Change, Note, Outcome, Pending, Phase, Priority, Value
+from ..core.changes import (
+    Change,
+    JsonValue,
+    Note,
+    Outcome,
+    Pending,
+    Phase,
+    Priority,
+    Value,
+    jsonable,
+)
 from ..core.errors import BootConfigUnknown, HostError
 from ..core.files import Files, Request
 from ..core.schema import Before, Constrain, invalid
@@ -44,7 +54,7 @@ from ..facts import cmdline as fmt
 from ..facts.kernel import OSRELEASE
 from ..facts.shell_values import Unknown
 from ..steps.ops import BootTool, Command, Need, Probe, PutFile, Read, Require, Step
-from .base import AfterBoot, Kind, Meta, Strict, entry, file_step, safe, safe_scalar
+from .base import BootCheck, Kind, Meta, Strict, entry, file_step, safe, safe_scalar
 
 Wanted = list[tuple[fmt.Edit, Meta]]
 
@@ -259,8 +269,40 @@ class Cmdline(Kind[CmdlineWork]):
             return _grubby_step(change, files, boot, edits, upto)
         return _kernel_cmdline_step(change, files, boot, edits, upto)
 
-    def after_boot(self, step: Step) -> AfterBoot:
-        return AfterBoot(cmdline={step.target: step.desired})
+    # A value, the list of every occurrence's value, or None: must be absent.
+    after_boot_value = str | list[str] | None
+    pending_field = "cmdline"
+
+    def after_boot(self, step: Step) -> dict[str, Any]:
+        return {step.target: jsonable(step.desired)}
+
+    def after_boot_request(self, expected: Mapping[str, Any]) -> Request:
+        return Request.of(fmt.PROC_CMDLINE)
+
+    def verify_after_boot(self, expected: Mapping[str, Any], files: Files) -> BootCheck:
+        """`/proc/cmdline` carries every parameter as it was to be (or lacks it)."""
+        running = fmt.running(files)
+        done = BootCheck()
+        for name, value in expected.items():
+            every: JsonValue = list(running.every(name)) or None
+            got = every if isinstance(value, list) else running.get(name)
+            word = _words(name, value)
+            if got == value:
+                done.held.append(f"{fmt.PROC_CMDLINE} {'lacks' if value is None else 'has'} {word}")
+            elif value is None:
+                done.failed.append(f"{fmt.PROC_CMDLINE} still has {_words(name, every)}")
+            else:
+                now = "nothing" if got is None else _words(name, got)
+                done.failed.append(f"{fmt.PROC_CMDLINE} has {now}, not {word}")
+        return done
+
+
+def _words(name: str, value: JsonValue) -> str:
+    """A parameter's value, or each of its occurrences, as the command line writes it."""
+    if value is None:
+        return name
+    values = value if isinstance(value, list) else [value]
+    return " ".join(fmt.word(name, v) for v in values)
 
 
 HOW = {

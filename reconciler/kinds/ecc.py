@@ -18,13 +18,14 @@ tune's repeats it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from ..core.changes import Change, Outcome, Pending, Phase
 from ..core.files import Files, Request
 from ..facts import nvidia_smi
 from ..steps.ops import Step
-from .base import AfterBoot, Kind
+from .base import BootCheck, Kind
 from .gpus import ECC, GpuEntry, lacks, names_a_gpu, read_back_words, setting_step, wanted
 
 
@@ -90,10 +91,34 @@ class Ecc(Kind[dict[str, GpuEntry]]):
     def read_back_words(self, step: Step) -> tuple[str, str]:
         return read_back_words(step)
 
-    def after_boot(self, step: Step) -> AfterBoot | None:
-        if not isinstance(step.desired, str):
-            return None
-        return AfterBoot(ecc={step.target: step.desired})
+    # Per GPU (its PCI bus id as nvidia-smi prints it), the mode `ecc.mode.current` must read.
+    pending_field = "ecc"
+
+    def after_boot(self, step: Step) -> dict[str, Any]:
+        return {step.target: step.desired} if isinstance(step.desired, str) else {}
+
+    def after_boot_request(self, expected: Mapping[str, Any]) -> Request:
+        return Request.of(commands=[nvidia_smi.QUERY])
+
+    def verify_after_boot(self, expected: Mapping[str, Any], files: Files) -> BootCheck:
+        """Each GPU runs with the ECC mode the boot was to bring."""
+        read = files.view(nvidia_smi.reading)
+        current = nvidia_smi.ECC_CURRENT
+        if read.problem is not None:
+            return BootCheck(failed=[f"ECC cannot be read: {read.problem}"])
+        gpus = {gpu.bus_id: gpu for gpu in read.gpus}
+        done = BootCheck()
+        for bus, mode in expected.items():
+            gpu = gpus.get(bus)
+            got = None if gpu is None else gpu.get(current)
+            if got == mode:
+                done.held.append(f"GPU {bus} has {current}: {mode}")
+            elif gpu is None:
+                done.failed.append(f"nvidia-smi lists no GPU {bus} (its ECC was to be {mode})")
+            else:
+                now = "not available" if got is None else got
+                done.failed.append(f"GPU {bus} has {current}: {now}, not {mode}")
+        return done
 
 
 KIND = Ecc()

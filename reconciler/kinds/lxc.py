@@ -29,8 +29,9 @@ trailing `# note` is ignored); a line that already says what is wanted keeps its
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Any
 
 from ..core.changes import Change, Note, Outcome, Phase, Priority
 from ..core.errors import HostError
@@ -38,7 +39,7 @@ from ..core.files import Files, Request
 from ..core.schema import After, invalid
 from ..facts import lxc as fmt
 from ..steps.ops import Need, Probe, PutFile, Read, Require, Step
-from .base import AfterBoot, Kind, Meta, Strict, entry, missing_note, safe
+from .base import BootCheck, Kind, Meta, Strict, entry, missing_note, safe
 
 ContainerId = safe(r"[0-9]{1,9}", "container id", '"101"')
 ConfigPath = safe(r"(?!.*/\.\.?(/|$))/[A-Za-z0-9_./-]+", "config path", "/var/lib/lxc/x/config")
@@ -276,12 +277,38 @@ class Lxc(Kind[list[LxcEntry]]):
             requires=(Require(Need.WRITABLE, item.config),),
         )
 
-    def after_boot(self, step: Step) -> AfterBoot | None:
+    # Per container config, the NVIDIA majors its allow lines grant.
+    after_boot_value = list[int]
+    pending_field = "majors"
+
+    def after_boot(self, step: Step) -> dict[str, Any]:
         if not step.target.endswith(fmt.ALLOW):
-            return None
+            return {}
         lines = step.desired if isinstance(step.desired, tuple) else ()
         found = (fmt.rule_major(line) for line in lines)
-        return AfterBoot(majors={step.probe.path: sorted(m for m in found if m is not None)})
+        return {step.probe.path: sorted(m for m in found if m is not None)}
+
+    def after_boot_request(self, expected: Mapping[str, Any]) -> Request:
+        return Request.of(fmt.PROC_DEVICES)
+
+    def verify_after_boot(self, expected: Mapping[str, Any], files: Files) -> BootCheck:
+        """Each container's allowed majors are the NVIDIA majors the new boot gave the driver
+        (`/proc/devices`): a driver update can move them."""
+        nvidia = fmt.nvidia_majors(files.text(fmt.PROC_DEVICES) or "")
+        names = ", ".join(f"{name} is {major}" for major, name in sorted(nvidia.items()))
+        done = BootCheck()
+        for config, majors in expected.items():
+            if sorted(nvidia) == majors:
+                done.held.append(f"{config} allows the NVIDIA majors {majors}")
+            else:
+                done.failed.append(
+                    f"{config} allows majors {majors} but /proc/devices now says "
+                    f"{names or 'no NVIDIA'}"
+                )
+        return done
+
+    def containers_to_restart(self, spec: list[LxcEntry]) -> list[str]:
+        return [entry.config for entry in spec]
 
 
 def _refuse_foreign(item: LxcEntry, config: str | None) -> None:

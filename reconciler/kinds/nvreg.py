@@ -34,7 +34,7 @@ from ..facts import nvidia_params as nv
 from ..facts.modules import MODPROBE_GLOBS, canonical, modprobe_order, module_options
 from ..steps.ops import BootTool, Step
 from ..steps.persist import NVREG, modprobe_options
-from .base import AfterBoot, Kind, Meta, file_step, missing_note
+from .base import BootCheck, Kind, Meta, file_step, missing_note
 
 
 @dataclass(frozen=True)
@@ -210,10 +210,34 @@ class Nvreg(Kind[NvregSpec]):
         rebuild = (BootTool(tool),) if tool else ()
         return file_step(change, NVREG, content(upto), content(upto + 1), rebuild)
 
-    def after_boot(self, step: Step) -> AfterBoot | None:
+    # The NVIDIA driver's parameters, by the name /proc/driver/nvidia/params prints, as it
+    # prints the value.
+    pending_field = "nvidia_params"
+
+    def after_boot(self, step: Step) -> dict[str, Any]:
         if not isinstance(step.desired, str):
-            return None
-        return AfterBoot(nvidia_params={nv.proc_name(step.target): step.desired})
+            return {}
+        return {nv.proc_name(step.target): step.desired}
+
+    def after_boot_request(self, expected: Mapping[str, Any]) -> Request:
+        return Request.of(nv.PARAMS)
+
+    def verify_after_boot(self, expected: Mapping[str, Any], files: Files) -> BootCheck:
+        """The booted driver uses the parameters the boot was to bring."""
+        running = nv.parse(files.text(nv.PARAMS))
+        if running is None:
+            return BootCheck(
+                failed=[f"{nv.PARAMS} does not exist: the nvidia driver is not loaded"]
+            )
+        done = BootCheck()
+        for name, value in expected.items():
+            got = running.get(name)
+            if got == value:
+                done.held.append(f"{nv.PARAMS} has {name}: {value}")
+            else:
+                now = "nothing" if got is None else got
+                done.failed.append(f"{nv.PARAMS} has {name}: {now}, not {value}")
+        return done
 
 
 HEADER = (

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import posixpath
 import shlex
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Annotated, Any, Literal
 
@@ -156,6 +156,11 @@ class Services(Kind[dict[str, UnitEntry]]):
         "in the running process is a *pending restart*"
     )
     noun = "units"
+    waits_for_restarts = True
+
+    def services_to_restart(self, steps: Sequence[Step]) -> list[str]:
+        # What logind runs with cannot be read from a file: a changed setting is its restart.
+        return [LOGIND] if any(s.id.startswith("service:logind:") for s in steps) else []
 
     def request(self, spec: dict[str, UnitEntry]) -> Request:
         found = Request()

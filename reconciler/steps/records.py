@@ -157,6 +157,12 @@ def conforms(obj: Any, where: str) -> None:
         check(getattr(obj, name), f"{where}.{name}")
 
 
+def of_type(value: Any, hint: Any, where: str) -> Any:
+    """`value` (parsed JSON) as a field annotated `hint` holds it, or `RecordError` naming
+    `where`: what a record's own data is checked with, for data that is not one of its fields."""
+    return _checker(hint)(value, where)
+
+
 def _read_fields(cls: type, data: dict[str, Any], what: str) -> dict[str, Any]:
     """The fields of `cls` that `data` (one parsed record) holds, checked; RecordError names
     a required one it lacks."""
