@@ -23,17 +23,17 @@ records the script appends to its journal, so the journal is the local one recor
 A failed gate, or no verdict within every probe's timeout and two command timeouts, makes the
 script roll back on its own.
 
-With `$TUNE_ROOT` set (a snapshot, as in the test lab) the library writes kernel attributes and
-runs `modprobe`, `setpci`, `grubby`, `pct` and `lxc-*` the way `reconciler.hosts.emulate` does for
-a local snapshot, so both leave byte-identical trees and journals; `tests/engines` runs every
-primitive and the apply, rollback, reboot-phase and fault scenarios against both engines.
+The library is for live kernels only. A snapshot under `$TUNE_ROOT` (tune's test lab) has the
+lab's own library beside it (`tests/lab.sh`, which lib.sh sources there), emulating the kernel
+and its tools as `reconciler.hosts.emulate` does for the Python engine; tune never sends it.
+`tests/engines` runs every primitive and the apply, rollback, reboot-phase and fault scenarios
+against both engines.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import os
 import secrets
 import shlex
 import socket
@@ -44,8 +44,8 @@ from pathlib import Path
 
 from ..core.errors import ApplyFailed, ConnectError, HostChanged, HostError, LockHeld, RunKilled
 from ..core.quoting import Expand, printf_format, quoted, sh_word
-from ..facts import nvidia_smi, systemd
-from ..hosts import emulate, lock, recorded
+from ..facts import nvidia_smi
+from ..hosts import lock
 from ..hosts.base import Completed
 from ..hosts.shell import ScriptResult, ShellHost
 from ..kinds import boot_kind
@@ -124,30 +124,14 @@ def _lock_held(done: ScriptResult) -> None:
         raise LockHeld(lock.held_message(LOCK, holder))
 
 
-def _strerror() -> str:
-    """lib.sh's `strerror`: this C library's text for the errnos a snapshot's `refuses` marker
-    may hold (`emulate.REFUSES`), as the emulation in Python words them."""
-    cases = "".join(f"    {code}) echo {quoted(os.strerror(code))} ;;\n" for code in emulate.ERRNOS)
-    return (
-        f'strerror() {{\n    case "$1" in\n{cases}    *) echo "Unknown error $1" ;;\n    esac\n}}\n'
-    )
-
-
-# The primitives. Everything profile-specific arrives as single-quoted arguments. What the
-# snapshot emulation knows comes from `hosts.emulate`, the one list both emulations use; the
-# lock's wait and record from `apply.lock`, which the local engine follows too.
+# The primitives. Everything profile-specific arrives as single-quoted arguments; the lock's
+# wait and record come from `hosts.lock`, which the Python engine follows too. What a snapshot
+# emulates instead of a kernel is no part of it: tune's test lab keeps that (tests/lab.sh).
 LIBRARY = (
     f"LOCK={quoted(LOCK)}\nLOCK_WAIT={lock.WAIT}\nLOCKED={LOCKED}\n"
     f"MAX_RECORD={lock.MAX_RECORD}\n"
-    f"EMU_COMMANDS={quoted(' '.join(emulate.COMMANDS))}\n"
-    f"EMU_CONTAINER_DEV={quoted(' '.join(emulate.CONTAINER_DEV))}\n"
-    f"LXC_KEYS={quoted(emulate.LXC_KEY_WORDS)}\n"
-    f"EMU_UNIT_DIRS={quoted(' '.join(systemd.UNIT_DIRS))}\n"
     f"NVSMI_FIELDS={quoted(','.join(nvidia_smi.FIELDS))}\n"
-    f"NVSMI_RECORD={quoted(recorded.where(nvidia_smi.QUERY))}\n"
     f"NVSMI_CLOCK_FIELDS={quoted(','.join(nvidia_smi.CLOCK_FIELDS))}\n"
-    f"NVSMI_CLOCK_RECORD={quoted(recorded.where(nvidia_smi.CLOCKS_QUERY))}\n"
-    + _strerror()
     + (Path(__file__).parent / "lib.sh").read_text()
 )
 
@@ -241,11 +225,11 @@ class AsRead:
 
 
 def _stat_all(paths: Sequence[str]) -> str:
-    """On a snapshot, one `stat` for whether each of `paths` is writable (`emu_stat_all`)."""
+    """One ask of whether each of `paths` is writable (`writable_all`: a snapshot's `stat`)."""
     unique = list(dict.fromkeys(paths))
     if len(unique) < 2:
         return ""
-    return "    emu_stat_all " + " ".join(f'"$R"{quoted(path)}' for path in unique) + "\n"
+    return "    writable_all " + " ".join(f'"$R"{quoted(path)}' for path in unique) + "\n"
 
 
 def _as_read(steps: Sequence[tuple[int, Step]], read: AsRead) -> str:
