@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lab import LIBRARY as LAB
+
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
 # One sshd per host: its log then attributes every session to that host. (sshd's session lines
 # name only the client's port, and two clients may share a port when they reach different
@@ -158,7 +160,7 @@ class SshLab:
                 f"Match LocalAddress {self.address[name]}",
                 # SHLVL=1: bash (root's login shell here) then skips ~/.bashrc, which it
                 # otherwise sources for every ssh command; this machine's runs pyenv (~200 ms).
-                f"    SetEnv TUNE_ROOT={self.roots[name]} SHLVL=1",
+                f"    SetEnv TUNE_ROOT={self.roots[name]} TUNE_LAB={LAB} SHLVL=1",
             ]
         return "\n".join(lines) + "\n"
 

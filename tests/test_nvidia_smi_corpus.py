@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import write
+from lab import lab_env
 
 from reconciler.apply.sh_engine import LIBRARY
 from reconciler.core.files import CommandOutput, Files, Request
@@ -81,7 +82,7 @@ def snapshot_with(root: Path, capture: Path) -> Path:
 
 def sh_reading(root: Path, bus: str, field: str) -> str | None:
     script = LIBRARY + f"reading gpu '{bus}' '{field}'\n"
-    env = {"PATH": os.environ["PATH"], "TUNE_ROOT": str(root)}
+    env = {"PATH": os.environ["PATH"], **lab_env(root)}
     done = subprocess.run(["sh"], input=script.encode(), capture_output=True, env=env)
     return done.stdout.decode() if done.returncode == 0 else None
 

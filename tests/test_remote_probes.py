@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from lab import lab_env
 from small_host import SmallHost, build, tree, write_profile
 from test_shell_read import LocalShellHost
 
@@ -37,7 +38,7 @@ class PathShellHost(LocalShellHost):
         self.bin = str(bin_dir)
 
     def run_script(self, script: str, timeout: float | None = None) -> ScriptResult:
-        env = {"PATH": self.bin, "TUNE_ROOT": self.root}
+        env = {"PATH": self.bin, **lab_env(self.root)}
         data = script.encode("utf-8", "surrogateescape")  # file names as the host gave them
         done = subprocess.run([self.bin + "/sh"], input=data, capture_output=True, env=env)
         return ScriptResult(done.stdout, done.stderr, done.returncode)

@@ -11,6 +11,7 @@ import pytest
 from conftest import ACS_CASE, BLACKWELL, TUNED, UNTUNED, write
 from hypothesis import given
 from hypothesis import strategies as st
+from lab import lab_env
 
 from reconciler.core.errors import HostError
 from reconciler.core.files import Files, Request
@@ -33,7 +34,7 @@ class LocalShellHost(ShellHost):
 
     def run_script(self, script: str, timeout: float | None = None) -> ScriptResult:
         self.scripts.append(script)
-        env = {"PATH": os.environ["PATH"], "TUNE_ROOT": self.root}
+        env = {"PATH": os.environ["PATH"], **lab_env(self.root)}
         data = script.encode("utf-8", "surrogateescape")  # file names as the host gave them
         done = subprocess.run([self.shell], input=data, capture_output=True, env=env)
         return ScriptResult(done.stdout, done.stderr, done.returncode)
@@ -394,7 +395,7 @@ class ShellHostWithEnv(LocalShellHost):
         self.env = env
 
     def run_script(self, script: str, timeout: float | None = None) -> ScriptResult:
-        env = {"PATH": os.environ["PATH"], "TUNE_ROOT": self.root, **self.env}
+        env = {"PATH": os.environ["PATH"], **lab_env(self.root), **self.env}
         done = subprocess.run([self.shell], input=script.encode(), capture_output=True, env=env)
         return ScriptResult(done.stdout, done.stderr, done.returncode)
 

@@ -23,29 +23,31 @@ records the script appends to its journal, so the journal is the local one recor
 A failed gate, or no verdict within every probe's timeout and two command timeouts, makes the
 script roll back on its own.
 
-With `$TUNE_ROOT` set (a snapshot, as in the test lab) the library writes kernel attributes and
-runs `modprobe`, `setpci`, `grubby`, `pct` and `lxc-*` the way `reconciler.hosts.emulate` does for
-a local snapshot, so both leave byte-identical trees and journals; `tests/engines` runs every
-primitive and the apply, rollback, reboot-phase and fault scenarios against both engines.
+The library is for live kernels only. A snapshot under `$TUNE_ROOT` (tune's test lab) has the
+lab's own library beside it (`tests/lab.sh`, which lib.sh sources there), emulating the kernel
+and its tools as `reconciler.hosts.emulate` does for the Python engine; tune never sends it.
+`tests/engines` runs every primitive and the apply, rollback, reboot-phase and fault scenarios
+against both engines.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
-import os
 import secrets
 import shlex
 import socket
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from ..core.errors import ApplyFailed, ConnectError, HostChanged, HostError, LockHeld, RunKilled
 from ..core.quoting import Expand, printf_format, quoted, sh_word
-from ..facts import nvidia_smi, systemd
-from ..hosts import emulate, lock, recorded
+from ..facts import nvidia_smi
+from ..hosts import lock
 from ..hosts.base import Completed
 from ..hosts.shell import ScriptResult, ShellHost
 from ..kinds import boot_kind
@@ -123,32 +125,84 @@ def _lock_held(done: ScriptResult) -> None:
         raise LockHeld(lock.held_message(LOCK, holder))
 
 
-def _strerror() -> str:
-    """lib.sh's `strerror`: this C library's text for the errnos a snapshot's `refuses` marker
-    may hold (`emulate.REFUSES`), as the emulation in Python words them."""
-    cases = "".join(f"    {code}) echo {quoted(os.strerror(code))} ;;\n" for code in emulate.ERRNOS)
-    return (
-        f'strerror() {{\n    case "$1" in\n{cases}    *) echo "Unknown error $1" ;;\n    esac\n}}\n'
-    )
-
-
-# The primitives. Everything profile-specific arrives as single-quoted arguments. What the
-# snapshot emulation knows comes from `hosts.emulate`, the one list both emulations use; the
-# lock's wait and record from `apply.lock`, which the local engine follows too.
+# The primitives. Everything profile-specific arrives as single-quoted arguments; the lock's
+# wait and record come from `hosts.lock`, which the Python engine follows too. What a snapshot
+# emulates instead of a kernel is no part of it: tune's test lab keeps that (tests/lab.sh).
 LIBRARY = (
     f"LOCK={quoted(LOCK)}\nLOCK_WAIT={lock.WAIT}\nLOCKED={LOCKED}\n"
     f"MAX_RECORD={lock.MAX_RECORD}\n"
-    f"EMU_COMMANDS={quoted(' '.join(emulate.COMMANDS))}\n"
-    f"EMU_CONTAINER_DEV={quoted(' '.join(emulate.CONTAINER_DEV))}\n"
-    f"LXC_KEYS={quoted(emulate.LXC_KEY_WORDS)}\n"
-    f"EMU_UNIT_DIRS={quoted(' '.join(systemd.UNIT_DIRS))}\n"
     f"NVSMI_FIELDS={quoted(','.join(nvidia_smi.FIELDS))}\n"
-    f"NVSMI_RECORD={quoted(recorded.where(nvidia_smi.QUERY))}\n"
     f"NVSMI_CLOCK_FIELDS={quoted(','.join(nvidia_smi.CLOCK_FIELDS))}\n"
-    f"NVSMI_CLOCK_RECORD={quoted(recorded.where(nvidia_smi.CLOCKS_QUERY))}\n"
-    + _strerror()
     + (Path(__file__).parent / "lib.sh").read_text()
 )
+
+# Where a host keeps the library, named by its digest: the first script of a connection
+# carries it and stores it there (0600, in a 0700 directory, both made by the script's user:
+# root; inside tune's state directory, which `trust.check` holds to root alone), every later
+# one only checks that file and sources it. A file that is not there, not the digest's bytes,
+# a link, or not the script user's own (its directory too) is never sourced: that script exits
+# `NOT_STORED` and is sent again with the library, which replaces it. The file outlives a
+# reboot: the connection after one checks it, nothing more.
+LIBRARY_DIR = f"{STATE}/lib"
+# Exit status of a script that found the library not stored as it must be (`run_with_library`).
+NOT_STORED = 94
+
+
+@lru_cache(maxsize=4)
+def _stored(library: str) -> tuple[str, str]:
+    """The library as a host stores it (ending in a newline, for its here-document), and that
+    text's SHA-256."""
+    text = library if library.endswith("\n") else library + "\n"
+    return text, hashlib.sha256(text.encode()).hexdigest()
+
+
+def _library(*, inline: bool) -> str:
+    """The start of a script: the library sourced from its file on the host, checked first;
+    `inline`: the script carries it, to store it there (or, where it cannot be stored, to run
+    it from the script itself, as every script did before)."""
+    text, digest = _stored(LIBRARY)
+    check = (
+        'R="${TUNE_ROOT:-}"; R="${R%/}"\n'
+        f'L="$R"{quoted(f"{LIBRARY_DIR}/{digest}.sh")}\n'
+        # Builtins but the digest: a push's scripts start few processes (test_sh_shortcuts).
+        "lib_trusted() {\n"
+        '    [ -f "$L" ] && [ ! -h "$L" ] && [ ! -h "${L%/*}" ] && [ -O "${L%/*}" ] &&\n'
+        f'        [ -O "$L" ] && [ "$(sha256sum <"$L" 2>/dev/null)" = "{digest}  -" ]\n'
+        "}\n"
+    )
+    if not inline:
+        return check + (
+            "lib_trusted || {\n"
+            f'    echo "tune\'s library is not stored at $L" >&2; exit {NOT_STORED}\n'
+            "}\n"
+            '. "$L"\n'
+        )
+    fence = f"TUNE_LIBRARY_{digest[:16]}"
+    return check + (
+        f"lib_text() {{ cat <<'{fence}'\n{text}{fence}\n}}\n"
+        # Stored under a name of this process's, never one that was there (noclobber); one
+        # left by a script killed meanwhile only fails this store: the script runs it inline.
+        "lib_trusted || {\n"
+        '    [ -d "${L%/*}" ] || (umask 077 && mkdir -p -- "${L%/*}") 2>/dev/null\n'
+        '    t="${L%/*}/.new.$$"\n'
+        '    (umask 077 && set -C && lib_text >"$t") 2>/dev/null && mv -f -- "$t" "$L" ||\n'
+        '        rm -f -- "$t" 2>/dev/null\n'
+        "}\n"
+        'if lib_trusted; then . "$L"; else eval "$(lib_text)"; fi\n'
+    )
+
+
+def run_with_library(host: ShellHost, body: str, timeout: float | None = None) -> ScriptResult:
+    """`body` run after the library: sent with it on the connection's first script, and on
+    one that found it not stored; only its check on every other."""
+    _, digest = _stored(LIBRARY)
+    if host.library == digest:
+        done = host.run_script(_library(inline=False) + body, timeout)
+        if done.status != NOT_STORED:
+            return done
+    done = host.run_script(_library(inline=True) + body, timeout)
+    host.library = digest
+    return done
 
 
 def _probe_args(probe: Probe) -> str:
@@ -240,11 +294,11 @@ class AsRead:
 
 
 def _stat_all(paths: Sequence[str]) -> str:
-    """On a snapshot, one `stat` for whether each of `paths` is writable (`emu_stat_all`)."""
+    """One ask of whether each of `paths` is writable (`writable_all`: a snapshot's `stat`)."""
     unique = list(dict.fromkeys(paths))
     if len(unique) < 2:
         return ""
-    return "    emu_stat_all " + " ".join(f'"$R"{quoted(path)}' for path in unique) + "\n"
+    return "    writable_all " + " ".join(f'"$R"{quoted(path)}' for path in unique) + "\n"
 
 
 def _as_read(steps: Sequence[tuple[int, Step]], read: AsRead) -> str:
@@ -322,7 +376,17 @@ class ApplyScript:
     """The script that applies `steps` on the target, and the one that uploads and starts it."""
 
     run_id: str
-    text: str
+    body: str  # what follows the library
+
+    @property
+    def text(self) -> str:
+        """The script stored beside its journal: the library sourced from its file (which the
+        starter stored, or found stored), then the body."""
+        return (
+            "#!/bin/sh\n# Written by tune apply: runs the apply of one run on this host.\n"
+            + _library(inline=False)
+            + self.body
+        )
 
     @classmethod
     def of(
@@ -358,8 +422,6 @@ class ApplyScript:
         first = max((seq for seq, _ in extends.steps), default=-1) + 1 if extends else 0
         earlier = [(q, s) for q, s in extends.steps if boot_kind(s.kind)] if extends else []
         parts = [
-            "#!/bin/sh\n# Written by tune apply: runs the apply of one run on this host.\n",
-            LIBRARY,
             f'J="$R"{quoted(run_path(run_id))}\n',
             _holder(),
             _made(extends),
@@ -449,7 +511,7 @@ class ApplyScript:
         # umask 077: the state directories, and the script beside its 0600 journal, are
         # nobody else's to read or change.
         return (
-            f"{LIBRARY}umask 077\n"
+            "umask 077\n"
             f"writable {quoted(RUNS)} || {{ echo {quoted(NO_JOURNAL)} >&2; exit {UNMET}; }}\n"
             f'[ -d "$R"{quoted(RUNS)} ] || mkdir -p "$R"{quoted(RUNS)} || exit {UNMET}\n'
             f'F="$R"{quoted(script)}\n'
@@ -492,7 +554,7 @@ def rollback_script(run: Run, *, boot_only: bool = False) -> str:
     """Restore a journaled run from its journal alone, on the target (`tune rollback -H`);
     `boot_only`: only its boot configuration (what a failed verification undoes)."""
     steps = [(seq, s) for seq, s in run.steps if not boot_only or boot_kind(s.kind)]
-    parts = [LIBRARY, f'J="$R"{quoted(run_path(run.run_id))}\n', _holder(), _made(run)]
+    parts = [f'J="$R"{quoted(run_path(run.run_id))}\n', _holder(), _made(run)]
     parts += [_step_functions(seq, step) for seq, step in steps]
     replaced, prior = run.profile_prior
     if not replaced or boot_only:
@@ -527,7 +589,7 @@ def rollback_script(run: Run, *, boot_only: bool = False) -> str:
 
 def start(host: ShellHost, script: ApplyScript) -> None:
     """One round trip: upload, check requirements, start detached."""
-    done = host.run_script(script.starter())
+    done = run_with_library(host, script.starter())
     _started(host, done)
     if b"started" not in done.stdout:
         raise HostError(f"{host.name}: the apply could not be started: {done.said}.")
@@ -551,7 +613,7 @@ def _started(host: ShellHost, done: ScriptResult, *, polled: bool = False) -> No
 
 def wait_for_lock(host: ShellHost) -> None:
     """One round trip: wait for the target's lock as a run's script does (`lock_free`)."""
-    done = host.run_script(LIBRARY + "lock_free\n")
+    done = run_with_library(host, "lock_free\n")
     _lock_held(done)
     if done.status != 0:
         raise HostError(f"{host.name}: reading the lock failed: {done.said}.")
@@ -589,7 +651,7 @@ def wait(
     first_ticks = ticks - int(lock.WAIT / interval)
     waits = _poll(journal, pid, interval, first_ticks, child=True) if starting else script
     while True:
-        done = host.run_script(first + waits)
+        done = run_with_library(host, first + waits) if starting else host.run_script(first + waits)
         waits = script
         if starting is not None:
             _started(host, done, polled=True)
@@ -822,7 +884,7 @@ def restore_remote(host: ShellHost, run: Run, *, boot_only: bool = False) -> Rol
         # nothing of what was (`journal.read_journal`); nothing to restore from either.
         already = run.damage is None or bool(run.records)
         return RollbackResult(chosen, Restored(), already=already, damage=run.damage)
-    done = host.run_script(rollback_script(run, boot_only=boot_only))
+    done = run_with_library(host, rollback_script(run, boot_only=boot_only))
     _lock_held(done)
     if done.status != 0:
         raise HostError(f"{host.name}: the rollback could not run: {done.said}.")
@@ -846,7 +908,7 @@ def extend_remote(host: ShellHost, run_id: str, steps: tuple[Step, ...]) -> None
     steps (a short script, run attached: a dropped connection's SIGHUP rolls it back)."""
     run = trusted_run(host, run_id)
     script = ApplyScript.of(steps, None, None, extends=run)
-    done = host.run_script("set -- apply\n" + script.text)
+    done = run_with_library(host, "set -- apply\n" + script.body)
     if done.status == 0:
         return
     after_run = read_run(host, run_id)
@@ -859,7 +921,7 @@ def run_ops(host: ShellHost, ops: tuple[Op, ...], doing: str) -> None:
     """Primitive operations outside any run (clear pending.json, start a reboot), in one
     round trip; the first that fails stops the rest."""
     body = "".join(f'ERR=; {_op(op)} || {{ echo "$ERR" >&2; exit 1; }}\n' for op in ops)
-    done = host.run_script(LIBRARY + body)
+    done = run_with_library(host, body)
     if done.status != 0:
         raise HostError(f"{host.name}: {doing} failed: {done.said}.")
 
@@ -867,11 +929,12 @@ def run_ops(host: ShellHost, ops: tuple[Op, ...], doing: str) -> None:
 def store_profile_remote(host: ShellHost, text: str) -> None:
     """`apply.store_profile` of an apply with nothing to change, in one round trip, the lock
     held as a run holds it."""
-    done = host.run_script(
-        f"{LIBRARY}{_holder()}lock_or_exit\n"
+    done = run_with_library(
+        host,
+        f"{_holder()}lock_or_exit\n"
         f"ERR=; private_dir {quoted(STATE)} && "
         f"put_file {quoted(PROFILE)} 644 {printf_format(text.encode())} "
-        '|| { echo "${ERR:-cannot write it}" >&2; exit 1; }\n'
+        '|| { echo "${ERR:-cannot write it}" >&2; exit 1; }\n',
     )
     _lock_held(done)
     if done.status != 0:
@@ -883,9 +946,9 @@ def run_remote(host: ShellHost, argv: Sequence[str]) -> Completed:
     under TUNE_ROOT emulates, as it does a run's commands): its exit status and what it
     printed (standard output and error together, as `run_argv` keeps them)."""
     words = " ".join(quoted(word) for word in argv)
-    done = host.run_script(
-        f"{LIBRARY}ERR=; run_argv {quoted(shlex.join(argv))} {words}; rc=$?\n"
-        'printf %s "$out"; exit $rc\n'
+    done = run_with_library(
+        host,
+        f'ERR=; run_argv {quoted(shlex.join(argv))} {words}; rc=$?\nprintf %s "$out"; exit $rc\n',
     )
     output = done.stdout.decode("utf-8", "replace")
     return Completed(done.status, output, "" if done.status == 0 else output)
@@ -897,9 +960,10 @@ def start_reboot(host: ShellHost, marked: PendingBoot) -> None:
     runs, and ignores the hangup and the broken pipe of a controller that dies meanwhile: a
     mark written is a reboot asked."""
     mark = _op(PutFile(PENDING, marked.to_json().encode(), 0o600))
-    done = host.run_script(
-        LIBRARY + "trap '' HUP PIPE\n"
-        f'{{ ERR=; {mark} || {{ echo "$ERR" >&2; exit 1; }}; reboot_detached; }}\n'
+    done = run_with_library(
+        host,
+        "trap '' HUP PIPE\n"
+        f'{{ ERR=; {mark} || {{ echo "$ERR" >&2; exit 1; }}; reboot_detached; }}\n',
     )
     if done.status != 0:
         raise HostError(f"{host.name}: the reboot could not be started: {done.said}.")
@@ -911,7 +975,7 @@ def unloadable_remote(host: ShellHost, modules: tuple[str, ...]) -> dict[str, st
     body = "".join(
         f"can_load {quoted(m)} || printf '%s\\t%s\\n' {quoted(m)} \"$SAID\"\n" for m in modules
     )
-    done = host.run_script(LIBRARY + body)
+    done = run_with_library(host, body)
     if done.status != 0:
         raise HostError(f"{host.name}: checking modules with modprobe failed: {done.said}.")
     lines = done.stdout.decode("utf-8", "replace").splitlines()

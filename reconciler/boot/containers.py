@@ -7,7 +7,7 @@ and a config edit (allow or mount lines) takes effect only at its next start. Pr
 container with `pct reboot ID`, plain LXC with `lxc-stop` then `lxc-start`; what the container
 sees is `ls /dev` run inside it. Every command is an argv list run through the host's engine
 (over SSH, lib.sh's `run_argv` on the target), and each one is recorded in the run's journal; on
-a snapshot the host emulates them (`reconciler.hosts.emulate`, and lib.sh under TUNE_ROOT).
+a snapshot the host emulates them (`reconciler.hosts.emulate`; the test lab's tests/lab.sh).
 """
 
 from __future__ import annotations

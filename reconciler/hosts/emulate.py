@@ -15,9 +15,9 @@ containing `524`), outside every path a profile reads; a snapshot that lacks a t
 ones it has in `LISTED`, and one whose module cannot load holds modprobe's words in
 `LOAD_FAILS`. `nvidia-smi` keeps each GPU's state where the snapshot recorded its queries
 (`reconciler.hosts.recorded`): a setting edits that GPU's line of the CSV, as the next query
-of a real GPU would print it. The sh library (`reconciler/apply/lib.sh`) emulates the same,
-byte for byte, for an apply through the sh engine with `TUNE_ROOT` set; `tests/engines` holds
-both to it.
+of a real GPU would print it. The test lab's sh library (`tests/lab.sh`, which tune never
+sends to a host) emulates the same, byte for byte, for an apply through the sh engine to a
+snapshot; `tests/engines` holds both to it.
 """
 
 from __future__ import annotations

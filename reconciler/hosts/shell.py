@@ -132,6 +132,10 @@ class ShellHost(Host):
     its rendered script through the same call.
     """
 
+    # The digest of tune's sh library as this connection stored it on the host
+    # (`apply.sh_engine.run_with_library`); None: not yet on this connection.
+    library: str | None = None
+
     @abstractmethod
     def run_script(self, script: str, timeout: float | None = None) -> ScriptResult:
         """Run `script` with `sh` on the host (fed on standard input) and collect its output;

@@ -366,6 +366,7 @@ class SshHost(ShellHost):
         """End the connection; safe from another thread (Ctrl-C closes every host)."""
         with self._lock:
             opened, self._open = self._open, None
+            self.library = None  # the next connection sends it again, or finds it stored
         if opened is not None:
             for connection in [opened.connection, *opened.hops]:
                 connection.close()

@@ -41,6 +41,7 @@ from reconciler.hosts.directory import SnapshotHost
 from reconciler.hosts.lock import Holder
 from reconciler.profile.load import load_profile
 from reconciler.steps.ops import PutFile, Step
+from reconciler.steps.records import parse_line, render
 
 # The process that applied died between a journal record and its write (kill -9, power
 # loss): nothing in tune may catch it, and recovery is `tune rollback`.
@@ -235,9 +236,20 @@ def journals(root: Path) -> list[list[dict[str, Any]]]:
     out = []
     for run_id in run_ids(host):
         # The snapshot's own path names the host when /etc does not: each test has its own.
-        text = (root / RUNS.lstrip("/") / f"{run_id}.jsonl").read_text().replace(str(root), "/R")
+        data = (root / RUNS.lstrip("/") / f"{run_id}.jsonl").read_bytes()
+        for line in data.splitlines():
+            conforming(line)
+        text = data.decode().replace(str(root), "/R")
         out.append([_stable(json.loads(line)) for line in text.splitlines()])
     return out
+
+
+def conforming(line: bytes) -> None:
+    """A journal line as the journal's schema has it (`steps.records`): the strict reader takes
+    it, and it holds exactly the record's fields, each as that record writes it (a field the
+    reader would skip as a newer tune's, a misspelt one, is no record either engine writes)."""
+    record = parse_line(line)
+    assert json.loads(line) == record.to_json(), f"{line!r:.600} != {render(record)!r:.600}"
 
 
 def _stable(record: dict[str, Any]) -> dict[str, Any]:

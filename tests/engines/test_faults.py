@@ -12,6 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import Phase, event, given, settings
 from hypothesis import strategies as st
 from small_host import SmallHost, build, tree, write_profile
@@ -52,13 +53,34 @@ def outcome(engine: Engine, root: Path, profile: Path, persist: bool, fault: str
     return happened
 
 
-# Few examples: an sh apply is a process and a poll (tests/test_apply_faults.py runs 200 of the
-# Python engine alone); no explain phase, which reruns a failure hundreds of times.
-@settings(max_examples=12, phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink])
-@given(scenarios(), st.integers(0, 12), st.sampled_from(["fail", "ignore", "crash"]))
+# As many examples as the Python engine's own property (tests/test_apply_faults.py: 200) in
+# the whole suite; the quick loop runs a few (an sh apply is a process and a poll). No explain
+# phase, which reruns a failure hundreds of times.
+PHASES = [Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink]
+FAULTS = (scenarios(), st.integers(0, 12), st.sampled_from(["fail", "ignore", "crash"]))
+
+
+@settings(max_examples=12, phases=PHASES)
+@given(*FAULTS)
 def test_any_fault_anywhere_leaves_the_host_as_it_was_whichever_engine(
     scenario: tuple[SmallHost, dict[str, Any], bool], fault_at: int, fault: str
 ) -> None:
+    both_engines(scenario, fault_at, fault)
+
+
+@pytest.mark.slow
+@settings(max_examples=200, phases=PHASES)
+@given(*FAULTS)
+def test_any_fault_anywhere_whichever_engine_as_often_as_the_python_property(
+    scenario: tuple[SmallHost, dict[str, Any], bool], fault_at: int, fault: str
+) -> None:
+    both_engines(scenario, fault_at, fault)
+
+
+def both_engines(
+    scenario: tuple[SmallHost, dict[str, Any], bool], fault_at: int, fault: str
+) -> None:
+    """One host, profile and fault given to each engine: the same outcome, the same remains."""
     spec, data, persist = scenario
     scratch = Path(tempfile.mkdtemp(dir=SCRATCH))
     try:

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import ACS_CASE, PROJECT, write
 from conftest import config_space as pcie_config
+from lab import lab_env
 from small_host import (
     CLOCKS_HEADER,
     GPU_HEADER,
@@ -745,7 +746,7 @@ def sh(root: Path, primitive: Primitive) -> Said:
             'elif [ -n "$REFUSED" ]; then printf \'refused\\n%s\' "$ERR"\n'
             "else printf 'failed\\n%s' \"$ERR\"; fi\n"
         )
-    env = {"PATH": "/usr/bin:/bin", "TUNE_ROOT": str(root)}
+    env = {"PATH": "/usr/bin:/bin", **lab_env(root)}
     done = subprocess.run(["sh"], input=(LIBRARY + body).encode(), capture_output=True, env=env)
     assert done.returncode == 0, done.stderr
     text = done.stdout.decode()

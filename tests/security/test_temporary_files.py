@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from engines.test_primitives import EXECUTORS, Said
+from lab import lab_env
 
 from reconciler.apply.sh_engine import LIBRARY, _op
 from reconciler.steps.ops import PutFile
@@ -114,7 +115,7 @@ def test_a_temporary_file_swapped_for_a_link_while_written_is_refused(
     if executor == "python":
         EXECUTORS[executor](root, write)
     else:
-        env = {"PATH": os.environ["PATH"], "TUNE_ROOT": str(root)}
+        env = {"PATH": os.environ["PATH"], **lab_env(root)}
         script = f"{LIBRARY}{_op(write)}\n"
         subprocess.run(["sh"], input=script.encode(), env=env, capture_output=True, check=False)
     untouched(victim)

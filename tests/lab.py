@@ -1,0 +1,75 @@
+"""tune's test lab library: `lab.sh` rendered with the lists it shares with the Python emulation
+(`reconciler.hosts.emulate`), written once to a file of this machine that a lab host names in
+`TUNE_LAB` beside `TUNE_ROOT` (its snapshot). `apply/lib.sh` sources it there; tune never sends
+it, so no script for a production host carries any of it (tests/test_lab_library.py)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from pathlib import Path
+
+from reconciler.core.quoting import quoted
+from reconciler.facts import nvidia_smi, systemd
+from reconciler.hosts import emulate, recorded
+
+
+def _strerror() -> str:
+    """`strerror`: this C library's text for the errnos a snapshot's `refuses` marker may hold
+    (`emulate.REFUSES`), as the emulation in Python words them."""
+    cases = "".join(f"    {code}) echo {quoted(os.strerror(code))} ;;\n" for code in emulate.ERRNOS)
+    return (
+        f'strerror() {{\n    case "$1" in\n{cases}    *) echo "Unknown error $1" ;;\n    esac\n}}\n'
+    )
+
+
+TEXT = (
+    f"EMU_COMMANDS={quoted(' '.join(emulate.COMMANDS))}\n"
+    f"EMU_CONTAINER_DEV={quoted(' '.join(emulate.CONTAINER_DEV))}\n"
+    f"LXC_KEYS={quoted(emulate.LXC_KEY_WORDS)}\n"
+    f"EMU_UNIT_DIRS={quoted(' '.join(systemd.UNIT_DIRS))}\n"
+    f"NVSMI_RECORD={quoted(recorded.where(nvidia_smi.QUERY))}\n"
+    f"NVSMI_CLOCK_RECORD={quoted(recorded.where(nvidia_smi.CLOCKS_QUERY))}\n"
+    + _strerror()
+    + (Path(__file__).parent / "lab.sh").read_text()
+)
+
+# Function names only the lab defines: a script that holds one carries emulation.
+MARKERS = (
+    "emu_modprobe",
+    "emu_setpci",
+    "emu_nvidia_smi",
+    "emu_grubby",
+    "emu_container",
+    "emu_systemctl",
+    "emu_reboot",
+    "emu_boot",
+    "emu_has",
+    "strerror() {",
+    "KTEXT=",
+    "EMU_COMMANDS",
+    ".tune-emulate",
+)
+
+
+def _written() -> Path:
+    """The lab library in a file named by its digest: written whole (a rename) by the first
+    test process that needs it, the same bytes for every other."""
+    digest = hashlib.sha256(TEXT.encode()).hexdigest()[:16]
+    path = Path(tempfile.gettempdir()) / f"tune-lab-{digest}.sh"
+    if not path.exists() or path.read_text() != TEXT:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tune-lab-")
+        with os.fdopen(fd, "w") as out:
+            out.write(TEXT)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    return path
+
+
+LIBRARY = _written()
+
+
+def lab_env(root: Path | str) -> dict[str, str]:
+    """What a lab host's shell has in its environment: its snapshot and the lab library."""
+    return {"TUNE_ROOT": str(root), "TUNE_LAB": str(LIBRARY)}
