@@ -12,11 +12,11 @@ import pytest
 from test_remote_apply import host_and_profile
 from test_shell_read import LocalShellHost
 
-from reconciler.apply.engine import prepare
 from reconciler.apply.engines import ShellEngine
 from reconciler.apply.journal import new_run_id, read_run
 from reconciler.apply.pending import PENDING, PendingBoot
 from reconciler.apply.sh_engine import LIBRARY, LIBRARY_DIR, run_with_library
+from reconciler.apply.work import prepare
 from reconciler.hosts.directory import SnapshotHost
 from reconciler.profile.load import load_profile
 
