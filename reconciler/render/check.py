@@ -12,10 +12,10 @@ from ..hosts.fleet import HostResult
 from ..plan.model import Change, CheckResult, JsonValue, Plan, Value, pending_counts
 from . import documents
 from . import fleet as fleet_render
+from .changes import changes_json, pending_json
 from .folding import Group, entries, fold, show, shown
 from .printable import printable_data
 from .style import styler
-from .text import HOW
 
 
 def render(report: DriftReport, fmt: str, *, quiet: bool, color: bool) -> str:
@@ -28,7 +28,26 @@ def render(report: DriftReport, fmt: str, *, quiet: bool, color: bool) -> str:
 
 
 def check_document(report: DriftReport) -> dict[str, Any]:
+    """The report, each change with what the text shows of it (`changes.py`): a drifted
+    knob labelled by its DRIFT line, one not applied by its NOT APPLIED line; and the counts
+    of profile entries the summary line gives."""
     body = report.to_json()
+    drift = changes_json(report.drift, _drift_groups(report))
+    body["drift"] = [item | more for item, more in zip(body["drift"], drift, strict=True)]
+    body["not_applied"] = changes_json(report.not_applied)
+    if body["changed_after_apply"] is not None:
+        body["changed_after_apply"] = [
+            item | {"shown": {"current": _show(c.current), "written": _show(c.written)}}
+            for item, c in zip(body["changed_after_apply"], report.changed, strict=True)
+        ]
+    body["pending"] = [pending_json(p) for p in report.pending]
+    plan = report.plan
+    body["entries"] = {
+        "drift": entries(report.drift),
+        "compared": entries((*plan.in_sync, *report.drift)),
+        "not_applied": entries(report.not_applied),
+        "in_sync": entries(plan.in_sync),
+    }
     return documents.document("check", body.pop("host"), body)
 
 
@@ -97,7 +116,7 @@ def text(report: DriftReport, color: bool = False) -> str:
     ]
     body += [
         f"NOT APPLIED {group.label}: {shown(group.first, group.first.current)} "
-        f"(want {shown(group.first, group.first.desired)}; {HOW[group.first.phase]})"
+        f"(want {shown(group.first, group.first.desired)}; {group.first.phase.how})"
         for group in fold(report.not_applied)
     ]
     body += [

@@ -9,8 +9,6 @@ from . import md
 from .folding import Group, fold, show, shown
 from .printable import printable_data
 
-WHEN = {Phase.RUNTIME: "live (runtime)", Phase.REBOOT: "at next boot or container restart"}
-
 
 def render(plan: Plan) -> str:
     plan = printable_data(plan)
@@ -114,7 +112,7 @@ def _change(group: Group) -> list[str]:
     ]
     if c.reason:
         lines.append(f"Why: {md.text(c.reason)}.".replace("..", "."))
-    lines.append(f"Takes effect: {WHEN[c.phase]}.")
+    lines.append(f"Takes effect: {c.phase.takes_effect}.")
     if group.fixes:
         lines += ["", *md.fence(group.fixes, "sh")]
     lines.append("")
