@@ -55,6 +55,8 @@ def changes_json(
 def pending_json(pending: Pending) -> dict[str, Any]:
     """A pending reboot or restart with what the views show of it."""
     return pending.to_json() | {
+        "kind": pending.kind,
+        "target": pending.target,
         "until": pending.until,
         "shown": {"running": show(pending.running), "configured": show(pending.configured)},
     }

@@ -30,7 +30,7 @@ def render(report: DriftReport, fmt: str, *, quiet: bool, color: bool) -> str:
 def check_document(report: DriftReport) -> dict[str, Any]:
     """The report, each change with what the text shows of it (`changes.py`): a drifted
     knob labelled by its DRIFT line, one not applied by its NOT APPLIED line; and the counts
-    of profile entries the summary line gives."""
+    the summary line gives, of knobs and of the profile entries they come from."""
     body = report.to_json()
     drift = changes_json(report.drift, _drift_groups(report))
     body["drift"] = [item | more for item, more in zip(body["drift"], drift, strict=True)]
@@ -42,11 +42,19 @@ def check_document(report: DriftReport) -> dict[str, Any]:
         ]
     body["pending"] = [pending_json(p) for p in report.pending]
     plan = report.plan
-    body["entries"] = {
-        "drift": entries(report.drift),
-        "compared": entries((*plan.in_sync, *report.drift)),
-        "not_applied": entries(report.not_applied),
-        "in_sync": entries(plan.in_sync),
+    body["summary"] = {
+        "drift": len(report.drift),
+        "not_applied": len(report.not_applied),
+        "in_sync": len(plan.in_sync),
+        "pending": len(report.pending),
+        "checks": len(plan.checks),
+        "failed_checks": len(report.failed_checks),
+        "entries": {
+            "drift": entries(report.drift),
+            "compared": entries((*plan.in_sync, *report.drift)),
+            "not_applied": entries(report.not_applied),
+            "in_sync": entries(plan.in_sync),
+        },
     }
     return documents.document("check", body.pop("host"), body)
 

@@ -53,8 +53,8 @@ def render(plan: Plan) -> str:
     if reboot or boots:
         out += ["## Needs a reboot", ""]
         out += [
-            f"- {md.text(g.label)}: {md.code(show(g.first.current))} -> "
-            f"{md.code(show(g.first.desired))}"
+            f"- {md.text(g.label)}: {md.code(shown(g.first, g.first.current))} -> "
+            f"{md.code(shown(g.first, g.first.desired))}"
             for g in fold(reboot)
         ]
         out += _pending(boots)

@@ -74,6 +74,8 @@ PENDING = record(
         "running": VALUE,
         "configured": VALUE,
         "action": STRING,
+        "kind": STRING,
+        "target": STRING,
         "until": STRING,
         "shown": record({"running": STRING, "configured": STRING}),
     },
@@ -173,6 +175,7 @@ BODIES: dict[str, dict[str, Schema]] = {
                             "current": VALUE,
                             "written": VALUE,
                             "shown": record({"current": STRING, "written": STRING}),
+                            "first_seen": TEXT,
                         }
                     )
                 ),
@@ -181,7 +184,18 @@ BODIES: dict[str, dict[str, Schema]] = {
         "pending": listed(PENDING),
         "in_sync": COUNT,
         "notes": listed(NOTE),
-        "entries": record(dict.fromkeys(("drift", "compared", "not_applied", "in_sync"), COUNT)),
+        "undone": {"type": "boolean"},  # runs recorded, none that applied is in effect
+        "summary": record(
+            dict.fromkeys(
+                ("drift", "not_applied", "in_sync", "pending", "checks", "failed_checks"), COUNT
+            )
+            # Profile entries, as the text counts them; `compared`: those in sync or drifted.
+            | {
+                "entries": record(
+                    dict.fromkeys(("drift", "compared", "not_applied", "in_sync"), COUNT)
+                )
+            }
+        ),
     },
     "apply": {
         "status": {"enum": ["applied", "in-sync", "rolled-back", "error", "dry-run"]},
