@@ -46,9 +46,9 @@ def changes_json(
 ) -> list[dict[str, Any]]:
     """`changes` in their order, each labelled by the line of `groups` it is in (a view that
     folds them its own way), by default by `fold(changes)`."""
-    labels = {
-        c.id: g.label for g in (fold(changes) if groups is None else groups) for c in g.changes
-    }
+    labels: dict[str, str] = {}
+    for group in fold(changes) if groups is None else groups:
+        labels |= dict.fromkeys((c.id for c in group.changes), group.label)
     return [change_json(c, labels[c.id]) for c in changes]
 
 
