@@ -30,6 +30,7 @@ from reconciler.plan.model import (
     Priority,
 )
 from reconciler.render import RENDERERS, md
+from reconciler.render.printable import printable
 from reconciler.render.schemas import SCHEMAS
 
 Doc = dict[str, Any]
@@ -38,6 +39,20 @@ PHASES = ("runtime", "reboot")
 PRIORITIES = ("P0", "P1", "P2")
 # The text's layout: a list longer than this shows as the lines it adds and removes.
 LONG_LIST = 4
+
+
+def escaped(value: Any, key: str = "") -> Any:
+    """A document as a terminal may show it: each string made printable (a host's ESC as
+    `\\x1b`), but for `label` and `shown`, which the JSON gives as shown already."""
+    if key in ("label", "shown"):
+        return value
+    if isinstance(value, str):
+        return printable(value)
+    if isinstance(value, list):
+        return [escaped(item) for item in value]
+    if isinstance(value, dict):
+        return {k: escaped(v, k) for k, v in value.items()}
+    return value
 
 
 def folded(changes: list[Doc]) -> list[list[Doc]]:
@@ -95,6 +110,7 @@ def change_lines(change: Doc) -> list[str]:
 
 
 def plan_text(doc: Doc) -> str:
+    doc = escaped(doc)
     host = doc["host"]
     out = [
         f"tune plan: {doc['profile']} on {host['name']} "
@@ -154,6 +170,7 @@ def plan_text(doc: Doc) -> str:
 
 def plan_markdown(doc: Doc) -> str:
     """The Markdown report; `md` escapes host text for Markdown, as any consumer must."""
+    doc = escaped(doc)
     host, changes, pending = doc["host"], doc["changes"], doc["pending"]
     counts = ", ".join(
         f"{p}: {n}" for p in PRIORITIES if (n := sum(c["priority"] == p for c in changes))
@@ -249,6 +266,7 @@ def pending_items(pending: list[Doc]) -> list[str]:
 
 
 def check_text(doc: Doc) -> str:
+    doc = escaped(doc)
     host, last, drift = doc["host"], doc["last_apply"], doc["drift"]
     out = [
         f"tune check: {doc['profile'] or 'no profile'} on {host['name']} "
@@ -467,15 +485,44 @@ EVERY_BRANCH = Plan(
 )
 
 
+ESC, BIDI = "\x1b[2J", "\u202e"
+# Host text that would act on a terminal or a Markdown reader, where every view puts it.
+HOSTILE = Plan(
+    f"lab{ESC}",
+    HostFacts(f"gpu{ESC}", f"snapshot /srv/{BIDI}", f"6.8{ESC}", f"boot{BIDI}"),
+    (
+        knob("sysctl", f"kernel.{ESC}", f"\n1{ESC}", "2 ", reason=f"why{ESC}\nnot", fix=f"x{ESC}"),
+        knob("sysctl", "a\\", "1\\", "\\n", priority=Priority.P0),
+        *(
+            knob("cpu", f"cpu{n}{BIDI}:governor", f"s{ESC}", "p", setting="g", subject=f"c{n}{ESC}")
+            for n in range(6)
+        ),
+        *(cpu(n, f"p{ESC}", f"p{ESC}") for n in range(2)),
+        knob("file", f"/etc/{ESC}.conf", (f"a{ESC}", "b"), (f"a{ESC}", f"c{BIDI}")),
+        knob(
+            "lxc",
+            f"1{ESC}:lxc.mount.entry",
+            tuple(f"m{n}{ESC}" for n in range(5)),
+            tuple(f"m{n}{ESC}" for n in range(1, 6)),
+            phase=Phase.REBOOT,
+        ),
+    ),
+    (Pending("cmdline", f"x{ESC}", f"\t{ESC}", f"{BIDI}y"),),
+    (CheckResult(f"k{ESC}", False, f"o{ESC}", f"e{BIDI}", f"r{ESC}", f"s{ESC}"),),
+    (Note(f"n{ESC}\nm"),),
+)
+
+
 @pytest.mark.parametrize(
     "plan",
     [
         EVERY_BRANCH,
+        HOSTILE,
         # In sync but for a restart; nothing at all.
         Plan("lab", HOST, (knob("sysctl", "a", "1", "1"),), EVERY_BRANCH.pending[1:], (), ()),
         Plan("lab", HOST, (), (), (), ()),
     ],
-    ids=["every-branch", "restart-only", "empty"],
+    ids=["every-branch", "hostile", "restart-only", "empty"],
 )
 def test_plans_rebuild_from_their_json(plan: Plan) -> None:
     assert_rebuilt(plan)

@@ -32,13 +32,15 @@ def check_document(report: DriftReport) -> dict[str, Any]:
     knob labelled by its DRIFT line, one not applied by its NOT APPLIED line; and the counts
     the summary line gives, of knobs and of the profile entries they come from."""
     body = report.to_json()
-    drift = changes_json(report.drift, _drift_groups(report))
+    changed = printable_data(report.changed)  # as the text has them, as `drift` is folded
+    ids = {c.id for c in changed}
+    drift = changes_json(report.drift, lambda seen: _fold_drift(seen, ids))
     body["drift"] = [item | more for item, more in zip(body["drift"], drift, strict=True)]
     body["not_applied"] = changes_json(report.not_applied)
     if body["changed_after_apply"] is not None:
         body["changed_after_apply"] = [
             item | {"shown": {"current": _show(c.current), "written": _show(c.written)}}
-            for item, c in zip(body["changed_after_apply"], report.changed, strict=True)
+            for item, c in zip(body["changed_after_apply"], changed, strict=True)
         ]
     body["pending"] = [pending_json(p) for p in report.pending]
     plan = report.plan
@@ -81,11 +83,12 @@ def drift_lines(report: DriftReport) -> list[str]:
 
 
 def _drift_groups(report: DriftReport) -> list[Group]:
+    return _fold_drift(report.drift, {c.id for c in report.changed})
+
+
+def _fold_drift(drift: Sequence[Change], changed: set[str]) -> list[Group]:
     # Folded apart, so a folded line never mixes knobs changed after apply with the others.
-    changed = {c.id for c in report.changed}
-    return fold(c for c in report.drift if c.id not in changed) + fold(
-        c for c in report.drift if c.id in changed
-    )
+    return fold(c for c in drift if c.id not in changed) + fold(c for c in drift if c.id in changed)
 
 
 def _changed_lines(report: DriftReport) -> list[str]:
