@@ -263,6 +263,8 @@ def test_since_apply_names_knobs_changed_after_tune_wrote_them(tuned: Path) -> N
             "target": "kernel.numa_balancing",
             "current": "1",
             "written": "0",
+            "shown": {"current": "1", "written": "0"},
+            "first_seen": SINCE.removeprefix(" since "),
         }
     ]
     assert report["drift"][0]["since_apply"] == "changed-after-apply"

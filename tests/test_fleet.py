@@ -154,6 +154,7 @@ def test_fleet_json_is_a_list_of_the_one_host_documents() -> None:
         "pending": 0,
         "checks": 11,
         "failed_checks": 3,
+        "entries": {"changes": 29, "runtime": 24, "reboot": 5, "in_sync": 1},
     }
     assert objects[2] == {
         "format_version": 1,

@@ -26,6 +26,16 @@ def test_untuned_host_has_every_audit_finding() -> None:
         "phase": "runtime",
         "priority": "P0",
         "reason": changes["sysctl:kernel.numa_balancing"]["reason"],
+        # What the text and Markdown views show of it: no consumer needs the text.
+        "setting": "kernel.numa_balancing",
+        "subject": "",
+        "entry": "kernel.numa_balancing",
+        "label": "sysctl kernel.numa_balancing",
+        "fix": "sysctl -w kernel.numa_balancing=0",
+        "whole_file": False,
+        "shown": {"current": "1", "desired": "0"},
+        "takes_effect": "live (runtime)",
+        "how": "live: tune apply --runtime-only",
     }
     assert changes["sysctl:net.ipv4.tcp_rmem"]["current"] == "4096 131072 6291456"
     assert changes["module:nvidia_peermem"]["current"] == "absent"

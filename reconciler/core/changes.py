@@ -15,6 +15,27 @@ class Phase(StrEnum):
     RUNTIME = "runtime"  # takes effect when written
     REBOOT = "reboot"  # takes effect at the next boot or container restart
 
+    @property
+    def how(self) -> str:
+        """When the phase's changes take effect and the command that applies that phase alone,
+        as the text plan heads the phase."""
+        return _HOW[self]
+
+    @property
+    def takes_effect(self) -> str:
+        """When the phase's changes take effect, as a report says it."""
+        return _TAKES_EFFECT[self]
+
+
+_HOW = {
+    Phase.RUNTIME: "live: tune apply --runtime-only",
+    Phase.REBOOT: "at boot or container restart: tune apply --reboot-phase",
+}
+_TAKES_EFFECT = {
+    Phase.RUNTIME: "live (runtime)",
+    Phase.REBOOT: "at next boot or container restart",
+}
+
 
 class Priority(StrEnum):
     P0 = "P0"

@@ -163,13 +163,17 @@ class DriftReport:
             # False: no profile to compare (given or stored); the lists and counts are empty
             # because nothing was compared, not because all is well.
             "compared": self.compared,
+            # True: runs are recorded, but none that applied is in effect (rolled back).
+            "undone": self.undone,
             "last_apply": self.last_apply.to_json() if self.last_apply else None,
             "drift": drift,
             "not_applied": [c.to_json() for c in self.not_applied],
             "failed_checks": [
                 c.to_json() | {"first_seen": self.first_seen.get(c.id)} for c in self.failed_checks
             ],
-            "changed_after_apply": [c.to_json() for c in self.changed]
+            "changed_after_apply": [
+                c.to_json() | {"first_seen": self.first_seen.get(c.id)} for c in self.changed
+            ]
             if self.since_apply
             else None,
             "pending": [p.to_json() for p in self.pending],

@@ -13,9 +13,9 @@ from ..drift.check import DriftReport, Since
 from ..hosts.fleet import HostResult
 from . import documents
 from . import fleet as fleet_render
+from .changes import changes_json, pending_json
 from .folding import Group, entries, fold, show, shown
 from .style import styler
-from .text import HOW
 
 
 def render(report: DriftReport, fmt: str, *, quiet: bool, color: bool) -> str:
@@ -28,7 +28,36 @@ def render(report: DriftReport, fmt: str, *, quiet: bool, color: bool) -> str:
 
 
 def check_document(report: DriftReport) -> dict[str, Any]:
+    """The report, each change with what the text shows of it (`changes.py`): a drifted
+    knob labelled by its DRIFT line, one not applied by its NOT APPLIED line; and the counts
+    the summary line gives, of knobs and of the profile entries they come from."""
     body = report.to_json()
+    changed = printable_data(report.changed)  # as the text has them, as `drift` is folded
+    ids = {c.id for c in changed}
+    drift = changes_json(report.drift, lambda seen: _fold_drift(seen, ids))
+    body["drift"] = [item | more for item, more in zip(body["drift"], drift, strict=True)]
+    body["not_applied"] = changes_json(report.not_applied)
+    if body["changed_after_apply"] is not None:
+        body["changed_after_apply"] = [
+            item | {"shown": {"current": _show(c.current), "written": _show(c.written)}}
+            for item, c in zip(body["changed_after_apply"], changed, strict=True)
+        ]
+    body["pending"] = [pending_json(p) for p in report.pending]
+    plan = report.plan
+    body["summary"] = {
+        "drift": len(report.drift),
+        "not_applied": len(report.not_applied),
+        "in_sync": len(plan.in_sync),
+        "pending": len(report.pending),
+        "checks": len(plan.checks),
+        "failed_checks": len(report.failed_checks),
+        "entries": {
+            "drift": entries(report.drift),
+            "compared": entries((*plan.in_sync, *report.drift)),
+            "not_applied": entries(report.not_applied),
+            "in_sync": entries(plan.in_sync),
+        },
+    }
     return documents.document("check", body.pop("host"), body)
 
 
@@ -54,11 +83,12 @@ def drift_lines(report: DriftReport) -> list[str]:
 
 
 def _drift_groups(report: DriftReport) -> list[Group]:
+    return _fold_drift(report.drift, {c.id for c in report.changed})
+
+
+def _fold_drift(drift: Sequence[Change], changed: set[str]) -> list[Group]:
     # Folded apart, so a folded line never mixes knobs changed after apply with the others.
-    changed = {c.id for c in report.changed}
-    return fold(c for c in report.drift if c.id not in changed) + fold(
-        c for c in report.drift if c.id in changed
-    )
+    return fold(c for c in drift if c.id not in changed) + fold(c for c in drift if c.id in changed)
 
 
 def _changed_lines(report: DriftReport) -> list[str]:
@@ -97,7 +127,7 @@ def text(report: DriftReport, color: bool = False) -> str:
     ]
     body += [
         f"NOT APPLIED {group.label}: {shown(group.first, group.first.current)} "
-        f"(want {shown(group.first, group.first.desired)}; {HOW[group.first.phase]})"
+        f"(want {shown(group.first, group.first.desired)}; {group.first.phase.how})"
         for group in fold(report.not_applied)
     ]
     body += [

@@ -76,23 +76,43 @@ def fleet(
     ]
 
 
-def plan_summary(plan: Plan) -> dict[str, int]:
-    """The counts the text plan's last line gives, for a script that only wants those."""
-    runtime = sum(c.phase is Phase.RUNTIME for c in plan.changes)
+def plan_summary(plan: Plan) -> dict[str, Any]:
+    """The counts the text plan's last line gives, for a script that only wants those: of
+    knobs, and (`entries`) of the profile entries they come from, as the text counts them (a
+    governor on 128 CPUs is one)."""
+    from .folding import entries
+
+    changes = plan.changes
+    runtime = [c for c in changes if c.phase is Phase.RUNTIME]
+    reboot = [c for c in changes if c.phase is Phase.REBOOT]
     return {
-        "changes": len(plan.changes),
-        "runtime": runtime,
-        "reboot": len(plan.changes) - runtime,
+        "changes": len(changes),
+        "runtime": len(runtime),
+        "reboot": len(reboot),
         "in_sync": len(plan.in_sync),
         "pending": len(plan.pending),
         "checks": len(plan.checks),
         "failed_checks": len(plan.failed_checks),
+        "entries": {
+            "changes": entries(changes),
+            "runtime": entries(runtime),
+            "reboot": entries(reboot),
+            "in_sync": entries(plan.in_sync),
+        },
     }
 
 
 def plan_document(plan: Plan) -> dict[str, Any]:
+    """The plan: each change and pending reboot with what the text and Markdown views show
+    of it (`changes.py`), and the knobs already in sync, which the Markdown report lists."""
+    from .changes import changes_json, pending_json
+
     status = "in-sync" if plan.is_clean else "changes"
-    body = plan.to_json()
+    body = plan.to_json() | {
+        "changes": changes_json(plan.changes),
+        "pending": [pending_json(p) for p in plan.pending],
+    }
     return document("plan", body.pop("host"), {"status": status, **body}) | {
-        "summary": plan_summary(plan)
+        "in_sync_knobs": changes_json(plan.in_sync),
+        "summary": plan_summary(plan),
     }

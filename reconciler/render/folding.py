@@ -39,14 +39,17 @@ class Group:
 
     @property
     def entry(self) -> str:
-        """The profile entry's name, the same for each of its subjects (`governor`, `idle C2`),
-        or the knob's target: a label that stays put whatever the host has drifted to."""
-        c = self.first
-        return c.setting if c.subject else c.target
+        return entry_name(self.first)
 
     @property
     def fixes(self) -> list[str]:
         return list(dict.fromkeys(c.fix for c in self.changes if c.fix))
+
+
+def entry_name(change: Change) -> str:
+    """The profile entry's name, the same for each of its subjects (`governor`, `idle C2`), or
+    the knob's target: a label that stays put whatever the host has drifted to."""
+    return change.setting if change.subject else change.target
 
 
 def entry(change: Change) -> tuple[object, ...]:
@@ -125,6 +128,13 @@ def show(value: Value) -> str:
     if isinstance(value, tuple):
         return "[" + ", ".join(value) + "]" if value else "[]"
     return repr(value) if value == "" or value != value.strip() else value
+
+
+def line_changes(change: Change) -> list[tuple[str, str]]:
+    """("+", line) for each line `change` adds, ("-", line) for each it removes."""
+    old = change.current if isinstance(change.current, tuple) else ()
+    new = change.desired if isinstance(change.desired, tuple) else ()
+    return [("+", x) for x in new if x not in old] + [("-", x) for x in old if x not in new]
 
 
 def shown(change: Change, value: Value) -> str:

@@ -9,8 +9,6 @@ from ..core.printable import printable_data
 from . import md
 from .folding import Group, fold, show, shown
 
-WHEN = {Phase.RUNTIME: "live (runtime)", Phase.REBOOT: "at next boot or container restart"}
-
 
 def render(plan: Plan) -> str:
     plan = printable_data(plan)
@@ -55,8 +53,8 @@ def render(plan: Plan) -> str:
     if reboot or boots:
         out += ["## Needs a reboot", ""]
         out += [
-            f"- {md.text(g.label)}: {md.code(show(g.first.current))} -> "
-            f"{md.code(show(g.first.desired))}"
+            f"- {md.text(g.label)}: {md.code(shown(g.first, g.first.current))} -> "
+            f"{md.code(shown(g.first, g.first.desired))}"
             for g in fold(reboot)
         ]
         out += _pending(boots)
@@ -114,7 +112,7 @@ def _change(group: Group) -> list[str]:
     ]
     if c.reason:
         lines.append(f"Why: {md.text(c.reason)}.".replace("..", "."))
-    lines.append(f"Takes effect: {WHEN[c.phase]}.")
+    lines.append(f"Takes effect: {c.phase.takes_effect}.")
     if group.fixes:
         lines += ["", *md.fence(group.fixes, "sh")]
     lines.append("")

@@ -35,6 +35,9 @@ def listed(item: Schema) -> Schema:
 
 
 HOST = record({"name": STRING}, {"source": STRING, "kernel": TEXT, "boot_id": TEXT})
+PHASE: Schema = {"enum": ["runtime", "reboot"]}
+# A change as the plan and `tune check` give it: the knob, its values and why, then everything
+# the text and Markdown views show of it (`changes.py`), so that no consumer needs the text.
 CHANGE = record(
     {
         "id": STRING,
@@ -42,13 +45,42 @@ CHANGE = record(
         "target": STRING,
         "current": VALUE,
         "desired": VALUE,
-        "phase": {"enum": ["runtime", "reboot"]},
+        "phase": PHASE,
         "priority": {"enum": ["P0", "P1", "P2"]},
         "reason": STRING,
+        # The profile entry it comes from (`governor` on each CPU) and the CPU or device it is
+        # of ("" for a knob of none): changes of one entry with equal values fold into a line.
+        "setting": STRING,
+        "subject": STRING,
+        "entry": STRING,
+        # The folded line it is in (`cpu governor on 128 CPUs (cpu0-127)`), shared by the
+        # line's changes.
+        "label": STRING,
+        "fix": STRING,  # the command that makes it by hand, "" where there is none
+        "whole_file": {"type": "boolean"},  # the values are a file's lines (`target`)
+        "shown": record({"current": STRING, "desired": STRING}),
+        "takes_effect": STRING,
+        "how": STRING,  # when, and the command that applies its phase alone
     },
-    {"optional": {"type": "boolean"}},
+    {
+        "optional": {"type": "boolean"},
+        # Where a value is a list of lines: the lines the change adds and removes.
+        "lines": record({"added": STRINGS, "removed": STRINGS}),
+    },
 )
-PENDING = record({"id": STRING, "running": VALUE, "configured": VALUE, "action": STRING})
+PENDING = record(
+    {
+        "id": STRING,
+        "running": VALUE,
+        "configured": VALUE,
+        "action": STRING,
+        "kind": STRING,
+        "target": STRING,
+        "until": STRING,
+        "shown": record({"running": STRING, "configured": STRING}),
+    },
+    {"restart": STRING},
+)
 CHECK = record(
     {
         "id": STRING,
@@ -64,6 +96,8 @@ SUMMARY = record(
     dict.fromkeys(
         ("changes", "runtime", "reboot", "in_sync", "pending", "checks", "failed_checks"), COUNT
     )
+    # Profile entries, as the text counts them (a governor on 128 CPUs is one).
+    | {"entries": record(dict.fromkeys(("changes", "runtime", "reboot", "in_sync"), COUNT))}
 )
 PLAN_BODY: dict[str, Schema] = {
     "status": {"enum": ["in-sync", "changes"]},
@@ -72,6 +106,7 @@ PLAN_BODY: dict[str, Schema] = {
     "pending": listed(PENDING),
     "checks": listed(CHECK),
     "notes": listed(NOTE),
+    "in_sync_knobs": listed(CHANGE),
     "summary": SUMMARY,
 }
 RUN_ID: Schema = {"type": ["string", "null"]}
@@ -128,9 +163,39 @@ BODIES: dict[str, dict[str, Schema]] = {
         "compared": {"type": "boolean"},
         "profile": STRING,
         "drift": listed(CHANGE),
+        "not_applied": listed(CHANGE),
         "failed_checks": listed(CHECK),
+        "changed_after_apply": {
+            "anyOf": [
+                {"type": "null"},
+                listed(
+                    record(
+                        {
+                            "id": STRING,
+                            "current": VALUE,
+                            "written": VALUE,
+                            "shown": record({"current": STRING, "written": STRING}),
+                            "first_seen": TEXT,
+                        }
+                    )
+                ),
+            ]
+        },
         "pending": listed(PENDING),
+        "in_sync": COUNT,
         "notes": listed(NOTE),
+        "undone": {"type": "boolean"},  # runs recorded, none that applied is in effect
+        "summary": record(
+            dict.fromkeys(
+                ("drift", "not_applied", "in_sync", "pending", "checks", "failed_checks"), COUNT
+            )
+            # Profile entries, as the text counts them; `compared`: those in sync or drifted.
+            | {
+                "entries": record(
+                    dict.fromkeys(("drift", "compared", "not_applied", "in_sync"), COUNT)
+                )
+            }
+        ),
     },
     "apply": {
         "status": {"enum": ["applied", "in-sync", "rolled-back", "error", "dry-run"]},

@@ -5,13 +5,8 @@ from __future__ import annotations
 from ..core.changes import Change, Phase, Plan, Priority, Value, pending_counts
 from ..core.printable import printable_data
 from .diff import unified
-from .folding import entries, fold, show, whole_files
+from .folding import entries, fold, line_changes, show, whole_files
 from .style import styler
-
-HOW = {
-    Phase.RUNTIME: "live: tune apply --runtime-only",
-    Phase.REBOOT: "at boot or container restart: tune apply --reboot-phase",
-}
 
 
 def render(plan: Plan, color: bool = False) -> str:
@@ -28,7 +23,7 @@ def render(plan: Plan, color: bool = False) -> str:
         changes = [c for c in plan.changes if c.phase is phase]
         if not changes:
             continue
-        lines.append(style(f"{phase.value.capitalize()} phase", bold=True) + f" ({HOW[phase]})")
+        lines.append(style(f"{phase.value.capitalize()} phase", bold=True) + f" ({phase.how})")
         for priority in Priority:
             groups = fold(c for c in changes if c.priority is priority)
             if not groups:
@@ -83,13 +78,6 @@ LONG_LIST = 4
 
 def _line_count(change: Change) -> int:
     return max(len(v) if isinstance(v, tuple) else 0 for v in (change.current, change.desired))
-
-
-def line_changes(change: Change) -> list[tuple[str, str]]:
-    """("+", line) for each line `change` adds, ("-", line) for each it removes."""
-    old = change.current if isinstance(change.current, tuple) else ()
-    new = change.desired if isinstance(change.desired, tuple) else ()
-    return [("+", x) for x in new if x not in old] + [("-", x) for x in old if x not in new]
 
 
 def file_diff(change: Change, color: bool) -> list[str]:
