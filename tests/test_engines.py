@@ -8,6 +8,7 @@ from pathlib import Path
 
 import lab
 import pytest
+from conftest import LIVE_RUN_SCRIPT
 from test_remote_apply import host_and_profile
 from test_shell_read import LocalShellHost
 
@@ -112,6 +113,7 @@ def test_this_machines_sh_runs_from_slash_without_a_labs_variables(
     (nor TUNE_LAB make lib.sh source a file): a live host's root is `/`."""
     monkeypatch.setenv("TUNE_ROOT", str(tmp_path))
     monkeypatch.setenv("TUNE_LAB", str(tmp_path / "lab.sh"))
-    done = LocalShell().run_script('echo "${TUNE_ROOT-unset} ${TUNE_LAB-unset}"; pwd\n')
+    script = 'echo "${TUNE_ROOT-unset} ${TUNE_LAB-unset}"; pwd\n'
+    done = LIVE_RUN_SCRIPT(LocalShell(), script)  # conftest refuses it to every other test
     assert (done.status, done.stdout) == (0, b"unset unset\n/\n")
     assert os.environ["TUNE_ROOT"] == str(tmp_path)
