@@ -18,6 +18,8 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from reconciler.cli.main import main
+from reconciler.hosts.local import LocalShell
+from reconciler.hosts.shell import ScriptResult
 
 # CI runs on 2 shared cores: judge properties by their examples, never by wall-clock deadlines.
 settings.register_profile(
@@ -83,6 +85,22 @@ def run_tune(*args: str | Path, terminal: bool = False) -> Result:
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else 1
     return Result(code, out.getvalue(), err.getvalue())
+
+
+# This machine's own `sh` for tune's scripts, kept for the one test that runs a harmless script
+# with it (`echo`, `pwd`): every other test writes throwaway roots only.
+LIVE_RUN_SCRIPT = LocalShell.run_script
+
+
+@pytest.fixture(autouse=True)
+def _no_script_on_this_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test that reached this machine's live engine fails before its first script runs
+    against the real /, /etc, /proc or /sys."""
+
+    def refused(self: LocalShell, script: str, timeout: float | None = None) -> ScriptResult:
+        raise AssertionError("a test sent a script to this machine's sh: use a snapshot")
+
+    monkeypatch.setattr(LocalShell, "run_script", refused)
 
 
 @pytest.fixture(autouse=True, scope="session")

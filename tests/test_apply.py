@@ -11,6 +11,7 @@ import pytest
 from conftest import BLACKWELL, run_tune, write
 from small_host import SmallHost, build, tree, write_profile
 
+from reconciler.apply.engines import engine_for
 from reconciler.apply.journal import LOCK, PROFILE, read_run, run_ids
 from reconciler.apply.python_engine import execute
 from reconciler.apply.work import prepare
@@ -376,8 +377,9 @@ def test_journal_directory_not_writable_is_refused(untuned: Path) -> None:
 
 def test_not_root_on_a_live_host(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    engine = engine_for(LocalHost())
     with pytest.raises(HostError, match="must run as root"):
-        LocalHost().check_privileges()
+        engine.session()
 
 
 def test_a_live_host_reads_a_sysctl_as_a_whole_file() -> None:

@@ -3,12 +3,25 @@
 from __future__ import annotations
 
 import ast
+import os
 from pathlib import Path
 
+import lab
+import pytest
+from conftest import LIVE_RUN_SCRIPT
+from test_remote_apply import host_and_profile
 from test_shell_read import LocalShellHost
 
-from reconciler.apply.engines import PythonEngine, ShellEngine, engine_for
-from reconciler.hosts.directory import SnapshotHost
+from reconciler.apply.engines import LocalEngine, PythonEngine, ShellEngine, engine_for
+from reconciler.apply.journal import new_run_id, read_run
+from reconciler.apply.pending import PENDING, PendingBoot
+from reconciler.apply.work import prepare
+from reconciler.core.errors import HostError
+from reconciler.hosts.base import Host
+from reconciler.hosts.directory import LocalHost, SnapshotHost
+from reconciler.hosts.local import LocalShell
+from reconciler.hosts.shell import ScriptResult
+from reconciler.profile.load import load_profile
 
 PACKAGE = Path(__file__).resolve().parent.parent / "reconciler"
 
@@ -36,3 +49,71 @@ def test_only_engine_for_asks_whether_a_host_runs_scripts() -> None:
             ):
                 asking.append(path.relative_to(PACKAGE).as_posix())
     assert asking == ["apply/engines.py"]
+
+
+def test_this_machine_is_written_by_the_sh_executor_never_by_python() -> None:
+    """A live kernel takes one path, local or pushed: the scripts, here fed to this machine's
+    own `sh`; the Python executor is the snapshot simulator only."""
+    engine = engine_for(LocalHost())
+    assert type(engine) is LocalEngine and isinstance(engine, ShellEngine)
+    assert type(engine.host) is LocalShell
+    assert not engine.outlives_reboot, "the reboot ends this process: `tune verify` follows"
+    assert engine.verify_command() == "tune verify"
+    with pytest.raises(HostError, match="sh executor"):
+        PythonEngine(LocalHost())
+    for write in ("set_attr", "run"):  # a live write through Python has nowhere to go
+        assert getattr(LocalHost, write) is getattr(Host, write), write  # which refuses
+
+
+def test_this_machines_scripts_carry_no_lab_code(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every script `engine_for` gives this machine, recorded as sent: none holds any of the
+    lab's emulation. They run against a lab snapshot, never against this machine's `/`: the
+    recorder hands each to a lab host rooted there, and the reads come from it too."""
+    root, profile = host_and_profile(tmp_path, "h")
+    lab_host = LocalShellHost(root)
+    sent: list[str] = []
+
+    def recording(self: LocalShell, script: str, timeout: float | None = None) -> ScriptResult:
+        sent.append(script)
+        return lab_host.run_script(script, timeout)
+
+    monkeypatch.setattr(LocalShell, "run_script", recording)
+    engine = engine_for(LocalHost())
+    assert isinstance(engine, LocalEngine)
+    engine.host.files = SnapshotHost(root)  # type: ignore[assignment]
+    loaded = load_profile(str(profile))
+    work = prepare(engine.host, loaded, runtime_only=True, preflight_here=False)
+    assert work.steps
+    assert engine.unloadable(("nvidia", "no_such_module")).keys() <= {"no_such_module"}
+    engine.wait_for_lock()
+    run_id = new_run_id()
+    done = engine.apply(work, loaded, phase="runtime", run_id=run_id)
+    assert done.run_id == run_id and done.changes == len(work.steps)
+    engine.promote(run_id, work.steps[:1])
+    engine.store_profile(loaded, None)
+    assert engine.run_command(["modprobe", "--dry-run", "nvidia"]).returncode == 0
+    run = read_run(SnapshotHost(root), run_id)
+    assert run is not None and run.outcome == "applied"
+    assert engine.rollback(run).result.restored > 0
+    engine.clear_pending()
+    engine.reboot(PendingBoot(run_id, None, {}, {}))
+    assert (root / PENDING.lstrip("/")).exists(), "the reboot's mark, then the lab's boot"
+    assert len(sent) >= 8
+    assert any("run_argv() {" in s for s in sent), "the library went with them"
+    carried = {m for s in sent for m in lab.MARKERS if m in s}
+    assert carried == set(), f"emulation sent to this machine: {sorted(carried)}"
+
+
+def test_this_machines_sh_runs_from_slash_without_a_labs_variables(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """TUNE_ROOT in tune's environment must not turn this machine's scripts to a directory
+    (nor TUNE_LAB make lib.sh source a file): a live host's root is `/`."""
+    monkeypatch.setenv("TUNE_ROOT", str(tmp_path))
+    monkeypatch.setenv("TUNE_LAB", str(tmp_path / "lab.sh"))
+    script = 'echo "${TUNE_ROOT-unset} ${TUNE_LAB-unset}"; pwd\n'
+    done = LIVE_RUN_SCRIPT(LocalShell(), script)  # conftest refuses it to every other test
+    assert (done.status, done.stdout) == (0, b"unset unset\n/\n")
+    assert os.environ["TUNE_ROOT"] == str(tmp_path)

@@ -1,25 +1,35 @@
 """The engines that write a host: one interface, `Engine`, and its two implementations.
 
-`PythonEngine` writes through the host's own primitives from this process (this machine, or a
-snapshot directory). `ShellEngine` sends its work as POSIX sh scripts (`apply.sh_engine`) to a
-host reached over SSH, which needs no Python: an apply runs there detached, so a dropped
-connection cannot stop it halfway, and the round trips are bounded by the phases, never by the
-number of knobs. Everything above them (`flow.orchestration`: prepare, confirm, probes around
-the phase, the pending record, the reboot, rollback chains) is written once against `Engine`;
-`engine_for` is the only place that looks at what kind of host it is.
+`ShellEngine` writes every live kernel: it sends its work as POSIX sh scripts
+(`apply.sh_engine`) to a host reached over SSH, which needs no Python, or to this machine's own
+`sh` (`LocalEngine`, `hosts.local`), so a local, a pushed and a pulled apply are one code path.
+An apply runs detached there, so a dropped connection cannot stop it halfway, and the round
+trips are bounded by the phases, never by the number of knobs. `PythonEngine` is the contained
+snapshot simulator: it writes a snapshot directory from this process, every path resolved
+inside it (`hosts.beneath`), never this machine.
+
+Everything above them (`flow.orchestration`: prepare, confirm, probes around the phase, the
+pending record, the reboot, rollback chains) is written once against `Engine`; `engine_for` is
+the only place that looks at what kind of host it is.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
+import os
+import signal
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING, ClassVar
 
 from ..core.errors import HostError
 from ..hosts.base import Completed, Host
+from ..hosts.directory import LocalHost
+from ..hosts.local import LocalShell
 from ..hosts.shell import ShellHost
 from ..steps.ops import DeleteFile, PutFile, Skipped, Step
 from .journal import LOCK, Run, read_run
@@ -123,11 +133,14 @@ class Engine(ABC):
 
 
 class PythonEngine(Engine):
-    """This machine, or a snapshot directory (`root`), written from this process."""
+    """A snapshot directory (`root`) written from this process, as its kernel and tools would
+    write it (`hosts.emulate`); an archive, which refuses every write. Never this machine."""
 
     outlives_reboot = False
 
     def __init__(self, host: Host, root: str | None = None) -> None:
+        if isinstance(host, LocalHost):
+            raise HostError(f"{host.describe()}: a live kernel is written by the sh executor.")
         self.host = host
         self.root = root
 
@@ -198,7 +211,7 @@ class PythonEngine(Engine):
             raise HostError(f"{self.host.describe()}: `systemctl reboot` failed: {said}.")
 
     def probe_executor(self) -> tuple[Executor, dict[str, str]]:
-        """On this machine; a snapshot's probes get TUNE_ROOT naming it, to measure it."""
+        """On this machine, with TUNE_ROOT naming the snapshot, to measure it."""
         from ..probes.runner import run_argv
 
         return run_argv, {"TUNE_ROOT": str(Path(self.root).resolve())} if self.root else {}
@@ -302,10 +315,105 @@ class ShellEngine(Engine):
         return f"tune verify -H {self.host.name}"
 
 
+class LocalEngine(ShellEngine):
+    """This machine, written by the same scripts as a host over SSH, run by a local `sh`
+    (`hosts.local.LocalShell`). Where it differs: only root may write it; the reboot ends
+    this process (`tune verify` follows the boot); the probes run from this process, as
+    `tune probe` runs them; the run is waited for as long as it takes; and Ctrl-C or SIGTERM
+    reaches the detached run, which rolls back as a run does on either (exit 3)."""
+
+    outlives_reboot = False
+
+    def __init__(self, host: LocalShell, timeout: float = 60.0) -> None:
+        super().__init__(host, timeout)
+        self.host: LocalShell = host
+
+    def session(self) -> contextlib.AbstractContextManager[None]:
+        self.host.check_privileges()
+        return contextlib.nullcontext()  # each script takes the lock, as over SSH
+
+    def apply(
+        self,
+        work: Work,
+        loaded: LoadedProfile,
+        *,
+        phase: str,
+        run_id: str,
+        around: PhaseProbes | None = None,
+        after: tuple[PutFile, ...] = (),
+    ) -> ApplyResult:
+        from .sh_engine import apply_remote
+
+        try:
+            with _sigterm_interrupts():
+                done = apply_remote(
+                    self.host,
+                    work,
+                    loaded,
+                    phase=phase,
+                    timeout=self.timeout,
+                    around=around,
+                    run_id=run_id,
+                    after=after,
+                    patience=math.inf,
+                )
+        except KeyboardInterrupt:
+            self._stop(run_id, len(work.steps))
+            raise
+        return ApplyResult(
+            done.run_id, done.changes - len(done.unsupported), done.unsupported, work.skipped
+        )
+
+    def _stop(self, run_id: str, steps: int) -> None:
+        """Ctrl-C or SIGTERM while the run goes on detached: SIGTERM to its script, which
+        restores every step it journaled; its journal's end then says how it ended (a run
+        not yet started, or ended already, is left as it is)."""
+        from .sh_engine import outcome_error, pid_path, wait
+
+        data = self.host.read_file(pid_path(run_id))
+        pid = (data or b"").decode("ascii", "replace").strip()
+        if not pid.isdigit():
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int(pid), signal.SIGTERM)
+        run = wait(self.host, run_id, math.inf, steps=steps)
+        if run.outcome != "applied":
+            raise outcome_error(run, self.host.describe())
+
+    def probe_executor(self) -> tuple[Executor, dict[str, str]]:
+        from ..probes.runner import run_argv
+
+        return run_argv, {}
+
+    def verify_command(self) -> str:
+        return "tune verify"
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM to tune stops the run as Ctrl-C does (`LocalEngine._stop`)."""
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread: signals are not this thread's to handle
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def engine_for(host: Host, *, root: str | None = None, timeout: float = 60.0) -> Engine:
-    """The engine that writes `host`: sh scripts for a host that runs them (SSH), this process
-    otherwise. `root`: the snapshot directory `host` reads, if any (its probes measure it);
-    `timeout`: a remote host's command timeout."""
+    """The engine that writes `host`: sh scripts for every live host (SSH, or this machine
+    through a local `sh`), this process for a snapshot or an archive. `root`: the snapshot
+    directory `host` reads, if any (its probes measure it); `timeout`: a remote host's command
+    timeout (this machine's: how long a probe's result may take to reach its run)."""
     if isinstance(host, ShellHost):
         return ShellEngine(host, timeout)
+    if isinstance(host, LocalHost):
+        return LocalEngine(LocalShell(host), timeout)
     return PythonEngine(host, root)

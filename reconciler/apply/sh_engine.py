@@ -794,9 +794,12 @@ def apply_remote(
     around: PhaseProbes | None = None,
     run_id: str | None = None,
     after: tuple[PutFile, ...] = (),
+    patience: float | None = None,
 ) -> RemoteApplied:
     """Run `work` on the target; raises `ApplyFailed` (exit 3) when the target rolled back.
-    `after`: files written once every step holds, inside the run (pending.json).
+    `after`: files written once every step holds, inside the run (pending.json); `patience`:
+    how long to wait for the run's end (`timeout` unless given: this machine's own run is
+    waited for as long as it takes).
 
     With probes (`around`, running on the target through its executor) the script waits, lock
     held, for their records before the first write and for the verdict after the last
@@ -826,16 +829,17 @@ def apply_remote(
         later=work.promote,
         as_read=AsRead(prior_bytes),
     )
+    patience = timeout if patience is None else patience
     started = False
     try:
         if around is None:  # started in the first poll's round trip
             run = wait(
-                host, script.run_id, timeout, interval, starting=script, steps=len(work.steps)
+                host, script.run_id, patience, interval, starting=script, steps=len(work.steps)
             )
         else:
             start(host, script)
             started = True
-            run = _wait_probed(host, script.run_id, len(work.steps), around, timeout, interval)
+            run = _wait_probed(host, script.run_id, len(work.steps), around, patience, interval)
     except ConnectError as exc:
         # The connection may have broken before the host said the run started.
         which = "it" if started else "if it started, it"

@@ -27,7 +27,7 @@ from ..core.paths import checked, is_glob, within
 from ..steps.ops import temporary as temporary_of
 from . import lock, recorded
 from .archive import ArchiveHost
-from .base import Completed, Host, link_at_attribute, refusal, write_error
+from .base import Completed, Host, write_error
 from .beneath import Beneath, Rooted, append_whole, open_regular, write_all
 from .trust import Owned, check, make_directories, private_directory
 from .unreadable import UNREADABLE, apply_markers
@@ -116,8 +116,10 @@ class DirectoryHost(Host):
         except OSError as exc:
             files.errors[path] = exc.strerror or str(exc)
 
-    # The write side: plain file operations inside the root, shared by a live host ("/") and a
-    # snapshot. Commands and kernel-attribute semantics differ, so the subclasses supply them.
+    # The write side: plain file operations inside the root. A snapshot's kernel attributes and
+    # commands are its emulation's (`SnapshotHost`); this machine's are written by the sh
+    # executor alone (`hosts.local`), so `LocalHost` has neither. What it keeps of these is for
+    # tune's own state that a read-only command records (`drift.first_seen`).
 
     def read_file(self, path: str) -> bytes | None:
         checked(path)
@@ -134,21 +136,6 @@ class DirectoryHost(Host):
             return os.stat(self._local(path)).st_size
         except (OSError, HostError):
             return None
-
-    def set_attr(self, path: str, value: str) -> None:
-        try:
-            fd = os.open(self._local(path, follow=False), os.O_WRONLY | os.O_NOFOLLOW)
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                raise link_at_attribute(path) from exc
-            raise HostError(f"{path}: cannot open for writing ({exc.strerror}).") from exc
-        try:
-            # One write(2): the kernel parses the whole value at once and reports EINVAL here.
-            os.write(fd, value.encode("utf-8"))
-        except OSError as exc:
-            raise refusal(path, value, exc.errno) from exc
-        finally:
-            os.close(fd)
 
     def put_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
         # A link at the path is replaced, never written through.
@@ -317,7 +304,10 @@ TIMED_OUT = 124
 
 
 class LocalHost(DirectoryHost):
-    """The machine tune runs on. Never written by tests: they use snapshots."""
+    """The machine tune runs on, as this process reads it. It neither writes a kernel attribute
+    nor runs a command that changes anything: an apply, a rollback, a verification or a reboot
+    of this machine is the sh executor's (`hosts.local.LocalShell`). Never written by tests:
+    they use snapshots."""
 
     def __init__(self) -> None:
         super().__init__("/", name=os.uname().nodename)
@@ -347,26 +337,6 @@ class LocalHost(DirectoryHost):
         # A signal (negative here) reads as the shell reports it, as over SSH.
         status = done.returncode if done.returncode >= 0 else 128 - done.returncode
         return CommandOutput(status, done.stdout[:MAX_FILE_BYTES])
-
-    def check_privileges(self) -> None:
-        if os.geteuid() != 0:
-            raise HostError("tune apply changes kernel settings and must run as root (sudo).")
-
-    def run(self, argv: Sequence[str]) -> Completed:
-        import subprocess
-
-        try:
-            done = subprocess.run(
-                list(argv), capture_output=True, text=True, check=False, timeout=120
-            )
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            return Completed(127, "", f"{argv[0]}: {exc}")
-        return Completed(done.returncode, done.stdout, done.stderr)
-
-    def has_command(self, name: str) -> bool:
-        import shutil
-
-        return shutil.which(name) is not None
 
 
 class SnapshotHost(DirectoryHost):

@@ -30,23 +30,24 @@ def python_minor(vm: Vm) -> str:
     ).stdout.strip()
 
 
-def pip_install(target: Path) -> Path:
-    """This checkout and its dependencies, installed under `target` by the controller's pip."""
+def pip_install(target: Path, project: Path = PROJECT) -> Path:
+    """This checkout (or `project`, another tree of tune's) and its dependencies, installed
+    under `target` by the controller's pip."""
     argv = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
     done = subprocess.run(
-        [*argv, "--target", str(target), str(PROJECT)], capture_output=True, text=True
+        [*argv, "--target", str(target), str(project)], capture_output=True, text=True
     )
     if done.returncode != 0:
         raise VmError(f"pip could not install tune for the guest: {done.stderr.strip()[-2000:]}")
     return target
 
 
-def venv_archive(target: Path, minor: str) -> bytes:
-    """A gzipped tar of `target` laid out as a virtual environment at VENV: the packages in its
+def venv_archive(target: Path, minor: str, venv: str = VENV) -> bytes:
+    """A gzipped tar of `target` laid out as a virtual environment at `venv`: the packages in its
     site-packages, and pip's `tune` script with the venv's interpreter in its first line
     (target/bin's scripts name the controller's)."""
     script = (target / "bin" / "tune").read_text().split("\n", 1)[1]
-    launcher = f"#!{VENV}/bin/python3\n{script}".encode()
+    launcher = f"#!{venv}/bin/python3\n{script}".encode()
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz", compresslevel=1) as tar:
         for entry in sorted(target.iterdir()):
@@ -58,8 +59,9 @@ def venv_archive(target: Path, minor: str) -> bytes:
     return buffer.getvalue()
 
 
-def install(vm: Vm, workdir: Path) -> str:
-    """Install tune in the guest at VENV; returns the path of its `tune`."""
+def install(vm: Vm, workdir: Path, project: Path = PROJECT, venv: str = VENV) -> str:
+    """Install tune (this checkout, or `project`) in the guest at `venv`; returns the path of
+    its `tune`."""
     minor = python_minor(vm)
     ours = f"{sys.version_info.major}.{sys.version_info.minor}"
     if minor != ours:
@@ -67,16 +69,16 @@ def install(vm: Vm, workdir: Path) -> str:
             f"the guest's python3 is {minor}, the controller's {ours}: tune's "
             "compiled dependencies would not import there"
         )
-    archive = venv_archive(pip_install(workdir / "site-packages"), minor)
+    archive = venv_archive(pip_install(workdir / "site-packages", project), minor, venv)
     # --without-pip: Debian's venv needs python3-venv only for ensurepip.
     vm.sh(
-        f"python3 -m venv --without-pip {VENV} && tar -xzf - -C {VENV}",
+        f"python3 -m venv --without-pip {venv} && tar -xzf - -C {venv}",
         stdin=archive,
         binary=True,
         timeout=300,
     )
-    return TUNE
+    return f"{venv}/bin/tune"
 
 
-def uninstall(vm: Vm) -> None:
-    vm.run("rm", "-rf", VENV)
+def uninstall(vm: Vm, venv: str = VENV) -> None:
+    vm.run("rm", "-rf", venv)
