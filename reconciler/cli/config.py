@@ -123,7 +123,7 @@ class Settings:
     def _read(self, path: Path) -> dict[str, Any]:
         import tomllib
 
-        text = _trusted_text(path)
+        text = trusted_text(path)
         if text is None:
             return {}
         try:
@@ -147,7 +147,7 @@ def _shown(value: Any) -> str:
     return "an array" if isinstance(value, list) else "a table"
 
 
-def _trusted_text(path: Path) -> str | None:
+def trusted_text(path: Path) -> str | None:
     """The text of the config file at `path`, None when there is none. tune runs as root, and
     `sudo -E` keeps HOME and XDG_CONFIG_HOME: a config file names the ssh_config whose
     ProxyCommand and `Match exec` run as the caller, so one that another user wrote, or could
