@@ -2,9 +2,9 @@
 flock(2)ed for a whole run, waited for at most `WAIT` seconds, and holding one line that names
 its holder, `PID SINCE COMMAND`, so that whoever finds it held can say who has it.
 
-A pull-mode `tune apply --runtime-only` on the host (the Python engine) and a `tune apply -H`
-pushed from a controller (the sh script, `apply/lib.sh` `take_lock`) take this same lock, so a
-push and a pull never write at the same time; the one that comes second waits for a run that is
+A pull-mode `tune apply --runtime-only` on the host, a local one and a `tune apply -H` pushed
+from a controller run the same sh script (`apply/lib.sh` `take_lock`), and a snapshot's Python
+executor takes it in this process: one lock, so a push and a pull never write at the same time; the one that comes second waits for a run that is
 ending, and otherwise exits 1 naming the other.
 """
 
