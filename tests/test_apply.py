@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
-from conftest import BLACKWELL, run_tune, write
+from conftest import BLACKWELL, TUNED, UNTUNED, run_tune, write
+from shared_run import SharedRun, run_once
 from small_host import SmallHost, build, tree, write_profile
 
 from reconciler.apply.engine import execute, prepare
@@ -25,12 +26,34 @@ def runtime_changes(root: Path, profile: Path = BLACKWELL) -> list[dict]:
     return [c for c in json.loads(result.out)["changes"] if c["phase"] == "runtime"]
 
 
+@pytest.fixture
+def sysctls(tmp_path: Path) -> tuple[Path, Path]:
+    """A small host with kernel.numa_balancing 1 and vm.swappiness 60, and a profile that sets
+    them to 0 and 10 (numa_balancing first): tests of one behaviour need no more."""
+    root = build(
+        tmp_path / "h", SmallHost(sysctls={"kernel.numa_balancing": "1", "vm.swappiness": "60"})
+    )
+    profile = write_profile(
+        tmp_path / "p.yaml", {"sysctl": {"kernel.numa_balancing": 0, "vm.swappiness": 10}}
+    )
+    return root, profile
+
+
+@pytest.fixture(scope="module")
+def applied() -> Iterator[SharedRun]:
+    """The untuned example host after `tune apply --yes BLACKWELL --runtime-only`, made once for
+    the tests below that each assert something else about that one apply."""
+    with run_once(UNTUNED, "apply", "--yes", BLACKWELL, "--runtime-only") as run:
+        yield run
+
+
 def test_apply_makes_the_runtime_plan_empty_and_a_second_apply_changes_nothing(
-    untuned: Path,
+    applied: SharedRun, scratch: Path
 ) -> None:
-    result = run_tune("apply", BLACKWELL, "--runtime-only", "--root", untuned, "--yes")
+    result = applied.result
     assert result.code == 0, result.err
     assert "Applied 363 changes" in result.out
+    untuned = applied.copy(scratch / "untuned")
     assert runtime_changes(untuned) == []
     assert (untuned / "sys/kernel/mm/transparent_hugepage/enabled").read_text() == (
         "always [madvise] never\n"
@@ -42,10 +65,9 @@ def test_apply_makes_the_runtime_plan_empty_and_a_second_apply_changes_nothing(
     assert len(run_ids(SnapshotHost(untuned))) == 1
 
 
-def test_applied_snapshot_has_the_tuned_hosts_boot_files_and_mrrs(
-    untuned: Path, tuned: Path
-) -> None:
-    assert run_tune("apply", "--yes", BLACKWELL, "--runtime-only", "--root", untuned).code == 0
+def test_applied_snapshot_has_the_tuned_hosts_boot_files_and_mrrs(applied: SharedRun) -> None:
+    untuned, tuned = applied.root, TUNED
+    assert applied.result.code == 0
     for rel in (
         "etc/sysctl.d/90-tune.conf",
         "etc/modules-load.d/tune.conf",
@@ -74,9 +96,12 @@ def test_masked_setpci_write_keeps_the_other_device_control_bits(tmp_path: Path)
     assert config.read_bytes() == config_space(4096, other_bits=0x0C3F)
 
 
-def test_rollback_restores_every_byte_and_history_says_so(untuned: Path) -> None:
-    before = tree(untuned)
-    assert run_tune("apply", "--yes", BLACKWELL, "--runtime-only", "--root", untuned).code == 0
+def test_rollback_restores_every_byte_and_history_says_so(
+    applied: SharedRun, scratch: Path
+) -> None:
+    before = applied.before
+    assert applied.result.code == 0
+    untuned = applied.copy(scratch / "untuned")
     assert tree(untuned) != before
     result = run_tune("rollback", "--yes", "--root", untuned)
     assert result.code == 0, result.err
@@ -92,8 +117,9 @@ def test_rollback_restores_every_byte_and_history_says_so(untuned: Path) -> None
     assert "already rolled back" in run_tune("rollback", "--yes", "--root", untuned).out
 
 
-def test_journal_follows_the_contract(untuned: Path) -> None:
-    assert run_tune("apply", "--yes", BLACKWELL, "--runtime-only", "--root", untuned).code == 0
+def test_journal_follows_the_contract(applied: SharedRun) -> None:
+    untuned = applied.root
+    assert applied.result.code == 0
     (run_id,) = run_ids(SnapshotHost(untuned))
     assert len(run_id) == 23 and run_id[8] == "T" and run_id[15:17] == "Z-"
     path = untuned / "var/lib/tune/runs" / f"{run_id}.jsonl"
@@ -177,16 +203,18 @@ def test_no_persist_writes_no_boot_files(untuned: Path) -> None:
     assert not (untuned / "etc/sysctl.d").exists()
 
 
-def test_saved_plan_is_applied_after_reobserving(untuned: Path) -> None:
-    assert run_tune("plan", BLACKWELL, "--root", untuned).code == 2
+def test_saved_plan_is_applied_after_reobserving(sysctls: tuple[Path, Path]) -> None:
+    root, profile = sysctls
+    assert run_tune("plan", profile, "--root", root).code == 2
     assert Path(".tune/plan.json").is_file()
     result = run_tune("apply", "--yes", "--runtime-only")
     assert result.code == 0, result.err
-    assert runtime_changes(untuned) == []
+    assert runtime_changes(root, profile) == []
 
 
-def test_stale_plan_is_refused_with_what_moved(untuned: Path) -> None:
-    assert run_tune("plan", BLACKWELL, "--root", untuned, "--save", "plan.json").code == 2
+def test_stale_plan_is_refused_with_what_moved(sysctls: tuple[Path, Path]) -> None:
+    untuned, profile = sysctls
+    assert run_tune("plan", profile, "--root", untuned, "--save", "plan.json").code == 2
     write(untuned, "/proc/sys/vm/swappiness", "30\n")
     before = tree(untuned)
     result = run_tune("apply", "--yes", "plan.json", "--runtime-only")
@@ -197,8 +225,9 @@ def test_stale_plan_is_refused_with_what_moved(untuned: Path) -> None:
     assert tree(untuned) == before and not (untuned / "var").exists()
 
 
-def test_plan_from_another_boot_is_stale(untuned: Path) -> None:
-    assert run_tune("plan", BLACKWELL, "--root", untuned).code == 2
+def test_plan_from_another_boot_is_stale(sysctls: tuple[Path, Path]) -> None:
+    untuned, profile = sysctls
+    assert run_tune("plan", profile, "--root", untuned).code == 2
     write(untuned, "/proc/sys/kernel/random/boot_id", "4f1e0c8a-0000-4000-8000-000000000000\n")
     result = run_tune("apply", "--yes", "--runtime-only")
     assert result.code == 1 and "the host rebooted since" in result.err
@@ -209,9 +238,10 @@ def test_apply_without_a_saved_plan_says_what_to_do() -> None:
     assert result.code == 64 and "run tune plan PROFILE first" in result.err
 
 
-def test_lock_held_refuses_and_writes_nothing(untuned: Path) -> None:
+def test_lock_held_refuses_and_writes_nothing(sysctls: tuple[Path, Path]) -> None:
     import fcntl
 
+    untuned, profile = sysctls
     lock = untuned / LOCK.lstrip("/")
     lock.parent.mkdir(parents=True)
     with open(lock, "w") as held:
@@ -219,7 +249,7 @@ def test_lock_held_refuses_and_writes_nothing(untuned: Path) -> None:
         held.write("4242\n")
         held.flush()
         before = tree(untuned)
-        result = run_tune("apply", "--yes", BLACKWELL, "--runtime-only", "--root", untuned)
+        result = run_tune("apply", "--yes", profile, "--runtime-only", "--root", untuned)
     assert result.code == 1
     # A lock from an older tune holds the pid alone.
     assert result.err == (
@@ -228,10 +258,11 @@ def test_lock_held_refuses_and_writes_nothing(untuned: Path) -> None:
     assert tree(untuned) == before and not (untuned / "var").exists()
 
 
-def test_read_only_knob_is_refused_before_any_write(untuned: Path) -> None:
+def test_read_only_knob_is_refused_before_any_write(sysctls: tuple[Path, Path]) -> None:
+    untuned, profile = sysctls
     (untuned / "proc/sys/vm/swappiness").chmod(0o444)
     before = tree(untuned)
-    result = run_tune("apply", "--yes", BLACKWELL, "--runtime-only", "--root", untuned)
+    result = run_tune("apply", "--yes", profile, "--runtime-only", "--root", untuned)
     assert result.code == 1
     assert result.err.strip() == (
         "sysctl:vm.swappiness cannot be changed: /proc/sys/vm/swappiness is read-only on this host."
@@ -363,10 +394,11 @@ def test_setpci_missing_is_refused(tmp_path: Path) -> None:
         prepare(host, load_profile(profile), runtime_only=True)
 
 
-def test_journal_directory_not_writable_is_refused(untuned: Path) -> None:
+def test_journal_directory_not_writable_is_refused(sysctls: tuple[Path, Path]) -> None:
+    untuned, profile = sysctls
     (untuned / "var/lib/tune").mkdir(parents=True)
     (untuned / "var/lib/tune").chmod(0o555)
-    result = run_tune("apply", "--yes", BLACKWELL, "--runtime-only", "--root", untuned)
+    result = run_tune("apply", "--yes", profile, "--runtime-only", "--root", untuned)
     assert result.code == 1
     assert result.err.strip() == (
         "/var/lib/tune/runs is not writable, so tune cannot keep its journal there."
@@ -386,10 +418,11 @@ def test_a_live_host_reads_a_sysctl_as_a_whole_file() -> None:
     assert LocalHost().read_file("/proc/sys/kernel/ostype") == b"Linux\n"
 
 
-def test_reboot_phase_is_refused_with_runtime_only(untuned: Path) -> None:
+def test_reboot_phase_is_refused_with_runtime_only(sysctls: tuple[Path, Path]) -> None:
+    untuned, profile = sysctls
     before = tree(untuned)
     result = run_tune(
-        "apply", "--yes", BLACKWELL, "--root", untuned, "--runtime-only", "--reboot-phase"
+        "apply", "--yes", profile, "--root", untuned, "--runtime-only", "--reboot-phase"
     )
     assert result.code == 64
     assert "--runtime-only and --reboot-phase exclude each other" in result.err
@@ -450,10 +483,11 @@ def test_clamped_value_is_a_failure_and_everything_is_restored(untuned: Path) ->
     assert run is not None and run.outcome == "rolled-back"
 
 
-def test_later_sysctl_file_is_warned_about(untuned: Path) -> None:
+def test_later_sysctl_file_is_warned_about(sysctls: tuple[Path, Path]) -> None:
+    untuned, profile = sysctls
     write(untuned, "/etc/sysctl.d/99-sysctl.conf", "# local\nvm.swappiness=60\nfs.file-max = 1\n")
     write(untuned, "/usr/lib/sysctl.d/50-default.conf", "vm/swappiness = 1\n")
-    result = run_tune("plan", BLACKWELL, "--root", untuned)
+    result = run_tune("plan", profile, "--root", untuned)
     assert (
         "/etc/sysctl.d/99-sysctl.conf also sets vm.swappiness = 60 and is read after "
         "/etc/sysctl.d/90-tune.conf: its value wins at boot." in result.out
