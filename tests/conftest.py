@@ -13,12 +13,15 @@ import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from hypothesis import HealthCheck, settings
 
 from reconciler.cli.main import main
+
+if TYPE_CHECKING:
+    from shared_run import SharedRun
 
 # CI runs on 2 shared cores: judge properties by their examples, never by wall-clock deadlines.
 settings.register_profile(
@@ -133,6 +136,38 @@ def untuned(scratch: Path) -> Path:
 def tuned(scratch: Path) -> Path:
     """A writable copy of the tuned example host."""
     return copy_host(TUNED, scratch / "tuned")
+
+
+# The example host after one apply, made once for each test module that asks (shared_run.py):
+# a test reads `.root`, or writes to its own `.copy(...)`.
+
+
+@pytest.fixture(scope="module")
+def runtime_applied() -> Iterator[SharedRun]:
+    """The untuned example host after `tune apply --yes BLACKWELL --runtime-only`."""
+    from shared_run import run_once
+
+    with run_once(UNTUNED, "apply", "--yes", BLACKWELL, "--runtime-only") as run:
+        yield run
+
+
+@pytest.fixture(scope="module")
+def reboot_phase_applied() -> Iterator[SharedRun]:
+    """The untuned example host after `tune apply BLACKWELL --reboot-phase -y`."""
+    from shared_run import run_once
+
+    with run_once(UNTUNED, "apply", BLACKWELL, "--reboot-phase", "-y") as run:
+        yield run
+
+
+@pytest.fixture(scope="module")
+def both_phases_applied() -> Iterator[SharedRun]:
+    """The untuned example host after `tune apply BLACKWELL -y`: the runtime phase, then the
+    reboot phase."""
+    from shared_run import run_once
+
+    with run_once(UNTUNED, "apply", BLACKWELL, "-y") as run:
+        yield run
 
 
 def booted_by_systemd_boot(root: Path) -> None:

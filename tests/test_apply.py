@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from conftest import BLACKWELL, TUNED, UNTUNED, run_tune, write
-from shared_run import SharedRun, run_once
+from conftest import BLACKWELL, TUNED, run_tune, write
+from shared_run import SharedRun
 from small_host import SmallHost, build, tree, write_profile
 
 from reconciler.apply.engine import execute, prepare
@@ -39,21 +39,13 @@ def sysctls(tmp_path: Path) -> tuple[Path, Path]:
     return root, profile
 
 
-@pytest.fixture(scope="module")
-def applied() -> Iterator[SharedRun]:
-    """The untuned example host after `tune apply --yes BLACKWELL --runtime-only`, made once for
-    the tests below that each assert something else about that one apply."""
-    with run_once(UNTUNED, "apply", "--yes", BLACKWELL, "--runtime-only") as run:
-        yield run
-
-
 def test_apply_makes_the_runtime_plan_empty_and_a_second_apply_changes_nothing(
-    applied: SharedRun, scratch: Path
+    runtime_applied: SharedRun, scratch: Path
 ) -> None:
-    result = applied.result
+    result = runtime_applied.result
     assert result.code == 0, result.err
     assert "Applied 363 changes" in result.out
-    untuned = applied.copy(scratch / "untuned")
+    untuned = runtime_applied.copy(scratch / "untuned")
     assert runtime_changes(untuned) == []
     assert (untuned / "sys/kernel/mm/transparent_hugepage/enabled").read_text() == (
         "always [madvise] never\n"
@@ -65,9 +57,11 @@ def test_apply_makes_the_runtime_plan_empty_and_a_second_apply_changes_nothing(
     assert len(run_ids(SnapshotHost(untuned))) == 1
 
 
-def test_applied_snapshot_has_the_tuned_hosts_boot_files_and_mrrs(applied: SharedRun) -> None:
-    untuned, tuned = applied.root, TUNED
-    assert applied.result.code == 0
+def test_applied_snapshot_has_the_tuned_hosts_boot_files_and_mrrs(
+    runtime_applied: SharedRun,
+) -> None:
+    untuned, tuned = runtime_applied.root, TUNED
+    assert runtime_applied.result.code == 0
     for rel in (
         "etc/sysctl.d/90-tune.conf",
         "etc/modules-load.d/tune.conf",
@@ -97,11 +91,11 @@ def test_masked_setpci_write_keeps_the_other_device_control_bits(tmp_path: Path)
 
 
 def test_rollback_restores_every_byte_and_history_says_so(
-    applied: SharedRun, scratch: Path
+    runtime_applied: SharedRun, scratch: Path
 ) -> None:
-    before = applied.before
-    assert applied.result.code == 0
-    untuned = applied.copy(scratch / "untuned")
+    before = runtime_applied.before
+    assert runtime_applied.result.code == 0
+    untuned = runtime_applied.copy(scratch / "untuned")
     assert tree(untuned) != before
     result = run_tune("rollback", "--yes", "--root", untuned)
     assert result.code == 0, result.err
@@ -117,9 +111,9 @@ def test_rollback_restores_every_byte_and_history_says_so(
     assert "already rolled back" in run_tune("rollback", "--yes", "--root", untuned).out
 
 
-def test_journal_follows_the_contract(applied: SharedRun) -> None:
-    untuned = applied.root
-    assert applied.result.code == 0
+def test_journal_follows_the_contract(runtime_applied: SharedRun) -> None:
+    untuned = runtime_applied.root
+    assert runtime_applied.result.code == 0
     (run_id,) = run_ids(SnapshotHost(untuned))
     assert len(run_id) == 23 and run_id[8] == "T" and run_id[15:17] == "Z-"
     path = untuned / "var/lib/tune/runs" / f"{run_id}.jsonl"
@@ -213,22 +207,22 @@ def test_saved_plan_is_applied_after_reobserving(sysctls: tuple[Path, Path]) -> 
 
 
 def test_stale_plan_is_refused_with_what_moved(sysctls: tuple[Path, Path]) -> None:
-    untuned, profile = sysctls
-    assert run_tune("plan", profile, "--root", untuned, "--save", "plan.json").code == 2
-    write(untuned, "/proc/sys/vm/swappiness", "30\n")
-    before = tree(untuned)
+    root, profile = sysctls
+    assert run_tune("plan", profile, "--root", root, "--save", "plan.json").code == 2
+    write(root, "/proc/sys/vm/swappiness", "30\n")
+    before = tree(root)
     result = run_tune("apply", "--yes", "plan.json", "--runtime-only")
     assert result.code == 1
     said = result.err.splitlines()[-1]
     assert said.startswith("stale plan: the host changed since plan.json was made")
     assert "sysctl:vm.swappiness: 60 -> 30" in result.err
-    assert tree(untuned) == before and not (untuned / "var").exists()
+    assert tree(root) == before and not (root / "var").exists()
 
 
 def test_plan_from_another_boot_is_stale(sysctls: tuple[Path, Path]) -> None:
-    untuned, profile = sysctls
-    assert run_tune("plan", profile, "--root", untuned).code == 2
-    write(untuned, "/proc/sys/kernel/random/boot_id", "4f1e0c8a-0000-4000-8000-000000000000\n")
+    root, profile = sysctls
+    assert run_tune("plan", profile, "--root", root).code == 2
+    write(root, "/proc/sys/kernel/random/boot_id", "4f1e0c8a-0000-4000-8000-000000000000\n")
     result = run_tune("apply", "--yes", "--runtime-only")
     assert result.code == 1 and "the host rebooted since" in result.err
 
@@ -241,33 +235,33 @@ def test_apply_without_a_saved_plan_says_what_to_do() -> None:
 def test_lock_held_refuses_and_writes_nothing(sysctls: tuple[Path, Path]) -> None:
     import fcntl
 
-    untuned, profile = sysctls
-    lock = untuned / LOCK.lstrip("/")
+    root, profile = sysctls
+    lock = root / LOCK.lstrip("/")
     lock.parent.mkdir(parents=True)
     with open(lock, "w") as held:
         fcntl.flock(held, fcntl.LOCK_EX)
         held.write("4242\n")
         held.flush()
-        before = tree(untuned)
-        result = run_tune("apply", "--yes", profile, "--runtime-only", "--root", untuned)
+        before = tree(root)
+        result = run_tune("apply", "--yes", profile, "--runtime-only", "--root", root)
     assert result.code == 1
     # A lock from an older tune holds the pid alone.
     assert result.err == (
         f"another tune run holds {LOCK} (pid 4242); gave up after {LOCK_WAIT} s.\n"
     )
-    assert tree(untuned) == before and not (untuned / "var").exists()
+    assert tree(root) == before and not (root / "var").exists()
 
 
 def test_read_only_knob_is_refused_before_any_write(sysctls: tuple[Path, Path]) -> None:
-    untuned, profile = sysctls
-    (untuned / "proc/sys/vm/swappiness").chmod(0o444)
-    before = tree(untuned)
-    result = run_tune("apply", "--yes", profile, "--runtime-only", "--root", untuned)
+    root, profile = sysctls
+    (root / "proc/sys/vm/swappiness").chmod(0o444)
+    before = tree(root)
+    result = run_tune("apply", "--yes", profile, "--runtime-only", "--root", root)
     assert result.code == 1
     assert result.err.strip() == (
         "sysctl:vm.swappiness cannot be changed: /proc/sys/vm/swappiness is read-only on this host."
     )
-    assert tree(untuned) == before
+    assert tree(root) == before
 
 
 def test_missing_knob_and_unmatched_pci_selector_are_skipped(tmp_path: Path) -> None:
@@ -395,10 +389,10 @@ def test_setpci_missing_is_refused(tmp_path: Path) -> None:
 
 
 def test_journal_directory_not_writable_is_refused(sysctls: tuple[Path, Path]) -> None:
-    untuned, profile = sysctls
-    (untuned / "var/lib/tune").mkdir(parents=True)
-    (untuned / "var/lib/tune").chmod(0o555)
-    result = run_tune("apply", "--yes", profile, "--runtime-only", "--root", untuned)
+    root, profile = sysctls
+    (root / "var/lib/tune").mkdir(parents=True)
+    (root / "var/lib/tune").chmod(0o555)
+    result = run_tune("apply", "--yes", profile, "--runtime-only", "--root", root)
     assert result.code == 1
     assert result.err.strip() == (
         "/var/lib/tune/runs is not writable, so tune cannot keep its journal there."
@@ -419,14 +413,12 @@ def test_a_live_host_reads_a_sysctl_as_a_whole_file() -> None:
 
 
 def test_reboot_phase_is_refused_with_runtime_only(sysctls: tuple[Path, Path]) -> None:
-    untuned, profile = sysctls
-    before = tree(untuned)
-    result = run_tune(
-        "apply", "--yes", profile, "--root", untuned, "--runtime-only", "--reboot-phase"
-    )
+    root, profile = sysctls
+    before = tree(root)
+    result = run_tune("apply", "--yes", profile, "--root", root, "--runtime-only", "--reboot-phase")
     assert result.code == 64
     assert "--runtime-only and --reboot-phase exclude each other" in result.err
-    assert tree(untuned) == before
+    assert tree(root) == before
 
 
 class PeermemMismatch(SnapshotHost):
@@ -484,10 +476,10 @@ def test_clamped_value_is_a_failure_and_everything_is_restored(untuned: Path) ->
 
 
 def test_later_sysctl_file_is_warned_about(sysctls: tuple[Path, Path]) -> None:
-    untuned, profile = sysctls
-    write(untuned, "/etc/sysctl.d/99-sysctl.conf", "# local\nvm.swappiness=60\nfs.file-max = 1\n")
-    write(untuned, "/usr/lib/sysctl.d/50-default.conf", "vm/swappiness = 1\n")
-    result = run_tune("plan", profile, "--root", untuned)
+    root, profile = sysctls
+    write(root, "/etc/sysctl.d/99-sysctl.conf", "# local\nvm.swappiness=60\nfs.file-max = 1\n")
+    write(root, "/usr/lib/sysctl.d/50-default.conf", "vm/swappiness = 1\n")
+    result = run_tune("plan", profile, "--root", root)
     assert (
         "/etc/sysctl.d/99-sysctl.conf also sets vm.swappiness = 60 and is read after "
         "/etc/sysctl.d/90-tune.conf: its value wins at boot." in result.out

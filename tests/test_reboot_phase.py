@@ -5,13 +5,13 @@ snapshot's configuration as the real tools would; the journal and rollback of ea
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from conftest import BLACKWELL, UNTUNED, booted_by_systemd_boot, profile, run_tune, write
-from shared_run import SharedRun, run_once
+from conftest import BLACKWELL, booted_by_systemd_boot, profile, run_tune, write
+from shared_run import SharedRun
 from small_host import tree
 
 from reconciler.apply.engine import execute, prepare, rollback
@@ -240,46 +240,33 @@ def test_no_supported_boot_loader_names_the_files_looked_for(tmp_path: Path) -> 
     assert tree(root) == before
 
 
-@pytest.fixture(scope="module")
-def reboot_phase() -> Iterator[SharedRun]:
-    """The untuned example host after `tune apply BLACKWELL --reboot-phase -y`."""
-    with run_once(UNTUNED, "apply", BLACKWELL, "--reboot-phase", "-y") as run:
-        yield run
-
-
-@pytest.fixture(scope="module")
-def both_phases() -> Iterator[SharedRun]:
-    """The untuned example host after `tune apply BLACKWELL -y`: the runtime phase, then the
-    reboot phase."""
-    with run_once(UNTUNED, "apply", BLACKWELL, "-y") as run:
-        yield run
-
-
 def test_snapshot_journals_boot_tools_and_never_writes_runtime(
-    reboot_phase: SharedRun, scratch: Path
+    reboot_phase_applied: SharedRun, scratch: Path
 ) -> None:
-    before = reboot_phase.before
-    result = reboot_phase.result
+    before = reboot_phase_applied.before
+    result = reboot_phase_applied.result
     assert result.code == 0, result.err
-    (run_id,) = run_ids(SnapshotHost(reboot_phase.root))
-    run = read_run(SnapshotHost(reboot_phase.root), run_id)
+    (run_id,) = run_ids(SnapshotHost(reboot_phase_applied.root))
+    run = read_run(SnapshotHost(reboot_phase_applied.root), run_id)
     assert run is not None and run.header is not None and run.header.phase == "reboot"
     assert {step.kind for _, step in run.steps} == {"cmdline", "lxc"}
     deferred = [r["argv"] for r in (r.to_json() for r in run.records) if r["type"] == "deferred"]
     assert deferred and all(argv == ["update-grub"] for argv in deferred)
-    changed = {p for p, data in tree(reboot_phase.root).items() if before.get(p) != data}
+    changed = {p for p, data in tree(reboot_phase_applied.root).items() if before.get(p) != data}
     assert not any(p.startswith(("proc/", "sys/")) for p in changed)
     assert "etc/default/grub.d/90-tune.cfg" in changed
 
-    untuned = reboot_phase.copy(scratch / "untuned")
+    untuned = reboot_phase_applied.copy(scratch / "untuned")
     assert run_tune("rollback", "--yes", "--root", untuned).code == 0
     assert tree(untuned) == before
 
 
-def test_apply_without_phase_flag_writes_runtime_then_reboot(both_phases: SharedRun) -> None:
-    result = both_phases.result
+def test_apply_without_phase_flag_writes_runtime_then_reboot(
+    both_phases_applied: SharedRun,
+) -> None:
+    result = both_phases_applied.result
     assert result.code == 0, result.err
-    host = SnapshotHost(both_phases.root)
+    host = SnapshotHost(both_phases_applied.root)
     run = read_run(host, run_ids(host)[0])
     assert run is not None
     kinds = [step.kind for _, step in run.steps]
@@ -328,10 +315,10 @@ def pending(root: Path) -> dict[str, object]:
 
 
 def test_reboot_then_verify_passes_and_clears_pending(
-    both_phases: SharedRun, scratch: Path
+    both_phases_applied: SharedRun, scratch: Path
 ) -> None:
-    assert both_phases.result.code == 0
-    untuned = both_phases.copy(scratch / "untuned")
+    assert both_phases_applied.result.code == 0
+    untuned = both_phases_applied.copy(scratch / "untuned")
     recorded = pending(untuned)
     assert recorded["cmdline"] == {"processor.max_cstate": "1", "amd_pstate": "active"}
     assert recorded["majors"] == {"/etc/pve/lxc/101.conf": [195, 509, 510]}
@@ -343,11 +330,11 @@ def test_reboot_then_verify_passes_and_clears_pending(
 
 
 def test_verify_fails_on_a_moved_major_and_rolls_the_boot_configuration_back(
-    both_phases: SharedRun, scratch: Path
+    both_phases_applied: SharedRun, scratch: Path
 ) -> None:
-    before = both_phases.before
-    assert both_phases.result.code == 0
-    untuned = both_phases.copy(scratch / "untuned")
+    before = both_phases_applied.before
+    assert both_phases_applied.result.code == 0
+    untuned = both_phases_applied.copy(scratch / "untuned")
     reboot(untuned, move=("509 nvidia-uvm", "508 nvidia-uvm"))
     configured = tree(untuned)
     result = run_tune("verify", "--root", untuned)
@@ -366,10 +353,10 @@ def test_verify_fails_on_a_moved_major_and_rolls_the_boot_configuration_back(
 
 
 def test_verify_reports_a_parameter_the_boot_did_not_bring(
-    reboot_phase: SharedRun, scratch: Path
+    reboot_phase_applied: SharedRun, scratch: Path
 ) -> None:
-    assert reboot_phase.result.code == 0
-    untuned = reboot_phase.copy(scratch / "untuned")
+    assert reboot_phase_applied.result.code == 0
+    untuned = reboot_phase_applied.copy(scratch / "untuned")
     reboot(untuned)
     cmdline = untuned / "proc/cmdline"
     cmdline.write_text(cmdline.read_text().replace(" amd_pstate=active", ""))
@@ -380,9 +367,11 @@ def test_verify_reports_a_parameter_the_boot_did_not_bring(
     assert "sysctl:vm.swappiness is" in result.err
 
 
-def test_verify_before_the_reboot_is_refused(reboot_phase: SharedRun, scratch: Path) -> None:
-    assert reboot_phase.result.code == 0
-    untuned = reboot_phase.copy(scratch / "untuned")  # verify takes the lock
+def test_verify_before_the_reboot_is_refused(
+    reboot_phase_applied: SharedRun, scratch: Path
+) -> None:
+    assert reboot_phase_applied.result.code == 0
+    untuned = reboot_phase_applied.copy(scratch / "untuned")  # verify takes the lock
     result = run_tune("verify", "--root", untuned)
     assert result.code == 1
     assert "has not rebooted since run" in result.err
