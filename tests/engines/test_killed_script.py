@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import write
-from small_host import write_profile
+from small_host import SmallHost, build, write_profile
 
 from reconciler.apply.journal import read_run, run_ids
 from reconciler.apply.sh_engine import apply_remote
@@ -21,6 +21,12 @@ from reconciler.profile.load import load_profile
 from .drive import FAULT, ShEngine
 
 TIMEOUT = 30
+
+
+@pytest.fixture
+def untuned(tmp_path: Path) -> Path:
+    """A small host with the two sysctls the profiles below set, neither as they want it."""
+    return build(tmp_path / "h", SmallHost(sysctls={"vm.swappiness": "60", "vm.dirty_ratio": "20"}))
 
 
 @pytest.mark.parametrize("at", [0, 1])
