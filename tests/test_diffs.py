@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from conftest import profile, run_tune, write
+from small_host import SmallHost, build
 
 PROFILE = """
 name: small
@@ -28,6 +30,14 @@ DIFF = """\
          kernel.numa_balancing = 0
         -vm.swappiness = 30
 """
+
+
+@pytest.fixture
+def untuned(tmp_path: Path) -> Path:
+    """A host with the two sysctls PROFILE sets, as the untuned example host has them."""
+    return build(
+        tmp_path / "h", SmallHost(sysctls={"vm.swappiness": "60", "kernel.numa_balancing": "1"})
+    )
 
 
 def test_the_plan_and_the_dry_run_show_a_changed_file_as_a_unified_diff(
