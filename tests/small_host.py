@@ -9,6 +9,7 @@ import json
 import os
 import stat
 import struct
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -85,6 +86,12 @@ def config_space(mrrs: int, other_bits: int = 0x2810) -> bytes:
 
 def sysctl_path(key: str) -> str:
     return "proc/sys/" + key.replace(".", "/")
+
+
+def sysctls_of(source: Path, keys: Iterable[str]) -> dict[str, str]:
+    """What the snapshot `source` (an example host) has for the sysctls `keys`: a small host
+    with them starts where that host does."""
+    return {key: (source / sysctl_path(key)).read_text().strip() for key in keys}
 
 
 def kernel_value(value: str) -> str:

@@ -18,7 +18,7 @@ import pytest
 from conftest import BLACKWELL, UNTUNED
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from small_host import SmallHost, build, sysctl_path
+from small_host import SmallHost, build, sysctls_of
 
 from reconciler.apply.sh_engine import LIBRARY
 from reconciler.apply.steps import Probe, Read
@@ -185,8 +185,7 @@ def test_a_pushed_sysctl_step_starts_two_processes(
     log = logged(tmp_path, TOOLS, monkeypatch)
     keys = {k: str(e.value) for k, e in load_profile(BLACKWELL).profile.sysctl.items()}
     # The untuned example host's values of them, and its /etc (the run makes /etc/sysctl.d).
-    now = {k: (UNTUNED / sysctl_path(k)).read_text().strip() for k in keys}
-    root = build(tmp_path / "h", SmallHost(sysctls=now))
+    root = build(tmp_path / "h", SmallHost(sysctls=sysctls_of(UNTUNED, keys)))
     (root / "etc").mkdir()
     steps = pushed(tmp_path, root, keys, monkeypatch)
     assert steps == len(keys) + 1  # each key, and the sysctl.d file that persists them
