@@ -94,6 +94,14 @@ def sysctls_of(source: Path, keys: Iterable[str]) -> dict[str, str]:
     return {key: (source / sysctl_path(key)).read_text().strip() for key in keys}
 
 
+def persisted(sysctls: dict[str, str], name: str = "small") -> dict[str, str]:
+    """/etc/sysctl.d/90-tune.conf as tune writes it for the profile `name` of `sysctls` (in
+    their order), for SmallHost.etc: a small host with it and them is in sync, boot included."""
+    lines = "".join(f"{key} = {value}\n" for key, value in sysctls.items())
+    header = f"# Written by tune for profile {name}. tune owns this file: edits are overwritten.\n"
+    return {"etc/sysctl.d/90-tune.conf": header + lines}
+
+
 def kernel_value(value: str) -> str:
     words = value.split()
     return ("\t".join(words) if all(w.isdigit() for w in words) else value) + "\n"
