@@ -4,9 +4,10 @@
 
 CHECKOUT (default: this one) is a tune checkout: run it on two commits to see that a change
 to the suite lost no test and no assertion. It prints the number of test items pytest collects
-(all, and outside the `slow` mark), the number of test functions, and how many of those have an
-`assert` or a `pytest.raises` in their own body; `--list` names the others (tests that assert
-through a helper, or through a fixture's teardown, such as tests/engines' `engine`).
+(all, and outside the `slow` mark), the number of test functions, how many of those have an
+`assert` or a `pytest.raises` in their own body, and how many of those they have in all;
+`--list` names the others (tests that assert through a helper, or through a fixture's
+teardown, such as tests/engines' `engine`).
 """
 
 from __future__ import annotations
@@ -40,25 +41,25 @@ def collected(checkout: Path, *args: str) -> int:
     return sum(1 for line in out.splitlines() if "::" in line)
 
 
-def asserts(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-    for node in ast.walk(function):
-        if isinstance(node, ast.Assert):
-            return True
-        if (
+def asserts(function: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    """The `assert` statements and `pytest.raises` calls in the function's own body."""
+    return sum(
+        isinstance(node, ast.Assert)
+        or (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Attribute)
             and node.func.attr == "raises"
             and isinstance(node.func.value, ast.Name)
             and node.func.value.id == "pytest"
-        ):
-            return True
-    return False
+        )
+        for node in ast.walk(function)
+    )
 
 
-def test_functions(checkout: Path) -> dict[str, bool]:
+def test_functions(checkout: Path) -> dict[str, int]:
     """Every test function of the suite (`test_*` at module level or in a `Test*` class of a
-    `test_*.py` file), by qualified name, and whether its body asserts."""
-    found: dict[str, bool] = {}
+    `test_*.py` file), by qualified name, and how many asserts its body has."""
+    found: dict[str, int] = {}
     for path in sorted((checkout / "tests").rglob("test_*.py")):
         module = ast.parse(path.read_text(), str(path))
         scopes: list[tuple[str, list[ast.stmt]]] = [("", module.body)]
@@ -85,7 +86,8 @@ def main(argv: list[str]) -> None:
     print(f"collected test items: {collected(checkout)}")
     print(f"collected test items outside slow: {collected(checkout, '-m', 'not slow')}")
     print(f"test functions: {len(functions)}")
-    print(f"test functions that assert or expect a raise: {sum(functions.values())}")
+    print(f"test functions that assert or expect a raise: {sum(map(bool, functions.values()))}")
+    print(f"asserts and pytest.raises in test functions: {sum(functions.values())}")
     if listing:
         for name, asserting in functions.items():
             if not asserting:
