@@ -12,9 +12,9 @@ from conftest import BLACKWELL, TUNED, run_tune, write
 from shared_run import SharedRun
 from small_host import SmallHost, build, tree, write_profile
 
+from reconciler.apply import lock as locking
 from reconciler.apply.engine import execute, prepare
 from reconciler.apply.journal import LOCK, PROFILE, read_run, run_ids
-from reconciler.apply.lock import WAIT as LOCK_WAIT
 from reconciler.errors import ApplyFailed, HostError
 from reconciler.hosts.base import Completed
 from reconciler.hosts.directory import LocalHost, SnapshotHost
@@ -232,10 +232,14 @@ def test_apply_without_a_saved_plan_says_what_to_do() -> None:
     assert result.code == 64 and "run tune plan PROFILE first" in result.err
 
 
-def test_lock_held_refuses_and_writes_nothing(sysctls: tuple[Path, Path]) -> None:
+def test_lock_held_refuses_and_writes_nothing(
+    sysctls: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
     import fcntl
 
     root, profile = sysctls
+    # The wait before giving up, a second here (5 s in a real run: test_pull_lock waits them).
+    monkeypatch.setattr(locking, "WAIT", 1)
     lock = root / LOCK.lstrip("/")
     lock.parent.mkdir(parents=True)
     with open(lock, "w") as held:
@@ -247,7 +251,7 @@ def test_lock_held_refuses_and_writes_nothing(sysctls: tuple[Path, Path]) -> Non
     assert result.code == 1
     # A lock from an older tune holds the pid alone.
     assert result.err == (
-        f"another tune run holds {LOCK} (pid 4242); gave up after {LOCK_WAIT} s.\n"
+        f"another tune run holds {LOCK} (pid 4242); gave up after {locking.WAIT} s.\n"
     )
     assert tree(root) == before and not (root / "var").exists()
 
