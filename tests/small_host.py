@@ -9,6 +9,7 @@ import json
 import os
 import stat
 import struct
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -85,6 +86,20 @@ def config_space(mrrs: int, other_bits: int = 0x2810) -> bytes:
 
 def sysctl_path(key: str) -> str:
     return "proc/sys/" + key.replace(".", "/")
+
+
+def sysctls_of(source: Path, keys: Iterable[str]) -> dict[str, str]:
+    """What the snapshot `source` (an example host) has for the sysctls `keys`: a small host
+    with them starts where that host does."""
+    return {key: (source / sysctl_path(key)).read_text().strip() for key in keys}
+
+
+def persisted(sysctls: dict[str, str], name: str = "small") -> dict[str, str]:
+    """/etc/sysctl.d/90-tune.conf as tune writes it for the profile `name` of `sysctls` (in
+    their order), for SmallHost.etc: a small host with it and them is in sync, boot included."""
+    lines = "".join(f"{key} = {value}\n" for key, value in sysctls.items())
+    header = f"# Written by tune for profile {name}. tune owns this file: edits are overwritten.\n"
+    return {"etc/sysctl.d/90-tune.conf": header + lines}
 
 
 def kernel_value(value: str) -> str:

@@ -8,7 +8,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from conftest import BLACKWELL, run_tune, write
+from conftest import BLACKWELL, TUNED, run_tune, write
+from shared_run import SharedRun
 from small_host import SmallHost, build, tree, write_profile
 
 from reconciler.apply.engines import engine_for
@@ -16,9 +17,9 @@ from reconciler.apply.journal import LOCK, PROFILE, read_run, run_ids
 from reconciler.apply.python_engine import execute
 from reconciler.apply.work import prepare
 from reconciler.core.errors import ApplyFailed, HostError
+from reconciler.hosts import lock as locking
 from reconciler.hosts.base import Completed
 from reconciler.hosts.directory import LocalHost, SnapshotHost
-from reconciler.hosts.lock import WAIT as LOCK_WAIT
 from reconciler.profile.load import load_profile
 
 
@@ -27,12 +28,26 @@ def runtime_changes(root: Path, profile: Path = BLACKWELL) -> list[dict]:
     return [c for c in json.loads(result.out)["changes"] if c["phase"] == "runtime"]
 
 
+@pytest.fixture
+def sysctls(tmp_path: Path) -> tuple[Path, Path]:
+    """A small host with kernel.numa_balancing 1 and vm.swappiness 60, and a profile that sets
+    them to 0 and 10 (numa_balancing first): tests of one behaviour need no more."""
+    root = build(
+        tmp_path / "h", SmallHost(sysctls={"kernel.numa_balancing": "1", "vm.swappiness": "60"})
+    )
+    profile = write_profile(
+        tmp_path / "p.yaml", {"sysctl": {"kernel.numa_balancing": 0, "vm.swappiness": 10}}
+    )
+    return root, profile
+
+
 def test_apply_makes_the_runtime_plan_empty_and_a_second_apply_changes_nothing(
-    untuned: Path,
+    runtime_applied: SharedRun, scratch: Path
 ) -> None:
-    result = run_tune("apply", BLACKWELL, "--runtime-only", "--root", untuned, "--yes")
+    result = runtime_applied.result
     assert result.code == 0, result.err
     assert "Applied 363 changes" in result.out
+    untuned = runtime_applied.copy(scratch / "untuned")
     assert runtime_changes(untuned) == []
     assert (untuned / "sys/kernel/mm/transparent_hugepage/enabled").read_text() == (
         "always [madvise] never\n"
@@ -45,9 +60,10 @@ def test_apply_makes_the_runtime_plan_empty_and_a_second_apply_changes_nothing(
 
 
 def test_applied_snapshot_has_the_tuned_hosts_boot_files_and_mrrs(
-    untuned: Path, tuned: Path
+    runtime_applied: SharedRun,
 ) -> None:
-    assert run_tune("apply", "--yes", BLACKWELL, "--runtime-only", "--root", untuned).code == 0
+    untuned, tuned = runtime_applied.root, TUNED
+    assert runtime_applied.result.code == 0
     for rel in (
         "etc/sysctl.d/90-tune.conf",
         "etc/modules-load.d/tune.conf",
@@ -76,9 +92,12 @@ def test_masked_setpci_write_keeps_the_other_device_control_bits(tmp_path: Path)
     assert config.read_bytes() == config_space(4096, other_bits=0x0C3F)
 
 
-def test_rollback_restores_every_byte_and_history_says_so(untuned: Path) -> None:
-    before = tree(untuned)
-    assert run_tune("apply", "--yes", BLACKWELL, "--runtime-only", "--root", untuned).code == 0
+def test_rollback_restores_every_byte_and_history_says_so(
+    runtime_applied: SharedRun, scratch: Path
+) -> None:
+    before = runtime_applied.before
+    assert runtime_applied.result.code == 0
+    untuned = runtime_applied.copy(scratch / "untuned")
     assert tree(untuned) != before
     result = run_tune("rollback", "--yes", "--root", untuned)
     assert result.code == 0, result.err
@@ -94,8 +113,9 @@ def test_rollback_restores_every_byte_and_history_says_so(untuned: Path) -> None
     assert "already rolled back" in run_tune("rollback", "--yes", "--root", untuned).out
 
 
-def test_journal_follows_the_contract(untuned: Path) -> None:
-    assert run_tune("apply", "--yes", BLACKWELL, "--runtime-only", "--root", untuned).code == 0
+def test_journal_follows_the_contract(runtime_applied: SharedRun) -> None:
+    untuned = runtime_applied.root
+    assert runtime_applied.result.code == 0
     (run_id,) = run_ids(SnapshotHost(untuned))
     assert len(run_id) == 23 and run_id[8] == "T" and run_id[15:17] == "Z-"
     path = untuned / "var/lib/tune/runs" / f"{run_id}.jsonl"
@@ -179,29 +199,32 @@ def test_no_persist_writes_no_boot_files(untuned: Path) -> None:
     assert not (untuned / "etc/sysctl.d").exists()
 
 
-def test_saved_plan_is_applied_after_reobserving(untuned: Path) -> None:
-    assert run_tune("plan", BLACKWELL, "--root", untuned).code == 2
+def test_saved_plan_is_applied_after_reobserving(sysctls: tuple[Path, Path]) -> None:
+    root, profile = sysctls
+    assert run_tune("plan", profile, "--root", root).code == 2
     assert Path(".tune/plan.json").is_file()
     result = run_tune("apply", "--yes", "--runtime-only")
     assert result.code == 0, result.err
-    assert runtime_changes(untuned) == []
+    assert runtime_changes(root, profile) == []
 
 
-def test_stale_plan_is_refused_with_what_moved(untuned: Path) -> None:
-    assert run_tune("plan", BLACKWELL, "--root", untuned, "--save", "plan.json").code == 2
-    write(untuned, "/proc/sys/vm/swappiness", "30\n")
-    before = tree(untuned)
+def test_stale_plan_is_refused_with_what_moved(sysctls: tuple[Path, Path]) -> None:
+    root, profile = sysctls
+    assert run_tune("plan", profile, "--root", root, "--save", "plan.json").code == 2
+    write(root, "/proc/sys/vm/swappiness", "30\n")
+    before = tree(root)
     result = run_tune("apply", "--yes", "plan.json", "--runtime-only")
     assert result.code == 1
     said = result.err.splitlines()[-1]
     assert said.startswith("stale plan: the host changed since plan.json was made")
     assert "sysctl:vm.swappiness: 60 -> 30" in result.err
-    assert tree(untuned) == before and not (untuned / "var").exists()
+    assert tree(root) == before and not (root / "var").exists()
 
 
-def test_plan_from_another_boot_is_stale(untuned: Path) -> None:
-    assert run_tune("plan", BLACKWELL, "--root", untuned).code == 2
-    write(untuned, "/proc/sys/kernel/random/boot_id", "4f1e0c8a-0000-4000-8000-000000000000\n")
+def test_plan_from_another_boot_is_stale(sysctls: tuple[Path, Path]) -> None:
+    root, profile = sysctls
+    assert run_tune("plan", profile, "--root", root).code == 2
+    write(root, "/proc/sys/kernel/random/boot_id", "4f1e0c8a-0000-4000-8000-000000000000\n")
     result = run_tune("apply", "--yes", "--runtime-only")
     assert result.code == 1 and "the host rebooted since" in result.err
 
@@ -211,34 +234,40 @@ def test_apply_without_a_saved_plan_says_what_to_do() -> None:
     assert result.code == 64 and "run tune plan PROFILE first" in result.err
 
 
-def test_lock_held_refuses_and_writes_nothing(untuned: Path) -> None:
+def test_lock_held_refuses_and_writes_nothing(
+    sysctls: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
     import fcntl
 
-    lock = untuned / LOCK.lstrip("/")
+    root, profile = sysctls
+    # The wait before giving up, a second here (5 s in a real run: test_pull_lock waits them).
+    monkeypatch.setattr(locking, "WAIT", 1)
+    lock = root / LOCK.lstrip("/")
     lock.parent.mkdir(parents=True)
     with open(lock, "w") as held:
         fcntl.flock(held, fcntl.LOCK_EX)
         held.write("4242\n")
         held.flush()
-        before = tree(untuned)
-        result = run_tune("apply", "--yes", BLACKWELL, "--runtime-only", "--root", untuned)
+        before = tree(root)
+        result = run_tune("apply", "--yes", profile, "--runtime-only", "--root", root)
     assert result.code == 1
     # A lock from an older tune holds the pid alone.
     assert result.err == (
-        f"another tune run holds {LOCK} (pid 4242); gave up after {LOCK_WAIT} s.\n"
+        f"another tune run holds {LOCK} (pid 4242); gave up after {locking.WAIT} s.\n"
     )
-    assert tree(untuned) == before and not (untuned / "var").exists()
+    assert tree(root) == before and not (root / "var").exists()
 
 
-def test_read_only_knob_is_refused_before_any_write(untuned: Path) -> None:
-    (untuned / "proc/sys/vm/swappiness").chmod(0o444)
-    before = tree(untuned)
-    result = run_tune("apply", "--yes", BLACKWELL, "--runtime-only", "--root", untuned)
+def test_read_only_knob_is_refused_before_any_write(sysctls: tuple[Path, Path]) -> None:
+    root, profile = sysctls
+    (root / "proc/sys/vm/swappiness").chmod(0o444)
+    before = tree(root)
+    result = run_tune("apply", "--yes", profile, "--runtime-only", "--root", root)
     assert result.code == 1
     assert result.err.strip() == (
         "sysctl:vm.swappiness cannot be changed: /proc/sys/vm/swappiness is read-only on this host."
     )
-    assert tree(untuned) == before
+    assert tree(root) == before
 
 
 def test_missing_knob_and_unmatched_pci_selector_are_skipped(tmp_path: Path) -> None:
@@ -365,10 +394,11 @@ def test_setpci_missing_is_refused(tmp_path: Path) -> None:
         prepare(host, load_profile(profile), runtime_only=True)
 
 
-def test_journal_directory_not_writable_is_refused(untuned: Path) -> None:
-    (untuned / "var/lib/tune").mkdir(parents=True)
-    (untuned / "var/lib/tune").chmod(0o555)
-    result = run_tune("apply", "--yes", BLACKWELL, "--runtime-only", "--root", untuned)
+def test_journal_directory_not_writable_is_refused(sysctls: tuple[Path, Path]) -> None:
+    root, profile = sysctls
+    (root / "var/lib/tune").mkdir(parents=True)
+    (root / "var/lib/tune").chmod(0o555)
+    result = run_tune("apply", "--yes", profile, "--runtime-only", "--root", root)
     assert result.code == 1
     assert result.err.strip() == (
         "/var/lib/tune/runs is not writable, so tune cannot keep its journal there."
@@ -389,14 +419,13 @@ def test_a_live_host_reads_a_sysctl_as_a_whole_file() -> None:
     assert LocalHost().read_file("/proc/sys/kernel/ostype") == b"Linux\n"
 
 
-def test_reboot_phase_is_refused_with_runtime_only(untuned: Path) -> None:
-    before = tree(untuned)
-    result = run_tune(
-        "apply", "--yes", BLACKWELL, "--root", untuned, "--runtime-only", "--reboot-phase"
-    )
+def test_reboot_phase_is_refused_with_runtime_only(sysctls: tuple[Path, Path]) -> None:
+    root, profile = sysctls
+    before = tree(root)
+    result = run_tune("apply", "--yes", profile, "--root", root, "--runtime-only", "--reboot-phase")
     assert result.code == 64
     assert "--runtime-only and --reboot-phase exclude each other" in result.err
-    assert tree(untuned) == before
+    assert tree(root) == before
 
 
 class PeermemMismatch(SnapshotHost):
@@ -453,10 +482,11 @@ def test_clamped_value_is_a_failure_and_everything_is_restored(untuned: Path) ->
     assert run is not None and run.outcome == "rolled-back"
 
 
-def test_later_sysctl_file_is_warned_about(untuned: Path) -> None:
-    write(untuned, "/etc/sysctl.d/99-sysctl.conf", "# local\nvm.swappiness=60\nfs.file-max = 1\n")
-    write(untuned, "/usr/lib/sysctl.d/50-default.conf", "vm/swappiness = 1\n")
-    result = run_tune("plan", BLACKWELL, "--root", untuned)
+def test_later_sysctl_file_is_warned_about(sysctls: tuple[Path, Path]) -> None:
+    root, profile = sysctls
+    write(root, "/etc/sysctl.d/99-sysctl.conf", "# local\nvm.swappiness=60\nfs.file-max = 1\n")
+    write(root, "/usr/lib/sysctl.d/50-default.conf", "vm/swappiness = 1\n")
+    result = run_tune("plan", profile, "--root", root)
     assert (
         "/etc/sysctl.d/99-sysctl.conf also sets vm.swappiness = 60 and is read after "
         "/etc/sysctl.d/90-tune.conf: its value wins at boot." in result.out

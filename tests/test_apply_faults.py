@@ -3,13 +3,13 @@ whatever fails, and wherever, the host's files end byte-identical to before."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from conftest import SCRATCH
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from small_host import GOVERNORS, THP_OPTIONS, SmallHost, build, tree, write_profile
@@ -23,8 +23,6 @@ from reconciler.hosts.directory import SnapshotHost
 from reconciler.plan.make import make_plan
 from reconciler.plan.observe import observe
 from reconciler.profile.load import load_profile
-
-SCRATCH = "/dev/shm" if os.path.isdir("/dev/shm") else None  # fsync costs nothing there
 
 
 class Crash(BaseException):

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import BLACKWELL, run_tune, write
+from small_host import SmallHost, build, persisted, write_profile
 
 from reconciler.drift.first_seen import RECORD
 
@@ -91,34 +92,52 @@ def test_a_day_of_cron_after_the_documented_flow_is_silent_until_a_knob_moves(
     assert cron(untuned, clock, 1) == [(2, line.replace(first_sighting, again), "")]
 
 
+@pytest.fixture
+def small_tuned(tmp_path: Path) -> tuple[Path, Path]:
+    """A small host in sync with a profile of two sysctls and the kernel check, boot-time file
+    included, and no state of tune's (as the tuned example host): what a check of first
+    sightings needs."""
+    sysctls = {"kernel.numa_balancing": "0", "vm.swappiness": "10"}
+    root = build(tmp_path / "h", SmallHost(sysctls=sysctls, etc=persisted(sysctls)))
+    profile = write_profile(
+        tmp_path / "p.yaml",
+        {"sysctl": {k: int(v) for k, v in sysctls.items()}, "checks": {"kernel": ">=6.14"}},
+    )
+    return root, profile
+
+
 def test_the_record_of_first_sightings_is_root_only_and_holds_what_is_wrong_now(
-    tuned: Path, clock: Clock
+    small_tuned: tuple[Path, Path], clock: Clock
 ) -> None:
+    tuned, profile = small_tuned
     record = tuned / RECORD.lstrip("/")
     (tuned / "var/lib/tune").mkdir(mode=0o700, parents=True)  # tune has state here
-    assert run_tune("check", BLACKWELL, "--root", tuned).code == 0
+    assert run_tune("check", profile, "--root", tuned).code == 0
     assert not record.exists()  # nothing wrong: nothing to remember, no file
     write(tuned, "/proc/sys/kernel/numa_balancing", "1\n")
     write(tuned, "/proc/sys/kernel/osrelease", "6.8.12-9-pve\n")
-    run_tune("check", BLACKWELL, "--root", tuned)
+    run_tune("check", profile, "--root", tuned)
     assert record.stat().st_mode & 0o777 == 0o600
     assert record.parent.stat().st_mode & 0o777 == 0o700
     first = clock.stamp()
     clock.now += CRON_EVERY
     write(tuned, "/proc/sys/kernel/osrelease", "6.14.0-1-pve\n")
-    run_tune("check", BLACKWELL, "--root", tuned)
+    run_tune("check", profile, "--root", tuned)
     assert json.loads(record.read_text()) == {
         "format": 1,
         "first_seen": {"sysctl:kernel.numa_balancing": first},
     }
 
 
-def test_a_host_tune_keeps_no_state_on_is_not_written_by_a_check(tuned: Path) -> None:
+def test_a_host_tune_keeps_no_state_on_is_not_written_by_a_check(
+    small_tuned: tuple[Path, Path],
+) -> None:
     """A snapshot (the bundled example hosts among them) is read, never changed, by a check:
     without tune's state directory there, first sightings are not kept."""
+    tuned, profile = small_tuned
     write(tuned, "/proc/sys/kernel/numa_balancing", "1\n")
     before = sorted(p for p in tuned.rglob("*"))
-    drifted = run_tune("check", BLACKWELL, "--root", tuned)
+    drifted = run_tune("check", profile, "--root", tuned)
     assert drifted.code == 2, drifted.err
     assert sorted(p for p in tuned.rglob("*")) == before
 

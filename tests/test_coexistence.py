@@ -8,7 +8,8 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import plan_json, write
+from conftest import UNTUNED, copy_host, plan_json, write
+from small_host import SmallHost, build, sysctls_of
 from test_shell_read import both
 
 from reconciler.plan.observe import request
@@ -17,6 +18,14 @@ from reconciler.profile.load import load_profile
 CORPUS = Path(__file__).resolve().parent / "corpus" / "tuned"
 BASE = Path(__file__).resolve().parent.parent / "profiles" / "base-gpu-inference.yaml"
 UNITS = "/run/systemd/units"
+
+
+@pytest.fixture
+def host(tmp_path: Path) -> Path:
+    """A small host with what BASE sets as the untuned example host has it: its sysctls, THP
+    always, the schedutil governor (the daemons' notes are about the knobs, not the host)."""
+    sysctls = sysctls_of(UNTUNED, load_profile(BASE).profile.sysctl)
+    return build(tmp_path / "h", SmallHost(sysctls=sysctls, governors=["schedutil"] * 2))
 
 
 def running(root: Path, unit: str) -> None:
@@ -42,10 +51,10 @@ def daemon_notes(tmp_path: Path, root: Path) -> dict[str, str]:
 
 
 def test_an_active_tuned_profile_and_its_parent_are_named_for_each_knob(
-    tmp_path: Path, untuned: Path
+    tmp_path: Path, host: Path
 ) -> None:
-    running(with_tuned(untuned), "tuned.service")
-    found = daemon_notes(tmp_path, untuned)
+    running(with_tuned(host), "tuned.service")
+    found = daemon_notes(tmp_path, host)
     # network-latency sets THP and kernel.numa_balancing and kernel.nmi_watchdog; its parent
     # latency-performance the governor, vm.swappiness and the dirty limits (as percentages).
     assert sorted(found) == [
@@ -64,8 +73,8 @@ def test_an_active_tuned_profile_and_its_parent_are_named_for_each_knob(
     )
 
 
-def test_tuned_installed_but_not_running_is_no_concern(tmp_path: Path, untuned: Path) -> None:
-    assert daemon_notes(tmp_path, with_tuned(untuned)) == {}
+def test_tuned_installed_but_not_running_is_no_concern(tmp_path: Path, host: Path) -> None:
+    assert daemon_notes(tmp_path, with_tuned(host)) == {}
 
 
 @pytest.mark.parametrize(
@@ -76,10 +85,10 @@ def test_tuned_installed_but_not_running_is_no_concern(tmp_path: Path, untuned: 
     ],
 )
 def test_a_frequency_daemon_is_named_for_the_governor(
-    tmp_path: Path, untuned: Path, unit: str, fix: str
+    tmp_path: Path, host: Path, unit: str, fix: str
 ) -> None:
-    running(untuned, f"{unit}.service")
-    found = daemon_notes(tmp_path, untuned)
+    running(host, f"{unit}.service")
+    found = daemon_notes(tmp_path, host)
     assert list(found) == ["cpu:governor"]
     assert found["cpu:governor"].endswith(
         f"{unit} is active and sets the CPU frequency governor too: it will put its own value "
@@ -87,7 +96,8 @@ def test_a_frequency_daemon_is_named_for_the_governor(
     )
 
 
-def test_over_ssh_the_daemons_read_as_from_a_snapshot(untuned: Path) -> None:
+def test_over_ssh_the_daemons_read_as_from_a_snapshot(scratch: Path) -> None:
+    untuned = copy_host(UNTUNED, scratch / "untuned")  # the whole host, read both ways
     # The shell reader lists systemd's dangling invocation links as a snapshot does: in the
     # same single script as every other file.
     running(with_tuned(untuned), "tuned.service")

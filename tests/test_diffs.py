@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from conftest import profile, run_tune, write
+from small_host import SmallHost, build
 
 PROFILE = """
 name: small
@@ -30,23 +32,29 @@ DIFF = """\
 """
 
 
+@pytest.fixture
+def host(tmp_path: Path) -> Path:
+    """A host with the two sysctls PROFILE sets, as the untuned example host has them."""
+    return build(
+        tmp_path / "h", SmallHost(sysctls={"vm.swappiness": "60", "kernel.numa_balancing": "1"})
+    )
+
+
 def test_the_plan_and_the_dry_run_show_a_changed_file_as_a_unified_diff(
-    untuned: Path, tmp_path: Path
+    host: Path, tmp_path: Path
 ) -> None:
-    write(untuned, "/etc/sysctl.d/90-tune.conf", EARLIER)
+    write(host, "/etc/sysctl.d/90-tune.conf", EARLIER)
     path = profile(tmp_path, PROFILE)
-    plan = run_tune("plan", path, "--root", untuned)
+    plan = run_tune("plan", path, "--root", host)
     assert "    ~ file /etc/sysctl.d/90-tune.conf: 3 lines -> 3 lines (+1 -1)\n" + DIFF in plan.out
-    dry = run_tune("apply", path, "--root", untuned, "--runtime-only", "--dry-run")
+    dry = run_tune("apply", path, "--root", host, "--runtime-only", "--dry-run")
     assert dry.code == 0, dry.err
     assert "write file /etc/sysctl.d/90-tune.conf (mode 0644, 126 bytes):\n" + DIFF in dry.out
 
 
-def test_colour_marks_added_and_removed_lines_only_when_asked(
-    untuned: Path, tmp_path: Path
-) -> None:
-    write(untuned, "/etc/sysctl.d/90-tune.conf", EARLIER)
+def test_colour_marks_added_and_removed_lines_only_when_asked(host: Path, tmp_path: Path) -> None:
+    write(host, "/etc/sysctl.d/90-tune.conf", EARLIER)
     path = profile(tmp_path, PROFILE)
-    coloured = run_tune("plan", path, "--root", untuned, "--color", "always").out
+    coloured = run_tune("plan", path, "--root", host, "--color", "always").out
     assert "\x1b[32m+vm.swappiness = 10\x1b[0m" in coloured
     assert "\x1b[31m-vm.swappiness = 30\x1b[0m" in coloured

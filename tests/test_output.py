@@ -20,6 +20,7 @@ import click
 import jsonschema
 import pytest
 from conftest import BLACKWELL, PROJECT, TUNED, UNTUNED, copy_host, profile, run_tune
+from small_host import SmallHost, build
 
 from reconciler.cli.main import cli
 from reconciler.cli.output import wants_color
@@ -145,9 +146,14 @@ def test_the_profile_schema_stays_the_default() -> None:
     assert run_tune("schema").out == run_tune("schema", "--profile").out
 
 
+def small_host(root: Path) -> Path:
+    """A host of the few files SMALL reads and writes: what the tests of output options need."""
+    return build(root, SmallHost(sysctls={"vm.swappiness": "60", "kernel.numa_balancing": "1"}))
+
+
 @pytest.fixture
 def applied(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
-    root = copy_host(UNTUNED, tmp_path / "host")
+    root = small_host(tmp_path / "host")
     small = profile(tmp_path, SMALL)
     apply = ("apply", small, "--runtime-only", "--no-persist", "-y", "--no-probes")
     done = run_tune(*apply, "--root", root)
@@ -310,7 +316,7 @@ def _on_a_terminal(*args: object, env: dict[str, str]) -> str:
 
 @pytest.mark.parametrize("command", ["apply", "plan"])
 def test_no_color_is_honoured_on_a_terminal(command: str, tmp_path: Path) -> None:
-    root = copy_host(UNTUNED, tmp_path / "host")
+    root = small_host(tmp_path / "host")
     small = profile(tmp_path, SMALL)
     args = [command, small, "--root", root, "--no-persist"]
     args += ["--runtime-only", "-y", "--no-probes"] if command == "apply" else []

@@ -12,6 +12,7 @@ import pytest
 from conftest import profile, run_tune, write
 from hypothesis import assume, given
 from hypothesis import strategies as st
+from small_host import SmallHost, build
 
 from reconciler.core.schema import validate
 from reconciler.probes.gates import judge
@@ -64,7 +65,8 @@ def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
         pytest.fail(f"background child {child} survived the probe's timeout")
 
 
-def test_probe_reads_snapshot_state_through_tune_root(tmp_path: Path, untuned: Path) -> None:
+def test_probe_reads_snapshot_state_through_tune_root(tmp_path: Path) -> None:
+    untuned = build(tmp_path / "h", SmallHost(sysctls={"vm.swappiness": "60"}))
     text = """
 name: probes
 probes:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import BLACKWELL, booted_by_systemd_boot, profile, run_tune, write
+from shared_run import SharedRun
 from small_host import tree
 
 from reconciler.apply.journal import read_run, run_ids
@@ -240,28 +241,33 @@ def test_no_supported_boot_loader_names_the_files_looked_for(tmp_path: Path) -> 
     assert tree(root) == before
 
 
-def test_snapshot_journals_boot_tools_and_never_writes_runtime(untuned: Path) -> None:
-    before = tree(untuned)
-    result = run_tune("apply", BLACKWELL, "--reboot-phase", "--root", untuned, "-y")
+def test_snapshot_journals_boot_tools_and_never_writes_runtime(
+    reboot_phase_applied: SharedRun, scratch: Path
+) -> None:
+    before = reboot_phase_applied.before
+    result = reboot_phase_applied.result
     assert result.code == 0, result.err
-    (run_id,) = run_ids(SnapshotHost(untuned))
-    run = read_run(SnapshotHost(untuned), run_id)
+    (run_id,) = run_ids(SnapshotHost(reboot_phase_applied.root))
+    run = read_run(SnapshotHost(reboot_phase_applied.root), run_id)
     assert run is not None and run.header is not None and run.header.phase == "reboot"
     assert {step.kind for _, step in run.steps} == {"cmdline", "lxc"}
     deferred = [r["argv"] for r in (r.to_json() for r in run.records) if r["type"] == "deferred"]
     assert deferred and all(argv == ["update-grub"] for argv in deferred)
-    changed = {p for p, data in tree(untuned).items() if before.get(p) != data}
+    changed = {p for p, data in tree(reboot_phase_applied.root).items() if before.get(p) != data}
     assert not any(p.startswith(("proc/", "sys/")) for p in changed)
     assert "etc/default/grub.d/90-tune.cfg" in changed
 
+    untuned = reboot_phase_applied.copy(scratch / "untuned")
     assert run_tune("rollback", "--yes", "--root", untuned).code == 0
     assert tree(untuned) == before
 
 
-def test_apply_without_phase_flag_writes_runtime_then_reboot(untuned: Path) -> None:
-    result = run_tune("apply", BLACKWELL, "--root", untuned, "-y")
+def test_apply_without_phase_flag_writes_runtime_then_reboot(
+    both_phases_applied: SharedRun,
+) -> None:
+    result = both_phases_applied.result
     assert result.code == 0, result.err
-    host = SnapshotHost(untuned)
+    host = SnapshotHost(both_phases_applied.root)
     run = read_run(host, run_ids(host)[0])
     assert run is not None
     kinds = [step.kind for _, step in run.steps]
@@ -270,9 +276,11 @@ def test_apply_without_phase_flag_writes_runtime_then_reboot(untuned: Path) -> N
     assert "sysctl" in kinds[:first_reboot]
 
 
-def test_reboot_is_refused_on_a_snapshot(untuned: Path) -> None:
+def test_reboot_is_refused_on_a_snapshot(tmp_path: Path) -> None:
+    untuned, _ = layout(tmp_path, "grub, drop-in dir")
+    boot = profile(tmp_path, PROFILE)
     before = tree(untuned)
-    result = run_tune("apply", "--yes", BLACKWELL, "--reboot-phase", "--reboot", "--root", untuned)
+    result = run_tune("apply", "--yes", boot, "--reboot-phase", "--reboot", "--root", untuned)
     assert result.code == 64
     assert "--reboot is refused on a snapshot" in result.err
     assert tree(untuned) == before
@@ -307,8 +315,11 @@ def pending(root: Path) -> dict[str, object]:
     return data
 
 
-def test_reboot_then_verify_passes_and_clears_pending(untuned: Path) -> None:
-    assert run_tune("apply", BLACKWELL, "--root", untuned, "-y").code == 0
+def test_reboot_then_verify_passes_and_clears_pending(
+    both_phases_applied: SharedRun, scratch: Path
+) -> None:
+    assert both_phases_applied.result.code == 0
+    untuned = both_phases_applied.copy(scratch / "untuned")
     recorded = pending(untuned)
     assert recorded["expected"] == {
         "cmdline": {"processor.max_cstate": "1", "amd_pstate": "active"},
@@ -322,10 +333,11 @@ def test_reboot_then_verify_passes_and_clears_pending(untuned: Path) -> None:
 
 
 def test_verify_fails_on_a_moved_major_and_rolls_the_boot_configuration_back(
-    untuned: Path,
+    both_phases_applied: SharedRun, scratch: Path
 ) -> None:
-    before = tree(untuned)
-    assert run_tune("apply", BLACKWELL, "--root", untuned, "-y").code == 0
+    before = both_phases_applied.before
+    assert both_phases_applied.result.code == 0
+    untuned = both_phases_applied.copy(scratch / "untuned")
     reboot(untuned, move=("509 nvidia-uvm", "508 nvidia-uvm"))
     configured = tree(untuned)
     result = run_tune("verify", "--root", untuned)
@@ -343,8 +355,11 @@ def test_verify_fails_on_a_moved_major_and_rolls_the_boot_configuration_back(
     assert not (untuned / "var/lib/tune/pending.json").exists()
 
 
-def test_verify_reports_a_parameter_the_boot_did_not_bring(untuned: Path) -> None:
-    assert run_tune("apply", BLACKWELL, "--reboot-phase", "--root", untuned, "-y").code == 0
+def test_verify_reports_a_parameter_the_boot_did_not_bring(
+    reboot_phase_applied: SharedRun, scratch: Path
+) -> None:
+    assert reboot_phase_applied.result.code == 0
+    untuned = reboot_phase_applied.copy(scratch / "untuned")
     reboot(untuned)
     cmdline = untuned / "proc/cmdline"
     cmdline.write_text(cmdline.read_text().replace(" amd_pstate=active", ""))
@@ -355,8 +370,11 @@ def test_verify_reports_a_parameter_the_boot_did_not_bring(untuned: Path) -> Non
     assert "sysctl:vm.swappiness is" in result.err
 
 
-def test_verify_before_the_reboot_is_refused(untuned: Path) -> None:
-    assert run_tune("apply", BLACKWELL, "--reboot-phase", "--root", untuned, "-y").code == 0
+def test_verify_before_the_reboot_is_refused(
+    reboot_phase_applied: SharedRun, scratch: Path
+) -> None:
+    assert reboot_phase_applied.result.code == 0
+    untuned = reboot_phase_applied.copy(scratch / "untuned")  # verify takes the lock
     result = run_tune("verify", "--root", untuned)
     assert result.code == 1
     assert "has not rebooted since run" in result.err

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import run_tune, write
 from markdown_view import acting, cells, codes
+from shared_run import SharedRun
 from small_host import SmallHost, build
 
 from reconciler.apply.journal import RUNS
@@ -257,10 +258,11 @@ def test_a_report_shows_the_text_of_its_run_record_as_text(tmp_path: Path) -> No
     assert cells(out, "Profile") == ["Profile", f"small-gpu {EVIL}"], out
 
 
-def test_a_report_folds_what_each_cpu_and_device_had_done_alike(untuned: Path) -> None:
-    from conftest import BLACKWELL
-
-    applied = run_tune("apply", BLACKWELL, "--runtime-only", "--yes", "--root", untuned)
+def test_a_report_folds_what_each_cpu_and_device_had_done_alike(
+    runtime_applied: SharedRun,
+) -> None:
+    untuned = runtime_applied.root  # `tune apply --yes BLACKWELL --runtime-only`
+    applied = runtime_applied.result
     assert applied.code == 0, applied.err
     text = report(untuned)
     lines = text.splitlines()

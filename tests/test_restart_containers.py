@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 from conftest import BLACKWELL, run_tune, write
-from small_host import tree
+from shared_run import SharedRun
+from small_host import SmallHost, build, tree, write_profile
 from test_reboot_phase import pending, reboot
 
 from reconciler.apply.journal import Journal, read_run, run_ids
@@ -72,10 +73,11 @@ def test_apply_asks_verify_restarts_and_checks_every_node(untuned: Path) -> None
 
 
 def test_a_node_the_container_does_not_mount_fails_the_boot_and_rolls_it_back(
-    untuned: Path,
+    both_phases_applied: SharedRun, scratch: Path
 ) -> None:
-    before = tree(untuned)
-    assert run_tune("apply", BLACKWELL, "--root", untuned, "-y").code == 0
+    before = both_phases_applied.before
+    assert both_phases_applied.result.code == 0
+    untuned = both_phases_applied.copy(scratch / "untuned")
     run_id = only_run(untuned)
     reboot(untuned)
     write(untuned, "/dev/nvidia8", "")  # a ninth GPU came up with the boot
@@ -93,8 +95,11 @@ def test_a_node_the_container_does_not_mount_fails_the_boot_and_rolls_it_back(
     assert json.loads(check.out)["last_apply"] is None, "a boot rolled back is not applied"
 
 
-def test_a_container_that_does_not_restart_fails_the_boot(untuned: Path) -> None:
-    assert run_tune("apply", BLACKWELL, "--reboot-phase", "--root", untuned, "-y").code == 0
+def test_a_container_that_does_not_restart_fails_the_boot(
+    reboot_phase_applied: SharedRun, scratch: Path
+) -> None:
+    assert reboot_phase_applied.result.code == 0
+    untuned = reboot_phase_applied.copy(scratch / "untuned")
     run_id = only_run(untuned)
     host = Tools(untuned, fail="pct")
     restarted = restart_containers(host, ["/etc/pve/lxc/101.conf"], Journal(host, run_id))
@@ -158,8 +163,11 @@ def test_containers_by_config_path() -> None:
     )  # fmt: skip
 
 
-def test_rollback_of_a_reboot_phase_run_clears_what_is_pending(untuned: Path) -> None:
-    assert run_tune("apply", BLACKWELL, "--reboot-phase", "--root", untuned, "-y").code == 0
+def test_rollback_of_a_reboot_phase_run_clears_what_is_pending(
+    reboot_phase_applied: SharedRun, scratch: Path
+) -> None:
+    assert reboot_phase_applied.result.code == 0
+    untuned = reboot_phase_applied.copy(scratch / "untuned")
     assert pending(untuned)["run_id"] == only_run(untuned)
     assert run_tune("rollback", "--yes", "--root", untuned).code == 0
     assert not (untuned / "var/lib/tune/pending.json").exists()
@@ -176,16 +184,21 @@ def test_rollback_of_another_run_keeps_what_is_pending(untuned: Path) -> None:
     assert pending(untuned)["run_id"] != runtime_run
 
 
-def test_restart_containers_is_refused_with_runtime_only(untuned: Path) -> None:
+def test_restart_containers_is_refused_with_runtime_only(tmp_path: Path) -> None:
+    root = build(tmp_path / "h", SmallHost(sysctls={"vm.swappiness": "60"}))
+    profile = write_profile(tmp_path / "p.yaml", {"sysctl": {"vm.swappiness": 10}})
     result = run_tune(
-        "apply", "--yes", BLACKWELL, "--runtime-only", "--restart-containers", "--root", untuned
+        "apply", "--yes", profile, "--runtime-only", "--restart-containers", "--root", root
     )
     assert result.code == 64
     assert "--restart-containers follows the boot configuration" in result.err
 
 
-def test_no_container_is_restarted_after_a_boot_that_failed_its_checks(untuned: Path) -> None:
-    assert run_tune("apply", BLACKWELL, "--root", untuned, "-y").code == 0
+def test_no_container_is_restarted_after_a_boot_that_failed_its_checks(
+    both_phases_applied: SharedRun, scratch: Path
+) -> None:
+    assert both_phases_applied.result.code == 0
+    untuned = both_phases_applied.copy(scratch / "untuned")
     run_id = only_run(untuned)
     reboot(untuned, move=("509 nvidia-uvm", "508 nvidia-uvm"))
     result = run_tune("verify", "--restart-containers", "--root", untuned)

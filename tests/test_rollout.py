@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from conftest import BLACKWELL, UNTUNED, copy_host, run_tune, write
+from small_host import SmallHost, build
 from ssh_fixture import SshLab, StartLab, minimal_host, sshd_available
 
 from reconciler.apply.journal import read_run, run_ids
@@ -120,7 +121,8 @@ def test_the_failure_budget_counts_hosts_or_a_share_of_the_fleet() -> None:
     assert FailureBudget.parse("10%").allowed(9) == 0
 
 
-def test_options_of_the_waves_that_cannot_apply_are_refused(untuned: Path) -> None:
+def test_options_of_the_waves_that_cannot_apply_are_refused(tmp_path: Path) -> None:
+    untuned = build(tmp_path / "h", SmallHost(sysctls={"vm.swappiness": "60"}))
     hosts = ("-H", "a", "-H", "b")
     hooked = run_tune("apply", BLACKWELL, "--runtime-only", *hosts, "--before-reboot", "true")
     assert hooked.code == 64 and "--before-reboot and --after-verify run around a reboot" in (

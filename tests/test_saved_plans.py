@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import BLACKWELL, SAVED, run_tune, write
+from conftest import BLACKWELL, SAVED, UNTUNED, run_tune, write
 from small_host import SmallHost, build, tree, write_profile
 
 from reconciler.core.errors import ExitCode
@@ -14,7 +14,8 @@ from reconciler.core.errors import ExitCode
 BOOT_FILE = "etc/default/grub.d/90-tune.cfg"
 
 
-def test_every_plan_says_where_it_saved_itself_and_how_to_apply_it(untuned: Path) -> None:
+def test_every_plan_says_where_it_saved_itself_and_how_to_apply_it() -> None:
+    untuned = UNTUNED  # a plan reads the host, never writes to it
     both = run_tune("plan", BLACKWELL, "--root", untuned, "--format", "json")
     assert both.err == (
         f"{SAVED}`tune apply --runtime-only` applies its live settings, `tune apply` both phases.\n"
@@ -36,8 +37,10 @@ def test_a_runtime_only_plan_shows_and_applies_the_runtime_phase_only(untuned: P
     assert "Applied 363 changes" in applied.out
 
 
-def test_a_plan_is_not_applied_to_a_phase_it_does_not_cover(untuned: Path) -> None:
-    run_tune("plan", BLACKWELL, "--root", untuned, "--runtime-only")
+def test_a_plan_is_not_applied_to_a_phase_it_does_not_cover(tmp_path: Path) -> None:
+    untuned = build(tmp_path / "h", SmallHost(sysctls={"vm.swappiness": "60"}))
+    profile = write_profile(tmp_path / "p.yaml", {"sysctl": {"vm.swappiness": 10}})
+    run_tune("plan", profile, "--root", untuned, "--runtime-only")
     before = tree(untuned)
     refused = run_tune("apply", "--yes", "--reboot-phase")
     assert refused.code == ExitCode.USAGE

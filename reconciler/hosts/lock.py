@@ -4,8 +4,9 @@ its holder, `PID SINCE COMMAND`, so that whoever finds it held can say who has i
 
 A pull-mode `tune apply --runtime-only` on the host, a local one and a `tune apply -H` pushed
 from a controller run the same sh script (`apply/lib.sh` `take_lock`), and a snapshot's Python
-executor takes it in this process: one lock, so a push and a pull never write at the same time; the one that comes second waits for a run that is
-ending, and otherwise exits 1 naming the other.
+executor takes it in this process: one lock, so a push and a pull never write at the same
+time; the one that comes second waits for a run that is ending, and otherwise exits 1 naming
+the other.
 """
 
 from __future__ import annotations

@@ -4,15 +4,11 @@ are one specification, so files and journals must be the same, not merely both p
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import UNTUNED, copy_host
-from test_apply_faults import SCRATCH
 
 from .drive import ENGINES, Engine, LeftBehind, differences, left_behind
 
@@ -40,19 +36,3 @@ def engine(request: pytest.FixtureRequest, scratch: Path) -> Iterator[Engine]:
         return
     other, then = _SEEN.pop(key)
     assert differences(now, then) == [], f"{chosen.name} left otherwise than {other}"
-
-
-@pytest.fixture
-def scratch() -> Iterator[Path]:
-    """A directory on tmpfs where there is one, removed after `engine` compared what the
-    scenario left in it: the sh engine syncs each journal record, and on a disk the 363 steps
-    of the example host take half a minute."""
-    path = Path(tempfile.mkdtemp(dir=SCRATCH))
-    yield path
-    shutil.rmtree(path)
-
-
-@pytest.fixture
-def untuned(scratch: Path) -> Path:
-    """The untuned example host, in `scratch`."""
-    return copy_host(UNTUNED, scratch / "untuned")

@@ -66,6 +66,19 @@ def test_masked_setpci_write_keeps_the_other_device_control_bits(
     assert config.read_bytes() == config_space(4096, other_bits=0x0C3F)
 
 
+@pytest.fixture
+def sysctls(tmp_path: Path) -> tuple[Path, Path]:
+    """A small host with kernel.numa_balancing 1 and vm.swappiness 60, and a profile that sets
+    them to 0 and 10 (numa_balancing first): tests of one behaviour need no more."""
+    root = build(
+        tmp_path / "h", SmallHost(sysctls={"kernel.numa_balancing": "1", "vm.swappiness": "60"})
+    )
+    profile = write_profile(
+        tmp_path / "p.yaml", {"sysctl": {"kernel.numa_balancing": 0, "vm.swappiness": 10}}
+    )
+    return root, profile
+
+
 def refused(engine: Engine, root: Path, profile: Path) -> list[str]:
     """The lines an apply that must write nothing refuses with; nothing was written."""
     before = tree(root)
@@ -76,9 +89,12 @@ def refused(engine: Engine, root: Path, profile: Path) -> list[str]:
     return str(caught.value).splitlines()
 
 
-def test_read_only_knob_is_refused_before_any_write(engine: Engine, untuned: Path) -> None:
-    (untuned / "proc/sys/vm/swappiness").chmod(0o444)
-    assert refused(engine, untuned, BLACKWELL) == [
+def test_read_only_knob_is_refused_before_any_write(
+    engine: Engine, sysctls: tuple[Path, Path]
+) -> None:
+    root, profile = sysctls
+    (root / "proc/sys/vm/swappiness").chmod(0o444)
+    assert refused(engine, root, profile) == [
         "sysctl:vm.swappiness cannot be changed: /proc/sys/vm/swappiness is read-only on this host."
     ]
 
@@ -299,10 +315,13 @@ def test_a_missing_setpci_names_its_package(engine: Engine, tmp_path: Path) -> N
     ]
 
 
-def test_journal_directory_not_writable_is_refused(engine: Engine, untuned: Path) -> None:
-    (untuned / "var/lib/tune").mkdir(parents=True)
-    (untuned / "var/lib/tune").chmod(0o555)
-    assert refused(engine, untuned, BLACKWELL) == [
+def test_journal_directory_not_writable_is_refused(
+    engine: Engine, sysctls: tuple[Path, Path]
+) -> None:
+    root, profile = sysctls
+    (root / "var/lib/tune").mkdir(parents=True)
+    (root / "var/lib/tune").chmod(0o555)
+    assert refused(engine, root, profile) == [
         "/var/lib/tune/runs is not writable, so tune cannot keep its journal there."
     ]
 
@@ -432,19 +451,19 @@ def test_a_journals_directory_outside_the_snapshot_is_never_removed(
     assert (tmp_path / "outside").is_dir()
 
 
-@pytest.mark.slow
 def test_the_next_run_right_after_an_apply_finds_its_lock_free(
-    engine: Engine, untuned: Path, monkeypatch: pytest.MonkeyPatch
+    engine: Engine, sysctls: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    root, profile = sysctls
     # A loaded host: the detached sh apply script exits, letting go of the lock, two seconds
     # after its `end` record. The apply returns only once it has.
     linger = """trap '[ "$1" != apply ] || sleep 2' EXIT\n"""
     monkeypatch.setattr(sh_engine, "LIBRARY", sh_engine.LIBRARY + linger)
-    run_id = engine.apply(untuned, BLACKWELL)
-    held = untuned / LOCK.lstrip("/")
+    run_id = engine.apply(root, profile)
+    held = root / LOCK.lstrip("/")
     if held.exists():  # the Python engine's lock went with its process
         with open(held) as lock:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # BlockingIOError while held
-    [done] = engine.rollback(untuned)
+    [done] = engine.rollback(root)
     assert done.run_id == run_id and not done.result.failures
-    assert runtime_changes(untuned, BLACKWELL) != []
+    assert runtime_changes(root, profile) != []

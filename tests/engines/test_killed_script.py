@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import write
-from small_host import write_profile
+from small_host import SmallHost, build, write_profile
 
 from reconciler.apply.journal import read_run, run_ids
 from reconciler.apply.sh_engine import apply_remote
@@ -23,21 +23,27 @@ from .drive import FAULT, ShEngine
 TIMEOUT = 30
 
 
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    """A small host with the two sysctls the profiles below set, neither as they want it."""
+    return build(tmp_path / "h", SmallHost(sysctls={"vm.swappiness": "60", "vm.dirty_ratio": "20"}))
+
+
 @pytest.mark.parametrize("at", [0, 1])
 def test_a_pushed_run_whose_script_was_killed_is_said_killed_at_once(
-    untuned: Path, tmp_path: Path, at: int
+    root: Path, tmp_path: Path, at: int
 ) -> None:
     """Killed before its first write, and before its second: either way no `end` comes."""
     profile = write_profile(
         tmp_path / "p.yaml", {"sysctl": {"vm.swappiness": 10, "vm.dirty_ratio": 15}}
     )
     engine = ShEngine(timeout=TIMEOUT)
-    work = engine.prepare(untuned, profile)
-    write(untuned, FAULT, f"{at} crash\n")
+    work = engine.prepare(root, profile)
+    write(root, FAULT, f"{at} crash\n")
     started = time.monotonic()
     with pytest.raises(RunKilled) as caught:
         apply_remote(
-            engine.host(untuned),
+            engine.host(root),
             work,
             load_profile(profile),
             phase="runtime",
@@ -55,7 +61,7 @@ def test_a_pushed_run_whose_script_was_killed_is_said_killed_at_once(
 
 
 def test_a_run_stopped_while_it_writes_a_file_rolls_every_step_back(
-    untuned: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """SIGTERM trapped while put_file creates its temporary file (noclobber on, umask 077):
     the rollback then writes as any write does, and restores the sysctls before it."""
@@ -68,9 +74,9 @@ def test_a_run_stopped_while_it_writes_a_file_rolls_every_step_back(
     profile = write_profile(
         tmp_path / "p.yaml", {"sysctl": {"vm.swappiness": 10, "vm.dirty_ratio": 15}}
     )
-    swappiness = (untuned / "proc/sys/vm/swappiness").read_text()
+    swappiness = (root / "proc/sys/vm/swappiness").read_text()
     with pytest.raises(ApplyFailed, match="interrupted by SIGTERM"):
-        ShEngine(timeout=TIMEOUT).apply(untuned, profile)
-    assert (untuned / "proc/sys/vm/swappiness").read_text() == swappiness
-    run = read_run(SnapshotHost(untuned), run_ids(SnapshotHost(untuned))[-1])
+        ShEngine(timeout=TIMEOUT).apply(root, profile)
+    assert (root / "proc/sys/vm/swappiness").read_text() == swappiness
+    run = read_run(SnapshotHost(root), run_ids(SnapshotHost(root))[-1])
     assert run is not None and run.outcome == "rolled-back"

@@ -15,10 +15,11 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import BLACKWELL
+from conftest import BLACKWELL, UNTUNED
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from lab import lab_env
+from small_host import SmallHost, build, sysctls_of
 
 from reconciler.apply.sh_engine import LIBRARY
 from reconciler.core.quoting import quoted
@@ -176,7 +177,7 @@ TOOLS = [
 
 
 def test_a_pushed_sysctl_step_starts_two_processes(
-    tmp_path: Path, untuned: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The run script of a sysctl profile, as a push runs it (rooted at a snapshot): per step,
     one dd that journals the step (with the markers of the one before) and one tr that reads it
@@ -184,7 +185,10 @@ def test_a_pushed_sysctl_step_starts_two_processes(
     none. Seven a step before: a dd per marker, a stat and an awk per write, a tr per read."""
     log = logged(tmp_path, TOOLS, monkeypatch)
     keys = {k: str(e.value) for k, e in load_profile(BLACKWELL).profile.sysctl.items()}
-    steps = pushed(tmp_path, untuned, keys, monkeypatch)
+    # The untuned example host's values of them, and its /etc (the run makes /etc/sysctl.d).
+    root = build(tmp_path / "h", SmallHost(sysctls=sysctls_of(UNTUNED, keys)))
+    (root / "etc").mkdir()
+    steps = pushed(tmp_path, root, keys, monkeypatch)
     assert steps == len(keys) + 1  # each key, and the sysctl.d file that persists them
     started = Counter(line.split()[0] for line in log.read_text().splitlines())
     # And one each for the run with its plan, the directory the sysctl.d file makes, the
@@ -242,11 +246,14 @@ def pushed(
 
 @pytest.mark.parametrize("tail", ["GNU", "without --pid"])
 def test_the_first_poll_waits_for_the_run_it_started_with_one_tail(
-    tmp_path: Path, untuned: Path, monkeypatch: pytest.MonkeyPatch, tail: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tail: str
 ) -> None:
     """The run a round trip starts is its shell's child: `tail --pid` waits for it (one
     process however long it runs), then one look at the journal finds its end. A tail without
     --pid (busybox) fails at once, and the looks every 0.02 s wait instead."""
+    untuned = build(
+        tmp_path / "h", SmallHost(sysctls={"vm.swappiness": "60", "vm.dirty_ratio": "20"})
+    )
     log = logged(tmp_path, ["tail", "sleep"], monkeypatch, "" if tail == "GNU" else "--pid")
     pushed(tmp_path, untuned, {"vm.swappiness": "10", "vm.dirty_ratio": "15"}, monkeypatch)
     assert (untuned / "proc/sys/vm/dirty_ratio").read_text() == "15\n"

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 from conftest import BLACKWELL, UNTUNED, Result, copy_host, run_tune
-from small_host import whole_tree
+from small_host import SmallHost, build, whole_tree, write_profile
 
 import reconciler
 from reconciler.core.errors import ExitCode, HostError
@@ -193,6 +193,25 @@ def assert_whole_records(root: Path) -> None:
         json.loads(line)
 
 
+# Four sysctls, written in this order: a full disk is a matter of the journal, not of the knobs.
+SYSCTLS = {
+    "kernel.numa_balancing": ("1", 0),
+    "kernel.nmi_watchdog": ("1", 0),
+    "vm.swappiness": ("60", 10),
+    "vm.max_map_count": ("65530", 262144),
+}
+
+
+@pytest.fixture
+def small(tmp_path: Path) -> tuple[Path, Path]:
+    """A small host and a runtime profile of four changes for it."""
+    root = build(tmp_path / "h", SmallHost(sysctls={k: v for k, (v, _) in SYSCTLS.items()}))
+    profile = write_profile(
+        tmp_path / "p.yaml", {"sysctl": {k: v for k, (_, v) in SYSCTLS.items()}}
+    )
+    return root, profile
+
+
 def fill_up_at(monkeypatch: pytest.MonkeyPatch, nth_step: int) -> None:
     """The journal's device fills up while the `nth_step`-th step record (0-based) is written:
     write(2) takes half of it, then ENOSPC for everything after (sysfs is not on that device)."""
@@ -215,24 +234,26 @@ def fill_up_at(monkeypatch: pytest.MonkeyPatch, nth_step: int) -> None:
 
 
 def test_a_step_whose_record_the_full_disk_cut_short_is_never_written(
-    untuned: Path, monkeypatch: pytest.MonkeyPatch
+    small: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    before = whole_tree(untuned)
+    root, profile = small
+    before = whole_tree(root)
     fill_up_at(monkeypatch, nth_step=2)
-    result = run_tune("apply", BLACKWELL, "--runtime-only", "--root", untuned, "--yes")
+    result = run_tune("apply", profile, "--runtime-only", "--root", root, "--yes")
     monkeypatch.undo()
     assert result.code == ExitCode.NO_SPACE, result.err
     assert "no space left on the device" in result.err
     assert "rolled back 2 changes" in result.err
     assert "not restored" not in result.err
-    assert whole_tree(untuned) == before
-    assert_whole_records(untuned)
+    assert whole_tree(root) == before
+    assert_whole_records(root)
 
 
 def test_no_room_for_the_first_record_changes_nothing_and_says_so(
-    untuned: Path, monkeypatch: pytest.MonkeyPatch
+    small: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    before = whole_tree(untuned)
+    root, profile = small
+    before = whole_tree(root)
     real = os.write
 
     def full(fd: int, data: bytes | memoryview) -> int:
@@ -241,13 +262,13 @@ def test_no_room_for_the_first_record_changes_nothing_and_says_so(
         return real(fd, data)
 
     monkeypatch.setattr(os, "write", full)
-    result = run_tune("apply", BLACKWELL, "--runtime-only", "--root", untuned, "--yes")
+    result = run_tune("apply", profile, "--runtime-only", "--root", root, "--yes")
     monkeypatch.undo()
     assert result.code == ExitCode.NO_SPACE, result.err
     assert result.err.strip().endswith(
         "no space left on the device to append; nothing was changed."
     )
-    assert whole_tree(untuned) == before
+    assert whole_tree(root) == before
 
 
 def tune_with_files_up_to(limit: int, *args: str | Path) -> subprocess.CompletedProcess[str]:
@@ -269,27 +290,28 @@ def tune_with_files_up_to(limit: int, *args: str | Path) -> subprocess.Completed
 
 
 def test_a_real_short_write_of_the_kernel_stops_the_apply_before_the_step(
-    tmp_path: Path, untuned: Path
+    tmp_path: Path, small: tuple[Path, Path]
 ) -> None:
     """RLIMIT_FSIZE: the kernel itself writes part of the record that crosses the limit (then
     EFBIG, SIGXFSZ being ignored by Python), as a device that fills up would."""
-    rehearsal = copy_host(UNTUNED, tmp_path / "rehearsal")
-    assert run_tune("apply", BLACKWELL, "--runtime-only", "--root", rehearsal, "--yes").code == 0
+    root, profile = small
+    rehearsal = copy_host(root, tmp_path / "rehearsal")
+    assert run_tune("apply", profile, "--runtime-only", "--root", rehearsal, "--yes").code == 0
     lines = journal_lines(rehearsal)
     steps = [n for n, line in enumerate(lines) if line.startswith(b'{"type":"step",')]
     third = steps[2]
     limit = sum(map(len, lines[:third])) + len(lines[third]) // 2
     shutil.rmtree(rehearsal)
-    before = whole_tree(untuned)
+    before = whole_tree(root)
 
-    args = ("--runtime-only", "--root", untuned, "--yes")
-    done = tune_with_files_up_to(limit, "apply", "--yes", BLACKWELL, *args)
+    args = ("--runtime-only", "--root", root, "--yes")
+    done = tune_with_files_up_to(limit, "apply", "--yes", profile, *args)
     assert done.returncode == ExitCode.APPLY_FAILED, done.stderr
     assert "File too large" in done.stderr
     assert "rolled back 2 changes" in done.stderr
     assert "not restored" not in done.stderr
-    assert whole_tree(untuned) == before
-    assert_whole_records(untuned)
+    assert whole_tree(root) == before
+    assert_whole_records(root)
 
 
 @pytest.mark.parametrize("shell", ["sh", "bash"])
@@ -513,12 +535,15 @@ def test_a_snapshot_that_does_not_fit_says_so_and_leaves_no_half_archive(tmp_pat
 
 
 @pytest.mark.parametrize("command", ["history", "rollback", "report"])
-def test_a_sparse_20_gib_journal_is_refused_in_a_sentence(untuned: Path, command: str) -> None:
-    journal = untuned / JOURNALS / "20260101T000000Z-abcdef.jsonl"
+def test_a_sparse_20_gib_journal_is_refused_in_a_sentence(
+    small: tuple[Path, Path], command: str
+) -> None:
+    root, _ = small
+    journal = root / JOURNALS / "20260101T000000Z-abcdef.jsonl"
     journal.parent.mkdir(parents=True)
     journal.touch()
     os.truncate(journal, 20 << 30)
-    result, peak = tune_in_child(command, "--root", untuned)
+    result, peak = tune_in_child(command, "--root", root)
     assert result.code == ExitCode.JOURNAL, result.err
     assert result.err.strip() == (
         "/var/lib/tune/runs/20260101T000000Z-abcdef.jsonl: larger than 64 MiB, the most tune "
@@ -551,11 +576,12 @@ def test_a_fifo_as_the_saved_plan_is_refused_not_waited_on(tmp_path: Path) -> No
 
 
 def test_no_room_for_the_lock_is_a_sentence_not_an_internal_error(
-    untuned: Path, monkeypatch: pytest.MonkeyPatch
+    small: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The lock file takes the holder's pid before any change: a full device there (before:
     exit 70, "internal error") changes nothing and says so."""
-    before = whole_tree(untuned)
+    root, profile = small
+    before = whole_tree(root)
     real_write, real_pwrite = os.write, os.pwrite
 
     def is_lock(fd: int) -> bool:
@@ -573,8 +599,8 @@ def test_no_room_for_the_lock_is_a_sentence_not_an_internal_error(
 
     monkeypatch.setattr(os, "write", write)
     monkeypatch.setattr(os, "pwrite", pwrite)
-    result = run_tune("apply", BLACKWELL, "--runtime-only", "--root", untuned, "--yes")
+    result = run_tune("apply", profile, "--runtime-only", "--root", root, "--yes")
     monkeypatch.undo()
     assert result.code == ExitCode.NO_SPACE, result.err
     assert result.err.strip().endswith("no space left on the device; nothing was changed.")
-    assert whole_tree(untuned) == before
+    assert whole_tree(root) == before

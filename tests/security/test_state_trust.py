@@ -224,9 +224,9 @@ def test_state_directories_are_private_whatever_the_umask(tmp_path: Path) -> Non
 
 
 def test_a_killed_apply_blocks_the_next_until_rolled_back_and_one_rollback_undoes_both(
-    tmp_path: Path,
+    tmp_path: Path, untuned: Path
 ) -> None:
-    root = copy_host(UNTUNED, tmp_path / "untuned")
+    root = untuned
     before = tree(root)
     process = _start_paused(tmp_path, root, pause_after=40)
     process.send_signal(signal.SIGKILL)
