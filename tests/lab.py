@@ -10,9 +10,15 @@ import os
 import tempfile
 from pathlib import Path
 
+from reconciler.apply.engines import ShellEngine
+from reconciler.apply.journal import new_run_id, read_run
+from reconciler.apply.pending import PENDING, PendingBoot
+from reconciler.apply.work import prepare
 from reconciler.core.quoting import quoted
 from reconciler.facts import nvidia_smi, systemd
 from reconciler.hosts import emulate, recorded
+from reconciler.hosts.directory import SnapshotHost
+from reconciler.profile.load import LoadedProfile
 
 
 def _strerror() -> str:
@@ -73,3 +79,30 @@ LIBRARY = _written()
 def lab_env(root: Path | str) -> dict[str, str]:
     """What a lab host's shell has in its environment: its snapshot and the lab library."""
     return {"TUNE_ROOT": str(root), "TUNE_LAB": str(LIBRARY)}
+
+
+def every_write(engine: ShellEngine, loaded: LoadedProfile, root: Path, sent: list[str]) -> None:
+    """Every command that writes a host through sh, one after the other, on the lab snapshot
+    `root` that `engine` writes: the checks, the apply with its start and polls, the promotion,
+    the stored profile, a command, the rollback, pending.json, the reboot. `sent` is where the
+    caller's recorder put each script; none of them may carry the lab's emulation."""
+    work = prepare(engine.host, loaded, runtime_only=True, preflight_here=False)
+    assert work.steps
+    assert engine.unloadable(("nvidia", "no_such_module")).keys() <= {"no_such_module"}
+    engine.wait_for_lock()
+    run_id = new_run_id()
+    done = engine.apply(work, loaded, phase="runtime", run_id=run_id)
+    assert done.run_id == run_id and done.changes == len(work.steps)
+    engine.promote(run_id, work.steps[:1])
+    engine.store_profile(loaded, None)
+    assert engine.run_command(["modprobe", "--dry-run", "nvidia"]).returncode == 0
+    run = read_run(SnapshotHost(root), run_id)
+    assert run is not None and run.outcome == "applied"
+    assert engine.rollback(run).result.restored > 0
+    engine.clear_pending()
+    engine.reboot(PendingBoot(run_id, None, {}, {}))
+    assert (root / PENDING.lstrip("/")).exists(), "the reboot's mark, then the lab's boot"
+    assert len(sent) >= 8
+    assert any("run_argv() {" in s for s in sent), "the library went with them"
+    carried = {m for s in sent for m in MARKERS if m in s}
+    assert carried == set(), f"emulation sent to a host: {sorted(carried)}"

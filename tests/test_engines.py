@@ -13,9 +13,6 @@ from test_remote_apply import host_and_profile
 from test_shell_read import LocalShellHost
 
 from reconciler.apply.engines import LocalEngine, PythonEngine, ShellEngine, engine_for
-from reconciler.apply.journal import new_run_id, read_run
-from reconciler.apply.pending import PENDING, PendingBoot
-from reconciler.apply.work import prepare
 from reconciler.core.errors import HostError
 from reconciler.hosts.base import Host
 from reconciler.hosts.directory import LocalHost, SnapshotHost
@@ -83,27 +80,7 @@ def test_this_machines_scripts_carry_no_lab_code(
     engine = engine_for(LocalHost())
     assert isinstance(engine, LocalEngine)
     engine.host.files = SnapshotHost(root)  # type: ignore[assignment]
-    loaded = load_profile(str(profile))
-    work = prepare(engine.host, loaded, runtime_only=True, preflight_here=False)
-    assert work.steps
-    assert engine.unloadable(("nvidia", "no_such_module")).keys() <= {"no_such_module"}
-    engine.wait_for_lock()
-    run_id = new_run_id()
-    done = engine.apply(work, loaded, phase="runtime", run_id=run_id)
-    assert done.run_id == run_id and done.changes == len(work.steps)
-    engine.promote(run_id, work.steps[:1])
-    engine.store_profile(loaded, None)
-    assert engine.run_command(["modprobe", "--dry-run", "nvidia"]).returncode == 0
-    run = read_run(SnapshotHost(root), run_id)
-    assert run is not None and run.outcome == "applied"
-    assert engine.rollback(run).result.restored > 0
-    engine.clear_pending()
-    engine.reboot(PendingBoot(run_id, None, {}, {}))
-    assert (root / PENDING.lstrip("/")).exists(), "the reboot's mark, then the lab's boot"
-    assert len(sent) >= 8
-    assert any("run_argv() {" in s for s in sent), "the library went with them"
-    carried = {m for s in sent for m in lab.MARKERS if m in s}
-    assert carried == set(), f"emulation sent to this machine: {sorted(carried)}"
+    lab.every_write(engine, load_profile(str(profile)), root, sent)
 
 
 def test_this_machines_sh_runs_from_slash_without_a_labs_variables(

@@ -14,7 +14,6 @@ from test_shell_read import LocalShellHost
 
 from reconciler.apply.engines import ShellEngine
 from reconciler.apply.journal import new_run_id, read_run
-from reconciler.apply.pending import PENDING, PendingBoot
 from reconciler.apply.sh_engine import LIBRARY, LIBRARY_DIR, run_with_library
 from reconciler.apply.work import prepare
 from reconciler.hosts.directory import SnapshotHost
@@ -44,29 +43,9 @@ def test_no_script_for_a_host_carries_the_emulation(
 
     monkeypatch.setattr(LocalShellHost, "run_script", recording)
     root, profile = host_and_profile(tmp_path, "h")
-    loaded = load_profile(str(profile))
-    shell = LocalShellHost(root)
-    engine = ShellEngine(shell, timeout=60)
-    work = prepare(shell, loaded, runtime_only=True, preflight_here=False)
-    assert work.steps
-    assert engine.unloadable(("nvidia", "no_such_module")).keys() <= {"no_such_module"}
-    engine.wait_for_lock()
-    run_id = new_run_id()
-    done = engine.apply(work, loaded, phase="runtime", run_id=run_id)
-    assert done.run_id == run_id
-    engine.promote(run_id, work.steps[:1])
-    engine.store_profile(loaded, None)
-    assert engine.run_command(["modprobe", "--dry-run", "nvidia"]).returncode == 0
-    run = read_run(SnapshotHost(root), run_id)
-    assert run is not None and run.outcome == "applied"
-    assert engine.rollback(run).result.restored > 0
-    engine.clear_pending()
-    engine.reboot(PendingBoot(run_id, None, {}, {}))
-    assert (root / PENDING.lstrip("/")).exists(), "the reboot's mark, then the lab's boot"
-    assert len(sent) >= 8
-    assert any("run_argv() {" in s for s in sent), "the library went with them"
-    carried = {m for s in sent for m in lab.MARKERS if m in s}
-    assert carried == set(), f"emulation sent to a host: {sorted(carried)}"
+    lab.every_write(
+        ShellEngine(LocalShellHost(root), timeout=60), load_profile(str(profile)), root, sent
+    )
 
 
 def test_a_snapshot_without_the_lab_library_is_refused(tmp_path: Path) -> None:
