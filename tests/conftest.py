@@ -129,6 +129,21 @@ def _profile_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     os.environ["TUNE_CACHE_DIR"] = str(tmp_path_factory.mktemp("profile-cache"))
 
 
+@pytest.fixture
+def sysctls(tmp_path: Path) -> tuple[Path, Path]:
+    """A small host with kernel.numa_balancing 1 and vm.swappiness 60, and a profile that sets
+    them to 0 and 10 (numa_balancing first): tests of one behaviour need no more."""
+    from small_host import SmallHost, build, write_profile  # it imports this module
+
+    root = build(
+        tmp_path / "h", SmallHost(sysctls={"kernel.numa_balancing": "1", "vm.swappiness": "60"})
+    )
+    profile = write_profile(
+        tmp_path / "p.yaml", {"sysctl": {"kernel.numa_balancing": 0, "vm.swappiness": 10}}
+    )
+    return root, profile
+
+
 def copy_host(source: Path, target: Path) -> Path:
     shutil.copytree(source, target, symlinks=True)
     return target

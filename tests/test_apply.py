@@ -28,19 +28,6 @@ def runtime_changes(root: Path, profile: Path = BLACKWELL) -> list[dict]:
     return [c for c in json.loads(result.out)["changes"] if c["phase"] == "runtime"]
 
 
-@pytest.fixture
-def sysctls(tmp_path: Path) -> tuple[Path, Path]:
-    """A small host with kernel.numa_balancing 1 and vm.swappiness 60, and a profile that sets
-    them to 0 and 10 (numa_balancing first): tests of one behaviour need no more."""
-    root = build(
-        tmp_path / "h", SmallHost(sysctls={"kernel.numa_balancing": "1", "vm.swappiness": "60"})
-    )
-    profile = write_profile(
-        tmp_path / "p.yaml", {"sysctl": {"kernel.numa_balancing": 0, "vm.swappiness": 10}}
-    )
-    return root, profile
-
-
 def test_apply_makes_the_runtime_plan_empty_and_a_second_apply_changes_nothing(
     runtime_applied: SharedRun, scratch: Path
 ) -> None:

@@ -66,19 +66,6 @@ def test_masked_setpci_write_keeps_the_other_device_control_bits(
     assert config.read_bytes() == config_space(4096, other_bits=0x0C3F)
 
 
-@pytest.fixture
-def sysctls(tmp_path: Path) -> tuple[Path, Path]:
-    """A small host with kernel.numa_balancing 1 and vm.swappiness 60, and a profile that sets
-    them to 0 and 10 (numa_balancing first): tests of one behaviour need no more."""
-    root = build(
-        tmp_path / "h", SmallHost(sysctls={"kernel.numa_balancing": "1", "vm.swappiness": "60"})
-    )
-    profile = write_profile(
-        tmp_path / "p.yaml", {"sysctl": {"kernel.numa_balancing": 0, "vm.swappiness": 10}}
-    )
-    return root, profile
-
-
 def refused(engine: Engine, root: Path, profile: Path) -> list[str]:
     """The lines an apply that must write nothing refuses with; nothing was written."""
     before = tree(root)
