@@ -46,7 +46,7 @@ def message(err, rc):
     paragraphs = [p.strip() for p in (err or "").split("\n\n") if p.strip()]
     if paragraphs:
         return paragraphs[-1]
-    return "tune exited %d and said nothing on standard error" % rc
+    return f"tune exited {rc} and said nothing on standard error"
 
 
 def document(out):

@@ -156,6 +156,7 @@ msg:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+
 from ansible_collections.tune.gpu.plugins.module_utils.tune_cli import (
     CHANGES,
     COMMON_OPTIONS,
@@ -195,10 +196,10 @@ def diff_of(plan, host):
     before, after = [], []
     for change in plan.get("changes") or []:
         for side, lines in (("before", before), ("after", after)):
-            lines.extend("%s = %s" % (change["id"], line) for line in shown(change, side))
+            lines.extend(f"{change['id']} = {line}" for line in shown(change, side))
     return {
-        "before_header": "%s (now)" % host,
-        "after_header": "%s (profile %s)" % (host, plan.get("profile")),
+        "before_header": f"{host} (now)",
+        "after_header": f"{host} (profile {plan.get('profile')})",
         "before": "\n".join(before) + ("\n" if before else ""),
         "after": "\n".join(after) + ("\n" if after else ""),
     }
@@ -224,7 +225,7 @@ def plan_only(module):
     """Check mode: `tune plan`, its saved plan kept in the module's own temporary directory."""
     params = module.params
     args = ["plan", *profile_args(params), "--format", "json"]
-    args += ["--save", "%s/plan.json" % module.tmpdir]
+    args += ["--save", f"{module.tmpdir}/plan.json"]
     rc, out, err, argv = run_tune(module, args, cwd=module.tmpdir)
     plan = document(out)
     if rc not in (IN_SYNC, CHANGES) or plan is None or plan.get("kind") != "plan":

@@ -85,6 +85,7 @@ msg:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+
 from ansible_collections.tune.gpu.plugins.module_utils.tune_cli import (
     APPLY_FAILED,
     COMMON_OPTIONS,
