@@ -146,8 +146,9 @@ plan:
   returned: always
   type: dict
 rc:
-  description: tune's exit code.
-  returned: always
+  description: tune's exit code (on success there is none to report - Ansible fails any result
+    with a non-zero C(rc), and C(tune plan) exits 2 when there are changes).
+  returned: failure
   type: int
 msg:
   description: On failure, tune's own sentence (the last paragraph of its standard error).
@@ -166,6 +167,13 @@ from ansible_collections.tune.gpu.plugins.module_utils.tune_cli import (
     run_tune,
 )
 
+ARGUMENT_SPEC = dict(
+    profile={"type": "str", "required": True},
+    profile_digest={"type": "str"},
+    phase={"type": "str", "choices": ["all", "runtime", "reboot"], "default": "all"},
+    arm={"type": "bool", "default": False},
+    **COMMON_OPTIONS,
+)
 PHASE_FLAGS = {"all": [], "runtime": ["--runtime-only"], "reboot": ["--reboot-phase"]}
 # The fields of a change that the module returns; the rest (fix, how, label...) is in `plan`.
 CHANGE_FIELDS = ("id", "kind", "target", "phase", "current", "desired", "shown", "reason")
@@ -235,7 +243,6 @@ def plan_only(module):
     return plan, {
         "changed": bool(plan.get("changes")),
         "run": None,
-        "rc": rc,
         "reboot_required": bool(reboots_pending(plan)) or bool(pending) or boot_changes,
     }
 
@@ -259,23 +266,13 @@ def apply(module):
     return plan, {
         "changed": wrote,
         "run": run,
-        "rc": rc,
         "reboot_required": required,
         "skipped": done.get("skipped") or [],
     }
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            profile={"type": "str", "required": True},
-            profile_digest={"type": "str"},
-            phase={"type": "str", "choices": ["all", "runtime", "reboot"], "default": "all"},
-            arm={"type": "bool", "default": False},
-            **COMMON_OPTIONS,
-        ),
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     if module.params["arm"] and module.params["phase"] != "reboot":
         module.fail_json(msg="arm needs phase=reboot: it arms the boot configuration only.")
     plan, result = plan_only(module) if module.check_mode else apply(module)

@@ -76,7 +76,7 @@ promoted:
   type: bool
 rc:
   description: tune's exit code.
-  returned: always
+  returned: failure
   type: int
 msg:
   description: On failure, tune's own sentence.
@@ -97,12 +97,13 @@ from ansible_collections.tune.gpu.plugins.module_utils.tune_cli import (
     run_tune,
 )
 
+ARGUMENT_SPEC = dict(**COMMON_OPTIONS)
 # tune releases before exit code 10 said "not rebooted yet" with 1, in this sentence.
 NOT_REBOOTED_SENTENCE = "has not rebooted since run"
 
 
 def main():
-    module = AnsibleModule(argument_spec=dict(**COMMON_OPTIONS), supports_check_mode=True)
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     if module.check_mode:
         module.exit_json(skipped=True, changed=False, msg="tune verify decides and writes: skipped")
     rc, out, err, argv = run_tune(module, ["verify", "--format", "json"], cwd=module.tmpdir)
@@ -114,10 +115,9 @@ def main():
     if rc != IN_SYNC or verified is None or verified.get("kind") != "verify":
         fail(module, rc, out, err, argv, verdict="error")
     if verified.get("status") == "nothing-pending":
-        module.exit_json(changed=False, rc=rc, verdict="nothing-pending")
+        module.exit_json(changed=False, verdict="nothing-pending")
     module.exit_json(
         changed=True,
-        rc=rc,
         verdict="held",
         run=verified.get("run"),
         held=verified.get("held") or [],
