@@ -127,7 +127,10 @@ reboot_required:
   returned: always
   type: bool
 pending:
-  description: What tune found configured but not running (its plan's C(pending)).
+  description:
+    - What the host has configured but not running once the task is over (in check mode, now),
+      from C(tune plan) - entries with C(action) C(reboot to apply) wait for the next boot,
+      those with C(restart) for that unit's restart.
   returned: always
   type: list
   elements: dict
@@ -164,6 +167,7 @@ from ansible_collections.tune.gpu.plugins.module_utils.tune_cli import (
     IN_SYNC,
     document,
     fail,
+    message,
     run_tune,
 )
 
@@ -222,29 +226,50 @@ def status_reboot_pending(module):
     return value if isinstance(value, bool) else None
 
 
-def profile_args(params):
+def profile_args(params, phases=True):
     args = [params["profile"]]
     if params.get("profile_digest"):
         args += ["--profile-digest", params["profile_digest"]]
-    return args + PHASE_FLAGS[params["phase"]]
+    return args + (PHASE_FLAGS[params["phase"]] if phases else [])
+
+
+def plan_of(module, phases=True, extra=True):
+    """`tune plan --format json`, its saved plan kept in the module's own temporary directory
+    (removed with it): (plan or None, rc, stdout, stderr, argv)."""
+    args = ["plan", *profile_args(module.params, phases), "--format", "json"]
+    args += ["--save", f"{module.tmpdir}/plan.json"]
+    rc, out, err, argv = run_tune(module, args, cwd=module.tmpdir, extra=extra)
+    plan = document(out)
+    if rc not in (IN_SYNC, CHANGES) or plan is None or plan.get("kind") != "plan":
+        return None, rc, out, err, argv
+    return plan, rc, out, err, argv
 
 
 def plan_only(module):
-    """Check mode: `tune plan`, its saved plan kept in the module's own temporary directory."""
-    params = module.params
-    args = ["plan", *profile_args(params), "--format", "json"]
-    args += ["--save", f"{module.tmpdir}/plan.json"]
-    rc, out, err, argv = run_tune(module, args, cwd=module.tmpdir)
-    plan = document(out)
-    if rc not in (IN_SYNC, CHANGES) or plan is None or plan.get("kind") != "plan":
+    """Check mode: the plan, and what it would leave waiting for a boot."""
+    plan, rc, out, err, argv = plan_of(module)
+    if plan is None:
         fail(module, rc, out, err, argv)
     boot_changes = any(c.get("phase") == "reboot" for c in plan.get("changes") or [])
-    pending = status_reboot_pending(module)
+    required = boot_changes or bool(reboots_pending(plan)) or bool(status_reboot_pending(module))
     return plan, {
         "changed": bool(plan.get("changes")),
         "run": None,
-        "reboot_required": bool(reboots_pending(plan)) or bool(pending) or boot_changes,
+        "reboot_required": required,
+        "pending": plan.get("pending") or [],
     }
+
+
+def pending_after(module, done):
+    """Whether a boot is pending once the run is over, and what the host has configured but
+    not running: a boot this run armed or prepared (`boot_pending`), status.json's record, or
+    the host's plan (both phases: what waits for the boot is no phase's change any more)."""
+    required = bool(done.get("boot_pending")) or bool(status_reboot_pending(module))
+    plan, rc, _out, err, _argv = plan_of(module, phases=False, extra=False)
+    if plan is None:
+        module.warn(f"tune plan after the apply failed (exit {rc}): {message(err, rc)}")
+        return required, []
+    return required or bool(reboots_pending(plan)), plan.get("pending") or []
 
 
 def apply(module):
@@ -256,17 +281,13 @@ def apply(module):
     done = document(out)
     if rc != IN_SYNC or done is None or done.get("kind") != "apply":
         fail(module, rc, out, err, argv, apply=done)
-    plan = done.get("plan") or {}
     run = done.get("run")
-    wrote = run is not None and bool(done.get("changes"))
-    # Pending before this run (the plan read it), armed or prepared by this run (boot_pending),
-    # or recorded in status.json: all wait for the same next boot.
-    pending = status_reboot_pending(module)
-    required = bool(done.get("boot_pending")) or bool(reboots_pending(plan)) or bool(pending)
-    return plan, {
-        "changed": wrote,
+    required, pending = pending_after(module, done)
+    return done.get("plan") or {}, {
+        "changed": run is not None and bool(done.get("changes")),
         "run": run,
         "reboot_required": required,
+        "pending": pending,
         "skipped": done.get("skipped") or [],
     }
 
@@ -277,7 +298,7 @@ def main():
         module.fail_json(msg="arm needs phase=reboot: it arms the boot configuration only.")
     plan, result = plan_only(module) if module.check_mode else apply(module)
     host = (plan.get("host") or {}).get("name") or "host"
-    result.update(changes=changes_of(plan), pending=plan.get("pending") or [], plan=plan)
+    result.update(changes=changes_of(plan), plan=plan)
     if module._diff and plan.get("changes"):
         result["diff"] = diff_of(plan, host)
     module.exit_json(**result)
