@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from typing import Any
 
 from ansible.plugins.callback import CallbackBase
@@ -22,6 +23,7 @@ class CallbackModule(CallbackBase):  # type: ignore[misc]
             "task": result._task.get_name(),
             "status": status,
             "result": result._result,
+            "at": time.time(),
         }
         with open(os.environ["TUNE_ANSIBLE_RECORD"], "a") as out:
             out.write(json.dumps(line, default=str) + "\n")
