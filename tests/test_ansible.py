@@ -391,3 +391,56 @@ def test_ansible_doc_documents_both_modules(tmp_path: Path) -> None:
             for key in ("type", "default", "choices", "required", "elements"):
                 if key in spec:
                     assert documented[option].get(key) == spec[key], (name, option, key)
+
+
+@pytest.mark.skipif(ANSIBLE_DOC is None, reason="needs ansible-core (pip install -e '.[test]')")
+def test_the_diff_has_a_line_per_knob_and_per_line_of_a_whole_file() -> None:
+    from ansible_collections.tune.gpu.plugins.modules.tune_apply import diff_of, reboots_pending
+
+    plan = {
+        "profile": "p",
+        "changes": [
+            {
+                "id": "sysctl:vm.swappiness",
+                "current": "60",
+                "desired": "10",
+                "shown": {"current": "60", "desired": "10"},
+            },
+            {
+                "id": "file:/etc/sysctl.d/90-tune.conf",
+                "whole_file": True,
+                "current": None,
+                "desired": ["# tune", "vm.swappiness = 10"],
+                "shown": {"current": "(absent)", "desired": "2 lines"},
+            },
+            {"id": "cmdline:amd_pstate", "current": None, "desired": "active", "shown": {}},
+        ],
+        "pending": [
+            {"id": "cmdline:iommu", "action": "reboot to apply"},
+            {"id": "sysctl:x", "action": "restart a.service to apply", "restart": "a.service"},
+        ],
+    }
+    diff = diff_of(plan, "gpu1")
+    assert diff["before"] == (
+        "sysctl:vm.swappiness = 60\n"
+        "file:/etc/sysctl.d/90-tune.conf = (absent)\n"
+        "cmdline:amd_pstate = (absent)\n"
+    )
+    assert diff["after"] == (
+        "sysctl:vm.swappiness = 10\n"
+        "file:/etc/sysctl.d/90-tune.conf = # tune\n"
+        "file:/etc/sysctl.d/90-tune.conf = vm.swappiness = 10\n"
+        "cmdline:amd_pstate = active\n"
+    )
+    assert (diff["before_header"], diff["after_header"]) == ("gpu1 (now)", "gpu1 (profile p)")
+    # A unit's restart is no reboot.
+    assert [p["id"] for p in reboots_pending(plan)] == ["cmdline:iommu"]
+
+
+@pytest.mark.skipif(ANSIBLE_DOC is None, reason="needs ansible-core (pip install -e '.[test]')")
+def test_the_failure_message_is_tunes_last_paragraph() -> None:
+    from ansible_collections.tune.gpu.plugins.module_utils.tune_cli import message
+
+    err = "tune plan: p on h\n\n  ~ sysctl a: 1 -> 0\n\napply failed (a); rolled back 1 change.\n"
+    assert message(err, 3) == "apply failed (a); rolled back 1 change."
+    assert message("", 70) == "tune exited 70 and said nothing on standard error"
