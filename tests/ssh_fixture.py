@@ -84,6 +84,8 @@ class SshLab:
     base: Path
     roots: dict[str, Path]
     first: int = 2
+    # More variables for every host's sessions (an engine's test puts its `tune` on PATH).
+    env: dict[str, str] = field(default_factory=dict)
     servers: list[Sshd] = field(default_factory=list)
     address: dict[str, str] = field(default_factory=dict)
     port: dict[str, int] = field(default_factory=dict)
@@ -155,12 +157,13 @@ class SshLab:
             "MaxStartups 200",
             "LogLevel VERBOSE",  # logs "Starting session: command ..." per exec request
         ]
+        extra = "".join(f" {k}={v}" for k, v in self.env.items())
         for name in group:
             lines += [
                 f"Match LocalAddress {self.address[name]}",
                 # SHLVL=1: bash (root's login shell here) then skips ~/.bashrc, which it
                 # otherwise sources for every ssh command; this machine's runs pyenv (~200 ms).
-                f"    SetEnv TUNE_ROOT={self.roots[name]} TUNE_LAB={LAB} SHLVL=1",
+                f"    SetEnv TUNE_ROOT={self.roots[name]} TUNE_LAB={LAB} SHLVL=1{extra}",
             ]
         return "\n".join(lines) + "\n"
 
