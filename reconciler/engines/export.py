@@ -108,11 +108,11 @@ STAGES: tuple[tuple[str, str], ...] = (
 )
 
 _PREAMBLE = """#!/bin/sh
-# Made by `tune export nodewright`. NodeWright's agent runs it on the host (on_host), with
-# SKYHOOK_DIR the package's directory there and TUNE_PROFILE_DIGEST from config.json.
+# Made by `tune export nodewright`. NodeWright's agent runs it on the host (on_host, chrooted),
+# with STEP_ROOT the package's skyhook_dir there and TUNE_PROFILE_DIGEST from config.json.
 # TUNE_ROOT (tests only) points tune at a snapshot directory instead of this host.
 set -eu
-profile="$SKYHOOK_DIR/profile.yaml"
+profile="$STEP_ROOT/profile.yaml"
 set --
 if [ -n "${TUNE_ROOT:-}" ]; then set -- --root "$TUNE_ROOT"; fi
 """
