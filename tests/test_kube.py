@@ -289,3 +289,11 @@ def test_the_schema_check_catches_a_broken_daemonset() -> None:
     daemonset["spec"]["template"]["spec"]["hostPid"] = True
     with pytest.raises(kv.ValidationError):
         kv.validate(daemonset, KUBERNETES, strict=True)
+
+
+def test_tune_examples_prints_the_manifest_as_it_is() -> None:
+    """The node runs its own /usr/local/bin/tune: `tune examples` fills in this machine's
+    tune only where a unit runs it here, never in the manifest."""
+    shown = run_tune("examples", "kubernetes", "tune-node.yaml")
+    assert shown.code == 0, shown.err
+    assert shown.out == EXAMPLE.read_text()
