@@ -167,6 +167,7 @@ def reconcile_sentinel(host: Host, root: str | None, path: str = SENTINEL) -> Se
     marker = marker_of(run_id)
     # The record first: a run cut short between the two leaves a record of a file that is not
     # there, which the next run clears; never a sentinel tune made and cannot tell is its own.
+    host.private_dir(STATE)  # tune's state directory, root's and 0700, as every run makes it
     host.put_file(SENTINEL_RECORD, SentinelRecord(path, now or "", marker).to_json().encode())
     try:
         made = _create_exclusive(_local(root, path), marker)
