@@ -14,6 +14,7 @@ from small_host import SmallHost, build, listing, write_profile
 
 from reconciler.apply.pending import PENDING, PendingBoot
 from reconciler.engines import kube
+from reconciler.facts.nvidia_params import DRIVER_CONTAINER_MARK
 from reconciler.steps.status import STATUS, Status
 
 BOOT = "0d9b5f7c-1111-2222-3333-444455556666"  # small_host's boot id
@@ -234,7 +235,7 @@ def test_gpu_operator_configmap_carries_the_nvreg_parameters(root: Path, tmp_pat
     profile = write_profile(
         tmp_path / "p.yaml", {"modules": {"nvidia": {"value": "loaded", "params": params}}}
     )
-    _put(root, kube.DRIVER_CONTAINER_MARK, "")
+    _put(root, DRIVER_CONTAINER_MARK, "")
     before = listing(root)
     done = run_tune("kube", "gpu-operator", profile, "--root", root)
     assert done.code == 0, done.err
@@ -297,3 +298,41 @@ def test_tune_examples_prints_the_manifest_as_it_is() -> None:
     shown = run_tune("examples", "kubernetes", "tune-node.yaml")
     assert shown.code == 0, shown.err
     assert shown.out == EXAMPLE.read_text()
+
+
+NVREG_PROFILE = """\
+name: t
+modules:
+  nvidia:
+    value: loaded
+    params: {NVreg_EnableStreamMemOPs: 1}
+"""
+
+
+def _gpu_node(tmp_path: Path) -> Path:
+    node = tmp_path / "gpu"
+    _put(node, "proc/modules", "nvidia 11649024 18 - Live 0x0000000000000000 (POE)\n")
+    _put(node, "proc/driver/nvidia/params", "EnableStreamMemOPs: 0\n")
+    return node
+
+
+def test_nvreg_is_planned_on_a_host_driver(tmp_path: Path) -> None:
+    from conftest import by_id, plan_json
+
+    plan = plan_json(tmp_path, _gpu_node(tmp_path), NVREG_PROFILE)
+    assert plan["code"] == 2
+    assert any("NVreg_EnableStreamMemOPs" in change for change in by_id(plan))
+
+
+def test_nvreg_is_the_operators_where_its_driver_container_owns_the_driver(
+    tmp_path: Path,
+) -> None:
+    from conftest import by_id, notes, plan_json
+
+    node = _gpu_node(tmp_path)
+    _put(node, DRIVER_CONTAINER_MARK, "")
+    plan = plan_json(tmp_path, node, NVREG_PROFILE)
+    assert plan["code"] == 0, "nothing for tune to write in /etc/modprobe.d there"
+    assert not any("NVreg" in change for change in by_id(plan))
+    said = [n for n in notes(plan) if "GPU Operator's driver container" in n]
+    assert said and "tune kube gpu-operator" in said[0]

@@ -99,11 +99,11 @@ def gpu_operator(
     there. Says on stderr whether this host (or --root) bears the driver container's mark.
     Exit codes: 0 printed, 1 the host could not be read, 64 usage, 65 invalid profile."""
     from ..engines.kube import (
-        DRIVER_CONTAINER_MARK,
         driver_container_owns,
         kernel_module_configmap,
         nvreg_params,
     )
+    from ..facts.nvidia_params import DRIVER_CONTAINER_MARK
     from ..hosts.directory import open_host
     from ..profile.load import load_profile
 

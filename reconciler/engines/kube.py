@@ -25,6 +25,7 @@ from ..apply.pending import read_pending
 from ..core.errors import HostError, UsageError
 from ..core.files import Request
 from ..facts.kernel import BOOT_ID
+from ..facts.nvidia_params import DRIVER_CONTAINER_MARK
 from ..hosts.base import Host, ReadableHost
 from ..profile.load import LoadedProfile
 from ..steps.records import RecordError
@@ -34,10 +35,6 @@ from ..steps.status import STATUS, Status
 SENTINEL = "/run/reboot-required"  # kured's default --reboot-sentinel
 SENTINEL_RECORD = f"{STATE}/sentinel.json"
 FEATURES = "/etc/kubernetes/node-feature-discovery/features.d/tune"
-# Where the GPU Operator's driver container says it is the one that loaded the driver (its
-# startup probe writes it once nvidia-smi answers); a host-installed driver leaves
-# `host-driver-ready` instead.
-DRIVER_CONTAINER_MARK = "/run/nvidia/validations/.driver-ctr-ready"
 
 
 def _boot_id(host: ReadableHost) -> str | None:
