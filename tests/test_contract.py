@@ -72,6 +72,13 @@ CONTRACT: dict[str, Row] = {
     # operator confirmed at `tune apply`; what it asks is the canaries' question.
     "rollout status": Row(("rollout", "status")),
     "rollout resume": Row(("rollout", "resume")),
+    # What a Kubernetes node agent runs: tune's own files for kured and nfd-worker (as check's
+    # metrics are), written every cycle unattended, and documents for kubectl or a package.
+    "kube sentinel": Row(("kube", "sentinel", *ROOT), reports=False),
+    "kube features": Row(("kube", "features", *ROOT), reports=False),
+    "kube gpu-operator": Row(("kube", "gpu-operator", "{profile}", *ROOT), reports=False),
+    "export machineconfig": Row(("export", "machineconfig", "{profile}"), reports=False),
+    "export nodewright": Row(("export", "nodewright", "{profile}", "-d", "{out}"), reports=False),
 }
 
 

@@ -26,6 +26,10 @@ PARAMS = "/proc/driver/nvidia/params"
 VERSION = "/proc/driver/nvidia/version"
 PREFIX = "NVreg_"
 MODULE = "nvidia"
+# Where the GPU Operator's driver container says it loaded nvidia (its startup probe writes it
+# once nvidia-smi answers); a host-installed driver leaves `host-driver-ready` instead. There,
+# the driver reads its parameters from the operator's ConfigMap, never the host's modprobe.d.
+DRIVER_CONTAINER_MARK = "/run/nvidia/validations/.driver-ctr-ready"
 
 # The parameters of nvidia.ko as NVIDIA's open kernel modules 595.45.04 declare them
 # (kernel-open/nvidia/nv-reg.h; tests/corpus/nvidia-params checks the list against it).

@@ -127,10 +127,23 @@ class Nvreg(Kind[NvregSpec]):
         return tuple(found)
 
     def request(self, spec: NvregSpec) -> Request:
-        return Request.of(nv.PARAMS, *MODPROBE_GLOBS, edited=[NVREG]) | initramfs.request()
+        return (
+            Request.of(nv.PARAMS, nv.DRIVER_CONTAINER_MARK, *MODPROBE_GLOBS, edited=[NVREG])
+            | initramfs.request()
+        )
 
     def compare(self, spec: NvregSpec, files: Files) -> Outcome:
         outcome = Outcome()
+        if files.read(nv.DRIVER_CONTAINER_MARK) is not None:
+            if spec:
+                names = ", ".join(item.param for item in spec)
+                said = (
+                    f"{names}: the GPU Operator's driver container loads nvidia here "
+                    f"({nv.DRIVER_CONTAINER_MARK}) with the parameters of its ConfigMap, not "
+                    f"{NVREG}: `tune kube gpu-operator PROFILE` prints it; tune plans none."
+                )
+                outcome.notes.append(Note(said, f"modules:{spec[0].entry}"))
+            return outcome
         running = nv.parse(files.text(nv.PARAMS))
         next_load = configured(files)
         tool = initramfs.rebuild(files)
