@@ -176,6 +176,7 @@ LAYERS = (
     "rollout",  # waves over a fleet
     "report",  # a run's record read back
     "render",  # every renderer, metrics included
+    "engines",  # what Slurm, Kubernetes or Ansible run on a node: tune as their on-host step
     "cli",  # every click command
 )
 

@@ -78,6 +78,7 @@ class LazyGroup(click.Group):
         "man": ".installed:man_cmd",
         "config": ".config:config_cmd",
         "rollout": ".rollout:rollout_group",
+        "slurm": ".slurm:slurm_group",
     },
     context_settings={"help_option_names": ["-h", "--help"]},
     help="Tuning-as-code for Linux GPU inference hosts.\n\n" + table_help(),

@@ -1,0 +1,1 @@
+"""tune under the engines that own a fleet: Slurm, Kubernetes, Ansible."""
