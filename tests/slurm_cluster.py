@@ -16,7 +16,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,10 +46,16 @@ def free_port() -> int:
 
 
 def python_program(path: Path, *args: str) -> Path:
-    """An executable wrapper for slurm.conf (which takes a path, not arguments): this tune."""
-    env = f"PYTHONPATH={REPO}"
+    """An executable wrapper for slurm.conf (which takes a path, not arguments): this tune.
+    slurmd runs a HealthCheckProgram with an empty environment: SLURM_CONF is set here so that
+    its scontrol reaches this controller (a real node reads /etc/slurm/slurm.conf)."""
+    env = f"PYTHONPATH={REPO} SLURM_CONF={path.parent}/slurm.conf"
     words = " ".join(f"'{a}'" for a in args)
-    path.write_text(f'#!/bin/sh\nexec env {env} {sys.executable} {words} "$@"\n')
+    log = f"{path}.log"  # what each run printed, for a failing test's message
+    path.write_text(
+        f'#!/bin/sh\n{{ date; env {env} {sys.executable} {words} "$@"; }} >>{log} 2>&1\n'
+        f"rc=$?\ntail -n 2 {log}\nexit $rc\n"
+    )
     path.chmod(0o755)
     return path
 
@@ -91,12 +97,12 @@ class Cluster:
                 "JobCompType=jobcomp/none",
                 "AccountingStorageType=accounting_storage/none",
                 "MailProg=/bin/true",
-                "ReturnToService=2",
+                "ReturnToService=1",
                 "SlurmctldTimeout=10",
                 "SlurmdTimeout=30",
                 f"RebootProgram={d}/reboot-program",
                 f"HealthCheckProgram={d}/health-check",
-                "HealthCheckInterval=0",
+                "HealthCheckInterval=3600",  # and once as slurmd starts
                 self.extra,
                 f"NodeName={NODE} NodeHostname={socket.gethostname()} NodeAddr=127.0.0.1 "
                 "CPUs=1 State=UNKNOWN",
@@ -115,24 +121,50 @@ class Cluster:
         key.chmod(0o400)
         stub = str(REPO / "tests/slurm_stub_arm.py")  # `--arm` stubbed: see that file
         python_program(
-            d / "reboot-program", stub, "slurm", "reboot-program",
-            "--root", str(self.root), "--node", NODE,
+            d / "reboot-program",
+            stub,
+            "slurm",
+            "reboot-program",
+            "--root",
+            str(self.root),
+            "--node",
+            NODE,
         )
         python_program(
-            d / "features", stub, "slurm", "features", "--root", str(self.root),
-            "--profiles", str(self.root / "etc/tune/profiles"),
+            d / "features",
+            stub,
+            "slurm",
+            "features",
+            "--root",
+            str(self.root),
+            "--profiles",
+            str(self.root / "etc/tune/profiles"),
         )
         python_program(
-            d / "health-check", "-m", "reconciler.cli", "slurm", "health-check",
-            "--root", str(self.root), "--node", NODE,
+            d / "health-check",
+            "-m",
+            "reconciler.cli",
+            "slurm",
+            "health-check",
+            "--root",
+            str(self.root),
+            "--node",
+            NODE,
         )
         (d / "slurm.conf").write_text(self.conf())
         if self.helpers is not None:
             (d / "helpers.conf").write_text(self.helpers)
         self._daemon(
             "munged",
-            [SBIN[0], f"--socket={d}/munge.sock", f"--key-file={key}", f"--pid-file={d}/munged.pid",
-             f"--log-file={d}/munged.log", f"--seed-file={d}/munge.seed", "--force"],
+            [
+                SBIN[0],
+                f"--socket={d}/munge.sock",
+                f"--key-file={key}",
+                f"--pid-file={d}/munged.pid",
+                f"--log-file={d}/munged.log",
+                f"--seed-file={d}/munge.seed",
+                "--force",
+            ],
             d / "munged.pid",
         )
         self._daemon("slurmctld", [SBIN[1], "-i"], d / "slurmctld.pid")
@@ -178,9 +210,12 @@ class Cluster:
         for name in ("slurmd", "slurmctld", "munged"):
             self.stop(name)
 
-    def fake_reboot(self) -> None:
-        """slurmd down, a new boot id on the host, slurmd up reporting a boot."""
+    def fake_reboot(self, booted: Callable[[Path], None] | None = None) -> None:
+        """slurmd down, a new boot id on the host (and what `booted` changes of the host as the
+        new boot finds it), slurmd up reporting a boot."""
         self.stop("slurmd")
+        if booted is not None:
+            booted(self.root)
         boot_id = self.root / "proc/sys/kernel/random/boot_id"
         boot_id.parent.mkdir(parents=True, exist_ok=True)
         boot_id.write_text(f"{uuid.uuid4()}\n")
@@ -212,12 +247,21 @@ class Cluster:
         assert seen[0] in states, f"{NODE} is {seen}, not {states}\n{self.logs()}"
         return seen
 
+    def wait_for_reason(self, reason: str, timeout: float = 40) -> tuple[str, str]:
+        deadline = time.monotonic() + timeout
+        seen = self.node()
+        while seen[1] != reason and time.monotonic() < deadline:
+            time.sleep(0.5)
+            seen = self.node()
+        assert seen[1] == reason, f"{NODE} is {seen}, not {reason!r}\n{self.logs()}"
+        return seen
+
     def health_check(self) -> subprocess.CompletedProcess[str]:
         return self.run(str(self.dir / "health-check"), timeout=60)
 
     def logs(self) -> str:
         tails = []
-        for name in ("slurmctld.log", "slurmd.log"):
+        for name in ("slurmctld.log", "slurmd.log", "health-check.log", "reboot-program.log"):
             path = self.dir / name
             if path.exists():
                 tails.append(f"--- {name}\n" + "\n".join(path.read_text().splitlines()[-15:]))

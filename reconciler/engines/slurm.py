@@ -259,7 +259,7 @@ def health_check(records: Records, tune: Tune, slurm: Slurm, profile: str, diges
         node = slurm.show()
         if ran.code == ExitCode.IN_SYNC:
             return _healthy(records, slurm, node, boot, what)
-        return _unhealthy(records, slurm, node, what, ran)
+        return _unhealthy(records, slurm, node, boot, what, ran)
     except SlurmError as exc:
         return Outcome(ExitCode.HOST_ERROR, f"tune: {exc}")
 
@@ -269,6 +269,12 @@ def _healthy(records: Records, slurm: Slurm, node: Node, boot: str | None, what:
     if _verification_failed(records.status(), boot):
         return Outcome(ExitCode.IN_SYNC, f"tune: {done}, but status.json disagrees; not resumed")
     drained = records.read_json(DRAIN_RECORD)
+    if drained is not None and drained.get("what") == "verify" and drained.get("boot_id") == boot:
+        # A boot that failed its verification was rolled back for the next boot: a check that
+        # passes now says nothing of that boot, only the next boot's verification does.
+        return Outcome(
+            ExitCode.IN_SYNC, f"tune: {done}, but this boot failed its verification; not resumed"
+        )
     if drained is not None:
         if node.held and node.reason == drained.get("reason"):
             slurm.resume()
@@ -278,15 +284,21 @@ def _healthy(records: Records, slurm: Slurm, node: Node, boot: str | None, what:
         records.delete(DRAIN_RECORD)
     rebooted = records.read_json(REBOOT_RECORD)
     if rebooted is not None and rebooted.get("boot_id") != boot:
-        records.delete(REBOOT_RECORD)
         asked = rebooted.get("reason")
+        if asked and node.reason == asked:
+            # slurmd runs this check as it starts, before it registers: slurmctld still has
+            # the reboot as issued. The next check, after the registration, resumes.
+            return Outcome(ExitCode.IN_SYNC, f"tune: {done} after the reboot; not registered yet")
+        records.delete(REBOOT_RECORD)
         if node.held and asked and node.reason == f"{asked}{REBOOT_COMPLETE}":
             slurm.resume()
             return Outcome(ExitCode.IN_SYNC, f"tune: {done} after the reboot; resumed {slurm.node}")
     return Outcome(ExitCode.IN_SYNC, f"tune: {done}")
 
 
-def _unhealthy(records: Records, slurm: Slurm, node: Node, what: str, ran: Ran) -> Outcome:
+def _unhealthy(
+    records: Records, slurm: Slurm, node: Node, boot: str | None, what: str, ran: Ran
+) -> Outcome:
     if what == "verify":
         said = "verification failed" if ran.code == ExitCode.APPLY_FAILED else "verify failed"
     elif ran.code == ExitCode.CHANGES:
@@ -298,20 +310,22 @@ def _unhealthy(records: Records, slurm: Slurm, node: Node, what: str, ran: Ran) 
     drained = records.read_json(DRAIN_RECORD)
     ours = drained is not None and node.reason == drained.get("reason")
     rebooted = records.read_json(REBOOT_RECORD)
-    after_our_reboot = (
-        rebooted is not None
-        and bool(rebooted.get("reason"))
-        and node.reason == f"{rebooted.get('reason')}{REBOOT_COMPLETE}"
-    )
+    asked = rebooted.get("reason") if rebooted is not None else None
+    # The reboot tune ran, before slurmd registered (its reason as asked) or after (completed).
+    after_our_reboot = bool(asked) and node.reason in (asked, f"{asked}{REBOOT_COMPLETE}")
+    if what == "verify" and rebooted is not None:
+        # That reboot failed: no later success on this boot may resume the node through it.
+        records.delete(REBOOT_RECORD)
     if node.held and not ours and not after_our_reboot:
         return Outcome(
             ExitCode.CHANGES, f"{reason}; {slurm.node} is held by someone else, left as it is"
         )
     if node.reason != reason:
         slurm.drain(reason)
-        records.write_json(DRAIN_RECORD, {"node": slurm.node, "reason": reason, "at": now_utc()})
-    if after_our_reboot:
-        records.delete(REBOOT_RECORD)
+        records.write_json(
+            DRAIN_RECORD,
+            {"node": slurm.node, "reason": reason, "what": what, "boot_id": boot, "at": now_utc()},
+        )
     return Outcome(ExitCode.CHANGES, f"{reason}; drained {slurm.node}")
 
 
