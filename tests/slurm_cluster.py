@@ -153,7 +153,7 @@ class Cluster:
         )
         (d / "slurm.conf").write_text(self.conf())
         if self.helpers is not None:
-            (d / "helpers.conf").write_text(self.helpers)
+            (d / "helpers.conf").write_text(self.helpers.format(dir=d))
         self._daemon(
             "munged",
             [

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import fcntl
 import json
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -220,3 +219,41 @@ def test_the_trap_nextstate_resume_clears_the_drain_of_a_failed_verification(
     record_ = record(host, DRAIN_RECORD)
     assert record_ is not None and record_["reason"].startswith("tune: verification failed")
     assert (state, reason) == ("idle", ""), "the trap no longer reproduces: update the docs"
+
+
+def test_a_job_with_a_tune_feature_reboots_its_node_into_that_profile_and_runs(
+    host: Path,
+) -> None:
+    """`sbatch -C tune_other`: slurmctld reboots the node for the feature, slurmd runs the
+    helper (which arms that profile and keeps it) and the RebootProgram; after the boot the
+    helper reports the feature active and the job runs."""
+    profiles = host / "etc/tune/profiles"
+    profiles.mkdir(parents=True)
+    for name in ("base-gpu-inference.yaml", "blackwell-8x.yaml"):
+        (profiles / name).write_bytes((BLACKWELL.parent / name).read_bytes())
+    (profiles / "other.yaml").write_bytes(BLACKWELL.read_bytes())
+    boot_configuration_to_apply(host)
+    helpers = "".join(
+        f"Feature=tune_{name} Helper={{dir}}/features\n" for name in ("blackwell_8x", "other")
+    )
+    with cluster(host, extra="NodeFeaturesPlugins=node_features/helpers", helpers=helpers) as c:
+        c.wait_for("idle")
+        shown_ = c.scontrol("show", "node", NODE)
+        assert "ActiveFeatures=tune_blackwell_8x" in shown_, shown_
+        out = c.dir / "job.out"
+        job = c.run("sbatch", "-C", "tune_other", f"--output={out}", "--wrap", "echo ran")
+        assert job.returncode == 0, job.stderr
+        asked = host / REBOOT_ASKED.lstrip("/")
+        deadline = time.monotonic() + 40
+        while not asked.exists() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert asked.exists(), c.logs()
+        assert record(host, "/var/lib/tune/slurm-profile.json")["profile"] == str(  # type: ignore[index]
+            profiles / "other.yaml"
+        )
+        c.fake_reboot()
+        deadline = time.monotonic() + 60
+        while not out.exists() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert out.exists() and out.read_text() == "ran\n", c.logs()
+        assert "ActiveFeatures=tune_other" in c.scontrol("show", "node", NODE)
