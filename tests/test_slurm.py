@@ -232,7 +232,6 @@ def test_a_job_with_a_tune_feature_reboots_its_node_into_that_profile_and_runs(
     for name in ("base-gpu-inference.yaml", "blackwell-8x.yaml"):
         (profiles / name).write_bytes((BLACKWELL.parent / name).read_bytes())
     (profiles / "other.yaml").write_bytes(BLACKWELL.read_bytes())
-    boot_configuration_to_apply(host)
     helpers = "".join(
         f"Feature=tune_{name} Helper={{dir}}/features\n" for name in ("blackwell_8x", "other")
     )

@@ -28,13 +28,13 @@ def _node(node: str | None) -> str:
 
 def _pin(root: str | None) -> Pinned:
     """The profile this node keeps: the one a Slurm feature last chose, else the pull pin."""
-    chosen = engine.Records(root).read_json(engine.CHOSEN)
+    chosen = engine.NodeFiles(root).read_json(engine.CHOSEN)
     if chosen and isinstance(chosen.get("profile"), str) and isinstance(chosen.get("digest"), str):
         return Pinned(chosen["profile"], chosen["digest"])
     return pinned(Path(root) / PULL_ENV.relative_to("/") if root else PULL_ENV)
 
 
-def _finish(outcome: engine.Outcome) -> None:
+def _finish(outcome: engine.ProgramEnd) -> None:
     click.echo(outcome.message, err=outcome.code != ExitCode.IN_SYNC)
     sys.exit(outcome.code)
 
@@ -63,7 +63,7 @@ def health_check_cmd(root: str | None, node: str | None) -> None:
     """
     pin = _pin(root)
     outcome = engine.health_check(
-        engine.Records(root),
+        engine.NodeFiles(root),
         engine.Tune(_tune_argv(), root),
         engine.Slurm(_node(node)),
         pin.profile,
@@ -85,7 +85,7 @@ def reboot_program_cmd(root: str | None, node: str | None) -> None:
     pin = _pin(root)
     reboot = engine.snapshot_reboot(root) if root else engine.systemd_reboot
     outcome = engine.reboot_program(
-        engine.Records(root),
+        engine.NodeFiles(root),
         engine.Tune(_tune_argv(), root),
         engine.Slurm(_node(node)),
         pin.profile,
@@ -131,5 +131,5 @@ def features_cmd(feature: str | None, root: str | None, profiles: str) -> None:
         click.echo(f"tune: arming {path} failed: {armed.last_line()}", err=True)
         sys.exit(armed.code)
     # The node keeps this profile from now on: its health check and its next reboot use it.
-    engine.Records(root).write_json(engine.CHOSEN, {"profile": str(path), "digest": digest})
+    engine.NodeFiles(root).write_json(engine.CHOSEN, {"profile": str(path), "digest": digest})
     click.echo(f"tune: armed {path}")

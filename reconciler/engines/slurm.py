@@ -157,12 +157,12 @@ class Tune:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class ProgramEnd:
     code: int
     message: str  # one line, for slurmd's log
 
 
-class Records:
+class NodeFiles:
     """tune's files on the host (this machine, or a snapshot directory)."""
 
     def __init__(self, root: str | None) -> None:
@@ -243,10 +243,12 @@ def _verification_failed(status: Status | None, boot: str | None) -> bool:
     return status.boot_id == boot and status.in_sync is False and status.updated_by != "apply"
 
 
-def health_check(records: Records, tune: Tune, slurm: Slurm, profile: str, digest: str) -> Outcome:
+def health_check(
+    records: NodeFiles, tune: Tune, slurm: Slurm, profile: str, digest: str
+) -> ProgramEnd:
     """One health check of this node: see the module's docstring."""
     if records.lock_held():
-        return Outcome(ExitCode.IN_SYNC, f"tune: a tune run holds {LOCK}; nothing done")
+        return ProgramEnd(ExitCode.IN_SYNC, f"tune: a tune run holds {LOCK}; nothing done")
     boot = records.boot_id()
     what = "check"
     if records.exists(PENDING):
@@ -261,25 +263,27 @@ def health_check(records: Records, tune: Tune, slurm: Slurm, profile: str, diges
             return _healthy(records, slurm, node, boot, what)
         return _unhealthy(records, slurm, node, boot, what, ran)
     except SlurmError as exc:
-        return Outcome(ExitCode.HOST_ERROR, f"tune: {exc}")
+        return ProgramEnd(ExitCode.HOST_ERROR, f"tune: {exc}")
 
 
-def _healthy(records: Records, slurm: Slurm, node: Node, boot: str | None, what: str) -> Outcome:
+def _healthy(
+    records: NodeFiles, slurm: Slurm, node: Node, boot: str | None, what: str
+) -> ProgramEnd:
     done = "verified" if what == "verify" else "in sync"
     if _verification_failed(records.status(), boot):
-        return Outcome(ExitCode.IN_SYNC, f"tune: {done}, but status.json disagrees; not resumed")
+        return ProgramEnd(ExitCode.IN_SYNC, f"tune: {done}, but status.json disagrees; not resumed")
     drained = records.read_json(DRAIN_RECORD)
     if drained is not None and drained.get("what") == "verify" and drained.get("boot_id") == boot:
         # A boot that failed its verification was rolled back for the next boot: a check that
         # passes now says nothing of that boot, only the next boot's verification does.
-        return Outcome(
+        return ProgramEnd(
             ExitCode.IN_SYNC, f"tune: {done}, but this boot failed its verification; not resumed"
         )
     if drained is not None:
         if node.held and node.reason == drained.get("reason"):
             slurm.resume()
             records.delete(DRAIN_RECORD)
-            return Outcome(ExitCode.IN_SYNC, f"tune: {done}; resumed {slurm.node}")
+            return ProgramEnd(ExitCode.IN_SYNC, f"tune: {done}; resumed {slurm.node}")
         # Someone else changed the node since: the drain is theirs now.
         records.delete(DRAIN_RECORD)
     rebooted = records.read_json(REBOOT_RECORD)
@@ -288,17 +292,21 @@ def _healthy(records: Records, slurm: Slurm, node: Node, boot: str | None, what:
         if asked and node.reason == asked:
             # slurmd runs this check as it starts, before it registers: slurmctld still has
             # the reboot as issued. The next check, after the registration, resumes.
-            return Outcome(ExitCode.IN_SYNC, f"tune: {done} after the reboot; not registered yet")
+            return ProgramEnd(
+                ExitCode.IN_SYNC, f"tune: {done} after the reboot; not registered yet"
+            )
         records.delete(REBOOT_RECORD)
         if node.held and asked and node.reason == f"{asked}{REBOOT_COMPLETE}":
             slurm.resume()
-            return Outcome(ExitCode.IN_SYNC, f"tune: {done} after the reboot; resumed {slurm.node}")
-    return Outcome(ExitCode.IN_SYNC, f"tune: {done}")
+            return ProgramEnd(
+                ExitCode.IN_SYNC, f"tune: {done} after the reboot; resumed {slurm.node}"
+            )
+    return ProgramEnd(ExitCode.IN_SYNC, f"tune: {done}")
 
 
 def _unhealthy(
-    records: Records, slurm: Slurm, node: Node, boot: str | None, what: str, ran: Ran
-) -> Outcome:
+    records: NodeFiles, slurm: Slurm, node: Node, boot: str | None, what: str, ran: Ran
+) -> ProgramEnd:
     if what == "verify":
         said = "verification failed" if ran.code == ExitCode.APPLY_FAILED else "verify failed"
     elif ran.code == ExitCode.CHANGES:
@@ -317,7 +325,7 @@ def _unhealthy(
         # That reboot failed: no later success on this boot may resume the node through it.
         records.delete(REBOOT_RECORD)
     if node.held and not ours and not after_our_reboot:
-        return Outcome(
+        return ProgramEnd(
             ExitCode.CHANGES, f"{reason}; {slurm.node} is held by someone else, left as it is"
         )
     if node.reason != reason:
@@ -326,17 +334,17 @@ def _unhealthy(
             DRAIN_RECORD,
             {"node": slurm.node, "reason": reason, "what": what, "boot_id": boot, "at": now_utc()},
         )
-    return Outcome(ExitCode.CHANGES, f"{reason}; drained {slurm.node}")
+    return ProgramEnd(ExitCode.CHANGES, f"{reason}; drained {slurm.node}")
 
 
 def reboot_program(
-    records: Records,
+    records: NodeFiles,
     tune: Tune,
     slurm: Slurm,
     profile: str,
     digest: str | None,
     reboot: Callable[[], Ran],
-) -> Outcome:
+) -> ProgramEnd:
     """Arm, note the reboot slurmctld asked for, ask systemd to reboot; never wait for it."""
     armed = tune.arm(profile, digest)
     try:
@@ -355,15 +363,15 @@ def reboot_program(
     )
     asked = reboot()
     if asked.code != 0:
-        return Outcome(
+        return ProgramEnd(
             ExitCode.HOST_ERROR, f"tune: could not ask for the reboot: {asked.last_line()}"
         )
     if armed.code != 0:
-        return Outcome(
+        return ProgramEnd(
             ExitCode.APPLY_FAILED,
             f"tune: arming failed (exit {armed.code}: {armed.last_line()}); rebooting unarmed",
         )
-    return Outcome(ExitCode.IN_SYNC, "tune: armed; reboot asked")
+    return ProgramEnd(ExitCode.IN_SYNC, "tune: armed; reboot asked")
 
 
 def systemd_reboot(run: Runner = subprocess.run) -> Ran:
