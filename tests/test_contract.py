@@ -74,6 +74,12 @@ CONTRACT: dict[str, Row] = {
     "rollout resume": Row(("rollout", "resume")),
     # What a Kubernetes node agent runs: tune's own files for kured and nfd-worker (as check's
     # metrics are), written every cycle unattended, and documents for kubectl or a package.
+    # What slurmd runs (RebootProgram, HealthCheckProgram, the node-features helper): no one to
+    # ask and no one to read a document; each says what it did in one line and its exit code,
+    # which is all Slurm keeps (docs/engines/slurm.md).
+    "slurm reboot-program": Row(("slurm", "reboot-program", *ROOT), reports=False),
+    "slurm health-check": Row(("slurm", "health-check", *ROOT), reports=False),
+    "slurm features": Row(("slurm", "features", *ROOT), reports=False),
     "kube sentinel": Row(("kube", "sentinel", *ROOT), reports=False),
     "kube features": Row(("kube", "features", *ROOT), reports=False),
     "kube gpu-operator": Row(("kube", "gpu-operator", "{profile}", *ROOT), reports=False),

@@ -175,7 +175,7 @@ LAYERS = (
     "flow",  # tune apply's flow over one host or many
     "rollout",  # waves over a fleet
     "report",  # a run's record read back
-    "engines",  # what Slurm, Kubernetes and Ansible read of tune: files and exports
+    "engines",  # tune as the on-host step of Slurm and Kubernetes: programs, files, exports
     "render",  # every renderer, metrics included
     "cli",  # every click command
 )

@@ -18,7 +18,9 @@ from .output import Output, output_options
 
 # A `tune` that runs a subcommand, as the examples write it (never `/var/lib/tune`).
 # systemd's `-` before a command (its exit status ignored) may precede the path.
-_COMMAND = re.compile(r"(?<![\w/.])(?<![\w.]-)(?:/usr/local/bin/)?tune(?= (?:check|apply|plan)\b)")
+_COMMAND = re.compile(
+    r"(?<![\w/.])(?<![\w.]-)(?:/usr/local/bin/)?tune(?= (?:check|apply|plan|slurm)\b)"
+)
 
 
 @exits(ExitCode.IN_SYNC, ExitCode.USAGE)

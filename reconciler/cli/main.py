@@ -80,6 +80,7 @@ class LazyGroup(click.Group):
         "rollout": ".rollout:rollout_group",
         "kube": ".kube:kube_group",
         "export": ".export:export_group",
+        "slurm": ".slurm:slurm_group",
     },
     context_settings={"help_option_names": ["-h", "--help"]},
     help="Tuning-as-code for Linux GPU inference hosts.\n\n" + table_help(),

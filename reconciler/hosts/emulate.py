@@ -49,6 +49,7 @@ if TYPE_CHECKING:
 CONTAINER_TOOLS = ("pct", "lxc-stop", "lxc-start", "lxc-attach")
 # LXC's key table as the sh emulation takes it: names, a prefix key with a final "*".
 LXC_KEY_WORDS = " ".join(name + ("" if strict else "*") for name, strict in KEYS)
+REBOOT_ASKED = "/run/emulated/reboot-asked"  # `systemctl --no-block reboot`, as a snapshot keeps it
 COMMANDS = ("modprobe", "setpci", "grubby", "systemctl", nvidia_smi.NVIDIA_SMI, *CONTAINER_TOOLS)
 REFUSES = "/.tune-emulate/refuses"
 LISTED = "/.tune-emulate/commands"
@@ -463,6 +464,11 @@ def _systemctl(host: DirectoryHost, args: list[str]) -> Completed:
     is replaced by a new one, with a new PID, whose `/proc/PID/limits` holds the limits the
     unit's configuration now sets."""
     if args == ["daemon-reload"]:
+        return Completed(0)
+    if args == ["--no-block", "reboot"]:
+        # A snapshot does not reboot: the request is kept where a test (which then fakes the
+        # boot) reads it, one line a request.
+        host.append(REBOOT_ASKED, b"systemctl --no-block reboot\n", sync=False)
         return Completed(0)
     if len(args) == 2 and args[0] in UNIT_FILE_VERBS:
         return _unit_file(host, args[0], args[1])
