@@ -133,7 +133,7 @@ def test_reboot_phase_over_ssh_then_verify_after_a_manual_reboot(
     assert pending["promote"] == []
 
     code, _, err = tune_plain(lab, "verify", "-H", "h1")
-    assert code == 1 and "has not rebooted since run" in err
+    assert code == 10 and "has not rebooted since run" in err
     reboot(remote)
     code, out, err = tune_plain(lab, "verify", "-H", "h1")
     assert (code, err) == (0, ""), out

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..apply.pending import PENDING, PendingBoot
 from ..core.changes import Phase
-from ..core.errors import HostError
+from ..core.errors import HostError, NotRebooted
 from ..core.files import Request
 from ..facts.kernel import BOOT_ID
 from ..hosts.base import Host, ReadableHost
@@ -48,7 +48,7 @@ def verify(host: ReadableHost, pending: PendingBoot) -> BootVerdict:
     verdict = BootVerdict()
     boot_id = files.value(BOOT_ID)
     if pending.boot_id is not None and boot_id == pending.boot_id:
-        raise HostError(
+        raise NotRebooted(
             f"{host.describe()} has not rebooted since run {pending.run_id} (same boot id); "
             "reboot it, then run tune verify."
         )

@@ -26,9 +26,11 @@ from ..apply.engines import ApplyResult, Engine
 from ..apply.journal import Run, before_apply, check_state, new_run_id
 from ..apply.pending import PENDING, PendingBoot, pending_of, read_pending
 from ..apply.restored import RollbackResult, roll_back_chain
+from ..apply.tryonce import at_risk
 from ..apply.work import Work, prepare
 from ..boot.reboot import POLL_S, AfterBoot, conclude, wait_for_new_boot
 from ..boot.verify import BootVerdict
+from ..core.errors import NoTryOnce
 from ..hosts.base import Host
 from ..hosts.fleet import HostResult, for_each_host
 from ..kinds import containers_to_restart
@@ -60,6 +62,9 @@ class ApplyJob:
     restart_services: bool = False  # after the apply, those still running with old limits
     # Leave out changes the host lacks what they need for (a module it does not have).
     skip_missing: bool = False
+    # --arm: arrange the next boot as --reboot would (try-once where the boot loader allows)
+    # and record it in pending.json, but leave the reboot to whoever owns it (an engine).
+    arm: bool = False
 
     @property
     def phase(self) -> str:
@@ -74,7 +79,7 @@ class ApplyJob:
         )
         if pending is None:
             return None
-        return replace(pending, try_once=work.try_once, promote=work.promote)
+        return replace(pending, try_once=work.try_once, promote=work.promote, armed=self.arm)
 
 
 # The one question of one host's apply, asked with the host's lock held once `work` is decided
@@ -139,12 +144,21 @@ def prepare_host(engine: Engine, job: ApplyJob) -> Work:
         job.loaded,
         runtime_only=job.runtime_only,
         reboot_phase=job.reboot_phase,
-        reboot=job.reboot,
+        reboot=job.reboot or job.arm,
         with_persistence=job.with_persistence,
         saved=job.saved,
         requirements=engine.preflight,
         unloadable=engine.unloadable if job.skip_missing else None,
     )
+    if job.arm and work.try_once is None and at_risk(work.planned):
+        # Without a one-time boot the new command line would be the default at once, and a
+        # boot that does not come back would need its console: an engine's reboot, unwatched
+        # by tune, must not take that risk. `--reboot-phase` alone writes it that way.
+        raise NoTryOnce(
+            f"{engine.host.describe()}: --arm needs a one-time boot for the new kernel command "
+            f"line and there is none ({work.reboot_why.removeprefix('not try-once: ')}); "
+            "nothing was written."
+        )
     if not work.steps and not job.dry_run:
         engine.store_profile(job.loaded, work.stored_profile)
     return work
