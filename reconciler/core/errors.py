@@ -46,8 +46,8 @@ EXIT_CODES: dict[int, str] = {
     "(the message names the file and line tune cannot evaluate); nothing was written",
     ExitCode.HOST_CHANGED: "the host changed between the read and the pushed apply (a pull "
     "or another run wrote it meanwhile); nothing was written: run again",
-    ExitCode.NOT_REBOOTED: "not rebooted yet: `tune verify` found the host still in the boot "
-    "the apply prepared the next one from; nothing was checked, the boot stays pending",
+    ExitCode.NOT_REBOOTED: "not rebooted yet: `tune verify` ran in the same boot as the apply "
+    "that prepared the next one; nothing was checked, the boot stays pending",
     ExitCode.NO_TRY_ONCE: "`tune apply --arm` found no one-time boot on the host (the message "
     "says why); nothing was written",
     ExitCode.USAGE: "usage error",
