@@ -110,7 +110,13 @@ class Engine(ABC):
         """Restore one run from its journal; `boot_only`: only its boot configuration."""
 
     @abstractmethod
-    def clear_pending(self) -> None: ...
+    def clear_pending(self, also: tuple[PutFile, ...] = ()) -> None:
+        """Remove pending.json; `also`: files written with it (status.json), in one go."""
+
+    @abstractmethod
+    def write_files(self, files: tuple[PutFile, ...], doing: str) -> None:
+        """Replace `files` (tune's own state: status.json) outside any run, each atomically;
+        `HostError` saying what it was `doing` when one cannot be written."""
 
     @abstractmethod
     def reboot(self, pending: PendingBoot) -> None:
@@ -193,10 +199,15 @@ class PythonEngine(Engine):
 
         return restore_run(self.host, run, boot_only=boot_only)
 
-    def clear_pending(self) -> None:
+    def clear_pending(self, also: tuple[PutFile, ...] = ()) -> None:
         from .pending import PENDING
 
         self.host.delete_file(PENDING)
+        self.write_files(also, "")
+
+    def write_files(self, files: tuple[PutFile, ...], doing: str) -> None:
+        for op in files:
+            self.host.put_file(op.path, op.data, op.mode)
 
     def run_command(self, argv: Sequence[str]) -> Completed:
         return self.host.run(argv)
@@ -287,11 +298,16 @@ class ShellEngine(Engine):
 
         return restore_remote(self.host, run, boot_only=boot_only)
 
-    def clear_pending(self) -> None:
+    def clear_pending(self, also: tuple[PutFile, ...] = ()) -> None:
         from .pending import PENDING
         from .sh_engine import run_ops
 
-        run_ops(self.host, (DeleteFile(PENDING),), f"removing {PENDING}")
+        run_ops(self.host, (DeleteFile(PENDING), *also), f"removing {PENDING}")
+
+    def write_files(self, files: tuple[PutFile, ...], doing: str) -> None:
+        from .sh_engine import run_ops
+
+        run_ops(self.host, files, doing)  # one round trip for all of them
 
     def run_command(self, argv: Sequence[str]) -> Completed:
         from .sh_engine import run_remote

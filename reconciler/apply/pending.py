@@ -133,7 +133,12 @@ def pending_of(
 
 
 def read_pending(host: ReadableHost) -> PendingBoot | None:
-    data = host.read_file(PENDING)
+    return pending_from(host.read_file(PENDING))
+
+
+def pending_from(data: bytes | None) -> PendingBoot | None:
+    """The record `data` (pending.json's bytes, None when absent) holds; `HostError` for one
+    that is not a record tune wrote."""
     if data is None:
         return None
     try:

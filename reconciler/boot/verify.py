@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 class BootVerdict:
     held: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
+    boot_id: str | None = None  # the boot verified
 
 
 def verify(host: ReadableHost, pending: PendingBoot) -> BootVerdict:
@@ -45,8 +46,8 @@ def verify(host: ReadableHost, pending: PendingBoot) -> BootVerdict:
     kinds = [(_kind(name), part) for name, part in pending.expected.items() if part]
     asked = [kind.after_boot_request(expected) for kind, expected in kinds]
     files = host.fetch(reduce(or_, asked, Request.of(BOOT_ID, PROFILE)))
-    verdict = BootVerdict()
     boot_id = files.value(BOOT_ID)
+    verdict = BootVerdict(boot_id=boot_id)
     if pending.boot_id is not None and boot_id == pending.boot_id:
         raise NotRebooted(
             f"{host.describe()} has not rebooted since run {pending.run_id} (same boot id); "

@@ -62,7 +62,7 @@ class Changed(Knob):
         }
 
 
-class Status:
+class CheckStatus:
     """A checked host, as `--format json` and the fleet table name it, most urgent first."""
 
     DRIFT = "drift"
@@ -126,13 +126,13 @@ class DriftReport:
     @property
     def status(self) -> str:
         if self.drift or self.changed:
-            return Status.DRIFT
+            return CheckStatus.DRIFT
         if self.failed_checks:
-            return Status.FAILING_CHECKS
+            return CheckStatus.FAILING_CHECKS
         # Nothing compared (no profile given or stored) is not "in sync": no run is in effect.
         if self.not_applied or self.pending or not self.compared:
-            return Status.NOT_APPLIED
-        return Status.IN_SYNC
+            return CheckStatus.NOT_APPLIED
+        return CheckStatus.IN_SYNC
 
     def since(self, change_id: str) -> str | None:
         """How a knob stands against the last applied run; None without `since_apply`."""

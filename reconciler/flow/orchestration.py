@@ -24,17 +24,27 @@ from typing import TYPE_CHECKING
 
 from ..apply.engines import ApplyResult, Engine
 from ..apply.journal import Run, before_apply, check_state, new_run_id
-from ..apply.pending import PENDING, PendingBoot, pending_of, read_pending
+from ..apply.pending import PENDING, PendingBoot, pending_from, pending_of
 from ..apply.restored import RollbackResult, roll_back_chain
 from ..apply.tryonce import at_risk
 from ..apply.work import Work, prepare
 from ..boot.reboot import POLL_S, AfterBoot, conclude, wait_for_new_boot
 from ..boot.verify import BootVerdict
-from ..core.errors import NoTryOnce
+from ..core.errors import HostError, NotRebooted, NoTryOnce
+from ..core.files import Request
 from ..hosts.base import Host
 from ..hosts.fleet import HostResult, for_each_host
 from ..kinds import containers_to_restart
 from ..steps.ops import PutFile
+from ..steps.status import STATUS, Status
+from .status import (
+    NOT_REBOOTED,
+    after_apply,
+    after_verify,
+    pending_on,
+    previous,
+    status_file,
+)
 
 if TYPE_CHECKING:
     from ..plan.saved import SavedPlan
@@ -161,6 +171,9 @@ def prepare_host(engine: Engine, job: ApplyJob) -> Work:
         )
     if not work.steps and not job.dry_run:
         engine.store_profile(job.loaded, work.stored_profile)
+        files = work.observation.files
+        status = after_apply(previous(files), job.loaded, work, None, pending_on(files))
+        engine.write_files((status_file(status),), f"writing {STATUS}")
     return work
 
 
@@ -178,7 +191,15 @@ def run_work(
     journaled it before (a rollout), else a new one."""
     run_id = run_id or new_run_id()
     pending = job.pending(run_id, work)
-    after = () if pending is None else (PutFile(PENDING, pending.to_json().encode(), 0o600),)
+    after: tuple[PutFile, ...] = ()
+    if pending is not None:
+        after = (PutFile(PENDING, pending.to_json().encode(), 0o600),)
+    # status.json in the same run: in sync once it ends, and the boot this run left, else one
+    # an earlier run left and this one did not touch.
+    files = work.observation.files
+    boot = pending if pending is not None else pending_on(files)
+    status = after_apply(previous(files), job.loaded, work, run_id, boot)
+    after += (status_file(status),)
     applied = engine.apply(
         work, job.loaded, phase=job.phase, run_id=run_id, around=around, after=after
     )
@@ -225,7 +246,10 @@ def after_run(engine: Engine, job: ApplyJob, done: Done, progress: Progress | No
     )
     kept: list[GateFailure] = []
     after = after_boot(engine, job.keep_on_regression, kept, job.restart_containers)
-    return replace(done, verdict=conclude(engine, pending, after), kept=kept)
+    before = after_apply(
+        previous(done.work.observation.files), job.loaded, done.work, pending.run_id, pending
+    )
+    return replace(done, verdict=concluded(engine, pending, after, before), kept=kept)
 
 
 @dataclass(frozen=True)
@@ -245,12 +269,38 @@ def verify_one(
     kept: list[GateFailure] = []
     with engine.session():
         check_state(engine.host, PENDING)
-        pending = read_pending(engine.host)
+        # The status.json it replaces, in the same batch: what it keeps of the last apply.
+        files = engine.host.fetch(Request.of(whole=[PENDING, STATUS]))
+        if PENDING in files.errors:
+            raise HostError(f"{PENDING}: cannot read it ({files.errors[PENDING]}).")
+        pending = pending_from(files.read(PENDING))
         if pending is None:
             return None
+        before = previous(files)
         after = after_boot(engine, keep_on_regression, kept, restart_containers)
-        verdict = conclude(engine, pending, after)
+        verdict = concluded(engine, pending, after, before)
     return BootHeld(pending, verdict, kept)
+
+
+def concluded(
+    engine: Engine, pending: PendingBoot, after: AfterBoot, before: Status
+) -> BootVerdict:
+    """`conclude`, and status.json saying what it came to (`before`: the status until now),
+    written with pending.json's removal (no round trip of its own); not rebooted yet, in a
+    write of its own."""
+
+    def said(verdict: str, boot_id: str | None) -> tuple[PutFile, ...]:
+        return (status_file(after_verify(before, pending, verdict, boot_id)),)
+
+    try:
+        return conclude(engine, pending, after, said)
+    except NotRebooted:
+        _write_status(engine, after_verify(before, pending, NOT_REBOOTED, pending.boot_id))
+        raise
+
+
+def _write_status(engine: Engine, status: Status) -> None:
+    engine.write_files((status_file(status),), f"writing {STATUS}")
 
 
 def after_boot(
