@@ -23,6 +23,7 @@ from reconciler.apply.tryonce import TRY_ENTRY
 from reconciler.core.errors import ApplyFailed, ExitCode, NotRebooted, NoTryOnce
 from reconciler.facts import cmdline as fmt
 from reconciler.flow.orchestration import ApplyJob, Done, apply_one, verify_one
+from reconciler.flow.status import read_status
 from reconciler.hosts.base import Host
 from reconciler.profile.load import load_profile
 
@@ -54,6 +55,9 @@ def test_grub_armed_boots_the_new_line_once_and_verify_makes_it_the_default(
     assert recorded is not None and recorded.armed and recorded.try_once == "grub-reboot"
     assert recorded.reboot_asked_in is None
     assert json.loads((root / PENDING.lstrip("/")).read_text())["armed"] is True
+    status = read_status(host)
+    assert (status.armed, status.reboot_pending) == (True, True)
+    assert status.pending_run == recorded.run_id
 
     # Not rebooted yet: verify checks nothing, says so with its own error, keeps the record.
     with pytest.raises(NotRebooted) as caught:
@@ -69,6 +73,10 @@ def test_grub_armed_boots_the_new_line_once_and_verify_makes_it_the_default(
     assert read_pending(host) is None
     assert TRY_ENTRY not in (root / grub_tests.GRUB_CFG.lstrip("/")).read_text()
     assert grub_tests.boot(root, 3) == NEW_GRUB_LINE  # now the default
+    verification = read_status(host).last_verification
+    assert verification is not None and verification.verdict == "held"
+    assert verification.boot_id == "00000000-0000-4000-8000-000000000002"
+    assert read_status(host).armed is False
 
 
 def test_grub_armed_boot_that_fails_verification_is_rolled_back_to_the_old_line(
@@ -87,6 +95,8 @@ def test_grub_armed_boot_that_fails_verification_is_rolled_back_to_the_old_line(
     assert tree(root / "etc") | tree(root / "boot") == before
     assert read_pending(host) is None
     assert grub_tests.boot(root, 3) == grub_tests.OLD_LINE
+    verification = read_status(host).last_verification
+    assert verification is not None and verification.verdict == "failed"
 
 
 def kernel_install_host(tmp_path: Path) -> sd_tests.BootTools:
