@@ -149,6 +149,9 @@ def apply(
     loader cannot boot the new command line once (GRUB_DEFAULT other than saved,
     grubby, proxmox-boot-tool keeping GRUB, no systemd-boot entry), it writes
     nothing and exits 11. One host at a time (a fleet's --arm is refused).
+    `tune verify` also checks that the profile's live settings hold after the
+    boot, and --reboot-phase writes only the boot configuration: apply the
+    live settings first (--runtime-only).
 
     \b
     Over several hosts (-H ... or --inventory), --reboot rolls the boot

@@ -294,13 +294,13 @@ def concluded(
 
     try:
         return conclude(engine, pending, after, said)
-    except NotRebooted:
-        _write_status(engine, after_verify(before, pending, NOT_REBOOTED, pending.boot_id))
+    except NotRebooted as exc:
+        status = after_verify(before, pending, NOT_REBOOTED, pending.boot_id)
+        try:
+            engine.write_files((status_file(status),), f"writing {STATUS}")
+        except HostError as failed:  # said, under the exit code an engine waits on (10)
+            raise NotRebooted(*exc.problems(), *failed.problems()) from None
         raise
-
-
-def _write_status(engine: Engine, status: Status) -> None:
-    engine.write_files((status_file(status),), f"writing {STATUS}")
 
 
 def after_boot(
