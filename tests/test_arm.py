@@ -180,10 +180,14 @@ def test_arm_on_a_snapshot_journals_the_one_time_boot_and_verify_exits_10_before
 ) -> None:
     grub = untuned / "etc/default/grub"
     grub.write_text(grub.read_text().replace("GRUB_DEFAULT=0", "GRUB_DEFAULT=saved"))
-    result = run_tune("apply", BLACKWELL, "--reboot-phase", "--arm", "--root", untuned, "-y")
+    result = run_tune(
+        "apply", BLACKWELL, "--reboot-phase", "--arm", "--root", untuned, "-y", "--format", "json"
+    )
     assert result.code == 0, result.err
-    assert "Armed snapshot" in result.out and "(grub-reboot)" in result.out
-    assert "tune does not reboot it" in result.out
+    assert "Armed snapshot" in result.err and "(grub-reboot)" in result.err
+    assert "tune does not reboot it" in result.err
+    document = json.loads(result.out)
+    assert (document["boot_pending"], document["armed"]) == (True, True)
     pending = json.loads((untuned / PENDING.lstrip("/")).read_text())
     assert pending["armed"] is True and pending["try_once"] == "grub-reboot"
     assert (untuned / fmt.TRY_SCRIPT.lstrip("/")).exists()

@@ -431,7 +431,9 @@ def apply_document(done: Done, host: Host, job: ApplyJob) -> dict[str, Any]:
         value = done.applied or ApplyResult(run_id=None, changes=0)
         result = HostResult(host.name, value=value)
     document = applied_document(host.name, result, applied_part(done.work), done.work.skipped)
-    return document | {"boot_pending": done.pending is not None and done.verdict is None}
+    pending = done.pending is not None and done.verdict is None
+    # armed: that boot is arranged (try-once where the boot loader allows) for whoever reboots.
+    return document | {"boot_pending": pending, "armed": pending and job.arm}
 
 
 def _apply_fleet(
