@@ -57,8 +57,11 @@ def test_apply_writes_the_profile_in_sync_and_the_boot_it_leaves_pending(untuned
     assert status["updated"].endswith("Z")
     assert (untuned / STATUS.lstrip("/")).stat().st_mode & 0o777 == 0o644
 
-    # Applied again, nothing to change: still in sync, the run and the boot it left kept.
+    # Applied again, nothing to change: still in sync, the run and the boot it left kept, and
+    # the file not even replaced (new file, then rename: a new inode), as it would say the same.
+    inode = (untuned / STATUS.lstrip("/")).stat().st_ino
     assert run_tune("apply", BLACKWELL, "--root", untuned, "-y").code == 0
+    assert (untuned / STATUS.lstrip("/")).stat().st_ino == inode
     again = status_of(untuned)
     assert (again["in_sync"], again["last_run"], again["pending_run"]) == (True, run_id, run_id)
 

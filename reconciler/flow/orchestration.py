@@ -43,6 +43,7 @@ from .status import (
     after_verify,
     pending_on,
     previous,
+    saying_the_same,
     status_file,
 )
 
@@ -170,10 +171,13 @@ def prepare_host(engine: Engine, job: ApplyJob) -> Work:
             "nothing was written."
         )
     if not work.steps and not job.dry_run:
-        engine.store_profile(job.loaded, work.stored_profile)
+        # status.json with profile.yaml; not at all when it would say what it says (a pull
+        # timer's apply in sync costs no write, and over SSH no round trip).
         files = work.observation.files
-        status = after_apply(previous(files), job.loaded, work, None, pending_on(files))
-        engine.write_files((status_file(status),), f"writing {STATUS}")
+        before = previous(files)
+        status = after_apply(before, job.loaded, work, None, pending_on(files))
+        said = () if saying_the_same(status, before) else (status_file(status),)
+        engine.store_profile(job.loaded, work.stored_profile, said)
     return work
 
 

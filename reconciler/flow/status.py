@@ -159,6 +159,11 @@ def after_check(
     )
 
 
+def saying_the_same(status: Status, before: Status) -> bool:
+    """Whether `status` says what `before` says, but for when it was written."""
+    return status.but(updated=None) == before.but(updated=None)
+
+
 def status_file(status: Status) -> PutFile:
     return PutFile(STATUS, status.to_json().encode(), MODE)
 
