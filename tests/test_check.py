@@ -18,6 +18,7 @@ from conftest import BLACKWELL, profile, run_tune, write
 from reconciler.core.errors import ExitCode
 from reconciler.drift.first_seen import RECORD as FIRST_SEEN
 from reconciler.facts import pcie
+from reconciler.steps.status import STATUS
 
 # The clock of every check here: the first sighting of a drift is when a check first saw it.
 NOW = datetime(2025, 6, 2, 6, 30, tzinfo=UTC)
@@ -34,16 +35,16 @@ def _clock(monkeypatch: pytest.MonkeyPatch) -> None:
 def check(root: Path, *args: str | Path, profile_path: Path | None = BLACKWELL):
     before = tree_digest(root)
     result = run_tune("check", *([profile_path] if profile_path else []), "--root", root, *args)
-    assert tree_digest(root) == before, "tune check writes nothing but its first sightings"
+    assert tree_digest(root) == before, "tune check writes nothing but its own two records"
     return result
 
 
 def tree_digest(root: Path) -> str:
-    """Every file of the host but check's own record of first sightings."""
+    """Every file of the host but check's own records: first sightings and status.json."""
     digest = hashlib.sha256()
-    record = root / FIRST_SEEN.lstrip("/")
+    records = {root / FIRST_SEEN.lstrip("/"), root / STATUS.lstrip("/")}
     for path in sorted(root.rglob("*")):
-        if path.is_file() and not path.is_symlink() and path != record:
+        if path.is_file() and not path.is_symlink() and path not in records:
             digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
 

@@ -53,6 +53,8 @@ CONTRACT: dict[str, Row] = {
     # apply prepared, or rolls it back when the boot did not bring it. Asking there would
     # leave a failed boot configuration in place whenever nobody is at the terminal.
     "verify": Row(("verify", *ROOT)),
+    # What tune last left on the host (status.json): it reads only.
+    "status": Row(("status", *ROOT)),
     "history": Row(("history", *ROOT)),
     "report": Row(("report", *ROOT)),
     "audit": Row(("audit", *ROOT)),

@@ -74,9 +74,12 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Any]]:
     run(*apply, "-y")
     run("history", "--root", root)
     run("report", "--root", root)
+    run("status", "--root", root)  # status.json as the apply left it
     run("verify", "--root", root)
     run("rollback", "--yes", "--root", root)
     run("check", small, "--root", root)
+    # No status yet: every field null or false.
+    run("status", "--root", copy_host(UNTUNED, tmp / "never-applied"))
     run("profiles")
     run("config")
     run("rollout", "status")  # none journaled

@@ -18,12 +18,17 @@ from ssh_fixture import SshLab, StartLab, minimal_host, sshd_available
 from test_reboot_phase import block_pending, reboot
 
 from reconciler.apply.journal import read_run, run_ids
+from reconciler.apply.tryonce import entry_cmdline
 from reconciler.facts import cmdline as fmt
 from reconciler.hosts.directory import SnapshotHost
 
 pytestmark = pytest.mark.skipif(
     not sshd_available(), reason="needs root and openssh-server (.ci/run installs it)"
 )
+
+# Measured: `tune apply --reboot-phase --arm -H` and `tune verify -H` after the boot (its
+# promotion included); status.json adds none to either.
+ARMED_TRIPS, VERIFY_TRIPS = 4, 9
 
 BOOT_FILES = ("etc/default/grub.d/90-tune.cfg", "etc/grub.d/42_tune_try", "etc/pve/lxc/101.conf")
 
@@ -133,12 +138,62 @@ def test_reboot_phase_over_ssh_then_verify_after_a_manual_reboot(
     assert pending["promote"] == []
 
     code, _, err = tune_plain(lab, "verify", "-H", "h1")
-    assert code == 1 and "has not rebooted since run" in err
+    assert code == 10 and "has not rebooted since run" in err
     reboot(remote)
     code, out, err = tune_plain(lab, "verify", "-H", "h1")
     assert (code, err) == (0, ""), out
     assert "ok  /proc/cmdline has processor.max_cstate=1" in out
     assert not (remote / "var/lib/tune/pending.json").exists()
+
+
+@pytest.mark.slow
+def test_arm_over_ssh_a_reboot_by_someone_else_then_verify_promotes(
+    tmp_path: Path, start_lab: StartLab, saved_default: Path
+) -> None:
+    root = copy_host(saved_default, tmp_path / "h1")
+    boot_id = (root / "proc/sys/kernel/random/boot_id").read_text()
+    lab = start_lab({"h1": root})
+    # As an engine runs it: the live settings now, the boot configuration armed for its reboot
+    # (verify holds the runtime part too).
+    code, out, err = tune(lab, "apply", BLACKWELL, "--runtime-only", "-y", "-H", "h1")
+    assert (code, err) == (0, ""), out
+    before = lab.exec_requests()["h1"]
+    code, out, err = tune(lab, "apply", BLACKWELL, "--reboot-phase", "--arm", "-y", "-H", "h1")
+    assert (code, err) == (0, ""), out
+    armed = lab.exec_requests()["h1"] - before
+    assert "Armed " in out and "`tune verify -H h1`" in out
+    pending = json.loads((root / "var/lib/tune/pending.json").read_text())
+    assert (pending["armed"], pending["try_once"]) == (True, "grub-reboot")
+    status = json.loads((root / "var/lib/tune/status.json").read_text())
+    assert (status["armed"], status["updated_by"]) == (True, "apply")
+    assert (root / "proc/sys/kernel/random/boot_id").read_text() == boot_id  # not rebooted
+    assert not (root / fmt.DROPIN.lstrip("/")).exists()
+
+    code, _, err = tune_plain(lab, "verify", "-H", "h1")
+    assert code == 10 and "has not rebooted since run" in err
+    status = json.loads((root / "var/lib/tune/status.json").read_text())
+    assert status["last_verification"]["verdict"] == "not-rebooted"
+
+    # Someone else reboots it: GRUB boots the try entry, once.
+    line = entry_cmdline((root / fmt.TRY_SCRIPT.lstrip("/")).read_bytes())
+    write(root, fmt.PROC_CMDLINE, f"BOOT_IMAGE=/vmlinuz {line}\n")
+    write(root, "/proc/sys/kernel/random/boot_id", "00000000-0000-4000-8000-000000000002\n")
+    before = lab.exec_requests()["h1"]
+    code, out, err = tune_plain(lab, "verify", "-H", "h1")
+    assert (code, err) == (0, ""), out + err
+    verified = lab.exec_requests()["h1"] - before
+    assert "The new boot configuration is now the default." in out
+    assert (root / fmt.DROPIN.lstrip("/")).exists()
+    assert not (root / fmt.TRY_SCRIPT.lstrip("/")).exists()
+    assert not (root / "var/lib/tune/pending.json").exists()
+    code, out, err = tune_plain(lab, "status", "-H", "h1", "--format", "json")
+    assert (code, err) == (0, ""), out
+    status = json.loads(out)
+    assert status["last_verification"]["verdict"] == "held"
+    assert status["last_verification"]["boot_id"] == "00000000-0000-4000-8000-000000000002"
+    assert (status["reboot_pending"], status["armed"]) == (False, False)
+    # Round trips: the status rides in the run's script and in pending.json's removal.
+    assert (armed, verified) == (ARMED_TRIPS, VERIFY_TRIPS), (armed, verified)
 
 
 def test_reboot_without_a_one_time_boot_says_so_and_still_reboots(

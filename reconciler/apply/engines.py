@@ -98,8 +98,11 @@ class Engine(ABC):
         `after`: files written once every step holds, inside the run (pending.json)."""
 
     @abstractmethod
-    def store_profile(self, loaded: LoadedProfile, stored: bytes | None) -> None:
-        """profile.yaml after an apply with nothing to change, when `stored` differs."""
+    def store_profile(
+        self, loaded: LoadedProfile, stored: bytes | None, also: tuple[PutFile, ...] = ()
+    ) -> None:
+        """profile.yaml after an apply with nothing to change, when `stored` differs; `also`:
+        files written with it (status.json), in one go."""
 
     @abstractmethod
     def promote(self, run_id: str, steps: tuple[Step, ...]) -> None:
@@ -110,7 +113,13 @@ class Engine(ABC):
         """Restore one run from its journal; `boot_only`: only its boot configuration."""
 
     @abstractmethod
-    def clear_pending(self) -> None: ...
+    def clear_pending(self, also: tuple[PutFile, ...] = ()) -> None:
+        """Remove pending.json; `also`: files written with it (status.json), in one go."""
+
+    @abstractmethod
+    def write_files(self, files: tuple[PutFile, ...], doing: str) -> None:
+        """Replace `files` (tune's own state: status.json) outside any run, each atomically;
+        `HostError` saying what it was `doing` when one cannot be written."""
 
     @abstractmethod
     def reboot(self, pending: PendingBoot) -> None:
@@ -178,10 +187,13 @@ class PythonEngine(Engine):
         unsupported = tuple(run.unsupported) if run is not None else ()
         return ApplyResult(run_id, len(work.steps) - len(unsupported), unsupported, work.skipped)
 
-    def store_profile(self, loaded: LoadedProfile, stored: bytes | None) -> None:
+    def store_profile(
+        self, loaded: LoadedProfile, stored: bytes | None, also: tuple[PutFile, ...] = ()
+    ) -> None:
         from .python_engine import store_profile
 
         store_profile(self.host, None, loaded)  # a local read: it compares what is there now
+        self.write_files(also, "")
 
     def promote(self, run_id: str, steps: tuple[Step, ...]) -> None:
         from .python_engine import extend
@@ -193,10 +205,15 @@ class PythonEngine(Engine):
 
         return restore_run(self.host, run, boot_only=boot_only)
 
-    def clear_pending(self) -> None:
+    def clear_pending(self, also: tuple[PutFile, ...] = ()) -> None:
         from .pending import PENDING
 
         self.host.delete_file(PENDING)
+        self.write_files(also, "")
+
+    def write_files(self, files: tuple[PutFile, ...], doing: str) -> None:
+        for op in files:
+            self.host.put_file(op.path, op.data, op.mode)
 
     def run_command(self, argv: Sequence[str]) -> Completed:
         return self.host.run(argv)
@@ -269,13 +286,17 @@ class ShellEngine(Engine):
             done.run_id, done.changes - len(done.unsupported), done.unsupported, work.skipped
         )
 
-    def store_profile(self, loaded: LoadedProfile, stored: bytes | None) -> None:
-        from .sh_engine import store_profile_remote
+    def store_profile(
+        self, loaded: LoadedProfile, stored: bytes | None, also: tuple[PutFile, ...] = ()
+    ) -> None:
+        from .sh_engine import run_ops, store_profile_remote
         from .work import profile_text
 
         text = profile_text(loaded)
         if stored is None or stored.decode("utf-8", "replace") != text:
-            store_profile_remote(self.host, text)
+            store_profile_remote(self.host, text, also)
+        elif also:
+            run_ops(self.host, also, "writing " + ", ".join(op.path for op in also))
 
     def promote(self, run_id: str, steps: tuple[Step, ...]) -> None:
         from .sh_engine import extend_remote
@@ -287,11 +308,16 @@ class ShellEngine(Engine):
 
         return restore_remote(self.host, run, boot_only=boot_only)
 
-    def clear_pending(self) -> None:
+    def clear_pending(self, also: tuple[PutFile, ...] = ()) -> None:
         from .pending import PENDING
         from .sh_engine import run_ops
 
-        run_ops(self.host, (DeleteFile(PENDING),), f"removing {PENDING}")
+        run_ops(self.host, (DeleteFile(PENDING), *also), f"removing {PENDING}")
+
+    def write_files(self, files: tuple[PutFile, ...], doing: str) -> None:
+        from .sh_engine import run_ops
+
+        run_ops(self.host, files, doing)  # one round trip for all of them
 
     def run_command(self, argv: Sequence[str]) -> Completed:
         from .sh_engine import run_remote

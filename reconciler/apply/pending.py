@@ -36,6 +36,9 @@ class PendingBoot:
     # before it asks: a resume that finds the same boot id and no such mark knows the reboot
     # was never asked (`Engine.reboot`).
     reboot_asked_in: str | None = None
+    # `tune apply --arm`: the boot was arranged (try-once where the boot loader allows) and left
+    # to whoever reboots the host (an engine, the operator); tune does not reboot it.
+    armed: bool = False
 
     def to_json(self) -> str:
         data: dict[str, Any] = {
@@ -49,6 +52,8 @@ class PendingBoot:
         }
         if self.reboot_asked_in is not None:
             data["reboot_asked_in"] = self.reboot_asked_in
+        if self.armed:
+            data["armed"] = True
         return json.dumps(data, indent=2) + "\n"
 
     def reboot_asked(self) -> PendingBoot:
@@ -76,6 +81,7 @@ class PendingBoot:
             list(containers),
             bool(data.get("restart_containers", False)),
             data.get("reboot_asked_in"),
+            data.get("armed", False),
         )
 
 
@@ -127,7 +133,12 @@ def pending_of(
 
 
 def read_pending(host: ReadableHost) -> PendingBoot | None:
-    data = host.read_file(PENDING)
+    return pending_from(host.read_file(PENDING))
+
+
+def pending_from(data: bytes | None) -> PendingBoot | None:
+    """The record `data` (pending.json's bytes, None when absent) holds; `HostError` for one
+    that is not a record tune wrote."""
     if data is None:
         return None
     try:

@@ -930,15 +930,16 @@ def run_ops(host: ShellHost, ops: tuple[Op, ...], doing: str) -> None:
         raise HostError(f"{host.name}: {doing} failed: {done.said}.")
 
 
-def store_profile_remote(host: ShellHost, text: str) -> None:
-    """`apply.store_profile` of an apply with nothing to change, in one round trip, the lock
-    held as a run holds it."""
+def store_profile_remote(host: ShellHost, text: str, also: tuple[PutFile, ...] = ()) -> None:
+    """`apply.store_profile` of an apply with nothing to change, and the files of `also`
+    (status.json), in one round trip, the lock held as a run holds it."""
     done = run_with_library(
         host,
         f"{_holder()}lock_or_exit\n"
         f"ERR=; private_dir {quoted(STATE)} && "
         f"put_file {quoted(PROFILE)} 644 {printf_format(text.encode())} "
-        '|| { echo "${ERR:-cannot write it}" >&2; exit 1; }\n',
+        '|| { echo "${ERR:-cannot write it}" >&2; exit 1; }\n'
+        + "".join(f'ERR=; {_op(op)} || {{ echo "$ERR" >&2; exit 1; }}\n' for op in also),
     )
     _lock_held(done)
     if done.status != 0:

@@ -82,6 +82,11 @@ def arrange(steps: tuple[Step, ...], files: Files) -> Boot:
     return Boot(None, f"not try-once: {NO_ONE_TIME_BOOT[boot.tool]}", steps)
 
 
+def at_risk(steps: tuple[Step, ...]) -> bool:
+    """Whether `steps` change the kernel command line: what a one-time boot would protect."""
+    return any(_tried(s) for s in steps)
+
+
 def _tried(step: Step) -> bool:
     kind = named(step.kind)
     return kind is not None and kind.try_once

@@ -25,10 +25,14 @@ from ..plan.observe import request as observed_request
 from ..plan.saved import SavedPlan
 from ..profile.load import LoadedProfile
 from ..steps.ops import DeleteFile, Need, PutFile, Skipped, Step
+from ..steps.status import STATUS
 from .journal import PROFILE
+from .pending import PENDING
 from .preflight import preflight
 
-PROFILE_REQUEST = Request.of(whole=[PROFILE])
+# profile.yaml, and what the run's status.json keeps of the last (`flow.status`) and says of
+# a boot still pending: read in the observation's batch, no round trip of their own.
+PROFILE_REQUEST = Request.of(whole=[PROFILE, STATUS, PENDING])
 
 
 @dataclass(frozen=True)

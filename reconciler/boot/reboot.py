@@ -21,6 +21,7 @@ from ..core.errors import ApplyFailed, HostError, HostKeyError, RebootTimeout
 from ..core.files import Request
 from ..facts.kernel import BOOT_ID
 from ..hosts.base import Host
+from ..steps.ops import PutFile
 from .verify import BootVerdict, verify
 
 # How often a rebooting host's boot id is read: on the host while it is up, else by a reconnect.
@@ -85,12 +86,20 @@ def boot_id_of(host: Host) -> str | None:
 # (`verify.probe_after_boot`); what it adds to `verdict.failed` rolls the boot back too.
 AfterBoot = Callable[[PendingBoot, BootVerdict], object]
 
+# The files that say what the verification came to (status.json), from the verdict ("held" or
+# "failed") and the boot id verified: written with pending.json's removal, in one go.
+Said = Callable[[str, "str | None"], tuple[PutFile, ...]]
+
 
 def conclude(
-    engine: Engine, pending: PendingBoot, after_boot: AfterBoot | None = None
+    engine: Engine,
+    pending: PendingBoot,
+    after_boot: AfterBoot | None = None,
+    said: Said | None = None,
 ) -> BootVerdict:
     """Verify the boot; then make a try-once configuration the default, or roll the run's boot
-    configuration back (`ApplyFailed`, exit 3). pending.json is cleared either way."""
+    configuration back (`ApplyFailed`, exit 3). pending.json is cleared either way, and the
+    files of `said` written with that."""
     verdict = verify(engine.host, pending)
     if after_boot is not None:
         after_boot(pending, verdict)
@@ -102,7 +111,7 @@ def conclude(
     if verdict.failed:
         run = rolled_back_run(engine.host, pending.run_id)
         done = engine.rollback(run, boot_only=True).result
-        engine.clear_pending()
+        engine.clear_pending(said("failed", verdict.boot_id) if said else ())
         undone = (
             f"{len(done.failures)} not restored: " + "; ".join(done.failures)
             if done.failures
@@ -113,5 +122,5 @@ def conclude(
             + "; ".join(verdict.failed)
             + f". Run {pending.run_id}: {undone}; reboot again to boot the prior configuration."
         )
-    engine.clear_pending()
+    engine.clear_pending(said("held", verdict.boot_id) if said else ())
     return verdict

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..apply.pending import PENDING, PendingBoot
 from ..core.changes import Phase
-from ..core.errors import HostError
+from ..core.errors import HostError, NotRebooted
 from ..core.files import Request
 from ..facts.kernel import BOOT_ID
 from ..hosts.base import Host, ReadableHost
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 class BootVerdict:
     held: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
+    boot_id: str | None = None  # the boot verified
 
 
 def verify(host: ReadableHost, pending: PendingBoot) -> BootVerdict:
@@ -45,10 +46,10 @@ def verify(host: ReadableHost, pending: PendingBoot) -> BootVerdict:
     kinds = [(_kind(name), part) for name, part in pending.expected.items() if part]
     asked = [kind.after_boot_request(expected) for kind, expected in kinds]
     files = host.fetch(reduce(or_, asked, Request.of(BOOT_ID, PROFILE)))
-    verdict = BootVerdict()
     boot_id = files.value(BOOT_ID)
+    verdict = BootVerdict(boot_id=boot_id)
     if pending.boot_id is not None and boot_id == pending.boot_id:
-        raise HostError(
+        raise NotRebooted(
             f"{host.describe()} has not rebooted since run {pending.run_id} (same boot id); "
             "reboot it, then run tune verify."
         )

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     ExitCode.JOURNAL,
     ExitCode.NOT_CONFIRMED,
     ExitCode.BOOT_CONFIG_UNKNOWN,
+    ExitCode.NO_TRY_ONCE,
     ExitCode.USAGE,
     ExitCode.INVALID_PROFILE,
     ExitCode.NO_SPACE,
@@ -56,6 +57,14 @@ if TYPE_CHECKING:
     is_flag=True,
     help="Reboot into the new boot configuration (once, where the boot loader allows), wait, "
     "verify; roll it back if the boot did not bring it.",
+)
+@click.option(
+    "--arm",
+    is_flag=True,
+    help="With --reboot-phase: arrange the next boot as --reboot would (the new command line "
+    "once, the old one as fallback) and record it for `tune verify`, but do not reboot; "
+    "whoever reboots runs `tune verify` after the boot. Exits 11 where the boot loader "
+    "cannot boot a line once, writing nothing.",
 )
 @click.option(
     "--reboot-timeout",
@@ -100,6 +109,7 @@ def apply(
     runtime_only: bool,
     reboot_phase: bool,
     reboot: bool,
+    arm: bool,
     reboot_timeout: float,
     restart_containers: bool,
     restart_services: bool,
@@ -131,6 +141,19 @@ def apply(
     `tune rollback` restores it, or --after-interrupted applies over it.
 
     \b
+    --reboot-phase --arm is for an engine that owns the reboot (Slurm's
+    RebootProgram, kured, Ansible): the boot is arranged as --reboot arranges it
+    and recorded in /var/lib/tune/pending.json (marked armed), and the command
+    exits 0 without rebooting. After whoever reboots, `tune verify` promotes or
+    rolls back (exit 10 while the host has not rebooted yet). Where the boot
+    loader cannot boot the new command line once (GRUB_DEFAULT other than saved,
+    grubby, proxmox-boot-tool keeping GRUB, no systemd-boot entry), it writes
+    nothing and exits 11. One host at a time (a fleet's --arm is refused).
+    `tune verify` also checks that the profile's live settings hold after the
+    boot, and --reboot-phase writes only the boot configuration: apply the
+    live settings first (--runtime-only).
+
+    \b
     Over several hosts (-H ... or --inventory), --reboot rolls the boot
     configuration out in waves (--serial, --canary first and alone, then a
     question); per host: write it, --before-reboot, reboot, wait, verify,
@@ -147,6 +170,11 @@ def apply(
         target = path_of_url(target)  # a saved plan may be named by its URL too
     if runtime_only and reboot_phase:
         raise UsageError("--runtime-only and --reboot-phase exclude each other.")
+    if arm and (reboot or runtime_only or not reboot_phase):
+        raise UsageError(
+            "--arm arranges the boot of a reboot-phase apply without rebooting: it takes "
+            "--reboot-phase, and neither --reboot nor --runtime-only."
+        )
     if reboot and runtime_only:
         raise UsageError("--reboot needs the boot configuration: drop --runtime-only.")
     if restart_containers and runtime_only:
@@ -189,6 +217,7 @@ def apply(
         runtime_only=runtime_only,
         reboot_phase=reboot_phase,
         reboot=reboot,
+        arm=arm,
         reboot_timeout=reboot_timeout,
         reboot_poll=waves.poll,
         with_persistence=with_persistence,
@@ -371,6 +400,17 @@ def _applied(done: Done, engine: Engine, job: ApplyJob, terminal: Terminal) -> i
         return verified_lines(done.verdict, done.pending, host, done.kept, terminal.say)
     if done.pending is None and job.reboot:
         terminal.say("No boot configuration changed: not rebooting.")
+    elif done.pending is not None and job.arm:
+        how = (
+            f"the next boot tries the new boot configuration once ({done.pending.try_once}), "
+            "the old one stays the default"
+            if done.pending.try_once
+            else "the next boot takes up the new boot configuration"
+        )
+        terminal.say(
+            f"Armed {host.describe()}: {how}. tune does not reboot it: after the reboot, run "
+            f"`{engine.verify_command()}` to make it the default or roll it back."
+        )
     elif done.pending is not None and not job.reboot:
         terminal.say(
             "The boot configuration changed: it takes effect at the next boot. Reboot, then "
@@ -391,7 +431,9 @@ def apply_document(done: Done, host: Host, job: ApplyJob) -> dict[str, Any]:
         value = done.applied or ApplyResult(run_id=None, changes=0)
         result = HostResult(host.name, value=value)
     document = applied_document(host.name, result, applied_part(done.work), done.work.skipped)
-    return document | {"boot_pending": done.pending is not None and done.verdict is None}
+    pending = done.pending is not None and done.verdict is None
+    # armed: that boot is arranged (try-once where the boot loader allows) for whoever reboots.
+    return document | {"boot_pending": pending, "armed": pending and job.arm}
 
 
 def _apply_fleet(
@@ -402,6 +444,11 @@ def _apply_fleet(
     from .fleet import apply_hosts
     from .rollout import start_rollout
 
+    if job.arm:
+        raise UsageError(
+            "--arm arranges one host's next boot: name one host (each host's engine runs "
+            "`tune apply --reboot-phase --arm` on it)."
+        )
     if not job.runtime_only and not job.reboot:
         raise UsageError(
             "over several hosts, tune apply needs --runtime-only, or --reboot to roll the boot "

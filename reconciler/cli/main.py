@@ -69,6 +69,7 @@ class LazyGroup(click.Group):
         "rollback": ".rollback:rollback",
         "history": ".history:history",
         "verify": ".verify:verify",
+        "status": ".status:status",
         "audit": ".audit:audit_cmd",
         "probe": ".probes:probe_cmd",
         "report": ".report:report_cmd",
@@ -226,10 +227,13 @@ def check_cmd(
     Exit codes: 0 no drift, 2 drift, 1 could not check, 6 the last run's journal is damaged
     (--since-apply), 65 invalid profile (or not the one --profile-digest pins). Writes
     nothing to a host but the metrics FILE (local) and, on this machine or a snapshot
-    directory, when it first saw each drift (/var/lib/tune/check/first-seen.json).
+    directory tune has applied to, when it first saw each drift
+    (/var/lib/tune/check/first-seen.json) and what it found (/var/lib/tune/status.json,
+    which `tune status` prints); never over SSH.
     """
     from ..drift import first_seen
     from ..drift.check import DriftReport, run_check
+    from ..flow.status import write_after_check
     from ..render import check as render_check
     from ..render import metrics
 
@@ -247,7 +251,11 @@ def check_cmd(
             with_persistence=not no_persist,
             digest=profile_digest,
         )
-        return first_seen.remember(host, report, now)
+        report = first_seen.remember(host, report, now)
+        # status.json where the check keeps first sightings (`flow.status.check_writes`).
+        digest = load_profile(profile, profile_digest).pinned_as if profile else None
+        notes = write_after_check(host, report, digest)
+        return dataclasses.replace(report, notes=(*report.notes, *notes)) if notes else report
 
     if remote.is_fleet:
         if prometheus:

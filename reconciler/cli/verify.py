@@ -20,7 +20,12 @@ if TYPE_CHECKING:
 
 
 @exits(
-    ExitCode.IN_SYNC, ExitCode.HOST_ERROR, ExitCode.APPLY_FAILED, ExitCode.JOURNAL, ExitCode.USAGE
+    ExitCode.IN_SYNC,
+    ExitCode.HOST_ERROR,
+    ExitCode.APPLY_FAILED,
+    ExitCode.JOURNAL,
+    ExitCode.NOT_REBOOTED,
+    ExitCode.USAGE,
 )
 @click.command()
 @click.option("--root", metavar="DIR", help="Verify a snapshot directory instead of this machine.")
@@ -48,8 +53,9 @@ def verify(
     Then the probes the apply measured before run again; a gate that fails
     counts as a failed check unless --keep-on-regression. On failure, rolls
     the boot configuration back, says what did not hold, exits 3. After a
-    one-time boot (`tune apply --reboot`), success makes the new configuration
-    the default.
+    one-time boot (`tune apply --reboot`, or --arm and a reboot by anyone),
+    success makes the new configuration the default. Before that boot (the
+    same boot id), checks nothing and exits 10: not rebooted yet.
     """
     from ..flow.orchestration import verify_one
 

@@ -16,6 +16,8 @@ class ExitCode:
     NOT_CONFIRMED = 7  # the operator said no, or could not be asked: nothing was written
     BOOT_CONFIG_UNKNOWN = 8  # the configured kernel command line cannot be known exactly
     HOST_CHANGED = 9  # a pushed apply found the host changed since it read it: nothing written
+    NOT_REBOOTED = 10  # `tune verify` before the boot an apply prepared: nothing was checked
+    NO_TRY_ONCE = 11  # `tune apply --arm` on a host whose boot loader cannot boot a line once
     USAGE = 64
     INVALID_PROFILE = 65
     INTERNAL = 70  # sysexits' EX_SOFTWARE: a bug of tune's
@@ -44,6 +46,10 @@ EXIT_CODES: dict[int, str] = {
     "(the message names the file and line tune cannot evaluate); nothing was written",
     ExitCode.HOST_CHANGED: "the host changed between the read and the pushed apply (a pull "
     "or another run wrote it meanwhile); nothing was written: run again",
+    ExitCode.NOT_REBOOTED: "not rebooted yet: `tune verify` ran in the same boot as the apply "
+    "that prepared the next one; nothing was checked, the boot stays pending",
+    ExitCode.NO_TRY_ONCE: "`tune apply --arm` found no one-time boot on the host (the message "
+    "says why); nothing was written",
     ExitCode.USAGE: "usage error",
     ExitCode.INVALID_PROFILE: "invalid profile, or not the one `--profile-digest` pins "
     "(`FILE:LINE:COL: message` on stderr)",
@@ -176,6 +182,21 @@ class HostChanged(ApplyFailed):
     observation read (a pull ran in between): it stopped before its first write."""
 
     exit_code = ExitCode.HOST_CHANGED
+
+
+class NotRebooted(HostError):
+    """`tune verify` in the same boot the apply was made in (the same boot id): the reboot has
+    not happened yet, which an engine that owns the reboot must tell apart from a host it
+    cannot read."""
+
+    exit_code = ExitCode.NOT_REBOOTED
+
+
+class NoTryOnce(HostError):
+    """`tune apply --arm` where the boot loader offers no one-time boot for the new command
+    line (the message says why): arming would write it as the default, with no fallback."""
+
+    exit_code = ExitCode.NO_TRY_ONCE
 
 
 class RebootTimeout(HostError):

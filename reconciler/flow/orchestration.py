@@ -24,15 +24,28 @@ from typing import TYPE_CHECKING
 
 from ..apply.engines import ApplyResult, Engine
 from ..apply.journal import Run, before_apply, check_state, new_run_id
-from ..apply.pending import PENDING, PendingBoot, pending_of, read_pending
+from ..apply.pending import PENDING, PendingBoot, pending_from, pending_of
 from ..apply.restored import RollbackResult, roll_back_chain
+from ..apply.tryonce import at_risk
 from ..apply.work import Work, prepare
 from ..boot.reboot import POLL_S, AfterBoot, conclude, wait_for_new_boot
 from ..boot.verify import BootVerdict
+from ..core.errors import HostError, NotRebooted, NoTryOnce
+from ..core.files import Request
 from ..hosts.base import Host
 from ..hosts.fleet import HostResult, for_each_host
 from ..kinds import containers_to_restart
 from ..steps.ops import PutFile
+from ..steps.status import STATUS, Status
+from .status import (
+    NOT_REBOOTED,
+    after_apply,
+    after_verify,
+    pending_on,
+    previous,
+    saying_the_same,
+    status_file,
+)
 
 if TYPE_CHECKING:
     from ..plan.saved import SavedPlan
@@ -60,6 +73,9 @@ class ApplyJob:
     restart_services: bool = False  # after the apply, those still running with old limits
     # Leave out changes the host lacks what they need for (a module it does not have).
     skip_missing: bool = False
+    # --arm: arrange the next boot as --reboot would (try-once where the boot loader allows)
+    # and record it in pending.json, but leave the reboot to whoever owns it (an engine).
+    arm: bool = False
 
     @property
     def phase(self) -> str:
@@ -74,7 +90,7 @@ class ApplyJob:
         )
         if pending is None:
             return None
-        return replace(pending, try_once=work.try_once, promote=work.promote)
+        return replace(pending, try_once=work.try_once, promote=work.promote, armed=self.arm)
 
 
 # The one question of one host's apply, asked with the host's lock held once `work` is decided
@@ -139,14 +155,29 @@ def prepare_host(engine: Engine, job: ApplyJob) -> Work:
         job.loaded,
         runtime_only=job.runtime_only,
         reboot_phase=job.reboot_phase,
-        reboot=job.reboot,
+        reboot=job.reboot or job.arm,
         with_persistence=job.with_persistence,
         saved=job.saved,
         requirements=engine.preflight,
         unloadable=engine.unloadable if job.skip_missing else None,
     )
+    if job.arm and work.try_once is None and at_risk(work.planned):
+        # Without a one-time boot the new command line would be the default at once, and a
+        # boot that does not come back would need its console: an engine's reboot, unwatched
+        # by tune, must not take that risk. `--reboot-phase` alone writes it that way.
+        raise NoTryOnce(
+            f"{engine.host.describe()}: --arm needs a one-time boot for the new kernel command "
+            f"line and there is none ({work.reboot_why.removeprefix('not try-once: ')}); "
+            "nothing was written."
+        )
     if not work.steps and not job.dry_run:
-        engine.store_profile(job.loaded, work.stored_profile)
+        # status.json with profile.yaml; not at all when it would say what it says (a pull
+        # timer's apply in sync costs no write, and over SSH no round trip).
+        files = work.observation.files
+        before = previous(files)
+        status = after_apply(before, job.loaded, work, None, pending_on(files))
+        said = () if saying_the_same(status, before) else (status_file(status),)
+        engine.store_profile(job.loaded, work.stored_profile, said)
     return work
 
 
@@ -164,7 +195,15 @@ def run_work(
     journaled it before (a rollout), else a new one."""
     run_id = run_id or new_run_id()
     pending = job.pending(run_id, work)
-    after = () if pending is None else (PutFile(PENDING, pending.to_json().encode(), 0o600),)
+    after: tuple[PutFile, ...] = ()
+    if pending is not None:
+        after = (PutFile(PENDING, pending.to_json().encode(), 0o600),)
+    # status.json in the same run: in sync once it ends, and the boot this run left, else one
+    # an earlier run left and this one did not touch.
+    files = work.observation.files
+    boot = pending if pending is not None else pending_on(files)
+    status = after_apply(previous(files), job.loaded, work, run_id, boot)
+    after += (status_file(status),)
     applied = engine.apply(
         work, job.loaded, phase=job.phase, run_id=run_id, around=around, after=after
     )
@@ -211,7 +250,10 @@ def after_run(engine: Engine, job: ApplyJob, done: Done, progress: Progress | No
     )
     kept: list[GateFailure] = []
     after = after_boot(engine, job.keep_on_regression, kept, job.restart_containers)
-    return replace(done, verdict=conclude(engine, pending, after), kept=kept)
+    before = after_apply(
+        previous(done.work.observation.files), job.loaded, done.work, pending.run_id, pending
+    )
+    return replace(done, verdict=concluded(engine, pending, after, before), kept=kept)
 
 
 @dataclass(frozen=True)
@@ -231,12 +273,38 @@ def verify_one(
     kept: list[GateFailure] = []
     with engine.session():
         check_state(engine.host, PENDING)
-        pending = read_pending(engine.host)
+        # The status.json it replaces, in the same batch: what it keeps of the last apply.
+        files = engine.host.fetch(Request.of(whole=[PENDING, STATUS]))
+        if PENDING in files.errors:
+            raise HostError(f"{PENDING}: cannot read it ({files.errors[PENDING]}).")
+        pending = pending_from(files.read(PENDING))
         if pending is None:
             return None
+        before = previous(files)
         after = after_boot(engine, keep_on_regression, kept, restart_containers)
-        verdict = conclude(engine, pending, after)
+        verdict = concluded(engine, pending, after, before)
     return BootHeld(pending, verdict, kept)
+
+
+def concluded(
+    engine: Engine, pending: PendingBoot, after: AfterBoot, before: Status
+) -> BootVerdict:
+    """`conclude`, and status.json saying what it came to (`before`: the status until now),
+    written with pending.json's removal (no round trip of its own); not rebooted yet, in a
+    write of its own."""
+
+    def said(verdict: str, boot_id: str | None) -> tuple[PutFile, ...]:
+        return (status_file(after_verify(before, pending, verdict, boot_id)),)
+
+    try:
+        return conclude(engine, pending, after, said)
+    except NotRebooted as exc:
+        status = after_verify(before, pending, NOT_REBOOTED, pending.boot_id)
+        try:
+            engine.write_files((status_file(status),), f"writing {STATUS}")
+        except HostError as failed:  # said, under the exit code an engine waits on (10)
+            raise NotRebooted(*exc.problems(), *failed.problems()) from None
+        raise
 
 
 def after_boot(

@@ -29,6 +29,7 @@ KINDS = (
     "apply",
     "rollback",
     "verify",
+    "status",
     "history",
     "report",
     "audit",

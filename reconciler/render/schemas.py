@@ -212,6 +212,33 @@ BODIES: dict[str, dict[str, Schema]] = {
         "promoted": {"type": "boolean"},
         "kept_gates": listed(GATE),
     },
+    # status.json's fields (`steps.status.Status`): null where not known yet.
+    "status": {
+        "profile": TEXT,
+        "profile_digest": TEXT,
+        "updated": TEXT,
+        "updated_by": {"enum": ["apply", "verify", "check", None]},
+        "boot_id": TEXT,
+        "in_sync": {"type": ["boolean", "null"]},
+        "drift": {"anyOf": [COUNT, {"type": "null"}]},
+        "reboot_pending": {"type": "boolean"},
+        "armed": {"type": "boolean"},
+        "pending_run": TEXT,
+        "last_run": TEXT,
+        "last_verification": {
+            "anyOf": [
+                {"type": "null"},
+                record(
+                    {
+                        "boot_id": STRING,
+                        "run_id": STRING,
+                        "verdict": {"enum": ["held", "failed", "not-rebooted"]},
+                        "at": STRING,
+                    }
+                ),
+            ]
+        },
+    },
     "history": {"runs": listed(RUN_ROW)},
     "report": {
         "run": record({"run_id": STRING, "outcome": STRING, "profile": TEXT, "phase": TEXT}),

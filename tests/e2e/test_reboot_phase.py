@@ -263,3 +263,41 @@ def test_a_try_once_boot_without_the_parameter_is_rolled_back(vm: Vm, tmp_path: 
     assert not NEXT_ENTRY.search(state) and "tune-try" not in state
     assert guest.configured_cmdline(vm).get("processor.max_cstate") == "1"
     assert default_entry(vm) == old_default
+
+
+@pytest.mark.usefixtures("clean_state")
+def test_an_armed_boot_after_a_plain_reboot_is_verified_and_made_the_default(
+    vm: Vm, tmp_path: Path
+) -> None:
+    """`tune apply --reboot-phase --arm` (issue 32) arranges the try-once boot through the real
+    update-grub and grub-reboot and returns without rebooting; `tune verify` exits 10 until
+    someone else reboots (a plain `systemctl reboot`, as an engine does); the real GRUB boots
+    the try entry once, and verify makes it the default. The run is rolled back at the end, so
+    the default is again the first test's."""
+    profile = write_profile(
+        tmp_path, "name: e2e-arm\ncmdline:\n  set:\n    processor.max_cstate: 3\n", "arm.yaml"
+    )
+    old_default = default_entry(vm)
+    boot_id = vm.boot_id()
+    done = tune(vm, "apply", profile, "--reboot-phase", "--arm", "-y")
+    assert done.code == 0, done.out + done.err
+    assert "Armed " in done.out and "(grub-reboot)" in done.out
+    assert vm.boot_id() == boot_id  # tune did not reboot it
+    state = boot_state(vm)
+    assert "pending" in state and "try\n" in state and NEXT_ENTRY.search(state)
+    assert default_entry(vm) == old_default
+    assert tune(vm, "verify").code == 10
+
+    vm.reboot()
+    assert "processor.max_cstate=3" in vm.sh("cat /proc/cmdline").stdout.split()
+    done = tune(vm, "verify")
+    assert done.code == 0, done.out + done.err
+    assert "The new boot configuration is now the default." in done.out
+    assert guest.configured_cmdline(vm).get("processor.max_cstate") == "3"
+    assert "pending" not in boot_state(vm)
+    status = tune(vm, "status", "--format", "json")
+    assert status.code == 0, status.err
+    assert '"verdict": "held"' in status.out
+
+    assert tune(vm, "rollback", "-y").code == 0
+    assert default_entry(vm) == old_default
