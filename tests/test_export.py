@@ -262,12 +262,10 @@ def test_the_agent_applies_checks_verifies_and_uninstalls_a_snapshot(
 
 
 def test_the_arm_stage_runs_where_tune_can_arm(tmp_path: Path, profile: Path) -> None:
-    shown = run_tune("apply", "--help")
-    if "--arm" not in shown.out:
-        pytest.skip("`tune apply --arm` is not in this tune yet (issue #32, item 1)")
     root = build(tmp_path / "host", SmallHost(sysctls={"vm.swappiness": "60"}))
     runtime_only = write_profile(tmp_path / "runtime.yaml", {"sysctl": {"vm.swappiness": 10}})
     into = package(tmp_path, runtime_only)
     env = {"PATH": f"{tune_on_path(tmp_path)}:{os.environ['PATH']}", "TUNE_ROOT": str(root)}
+    agent_runs(into, "apply", env)  # the agent's order: the live settings, then config
     agent_runs(into, "config", env)  # no boot configuration to arm: nothing to do, exit 0
     agent_runs(into, "config-check", env)
