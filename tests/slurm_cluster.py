@@ -119,10 +119,10 @@ class Cluster:
         key = d / "munge.key"
         key.write_bytes(os.urandom(1024))
         key.chmod(0o400)
-        stub = str(REPO / "tests/slurm_stub_arm.py")  # `--arm` stubbed: see that file
         python_program(
             d / "reboot-program",
-            stub,
+            "-m",
+            "reconciler.cli",
             "slurm",
             "reboot-program",
             "--root",
@@ -132,7 +132,8 @@ class Cluster:
         )
         python_program(
             d / "features",
-            stub,
+            "-m",
+            "reconciler.cli",
             "slurm",
             "features",
             "--root",

@@ -2,8 +2,9 @@
 check drains and resumes only what tune drained, the reboot program arms and asks for the reboot,
 and a job with `-C tune_<profile>` reboots its node through the features helper.
 
-The reboot phase is armed by `tune apply PROFILE --reboot-phase --yes` in place of `--arm` until
-that lands: the programs slurmd runs replace only `Tune.arm` (tests/slurm_stub_arm.py)."""
+The reboot program arms with tune's own `tune apply PROFILE --reboot-phase --arm`: the host's
+GRUB boots the new line once (GRUB_DEFAULT=saved, grub-reboot); `tune verify` makes it the
+default."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from slurm_cluster import NODE, Cluster, cluster
 
 from reconciler.apply.pending import PENDING
 from reconciler.engines.slurm import DRAIN_RECORD, REBOOT_RECORD
+from reconciler.facts.cmdline import TRY_SCRIPT
 from reconciler.hosts.emulate import REBOOT_ASKED
 from reconciler.profile.load import load_profile
 from reconciler.profile.source import shown
@@ -38,6 +40,9 @@ def pin(root: Path, profile: Path = BLACKWELL) -> None:
 @pytest.fixture
 def host(tmp_path: Path) -> Path:
     root = copy_host(TUNED, tmp_path / "host")
+    grub = root / "etc/default/grub"  # one-time boots need GRUB's saved default (grub-reboot)
+    grub.write_text(grub.read_text().replace("GRUB_DEFAULT=0\n", "GRUB_DEFAULT=saved\n"))
+    assert "GRUB_DEFAULT=saved\n" in grub.read_text()
     pin(root)
     return root
 
@@ -181,12 +186,18 @@ def test_a_good_armed_reboot_is_verified_and_resumed(slurm: Cluster, host: Path)
     boot_configuration_to_apply(host)
     reboot_by_slurm(slurm, host, "DOWN")
     assert (host / PENDING.lstrip("/")).exists()
+    # Armed, not applied for good: the new line boots once, the default keeps the old one.
+    try_once = host / TRY_SCRIPT.lstrip("/")
+    assert "amd_pstate=active" in try_once.read_text()
+    assert "amd_pstate" not in (host / "etc/default/grub.d/90-tune.cfg").read_text()
     slurm.fake_reboot()
     assert slurm.wait_for_reason(COMPLETE) == ("down", COMPLETE)
     assert "tune: verified" in (slurm.dir / "health-check.log").read_text()  # as slurmd started
     assert slurm.health_check().returncode == 0
     assert slurm.wait_for("idle") == ("idle", "")
     assert not (host / PENDING.lstrip("/")).exists()  # verified: promoted
+    assert not try_once.exists()
+    assert "amd_pstate=active" in (host / "etc/default/grub.d/90-tune.cfg").read_text()
 
 
 def test_a_failed_verification_stays_down_with_its_reason(slurm: Cluster, host: Path) -> None:
