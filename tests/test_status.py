@@ -115,6 +115,25 @@ def test_a_failed_verification_is_recorded_and_the_drift_no_longer_known(untuned
     assert (status["in_sync"], status["drift"], status["reboot_pending"]) == (None, None, False)
 
 
+def test_a_rollback_says_the_host_is_no_longer_known_in_sync(untuned: Path) -> None:
+    assert run_tune("apply", BLACKWELL, "--runtime-only", "--root", untuned, "-y").code == 0
+    assert status_of(untuned)["in_sync"] is None  # the reboot phase is left: not known
+    assert run_tune("apply", BLACKWELL, "--root", untuned, "-y").code == 0
+    (_first, second) = run_ids(SnapshotHost(untuned))
+    assert (status_of(untuned)["in_sync"], status_of(untuned)["pending_run"]) == (True, second)
+
+    assert run_tune("rollback", "--root", untuned, "-y").code == 0
+    status = status_of(untuned)
+    assert (status["updated_by"], status["in_sync"], status["drift"]) == ("rollback", None, None)
+    # The reboot phase's run is rolled back: its boot no longer pending; the runtime run stays.
+    assert (status["reboot_pending"], status["pending_run"]) == (False, None)
+    assert status["last_run"] == second
+    inode = (untuned / STATUS.lstrip("/")).stat().st_ino
+    result = run_tune("rollback", second, "--root", untuned, "-y")
+    assert result.code == 0 and "already rolled back" in result.out
+    assert (untuned / STATUS.lstrip("/")).stat().st_ino == inode, "nothing restored: not rewritten"
+
+
 def test_check_records_in_sync_then_the_drift_it_finds(untuned: Path) -> None:
     assert run_tune("apply", BLACKWELL, "--root", untuned, "-y").code == 0
     reboot(untuned)

@@ -40,6 +40,7 @@ from ..steps.status import STATUS, Status
 from .status import (
     NOT_REBOOTED,
     after_apply,
+    after_rollback,
     after_verify,
     pending_on,
     previous,
@@ -337,7 +338,21 @@ def roll_back(
     before it), newest first; stops at the first that leaves a change behind. `approve` sees
     those runs, with the host's lock held, and raises to restore none."""
     with engine.session():
-        return roll_back_chain(engine.host, run_id, engine.rollback, approve)
+        done = roll_back_chain(engine.host, run_id, engine.rollback, approve)
+        if any(not one.already for one in done):
+            _said_rolled_back(engine)
+    return done
+
+
+def _said_rolled_back(engine: Engine) -> None:
+    """status.json after a rollback that restored something, read with pending.json in one
+    batch and written in one script: an engine must not read "in sync" from a host whose
+    values were just put back."""
+    files = engine.host.fetch(
+        Request(patterns=frozenset({STATUS, PENDING}), whole=frozenset({STATUS, PENDING}))
+    )
+    status = after_rollback(previous(files), pending_on(files))
+    engine.write_files((status_file(status),), f"writing {STATUS}")
 
 
 # The one question of a fleet's apply, asked once every host is prepared and some host has

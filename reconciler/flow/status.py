@@ -159,6 +159,18 @@ def after_check(
     )
 
 
+def after_rollback(before: Status, pending: PendingBoot | bool | None) -> Status:
+    """A rollback that restored something: the host is no longer what the profile says, nor
+    known to be anything else until a check (drift null); a boot still pending stays so."""
+    return before.but(
+        updated=stamp(),
+        updated_by="rollback",
+        in_sync=None,
+        drift=None,
+        **_pending_fields(pending),
+    )
+
+
 def saying_the_same(status: Status, before: Status) -> bool:
     """Whether `status` says what `before` says, but for when it was written."""
     return status.but(updated=None) == before.but(updated=None)

@@ -217,7 +217,7 @@ BODIES: dict[str, dict[str, Schema]] = {
         "profile": TEXT,
         "profile_digest": TEXT,
         "updated": TEXT,
-        "updated_by": {"enum": ["apply", "verify", "check", None]},
+        "updated_by": {"enum": ["apply", "verify", "check", "rollback", None]},
         "boot_id": TEXT,
         "in_sync": {"type": ["boolean", "null"]},
         "drift": {"anyOf": [COUNT, {"type": "null"}]},

@@ -1,10 +1,11 @@
 """What an engine reads of tune on a host without parsing text: `/var/lib/tune/status.json`.
 
 One small JSON object, replaced whole (write to a new file, then rename) by `tune apply`,
-`tune verify` and `tune check`, and printed by `tune status`. Slurm's health check, the Node
-Feature Discovery labels, the kured sentinel and the Ansible module read it; nothing else of
-tune's state is a contract with an engine. Like the journal, the format only grows: a reader
-ignores fields it does not know, and a field it knows has its type (`records.conforms`).
+`tune verify`, `tune check` and `tune rollback`, and printed by `tune status`. Slurm's health
+check, the Node Feature Discovery labels, the kured sentinel and the Ansible module read it;
+nothing else of tune's state is a contract with an engine. Like the journal, the format only
+grows: a reader ignores fields it does not know, and a field it knows has its type
+(`records.conforms`).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ class Status:
     profile: str | None = None  # the profile's name (its file name without .yaml)
     profile_digest: str | None = None  # "sha256:..." of the profile as loaded
     updated: str | None = None  # ISO 8601, UTC, when this file was written
-    updated_by: str | None = None  # "apply" | "verify" | "check"
+    updated_by: str | None = None  # "apply" | "verify" | "check" | "rollback"
     boot_id: str | None = None  # the boot this was written in
     in_sync: bool | None = None  # None: not known (an apply that did not check)
     drift: int | None = None  # changes that differ from the profile, when known
