@@ -15,13 +15,25 @@ TESTS = Path(__file__).resolve().parent
 
 def snapshot_reboot(root: Path) -> None:
     """The snapshot "reboots": a new boot id and /proc/cmdline from the configured command
-    line, as tests/test_reboot_phase.py's `reboot` does."""
+    line, as tests/test_reboot_phase.py's `reboot` does; or, where `--arm` left a try-once
+    boot (pending.json names one and /etc/grub.d's try script is there), that script's line,
+    once, as GRUB boots grub-reboot's entry (the lab defers grub-reboot itself)."""
+    import json
+
+    from reconciler.apply.pending import PENDING
+    from reconciler.apply.tryonce import entry_cmdline
     from reconciler.facts import cmdline as fmt
     from reconciler.hosts.directory import SnapshotHost
 
     boot = fmt.boot_config(SnapshotHost(root).fetch(fmt.request()))
     assert boot is not None and boot.cmdline is not None
-    (root / fmt.PROC_CMDLINE.lstrip("/")).write_text(f"BOOT_IMAGE=/vmlinuz {boot.cmdline}\n")
+    line = boot.cmdline
+    pending, script = root / PENDING.lstrip("/"), root / fmt.TRY_SCRIPT.lstrip("/")
+    if pending.exists() and json.loads(pending.read_text()).get("try_once") and script.exists():
+        tried = entry_cmdline(script.read_bytes())
+        assert tried is not None, f"{script} has no command line"
+        line = tried
+    (root / fmt.PROC_CMDLINE.lstrip("/")).write_text(f"BOOT_IMAGE=/vmlinuz {line}\n")
     (root / "proc/sys/kernel/random/boot_id").write_text(f"{uuid.uuid4()}\n")
 
 

@@ -172,6 +172,10 @@ cmdline:
 @contextlib.contextmanager
 def started_lab(base: Path, count: int) -> Iterator[Lab]:
     roots = {f"h{n}": copy_host(UNTUNED, base / f"h{n}") for n in range(1, count + 1)}
+    for root in roots.values():
+        grub = root / "etc/default/grub"
+        grub.write_text(grub.read_text().replace("GRUB_DEFAULT=0\n", "GRUB_DEFAULT=saved\n"))
+        assert "GRUB_DEFAULT=saved\n" in grub.read_text()
     bin_dir = base / "bin"
     _tune, reboot = write_programs(bin_dir)
     profile = base / "ansible-lab.yaml"
@@ -196,11 +200,10 @@ def lab3(tmp_path: Path) -> Iterator[Lab]:
         yield started
 
 
-# The lab hosts boot by GRUB_DEFAULT=0, which has no one-time boot: `--arm` refuses there
-# (exit 11, nothing written), so the lab runs the playbook unarmed (the reboot phase written
-# for good; the reboot, verify and results are the same). The armed path waits for a lab host
-# whose emulated reboot honours a try-once entry.
-VARS: dict[str, Any] = {"tune_arm": False}
+# The lab hosts boot by GRUB's saved default, so that `--arm` arranges a try-once boot (with
+# GRUB_DEFAULT=0 it refuses, exit 11: tests/test_arm.py); their emulated reboot boots the try
+# entry once (tests/ansible_lab.py). The example playbook's path: arm, reboot, verify.
+VARS: dict[str, Any] = {"tune_arm": True}
 
 
 @needs_ansible

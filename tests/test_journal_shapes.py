@@ -20,13 +20,8 @@ from test_shell_read import LocalShellHost
 from reconciler.apply.engines import ShellEngine
 from reconciler.apply.journal import parse_run, read_journal
 from reconciler.apply.run_record import contexts, plan_record
-from reconciler.apply.sh_engine import (
-    ApplyScript,
-    apply_remote,
-    send_probes,
-    start,
-    wait,
-)
+from reconciler.apply.sh_engine import apply_remote, start, wait
+from reconciler.apply.sh_script import ApplyScript, send_probes
 from reconciler.apply.work import prepare
 from reconciler.core.errors import ApplyFailed
 from reconciler.flow.orchestration import roll_back

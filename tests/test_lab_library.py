@@ -14,7 +14,8 @@ from test_shell_read import LocalShellHost
 
 from reconciler.apply.engines import ShellEngine
 from reconciler.apply.journal import new_run_id, read_run
-from reconciler.apply.sh_engine import LIBRARY, LIBRARY_DIR, run_with_library
+from reconciler.apply.sh_engine import run_with_library
+from reconciler.apply.sh_script import LIBRARY, LIBRARY_DIR
 from reconciler.apply.work import prepare
 from reconciler.hosts.directory import SnapshotHost
 from reconciler.profile.load import load_profile

@@ -12,7 +12,7 @@ import pytest
 from conftest import write
 from lab import lab_env
 
-from reconciler.apply.sh_engine import LIBRARY
+from reconciler.apply.sh_script import LIBRARY
 from reconciler.core.files import CommandOutput, Files, Request
 from reconciler.facts import nvidia_smi
 from reconciler.hosts import recorded

@@ -25,7 +25,8 @@ from ssh_fixture import StartLab, sshd_available
 from test_shell_read import LocalShellHost
 
 from reconciler.apply.journal import LOCK, read_run, run_ids
-from reconciler.apply.sh_engine import LIBRARY, _reads_as_read, _step_functions, apply_remote
+from reconciler.apply.sh_engine import apply_remote
+from reconciler.apply.sh_script import LIBRARY, _reads_as_read, _step_functions
 from reconciler.apply.work import prepare
 from reconciler.core.changes import Change, Phase
 from reconciler.core.errors import ExitCode, HostChanged

@@ -16,7 +16,8 @@ from test_shell_read import LocalShellHost
 
 from reconciler.apply.journal import LOCK, PROFILE, before_apply, read_run, run_ids
 from reconciler.apply.python_engine import execute
-from reconciler.apply.sh_engine import apply_remote, printf_format, quoted, store_profile_remote
+from reconciler.apply.sh_engine import apply_remote, store_profile_remote
+from reconciler.apply.sh_script import printf_format, quoted
 from reconciler.apply.work import prepare
 from reconciler.core.errors import ConnectError, LockHeld
 from reconciler.hosts.directory import SnapshotHost

@@ -16,7 +16,8 @@ from small_host import SmallHost, build, tree, write_profile
 from test_shell_read import LocalShellHost
 
 from reconciler.apply.run_record import contexts, plan_record
-from reconciler.apply.sh_engine import ApplyScript, send_probes, start, wait
+from reconciler.apply.sh_engine import start, wait
+from reconciler.apply.sh_script import ApplyScript, send_probes
 from reconciler.apply.work import prepare
 from reconciler.core.errors import ApplyFailed
 from reconciler.hosts.shell import ScriptResult

@@ -1,4 +1,4 @@
-# The sh primitives of a remote tune apply (see reconciler/apply/sh_engine.py): POSIX sh and
+# The sh primitives of a remote tune apply (see reconciler/apply/sh_script.py): POSIX sh and
 # coreutils (plus awk, sed, od, dd) only. Every profile value arrives as a quoted argument.
 
 export LC_ALL=C

@@ -10,7 +10,7 @@ import pytest
 from conftest import BLACKWELL, write
 from small_host import SmallHost, build, config_space, tree, write_profile
 
-from reconciler.apply import sh_engine
+from reconciler.apply import sh_script
 from reconciler.apply.journal import LOCK, PROFILE, Run, read_run, run_ids
 from reconciler.apply.pending import PENDING
 from reconciler.core.errors import ApplyFailed, HostError
@@ -445,7 +445,7 @@ def test_the_next_run_right_after_an_apply_finds_its_lock_free(
     # A loaded host: the detached sh apply script exits, letting go of the lock, two seconds
     # after its `end` record. The apply returns only once it has.
     linger = """trap '[ "$1" != apply ] || sleep 2' EXIT\n"""
-    monkeypatch.setattr(sh_engine, "LIBRARY", sh_engine.LIBRARY + linger)
+    monkeypatch.setattr(sh_script, "LIBRARY", sh_script.LIBRARY + linger)
     run_id = engine.apply(root, profile)
     held = root / LOCK.lstrip("/")
     if held.exists():  # the Python engine's lock went with its process

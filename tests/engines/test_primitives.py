@@ -25,7 +25,7 @@ from small_host import (
 )
 
 from reconciler.apply.python_engine import perform, read
-from reconciler.apply.sh_engine import LIBRARY, _op, _probe_args
+from reconciler.apply.sh_script import LIBRARY, _probe_args, op_call
 from reconciler.core.errors import HostError, Refused
 from reconciler.core.quoting import quoted
 from reconciler.facts import cmdline as fmt
@@ -742,7 +742,7 @@ def sh(root: Path, primitive: Primitive) -> Said:
         body = f"reading {_probe_args(primitive)} || printf absent\n"
     else:
         body = (
-            f"ERR=; REFUSED=; out=\nif {_op(primitive)}; then printf 'ok\\n%s' \"$out\"\n"
+            f"ERR=; REFUSED=; out=\nif {op_call(primitive)}; then printf 'ok\\n%s' \"$out\"\n"
             'elif [ -n "$REFUSED" ]; then printf \'refused\\n%s\' "$ERR"\n'
             "else printf 'failed\\n%s' \"$ERR\"; fi\n"
         )

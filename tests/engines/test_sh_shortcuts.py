@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from lab import lab_env
 from small_host import SmallHost, build, sysctls_of
 
-from reconciler.apply.sh_engine import LIBRARY
+from reconciler.apply.sh_script import LIBRARY
 from reconciler.core.quoting import quoted
 from reconciler.hosts.emulate import kernel_text
 from reconciler.profile.load import load_profile

@@ -23,7 +23,8 @@ from ssh_fixture import SshLab, StartLab, sshd_available
 from test_shell_read import LocalShellHost
 
 from reconciler.apply.journal import new_run_id
-from reconciler.apply.sh_engine import LIBRARY, ApplyScript, start, wait
+from reconciler.apply.sh_engine import start, wait
+from reconciler.apply.sh_script import LIBRARY, ApplyScript
 from reconciler.core.errors import HostError
 from reconciler.core.files import Files, Request
 from reconciler.hosts.archive import ArchiveHost, write_archive

@@ -16,7 +16,7 @@ import pytest
 from engines.test_primitives import EXECUTORS, Said
 from lab import lab_env
 
-from reconciler.apply.sh_engine import LIBRARY, _op
+from reconciler.apply.sh_script import LIBRARY, op_call
 from reconciler.steps.ops import PutFile
 
 CONFIG = "/var/lib/lxc/c1/config"
@@ -116,7 +116,7 @@ def test_a_temporary_file_swapped_for_a_link_while_written_is_refused(
         EXECUTORS[executor](root, write)
     else:
         env = {"PATH": os.environ["PATH"], **lab_env(root)}
-        script = f"{LIBRARY}{_op(write)}\n"
+        script = f"{LIBRARY}{op_call(write)}\n"
         subprocess.run(["sh"], input=script.encode(), env=env, capture_output=True, check=False)
     untouched(victim)
 
