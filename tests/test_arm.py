@@ -198,6 +198,25 @@ def test_arm_on_a_snapshot_journals_the_one_time_boot_and_verify_exits_10_before
     assert (untuned / PENDING.lstrip("/")).exists()
 
 
+def test_arming_again_before_the_boot_changes_nothing_and_the_plan_says_pending(
+    untuned: Path,
+) -> None:
+    """The armed try-once line is what the next boot passes: a second `--arm` (an engine's
+    retry, a second playbook run) finds nothing to change, as a second apply must."""
+    grub = untuned / "etc/default/grub"
+    grub.write_text(grub.read_text().replace("GRUB_DEFAULT=0", "GRUB_DEFAULT=saved"))
+    argv = ("apply", BLACKWELL, "--reboot-phase", "--arm", "--root", untuned, "-y")
+    assert run_tune(*argv).code == 0
+    before = tree(untuned)
+    again = run_tune(*argv, "--format", "json")
+    assert again.code == 0, again.err
+    assert json.loads(again.out)["run"] is None
+    assert tree(untuned) == before
+    plan = json.loads(run_tune("plan", BLACKWELL, "--root", untuned, "--format", "json").out)
+    assert not [c for c in plan["changes"] if c["kind"] == "cmdline"]
+    assert "cmdline:amd_pstate" in {p["id"] for p in plan["pending"]}
+
+
 def test_arm_where_grub_boots_entry_0_exits_11_and_writes_nothing(untuned: Path) -> None:
     before = tree(untuned)
     result = run_tune("apply", BLACKWELL, "--reboot-phase", "--arm", "--root", untuned, "-y")

@@ -35,7 +35,7 @@ from ..kinds import cmdline, named
 from ..steps.ops import BootTool, DeleteFile, Need, Op, Probe, PutFile, Read, Require, Step
 
 TRY_ENTRY = "tune-try"
-MARKER = "# tune-cmdline: "
+MARKER = fmt.TRY_MARKER
 UPDATE_GRUB = BootTool(("update-grub",))
 # GRUB reads the entry to boot once from `next_entry` in /boot/grub/grubenv.
 FORGET_NEXT = BootTool(("grub-editenv", "-", "unset", "next_entry"))

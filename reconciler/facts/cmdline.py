@@ -29,6 +29,8 @@ GRUB_TOOLS = {"grub": ("update-grub",), "proxmox-boot-tool-grub": ("proxmox-boot
 DROPIN = "/etc/default/grub.d/90-tune.cfg"
 # tune's one-time GRUB entry (see reconciler.apply.tryonce): read so a leftover one is journaled.
 TRY_SCRIPT = "/etc/grub.d/42_tune_try"
+# The line in the try script that names the command line it boots (`apply.tryonce`).
+TRY_MARKER = "# tune-cmdline: "
 REDHAT_RELEASE = "/etc/redhat-release"
 # GRUB's environment block: RHEL 8's BLS entries say `options $kernelopts $tuned_params`, and
 # GRUB expands those from here when it boots.
@@ -686,3 +688,15 @@ def edit_entry(text: str, sets: dict[str, str], removes: set[str]) -> str:
             lines[index] = "options " + " ".join(words) + end
             return "".join(lines)
     return text
+
+
+def armed_line(files: Files) -> str | None:
+    """The command line of a try-once boot that `tune apply --arm` (or `--reboot`) left for
+    the next boot and no verification has yet promoted or rolled back: the GRUB try script's
+    marker line, or systemd-boot's try entry's `options`; None where none is armed."""
+    for line in (files.text(TRY_SCRIPT) or "").splitlines():
+        if line.startswith(TRY_MARKER):
+            return line[len(TRY_MARKER) :]
+    found = loader(files)
+    entry = files.text(found.try_entry) if found is not None else None
+    return entry_options(entry) if entry is not None else None

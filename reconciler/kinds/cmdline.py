@@ -222,11 +222,14 @@ class Cmdline(Kind[CmdlineWork]):
             said = cannot_know(boot)
             outcome.notes.append(Note(said[:1].upper() + said[1:], "cmdline"))
         configured = boot.parameters if boot and boot.unknown is None else running
+        # An armed try-once boot is what the next boot passes: arming again changes nothing.
+        armed = fmt.parameters(fmt.armed_line(files)) if boot is not None else None
+        next_boot = armed if armed is not None else configured
         for edit, meta in wanted:
             name = edit.name
-            if edit.satisfied(configured) and not edit.satisfied(running):
+            if edit.satisfied(next_boot) and not edit.satisfied(running):
                 outcome.pending.append(
-                    Pending(self.kind, name, _shown(edit, running), _shown(edit, configured))
+                    Pending(self.kind, name, _shown(edit, running), _shown(edit, next_boot))
                 )
                 continue
             current, desired = _shown(edit, configured), _after(edit, configured)
