@@ -200,6 +200,13 @@ def lab3(tmp_path: Path) -> Iterator[Lab]:
         yield started
 
 
+@pytest.fixture(autouse=True)
+def collection_importable(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The collection's modules, imported as Ansible imports them (`ansible_collections.*`),
+    from this checkout, whichever test ran before."""
+    monkeypatch.syspath_prepend(str(PROJECT))
+
+
 # The lab hosts boot by GRUB's saved default, so that `--arm` arranges a try-once boot (with
 # GRUB_DEFAULT=0 it refuses, exit 11: tests/test_arm.py); their emulated reboot boots the try
 # entry once (tests/ansible_lab.py). The example playbook's path: arm, reboot, verify.
@@ -304,14 +311,22 @@ def test_reboot_required_is_the_hosts_pending_boot_not_the_runs_changes(lab: Lab
     assert code == 0 and (second["changed"], second["reboot_required"]) == (False, True), tail(said)
     assert second["pending"], "the plan says what waits for the boot"
 
-    # tune's lock (its holder's pid) is the one file a verify takes, whatever it decides.
+    # tune's lock (its holder's pid) is the one file a verify takes, whatever it decides, with
+    # status.json.
     before = tree(lab.root("h1")) | {"run/tune/tune.lock": ""}
     code, records, said = lab.play(boot_only, "-e", '{"run_verify": true}')
     early = results(records, VERIFY)["h1"]
     assert code == 2 and early["status"] == "failed", tail(said)
     assert early["verdict"] == "not-rebooted" and early["rc"] in (1, 10)
     assert "has not rebooted since run" in early["msg"]
-    assert tree(lab.root("h1")) | {"run/tune/tune.lock": ""} == before
+    # ... and status.json, which records that verdict for an engine (`tune status`).
+    status = "var/lib/tune/status.json"
+    after = tree(lab.root("h1")) | {"run/tune/tune.lock": ""}
+    assert {k: v for k, v in after.items() if k != status} == {
+        k: v for k, v in before.items() if k != status
+    }
+    verdict = json.loads((lab.root("h1") / status).read_text())["last_verification"]
+    assert verdict["verdict"] == "not-rebooted"
 
     from ansible_lab import snapshot_reboot
 

@@ -25,6 +25,7 @@ from reconciler.facts import cmdline as fmt
 from reconciler.flow.orchestration import ApplyJob, Done, apply_one, verify_one
 from reconciler.flow.status import read_status
 from reconciler.hosts.base import Host
+from reconciler.hosts.directory import SnapshotHost
 from reconciler.profile.load import load_profile
 
 NEW_GRUB_LINE = "root=/dev/sda1 ro quiet processor.max_cstate=1 amd_pstate=active"
@@ -215,6 +216,19 @@ def test_arming_again_before_the_boot_changes_nothing_and_the_plan_says_pending(
     plan = json.loads(run_tune("plan", BLACKWELL, "--root", untuned, "--format", "json").out)
     assert not [c for c in plan["changes"] if c["kind"] == "cmdline"]
     assert "cmdline:amd_pstate" in {p["id"] for p in plan["pending"]}
+
+    # Booted the armed line, not yet verified: still nothing to arm, nothing pending.
+    armed = fmt.armed_line(SnapshotHost(untuned).fetch(fmt.request()))
+    assert armed is not None and "amd_pstate=active" in armed.split()
+    (untuned / fmt.PROC_CMDLINE.lstrip("/")).write_text(f"BOOT_IMAGE=/vmlinuz {armed}\n")
+    (untuned / "proc/sys/kernel/random/boot_id").write_text(
+        "00000000-0000-4000-8000-000000000003\n"
+    )
+    before = tree(untuned)
+    again = run_tune(*argv, "--format", "json")
+    assert again.code == 0, again.err
+    assert json.loads(again.out)["run"] is None
+    assert tree(untuned) == before
 
 
 def test_arm_where_grub_boots_entry_0_exits_11_and_writes_nothing(untuned: Path) -> None:

@@ -91,6 +91,10 @@ def test_verify_records_not_rebooted_then_held_with_the_new_boot_id(untuned: Pat
     assert (status["reboot_pending"], status["pending_run"]) == (True, run_id)
 
     reboot(untuned)
+    # Booted, not yet verified: no reboot waits any more, the run still awaits its verdict.
+    assert run_tune("check", BLACKWELL, "--root", untuned).code == 0
+    status = status_of(untuned)
+    assert (status["reboot_pending"], status["pending_run"]) == (False, run_id)
     assert run_tune("verify", "--root", untuned).code == 0
     status = status_of(untuned)
     assert status["last_verification"]["verdict"] == "held"

@@ -89,9 +89,15 @@ def pending_on(files: Files) -> PendingBoot | bool | None:
         return True
 
 
-def _pending_fields(pending: PendingBoot | bool | None) -> dict[str, object]:
+def _pending_fields(
+    pending: PendingBoot | bool | None, boot_id: str | None = None
+) -> dict[str, object]:
+    """`pending_fields`; a pending record of an earlier boot than `boot_id` (the boot it
+    waited for came, `tune verify` has yet to judge it) no longer waits for a reboot."""
     if isinstance(pending, bool):
         return {"reboot_pending": pending, "armed": False, "pending_run": None}
+    if pending is not None and boot_id is not None and pending.boot_id != boot_id:
+        return {**pending_fields(pending), "reboot_pending": False, "armed": False}
     return pending_fields(pending)
 
 
@@ -122,7 +128,7 @@ def after_apply(
         in_sync=True if synced else None,
         drift=0 if synced else None,
         last_run=run_id or before.last_run,
-        **_pending_fields(pending),
+        **_pending_fields(pending, work.plan.host.boot_id),
     )
 
 
@@ -155,7 +161,7 @@ def after_check(
         boot_id=report.plan.host.boot_id,
         in_sync=not report.needs_attention if report.compared else None,
         drift=len(report.drift) + len(report.changed) if report.compared else None,
-        **_pending_fields(pending),
+        **_pending_fields(pending, report.plan.host.boot_id),
     )
 
 

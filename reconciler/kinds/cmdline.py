@@ -232,6 +232,8 @@ class Cmdline(Kind[CmdlineWork]):
                     Pending(self.kind, name, _shown(edit, running), _shown(edit, next_boot))
                 )
                 continue
+            if armed is not None and edit.satisfied(armed) and edit.satisfied(running):
+                continue  # the armed line booted: `tune verify` makes it the default
             current, desired = _shown(edit, configured), _after(edit, configured)
             outcome.changes.append(
                 self.change(name, current, desired, meta, fix=_fix(edit, configured, boot))

@@ -40,7 +40,9 @@ class Status:
     boot_id: str | None = None  # the boot this was written in
     in_sync: bool | None = None  # None: not known (an apply that did not check)
     drift: int | None = None  # changes that differ from the profile, when known
-    reboot_pending: bool = False  # a boot configuration waits for the next boot (pending.json)
+    # A boot configuration waits for the next boot (pending.json of this boot; one of an earlier
+    # boot awaits `tune verify`, no reboot: pending_run still names it).
+    reboot_pending: bool = False
     armed: bool = False  # that boot is a try-once boot, arranged and not yet booted
     pending_run: str | None = None  # the run whose boot is pending
     last_run: str | None = None  # the newest run that wrote the host
