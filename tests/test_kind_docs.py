@@ -17,7 +17,7 @@ from reconciler.kinds.base import Kind
 from reconciler.profile.load import MODEL
 
 KNOBS = Path(__file__).resolve().parent.parent / "docs/kinds/index.md"
-TABLE = "### How each knob is read and compared"
+TABLE = "# How each knob is read and compared"
 ROW = re.compile(r"\| `([a-z_]+)` \| (.*) \| (.*) \|")
 # The kinds a profile drives: its sections, and those derived from one (`nvreg` from `modules`),
 # which a row names by their kind; tune's boot-time files have no row.
