@@ -160,3 +160,18 @@ def test_the_alert_rules_print_as_they_are() -> None:
     assert shown.code == 0
     rules = PROJECT / "reconciler/examples/prometheus/tune-alerts.yml"
     assert shown.out == rules.read_text()
+
+
+def test_the_changelog_keeps_a_changelog_with_short_entries() -> None:
+    """Keep a Changelog: Unreleased on top, then each release with its date; an entry is one or
+    two lines, its details being in the docs."""
+    text = (PROJECT / "CHANGELOG.md").read_text()
+    releases = re.findall(r"^## \[(.+?)\](?: - (\d{4}-\d\d-\d\d))?$", text, re.M)
+    assert releases[:2] == [("Unreleased", ""), ("0.2.0", "2026-12-07")]
+    sections = set(re.findall(r"^### (.+)$", text, re.M))
+    assert sections <= {"Added", "Changed", "Deprecated", "Removed", "Fixed", "Security"}
+    entries = re.findall(r"^- .*(?:\n  .*)*", text, re.M)
+    assert len(entries) > 50
+    long = [e.splitlines()[0] for e in entries if len(e.splitlines()) > 2]
+    assert long == []
+    assert max(len(line) for line in text.splitlines()) <= 100
