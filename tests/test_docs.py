@@ -4,6 +4,7 @@ has its page from its own docstring, and what the docs point to ships in the whe
 
 from __future__ import annotations
 
+import ast
 import re
 import sys
 import tomllib
@@ -11,6 +12,7 @@ from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
 
+import click
 import pytest
 from conftest import HOSTS, PROJECT, run_tune
 
@@ -175,3 +177,45 @@ def test_the_changelog_keeps_a_changelog_with_short_entries() -> None:
     long = [e.splitlines()[0] for e in entries if len(e.splitlines()) > 2]
     assert long == []
     assert max(len(line) for line in text.splitlines()) <= 100
+
+
+def test_troubleshooting_lists_every_message_the_code_writes_out() -> None:
+    """The catalogue on docs/troubleshooting.md is the code's: a message added, changed or
+    removed fails here until `python tests/error_catalogue.py --write` rewrites the page."""
+    import error_catalogue
+
+    page = (DOCS / "troubleshooting.md").read_text()
+    assert error_catalogue.on_page(page) == error_catalogue.catalogue()
+    found = error_catalogue.messages()
+    assert len(found) > 200
+    assert {m.error for m in found} >= {"HostError", "UsageError", "ProfileError", "NotConfirmed"}
+    text = " ".join(m.text for m in found)
+    assert "must run as root" in text and "connection refused" in text
+
+
+def test_the_catalogue_reads_messages_as_an_operator_sees_them() -> None:
+    from error_catalogue import text_of
+
+    def parsed(source: str) -> str | None:
+        call = ast.parse(source).body[0]
+        assert isinstance(call, ast.Expr) and isinstance(call.value, ast.Call)
+        return text_of(call.value.args[0])
+
+    assert parsed('HostError(f"{path}: cannot read {why}.")') == "…: cannot read …."
+    assert parsed('HostError("a " + f"b {x}")') == "a b …"
+    assert parsed("HostError(message)") is None
+
+
+def test_the_json_page_names_every_schema_tune_publishes() -> None:
+    from reconciler.cli.main import cli
+
+    assert isinstance(cli, click.Group)
+    context = click.Context(cli)
+    schema = cli.get_command(context, "schema")
+    assert schema is not None
+    flags = {opt for p in schema.params if getattr(p, "is_flag", False) for opt in p.opts} - {
+        "--help",
+        "-h",
+    }
+    page = (DOCS / "reference/json.md").read_text()
+    assert flags and {f for f in flags if f"`tune schema {f}`" not in page} <= {"--profile"}
