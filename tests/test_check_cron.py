@@ -1,6 +1,7 @@
-"""The README's flow as an operator runs it, then `tune check --quiet` from cron for a day: a host
-on which exactly the documented flow ran is silent and exits 0 until something actually moves,
-and a drift's "since" is its first sighting, whatever the clock says later."""
+"""The quick start's flow (docs/quickstart.md) as an operator runs it, then `tune check --quiet`
+from cron for a day: a host on which exactly the documented flow ran is silent and exits 0 until
+something actually moves, and a drift's "since" is its first sighting, whatever the clock says
+later."""
 
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
 
 
 def applied_runtime_only(root: Path) -> None:
-    """`tune plan PROFILE`, then `tune apply --runtime-only --yes`, as the README says."""
+    """`tune plan PROFILE`, then `tune apply --runtime-only --yes`, as the quick start says."""
     assert run_tune("plan", BLACKWELL, "--root", root).code == 2
     applied = run_tune("apply", "--runtime-only", "--yes", "--root", root)
     assert applied.code == 0, applied.err

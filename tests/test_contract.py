@@ -1,4 +1,4 @@
-"""The contract every `tune` command keeps with the operator (README "Conventions"), checked on
+"""The contract every `tune` command keeps with the operator (docs/conventions.md), checked on
 each command click knows, so that a command added later is held to it without a line here
 beyond its row in `CONTRACT`.
 

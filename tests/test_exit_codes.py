@@ -1,5 +1,6 @@
 """Every exit code tune can return is documented where an operator looks, from one table
-(`reconciler.core.errors.EXIT_CODES`): `tune --help` prints it, and the README's table is it."""
+(`reconciler.core.errors.EXIT_CODES`): `tune --help` prints it, and the documentation's table
+(docs/reference/exit-codes.md) is it."""
 
 from __future__ import annotations
 
@@ -13,10 +14,8 @@ CODES = {v for k, v in vars(ExitCode).items() if k.isupper() and isinstance(v, i
 
 
 def readme_exit_codes() -> dict[int, str]:
-    """The rows of the README's table of exit codes (in its Conventions section)."""
-    readme = (PROJECT / "README.md").read_text()
-    section = readme[readme.index("\n## Conventions\n") :]
-    section = section[: section.index("\n## ", 1)]
+    """The rows of the documentation's table of exit codes, the page Conventions links to."""
+    section = (PROJECT / "docs/reference/exit-codes.md").read_text()
     return {
         int(code): meaning
         for code, meaning in re.findall(r"^ *\| `(\d+)` \| (.+) \|$", section, re.MULTILINE)
@@ -27,7 +26,7 @@ def test_the_table_names_every_exit_code_and_nothing_else() -> None:
     assert set(EXIT_CODES) == CODES
 
 
-def test_the_readme_table_is_the_code_table_word_for_word() -> None:
+def test_the_documented_table_is_the_code_table_word_for_word() -> None:
     assert readme_exit_codes() == EXIT_CODES
 
 

@@ -59,6 +59,19 @@ def test_a_wheel_installed_in_a_fresh_venv_plans_with_a_bundled_profile_from_any
         [venv / "bin/tune", "examples", "cron"], capture_output=True, text=True, check=True
     )
     assert f"flock -n /var/lib/tune {venv / 'bin/tune'} check --quiet" in cron.stdout
+    # Every example the source has is in the wheel, the alert rules among them.
+    listed = subprocess.run(
+        [venv / "bin/tune", "examples"], capture_output=True, text=True, check=True
+    ).stdout
+    examples = sorted(p.name for p in (PROJECT / "reconciler/examples").iterdir() if p.is_dir())
+    assert [line.split(":")[0] for line in listed.splitlines()] == examples
+    rules = subprocess.run(
+        [venv / "bin/tune", "examples", "prometheus", "tune-alerts.yml"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert rules.stdout == (PROJECT / "examples/prometheus/tune-alerts.yml").read_text()
 
 
 def test_profiles_lists_the_bundled_ones_with_their_descriptions() -> None:

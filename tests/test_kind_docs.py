@@ -1,5 +1,5 @@
-"""The docs of knob kinds cannot drift from the code: the README's knob table is the registry's,
-and the YAML each kind's docstring shows is a valid profile section."""
+"""The docs of knob kinds cannot drift from the code: the knob table (docs/kinds/index.md) is the
+registry's, and the YAML each kind's docstring shows is a valid profile section."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from reconciler.kinds import REGISTRY
 from reconciler.kinds.base import Kind
 from reconciler.profile.load import MODEL
 
-README = Path(__file__).resolve().parent.parent / "README.md"
-TABLE = "### How each knob is read and compared"
+KNOBS = Path(__file__).resolve().parent.parent / "docs/kinds/index.md"
+TABLE = "# How each knob is read and compared"
 ROW = re.compile(r"\| `([a-z_]+)` \| (.*) \| (.*) \|")
 # The kinds a profile drives: its sections, and those derived from one (`nvreg` from `modules`),
 # which a row names by their kind; tune's boot-time files have no row.
@@ -29,7 +29,7 @@ def row_name(kind: Kind[Any]) -> str:
 
 
 def knob_table(readme: str) -> list[tuple[str, str, str]]:
-    """The rows of the README's knob table: section, where it reads, how it compares."""
+    """The rows of the knob table: section, where it reads, how it compares."""
     after = readme.split(TABLE, 1)[1]
     lines = after.strip().splitlines()
     rows = []
@@ -42,10 +42,10 @@ def knob_table(readme: str) -> list[tuple[str, str, str]]:
     return rows
 
 
-def test_the_readme_knob_table_is_the_registry() -> None:
+def test_the_documented_knob_table_is_the_registry() -> None:
     """Every kind with a profile section, or derived from one, has its row, in registry order,
     worded as the kind words it (`reads`, `compared`); no row names a kind that does not exist."""
-    documented = knob_table(README.read_text())
+    documented = knob_table(KNOBS.read_text())
     declared = [(row_name(kind), kind.reads, kind.compared) for kind in SECTIONS]
     assert all(reads and compared for _, reads, compared in declared)
     assert documented == declared

@@ -158,7 +158,7 @@ def test_facts_never_import_a_kind() -> None:
 
 
 # The packages of `reconciler`, bottom first: a module may import its own package and those
-# below it, never one above. This is the house as the code draws it (README, "Architecture").
+# below it, never one above. This is the house as the code draws it (docs/contributing/layout.md).
 LAYERS = (
     "core",  # shared vocabulary: errors, Request/Files, paths, the plan model, schema, quoting
     "facts",  # the kernel's and tools' formats, parsed

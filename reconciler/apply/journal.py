@@ -5,7 +5,7 @@ Every record a later write depends on is on disk before that write; the `written
 `verified` markers of a pushed run's script reach the disk with the record after them (the next
 step's, the `end`), since a rollback restores a journaled step whatever its markers say.
 
-Records (the contract `tune check --since-apply` reads; see README "The run journal"):
+Records (the contract `tune check --since-apply` reads; see docs/apply.md, "The run journal"):
 - `run` first: run_id, started, profile, phase, host, boot_id;
 - `step` BEFORE its write: seq, id, kind, target, prior, desired, and the step's data (probe,
   expect, restored, do, undo) so that `tune rollback` needs nothing but this file;

@@ -21,6 +21,8 @@ from .output import Output, output_options
 _COMMAND = re.compile(
     r"(?<![\w/.])(?<![\w.]-)(?:/usr/local/bin/)?tune(?= (?:check|apply|plan|slurm)\b)"
 )
+# Examples that run no tune: alert rules name its commands to the person paged, as typed.
+_AS_WRITTEN = frozenset({"prometheus"})
 
 
 @exits(ExitCode.IN_SYNC, ExitCode.USAGE)
@@ -83,7 +85,9 @@ def examples_cmd(name: str | None, file: str | None) -> int:
             raise UsageError(f"example {name} has no file {file!r}.")
     command = tune_command()
     for index, path in enumerate(files):
-        text = _COMMAND.sub(command.replace("\\", "\\\\"), path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        if name not in _AS_WRITTEN:
+            text = _COMMAND.sub(command.replace("\\", "\\\\"), text)
         if len(files) > 1:
             click.echo(("\n" if index else "") + f"# ==> {path.name} <==")
         click.echo(text, nl=False)

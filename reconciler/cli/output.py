@@ -1,5 +1,5 @@
 """Where a command's output goes and how it looks: `--format`, `-o FILE` and `--color`, the same
-in every command (README, Conventions).
+in every command (docs/conventions.md).
 
 `-o FILE` takes what the command would print on standard output, in the chosen format; `-` is
 standard output itself. Questions, progress and the line that says where the output went are on

@@ -26,7 +26,7 @@ class ExitCode:
 
 
 # The one list of what each exit code means: `tune --help` prints it, and a test holds the
-# README's table of exit codes to it, word for word.
+# documentation's table of exit codes (docs/reference/exit-codes.md) to it, word for word.
 EXIT_CODES: dict[int, str] = {
     ExitCode.IN_SYNC: "in sync (nothing to change, every check passes; a parameter waiting "
     "for a reboot does not count), or the command did what it was asked",

@@ -1,6 +1,6 @@
 """Knob kinds, one module each. Adding a kind is a module and a line here: the registry is the
 list every other part of tune reads (the profile's sections and schema, observation, plan, apply,
-rollback, the README's knob table and the tests)."""
+rollback, the docs' knob table and the tests)."""
 
 from __future__ import annotations
 

@@ -203,8 +203,8 @@ class Kind(ABC, Generic[SpecT]):
 
     Registered in `reconciler.kinds.REGISTRY`, a kind owns the profile section `section` (of
     type `spec_type`; a mapping or a list is empty when absent, anything else None), its row of
-    the README's knob table (`reads`, `compared`), and the hooks below that the rest of tune
-    asks instead of testing kind names.
+    the knob table in docs/kinds/index.md (`reads`, `compared`), and the hooks below that the rest
+    of tune asks instead of testing kind names.
     """
 
     section: ClassVar[str]  # the profile key, e.g. "sysctl"; "" for a kind derived from it all
@@ -212,8 +212,8 @@ class Kind(ABC, Generic[SpecT]):
     spec_type: ClassVar[Any]  # the section's type in the profile schema
     kind: ClassVar[str]  # the change kind, e.g. "sysctl"
     phase: ClassVar[Phase]
-    reads: ClassVar[str] = ""  # the README's knob table: where it reads
-    compared: ClassVar[str] = ""  # the README's knob table: how it compares
+    reads: ClassVar[str] = ""  # the knob table (docs/kinds/index.md): where it reads
+    compared: ClassVar[str] = ""  # the knob table (docs/kinds/index.md): how it compares
     noun: ClassVar[str] = "targets"  # its subjects, in a folded line ("on 128 CPUs")
     # tune's boot-time files: derived from the whole profile, planned after every knob, left
     # out by --no-persist.

@@ -1,4 +1,4 @@
-"""Pull mode on a real systemd: the example units installed in the guest as README's "Pull mode"
+"""Pull mode on a real systemd: the example units installed in the guest as docs/fleets/pull.md
 tells a user to (`tune examples systemd`, /etc/tune/pull.env naming a released profile by
 file:// URL and digest), each timer fired by systemd itself, and what tune then did on the
 guest's kernel: the textfile collector's metrics, the live sysctl, the run in `tune history`;
