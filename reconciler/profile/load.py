@@ -48,9 +48,13 @@ SpecT = typing.TypeVar("SpecT")
 @dataclass(frozen=True, kw_only=True)
 class Profile(Strict):
     """The whole desired state of a host. Sections are owned by knob kinds (`reconciler.kinds`):
-    `model`, the class profiles are validated as, adds one per section the profile has after
-    these fields, then `probes`; a section it does not have reads as None. So a profile imports
-    the kinds of its own sections only, read from the YAML or from the profile cache."""
+    `MODEL`, the class profiles are validated as, adds one per registered kind after these
+    fields, then `probes`."""
+
+    # The JSON Schema shows the docstring above. A profile itself is made as `model` of the
+    # sections it has (the schema's `MODEL` is the model of all of them); a section it does
+    # not have reads as None. So a profile imports the kinds of its own sections only, read
+    # from the YAML or from the profile cache.
 
     name: ProfileName  # type: ignore[valid-type]
     description: str = ""
