@@ -89,10 +89,11 @@ def cpu_of_children() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
-    """Wall-clock and CPU seconds of one process (CPU time varies less on a busy machine)."""
+def timed(argv: list[str], env: dict[str, str], cwd: str) -> tuple[float, float]:
+    """Wall-clock and CPU seconds of one process (CPU time varies less on a busy machine).
+    `cwd`: where `python -m` finds no other tune than PYTHONPATH's, and `.tune/` is written."""
     cpu, start = cpu_of_children(), time.perf_counter()
-    done = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    done = subprocess.run(argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     elapsed = time.perf_counter() - start
     if done.returncode not in (0, 2):
         sys.exit(f"{argv}: exit {done.returncode}: {done.stderr.decode()}")
@@ -109,7 +110,9 @@ def kind_costs(profile: Path, root: Path, runs: int, env: dict[str, str]) -> Non
         code = [sys.executable, "-c", KIND_COSTS, line.kind, str(profile), str(root)]
         found = []
         for _ in range(runs):
-            done = subprocess.run(code, env=env, capture_output=True, text=True, check=True)
+            done = subprocess.run(
+                code, env=env, capture_output=True, text=True, check=True, cwd=PROJECT.parent
+            )
             found.append(json.loads(done.stdout))
         ms = {key: statistics.median(run[key] for run in found) * 1000 for key in found[0]}
         row = f"{line.kind:<14} {ms['import']:9.1f}"
@@ -152,12 +155,13 @@ def main() -> None:
     baseline = [sys.executable, "-c", BASELINE, listing.name]
     try:
         # Warm the page cache, the .pyc files and the profile cache.
-        timed(tune, warm_env), timed(baseline, env)
+        here = cache.name
+        timed(tune, warm_env, here), timed(baseline, env, here)
         tune_s, cold_s, baseline_s = [], [], []
         for _ in range(args.runs):
-            tune_s.append(timed(tune, warm_env))
-            cold_s.append(timed(tune, cold_env))
-            baseline_s.append(timed(baseline, env))
+            tune_s.append(timed(tune, warm_env, here))
+            cold_s.append(timed(tune, cold_env, here))
+            baseline_s.append(timed(baseline, env, here))
     finally:
         os.unlink(listing.name)
         cache.cleanup()
