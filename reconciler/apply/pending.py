@@ -11,7 +11,7 @@ from typing import Any
 
 from ..core.errors import HostError
 from ..hosts.base import ReadableHost
-from ..kinds import REGISTRY, named
+from ..kinds import every, named
 from ..steps.ops import Step
 from ..steps.records import conforms, of_type
 from ..steps.state import STATE
@@ -89,7 +89,7 @@ def _by_field(data: dict[str, Any]) -> dict[str, Any]:
     """The expectations of a record written before the registry kept them per kind: a field
     of its own for each kind that had any (`Kind.pending_field`)."""
     # In the record's order: the order that version checked them in.
-    fields = {kind.pending_field: kind.kind for kind in REGISTRY if kind.pending_field}
+    fields = {kind.pending_field: kind.kind for kind in every() if kind.pending_field}
     return {fields[name]: value for name, value in data.items() if name in fields}
 
 

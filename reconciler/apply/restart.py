@@ -14,7 +14,7 @@ from operator import or_
 from ..core.changes import Pending
 from ..core.files import Request
 from ..hosts.base import Host
-from ..kinds import REGISTRY, services_to_restart
+from ..kinds import in_profile, services_to_restart
 from ..profile.load import LoadedProfile
 from ..steps.ops import Step
 from ..steps.records import ServiceRan
@@ -31,7 +31,8 @@ class Restarted:
 def pending_restarts(host: Host, loaded: LoadedProfile) -> list[Pending]:
     """The restarts the profile waits for, from one read of the sections whose kinds may find
     one (`Kind.waits_for_restarts`) alone: this runs twice per `--restart-services`."""
-    specs = [(kind, loaded.profile.spec(kind)) for kind in REGISTRY if kind.waits_for_restarts]
+    profile = loaded.profile
+    specs = [(k, profile.spec(k)) for k in in_profile(profile, False) if k.waits_for_restarts]
     specs = [(kind, spec) for kind, spec in specs if spec]
     if not specs:
         return []

@@ -15,7 +15,8 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.scalarint import HexInt
 
-from ..profile.load import MODEL, profile_keys
+from ..profile.load import model as profile_model
+from ..profile.load import profile_keys
 from .fixes import Anchor, meta, place
 from .model import Finding, Report, phase_label
 
@@ -38,7 +39,7 @@ def suggested_profile(report: Report) -> str:
     root = CommentedMap()
     root["name"] = profile_name(report.host.name)
     root["description"] = f"Fixes what tune audit found on {report.host.name}"
-    for section in profile_keys(MODEL):
+    for section in profile_keys(profile_model()):
         if section in data:
             root[section] = _commented(data[section], (section,), comments)
     root.yaml_set_start_comment("\n".join(_header(report)))

@@ -12,10 +12,11 @@ the renderer starts; JSON carries the exact value, escaped by JSON itself.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from collections.abc import Callable
 from enum import Enum
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 T = TypeVar("T")
 
@@ -59,12 +60,20 @@ def printable_data(value: T, lines: frozenset[str] = frozenset()) -> T:
 
 
 def _walk(value: Any, lines: frozenset[str], escape: Callable[[str], str]) -> Any:
+    # What holds nothing to escape is returned as it is (a tuple, a frozen plan's dataclass):
+    # a plan of a thousand entries is mostly clean text, and copying it all cost a plan's
+    # render more than its formatting.
     if isinstance(value, Enum):  # Phase.RUNTIME is a str too, and stays the member it is
         return value
     if isinstance(value, str):
         return escape(value)
-    if isinstance(value, tuple | list):
-        return type(value)(_walk(item, lines, escape) for item in value)
+    if isinstance(value, tuple):
+        items = [_walk(item, lines, escape) for item in value]
+        if all(new is old for new, old in zip(items, value, strict=True)):
+            return value
+        return type(value)(items)
+    if isinstance(value, list):
+        return [_walk(item, lines, escape) for item in value]
 
     def field(name: Any, item: Any) -> Any:
         return _walk(item, lines, printable_lines if name in lines else escape)
@@ -72,6 +81,17 @@ def _walk(value: Any, lines: frozenset[str], escape: Callable[[str], str]) -> An
     if isinstance(value, dict):
         return {printable(k) if isinstance(k, str) else k: field(k, v) for k, v in value.items()}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        names = [f.name for f in dataclasses.fields(value) if f.init]
-        return dataclasses.replace(value, **{n: field(n, getattr(value, n)) for n in names})
+        names, frozen = _shape(type(value))
+        made = {n: field(n, getattr(value, n)) for n in names}
+        if frozen and all(made[n] is getattr(value, n) for n in names):
+            return value
+        return dataclasses.replace(value, **made)
     return value
+
+
+@functools.cache
+def _shape(kind: type) -> tuple[tuple[str, ...], bool]:
+    """A dataclass's fields that `replace` takes, and whether it is frozen (one that is not is
+    copied, as a list is: whoever renders it may change it)."""
+    names = tuple(f.name for f in dataclasses.fields(kind) if f.init)
+    return names, bool(cast(Any, kind).__dataclass_params__.frozen)

@@ -11,14 +11,17 @@ and `[sysfs]` sections, and `include=`).
 
 from __future__ import annotations
 
-import configparser
 import fnmatch
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..core.files import Files, Request
 from .cpu import GOVERNOR
 from .sysctl import key_of, path_of
+
+if TYPE_CHECKING:
+    import configparser
 
 INVOCATION = "/run/systemd/units/invocation:{}.service"
 TUNED_PID = "/run/tuned/tuned.pid"
@@ -103,6 +106,8 @@ def _running(files: Files, name: str) -> bool:
 
 
 def _tuned_confs(files: Files) -> dict[str, configparser.ConfigParser]:
+    import configparser  # only where tuned is there to read: a plan of no such host skips it
+
     confs = {}
     for pattern in TUNED_PROFILES:  # later directories override earlier ones
         for path in files.glob(pattern):

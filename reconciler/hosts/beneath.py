@@ -118,18 +118,20 @@ class Beneath(Rooted):
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = os.path.realpath(root)
-        # Inside `batch`: each directory of a host path, by its components, as resolved.
+        # Inside `batch`: each directory of a host path, by its components, as resolved; and
+        # each path looked up, by the path and whether its last link was followed.
         self._dirs: dict[tuple[str, ...], list[str]] | None = None
+        self._found: dict[tuple[str, bool], Found] = {}
 
     @contextlib.contextmanager
     def batch(self) -> Iterator[None]:
         """Remember resolved directories for the block: a fetch looks up a thousand files in
         a few dozen directories, and nothing writes meanwhile."""
-        self._dirs = {}
+        self._dirs, self._found = {}, {}
         try:
             yield
         finally:
-            self._dirs = None
+            self._dirs, self._found = None, {}
 
     def _here(self, parts: list[str]) -> str:
         return self.root + "/" + "/".join(parts) if parts else self.root
@@ -137,6 +139,17 @@ class Beneath(Rooted):
     def find(self, path: str, *, follow: bool = True) -> Found:
         """Resolve `path` a component at a time (see the module). OSError: EXDEV for a link
         out of the snapshot, ELOOP past MAX_HOPS links."""
+        if self._dirs is None:
+            return self._find(path, follow)
+        # A glob's match is looked up, then read: in a batch, one lookup does for both.
+        found = self._found.get((path, follow))
+        if found is None:
+            found = self._found[(path, follow)] = self._find(path, follow)
+            if not follow and not (found.stat is not None and stat.S_ISLNK(found.stat.st_mode)):
+                self._found[(path, True)] = found  # no link at its end: followed, the same
+        return found
+
+    def _find(self, path: str, follow: bool) -> Found:
         parts = tuple(p for p in path.split("/") if p and p != ".")
         known = self._dirs
         if known is not None and len(parts) > 1 and parts[-1] != "..":

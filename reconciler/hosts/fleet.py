@@ -9,7 +9,6 @@ stops or delays the others. Ctrl-C closes every connection and returns at once.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import functools
 import gc
 import queue
@@ -115,6 +114,8 @@ def few_malloc_arenas() -> None:
     takes) in an arena of its own, and every arena keeps what its thread freed. A 25-host wave
     peaked at 110 MB resident with them, 91 MB with two. Nothing where the C library is not
     glibc (no mallopt, or it refuses)."""
+    import ctypes  # a fleet's run alone pays for it
+
     with contextlib.suppress(OSError, AttributeError, TypeError):
         ctypes.CDLL(None).mallopt(M_ARENA_MAX, 2)
 

@@ -201,7 +201,7 @@ class Kind(ABC, Generic[SpecT]):
     """A knob kind: which files it reads, how it compares desired with observed (pure), and for
     `tune apply` how to make, undo and persist a change, as data (`reconciler.steps.ops`).
 
-    Registered in `reconciler.kinds.REGISTRY`, a kind owns the profile section `section` (of
+    Registered by a line of `reconciler.kinds.LINES`, a kind owns the profile section `section` (of
     type `spec_type`; a mapping or a list is empty when absent, anything else None), its row of
     the knob table in docs/kinds/index.md (`reads`, `compared`), and the hooks below that the rest
     of tune asks instead of testing kind names.

@@ -182,10 +182,10 @@ class Cmdline(Kind[CmdlineWork]):
     try_once = True
 
     def spec_of(self, profile: Any) -> CmdlineWork | None:
-        from . import REGISTRY  # the registry imports this module
+        from . import in_profile  # the registry imports this module
 
         deriving = []
-        for kind in REGISTRY:
+        for kind in in_profile(profile, with_persistence=False):
             spec = kind.spec_of(profile) if kind.section and kind is not self else None
             if spec and kind.asks_kernel_options(spec):
                 deriving.append((kind, spec))

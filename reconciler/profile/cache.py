@@ -19,25 +19,18 @@ import functools
 import hashlib
 import os
 import pickle
-import stat
 from pathlib import Path
 from typing import TypeVar
 
 from ..core.bounded import MAX_PROFILE_BYTES, read_bounded
+from ..core.cache_dir import directory
+from ..core.cache_dir import trusted as _trusted
 from ..hosts.trust import private_directory
 
 T = TypeVar("T")
 
 FORMAT = 1
 PACKAGE = Path(__file__).resolve().parent.parent
-
-
-def directory() -> Path | None:
-    configured = os.environ.get("TUNE_CACHE_DIR")
-    if configured is not None:
-        return Path(configured) if configured else None
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "tune"
 
 
 @functools.cache
@@ -100,16 +93,6 @@ def _now(name: str, known: str) -> str | None:
         return leads_to(Path(name).resolve())
     except (OSError, RuntimeError):  # RuntimeError: a loop of links, before Python 3.13
         return None
-
-
-def _trusted(path: Path) -> bool:
-    """Owned by this user and writable by nobody else: a pickle here is one we wrote."""
-    try:
-        info = path.lstat()
-    except OSError:
-        return False
-    mine = info.st_uid == os.geteuid()
-    return mine and not stat.S_ISLNK(info.st_mode) and not info.st_mode & 0o022
 
 
 def lookup(key: str, expected: type[T]) -> T | None:

@@ -24,7 +24,7 @@ from ..core.bounded import (
 )
 from ..core.errors import Diagnostic, ProfileError, reason
 from ..core.schema import Before, json_schema, validate
-from ..kinds import REGISTRY
+from ..kinds import LINES, SECTIONS, in_profile, of_section
 from ..kinds.base import Kind, Meta, Strict, safe
 from . import cache as profile_cache
 from .probe_spec import ProbeName, ProbeSpec
@@ -51,13 +51,18 @@ class Profile(Strict):
     `MODEL`, the class profiles are validated as, adds one per registered kind after these
     fields, then `probes`."""
 
+    # The JSON Schema shows the docstring above. A profile itself is made as `model` of the
+    # sections it has (the schema's `MODEL` is the model of all of them); a section it does
+    # not have reads as None. So a profile imports the kinds of its own sections only, read
+    # from the YAML or from the profile cache.
+
     name: ProfileName  # type: ignore[valid-type]
     description: str = ""
     extends: Annotated[list[str], Before(_listify)] = field(
         default_factory=list,
         metadata={"description": "parent profiles, relative to this file; this file wins"},
     )
-    if TYPE_CHECKING:  # added by `MODEL`, after the sections
+    if TYPE_CHECKING:  # added by `model`, after the sections
         probes: dict[str, ProbeSpec]
 
     def spec(self, kind: Kind[SpecT]) -> SpecT | None:
@@ -66,7 +71,7 @@ class Profile(Strict):
 
     def sections(self) -> Iterator[tuple[Kind[Any], Any]]:
         """(kind, spec) for every profile section in use."""
-        for kind in REGISTRY:
+        for kind in in_profile(self, with_persistence=False):
             spec = kind.spec_of(self) if kind.section else None
             if spec:
                 yield kind, spec
@@ -74,20 +79,32 @@ class Profile(Strict):
     def work(self, with_persistence: bool = True) -> Iterator[tuple[Kind[Any], Any]]:
         """(kind, spec) for every kind with something to observe and plan: the sections in use,
         then, `with_persistence`, tune's boot-time files from the whole profile."""
+        found = list(in_profile(self, with_persistence))
         yield from self.sections()
         # Kinds derived from sections (`nvreg` from `modules`), in the registry's order.
-        for kind in REGISTRY:
+        for kind in found:
             derived = None if kind.section or kind.persistence else kind.spec_of(self)
             if derived is not None:
                 yield kind, derived
-        if with_persistence:
-            yield from ((k, k.spec_of(self)) for k in REGISTRY if k.persistence)
+        yield from ((k, k.spec_of(self)) for k in found if k.persistence)
 
     def entries(self) -> Iterator[Meta]:
         """Every entry of the knob sections that has priority, reason and `optional`."""
-        for kind in REGISTRY:
+        for line in LINES:
             # The section itself: a kind's spec may carry other sections' entries (cmdline).
-            yield from _metas(getattr(self, kind.section) if kind.section else None)
+            yield from _metas(getattr(self, line.section) if line.section else None)
+
+    def __getattr__(self, name: str) -> Any:
+        # A section this profile's model leaves out (`model`): the profile does not have it.
+        if name in SECTIONS:
+            return None
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled (the profile cache) as its sections and values: unpickling builds the model
+        # of those sections, importing their kinds and no other.
+        names = [info.name for info in dataclasses.fields(self)]
+        return _rebuilt, (_sections_of(type(self)), {n: getattr(self, n) for n in names})
 
 
 def _section(kind: Kind[Any]) -> tuple[str, Any, Any]:
@@ -99,23 +116,47 @@ def _section(kind: Kind[Any]) -> tuple[str, Any, Any]:
     return kind.section, kind.spec_type | None, field(default=None, metadata=meta)
 
 
-def _model() -> type[Profile]:
-    sections = [_section(kind) for kind in REGISTRY if kind.section]
+@functools.cache
+def model(sections: tuple[str, ...] = SECTIONS) -> type[Profile]:
+    """The class profiles with `sections` (in the registry's order) are validated as; every
+    section by default: the schema, and what `profile_keys` lists."""
+    fields = [_section(of_section(name)) for name in sections]
     probes: tuple[str, Any, Any] = (
         "probes",
         dict[ProbeName, ProbeSpec],
         field(default_factory=dict),
     )
-    model = dataclasses.make_dataclass(
-        "Profile", [*sections, probes], bases=(Profile,), frozen=True, kw_only=True
+    made = dataclasses.make_dataclass(
+        "Profile", [*fields, probes], bases=(Profile,), frozen=True, kw_only=True
     )
-    # Pickled in the profile cache by its module and qualified name.
-    model.__module__, model.__qualname__ = __name__, "MODEL"
-    model.__doc__ = Profile.__doc__
-    return model
+    made.__module__ = __name__
+    made.__doc__ = Profile.__doc__
+    _SECTIONS_OF[made] = sections
+    return made
 
 
-MODEL = _model()
+_SECTIONS_OF: dict[type[Profile], tuple[str, ...]] = {}
+
+
+def _sections_of(made: type[Profile]) -> tuple[str, ...]:
+    return _SECTIONS_OF[made]
+
+
+def model_of(data: Any) -> type[Profile]:
+    """The model of the profile `data` (plain data): the sections it names."""
+    named = data if isinstance(data, dict) else {}
+    return model(tuple(name for name in SECTIONS if name in named))
+
+
+def _rebuilt(sections: tuple[str, ...], values: dict[str, Any]) -> Profile:
+    return model(sections)(**values)
+
+
+def __getattr__(name: str) -> Any:
+    # `MODEL`, as the model of every section was named before profiles had their own.
+    if name == "MODEL":
+        return model()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _metas(value: Any) -> Iterator[Meta]:
@@ -449,7 +490,7 @@ def _resolve(
     # The cache is keyed by these very bytes: a file edited after this read is a miss later,
     # never the old profile under the new content's name.
     parsed.append((str(path), profile_cache.digest(raw)))
-    if tree.data and not tree.data.keys() & set(profile_keys(MODEL)):
+    if tree.data and not tree.data.keys() & set(_keys()):
         if named_at is None:
             message = "not a tune profile (no profile section in it)"
             raise ProfileError([Diagnostic(str(path), 1, 1, message)])
@@ -496,7 +537,7 @@ def _names_a_section(raw: bytes) -> bool:
 
 @functools.cache
 def _section_line() -> re.Pattern[bytes]:
-    keys = b"|".join(re.escape(key.encode()) for key in profile_keys(MODEL))
+    keys = b"|".join(re.escape(key.encode()) for key in _keys())
     return re.compile(rb"^(?:" + keys + rb")[ \t]*:", re.MULTILINE)
 
 
@@ -577,7 +618,7 @@ def profiles_of(data: list[dict[str, Any]]) -> list[Profile | None]:
     made: list[Profile | None] = []
     for item in data:
         try:
-            made.append(validate(MODEL, item))
+            made.append(validate(model_of(item), item))
         except ValidationError:
             made.append(None)
     profile_cache.store(key, made)
@@ -589,7 +630,7 @@ def _validated(tree: Tree, path: str) -> LoadedProfile:
 
     data = {k: v for k, v in tree.data.items() if k != "extends"}
     try:
-        profile = validate(MODEL, data)
+        profile = validate(model_of(data), data)
     except ValidationError as exc:
         raise ProfileError(_diagnostics(exc, tree, path)) from None
     files = tuple(dict.fromkeys(p[0] for p in tree.values.values()))
@@ -656,7 +697,7 @@ def _known_keys() -> list[str]:
             for arg in _models_in(hints[info.name]):
                 walk(arg)
 
-    walk(MODEL)
+    walk(model())
     return sorted(keys)
 
 
@@ -672,5 +713,10 @@ def _models_in(annotation: Any) -> Iterator[Any]:
         yield from _models_in(origin) if isinstance(origin, type) else iter(())
 
 
+def _keys() -> list[str]:
+    """The keys a profile takes (`profile_keys` of `model()`), no kind imported."""
+    return [*profile_keys(Profile), *SECTIONS, "probes"]
+
+
 def schema() -> dict[str, Any]:
-    return json_schema(MODEL)
+    return json_schema(model())
