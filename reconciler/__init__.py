@@ -2,6 +2,7 @@
 
 import os
 
+# The one place the version is written: pyproject.toml reads it (tool.setuptools.dynamic).
 __version__ = "0.1.0"
 
 # tune uses no pydantic plugins; without this, pydantic scans every installed distribution's

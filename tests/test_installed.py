@@ -239,3 +239,19 @@ def test_an_unknown_setting_is_a_warning_once(config_files: tuple[Path, Path]) -
         "ssh_config, sudo).\n"
     )
     assert ["forks", "4", str(user)] in [line.split() for line in result.out.splitlines()]
+
+
+def test_the_version_is_written_once_and_v_prints_it() -> None:
+    """Issue #35, item 5: `tune --version`, `tune -V` and the package's metadata agree, because
+    the metadata is built from the one `__version__`."""
+    import tomllib
+
+    import reconciler
+
+    project = tomllib.loads((PROJECT / "pyproject.toml").read_text())
+    assert "version" not in project["project"] and "version" in project["project"]["dynamic"]
+    dynamic = project["tool"]["setuptools"]["dynamic"]["version"]
+    assert dynamic == {"attr": "reconciler.__version__"}
+    for flag in ("-V", "--version"):
+        shown = run_tune(flag)
+        assert (shown.code, shown.out) == (0, f"tune, version {reconciler.__version__}\n"), flag

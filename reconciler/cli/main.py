@@ -86,7 +86,7 @@ class LazyGroup(click.Group):
     context_settings={"help_option_names": ["-h", "--help"]},
     help="Tuning-as-code for Linux GPU inference hosts.\n\n" + table_help(),
 )
-@click.version_option(__version__, prog_name="tune")
+@click.version_option(__version__, "-V", "--version", prog_name="tune")
 def cli() -> None:
     pass
 
