@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 
 import click
@@ -23,8 +24,9 @@ from .remote import RemoteOptions, no_root, on_one_host, progress_on_terminal, r
 @click.option(
     "--write-profile",
     metavar="FILE.yaml",
-    help="Write a profile that fixes every actionable finding.",
+    help="Write a profile that fixes every actionable finding (a file there: see --force).",
 )
+@click.option("--force", is_flag=True, help="Let --write-profile replace a file that exists.")
 @click.option(
     "--min-kernel",
     metavar="VERSION",
@@ -37,6 +39,7 @@ def audit_cmd(
     root: str | None,
     out: Output,
     write_profile: str | None,
+    force: bool,
     min_kernel: str,
     remote: RemoteOptions,
 ) -> int:
@@ -55,6 +58,9 @@ def audit_cmd(
     if not re.fullmatch(r"\d+(\.\d+){0,2}", min_kernel):
         raise UsageError(f"--min-kernel: expected a version such as 6.14, not {min_kernel!r}.")
     thresholds = Thresholds(min_kernel=min_kernel)
+    if write_profile and not force and os.path.lexists(write_profile):
+        # Asked before the audit reads a host: a profile written by hand is not lost to a typo.
+        raise UsageError(f"{write_profile}: exists; --force replaces it.")
     if remote.is_fleet:
         if write_profile:
             raise UsageError("--write-profile describes one host; give a single -H.")

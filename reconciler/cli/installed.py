@@ -60,6 +60,15 @@ def tune_command() -> str:
     return shutil.which("tune") or "tune"
 
 
+def filled_in(text: str, command: str) -> str:
+    """`text` with `command` for each `tune` it runs; comments, which talk about tune, as they
+    are (systemd, cron and sh alike take `#` at the start of a line for a comment)."""
+    return "".join(
+        line if line.lstrip().startswith("#") else _COMMAND.sub(lambda _: command, line)
+        for line in text.splitlines(keepends=True)
+    )
+
+
 @exits(ExitCode.IN_SYNC, ExitCode.USAGE)
 @click.command("examples")
 @click.argument("name", required=False)
@@ -83,7 +92,7 @@ def examples_cmd(name: str | None, file: str | None) -> int:
             raise UsageError(f"example {name} has no file {file!r}.")
     command = tune_command()
     for index, path in enumerate(files):
-        text = _COMMAND.sub(command.replace("\\", "\\\\"), path.read_text(encoding="utf-8"))
+        text = filled_in(path.read_text(encoding="utf-8"), command)
         if len(files) > 1:
             click.echo(("\n" if index else "") + f"# ==> {path.name} <==")
         click.echo(text, nl=False)

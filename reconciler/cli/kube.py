@@ -8,6 +8,7 @@ from __future__ import annotations
 import click
 
 from ..core.errors import ExitCode
+from ..profile.bundled import shown
 from .exits import exits
 from .options import profile_argument, profile_digest_option
 from .output import Output, output_options
@@ -123,7 +124,8 @@ def gpu_operator(
     click.echo(said, err=True)
     if not params:
         click.echo(
-            f"{loaded.path}: no NVreg_ parameters of nvidia; the ConfigMap is empty.", err=True
+            f"{shown(loaded.path)}: no NVreg_ parameters of nvidia; the ConfigMap is empty.",
+            err=True,
         )
     out.echo(kernel_module_configmap(params, name, namespace), nl=False)
     return ExitCode.IN_SYNC

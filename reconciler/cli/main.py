@@ -128,6 +128,11 @@ def plan(
     phases it covers (both, unless --runtime-only or --reboot-phase)."""
     if runtime_only and reboot_phase:
         raise UsageError("--runtime-only and --reboot-phase exclude each other.")
+    if save == STDOUT:
+        raise UsageError(
+            "--save -: a saved plan is a file `tune apply FILE` reads, and standard output "
+            "has the plan itself: give a path (`--format json` prints the plan as JSON)."
+        )
     phases = saved.chosen_phases(runtime_only, reboot_phase)
     loaded = load_profile(profile, profile_digest)
 
@@ -192,7 +197,10 @@ def _saved_line(path: str, phases: tuple[Phase, ...], named: bool) -> str:
 @click.option("--root", metavar="PATH", help=ROOT_HELP)
 @output_options("text", "json")
 @click.option(
-    "--quiet", is_flag=True, help="Print nothing unless a knob drifted; then one line a drift."
+    "-q",
+    "--quiet",
+    is_flag=True,
+    help="Print nothing unless a knob drifted; then one line a drift.",
 )
 @click.option(
     "--prometheus", metavar="FILE", help="Write node_exporter textfile metrics to FILE atomically."
@@ -295,8 +303,13 @@ def validate(profile: str, profile_digest: str | None, out: Output) -> int:
     if out.json:
         out.document(validation_document(profile, loaded, []))
         return ExitCode.IN_SYNC
-    parents = f" (with {', '.join(loaded.files[:-1])})" if len(loaded.files) > 1 else ""
-    out.echo(f"{profile}: valid profile {loaded.profile.name!r}{parents}; {loaded.pinned_as}")
+    from ..profile.bundled import shown
+
+    files = [shown(path) for path in loaded.files]
+    parents = f" (with {', '.join(files[:-1])})" if len(files) > 1 else ""
+    out.echo(
+        f"{shown(profile)}: valid profile {loaded.profile.name!r}{parents}; {loaded.pinned_as}"
+    )
     return ExitCode.IN_SYNC
 
 

@@ -21,10 +21,12 @@ import click
 
 from ..apply.engines import engine_for
 from ..core.errors import ExitCode, TuneError, UsageError
+from ..core.words import counted
 from ..flow.orchestration import ApplyJob
 from ..hosts.base import Host
 from ..hosts.fleet import HostResult, fleet_exit_code
 from ..hosts.targets import Identity
+from ..profile.bundled import shown
 from ..profile.load import LoadedProfile, load_profile
 from ..render import rollout as render
 from ..rollout import journal
@@ -208,10 +210,12 @@ def start_rollout(
     shape = " + ".join(str(len(wave)) for wave in cut)
     reboots = "rebooting each" if job.reboot else "no reboot"
     question = (
-        f"Roll {job.loaded.path} out to {len(names)} hosts in {len(cut)} waves ({shape}), "
+        f"Roll {shown(job.loaded.path)} out to {counted(len(names), 'host')} in "
+        f"{counted(len(cut), 'wave')} ({shape}), "
         f"{reboots}?"
     )
-    confirm(question, yes=yes, command="tune apply", err=out.json or out.to_file)
+    # A rollout has no --dry-run (`tune plan -i` shows what each host would change).
+    confirm(question, yes=yes, command="tune apply", err=out.json or out.to_file, dry_run=False)
     identities = {host.name: host.identity() for host in hosts}
     rollout = Rollout(
         rollout_id=journal.new_rollout_id(),
