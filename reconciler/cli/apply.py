@@ -17,6 +17,7 @@ from ..kinds import boot_kind
 from ..plan import saved as saved_plans
 from ..render.apply import applied_part, dry_run_text
 from ..steps.ops import BootTool, Command, DeleteFile, PutFile
+from .complete import profiles, roots
 from .consent import confirm, dry_run_option, yes_option
 from .exits import exits
 from .one_host import RESTART_HELP, ROOT_HELP, engine_of, kept_lines, verified_lines
@@ -46,7 +47,7 @@ if TYPE_CHECKING:
     ExitCode.NO_SPACE,
 )
 @click.command()
-@click.argument("target", required=False, metavar="[PROFILE|PLAN.json]")
+@click.argument("target", required=False, metavar="[PROFILE|PLAN.json]", shell_complete=profiles)
 @profile_digest_option
 @click.option("--runtime-only", is_flag=True, help="Only live settings; never boot configuration.")
 @click.option(
@@ -81,7 +82,7 @@ if TYPE_CHECKING:
     help="After the apply, restart the services still running with limits other than their "
     "configured ones (and systemd-logind when its settings changed); asks first.",
 )
-@click.option("--root", metavar="DIR", help=ROOT_HELP)
+@click.option("--root", metavar="DIR", shell_complete=roots, help=ROOT_HELP)
 @yes_option
 @dry_run_option
 @click.option("--no-persist", is_flag=True, help="Do not write tune's boot-time files.")

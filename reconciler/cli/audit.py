@@ -10,6 +10,7 @@ import click
 from ..audit.thresholds import Thresholds
 from ..core.errors import ExitCode, UsageError
 from ..hosts.fleet import fleet_exit_code, for_each_host
+from .complete import roots
 from .output import Output, output_options, write_atomically
 from .remote import RemoteOptions, no_root, on_one_host, progress_on_terminal, remote_options
 
@@ -18,6 +19,7 @@ from .remote import RemoteOptions, no_root, on_one_host, progress_on_terminal, r
 @click.option(
     "--root",
     metavar="PATH",
+    shell_complete=roots,
     help="Read the host from a snapshot directory or .tar.gz instead of this machine.",
 )
 @output_options("text", "json", "markdown")

@@ -13,6 +13,7 @@ import click
 
 from ..core.errors import ExitCode, UsageError
 from ..render import documents
+from .complete import example_files, example_names
 from .exits import exits
 from .output import Output, output_options
 
@@ -71,8 +72,8 @@ def filled_in(text: str, command: str) -> str:
 
 @exits(ExitCode.IN_SYNC, ExitCode.USAGE)
 @click.command("examples")
-@click.argument("name", required=False)
-@click.argument("file", required=False)
+@click.argument("name", required=False, shell_complete=example_names)
+@click.argument("file", required=False, shell_complete=example_files)
 def examples_cmd(name: str | None, file: str | None) -> int:
     """Print an installed example (systemd, cron) with the path of this tune filled in; with
     FILE, only that file, ready to redirect into place. Without NAME, list them."""

@@ -9,6 +9,7 @@ import click
 
 from ..core.errors import ExitCode
 from ..profile.bundled import shown
+from .complete import roots
 from .exits import exits
 from .options import profile_argument, profile_digest_option
 from .output import Output, output_options
@@ -30,7 +31,7 @@ def kube_group() -> None:
     show_default=True,
     help="The sentinel kured watches (its --reboot-sentinel).",
 )
-@click.option("--root", metavar="DIR", help=ROOT_HELP)
+@click.option("--root", metavar="DIR", shell_complete=roots, help=ROOT_HELP)
 @output_options("text")
 def sentinel(path: str, root: str | None, out: Output) -> int:
     """Make kured's reboot sentinel while a boot configuration tune wrote waits for a reboot
@@ -58,7 +59,7 @@ def sentinel(path: str, root: str | None, out: Output) -> int:
     show_default=True,
     help="The feature file nfd-worker's local source reads.",
 )
-@click.option("--root", metavar="DIR", help=ROOT_HELP)
+@click.option("--root", metavar="DIR", shell_complete=roots, help=ROOT_HELP)
 @output_options("text")
 def features(path: str, root: str | None, out: Output) -> int:
     """Write Node Feature Discovery's feature file: tune-profile, tune-in-sync,
@@ -84,7 +85,7 @@ def features(path: str, root: str | None, out: Output) -> int:
 @profile_digest_option
 @click.option("--name", default="kernel-module-params", show_default=True, help="ConfigMap name.")
 @click.option("--namespace", default="gpu-operator", show_default=True, help="Its namespace.")
-@click.option("--root", metavar="DIR", help=ROOT_HELP)
+@click.option("--root", metavar="DIR", shell_complete=roots, help=ROOT_HELP)
 @output_options("text")
 def gpu_operator(
     profile: str,

@@ -26,6 +26,7 @@ from ..plan.observe import observation, observe, request
 from ..profile.load import LoadedProfile, load_profile, schema
 from ..render import RENDERERS, documents
 from ..render import fleet as fleet_render
+from .complete import roots
 from .exits import COMPARES, exits, table_help
 from .options import profile_argument, profile_digest_option
 from .output import STDOUT, Output, output_options
@@ -95,7 +96,7 @@ def cli() -> None:
 @cli.command()
 @profile_arg
 @profile_digest_option
-@click.option("--root", metavar="PATH", help=ROOT_HELP)
+@click.option("--root", metavar="PATH", shell_complete=roots, help=ROOT_HELP)
 @output_options("text", *sorted(set(RENDERERS) - {"text"}))
 @click.option(
     "--save",
@@ -194,7 +195,7 @@ def _saved_line(path: str, phases: tuple[Phase, ...], named: bool) -> str:
 @cli.command("check")
 @profile_argument(required=False)
 @profile_digest_option
-@click.option("--root", metavar="PATH", help=ROOT_HELP)
+@click.option("--root", metavar="PATH", shell_complete=roots, help=ROOT_HELP)
 @output_options("text", "json")
 @click.option(
     "-q",
@@ -372,7 +373,7 @@ def schema_cmd(which: str, out: Output) -> int:
     metavar="FILE.tar.gz",
     help="Archive to write; - writes it to standard output (then the summary is on stderr).",
 )
-@click.option("--root", metavar="PATH", help=ROOT_HELP)
+@click.option("--root", metavar="PATH", shell_complete=roots, help=ROOT_HELP)
 @output_options("text", "json", output=False)
 @one_host_options
 def snapshot(

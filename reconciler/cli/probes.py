@@ -8,6 +8,7 @@ from ..core.errors import ExitCode, UsageError
 from ..hosts.base import Host
 from ..profile.load import load_profile
 from ..render import documents
+from .complete import roots
 from .exits import COMPARES, exits
 from .options import profile_argument
 from .output import Output, output_options
@@ -19,7 +20,7 @@ ROOT_HELP = "Read the host from a snapshot directory instead of this machine."
 @exits(*COMPARES)
 @click.command("probe")
 @profile_argument()
-@click.option("--root", metavar="PATH", help=ROOT_HELP)
+@click.option("--root", metavar="PATH", shell_complete=roots, help=ROOT_HELP)
 @output_options("text", "json")
 @one_host_options
 def probe_cmd(profile: str, root: str | None, out: Output, remote: RemoteOptions) -> int:

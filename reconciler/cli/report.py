@@ -8,6 +8,7 @@ import click
 
 from ..core.errors import ExitCode
 from ..render import documents
+from .complete import roots, run_ids
 from .exits import exits
 from .output import Output, output_options
 from .remote import RemoteOptions, on_one_host, one_host_options
@@ -22,8 +23,8 @@ ROOT_HELP = "Read the runs of a snapshot directory instead of this machine."
 
 @exits(ExitCode.IN_SYNC, ExitCode.HOST_ERROR, ExitCode.JOURNAL, ExitCode.USAGE)
 @click.command("report")
-@click.argument("run_id", required=False)
-@click.option("--root", metavar="DIR", help=ROOT_HELP)
+@click.argument("run_id", required=False, shell_complete=run_ids)
+@click.option("--root", metavar="DIR", shell_complete=roots, help=ROOT_HELP)
 @output_options("markdown", "json")
 @one_host_options
 def report_cmd(run_id: str | None, root: str | None, out: Output, remote: RemoteOptions) -> int:

@@ -14,6 +14,7 @@ from ..core.printable import printable
 from ..hosts.base import Host
 from ..render import documents
 from ..render.apply import dry_run_text
+from .complete import roots, run_ids
 from .consent import confirm, dry_run_option, yes_option
 from .exits import exits
 from .one_host import ROOT_HELP, engine_of
@@ -33,8 +34,8 @@ if TYPE_CHECKING:
     ExitCode.USAGE,
 )
 @click.command()
-@click.argument("run_id", required=False)
-@click.option("--root", metavar="DIR", help=ROOT_HELP)
+@click.argument("run_id", required=False, shell_complete=run_ids)
+@click.option("--root", metavar="DIR", shell_complete=roots, help=ROOT_HELP)
 @yes_option
 @dry_run_option
 @output_options("text", "json")

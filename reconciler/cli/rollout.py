@@ -33,6 +33,7 @@ from ..rollout import journal
 from ..rollout.journal import DONE, IN_FLIGHT, NOT_STARTED, HostEntry, Rollout
 from ..rollout.run import Pace, Stopped, run_rollout
 from ..rollout.waves import FailureBudget, parse_sizes, waves
+from .complete import rollout_ids
 from .consent import confirm, yes_option
 from .exits import exits
 from .output import Output, output_options
@@ -288,7 +289,7 @@ def _none(out: Output) -> int:
 
 @exits(ExitCode.IN_SYNC, ExitCode.JOURNAL, ExitCode.USAGE)
 @rollout_group.command("status")
-@click.argument("rollout_id", required=False, metavar="[ID]")
+@click.argument("rollout_id", required=False, metavar="[ID]", shell_complete=rollout_ids)
 @output_options("text", "json")
 def status(rollout_id: str | None, out: Output) -> int:
     """Show a rollout (by default the newest): each host's wave, state, configuration and
@@ -313,7 +314,7 @@ def status(rollout_id: str | None, out: Output) -> int:
     ExitCode.INVALID_PROFILE,
 )
 @rollout_group.command("resume")
-@click.argument("rollout_id", required=False, metavar="[ID]")
+@click.argument("rollout_id", required=False, metavar="[ID]", shell_complete=rollout_ids)
 @yes_option
 @output_options("text", "json")
 def resume(rollout_id: str | None, yes: bool, out: Output) -> int:

@@ -11,6 +11,7 @@ import click
 
 from ..core.errors import ExitCode, UsageError
 from ..engines import slurm as engine
+from .complete import roots
 from .pinned import PULL_ENV, Pinned, pinned
 
 ROOT_HELP = "A snapshot directory instead of this machine (tests and labs)."
@@ -45,7 +46,7 @@ def slurm_group() -> None:
 
 
 @slurm_group.command("health-check")
-@click.option("--root", metavar="DIR", help=ROOT_HELP)
+@click.option("--root", metavar="DIR", shell_complete=roots, help=ROOT_HELP)
 @click.option("--node", metavar="NAME", help=NODE_HELP)
 def health_check_cmd(root: str | None, node: str | None) -> None:
     """HealthCheckProgram (or one NHC check): `tune verify` after a reboot with a pending run,
@@ -73,7 +74,7 @@ def health_check_cmd(root: str | None, node: str | None) -> None:
 
 
 @slurm_group.command("reboot-program")
-@click.option("--root", metavar="DIR", help=ROOT_HELP)
+@click.option("--root", metavar="DIR", shell_complete=roots, help=ROOT_HELP)
 @click.option("--node", metavar="NAME", help=NODE_HELP)
 def reboot_program_cmd(root: str | None, node: str | None) -> None:
     """RebootProgram: arm the pinned profile's reboot phase (a try-once boot), ask systemd for
@@ -97,7 +98,7 @@ def reboot_program_cmd(root: str | None, node: str | None) -> None:
 
 @slurm_group.command("features")
 @click.argument("feature", required=False)
-@click.option("--root", metavar="DIR", help=ROOT_HELP)
+@click.option("--root", metavar="DIR", shell_complete=roots, help=ROOT_HELP)
 @click.option(
     "--profiles",
     metavar="DIR",

@@ -10,6 +10,7 @@ from ..hosts.base import ReadableHost
 from ..hosts.directory import open_host
 from ..render import status as render
 from ..steps.status import STATUS
+from .complete import roots
 from .exits import exits
 from .one_host import one_remote
 from .output import Output, output_options
@@ -18,7 +19,12 @@ from .remote import RemoteOptions, one_host_options
 
 @exits(ExitCode.IN_SYNC, ExitCode.HOST_ERROR, ExitCode.USAGE)
 @click.command()
-@click.option("--root", metavar="DIR", help="Read a snapshot directory instead of this machine.")
+@click.option(
+    "--root",
+    metavar="DIR",
+    shell_complete=roots,
+    help="Read a snapshot directory instead of this machine.",
+)
 @output_options("text", "json")
 @one_host_options
 def status(root: str | None, out: Output, remote: RemoteOptions) -> int:

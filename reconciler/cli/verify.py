@@ -10,6 +10,7 @@ import click
 from ..core.errors import ExitCode
 from ..hosts.base import Host
 from ..render import documents
+from .complete import roots
 from .exits import exits
 from .one_host import RESTART_HELP, engine_of, verified_lines
 from .output import Output, output_options
@@ -28,7 +29,12 @@ if TYPE_CHECKING:
     ExitCode.USAGE,
 )
 @click.command()
-@click.option("--root", metavar="DIR", help="Verify a snapshot directory instead of this machine.")
+@click.option(
+    "--root",
+    metavar="DIR",
+    shell_complete=roots,
+    help="Verify a snapshot directory instead of this machine.",
+)
 @click.option(
     "--keep-on-regression",
     is_flag=True,
