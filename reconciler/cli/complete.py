@@ -1,6 +1,7 @@
 """What the shell offers at <TAB> (`tune completion bash`): the bundled profiles' names beside
 files for PROFILE, directories and archives for --root, the runs of the host for rollback and
-report, the rollouts this controller journaled, the examples by name.
+report, the rollouts this controller journaled (the examples' names are
+`installed.example_names`).
 
 Each function is click's `shell_complete` of one parameter; each reads only what is already on
 this machine and never fails: a completion that raises breaks the operator's shell line."""
@@ -77,26 +78,3 @@ def rollout_ids(
         return []
     ids = sorted((stem for stem in found if stem.startswith(incomplete)), reverse=True)
     return [CompletionItem(rollout_id) for rollout_id in ids]
-
-
-def example_names(
-    ctx: click.Context, param: click.Parameter, incomplete: str
-) -> list[CompletionItem]:
-    from .installed import examples_directory
-
-    names = sorted(p.name for p in examples_directory().iterdir() if p.is_dir())
-    return [CompletionItem(name) for name in names if name.startswith(incomplete)]
-
-
-def example_files(
-    ctx: click.Context, param: click.Parameter, incomplete: str
-) -> list[CompletionItem]:
-    """The files of the example NAME already on the line."""
-    from .installed import examples_directory
-
-    name = ctx.params.get("name")
-    folder = examples_directory() / str(name)
-    if not name or "/" in str(name) or not folder.is_dir():
-        return []
-    files = sorted(p.name for p in folder.iterdir())
-    return [CompletionItem(file) for file in files if file.startswith(incomplete)]

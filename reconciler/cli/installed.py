@@ -10,10 +10,10 @@ from importlib import resources
 from pathlib import Path
 
 import click
+from click.shell_completion import CompletionItem
 
 from ..core.errors import ExitCode, UsageError
 from ..render import documents
-from .complete import example_files, example_names
 from .exits import exits
 from .output import Output, output_options
 
@@ -68,6 +68,25 @@ def filled_in(text: str, command: str) -> str:
         line if line.lstrip().startswith("#") else _COMMAND.sub(lambda _: command, line)
         for line in text.splitlines(keepends=True)
     )
+
+
+def example_names(
+    ctx: click.Context, param: click.Parameter, incomplete: str
+) -> list[CompletionItem]:
+    names = sorted(p.name for p in examples_directory().iterdir() if p.is_dir())
+    return [CompletionItem(name) for name in names if name.startswith(incomplete)]
+
+
+def example_files(
+    ctx: click.Context, param: click.Parameter, incomplete: str
+) -> list[CompletionItem]:
+    """The files of the example NAME already on the line."""
+    name = ctx.params.get("name")
+    folder = examples_directory() / str(name)
+    if not name or "/" in str(name) or not folder.is_dir():
+        return []
+    files = sorted(p.name for p in folder.iterdir())
+    return [CompletionItem(file) for file in files if file.startswith(incomplete)]
 
 
 @exits(ExitCode.IN_SYNC, ExitCode.USAGE)
