@@ -20,6 +20,7 @@ from ..steps.ops import BootTool, Command, DeleteFile, PutFile
 from .complete import profiles, roots
 from .consent import confirm, dry_run_option, yes_option
 from .exits import exits
+from .helptext import UNTUNED, examples
 from .one_host import RESTART_HELP, ROOT_HELP, engine_of, kept_lines, verified_lines
 from .options import profile_digest_option
 from .output import Output, output_options
@@ -32,6 +33,20 @@ if TYPE_CHECKING:
     from ..probes.phase import GateFailure, PhaseProbes
 
 
+@examples(
+    (
+        "The exact writes of the live settings, writing nothing",
+        f"tune apply blackwell-8x --root {UNTUNED} --runtime-only --dry-run",
+    ),
+    (
+        "Apply them without asking (this writes the snapshot: try it on a copy)",
+        f"tune apply blackwell-8x --root {UNTUNED} --runtime-only --yes",
+    ),
+    (
+        "Roll the boot configuration out to a fleet in waves, a canary first",
+        "tune apply blackwell-8x --reboot -i hosts.ini --canary gpu1 --serial 1,25%",
+    ),
+)
 @exits(
     ExitCode.IN_SYNC,
     ExitCode.HOST_ERROR,

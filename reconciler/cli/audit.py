@@ -11,10 +11,21 @@ from ..audit.thresholds import Thresholds
 from ..core.errors import ExitCode, UsageError
 from ..hosts.fleet import fleet_exit_code, for_each_host
 from .complete import roots
+from .helptext import UNTUNED, examples
 from .output import Output, output_options, write_atomically
 from .remote import RemoteOptions, no_root, on_one_host, progress_on_terminal, remote_options
 
 
+@examples(
+    (
+        "What is wrong with the example host, without a profile (exit 2: findings)",
+        f"tune audit --root {UNTUNED}",
+    ),
+    (
+        "A Markdown report and a profile that fixes what it found (exit 2: findings)",
+        f"tune audit --root {UNTUNED} --format markdown --write-profile fixes.yaml",
+    ),
+)
 @click.command("audit")
 @click.option(
     "--root",

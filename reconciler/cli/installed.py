@@ -15,6 +15,7 @@ from click.shell_completion import CompletionItem
 from ..core.errors import ExitCode, UsageError
 from ..render import documents
 from .exits import exits
+from .helptext import examples
 from .output import Output, output_options
 
 # A `tune` that runs a subcommand, as the examples write it (never `/var/lib/tune`).
@@ -25,6 +26,16 @@ _COMMAND = re.compile(
 
 
 @exits(ExitCode.IN_SYNC, ExitCode.USAGE)
+@examples(
+    (
+        "The profiles that come with tune",
+        "tune profiles",
+    ),
+    (
+        "As JSON, with where each file lies",
+        "tune profiles --format json",
+    ),
+)
 @click.command("profiles")
 @output_options("text", "json")
 def profiles_cmd(out: Output) -> int:
@@ -90,6 +101,16 @@ def example_files(
 
 
 @exits(ExitCode.IN_SYNC, ExitCode.USAGE)
+@examples(
+    (
+        "List the examples",
+        "tune examples",
+    ),
+    (
+        "One file, with the path of this tune filled in, ready to install",
+        "tune examples systemd tune-check.service > /etc/systemd/system/tune-check.service",
+    ),
+)
 @click.command("examples")
 @click.argument("name", required=False, shell_complete=example_names)
 @click.argument("file", required=False, shell_complete=example_files)
@@ -120,6 +141,16 @@ def examples_cmd(name: str | None, file: str | None) -> int:
 
 
 @exits(ExitCode.IN_SYNC, ExitCode.USAGE)
+@examples(
+    (
+        "bash: complete commands, profiles and options (bash-completion loads it)",
+        "tune completion bash > ~/.local/share/bash-completion/completions/tune",
+    ),
+    (
+        "fish",
+        "tune completion fish > ~/.config/fish/completions/tune.fish",
+    ),
+)
 @click.command("completion")
 @click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
 def completion_cmd(shell: str) -> int:
@@ -136,6 +167,20 @@ def completion_cmd(shell: str) -> int:
 
 
 @exits(ExitCode.IN_SYNC, ExitCode.USAGE)
+@examples(
+    (
+        "Read tune(1) without installing it",
+        "tune man | man -l -",
+    ),
+    (
+        "One command's page",
+        "tune man apply | man -l -",
+    ),
+    (
+        "Install every page where man finds them",
+        "tune man --directory ~/.local/share/man/man1",
+    ),
+)
 @click.command("man")
 def man_cmd() -> int:
     """Print tune(1), written from these commands' help: `tune man >

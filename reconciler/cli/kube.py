@@ -11,19 +11,32 @@ from ..core.errors import ExitCode
 from ..profile.bundled import shown
 from .complete import roots
 from .exits import exits
+from .helptext import UNTUNED, Group, examples
 from .options import profile_argument, profile_digest_option
 from .output import Output, output_options
 
 ROOT_HELP = "Work on a snapshot directory instead of this machine."
 
 
-@click.group("kube")
+@examples(
+    (
+        "The node's labels for Node Feature Discovery",
+        f"tune kube features --root {UNTUNED}",
+    ),
+)
+@click.group("kube", cls=Group)
 def kube_group() -> None:
     """Files for Kubernetes' node agents (kured's sentinel, Node Feature Discovery's labels)
     and the GPU Operator's ConfigMap, without an API client or credentials on the node."""
 
 
 @exits(ExitCode.IN_SYNC, ExitCode.HOST_ERROR, ExitCode.USAGE)
+@examples(
+    (
+        "Whether kured should reboot the node for tune",
+        f"tune kube sentinel --root {UNTUNED}",
+    ),
+)
 @kube_group.command("sentinel")
 @click.option(
     "--path",
@@ -52,6 +65,12 @@ def sentinel(path: str, root: str | None, out: Output) -> int:
 
 
 @exits(ExitCode.IN_SYNC, ExitCode.HOST_ERROR, ExitCode.USAGE)
+@examples(
+    (
+        "The node's labels, into nfd-worker's local source",
+        f"tune kube features --root {UNTUNED}",
+    ),
+)
 @kube_group.command("features")
 @click.option(
     "--path",
@@ -80,6 +99,12 @@ def features(path: str, root: str | None, out: Output) -> int:
 
 
 @exits(ExitCode.IN_SYNC, ExitCode.HOST_ERROR, ExitCode.USAGE, ExitCode.INVALID_PROFILE)
+@examples(
+    (
+        "The GPU Operator's kernel module ConfigMap for the bundled profile",
+        f"tune kube gpu-operator blackwell-8x --root {UNTUNED}",
+    ),
+)
 @kube_group.command("gpu-operator")
 @profile_argument()
 @profile_digest_option

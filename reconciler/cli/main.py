@@ -28,6 +28,7 @@ from ..render import RENDERERS, documents
 from ..render import fleet as fleet_render
 from .complete import roots
 from .exits import COMPARES, exits, table_help
+from .helptext import TUNED, UNTUNED, Group, examples
 from .options import profile_argument, profile_digest_option
 from .output import STDOUT, Output, output_options
 from .remote import (
@@ -43,7 +44,7 @@ ROOT_HELP = "Read the host from a snapshot directory or .tar.gz instead of this 
 profile_arg = profile_argument()
 
 
-class LazyGroup(click.Group):
+class LazyGroup(Group):
     """A group whose commands from other modules load only when they run (or --help lists
     them): `tune plan` on a fleet of hosts must not pay for importing apply, audit or probes."""
 
@@ -63,6 +64,14 @@ class LazyGroup(click.Group):
         return super().get_command(ctx, cmd_name)
 
 
+@examples(
+    (
+        "Plan the bundled profile against the untuned example host (exit 2: changes)",
+        f"tune plan blackwell-8x --root {UNTUNED}",
+    ),
+    ("The profiles that come with tune", "tune profiles"),
+    ("A command's help, with its examples", "tune apply --help"),
+)
 @click.group(
     cls=LazyGroup,
     lazy={
@@ -92,6 +101,20 @@ def cli() -> None:
     pass
 
 
+@examples(
+    (
+        "What would change on the example host, and why (exit 2: changes)",
+        f"tune plan blackwell-8x --root {UNTUNED}",
+    ),
+    (
+        "Only the live settings, as JSON",
+        f"tune plan blackwell-8x --root {UNTUNED} --runtime-only --format json",
+    ),
+    (
+        "Every host of an inventory group, over SSH",
+        "tune plan blackwell-8x -i hosts.ini --limit gpu",
+    ),
+)
 @exits(*COMPARES)
 @cli.command()
 @profile_arg
@@ -192,6 +215,16 @@ def _saved_line(path: str, phases: tuple[Phase, ...], named: bool) -> str:
     )
 
 
+@examples(
+    (
+        "Drift of the tuned example host from the bundled profile (exit 0: none)",
+        f"tune check blackwell-8x --root {TUNED}",
+    ),
+    (
+        "What cron runs: silent unless a knob drifted; metrics for node_exporter",
+        f"tune check blackwell-8x --root {TUNED} -q --prometheus tune.prom",
+    ),
+)
 @cli.command("check")
 @profile_argument(required=False)
 @profile_digest_option
@@ -287,6 +320,16 @@ def check_cmd(
     return ExitCode.CHANGES if report.needs_attention else ExitCode.IN_SYNC
 
 
+@examples(
+    (
+        "Check a profile and print the digest that pins it",
+        "tune validate blackwell-8x",
+    ),
+    (
+        "The problems as JSON, for an editor or CI (exit 65: invalid)",
+        "tune validate blackwell-8x --format json",
+    ),
+)
 @exits(ExitCode.IN_SYNC, ExitCode.USAGE, ExitCode.INVALID_PROFILE)
 @cli.command()
 @profile_arg
@@ -345,6 +388,16 @@ def schema_options(command: Callable[..., int]) -> Callable[..., int]:
     return command
 
 
+@examples(
+    (
+        "The profile's JSON Schema, for an editor",
+        "tune schema -o tune-profile.schema.json",
+    ),
+    (
+        "The schema of what `tune plan --format json` prints",
+        "tune schema --plan",
+    ),
+)
 @exits(ExitCode.IN_SYNC)
 @cli.command("schema")
 @schema_options
@@ -357,6 +410,20 @@ def schema_cmd(which: str, out: Output) -> int:
     return ExitCode.IN_SYNC
 
 
+@examples(
+    (
+        "The files the bundled profile reads from the example host, as an archive",
+        f"tune snapshot blackwell-8x --root {UNTUNED} -o host.tar.gz",
+    ),
+    (
+        "Then plan offline against the archive",
+        "tune plan blackwell-8x --root host.tar.gz",
+    ),
+    (
+        "A host reached over SSH",
+        "tune snapshot blackwell-8x -H gpu1 -o gpu1.tar.gz",
+    ),
+)
 @exits(
     ExitCode.IN_SYNC,
     ExitCode.HOST_ERROR,

@@ -10,6 +10,7 @@ from ..profile.load import load_profile
 from ..render import documents
 from .complete import roots
 from .exits import COMPARES, exits
+from .helptext import UNTUNED, examples
 from .options import profile_argument
 from .output import Output, output_options
 from .remote import RemoteOptions, on_one_host, one_host_options
@@ -17,6 +18,12 @@ from .remote import RemoteOptions, on_one_host, one_host_options
 ROOT_HELP = "Read the host from a snapshot directory instead of this machine."
 
 
+@examples(
+    (
+        "Run the probes probes.yaml defines, three times each",
+        f"tune probe probes.yaml --root {UNTUNED} --runs 3",
+    ),
+)
 @exits(*COMPARES)
 @click.command("probe")
 @profile_argument()

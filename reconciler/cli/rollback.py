@@ -17,6 +17,7 @@ from ..render.apply import dry_run_text
 from .complete import roots, run_ids
 from .consent import confirm, dry_run_option, yes_option
 from .exits import exits
+from .helptext import UNTUNED, examples
 from .one_host import ROOT_HELP, engine_of
 from .output import Output, output_options
 from .remote import RemoteOptions, one_host_options
@@ -25,6 +26,16 @@ if TYPE_CHECKING:
     from ..apply.restored import RollbackResult
 
 
+@examples(
+    (
+        "What undoing the newest run would restore, writing nothing",
+        f"tune rollback --root {UNTUNED} --dry-run",
+    ),
+    (
+        "Undo it without asking",
+        f"tune rollback --root {UNTUNED} --yes",
+    ),
+)
 @exits(
     ExitCode.IN_SYNC,
     ExitCode.HOST_ERROR,

@@ -36,6 +36,7 @@ from ..rollout.waves import FailureBudget, parse_sizes, waves
 from .complete import rollout_ids
 from .consent import confirm, yes_option
 from .exits import exits
+from .helptext import Group, examples
 from .output import Output, output_options
 from .remote import RemoteOptions
 from .rollout_show import rollout_show
@@ -274,7 +275,13 @@ def _run(
     return fleet_exit_code(results, lambda _: True)
 
 
-@click.group("rollout")
+@examples(
+    (
+        "The newest rollout",
+        "tune rollout status",
+    ),
+)
+@click.group("rollout", cls=Group)
 def rollout_group() -> None:
     """Rollouts of `tune apply --reboot` over a fleet: show one, or resume it."""
 
@@ -288,6 +295,16 @@ def _none(out: Output) -> int:
 
 
 @exits(ExitCode.IN_SYNC, ExitCode.JOURNAL, ExitCode.USAGE)
+@examples(
+    (
+        "The newest rollout: each host's wave and state",
+        "tune rollout status",
+    ),
+    (
+        "The same as JSON",
+        "tune rollout status --format json",
+    ),
+)
 @rollout_group.command("status")
 @click.argument("rollout_id", required=False, metavar="[ID]", shell_complete=rollout_ids)
 @output_options("text", "json")
@@ -312,6 +329,12 @@ def status(rollout_id: str | None, out: Output) -> int:
     ExitCode.NOT_CONFIRMED,
     ExitCode.USAGE,
     ExitCode.INVALID_PROFILE,
+)
+@examples(
+    (
+        "Go on with the newest rollout where it stopped",
+        "tune rollout resume",
+    ),
 )
 @rollout_group.command("resume")
 @click.argument("rollout_id", required=False, metavar="[ID]", shell_complete=rollout_ids)

@@ -12,6 +12,7 @@ from ..hosts.base import Host
 from ..render import documents
 from .complete import roots
 from .exits import exits
+from .helptext import UNTUNED, examples
 from .one_host import RESTART_HELP, engine_of, verified_lines
 from .output import Output, output_options
 from .remote import RemoteOptions, one_host_options
@@ -20,6 +21,12 @@ if TYPE_CHECKING:
     from ..flow.orchestration import BootHeld
 
 
+@examples(
+    (
+        "After the reboot: promote the boot configuration, or roll it back",
+        f"tune verify --root {UNTUNED}",
+    ),
+)
 @exits(
     ExitCode.IN_SYNC,
     ExitCode.HOST_ERROR,
