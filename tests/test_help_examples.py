@@ -26,8 +26,9 @@ NOT_RUN = {
     "tune slurm health-check": "asks Slurm (sinfo, scontrol)",
     "tune slurm reboot-program": "asks Slurm and reboots",
 }
-# Run first, so that the examples that read a run have one; rollback, which undoes it, last.
-FIRST, LAST = ("apply",), ("rollback",)
+# The examples that change the host run last (the others read it as their comments say), apply
+# before report, which shows its run, and rollback, which undoes it.
+LAST = ("apply", "report", "rollback")
 
 
 def every_command(
@@ -107,7 +108,7 @@ def test_every_example_runs_on_the_example_hosts(
 
     def order(entry: tuple[tuple[str, ...], click.Command]) -> int:
         path = entry[0]
-        return 0 if path[:1] == FIRST else 2 if path[:1] == LAST else 1
+        return LAST.index(path[0]) + 1 if path[:1] and path[0] in LAST else 0
 
     ran = parsed = 0
     for _, command in sorted(COMMANDS, key=order):

@@ -10,7 +10,7 @@ import click
 
 from ..core.errors import ExitCode
 from .exits import exits
-from .helptext import Group, examples
+from .helptext import SummaryGroup, examples
 from .options import profile_argument, profile_digest_option
 from .output import Output, output_options
 
@@ -21,7 +21,7 @@ from .output import Output, output_options
         "tune export machineconfig blackwell-8x",
     ),
 )
-@click.group("export", cls=Group)
+@click.group("export", cls=SummaryGroup)
 def export_group() -> None:
     """A profile as another engine's document: MachineConfig kernel arguments, a NodeWright
     package."""

@@ -40,7 +40,7 @@ def example_lines(command: click.Command) -> list[tuple[str, str]]:
     return [(why.removeprefix("# "), run) for why, run in zip(body[::2], body[1::2], strict=True)]
 
 
-class Group(click.Group):
+class SummaryGroup(click.Group):
     """A group whose command list shows each command's first sentence whole (click cuts it
     to the terminal's width with `...`); the list wraps instead."""
 

@@ -182,12 +182,34 @@ def completion_cmd(shell: str) -> int:
     ),
 )
 @click.command("man")
-def man_cmd() -> int:
-    """Print tune(1), written from these commands' help: `tune man >
-    /usr/local/share/man/man1/tune.1`, or `tune man | man -l -`."""
-    from .manpage import manual
+@click.argument("command", nargs=-1)
+@click.option(
+    "--directory",
+    metavar="DIR",
+    help="Write every page (tune.1, tune-COMMAND.1, ...) into DIR instead.",
+)
+def man_cmd(command: tuple[str, ...], directory: str | None) -> int:
+    """Print the man page of COMMAND (`tune man rollout status`), or tune(1), the whole
+    manual; written from these commands' help, as the pages the package installs are."""
+    from .manpage import commands, page, page_name, pages, root_context
 
     root = click.get_current_context().find_root()
     assert isinstance(root.command, click.Group)
-    click.echo(manual(root.command, root), nl=False)
-    return ExitCode.IN_SYNC
+    if directory is not None:
+        if command:
+            raise UsageError("--directory writes every page: give no COMMAND.")
+        written = pages(root.command)
+        target = Path(directory)
+        target.mkdir(parents=True, exist_ok=True)
+        for name, text in written.items():
+            (target / name).write_text(text, encoding="utf-8")
+        click.echo(f"{target}: {len(written)} pages", err=True)
+        return ExitCode.IN_SYNC
+    if not command:
+        click.echo(pages(root.command)["tune.1"], nl=False)
+        return ExitCode.IN_SYNC
+    for path, found, context in commands(root.command, root_context(root.command)):
+        if path == command:
+            click.echo(page(path, found, context), nl=False)
+            return ExitCode.IN_SYNC
+    raise UsageError(f"no command `tune {' '.join(command)}`, so no page {page_name(command)}(1).")

@@ -11,7 +11,7 @@ from ..core.errors import ExitCode
 from ..profile.bundled import shown
 from .complete import roots
 from .exits import exits
-from .helptext import UNTUNED, Group, examples
+from .helptext import UNTUNED, SummaryGroup, examples
 from .options import profile_argument, profile_digest_option
 from .output import Output, output_options
 
@@ -24,7 +24,7 @@ ROOT_HELP = "Work on a snapshot directory instead of this machine."
         f"tune kube features --root {UNTUNED}",
     ),
 )
-@click.group("kube", cls=Group)
+@click.group("kube", cls=SummaryGroup)
 def kube_group() -> None:
     """Files for Kubernetes' node agents (kured's sentinel, Node Feature Discovery's labels)
     and the GPU Operator's ConfigMap, without an API client or credentials on the node."""

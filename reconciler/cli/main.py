@@ -28,7 +28,7 @@ from ..render import RENDERERS, documents
 from ..render import fleet as fleet_render
 from .complete import roots
 from .exits import COMPARES, exits, table_help
-from .helptext import TUNED, UNTUNED, Group, examples
+from .helptext import TUNED, UNTUNED, SummaryGroup, examples
 from .options import profile_argument, profile_digest_option
 from .output import STDOUT, Output, output_options
 from .remote import (
@@ -44,7 +44,7 @@ ROOT_HELP = "Read the host from a snapshot directory or .tar.gz instead of this 
 profile_arg = profile_argument()
 
 
-class LazyGroup(Group):
+class LazyGroup(SummaryGroup):
     """A group whose commands from other modules load only when they run (or --help lists
     them): `tune plan` on a fleet of hosts must not pay for importing apply, audit or probes."""
 
@@ -107,7 +107,7 @@ def cli() -> None:
         f"tune plan blackwell-8x --root {UNTUNED}",
     ),
     (
-        "Only the live settings, as JSON",
+        "Only the live settings, as JSON (exit 2: changes)",
         f"tune plan blackwell-8x --root {UNTUNED} --runtime-only --format json",
     ),
     (
@@ -326,7 +326,7 @@ def check_cmd(
         "tune validate blackwell-8x",
     ),
     (
-        "The problems as JSON, for an editor or CI (exit 65: invalid)",
+        "The verdict as JSON, for an editor or CI; an invalid profile exits 65",
         "tune validate blackwell-8x --format json",
     ),
 )
@@ -416,7 +416,7 @@ def schema_cmd(which: str, out: Output) -> int:
         f"tune snapshot blackwell-8x --root {UNTUNED} -o host.tar.gz",
     ),
     (
-        "Then plan offline against the archive",
+        "Then plan offline against the archive (exit 2: changes)",
         "tune plan blackwell-8x --root host.tar.gz",
     ),
     (

@@ -20,8 +20,8 @@ ROOT_HELP = "Read the host from a snapshot directory instead of this machine."
 
 @examples(
     (
-        "Run the probes probes.yaml defines, three times each",
-        f"tune probe probes.yaml --root {UNTUNED} --runs 3",
+        "Run the probes that probes.yaml defines on the example host",
+        f"tune probe probes.yaml --root {UNTUNED}",
     ),
 )
 @exits(*COMPARES)

@@ -36,7 +36,7 @@ from ..rollout.waves import FailureBudget, parse_sizes, waves
 from .complete import rollout_ids
 from .consent import confirm, yes_option
 from .exits import exits
-from .helptext import Group, examples
+from .helptext import SummaryGroup, examples
 from .output import Output, output_options
 from .remote import RemoteOptions
 from .rollout_show import rollout_show
@@ -281,7 +281,7 @@ def _run(
         "tune rollout status",
     ),
 )
-@click.group("rollout", cls=Group)
+@click.group("rollout", cls=SummaryGroup)
 def rollout_group() -> None:
     """Rollouts of `tune apply --reboot` over a fleet: show one, or resume it."""
 

@@ -12,7 +12,7 @@ import click
 from ..core.errors import ExitCode, UsageError
 from ..engines import slurm as engine
 from .complete import roots
-from .helptext import UNTUNED, Group, examples
+from .helptext import UNTUNED, SummaryGroup, examples
 from .pinned import PULL_ENV, Pinned, pinned
 
 ROOT_HELP = "A snapshot directory instead of this machine (tests and labs)."
@@ -47,7 +47,7 @@ def _finish(outcome: engine.ProgramEnd) -> None:
         f"tune slurm features --root {UNTUNED}",
     ),
 )
-@click.group("slurm", cls=Group)
+@click.group("slurm", cls=SummaryGroup)
 def slurm_group() -> None:
     """Programs for slurm.conf: RebootProgram, HealthCheckProgram, the node-features helper."""
 
