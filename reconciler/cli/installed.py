@@ -147,7 +147,7 @@ def examples_cmd(name: str | None, file: str | None) -> int:
         "tune completion bash > ~/.local/share/bash-completion/completions/tune",
     ),
     (
-        "fish",
+        "fish: the same, where fish looks for completions",
         "tune completion fish > ~/.config/fish/completions/tune.fish",
     ),
 )
