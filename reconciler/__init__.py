@@ -2,7 +2,8 @@
 
 import os
 
-__version__ = "0.1.0"
+# The one place the version is written: pyproject.toml reads it (tool.setuptools.dynamic).
+__version__ = "0.2.0"
 
 # tune uses no pydantic plugins; without this, pydantic scans every installed distribution's
 # entry points on the first model it builds, a fixed cost of each `tune` process. Children

@@ -182,7 +182,7 @@ def plan_markdown(doc: Doc) -> str:
         + f", {doc['summary']['failed_checks']} failed checks, {pending_counts(pending)}."
     )
     out = [
-        f"# Host audit: {md.text(host['name'])} against profile {md.code(doc['profile'])}",
+        f"# Plan: {md.text(host['name'])} against profile {md.code(doc['profile'])}",
         "",
         "| | |",
         "|---|---|",

@@ -124,4 +124,5 @@ def test_validate_names_the_parents(tmp_path: Path) -> None:
     result = run_tune("validate", BLACKWELL)
     assert result.code == 0
     assert "valid profile 'blackwell-8x'" in result.out
-    assert "base-gpu-inference.yaml" in result.out
+    # A bundled parent by its bundled name, not its path in site-packages (#33, item 9).
+    assert "(with base-gpu-inference);" in result.out

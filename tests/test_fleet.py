@@ -169,7 +169,7 @@ def test_fleet_json_is_a_list_of_the_one_host_documents() -> None:
 def test_fleet_markdown_has_the_summary_table_and_each_host_report() -> None:
     out = fleet.render(fleet_of_snapshots(), "markdown", color=False)
     assert "| untuned-1 | 368 changes, 3 failed checks | 363 | 5 | 0 | 8/11 |" in out
-    assert "# Host audit: gpu-node-07 against profile `blackwell-8x`" in out
+    assert "# Plan: gpu-node-07 against profile `blackwell-8x`" in out
     assert "# down-1: error" in out
 
 

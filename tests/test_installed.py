@@ -26,6 +26,7 @@ def test_a_wheel_installed_in_a_fresh_venv_plans_with_a_bundled_profile_from_any
     source = tmp_path / "source"
     skip = shutil.ignore_patterns("__pycache__", "*.egg-info")
     shutil.copytree(PROJECT / "reconciler", source / "reconciler", ignore=skip)
+    shutil.copytree(PROJECT / "man", source / "man")
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(PROJECT / name, source / name)
     wheels = tmp_path / "wheels"
@@ -72,6 +73,36 @@ def test_a_wheel_installed_in_a_fresh_venv_plans_with_a_bundled_profile_from_any
         check=True,
     )
     assert rules.stdout == (PROJECT / "examples/prometheus/tune-alerts.yml").read_text()
+    # The man pages where pip puts a wheel's data files, and pipx links them from:
+    # `man tune-apply` (issue #35, item 2).
+    pages = venv / "share/man/man1"
+    assert sorted(p.name for p in pages.glob("*.1")) == sorted(
+        p.name for p in (PROJECT / "man/man1").glob("*.1")
+    )
+    if shutil.which("man"):
+        env = {"MANWIDTH": "100", "MANPAGER": "cat", "PAGER": "cat", "PATH": "/usr/bin:/bin"}
+        shown = subprocess.run(
+            ["man", "-M", str(venv / "share/man"), "tune-apply"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+        )
+        assert "tune-apply - Make the host match a profile" in shown.stdout, shown.stderr
+    # One version: the metadata pip installed is what `tune -V` prints.
+    metadata = subprocess.run(
+        [
+            venv / "bin/python",
+            "-c",
+            "import importlib.metadata as m; print(m.version('tune-gpu-host'))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=elsewhere,
+    )
+    version = subprocess.run([venv / "bin/tune", "-V"], capture_output=True, text=True, check=True)
+    assert version.stdout == f"tune, version {metadata.stdout.strip()}\n"
 
 
 def test_profiles_lists_the_bundled_ones_with_their_descriptions() -> None:
@@ -252,3 +283,19 @@ def test_an_unknown_setting_is_a_warning_once(config_files: tuple[Path, Path]) -
         "ssh_config, sudo).\n"
     )
     assert ["forks", "4", str(user)] in [line.split() for line in result.out.splitlines()]
+
+
+def test_the_version_is_written_once_and_v_prints_it() -> None:
+    """Issue #35, item 5: `tune --version`, `tune -V` and the package's metadata agree, because
+    the metadata is built from the one `__version__`."""
+    import tomllib
+
+    import reconciler
+
+    project = tomllib.loads((PROJECT / "pyproject.toml").read_text())
+    assert "version" not in project["project"] and "version" in project["project"]["dynamic"]
+    dynamic = project["tool"]["setuptools"]["dynamic"]["version"]
+    assert dynamic == {"attr": "reconciler.__version__"}
+    for flag in ("-V", "--version"):
+        shown = run_tune(flag)
+        assert (shown.code, shown.out) == (0, f"tune, version {reconciler.__version__}\n"), flag

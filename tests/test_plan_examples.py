@@ -95,7 +95,7 @@ def test_markdown_report_has_audit_sections() -> None:
     assert result.code == 2
     text = result.out
     for heading in (
-        "# Host audit: gpu-node-07",
+        "# Plan: gpu-node-07",
         "## Confirmed good",
         "## Actionable",
         "### P0",

@@ -17,8 +17,10 @@ from ..kinds import boot_kind
 from ..plan import saved as saved_plans
 from ..render.apply import applied_part, dry_run_text
 from ..steps.ops import BootTool, Command, DeleteFile, PutFile
+from .complete import profiles, roots
 from .consent import confirm, dry_run_option, yes_option
 from .exits import exits
+from .helptext import UNTUNED, examples
 from .one_host import RESTART_HELP, ROOT_HELP, engine_of, kept_lines, verified_lines
 from .options import profile_digest_option
 from .output import Output, output_options
@@ -31,6 +33,20 @@ if TYPE_CHECKING:
     from ..probes.phase import GateFailure, PhaseProbes
 
 
+@examples(
+    (
+        "The exact writes of the live settings, writing nothing",
+        f"tune apply blackwell-8x --root {UNTUNED} --runtime-only --dry-run",
+    ),
+    (
+        "Apply them without asking (this writes the snapshot: try it on a copy)",
+        f"tune apply blackwell-8x --root {UNTUNED} --runtime-only --yes",
+    ),
+    (
+        "Roll the boot configuration out to a fleet in waves, a canary first",
+        "tune apply blackwell-8x --reboot -i hosts.ini --canary gpu1 --serial 1,25%",
+    ),
+)
 @exits(
     ExitCode.IN_SYNC,
     ExitCode.HOST_ERROR,
@@ -46,7 +62,7 @@ if TYPE_CHECKING:
     ExitCode.NO_SPACE,
 )
 @click.command()
-@click.argument("target", required=False, metavar="[PROFILE|PLAN.json]")
+@click.argument("target", required=False, metavar="[PROFILE|PLAN.json]", shell_complete=profiles)
 @profile_digest_option
 @click.option("--runtime-only", is_flag=True, help="Only live settings; never boot configuration.")
 @click.option(
@@ -81,7 +97,7 @@ if TYPE_CHECKING:
     help="After the apply, restart the services still running with limits other than their "
     "configured ones (and systemd-logind when its settings changed); asks first.",
 )
-@click.option("--root", metavar="DIR", help=ROOT_HELP)
+@click.option("--root", metavar="DIR", shell_complete=roots, help=ROOT_HELP)
 @yes_option
 @dry_run_option
 @click.option("--no-persist", is_flag=True, help="Do not write tune's boot-time files.")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 
 import click
@@ -9,22 +10,36 @@ import click
 from ..audit.thresholds import Thresholds
 from ..core.errors import ExitCode, UsageError
 from ..hosts.fleet import fleet_exit_code, for_each_host
+from .complete import roots
+from .helptext import UNTUNED, examples
 from .output import Output, output_options, write_atomically
 from .remote import RemoteOptions, no_root, on_one_host, progress_on_terminal, remote_options
 
 
+@examples(
+    (
+        "What is wrong with the example host, without a profile (exit 2: findings)",
+        f"tune audit --root {UNTUNED}",
+    ),
+    (
+        "A Markdown report and a profile that fixes what it found (exit 2: findings)",
+        f"tune audit --root {UNTUNED} --format markdown --write-profile fixes.yaml",
+    ),
+)
 @click.command("audit")
 @click.option(
     "--root",
     metavar="PATH",
+    shell_complete=roots,
     help="Read the host from a snapshot directory or .tar.gz instead of this machine.",
 )
 @output_options("text", "json", "markdown")
 @click.option(
     "--write-profile",
     metavar="FILE.yaml",
-    help="Write a profile that fixes every actionable finding.",
+    help="Write a profile that fixes every actionable finding (a file there: see --force).",
 )
+@click.option("--force", is_flag=True, help="Let --write-profile replace a file that exists.")
 @click.option(
     "--min-kernel",
     metavar="VERSION",
@@ -37,6 +52,7 @@ def audit_cmd(
     root: str | None,
     out: Output,
     write_profile: str | None,
+    force: bool,
     min_kernel: str,
     remote: RemoteOptions,
 ) -> int:
@@ -55,6 +71,9 @@ def audit_cmd(
     if not re.fullmatch(r"\d+(\.\d+){0,2}", min_kernel):
         raise UsageError(f"--min-kernel: expected a version such as 6.14, not {min_kernel!r}.")
     thresholds = Thresholds(min_kernel=min_kernel)
+    if write_profile and not force and os.path.lexists(write_profile):
+        # Asked before the audit reads a host: a profile written by hand is not lost to a typo.
+        raise UsageError(f"{write_profile}: exists; --force replaces it.")
     if remote.is_fleet:
         if write_profile:
             raise UsageError("--write-profile describes one host; give a single -H.")

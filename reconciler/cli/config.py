@@ -28,6 +28,7 @@ from ..core.printable import printable
 from ..hosts.trust import Owned, UntrustedState, above, problem
 from ..render import documents
 from .exits import exits
+from .helptext import examples
 from .output import Output, output_options
 
 SYSTEM = Path("/etc/tune/config.toml")
@@ -220,6 +221,12 @@ def configured_inventory() -> str | None:
     return None if value is None else str(value)
 
 
+@examples(
+    (
+        "Each setting, its value and where it came from",
+        "tune config",
+    ),
+)
 @exits(ExitCode.IN_SYNC, ExitCode.HOST_ERROR, ExitCode.USAGE)
 @click.command("config")
 @output_options("text", "json")

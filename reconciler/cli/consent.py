@@ -32,17 +32,18 @@ def dry_run_option(command: F) -> F:
     )(command)
 
 
-def confirm(question: str, *, yes: bool, command: str, err: bool = False) -> None:
+def confirm(
+    question: str, *, yes: bool, command: str, err: bool = False, dry_run: bool = True
+) -> None:
     """Return once the operator agreed to `question`; raise `NotConfirmed` otherwise.
     `command`: the command that asks (its `--yes` is named when nobody can be asked).
-    `err`: ask on standard error (standard output holds JSON)."""
+    `err`: ask on standard error (standard output holds JSON). `dry_run`: `command` takes
+    --dry-run, so the refusal may suggest it."""
     if yes:
         return
     if not sys.stdin.isatty():
-        raise NotConfirmed(
-            f"no terminal to confirm on, so nothing was written: `{command} --yes` goes ahead, "
-            "`--dry-run` shows what it would do."
-        )
+        said = f"no terminal to confirm on, so nothing was written: `{command} --yes` goes ahead"
+        raise NotConfirmed(said + (", `--dry-run` shows what it would do." if dry_run else "."))
     try:
         agreed = click.confirm(question, default=False, err=err)
     except click.exceptions.Abort:  # end of input or Ctrl-C at the question

@@ -10,17 +10,30 @@ import click
 
 from ..core.errors import ExitCode
 from .exits import exits
+from .helptext import SummaryGroup, examples
 from .options import profile_argument, profile_digest_option
 from .output import Output, output_options
 
 
-@click.group("export")
+@examples(
+    (
+        "The bundled profile's kernel arguments as an OpenShift MachineConfig",
+        "tune export machineconfig blackwell-8x",
+    ),
+)
+@click.group("export", cls=SummaryGroup)
 def export_group() -> None:
     """A profile as another engine's document: MachineConfig kernel arguments, a NodeWright
     package."""
 
 
 @exits(ExitCode.IN_SYNC, ExitCode.USAGE, ExitCode.INVALID_PROFILE)
+@examples(
+    (
+        "The bundled profile's kernel arguments for the worker pool",
+        "tune export machineconfig blackwell-8x --role worker",
+    ),
+)
 @export_group.command("machineconfig")
 @profile_argument()
 @profile_digest_option
@@ -43,6 +56,12 @@ def machineconfig_cmd(
 
 
 @exits(ExitCode.IN_SYNC, ExitCode.USAGE, ExitCode.INVALID_PROFILE)
+@examples(
+    (
+        "A NodeWright package of the bundled profile",
+        "tune export nodewright blackwell-8x -d nodewright-blackwell",
+    ),
+)
 @export_group.command("nodewright")
 @profile_argument()
 @profile_digest_option

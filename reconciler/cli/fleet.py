@@ -12,6 +12,7 @@ from ..apply.engines import engine_for
 from ..apply.work import Work
 from ..core.changes import Plan
 from ..core.printable import printable
+from ..core.words import counted
 from ..flow.orchestration import ApplyJob, apply_fleet
 from ..hosts.base import Host
 from ..hosts.fleet import HostResult, fleet_exit_code
@@ -115,7 +116,7 @@ class FleetTerminal:
         self.ask(changes, hosts)
 
     def ask(self, changes: int, hosts: int) -> None:
-        question = f"Apply {changes} changes to {hosts} hosts?"
+        question = f"Apply {counted(changes, 'change')} to {counted(hosts, 'host')}?"
         on_stderr = self.out.json or self.out.to_file
         confirm(
             question if on_stderr else f"\n{question}",

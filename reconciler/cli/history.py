@@ -12,15 +12,28 @@ from ..core.printable import printable
 from ..hosts.base import ReadableHost
 from ..hosts.directory import open_host
 from ..render import documents
+from .complete import roots
 from .exits import exits
+from .helptext import UNTUNED, examples
 from .one_host import one_remote
 from .output import Output, output_options
 from .remote import RemoteOptions, no_root, remote_options
 
 
+@examples(
+    (
+        "The runs journaled on the host, newest first",
+        f"tune history --root {UNTUNED}",
+    ),
+)
 @exits(ExitCode.IN_SYNC, ExitCode.HOST_ERROR, ExitCode.JOURNAL, ExitCode.USAGE)
 @click.command()
-@click.option("--root", metavar="DIR", help="Read a snapshot directory instead of this machine.")
+@click.option(
+    "--root",
+    metavar="DIR",
+    shell_complete=roots,
+    help="Read a snapshot directory instead of this machine.",
+)
 @output_options("text", "json")
 @remote_options
 def history(root: str | None, out: Output, remote: RemoteOptions) -> int:

@@ -8,20 +8,35 @@ from __future__ import annotations
 import click
 
 from ..core.errors import ExitCode
+from ..profile.bundled import shown
+from .complete import roots
 from .exits import exits
+from .helptext import UNTUNED, SummaryGroup, examples
 from .options import profile_argument, profile_digest_option
 from .output import Output, output_options
 
 ROOT_HELP = "Work on a snapshot directory instead of this machine."
 
 
-@click.group("kube")
+@examples(
+    (
+        "The node's labels for Node Feature Discovery",
+        f"tune kube features --root {UNTUNED}",
+    ),
+)
+@click.group("kube", cls=SummaryGroup)
 def kube_group() -> None:
     """Files for Kubernetes' node agents (kured's sentinel, Node Feature Discovery's labels)
     and the GPU Operator's ConfigMap, without an API client or credentials on the node."""
 
 
 @exits(ExitCode.IN_SYNC, ExitCode.HOST_ERROR, ExitCode.USAGE)
+@examples(
+    (
+        "Whether kured should reboot the node for tune",
+        f"tune kube sentinel --root {UNTUNED}",
+    ),
+)
 @kube_group.command("sentinel")
 @click.option(
     "--path",
@@ -29,7 +44,7 @@ def kube_group() -> None:
     show_default=True,
     help="The sentinel kured watches (its --reboot-sentinel).",
 )
-@click.option("--root", metavar="DIR", help=ROOT_HELP)
+@click.option("--root", metavar="DIR", shell_complete=roots, help=ROOT_HELP)
 @output_options("text")
 def sentinel(path: str, root: str | None, out: Output) -> int:
     """Make kured's reboot sentinel while a boot configuration tune wrote waits for a reboot
@@ -50,6 +65,12 @@ def sentinel(path: str, root: str | None, out: Output) -> int:
 
 
 @exits(ExitCode.IN_SYNC, ExitCode.HOST_ERROR, ExitCode.USAGE)
+@examples(
+    (
+        "The node's labels, into nfd-worker's local source",
+        f"tune kube features --root {UNTUNED}",
+    ),
+)
 @kube_group.command("features")
 @click.option(
     "--path",
@@ -57,7 +78,7 @@ def sentinel(path: str, root: str | None, out: Output) -> int:
     show_default=True,
     help="The feature file nfd-worker's local source reads.",
 )
-@click.option("--root", metavar="DIR", help=ROOT_HELP)
+@click.option("--root", metavar="DIR", shell_complete=roots, help=ROOT_HELP)
 @output_options("text")
 def features(path: str, root: str | None, out: Output) -> int:
     """Write Node Feature Discovery's feature file: tune-profile, tune-in-sync,
@@ -78,12 +99,18 @@ def features(path: str, root: str | None, out: Output) -> int:
 
 
 @exits(ExitCode.IN_SYNC, ExitCode.HOST_ERROR, ExitCode.USAGE, ExitCode.INVALID_PROFILE)
+@examples(
+    (
+        "The GPU Operator's kernel module ConfigMap for the bundled profile",
+        f"tune kube gpu-operator blackwell-8x --root {UNTUNED}",
+    ),
+)
 @kube_group.command("gpu-operator")
 @profile_argument()
 @profile_digest_option
 @click.option("--name", default="kernel-module-params", show_default=True, help="ConfigMap name.")
 @click.option("--namespace", default="gpu-operator", show_default=True, help="Its namespace.")
-@click.option("--root", metavar="DIR", help=ROOT_HELP)
+@click.option("--root", metavar="DIR", shell_complete=roots, help=ROOT_HELP)
 @output_options("text")
 def gpu_operator(
     profile: str,
@@ -123,7 +150,8 @@ def gpu_operator(
     click.echo(said, err=True)
     if not params:
         click.echo(
-            f"{loaded.path}: no NVreg_ parameters of nvidia; the ConfigMap is empty.", err=True
+            f"{shown(loaded.path)}: no NVreg_ parameters of nvidia; the ConfigMap is empty.",
+            err=True,
         )
     out.echo(kernel_module_configmap(params, name, namespace), nl=False)
     return ExitCode.IN_SYNC

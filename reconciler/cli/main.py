@@ -26,7 +26,9 @@ from ..plan.observe import observation, observe, request
 from ..profile.load import LoadedProfile, load_profile, schema
 from ..render import RENDERERS, documents
 from ..render import fleet as fleet_render
+from .complete import roots
 from .exits import COMPARES, exits, table_help
+from .helptext import TUNED, UNTUNED, SummaryGroup, examples
 from .options import profile_argument, profile_digest_option
 from .output import STDOUT, Output, output_options
 from .remote import (
@@ -42,7 +44,7 @@ ROOT_HELP = "Read the host from a snapshot directory or .tar.gz instead of this 
 profile_arg = profile_argument()
 
 
-class LazyGroup(click.Group):
+class LazyGroup(SummaryGroup):
     """A group whose commands from other modules load only when they run (or --help lists
     them): `tune plan` on a fleet of hosts must not pay for importing apply, audit or probes."""
 
@@ -62,6 +64,14 @@ class LazyGroup(click.Group):
         return super().get_command(ctx, cmd_name)
 
 
+@examples(
+    (
+        "Plan the bundled profile against the untuned example host (exit 2: changes)",
+        f"tune plan blackwell-8x --root {UNTUNED}",
+    ),
+    ("The profiles that come with tune", "tune profiles"),
+    ("A command's help, with its examples", "tune apply --help"),
+)
 @click.group(
     cls=LazyGroup,
     lazy={
@@ -86,16 +96,30 @@ class LazyGroup(click.Group):
     context_settings={"help_option_names": ["-h", "--help"]},
     help="Tuning-as-code for Linux GPU inference hosts.\n\n" + table_help(),
 )
-@click.version_option(__version__, prog_name="tune")
+@click.version_option(__version__, "-V", "--version", prog_name="tune")
 def cli() -> None:
     pass
 
 
+@examples(
+    (
+        "What would change on the example host, and why (exit 2: changes)",
+        f"tune plan blackwell-8x --root {UNTUNED}",
+    ),
+    (
+        "Only the live settings, as JSON (exit 2: changes)",
+        f"tune plan blackwell-8x --root {UNTUNED} --runtime-only --format json",
+    ),
+    (
+        "Every host of an inventory group, over SSH",
+        "tune plan blackwell-8x -i hosts.ini --limit gpu",
+    ),
+)
 @exits(*COMPARES)
 @cli.command()
 @profile_arg
 @profile_digest_option
-@click.option("--root", metavar="PATH", help=ROOT_HELP)
+@click.option("--root", metavar="PATH", shell_complete=roots, help=ROOT_HELP)
 @output_options("text", *sorted(set(RENDERERS) - {"text"}))
 @click.option(
     "--save",
@@ -128,6 +152,11 @@ def plan(
     phases it covers (both, unless --runtime-only or --reboot-phase)."""
     if runtime_only and reboot_phase:
         raise UsageError("--runtime-only and --reboot-phase exclude each other.")
+    if save == STDOUT:
+        raise UsageError(
+            "--save -: a saved plan is a file `tune apply FILE` reads, and standard output "
+            "has the plan itself: give a path (`--format json` prints the plan as JSON)."
+        )
     phases = saved.chosen_phases(runtime_only, reboot_phase)
     loaded = load_profile(profile, profile_digest)
 
@@ -186,13 +215,26 @@ def _saved_line(path: str, phases: tuple[Phase, ...], named: bool) -> str:
     )
 
 
+@examples(
+    (
+        "Drift of the tuned example host from the bundled profile (exit 0: none)",
+        f"tune check blackwell-8x --root {TUNED}",
+    ),
+    (
+        "What cron runs: silent unless a knob drifted; metrics for node_exporter",
+        f"tune check blackwell-8x --root {TUNED} -q --prometheus tune.prom",
+    ),
+)
 @cli.command("check")
 @profile_argument(required=False)
 @profile_digest_option
-@click.option("--root", metavar="PATH", help=ROOT_HELP)
+@click.option("--root", metavar="PATH", shell_complete=roots, help=ROOT_HELP)
 @output_options("text", "json")
 @click.option(
-    "--quiet", is_flag=True, help="Print nothing unless a knob drifted; then one line a drift."
+    "-q",
+    "--quiet",
+    is_flag=True,
+    help="Print nothing unless a knob drifted; then one line a drift.",
 )
 @click.option(
     "--prometheus", metavar="FILE", help="Write node_exporter textfile metrics to FILE atomically."
@@ -278,6 +320,16 @@ def check_cmd(
     return ExitCode.CHANGES if report.needs_attention else ExitCode.IN_SYNC
 
 
+@examples(
+    (
+        "Check a profile and print the digest that pins it",
+        "tune validate blackwell-8x",
+    ),
+    (
+        "The verdict as JSON, for an editor or CI; an invalid profile exits 65",
+        "tune validate blackwell-8x --format json",
+    ),
+)
 @exits(ExitCode.IN_SYNC, ExitCode.USAGE, ExitCode.INVALID_PROFILE)
 @cli.command()
 @profile_arg
@@ -295,8 +347,13 @@ def validate(profile: str, profile_digest: str | None, out: Output) -> int:
     if out.json:
         out.document(validation_document(profile, loaded, []))
         return ExitCode.IN_SYNC
-    parents = f" (with {', '.join(loaded.files[:-1])})" if len(loaded.files) > 1 else ""
-    out.echo(f"{profile}: valid profile {loaded.profile.name!r}{parents}; {loaded.pinned_as}")
+    from ..profile.bundled import shown
+
+    files = [shown(path) for path in loaded.files]
+    parents = f" (with {', '.join(files[:-1])})" if len(files) > 1 else ""
+    out.echo(
+        f"{shown(profile)}: valid profile {loaded.profile.name!r}{parents}; {loaded.pinned_as}"
+    )
     return ExitCode.IN_SYNC
 
 
@@ -331,6 +388,16 @@ def schema_options(command: Callable[..., int]) -> Callable[..., int]:
     return command
 
 
+@examples(
+    (
+        "The profile's JSON Schema, for an editor",
+        "tune schema -o tune-profile.schema.json",
+    ),
+    (
+        "The schema of what `tune plan --format json` prints",
+        "tune schema --plan",
+    ),
+)
 @exits(ExitCode.IN_SYNC)
 @cli.command("schema")
 @schema_options
@@ -343,6 +410,20 @@ def schema_cmd(which: str, out: Output) -> int:
     return ExitCode.IN_SYNC
 
 
+@examples(
+    (
+        "The files the bundled profile reads from the example host, as an archive",
+        f"tune snapshot blackwell-8x --root {UNTUNED} -o host.tar.gz",
+    ),
+    (
+        "Then plan offline against the archive (exit 2: changes)",
+        "tune plan blackwell-8x --root host.tar.gz",
+    ),
+    (
+        "A host reached over SSH",
+        "tune snapshot blackwell-8x -H gpu1 -o gpu1.tar.gz",
+    ),
+)
 @exits(
     ExitCode.IN_SYNC,
     ExitCode.HOST_ERROR,
@@ -359,7 +440,7 @@ def schema_cmd(which: str, out: Output) -> int:
     metavar="FILE.tar.gz",
     help="Archive to write; - writes it to standard output (then the summary is on stderr).",
 )
-@click.option("--root", metavar="PATH", help=ROOT_HELP)
+@click.option("--root", metavar="PATH", shell_complete=roots, help=ROOT_HELP)
 @output_options("text", "json", output=False)
 @one_host_options
 def snapshot(

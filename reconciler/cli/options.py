@@ -29,7 +29,9 @@ def profile_argument(*, required: bool = True) -> Callable[[F], F]:
             raise click.BadParameter(f"{path}: is a directory, not a profile.", ctx, param)
         return path
 
-    return click.argument("profile", required=required, callback=resolved)
+    from .complete import profiles
+
+    return click.argument("profile", required=required, callback=resolved, shell_complete=profiles)
 
 
 def profile_digest_option(command: F) -> F:

@@ -8,7 +8,9 @@ from ..core.errors import ExitCode, UsageError
 from ..hosts.base import Host
 from ..profile.load import load_profile
 from ..render import documents
+from .complete import roots
 from .exits import COMPARES, exits
+from .helptext import UNTUNED, examples
 from .options import profile_argument
 from .output import Output, output_options
 from .remote import RemoteOptions, on_one_host, one_host_options
@@ -16,10 +18,16 @@ from .remote import RemoteOptions, on_one_host, one_host_options
 ROOT_HELP = "Read the host from a snapshot directory instead of this machine."
 
 
+@examples(
+    (
+        "Run the probes that probes.yaml defines on the example host",
+        f"tune probe probes.yaml --root {UNTUNED}",
+    ),
+)
 @exits(*COMPARES)
 @click.command("probe")
 @profile_argument()
-@click.option("--root", metavar="PATH", help=ROOT_HELP)
+@click.option("--root", metavar="PATH", shell_complete=roots, help=ROOT_HELP)
 @output_options("text", "json")
 @one_host_options
 def probe_cmd(profile: str, root: str | None, out: Output, remote: RemoteOptions) -> int:

@@ -8,7 +8,9 @@ import click
 
 from ..core.errors import ExitCode
 from ..render import documents
+from .complete import roots, run_ids
 from .exits import exits
+from .helptext import UNTUNED, examples
 from .output import Output, output_options
 from .remote import RemoteOptions, on_one_host, one_host_options
 
@@ -20,10 +22,20 @@ if TYPE_CHECKING:
 ROOT_HELP = "Read the runs of a snapshot directory instead of this machine."
 
 
+@examples(
+    (
+        "What the newest run did, in Markdown for a ticket",
+        f"tune report --root {UNTUNED}",
+    ),
+    (
+        "The same as JSON, into a file",
+        f"tune report --root {UNTUNED} --format json -o run.json",
+    ),
+)
 @exits(ExitCode.IN_SYNC, ExitCode.HOST_ERROR, ExitCode.JOURNAL, ExitCode.USAGE)
 @click.command("report")
-@click.argument("run_id", required=False)
-@click.option("--root", metavar="DIR", help=ROOT_HELP)
+@click.argument("run_id", required=False, shell_complete=run_ids)
+@click.option("--root", metavar="DIR", shell_complete=roots, help=ROOT_HELP)
 @output_options("markdown", "json")
 @one_host_options
 def report_cmd(run_id: str | None, root: str | None, out: Output, remote: RemoteOptions) -> int:

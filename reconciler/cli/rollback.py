@@ -14,8 +14,10 @@ from ..core.printable import printable
 from ..hosts.base import Host
 from ..render import documents
 from ..render.apply import dry_run_text
+from .complete import roots, run_ids
 from .consent import confirm, dry_run_option, yes_option
 from .exits import exits
+from .helptext import UNTUNED, examples
 from .one_host import ROOT_HELP, engine_of
 from .output import Output, output_options
 from .remote import RemoteOptions, one_host_options
@@ -24,6 +26,16 @@ if TYPE_CHECKING:
     from ..apply.restored import RollbackResult
 
 
+@examples(
+    (
+        "What undoing the newest run would restore, writing nothing",
+        f"tune rollback --root {UNTUNED} --dry-run",
+    ),
+    (
+        "Undo it without asking",
+        f"tune rollback --root {UNTUNED} --yes",
+    ),
+)
 @exits(
     ExitCode.IN_SYNC,
     ExitCode.HOST_ERROR,
@@ -33,8 +45,8 @@ if TYPE_CHECKING:
     ExitCode.USAGE,
 )
 @click.command()
-@click.argument("run_id", required=False)
-@click.option("--root", metavar="DIR", help=ROOT_HELP)
+@click.argument("run_id", required=False, shell_complete=run_ids)
+@click.option("--root", metavar="DIR", shell_complete=roots, help=ROOT_HELP)
 @yes_option
 @dry_run_option
 @output_options("text", "json")

@@ -21,18 +21,22 @@ import click
 
 from ..apply.engines import engine_for
 from ..core.errors import ExitCode, TuneError, UsageError
+from ..core.words import counted
 from ..flow.orchestration import ApplyJob
 from ..hosts.base import Host
 from ..hosts.fleet import HostResult, fleet_exit_code
 from ..hosts.targets import Identity
+from ..profile.bundled import shown
 from ..profile.load import LoadedProfile, load_profile
 from ..render import rollout as render
 from ..rollout import journal
 from ..rollout.journal import DONE, IN_FLIGHT, NOT_STARTED, HostEntry, Rollout
 from ..rollout.run import Pace, Stopped, run_rollout
 from ..rollout.waves import FailureBudget, parse_sizes, waves
+from .complete import rollout_ids
 from .consent import confirm, yes_option
 from .exits import exits
+from .helptext import SummaryGroup, examples
 from .output import Output, output_options
 from .remote import RemoteOptions
 from .rollout_show import rollout_show
@@ -208,10 +212,12 @@ def start_rollout(
     shape = " + ".join(str(len(wave)) for wave in cut)
     reboots = "rebooting each" if job.reboot else "no reboot"
     question = (
-        f"Roll {job.loaded.path} out to {len(names)} hosts in {len(cut)} waves ({shape}), "
+        f"Roll {shown(job.loaded.path)} out to {counted(len(names), 'host')} in "
+        f"{counted(len(cut), 'wave')} ({shape}), "
         f"{reboots}?"
     )
-    confirm(question, yes=yes, command="tune apply", err=out.json or out.to_file)
+    # A rollout has no --dry-run (`tune plan -i` shows what each host would change).
+    confirm(question, yes=yes, command="tune apply", err=out.json or out.to_file, dry_run=False)
     identities = {host.name: host.identity() for host in hosts}
     rollout = Rollout(
         rollout_id=journal.new_rollout_id(),
@@ -269,7 +275,13 @@ def _run(
     return fleet_exit_code(results, lambda _: True)
 
 
-@click.group("rollout")
+@examples(
+    (
+        "The newest rollout",
+        "tune rollout status",
+    ),
+)
+@click.group("rollout", cls=SummaryGroup)
 def rollout_group() -> None:
     """Rollouts of `tune apply --reboot` over a fleet: show one, or resume it."""
 
@@ -283,8 +295,18 @@ def _none(out: Output) -> int:
 
 
 @exits(ExitCode.IN_SYNC, ExitCode.JOURNAL, ExitCode.USAGE)
+@examples(
+    (
+        "The newest rollout: each host's wave and state",
+        "tune rollout status",
+    ),
+    (
+        "The same as JSON",
+        "tune rollout status --format json",
+    ),
+)
 @rollout_group.command("status")
-@click.argument("rollout_id", required=False, metavar="[ID]")
+@click.argument("rollout_id", required=False, metavar="[ID]", shell_complete=rollout_ids)
 @output_options("text", "json")
 def status(rollout_id: str | None, out: Output) -> int:
     """Show a rollout (by default the newest): each host's wave, state, configuration and
@@ -308,8 +330,14 @@ def status(rollout_id: str | None, out: Output) -> int:
     ExitCode.USAGE,
     ExitCode.INVALID_PROFILE,
 )
+@examples(
+    (
+        "Go on with the newest rollout where it stopped",
+        "tune rollout resume",
+    ),
+)
 @rollout_group.command("resume")
-@click.argument("rollout_id", required=False, metavar="[ID]")
+@click.argument("rollout_id", required=False, metavar="[ID]", shell_complete=rollout_ids)
 @yes_option
 @output_options("text", "json")
 def resume(rollout_id: str | None, yes: bool, out: Output) -> int:

@@ -21,6 +21,7 @@ from rich.table import Table
 
 from ..core.errors import NotConfirmed
 from ..core.printable import printable
+from ..core.words import counted
 from ..render import rollout as render
 from ..render.rollout_live import live_table
 from ..rollout import journal
@@ -75,12 +76,21 @@ class RolloutLines(RolloutShow):
         self.waiting.clear()
         rest = sum(len(wave) for wave in self.rollout.waves[1:])
         canaries = printable(", ".join(names))  # inventory names
-        question = f"The canaries {canaries} are verified. Go on with the other {rest} hosts?"
+        question = (
+            f"The canaries {canaries} are verified. Go on with the other {counted(rest, 'host')}?"
+        )
         try:
-            confirm(question, yes=self.yes, command="tune rollout resume", err=self.out.json)
+            confirm(
+                question,
+                yes=self.yes,
+                command="tune rollout resume",
+                err=self.out.json,
+                dry_run=False,
+            )
         except NotConfirmed:
             raise NotConfirmed(
-                f"the canaries {canaries} are done; the other {rest} hosts are not "
+                f"the canaries {canaries} are done; the other {counted(rest, 'host')} "
+                f"{'is' if rest == 1 else 'are'} not "
                 f"started: `tune rollout resume {self.rollout.rollout_id} --yes` goes on."
             ) from None
 

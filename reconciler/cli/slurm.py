@@ -11,6 +11,8 @@ import click
 
 from ..core.errors import ExitCode, UsageError
 from ..engines import slurm as engine
+from .complete import roots
+from .helptext import UNTUNED, SummaryGroup, examples
 from .pinned import PULL_ENV, Pinned, pinned
 
 ROOT_HELP = "A snapshot directory instead of this machine (tests and labs)."
@@ -39,13 +41,25 @@ def _finish(outcome: engine.ProgramEnd) -> None:
     sys.exit(outcome.code)
 
 
-@click.group("slurm")
+@examples(
+    (
+        "The feature of the profile the host is pinned to",
+        f"tune slurm features --root {UNTUNED}",
+    ),
+)
+@click.group("slurm", cls=SummaryGroup)
 def slurm_group() -> None:
     """Programs for slurm.conf: RebootProgram, HealthCheckProgram, the node-features helper."""
 
 
+@examples(
+    (
+        "What slurmd runs as HealthCheckProgram on node gpu1",
+        "tune slurm health-check --node gpu1",
+    ),
+)
 @slurm_group.command("health-check")
-@click.option("--root", metavar="DIR", help=ROOT_HELP)
+@click.option("--root", metavar="DIR", shell_complete=roots, help=ROOT_HELP)
 @click.option("--node", metavar="NAME", help=NODE_HELP)
 def health_check_cmd(root: str | None, node: str | None) -> None:
     """HealthCheckProgram (or one NHC check): `tune verify` after a reboot with a pending run,
@@ -72,8 +86,14 @@ def health_check_cmd(root: str | None, node: str | None) -> None:
     _finish(outcome)
 
 
+@examples(
+    (
+        "What slurmd runs as RebootProgram on node gpu1",
+        "tune slurm reboot-program --node gpu1",
+    ),
+)
 @slurm_group.command("reboot-program")
-@click.option("--root", metavar="DIR", help=ROOT_HELP)
+@click.option("--root", metavar="DIR", shell_complete=roots, help=ROOT_HELP)
 @click.option("--node", metavar="NAME", help=NODE_HELP)
 def reboot_program_cmd(root: str | None, node: str | None) -> None:
     """RebootProgram: arm the pinned profile's reboot phase (a try-once boot), ask systemd for
@@ -95,9 +115,15 @@ def reboot_program_cmd(root: str | None, node: str | None) -> None:
     _finish(outcome)
 
 
+@examples(
+    (
+        "The feature of the profile the host is pinned to (tune_<name>)",
+        f"tune slurm features --root {UNTUNED}",
+    ),
+)
 @slurm_group.command("features")
 @click.argument("feature", required=False)
-@click.option("--root", metavar="DIR", help=ROOT_HELP)
+@click.option("--root", metavar="DIR", shell_complete=roots, help=ROOT_HELP)
 @click.option(
     "--profiles",
     metavar="DIR",

@@ -10,15 +10,32 @@ from ..hosts.base import ReadableHost
 from ..hosts.directory import open_host
 from ..render import status as render
 from ..steps.status import STATUS
+from .complete import roots
 from .exits import exits
+from .helptext import UNTUNED, examples
 from .one_host import one_remote
 from .output import Output, output_options
 from .remote import RemoteOptions, one_host_options
 
 
+@examples(
+    (
+        "What tune last left on the host",
+        f"tune status --root {UNTUNED}",
+    ),
+    (
+        "The same as JSON, for a monitoring script",
+        f"tune status --root {UNTUNED} --format json",
+    ),
+)
 @exits(ExitCode.IN_SYNC, ExitCode.HOST_ERROR, ExitCode.USAGE)
 @click.command()
-@click.option("--root", metavar="DIR", help="Read a snapshot directory instead of this machine.")
+@click.option(
+    "--root",
+    metavar="DIR",
+    shell_complete=roots,
+    help="Read a snapshot directory instead of this machine.",
+)
 @output_options("text", "json")
 @one_host_options
 def status(root: str | None, out: Output, remote: RemoteOptions) -> int:

@@ -10,7 +10,9 @@ import click
 from ..core.errors import ExitCode
 from ..hosts.base import Host
 from ..render import documents
+from .complete import roots
 from .exits import exits
+from .helptext import UNTUNED, examples
 from .one_host import RESTART_HELP, engine_of, verified_lines
 from .output import Output, output_options
 from .remote import RemoteOptions, one_host_options
@@ -19,6 +21,12 @@ if TYPE_CHECKING:
     from ..flow.orchestration import BootHeld
 
 
+@examples(
+    (
+        "After the reboot: promote the boot configuration, or roll it back",
+        f"tune verify --root {UNTUNED}",
+    ),
+)
 @exits(
     ExitCode.IN_SYNC,
     ExitCode.HOST_ERROR,
@@ -28,7 +36,12 @@ if TYPE_CHECKING:
     ExitCode.USAGE,
 )
 @click.command()
-@click.option("--root", metavar="DIR", help="Verify a snapshot directory instead of this machine.")
+@click.option(
+    "--root",
+    metavar="DIR",
+    shell_complete=roots,
+    help="Verify a snapshot directory instead of this machine.",
+)
 @click.option(
     "--keep-on-regression",
     is_flag=True,

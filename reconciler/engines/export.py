@@ -21,6 +21,7 @@ from typing import Any
 
 from ..core.errors import UsageError
 from ..facts import cmdline as fmt
+from ..profile.bundled import shown
 from ..profile.load import LoadedProfile, load_profile
 
 DNS_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
@@ -86,7 +87,7 @@ def machineconfig(loaded: LoadedProfile, role: str = "worker", name: str | None 
         },
         "spec": {"kernelArguments": args.words},
     }
-    head = f"# Made by `tune export machineconfig {loaded.path}` ({loaded.pinned_as}).\n"
+    head = f"# Made by `tune export machineconfig {shown(loaded.path)}` ({loaded.pinned_as}).\n"
     head += "".join(f"# Left out: {said}\n" for said in args.left_out)
     return head + dump_yaml(document)
 

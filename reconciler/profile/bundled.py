@@ -28,6 +28,15 @@ def bundled() -> list[BundledProfile]:
     return [BundledProfile(path.name.removesuffix(SUFFIX), path) for path in found]
 
 
+def shown(path: str | Path) -> str:
+    """`path` as an operator would name it: a bundled profile by its bundled name (not the
+    site-packages path it lives at), any other path as it was given."""
+    given = Path(path)
+    if given.suffix == SUFFIX and given.parent == directory():
+        return given.name.removesuffix(SUFFIX)
+    return str(path)
+
+
 def resolve(spec: str) -> str:
     """`spec` as a path when one exists there, else the bundled profile of that name; a
     `file://` URL is always the path it names (`source.path_of_url`)."""

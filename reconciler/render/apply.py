@@ -11,6 +11,7 @@ from ..core.changes import Change, Plan
 from ..core.files import Request
 from ..core.printable import printable
 from ..hosts.base import ReadableHost
+from ..hosts.directory import SnapshotHost
 from ..steps.ops import PutFile, Step
 from ..steps.state import LOCK, STATE
 from .diff import unified
@@ -50,12 +51,15 @@ def dry_run_text(
         return "(absent)" if value is None else f"'{value}'"
 
     changes = {c.id: c for c in plan.compared} if plan is not None else {}
+    # A snapshot keeps its journal and lock inside itself, not in this machine's /var/lib.
+    inside = str(host.root).rstrip("/") if isinstance(host, SnapshotHost) else ""
     lines = (
         [f"{later}: {len(steps)} changes."]
         if later
         else [
             f"Dry run on {host.describe()}: {len(steps)} changes, nothing written.",
-            f"Each change is journaled under {STATE}/runs/ before its write, with {LOCK} held.",
+            f"Each change is journaled under {inside}{STATE}/runs/ before its write, "
+            f"with {inside}{LOCK} held.",
         ]
     )
     lines = [printable(line) for line in lines]

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from ..audit.model import Finding, Report, phase_label
 from ..core.changes import Priority
 from ..core.printable import printable_data
+from ..core.words import counted
 from ..hosts.fleet import HostResult
 from . import documents
 from .audit import MULTILINE, RENDERERS, audit_document, commands
@@ -60,8 +61,9 @@ def totals(results: Sequence[HostResult[Report]]) -> str:
     errors = sum(r.error is not None for r in results)
     clean = sum(status(r) == "clean" for r in results)
     return (
-        f"{len(results)} hosts: {clean} clean, {len(results) - errors - clean} with actionable "
-        f"findings, {errors} unreachable or failed."
+        f"{counted(len(results), 'host')}: {clean} clean, "
+        f"{len(results) - errors - clean} with actionable findings, "
+        f"{errors} unreachable or failed."
     )
 
 

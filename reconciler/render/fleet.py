@@ -16,6 +16,7 @@ import click
 from ..core.changes import Phase, Plan
 from ..core.errors import ApplyFailed
 from ..core.printable import printable
+from ..core.words import counted
 from ..hosts.fleet import HostResult
 from . import documents, md
 
@@ -73,7 +74,7 @@ def totals(results: Sequence[HostResult[Plan]]) -> str:
     clean = sum(r.value is not None and r.value.is_clean for r in results)
     changed = len(results) - errors - clean
     return (
-        f"{len(results)} hosts: {clean} in sync, {changed} with changes, "
+        f"{counted(len(results), 'host')}: {clean} in sync, {changed} with changes, "
         f"{errors} unreachable or failed."
     )
 
@@ -176,8 +177,9 @@ def applied(results: Sequence[HostResult[ApplyResult]], color: bool) -> str:
     out = table(APPLIED_HEADER, rows, color)
     out += [
         "",
-        f"{len(results)} hosts: {counts['applied']} applied, {counts['in sync']} already in "
-        f"sync, {counts['rolled back']} rolled back, {counts['error']} unreachable or failed.",
+        f"{counted(len(results), 'host')}: {counts['applied']} applied, "
+        f"{counts['in sync']} already in sync, {counts['rolled back']} rolled back, "
+        f"{counts['error']} unreachable or failed.",
     ]
     for result, row in zip(results, rows, strict=True):
         if result.error is not None:

@@ -14,7 +14,7 @@ def render(plan: Plan) -> str:
     plan = printable_data(plan)
     host = plan.host
     out = [
-        f"# Host audit: {md.text(host.name)} against profile {md.code(plan.profile)}",
+        f"# Plan: {md.text(host.name)} against profile {md.code(plan.profile)}",
         "",
         "| | |",
         "|---|---|",

@@ -27,6 +27,7 @@ from ..apply.journal import new_run_id, read_run, rolled_back_run
 from ..apply.pending import PendingBoot, read_pending
 from ..boot.reboot import POLL_S, boot_id_of, conclude, wait_for_new_boot
 from ..core.errors import ApplyFailed, ExitCode, RebootTimeout, TuneError
+from ..core.words import counted
 from ..flow.orchestration import ApplyJob, after_boot, prepare_host, probes_around, run_work
 from ..hosts.base import Host
 from ..hosts.fleet import for_each_host
@@ -140,8 +141,8 @@ def run_rollout(
         last = index == len(rollout.waves) - 1
         if failed > allowed and not last:
             why = (
-                f"{failed} hosts failed, more than --max-fail allows ({pace.budget}): stopped "
-                f"after wave {index + 1} of {len(rollout.waves)}."
+                f"{counted(failed, 'host')} failed, more than --max-fail allows "
+                f"({pace.budget}): stopped after wave {index + 1} of {len(rollout.waves)}."
             )
             rollout.stop(why)
             raise Stopped(why)

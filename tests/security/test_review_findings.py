@@ -195,7 +195,8 @@ def test_host_text_in_a_markdown_report_cannot_add_links_or_images(tmp_path: Pat
         assert acting(result.out) == [], result.out
         assert cells(result.out, "Host") == ["Host", HOSTILE_NAME], result.out
         assert cells(result.out, "Kernel") == ["Kernel", HOSTILE_KERNEL], result.out
-        assert f"Host audit: {HOSTILE_NAME}" in shown(result.out)
+        title = "Plan" if command[0] == "plan" else "Host audit"
+        assert f"{title}: {HOSTILE_NAME}" in shown(result.out)
         assert value in codes(result.out), result.out
 
 
