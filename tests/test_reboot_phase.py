@@ -366,8 +366,10 @@ def test_verify_reports_a_parameter_the_boot_did_not_bring(
     result = run_tune("verify", "--root", untuned)
     assert result.code == 3
     assert "/proc/cmdline has nothing, not amd_pstate=active" in result.err
-    # --reboot-phase never wrote the runtime part, and verify says so too.
-    assert "sysctl:vm.swappiness is" in result.err
+    # --reboot-phase never wrote the runtime part, and verify says so too: not as the failure.
+    assert "Not applied: 19 entries (358 knobs) of the runtime phase" in result.out
+    assert "NOT APPLIED sysctl kernel.numa_balancing: 1 (want 0)" in result.out
+    assert "numa_balancing" not in result.err
 
 
 def test_verify_before_the_reboot_is_refused(
@@ -411,3 +413,30 @@ def test_a_pending_record_that_cannot_be_written_rolls_the_run_back(untuned: Pat
     host = SnapshotHost(untuned)
     run = read_run(host, run_ids(host)[0])
     assert run is not None and run.outcome == "rolled-back"
+
+
+def test_verify_after_a_reboot_phase_alone_keeps_a_boot_that_came_up_as_asked(
+    reboot_phase_applied: SharedRun, scratch: Path
+) -> None:
+    """The documented flow on a host never runtime-tuned: `apply --reboot-phase`, reboot,
+    `verify`. The boot brought what the run configured; the runtime knobs no run applied are
+    reported as not applied, with the command that applies them, and roll nothing back."""
+    assert reboot_phase_applied.result.code == 0
+    untuned = reboot_phase_applied.copy(scratch / "untuned")
+    reboot(untuned)
+    result = run_tune("verify", "--root", untuned)
+    assert result.code == 0, result.err
+    assert "ok  /proc/cmdline has amd_pstate=active" in result.out
+    assert "Not applied: 19 entries (358 knobs) of the runtime phase" in result.out
+    assert f"`tune apply PROFILE --runtime-only --root {untuned}` applies them" in result.out
+    assert all(len(line) <= 300 for line in (result.out + result.err).splitlines())
+    assert "  ... and 17 more (`tune check` lists them" in result.out
+    assert not (untuned / "var/lib/tune/pending.json").exists()
+    # Kept: the new boot configuration, and the runtime part still not written.
+    assert "amd_pstate=active" in (untuned / "etc/default/grub.d/90-tune.cfg").read_text()
+    data = json.loads(run_tune("verify", "--root", untuned, "--format", "json").out)
+    assert data["status"] == "nothing-pending"
+    # tune check says the same of them: not applied, not drift (no alarm, exit 0).
+    checked = run_tune("check", "--root", untuned, "--format", "json")
+    report = json.loads(checked.out)
+    assert (checked.code, report["drift"], len(report["not_applied"])) == (0, [], 363)

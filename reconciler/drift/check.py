@@ -8,7 +8,8 @@ A difference from the profile (`make_plan`, not a second diff) is one of three t
 apart because only the first is news to page someone for:
 - drift: a knob tune applied, or found in sync, has moved;
 - not applied: a knob of a phase no applied run in effect covered (`--runtime-only` leaves the
-  reboot phase; a rolled-back run leaves everything), or a parameter waiting for a reboot;
+  reboot phase; a host only ever given `--reboot-phase` runs, the runtime phase; a rolled-back
+  run leaves everything), or a parameter waiting for a reboot;
 - a failed check: an audit-only expectation tune cannot fix (`kernel >= 6.14`).
 A host with no run journal at all, or whose newest run was interrupted, has no history to tell
 them apart: every difference is drift.
@@ -24,7 +25,7 @@ from typing import Any
 
 from ..apply import applied
 from ..apply.applied import AppliedRun
-from ..core.changes import Change, CheckResult, JsonValue, Knob, Note, Pending, Plan
+from ..core.changes import Change, CheckResult, JsonValue, Knob, Note, Pending, Phase, Plan
 from ..core.errors import HostError, JournalError
 from ..core.files import Files, Request
 from ..hosts.base import ReadableHost
@@ -204,7 +205,9 @@ def gather(
     loaded = load_profile(profile_path, digest) if profile_path else stored_profile(host)
     wanted = request(loaded.profile, with_persistence) if loaded else IDENTITY
     files = host.fetch(wanted | state.runs_request(applied.JOURNAL_BATCH))
-    runs = applied.fetch_journals(host, files)
+    # Past the newest applied run where that one wrote the reboot phase alone: whether a run
+    # before it applied the runtime phase tells drift from never applied.
+    runs = applied.fetch_journals(host, files, until=applied.runtime_applied)
     if loaded is None and not state.run_paths(runs):
         raise no_profile(host.describe())
     return Gathered(loaded, observation(host, files), runs, with_persistence)
@@ -285,6 +288,9 @@ def judge(gathered: Gathered, *, since_apply: bool, strict: bool = False) -> Dri
         unapplied = frozenset(c.id for c in plan.changes)
     else:
         unapplied = last.not_applied if last is not None else frozenset()
+    if last is not None and last.phase == "reboot":
+        runtime = (c.id for c in plan.changes if c.phase is Phase.RUNTIME)
+        unapplied |= applied.runtime_not_applied(gathered.runs, runtime)
     return DriftReport(
         plan,
         last,
