@@ -145,6 +145,8 @@ class LastRun:
 
     profile: str  # "" where its journal does not say
     outcome: str  # as `journal.Run.outcome`: rolled-back, interrupted, ...
+    run_id: str = ""
+    steps: int = 0  # the steps its journal records
 
     @property
     def undone(self) -> bool:
@@ -161,7 +163,8 @@ def last_run(files: Files) -> LastRun | None:
         data = files.read(path)
         if data is not None:
             run = read_journal(posixpath.basename(path).removesuffix(RUN_SUFFIX), data, path)
-            return LastRun(run.header.profile if run.header is not None else "", run.outcome)
+            profile = run.header.profile if run.header is not None else ""
+            return LastRun(profile, run.outcome, run.run_id, len(run.steps))
     return None
 
 

@@ -26,7 +26,7 @@ from typing import Any
 from ..apply import applied
 from ..apply.applied import AppliedRun
 from ..core.changes import Change, CheckResult, JsonValue, Knob, Note, Pending, Phase, Plan
-from ..core.errors import HostError, JournalError
+from ..core.errors import HostError, JournalError, UnfinishedRun
 from ..core.files import Files, Request
 from ..hosts.base import ReadableHost
 from ..hosts.directory import DirectoryHost
@@ -257,6 +257,11 @@ def judge(gathered: Gathered, *, since_apply: bool, strict: bool = False) -> Dri
             raise
         last, newest, undone = None, None, False  # no history to go by: all is drift
         notes.append(Note(f"{exc} Drift is shown without the time of the last apply.", "check"))
+    if gathered.loaded is None and newest is not None and newest.outcome == "interrupted":
+        # The first apply was killed: its writes are on the host and nothing stored says
+        # what it meant; as apply says it (exit 5), with the command that undoes them.
+        source = gathered.observed.host.source
+        raise UnfinishedRun(newest.run_id, newest.steps, source)
     if gathered.loaded is None and not undone:
         raise no_profile(gathered.observed.host.source)  # the first apply never finished
     if gathered.loaded is None:
