@@ -440,3 +440,35 @@ def test_verify_after_a_reboot_phase_alone_keeps_a_boot_that_came_up_as_asked(
     checked = run_tune("check", "--root", untuned, "--format", "json")
     report = json.loads(checked.out)
     assert (checked.code, report["drift"], len(report["not_applied"])) == (0, [], 363)
+
+
+def test_a_rollback_of_a_booted_configuration_says_the_kernel_keeps_it_until_a_reboot(
+    reboot_phase_applied: SharedRun, scratch: Path
+) -> None:
+    """After the boot took the run's parameters up, `tune rollback` restores the boot
+    configuration; the running kernel keeps them until the next boot: said, and `tune check`
+    shows them pending a reboot, not absent."""
+    untuned = reboot_phase_applied.copy(scratch / "untuned")
+    before_boot = run_tune("rollback", "--yes", "--root", reboot_phase_applied.copy(scratch / "b"))
+    assert before_boot.code == 0, before_boot.err
+    assert "running kernel" not in before_boot.out  # never booted with them: nothing to say
+    reboot(untuned)
+    assert run_tune("verify", "--root", untuned).code == 0
+    rolled = run_tune("rollback", "--yes", "--root", untuned)
+    assert rolled.code == 0, rolled.err
+    assert (
+        "The running kernel still has the 2 rolled-back boot settings (cmdline:amd_pstate; "
+        "cmdline:processor.max_cstate) until the next boot: reboot to take the prior "
+        "configuration up; `tune check` shows them pending a reboot."
+    ) in rolled.out
+    checked = run_tune("check", BLACKWELL, "--root", untuned)
+    assert "PENDING cmdline amd_pstate: running active, next boot (absent)" in checked.out
+    assert "NOT APPLIED cmdline amd_pstate" not in checked.out
+    report = json.loads(run_tune("check", BLACKWELL, "--root", untuned, "--format", "json").out)
+    assert "cmdline:amd_pstate" in {p["id"] for p in report["pending"]}
+    assert "cmdline:amd_pstate" not in {c["id"] for c in report["not_applied"]}
+    # Once rebooted, the prior configuration runs: nothing pending, the parameter not applied.
+    reboot(untuned)
+    again = run_tune("check", BLACKWELL, "--root", untuned)
+    assert "NOT APPLIED cmdline amd_pstate: (absent) (want active" in again.out
+    assert "PENDING cmdline amd_pstate" not in again.out

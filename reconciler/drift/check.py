@@ -103,8 +103,15 @@ class DriftReport:
 
     @property
     def not_applied(self) -> tuple[Change, ...]:
-        """The plan's changes to knobs of a phase no applied run in effect covered."""
-        return tuple(c for c in self.plan.changes if self._differs(c) and c.id in self.unapplied)
+        """The plan's changes to knobs of a phase no applied run in effect covered; not those
+        the running kernel still has until a reboot (a rolled-back boot configuration): they
+        are pending a reboot (`pending`), not absent."""
+        waiting = {p.id for p in self.plan.pending}
+        return tuple(
+            c
+            for c in self.plan.changes
+            if self._differs(c) and c.id in self.unapplied and c.id not in waiting
+        )
 
     def _differs(self, change: Change) -> bool:
         unsupported = self.last_apply.unsupported if self.last_apply is not None else {}
