@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 @exits(
     ExitCode.IN_SYNC,
     ExitCode.HOST_ERROR,
+    ExitCode.CHANGES,  # --reboot: the boot held, a runtime knob it applied no longer does
     ExitCode.APPLY_FAILED,
     ExitCode.REBOOT_TIMEOUT,
     ExitCode.UNFINISHED_RUN,
