@@ -182,8 +182,13 @@ def test_an_interrupted_run_is_not_taken_for_a_rolled_back_one(tuned: Path) -> N
     # The first apply died half-way: some of its writes are in effect, and no profile is stored.
     write_run(tuned, run_id="20250602T000000Z-cccccc", outcome=None)
     alone = run_tune("check", "--quiet", "--root", tuned)
-    assert alone.code == 1
-    assert "no profile has been applied here" in alone.err
+    # Cron sees it as apply says it: interrupted, awaiting rollback (exit 5), and what to run.
+    assert alone.code == 5, alone.err
+    assert "run 20250602T000000Z-cccccc on snapshot" in alone.err
+    assert "was interrupted after" in alone.err and "`tune rollback` restores them" in alone.err
+    assert "no profile has been applied here" not in alone.err
+    applying = run_tune("apply", BLACKWELL, "--root", tuned, "-y")
+    assert applying.code == alone.code
     write(tuned, "/proc/sys/kernel/numa_balancing", "1\n")
     drift = run_tune("check", BLACKWELL, "--quiet", "--root", tuned)
     assert drift.code == 2

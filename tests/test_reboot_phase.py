@@ -366,8 +366,10 @@ def test_verify_reports_a_parameter_the_boot_did_not_bring(
     result = run_tune("verify", "--root", untuned)
     assert result.code == 3
     assert "/proc/cmdline has nothing, not amd_pstate=active" in result.err
-    # --reboot-phase never wrote the runtime part, and verify says so too.
-    assert "sysctl:vm.swappiness is" in result.err
+    # --reboot-phase never wrote the runtime part, and verify says so too: not as the failure.
+    assert "Not applied: 19 entries (358 knobs) of the runtime phase" in result.out
+    assert "NOT APPLIED sysctl kernel.numa_balancing: 1 (want 0)" in result.out
+    assert "numa_balancing" not in result.err
 
 
 def test_verify_before_the_reboot_is_refused(
@@ -411,3 +413,62 @@ def test_a_pending_record_that_cannot_be_written_rolls_the_run_back(untuned: Pat
     host = SnapshotHost(untuned)
     run = read_run(host, run_ids(host)[0])
     assert run is not None and run.outcome == "rolled-back"
+
+
+def test_verify_after_a_reboot_phase_alone_keeps_a_boot_that_came_up_as_asked(
+    reboot_phase_applied: SharedRun, scratch: Path
+) -> None:
+    """The documented flow on a host never runtime-tuned: `apply --reboot-phase`, reboot,
+    `verify`. The boot brought what the run configured; the runtime knobs no run applied are
+    reported as not applied, with the command that applies them, and roll nothing back."""
+    assert reboot_phase_applied.result.code == 0
+    untuned = reboot_phase_applied.copy(scratch / "untuned")
+    reboot(untuned)
+    result = run_tune("verify", "--root", untuned)
+    assert result.code == 0, result.err
+    assert "ok  /proc/cmdline has amd_pstate=active" in result.out
+    assert "Not applied: 19 entries (358 knobs) of the runtime phase" in result.out
+    assert f"`tune apply PROFILE --runtime-only --root {untuned}` applies them" in result.out
+    assert all(len(line) <= 300 for line in (result.out + result.err).splitlines())
+    assert "  ... and 17 more (`tune check` lists them" in result.out
+    assert not (untuned / "var/lib/tune/pending.json").exists()
+    # Kept: the new boot configuration, and the runtime part still not written.
+    assert "amd_pstate=active" in (untuned / "etc/default/grub.d/90-tune.cfg").read_text()
+    data = json.loads(run_tune("verify", "--root", untuned, "--format", "json").out)
+    assert data["status"] == "nothing-pending"
+    # tune check says the same of them: not applied, not drift (no alarm, exit 0).
+    checked = run_tune("check", "--root", untuned, "--format", "json")
+    report = json.loads(checked.out)
+    assert (checked.code, report["drift"], len(report["not_applied"])) == (0, [], 363)
+
+
+def test_a_rollback_of_a_booted_configuration_says_the_kernel_keeps_it_until_a_reboot(
+    reboot_phase_applied: SharedRun, scratch: Path
+) -> None:
+    """After the boot took the run's parameters up, `tune rollback` restores the boot
+    configuration; the running kernel keeps them until the next boot: said, and `tune check`
+    shows them pending a reboot, not absent."""
+    untuned = reboot_phase_applied.copy(scratch / "untuned")
+    before_boot = run_tune("rollback", "--yes", "--root", reboot_phase_applied.copy(scratch / "b"))
+    assert before_boot.code == 0, before_boot.err
+    assert "running kernel" not in before_boot.out  # never booted with them: nothing to say
+    reboot(untuned)
+    assert run_tune("verify", "--root", untuned).code == 0
+    rolled = run_tune("rollback", "--yes", "--root", untuned)
+    assert rolled.code == 0, rolled.err
+    assert (
+        "The running kernel still has the 2 rolled-back boot settings (cmdline:amd_pstate; "
+        "cmdline:processor.max_cstate) until the next boot: reboot to take the prior "
+        "configuration up; `tune check` shows them pending a reboot."
+    ) in rolled.out
+    checked = run_tune("check", BLACKWELL, "--root", untuned)
+    assert "PENDING cmdline amd_pstate: running active, next boot (absent)" in checked.out
+    assert "NOT APPLIED cmdline amd_pstate" not in checked.out
+    report = json.loads(run_tune("check", BLACKWELL, "--root", untuned, "--format", "json").out)
+    assert "cmdline:amd_pstate" in {p["id"] for p in report["pending"]}
+    assert "cmdline:amd_pstate" not in {c["id"] for c in report["not_applied"]}
+    # Once rebooted, the prior configuration runs: nothing pending, the parameter not applied.
+    reboot(untuned)
+    again = run_tune("check", BLACKWELL, "--root", untuned)
+    assert "NOT APPLIED cmdline amd_pstate: (absent) (want active" in again.out
+    assert "PENDING cmdline amd_pstate" not in again.out

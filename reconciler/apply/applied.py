@@ -9,6 +9,7 @@ one journal per run. This module only reads; it parses `Files`, never the host.
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -71,15 +72,20 @@ class AppliedRun:
 JOURNAL_BATCH = 4
 
 
-def fetch_journals(host: ReadableHost, listed: Files) -> Files:
+def fetch_journals(
+    host: ReadableHost,
+    listed: Files,
+    until: Callable[[Files], AppliedRun | None] | None = None,
+) -> Files:
     """The journal listing in `listed` (fetched with `runs_request`) and the journals it holds
     already (the newest), plus older ones fetched newest first, JOURNAL_BATCH per round trip,
-    until an applied run turns up: what `latest_applied` needs."""
+    until an applied run turns up: what `latest_applied` needs (or `until`, which looks for
+    another run: `runtime_applied`)."""
     runs = Files(listings={RUNS: listed.listing(RUNS)})
     paths = run_paths(runs)
     _keep(runs, listed, paths)
     pending = [p for p in paths if p not in runs.contents and p not in runs.errors]
-    while pending and not _found(runs):
+    while pending and not _found(runs, until or latest_applied):
         batch, pending = pending[:JOURNAL_BATCH], pending[JOURNAL_BATCH:]
         _keep(runs, host.fetch(Request.of(whole=batch)), batch)
     return runs
@@ -90,9 +96,9 @@ def _keep(runs: Files, fetched: Files, paths: list[str]) -> None:
     runs.errors.update((p, fetched.errors[p]) for p in paths if p in fetched.errors)
 
 
-def _found(runs: Files) -> bool:
+def _found(runs: Files, found: Callable[[Files], AppliedRun | None]) -> bool:
     try:
-        return latest_applied(runs) is not None
+        return found(runs) is not None
     except JournalError:
         return True  # the caller decides what an unreadable journal means
 
@@ -110,6 +116,17 @@ def unsupported_notes(host: ReadableHost, listed: Files) -> list[Note]:
 def latest_applied(files: Files) -> AppliedRun | None:
     """The newest fetched run that ended `applied`; interrupted and rolled-back runs are
     skipped. Raises JournalError for a journal that is unreadable or not a journal."""
+    return next(_applied_runs(files), None)
+
+
+def runtime_applied(files: Files) -> AppliedRun | None:
+    """The newest fetched run that ended `applied` and wrote the runtime phase (`--runtime-only`
+    or both phases): None on a host only ever given `--reboot-phase` runs, whose runtime knobs
+    no run applied, so none of them can have drifted."""
+    return next((run for run in _applied_runs(files) if run.phase != "reboot"), None)
+
+
+def _applied_runs(files: Files) -> Iterator[AppliedRun]:
     for path in run_paths(files):
         if path in files.errors:
             raise JournalError(f"{path}: cannot read run journal ({files.errors[path]}).")
@@ -118,8 +135,7 @@ def latest_applied(files: Files) -> AppliedRun | None:
             continue
         run = applied_run(path, within_limit(path, data))
         if run is not None:
-            return run
-    return None
+            yield run
 
 
 @dataclass(frozen=True)
@@ -129,6 +145,8 @@ class LastRun:
 
     profile: str  # "" where its journal does not say
     outcome: str  # as `journal.Run.outcome`: rolled-back, interrupted, ...
+    run_id: str = ""
+    steps: int = 0  # the steps its journal records
 
     @property
     def undone(self) -> bool:
@@ -145,7 +163,8 @@ def last_run(files: Files) -> LastRun | None:
         data = files.read(path)
         if data is not None:
             run = read_journal(posixpath.basename(path).removesuffix(RUN_SUFFIX), data, path)
-            return LastRun(run.header.profile if run.header is not None else "", run.outcome)
+            profile = run.header.profile if run.header is not None else ""
+            return LastRun(profile, run.outcome, run.run_id, len(run.steps))
     return None
 
 
@@ -191,5 +210,21 @@ def applied_run(path: str, data: bytes) -> AppliedRun | None:
 # The knob phases a run of each phase (`orchestration.Job.phase`) leaves for a later run: the
 # documented flow is `--runtime-only`, then `--reboot-phase` at a maintenance window. A runtime
 # knob a reboot-phase run found wrong was applied by an earlier run or never; this run cannot
-# tell which, so it stays drift (a false alarm is cheaper than a silenced one).
+# tell which: the runs before it do (`runtime_not_applied`).
 LEAVES = {"runtime": ("reboot",)}
+
+
+def runtime_not_applied(files: Files, ids: Iterable[str]) -> frozenset[str]:
+    """Of the runtime knobs `ids` that differ from the profile, those no run in effect applied:
+    every one where no run that wrote the runtime phase ended applied (a host only ever given
+    `--reboot-phase`), else those that run left out. The others were applied, so they drifted.
+    `files`: the journals `fetch_journals(..., until=runtime_applied)` fetched. A journal that
+    cannot be read tells nothing: every one counts as applied (a false alarm is cheaper than a
+    silenced one)."""
+    try:
+        earlier = runtime_applied(files)
+    except JournalError:
+        return frozenset()
+    if earlier is None:
+        return frozenset(ids)
+    return frozenset(i for i in ids if i in earlier.not_applied)

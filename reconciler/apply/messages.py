@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TypeVar
 
+from ..core.few import first_few
 from ..kinds import named
 from ..steps.ops import Need, Require, Step
 
@@ -81,7 +82,7 @@ def failed_message(reason: str, at: str, count: int, failures: list[str], run_id
     if failures:
         return (
             f"apply failed ({head}); rolling back {count} changes left "
-            f"{len(failures)} not restored: {'; '.join(failures)} (run {run_id})."
+            f"{len(failures)} not restored: {first_few(failures)} (run {run_id})."
         )
     return f"apply failed ({head}); rolled back {count} changes (run {run_id})."
 

@@ -18,6 +18,7 @@ from ..apply.engines import Engine
 from ..apply.journal import rolled_back_run
 from ..apply.pending import PendingBoot
 from ..core.errors import ApplyFailed, HostError, HostKeyError, RebootTimeout
+from ..core.few import LINE, cut, first_few
 from ..core.files import Request
 from ..facts.kernel import BOOT_ID
 from ..hosts.base import Host
@@ -113,14 +114,31 @@ def conclude(
         done = engine.rollback(run, boot_only=True).result
         engine.clear_pending(said("failed", verdict.boot_id) if said else ())
         undone = (
-            f"{len(done.failures)} not restored: " + "; ".join(done.failures)
+            f"{len(done.failures)} not restored: " + first_few(done.failures)
             if done.failures
             else f"its {done.restored + done.unchanged} boot-configuration changes are rolled back"
         )
-        raise ApplyFailed(
-            f"after the boot, {len(verdict.failed)} things did not hold: "
-            + "; ".join(verdict.failed)
-            + f". Run {pending.run_id}: {undone}; reboot again to boot the prior configuration."
-        )
+        raise BootFailed(verdict, pending.run_id, undone)
     engine.clear_pending(said("held", verdict.boot_id) if said else ())
     return verdict
+
+
+class BootFailed(ApplyFailed):
+    """A boot that did not bring what the run configured for it, whose boot configuration was
+    then rolled back. Two lines of a few hundred characters whatever the host's size: what did
+    not hold (the first few, and how many: `reason`, a rollout's reason for the host), then
+    what was rolled back; `verdict.failed` is the whole list (`tune verify --format json`)."""
+
+    def __init__(self, verdict: BootVerdict, run_id: str, undone: str) -> None:
+        self.verdict = verdict
+        self.run_id = run_id
+        self.undone = undone
+        failed = verdict.failed
+        things = "thing" if len(failed) == 1 else "things"
+        said = f"after the boot, {len(failed)} {things} did not hold: "
+        # The things named get what is left of a line (an item alone may take all of it).
+        self.reason = f"{said}{first_few(failed, width=LINE - len(said) - 20)}."
+        super().__init__(
+            self.reason,
+            f"Run {run_id}: {cut(undone, 200)}; reboot again to boot the prior configuration.",
+        )

@@ -5,9 +5,14 @@ boot id before, what each kind's steps expect of the next boot (`Kind.after_boot
 profile's container configs with whether to restart them (`--restart-containers`). After the
 reboot, `verify` reads, in one batch, the boot id, the stored profile and what each of those
 kinds asks for (`Kind.after_boot_request`), lets each kind judge its part
-(`Kind.verify_after_boot`), and checks that the stored profile's runtime part still holds; on
-any failure the boot configuration is rolled back from the run's journal. This module names no
-kind: a kind checks its own.
+(`Kind.verify_after_boot`); on any failure the boot configuration is rolled back from the
+run's journal. This module names no kind: a kind checks its own.
+
+The boot is judged by what the run configured for the boot, nothing else. The stored profile's
+runtime knobs that differ after the boot are reported, as `tune check` reports them, and never
+roll the boot back (its configuration does not set them, and undoing it would not fix them):
+those no run in effect applied (a host only ever given `--reboot-phase`) are not applied; those
+a run applied that no longer hold (a persisted value the boot did not bring back) are drift.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from operator import or_
 from typing import TYPE_CHECKING, Any
 
 from ..apply.pending import PENDING, PendingBoot
-from ..core.changes import Phase
+from ..core.changes import Change, Phase
 from ..core.errors import HostError, NotRebooted
 from ..core.files import Request
 from ..facts.kernel import BOOT_ID
@@ -36,8 +41,12 @@ if TYPE_CHECKING:
 @dataclass
 class BootVerdict:
     held: list[str] = field(default_factory=list)
-    failed: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)  # what the boot did not bring: rolled back
     boot_id: str | None = None  # the boot verified
+    # The stored profile's runtime knobs that differ after the boot (see the module's
+    # docstring): reported, never a reason to roll the boot back.
+    not_applied: list[Change] = field(default_factory=list)  # no run in effect applied them
+    drifted: list[Change] = field(default_factory=list)  # applied, and no longer hold
 
 
 def verify(host: ReadableHost, pending: PendingBoot) -> BootVerdict:
@@ -57,7 +66,7 @@ def verify(host: ReadableHost, pending: PendingBoot) -> BootVerdict:
         checked = kind.verify_after_boot(expected, files)
         verdict.held += checked.held
         verdict.failed += checked.failed
-    verdict.failed += _runtime_drift(host, files.text(PROFILE))
+    verdict.not_applied, verdict.drifted = _runtime_part(host, files.text(PROFILE))
     return verdict
 
 
@@ -116,18 +125,29 @@ def probe_after_boot(
     return failures
 
 
-def _runtime_drift(host: ReadableHost, stored: str | None) -> list[str]:
-    """The runtime part of the stored profile must still hold (it was persisted)."""
+def _runtime_part(host: ReadableHost, stored: str | None) -> tuple[list[Change], list[Change]]:
+    """The stored profile's runtime knobs that differ now: those no run in effect applied, and
+    those that drifted (`applied.runtime_not_applied`). The journals come in the observation's
+    batch, older ones only on a host whose newest applied run wrote the reboot phase alone."""
     if stored is None:
-        return []
+        return [], []
+    from ..apply.applied import (
+        JOURNAL_BATCH,
+        fetch_journals,
+        runtime_applied,
+        runtime_not_applied,
+    )
     from ..plan.make import make_plan
-    from ..plan.observe import observe
+    from ..plan.observe import observation, request
     from ..profile.load import load_profile_text
+    from ..steps.state import runs_request
 
     loaded = load_profile_text(stored, PROFILE)
-    plan = make_plan(loaded, observe(host, loaded.profile, False), False)
-    return [
-        f"{change.id} is {change.current!r} after the boot, not {change.desired!r}"
-        for change in plan.changes
-        if change.phase is Phase.RUNTIME
-    ]
+    files = host.fetch(request(loaded.profile, False) | runs_request(JOURNAL_BATCH))
+    plan = make_plan(loaded, observation(host, files), False)
+    differ = [change for change in plan.changes if change.phase is Phase.RUNTIME]
+    if not differ:
+        return [], []
+    runs = fetch_journals(host, files, until=runtime_applied)
+    never = runtime_not_applied(runs, (change.id for change in differ))
+    return [c for c in differ if c.id in never], [c for c in differ if c.id not in never]

@@ -50,6 +50,7 @@ if TYPE_CHECKING:
 @exits(
     ExitCode.IN_SYNC,
     ExitCode.HOST_ERROR,
+    ExitCode.CHANGES,  # --reboot: the boot held, a runtime knob it applied no longer does
     ExitCode.APPLY_FAILED,
     ExitCode.REBOOT_TIMEOUT,
     ExitCode.UNFINISHED_RUN,
@@ -413,7 +414,8 @@ def _applied(done: Done, engine: Engine, job: ApplyJob, terminal: Terminal) -> i
             terminal.say(f"In sync: nothing to change on {host.describe()}.")
         return ExitCode.IN_SYNC
     if done.verdict is not None and done.pending is not None:
-        return verified_lines(done.verdict, done.pending, host, done.kept, terminal.say)
+        again = engine.verify_command().replace("tune verify", "tune apply PROFILE --runtime-only")
+        return verified_lines(done.verdict, done.pending, host, done.kept, terminal.say, again)
     if done.pending is None and job.reboot:
         terminal.say("No boot configuration changed: not rebooting.")
     elif done.pending is not None and job.arm:

@@ -266,7 +266,8 @@ def check_cmd(
     reboots are reported but are not drift; failed audit checks are reported, and are drift
     only with --strict.
 
-    Exit codes: 0 no drift, 2 drift, 1 could not check, 6 the last run's journal is damaged
+    Exit codes: 0 no drift, 2 drift, 1 could not check, 5 the first apply was interrupted
+    and awaits `tune rollback` (as apply says), 6 the last run's journal is damaged
     (--since-apply), 65 invalid profile (or not the one --profile-digest pins). Writes
     nothing to a host but the metrics FILE (local) and, on this machine or a snapshot
     directory tune has applied to, when it first saw each drift

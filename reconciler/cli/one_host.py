@@ -48,15 +48,29 @@ def verified_lines(
     host: Host,
     kept: list[GateFailure],
     say: Callable[[str], None],
+    apply_runtime: str = "tune apply PROFILE --runtime-only",
 ) -> int:
-    """What a verification that held says: each check, a promotion, the gates kept failing."""
+    """What a verification that held says: each check, a promotion, the gates kept failing,
+    then the runtime knobs that differ (not the boot's: never rolled back for); exit 2 where
+    some a run applied drifted, as `tune check` would. `apply_runtime`: the command that
+    applies the runtime phase on this host."""
+    from ..render.verify import runtime_lines
+
     for line in verdict.held:
         say(f"ok  {printable(line)}")  # a value read back from the host
     if pending.promote:
         say("The new boot configuration is now the default.")
     say(f"Verified run {pending.run_id} after the boot on {host.describe()}.")
+    for line in runtime_lines(verdict.not_applied, verdict.drifted, apply_runtime):
+        say(printable(line))  # values read from the host
     kept_lines(kept)
-    return ExitCode.IN_SYNC
+    return ExitCode.CHANGES if verdict.drifted else ExitCode.IN_SYNC
+
+
+def apply_runtime(root: str | None, remote: RemoteOptions, host: Host) -> str:
+    """The command that applies the runtime phase to the host these options name."""
+    where = f" -H {host.name}" if remote.wanted else f" --root {root}" if root else ""
+    return f"tune apply PROFILE --runtime-only{where}"
 
 
 def kept_lines(failures: list[GateFailure]) -> None:

@@ -9,7 +9,9 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ..apply.journal import Run, rollback_chain
+from ..core.changes import Phase
 from ..core.errors import ApplyFailed, ExitCode, JournalError
+from ..core.few import first_few
 from ..core.printable import printable
 from ..hosts.base import Host
 from ..render import documents
@@ -74,7 +76,10 @@ def rollback(
                 out.echo(_undo_text(run, host), nl=False)
             return ExitCode.IN_SYNC
 
+        chain: list[Run] = []
+
         def approve(runs: list[Run]) -> None:
+            chain.extend(runs)
             undone = [run for run in runs if run.outcome != "rolled-back" and run.steps]
             if not undone:
                 return  # each is rolled back already: nothing to ask about
@@ -84,6 +89,7 @@ def rollback(
             confirm(printable(question), yes=yes, command="tune rollback")
 
         done = roll_back(engine, run_id, approve)
+        booted = _booted_with(host, chain, done)
     finally:
         host.close()
     if out.json:  # the whole outcome first, failures included; the exit code follows below
@@ -99,17 +105,55 @@ def rollback(
         if result.failures:
             raise ApplyFailed(
                 f"rollback of run {one.run_id} left {len(result.failures)} changes not restored: "
-                + "; ".join(result.failures)
+                + first_few(result.failures)
+                + " (`--format json` lists each)"
             )
         if not out.json:
             out.echo(
                 f"Rolled back run {one.run_id} on {host.describe()}: {result.restored} "
                 f"restored, {result.unchanged} already at their prior value."
             )
+    if booted and not out.json:
+        out.echo(printable(_until_reboot(booted)))
     damaged = [one.damage for one in done if one.damage is not None]
     if damaged:  # what was readable is restored; what was not, the operator must see
         raise JournalError(*damaged[0].problems_after_rollback())
     return ExitCode.IN_SYNC
+
+
+def _booted_with(host: Host, runs: list[Run], done: Sequence[RollbackResult]) -> list[str]:
+    """The knobs of the boot configuration (kinds a host's reboot takes up) that this rollback
+    restored and that the running kernel booted with: the runs' boot is not the one running
+    now. One read of the boot id, only where a run restored some."""
+    from ..core.files import Request
+    from ..facts.kernel import BOOT_ID
+    from ..kinds import named
+
+    restored = {one.run_id for one in done if not one.already and one.result.restored}
+    boot = {
+        run.run_id: [
+            step.id
+            for _, step in run.steps
+            if (kind := named(step.kind)) is not None
+            and kind.phase is Phase.REBOOT
+            and kind.takes_effect.startswith("reboot the host")
+        ]
+        for run in runs
+        if run.run_id in restored and run.header is not None
+    }
+    if not any(boot.values()):
+        return []
+    now = host.fetch(Request.of(BOOT_ID)).value(BOOT_ID)
+    made_in = {run.run_id: run.header.boot_id for run in runs if run.header is not None}
+    return [knob for run_id, knobs in boot.items() if made_in.get(run_id) != now for knob in knobs]
+
+
+def _until_reboot(knobs: list[str]) -> str:
+    return (
+        f"The running kernel still has the {len(knobs)} rolled-back boot settings "
+        f"({first_few(knobs)}) until the next boot: reboot to take the prior configuration up; "
+        "`tune check` shows them pending a reboot."
+    )
 
 
 def rollback_document(host: Host, done: Sequence[RollbackResult]) -> dict[str, Any]:

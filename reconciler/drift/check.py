@@ -8,7 +8,8 @@ A difference from the profile (`make_plan`, not a second diff) is one of three t
 apart because only the first is news to page someone for:
 - drift: a knob tune applied, or found in sync, has moved;
 - not applied: a knob of a phase no applied run in effect covered (`--runtime-only` leaves the
-  reboot phase; a rolled-back run leaves everything), or a parameter waiting for a reboot;
+  reboot phase; a host only ever given `--reboot-phase` runs, the runtime phase; a rolled-back
+  run leaves everything), or a parameter waiting for a reboot;
 - a failed check: an audit-only expectation tune cannot fix (`kernel >= 6.14`).
 A host with no run journal at all, or whose newest run was interrupted, has no history to tell
 them apart: every difference is drift.
@@ -24,8 +25,8 @@ from typing import Any
 
 from ..apply import applied
 from ..apply.applied import AppliedRun
-from ..core.changes import Change, CheckResult, JsonValue, Knob, Note, Pending, Plan
-from ..core.errors import HostError, JournalError
+from ..core.changes import Change, CheckResult, JsonValue, Knob, Note, Pending, Phase, Plan
+from ..core.errors import HostError, JournalError, UnfinishedRun
 from ..core.files import Files, Request
 from ..hosts.base import ReadableHost
 from ..hosts.directory import DirectoryHost
@@ -102,8 +103,15 @@ class DriftReport:
 
     @property
     def not_applied(self) -> tuple[Change, ...]:
-        """The plan's changes to knobs of a phase no applied run in effect covered."""
-        return tuple(c for c in self.plan.changes if self._differs(c) and c.id in self.unapplied)
+        """The plan's changes to knobs of a phase no applied run in effect covered; not those
+        the running kernel still has until a reboot (a rolled-back boot configuration): they
+        are pending a reboot (`pending`), not absent."""
+        waiting = {p.id for p in self.plan.pending}
+        return tuple(
+            c
+            for c in self.plan.changes
+            if self._differs(c) and c.id in self.unapplied and c.id not in waiting
+        )
 
     def _differs(self, change: Change) -> bool:
         unsupported = self.last_apply.unsupported if self.last_apply is not None else {}
@@ -204,7 +212,9 @@ def gather(
     loaded = load_profile(profile_path, digest) if profile_path else stored_profile(host)
     wanted = request(loaded.profile, with_persistence) if loaded else IDENTITY
     files = host.fetch(wanted | state.runs_request(applied.JOURNAL_BATCH))
-    runs = applied.fetch_journals(host, files)
+    # Past the newest applied run where that one wrote the reboot phase alone: whether a run
+    # before it applied the runtime phase tells drift from never applied.
+    runs = applied.fetch_journals(host, files, until=applied.runtime_applied)
     if loaded is None and not state.run_paths(runs):
         raise no_profile(host.describe())
     return Gathered(loaded, observation(host, files), runs, with_persistence)
@@ -254,6 +264,11 @@ def judge(gathered: Gathered, *, since_apply: bool, strict: bool = False) -> Dri
             raise
         last, newest, undone = None, None, False  # no history to go by: all is drift
         notes.append(Note(f"{exc} Drift is shown without the time of the last apply.", "check"))
+    if gathered.loaded is None and newest is not None and newest.outcome == "interrupted":
+        # The first apply was killed: its writes are on the host and nothing stored says
+        # what it meant; as apply says it (exit 5), with the command that undoes them.
+        source = gathered.observed.host.source
+        raise UnfinishedRun(newest.run_id, newest.steps, source)
     if gathered.loaded is None and not undone:
         raise no_profile(gathered.observed.host.source)  # the first apply never finished
     if gathered.loaded is None:
@@ -285,6 +300,9 @@ def judge(gathered: Gathered, *, since_apply: bool, strict: bool = False) -> Dri
         unapplied = frozenset(c.id for c in plan.changes)
     else:
         unapplied = last.not_applied if last is not None else frozenset()
+    if last is not None and last.phase == "reboot":
+        runtime = (c.id for c in plan.changes if c.phase is Phase.RUNTIME)
+        unapplied |= applied.runtime_not_applied(gathered.runs, runtime)
     return DriftReport(
         plan,
         last,

@@ -244,6 +244,11 @@ class Cmdline(Kind[CmdlineWork]):
                 and not edit.satisfied(configured)
                 and edit.satisfied(running)
             ):
+                # The other way round too (a rollback of the boot configuration): the next
+                # boot takes up what is configured, not what runs.
+                outcome.pending.append(
+                    Pending(self.kind, name, _shown(edit, running), _shown(edit, configured))
+                )
                 outcome.notes.append(
                     Note(
                         f"{name} is on the running kernel but not in the {boot.tool} "

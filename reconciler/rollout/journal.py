@@ -82,7 +82,7 @@ class HostEntry:
     run_id: str | None = None  # the run its apply uses, chosen before the apply starts
     boot_id: str | None = None  # before the reboot
     rebooting: bool = False  # the reboot was asked for (resume waits, never asks twice)
-    why: str | None = None  # failed or rolled back: the one sentence
+    why: str | None = None  # failed or rolled back: the one sentence; done: a note, if any
     exit_code: int | None = None  # failed: what this host alone would exit with
     configuration: str = "prior"  # prior | new | pending (a boot not yet verified) | unknown
     changes: int = 0

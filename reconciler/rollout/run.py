@@ -25,8 +25,9 @@ from typing import TYPE_CHECKING
 
 from ..apply.journal import new_run_id, read_run, rolled_back_run
 from ..apply.pending import PendingBoot, read_pending
-from ..boot.reboot import POLL_S, boot_id_of, conclude, wait_for_new_boot
+from ..boot.reboot import POLL_S, BootFailed, boot_id_of, conclude, wait_for_new_boot
 from ..core.errors import ApplyFailed, ExitCode, RebootTimeout, TuneError
+from ..core.few import LINE, cut
 from ..core.words import counted
 from ..flow.orchestration import ApplyJob, after_boot, prepare_host, probes_around, run_work
 from ..hosts.base import Host
@@ -170,9 +171,17 @@ def roll_host(
         else:
             _start_host(engine, job, rollout, wave, pace, show)
     except RebootTimeout as exc:
-        _end(rollout, show, name, FAILED, why=str(exc), code=exc.exit_code, configuration="pending")
+        _end(
+            rollout,
+            show,
+            name,
+            FAILED,
+            why=reason(exc),
+            code=exc.exit_code,
+            configuration="pending",
+        )
     except ApplyFailed as exc:
-        _end(rollout, show, name, ROLLED_BACK, why=str(exc), code=exc.exit_code)
+        _end(rollout, show, name, ROLLED_BACK, why=reason(exc), code=exc.exit_code)
     except TuneError as exc:
         known = rollout.hosts[name].state == NOT_STARTED
         _end(
@@ -180,7 +189,7 @@ def roll_host(
             show,
             name,
             FAILED,
-            why=str(exc),
+            why=reason(exc),
             code=exc.exit_code,
             configuration="prior" if known else "unknown",
         )
@@ -308,22 +317,49 @@ def _after_reboot(
     )
     show.changed(name, rollout.hosts[name], "verifying")
     kept: list[GateFailure] = []
-    conclude(
+    verdict = conclude(
         engine, pending, after_boot(engine, job.keep_on_regression, kept, job.restart_containers)
     )
-    _verified(engine, rollout, wave, pace, show)
+    # Runtime knobs never applied are no news; those that drifted never roll the boot back
+    # (`boot.verify`), but the host's line says so.
+    drifted = len(verdict.drifted)
+    note = f"verified; {drifted} runtime knobs drifted: tune check -H {name}" if drifted else None
+    _verified(engine, rollout, wave, pace, show, note)
 
 
-def _verified(engine: Engine, rollout: Rollout, wave: int, pace: Pace, show: RolloutShow) -> None:
+def _verified(
+    engine: Engine,
+    rollout: Rollout,
+    wave: int,
+    pace: Pace,
+    show: RolloutShow,
+    note: str | None = None,
+) -> None:
     name = engine.host.name
     if pace.after_verify:
         context = _context(engine, rollout, wave, rollout.hosts[name].run_id, ())
         try:
             run_hook("--after-verify", pace.after_verify, context, pace.hook_timeout)
         except TuneError as exc:
-            _end(rollout, show, name, FAILED, why=str(exc), code=exc.exit_code, configuration="new")
+            _end(
+                rollout,
+                show,
+                name,
+                FAILED,
+                why=reason(exc),
+                code=exc.exit_code,
+                configuration="new",
+            )
             return
-    _end(rollout, show, name, DONE, configuration="new")
+    _end(rollout, show, name, DONE, why=note, configuration="new")
+
+
+def reason(exc: TuneError) -> str:
+    """Why a host failed, in one short line of the rollout's table: a boot that did not hold
+    names the first few things (`BootFailed.reason`); the rest is in `tune history`."""
+    if isinstance(exc, BootFailed):
+        return exc.reason
+    return cut(exc.problems()[0] if exc.problems() else str(exc), LINE)
 
 
 def _undo(engine: Engine, run_id: str) -> None:
