@@ -18,7 +18,6 @@ from conftest import (
     UNTUNED,
     booted_by_systemd_boot,
     by_id,
-    notes,
     plan_json,
     profile,
     run_tune,
@@ -79,20 +78,22 @@ def test_grub_dropins_in_order_expanding_the_default(tmp_path: Path) -> None:
     assert configured(root) == "grub: amd_pstate=active quiet iommu=pt 'a=b c'"
 
 
-def test_grub_command_substitution_makes_the_line_unknown_and_apply_refuses(
+def test_grub_command_substitution_makes_the_line_unknown_and_plan_and_apply_refuse(
     tmp_path: Path,
 ) -> None:
     """The old reader skipped such a line and compared with `quiet` alone; the next boot's
-    line is not known, so plan says where and why, and apply writes nothing (exit 8)."""
+    line is not known. Plan refuses (exit 8) with the file, the line and what to do, rather
+    than list a change that apply would then refuse; apply writes nothing (exit 8)."""
     root = grub_host(
         tmp_path / "host",
         **{"50-x.cfg": 'GRUB_CMDLINE_LINUX_DEFAULT="$(cat /etc/extra) quiet"\n'},
     )
     where = "/etc/default/grub.d/50-x.cfg:1: a command substitution $(...) is not evaluated"
     assert configured(root) == f"grub: {where}"
-    plan = plan_json(tmp_path, root, WANT_PSTATE)
-    (note,) = [n for n in notes(plan) if "cannot be known" in n]
-    assert f"({where})" in note and "GRUB_CMDLINE_LINUX_DEFAULT" in note
+    planned = run_tune("plan", profile(tmp_path, WANT_PSTATE), "--root", root, "--no-persist")
+    assert planned.code == ExitCode.BOOT_CONFIG_UNKNOWN, (planned.out, planned.err)
+    assert f"({where})" in planned.err and "GRUB_CMDLINE_LINUX_DEFAULT" in planned.err
+    assert "cmdline:amd_pstate" in planned.err
     before = tree(root)
     result = run_tune(
         "apply", profile(tmp_path, WANT_PSTATE), "--reboot-phase", "--root", root, "-y"

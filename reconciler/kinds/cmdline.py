@@ -219,6 +219,12 @@ class Cmdline(Kind[CmdlineWork]):
                 )
             )
         if boot is not None and boot.unknown is not None:
+            unmade = [edit.name for edit, _ in wanted if not edit.satisfied(running)]
+            if unmade:
+                # A change planned against a line nobody can know is one apply must refuse:
+                # the plan says so, with the file and the line, instead of listing it.
+                ids = ", ".join(f"{self.kind}:{name}" for name in unmade)
+                raise BootConfigUnknown(f"{ids} cannot be planned: {cannot_know(boot)}")
             said = cannot_know(boot)
             outcome.notes.append(Note(said[:1].upper() + said[1:], "cmdline"))
         configured = boot.parameters if boot and boot.unknown is None else running
