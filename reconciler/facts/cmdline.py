@@ -4,6 +4,8 @@ loader will pass next boot."""
 from __future__ import annotations
 
 import fnmatch
+import itertools
+import posixpath
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -16,7 +18,8 @@ from .shell_values import Script, Unknown, Variables, evaluate
 
 PROC_CMDLINE = "/proc/cmdline"
 GRUB_DEFAULT = "/etc/default/grub"
-GRUB_DROPINS = "/etc/default/grub.d/*.cfg"
+GRUB_DROPIN_DIR = "/etc/default/grub.d"
+GRUB_DROPINS = f"{GRUB_DROPIN_DIR}/*.cfg"
 KERNEL_CMDLINE = "/etc/kernel/cmdline"
 PROXMOX_BOOT_UUIDS = "/etc/kernel/proxmox-boot-uuids"
 # The boot was started by UEFI firmware when this directory exists.
@@ -27,6 +30,8 @@ LOADER_INFO = "/sys/firmware/efi/efivars/LoaderInfo-4a67b082-0a4c-41cf-b6c7-440b
 # The boot tools whose command line is GRUB's defaults, and what regenerates the menu.
 GRUB_TOOLS = {"grub": ("update-grub",), "proxmox-boot-tool-grub": ("proxmox-boot-tool", "refresh")}
 DROPIN = "/etc/default/grub.d/90-tune.cfg"
+# tune's drop-in under any of the names `tune_dropin` gives it.
+OWN_DROPIN = re.compile(r"/etc/default/grub\.d/(90|z{2,})-tune\.cfg")
 # tune's one-time GRUB entry (see reconciler.apply.tryonce): read so a leftover one is journaled.
 TRY_SCRIPT = "/etc/grub.d/42_tune_try"
 REDHAT_RELEASE = "/etc/redhat-release"
@@ -423,10 +428,65 @@ def grub_sources(files: Files) -> tuple[str, ...]:
     return (GRUB_DEFAULT, *files.glob(GRUB_DROPINS))
 
 
+def own_dropins(files: Files) -> tuple[str, ...]:
+    """tune's drop-ins on the host: one, unless an older tune left it under another name."""
+    return tuple(p for p in files.glob(GRUB_DROPINS) if OWN_DROPIN.fullmatch(p))
+
+
+def _collation_keys(path: str) -> tuple[bytes, str]:
+    """How a shell may order a glob's names: dash by bytes (strcmp), bash, which is /bin/sh on
+    RHEL, by the locale (strcoll), whose first level ignores case and punctuation."""
+    name = posixpath.basename(path)
+    return name.encode(), "".join(c for c in name.lower() if c.isalnum())
+
+
+def tune_dropin(files: Files) -> str:
+    """Where tune's drop-in goes: `90-tune.cfg` (where tune always wrote it) unless a drop-in
+    GRUB reads after it may set or edit the command line; then a name that sorts after every
+    other drop-in, in byte order and in a locale's order, so none can override what it sets:
+    `zz-tune.cfg`, with one more `z` until it does. Chosen anew from what is there at each
+    plan."""
+    dropins = [p for p in files.glob(GRUB_DROPINS) if not OWN_DROPIN.fullmatch(p)]
+    first = _collation_keys(DROPIN)
+    later = [
+        p for p in dropins if any(k > f for k, f in zip(_collation_keys(p), first, strict=True))
+    ]
+    if not later or _leave_the_line(files, later):
+        return DROPIN
+    others = [_collation_keys(p) for p in dropins]
+    for n in itertools.count(2):
+        name = f"{GRUB_DROPIN_DIR}/{'z' * n}-tune.cfg"
+        keys = _collation_keys(name)
+        if all(keys[0] > other[0] and keys[1] > other[1] for other in others):
+            return name
+    raise AssertionError("unreachable: a name longer than every other sorts after it")
+
+
+# Values no file writes: what a drop-in leaves of them, it left alone.
+_MARKS = {name: f"\x01tune:{name}" for name in GRUB_VARS}
+
+
+def _leave_the_line(files: Files, later: list[str]) -> bool:
+    """Whether the drop-ins `later` leave both command-line variables as they find them, with
+    every other file sourced before them as GRUB sources it."""
+    before = [p for p in files.glob(GRUB_DROPINS) if p not in later and not OWN_DROPIN.fullmatch(p)]
+    marks = "".join(f"{name}='{mark}'\n" for name, mark in _MARKS.items())
+    scripts = [Script(p, files.text(p) or "") for p in (GRUB_DEFAULT, *before)]
+    env = evaluate(
+        [*scripts, Script(DROPIN, marks), *(Script(p, files.text(p) or "") for p in later)],
+        unset_outside=lambda name: name.startswith("GRUB_") and name not in GRUB_PRESET,
+    )
+    return all(env.get(name) == mark for name, mark in _MARKS.items())
+
+
 def grub_env(files: Files, before: str | None = None) -> Variables:
     """The variables GRUB's scripts see after sourcing the files (only those that sort before
-    the drop-in `before`, when given), as /bin/sh computes them."""
-    dropins = [p for p in files.glob(GRUB_DROPINS) if before is None or p < before]
+    the drop-in `before`, and none of tune's own, when given), as /bin/sh computes them."""
+    dropins = [
+        p
+        for p in files.glob(GRUB_DROPINS)
+        if before is None or (p < before and not OWN_DROPIN.fullmatch(p))
+    ]
     return evaluate(
         (Script(p, files.text(p) or "") for p in (GRUB_DEFAULT, *dropins)),
         unset_outside=lambda name: name.startswith("GRUB_") and name not in GRUB_PRESET,
