@@ -448,9 +448,7 @@ def tune_dropin(files: Files) -> str:
     plan."""
     dropins = [p for p in files.glob(GRUB_DROPINS) if not OWN_DROPIN.fullmatch(p)]
     first = _collation_keys(DROPIN)
-    later = [
-        p for p in dropins if any(k > f for k, f in zip(_collation_keys(p), first, strict=True))
-    ]
+    later = [p for p in dropins if _after(_collation_keys(p), first)]
     if not later or _leave_the_line(files, later):
         return DROPIN
     others = [_collation_keys(p) for p in dropins]
@@ -460,6 +458,11 @@ def tune_dropin(files: Files) -> str:
         if all(keys[0] > other[0] and keys[1] > other[1] for other in others):
             return name
     raise AssertionError("unreachable: a name longer than every other sorts after it")
+
+
+def _after(keys: tuple[bytes, str], than: tuple[bytes, str]) -> bool:
+    """Whether a name sorts after another in byte order or in a locale's."""
+    return keys[0] > than[0] or keys[1] > than[1]
 
 
 # Values no file writes: what a drop-in leaves of them, it left alone.
