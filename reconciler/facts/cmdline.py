@@ -21,6 +21,8 @@ GRUB_DEFAULT = "/etc/default/grub"
 GRUB_DROPIN_DIR = "/etc/default/grub.d"
 GRUB_DROPINS = f"{GRUB_DROPIN_DIR}/*.cfg"
 KERNEL_CMDLINE = "/etc/kernel/cmdline"
+# kernel-install's fallback where /etc/kernel/cmdline is missing (90-loaderentry.install).
+USR_KERNEL_CMDLINE = "/usr/lib/kernel/cmdline"
 PROXMOX_BOOT_UUIDS = "/etc/kernel/proxmox-boot-uuids"
 # The boot was started by UEFI firmware when this directory exists.
 EFI = "/sys/firmware/efi"
@@ -366,6 +368,7 @@ def request() -> Request:
             GRUB_DEFAULT,
             GRUB_DROPINS,
             KERNEL_CMDLINE,
+            USR_KERNEL_CMDLINE,
             PROXMOX_BOOT_UUIDS,
             REDHAT_RELEASE,
             LOADER_ENTRIES,
@@ -386,7 +389,10 @@ def boot_config(files: Files) -> BootConfig | None:
             return BootConfig("proxmox-boot-tool", None, (PROXMOX_BOOT_UUIDS,), loader)
         if loader == "grub":
             return replace(grub_config(files), tool="proxmox-boot-tool-grub")
-        return BootConfig("proxmox-boot-tool", files.value(KERNEL_CMDLINE), (KERNEL_CMDLINE,))
+        line = proxmox_line(files)
+        if isinstance(line, Unknown):
+            return BootConfig("proxmox-boot-tool", None, (KERNEL_CMDLINE,), line)
+        return BootConfig("proxmox-boot-tool", line, (KERNEL_CMDLINE,))
     entries = files.glob(LOADER_ENTRIES)
     if files.read(REDHAT_RELEASE) is not None and entries:
         # RHEL-like hosts keep the command line in the BLS entries, and grubby edits them all.
@@ -396,9 +402,68 @@ def boot_config(files: Files) -> BootConfig | None:
         return BootConfig("grubby", line, entries)
     if files.read(GRUB_DEFAULT) is not None:
         return grub_config(files)
-    if files.read(KERNEL_CMDLINE) is not None:
-        return BootConfig("kernel-cmdline", files.value(KERNEL_CMDLINE), (KERNEL_CMDLINE,))
+    if any(files.read(p) is not None for p in (KERNEL_CMDLINE, USR_KERNEL_CMDLINE)) or any(
+        not p.endswith("/" + TRY_CONF)
+        for d in LOADER_DIRS
+        for p in files.glob(f"{d}/entries/*.conf")
+    ):
+        # kernel-install (systemd-boot's entries, or a file only it reads).
+        line = kernel_install_line(files)
+        if isinstance(line, Unknown):
+            return BootConfig("kernel-cmdline", None, (KERNEL_CMDLINE,), line)
+        return BootConfig("kernel-cmdline", line, (KERNEL_CMDLINE,))
     return None
+
+
+# What zz-proxmox-boot removes from the running line when it falls back to it (its perl
+# `s/\binitrd=([0-9a-zA-Z\\\/.-])*\s*//g`): the initrd= systemd-boot passes.
+_PROXMOX_INITRD = re.compile(r"\binitrd=[0-9a-zA-Z\\/.-]*\s*")
+
+
+def proxmox_line(files: Files) -> str | Unknown:
+    """The line proxmox-boot-tool writes into its systemd-boot entries, as its zz-proxmox-boot
+    hook takes it: the first line of /etc/kernel/cmdline (`get_first_line`; the others are not
+    read), which must hold `root=` or the hook stops; without the file, the running line less
+    its initrd= words."""
+    text = files.text(KERNEL_CMDLINE)
+    if text is None:
+        running = files.text(PROC_CMDLINE)
+        if running is None:
+            return Unknown(
+                "missing, and proxmox-boot-tool then takes /proc/cmdline, which was not read",
+                KERNEL_CMDLINE,
+                0,
+            )
+        return _PROXMOX_INITRD.sub("", running).rstrip("\n")
+    first = text.partition("\n")[0]
+    if "root=" not in first:
+        return Unknown(
+            'the first line has no root=, so `proxmox-boot-tool refresh` stops ("No root= '
+            'parameter in /etc/kernel/cmdline found!") and writes no entry: put the whole '
+            "line, root= included, on the first line",
+            KERNEL_CMDLINE,
+            1,
+        )
+    return first
+
+
+def kernel_install_line(files: Files) -> str | Unknown:
+    """The line kernel-install gives a new entry, as its 90-loaderentry.install takes it:
+    /etc/kernel/cmdline, else /usr/lib/kernel/cmdline, every line of it, blanks squeezed to
+    one space (`tr -s "$IFS" ' '`); else the running line less BOOT_IMAGE= and initrd=."""
+    for path in (KERNEL_CMDLINE, USR_KERNEL_CMDLINE):
+        text = files.text(path)
+        if text is not None:
+            return " ".join(text.split())
+    running = files.text(PROC_CMDLINE)
+    if running is None:
+        return Unknown(
+            f"missing, as is {USR_KERNEL_CMDLINE}, and kernel-install then takes /proc/cmdline, "
+            "which was not read",
+            KERNEL_CMDLINE,
+            0,
+        )
+    return " ".join(w for w in running.split() if not w.startswith(("BOOT_IMAGE=", "initrd=")))
 
 
 def proxmox_loader(files: Files) -> str | Unknown:

@@ -375,11 +375,14 @@ def _kernel_cmdline_step(
 ) -> Step:
     prior = files.read(fmt.KERNEL_CMDLINE)
     words = fmt.split(boot.cmdline or "")
+    # proxmox-boot-tool reads the first line only: the others stay as they are.
+    rest = (files.text(fmt.KERNEL_CMDLINE) or "").partition("\n")[2]
+    rest = rest if boot.tool == "proxmox-boot-tool" else ""
 
     def line(count: int) -> bytes | None:
         if count == 0:
             return prior
-        return (" ".join(fmt.edit(words, edits[:count])) + "\n").encode()
+        return (" ".join(fmt.edit(words, edits[:count])) + "\n" + rest).encode()
 
     if boot.tool == "proxmox-boot-tool":
         tool: tuple[str, ...] = ("proxmox-boot-tool", "refresh")
