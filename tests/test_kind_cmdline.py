@@ -605,3 +605,24 @@ def test_a_child_profile_turns_its_parents_exact_list_into_contains(tmp_path: Pa
     assert [(edit, meta.priority.value) for edit, meta in spec.wanted()] == [
         (fmt.Edit("console", fmt.Mode.CONTAINS, ("ttyS0",)), "P0")
     ]
+
+
+def test_a_module_parameter_a_later_drop_in_appends_is_overridden_by_appending_after_it(
+    tmp_path: Path,
+) -> None:
+    """Issue 34, item 5: a module parameter is read by the kernel's parse_args, each occurrence
+    overwriting the one before, so tune's value appended after every other occurrence is the
+    one the boot keeps; nothing else changes. A drop-in sorted after 90-tune.cfg appending its
+    own value made apply refuse; /bin/sh judges the line now."""
+    root = grub_host(
+        tmp_path / "host",
+        **{"95-nvidia.cfg": APPEND.format("nvidia.NVreg_EnableGpuFirmware=0 iommu=pt")},
+    )
+    text = "name: t\ncmdline:\n  set: {nvidia.NVreg_EnableGpuFirmware: 1}\n"
+    was = sh_cmdline(root)
+    result = run_tune("apply", profile(tmp_path, text), "--reboot-phase", "--root", root, "-y")
+    assert result.code == 0, result.err
+    assert sh_cmdline(root) == [*was, "nvidia.NVreg_EnableGpuFirmware=1"]
+    assert (fmt.parameters(" ".join(sh_cmdline(root))) or fmt.NONE).get(
+        "nvidia.NVreg_EnableGpuFirmware"
+    ) == "1"
