@@ -359,3 +359,17 @@ def test_what_needs_a_program_or_what_dash_rejects_stays_unknown_with_its_line(
     assert isinstance(ours, Unknown), ours
     assert why in ours.reason
     assert ours.line == text.count("\n")
+
+
+def test_arithmetic_that_assigns_nothing_leaves_the_other_variables_known(tmp_path: Path) -> None:
+    text = "GRUB_CMDLINE_LINUX=quiet\nGRUB_TIMEOUT=$((5+1))\n"
+    assert evaluated(text, [])["GRUB_CMDLINE_LINUX"] == "quiet"
+    assigning = "GRUB_CMDLINE_LINUX=quiet\nGRUB_TIMEOUT=$((X=5))\n"
+    assert isinstance(evaluated(assigning, [])["GRUB_CMDLINE_LINUX"], Unknown)
+
+
+def test_a_bash_only_expansion_stops_as_dash_stops(tmp_path: Path) -> None:
+    text = 'X=a\nGRUB_CMDLINE_LINUX="${X/a/b}"\nGRUB_CMDLINE_LINUX_DEFAULT=quiet\n'
+    assert sh_values(tmp_path, text, []) is None  # "Bad substitution"
+    got = evaluated(text, [])["GRUB_CMDLINE_LINUX_DEFAULT"]
+    assert isinstance(got, Unknown) and "Bad substitution" in got.reason and got.line == 2

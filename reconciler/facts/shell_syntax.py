@@ -37,11 +37,12 @@ PATTERN_OPERATORS = frozenset({"#", "##", "%", "%%"})
 @dataclass(frozen=True)
 class Opaque:
     """An expansion whose value this evaluator cannot know; `effects`: it may also change
-    variables or stop the shell (`${X:=w}`, `${X?w}`, arithmetic)."""
+    variables (arithmetic that assigns); `stops`: dash stops on it (`${X/a/b}`)."""
 
     reason: str
     quoted: bool
     effects: bool = False
+    stops: bool = False
 
 
 Part = Literal | Param | Opaque
@@ -240,8 +241,12 @@ class Lexer:
     def _dollar(self, quoted: bool) -> Part:
         text, i = self.text, self.i + 1
         if text.startswith("((", i):
+            start = i
             self._skip_parens(i)
-            return Opaque("arithmetic expansion $((...))", quoted, effects=True)
+            body = text[start : self.i]
+            # `=`, `+=`, `++`, ... assign; `==`, `!=`, `<=`, `>=` compare.
+            assigns = re.search(r"(?<![=!<>])=(?!=)|\+\+|--", body) is not None
+            return Opaque("arithmetic expansion $((...))", quoted, effects=assigns)
         if text.startswith("(", i):
             self._skip_parens(i)
             return Opaque("a command substitution $(...)", quoted)
@@ -307,7 +312,11 @@ class Lexer:
         op = next((o for o in OPERATORS if after.startswith(o)), None)
         if op is None:
             # `${X/a/b}`, `${X:1}`: bash's, and dash stops with "Bad substitution".
-            return Opaque(f"the expansion ${{{body}}} (not POSIX sh)", quoted, effects=True)
+            return Opaque(
+                f'the expansion ${{{body}}}, bash\'s (dash stops: "Bad substitution")',
+                quoted,
+                stops=True,
+            )
         inner = Lexer(after[len(op) :])
         inner.line = line
         word = inner.inner_word(quoted, pattern=op in PATTERN_OPERATORS)

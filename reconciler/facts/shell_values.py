@@ -171,8 +171,11 @@ class _State:
         if isinstance(part, Literal):
             return part.text
         if isinstance(part, Opaque):
+            if part.stops:
+                self.stop(part.reason, line)
+                return self.stopped or self.unknown(part.reason, line)
             if part.effects:
-                # `$((X=1))`, `${X/a/b}` (dash stops on it): what follows cannot be known.
+                # `$((X=1))`: any variable may have changed.
                 self.poison(f"{part.reason} is not evaluated", line)
             return self.unknown(f"{part.reason} is not evaluated", line)
         value = self.get(part.name, line)
