@@ -18,7 +18,6 @@ from conftest import (
     UNTUNED,
     booted_by_systemd_boot,
     by_id,
-    notes,
     plan_json,
     profile,
     run_tune,
@@ -79,20 +78,22 @@ def test_grub_dropins_in_order_expanding_the_default(tmp_path: Path) -> None:
     assert configured(root) == "grub: amd_pstate=active quiet iommu=pt 'a=b c'"
 
 
-def test_grub_command_substitution_makes_the_line_unknown_and_apply_refuses(
+def test_grub_command_substitution_makes_the_line_unknown_and_plan_and_apply_refuse(
     tmp_path: Path,
 ) -> None:
     """The old reader skipped such a line and compared with `quiet` alone; the next boot's
-    line is not known, so plan says where and why, and apply writes nothing (exit 8)."""
+    line is not known. Plan refuses (exit 8) with the file, the line and what to do, rather
+    than list a change that apply would then refuse; apply writes nothing (exit 8)."""
     root = grub_host(
         tmp_path / "host",
         **{"50-x.cfg": 'GRUB_CMDLINE_LINUX_DEFAULT="$(cat /etc/extra) quiet"\n'},
     )
     where = "/etc/default/grub.d/50-x.cfg:1: a command substitution $(...) is not evaluated"
     assert configured(root) == f"grub: {where}"
-    plan = plan_json(tmp_path, root, WANT_PSTATE)
-    (note,) = [n for n in notes(plan) if "cannot be known" in n]
-    assert f"({where})" in note and "GRUB_CMDLINE_LINUX_DEFAULT" in note
+    planned = run_tune("plan", profile(tmp_path, WANT_PSTATE), "--root", root, "--no-persist")
+    assert planned.code == ExitCode.BOOT_CONFIG_UNKNOWN, (planned.out, planned.err)
+    assert f"({where})" in planned.err and "GRUB_CMDLINE_LINUX_DEFAULT" in planned.err
+    assert "cmdline:amd_pstate" in planned.err
     before = tree(root)
     result = run_tune(
         "apply", profile(tmp_path, WANT_PSTATE), "--reboot-phase", "--root", root, "-y"
@@ -212,19 +213,110 @@ def test_a_continued_drop_in_keeps_every_parameter_not_asked_to_change(
     assert plan_json(tmp_path, root, profile_text)["changes"] == []
 
 
-def test_a_drop_in_after_tunes_that_sets_the_line_whole_refuses_the_apply(tmp_path: Path) -> None:
-    """99-override.cfg sorts after 90-tune.cfg and sets the variable whole: tune's drop-in
-    would change nothing at boot, so apply says which line GRUB would pass and writes nothing."""
-    root = grub_host(
-        tmp_path / "host", **{"99-override.cfg": 'GRUB_CMDLINE_LINUX_DEFAULT="quiet"\n'}
-    )
-    before = tree(root)
+@pytest.mark.parametrize(
+    "later",
+    [
+        'GRUB_CMDLINE_LINUX_DEFAULT="quiet"\n',
+        # Ubuntu's cloud image drop-in (tests/corpus/ubuntu-cloudimg), as a package that names
+        # its drop-in to sort late would install it: it sets the whole line.
+        (
+            CLOUDIMG_DROPIN := Path(__file__).resolve().parent
+            / "corpus/ubuntu-cloudimg/etc/default/grub.d/50-cloudimg-settings.cfg"
+        ).read_text(),
+    ],
+    ids=["sets-quiet", "cloudimg-settings"],
+)
+def test_a_drop_in_sorted_after_90_tune_that_sets_the_line_whole_still_gets_tunes_edit(
+    tmp_path: Path, later: str
+) -> None:
+    """99-override.cfg sorts after 90-tune.cfg and sets the variable whole. tune's drop-in is
+    named to sort after every drop-in GRUB reads (chosen from what is there), so the line is
+    what the files before it make with tune's edit: /bin/sh is the judge. Rollback leaves the
+    host as it was."""
+    root = grub_host(tmp_path / "host", **{"99-override.cfg": later})
+    before = whole_tree(root)
+    was = sh_cmdline(root)
     result = run_tune(
         "apply", profile(tmp_path, WANT_PSTATE), "--reboot-phase", "--root", root, "-y"
     )
-    assert result.code == ExitCode.BOOT_CONFIG_UNKNOWN, result.err
-    assert "GRUB would pass 'quiet' rather than 'quiet amd_pstate=active'" in result.err
-    assert tree(root) == before
+    assert result.code == 0, result.err
+    assert sh_cmdline(root) == [*was, "amd_pstate=active"]
+    assert not (root / "etc/default/grub.d/90-tune.cfg").exists()
+    assert (root / "etc/default/grub.d/zz-tune.cfg").exists()
+    plan = plan_json(tmp_path, root, WANT_PSTATE)
+    assert (plan["changes"], [p["id"] for p in plan["pending"]]) == ([], ["cmdline:amd_pstate"])
+    assert run_tune("rollback", "--root", root, "-y").code == 0
+    assert whole_tree(root) == before
+
+
+def test_tunes_drop_in_moves_after_a_drop_in_installed_since_that_overrides_it(
+    tmp_path: Path,
+) -> None:
+    """Applied once at 90-tune.cfg; then a package installs 95-serial.cfg, which sets the line
+    whole, so the next boot would lose amd_pstate=active. The next plan finds the change and
+    apply moves tune's drop-in after it (one step: the new file written, the old removed);
+    rollback puts 90-tune.cfg back."""
+    root = grub_host(tmp_path / "host")
+    assert (
+        run_tune(
+            "apply", profile(tmp_path, WANT_PSTATE), "--reboot-phase", "--root", root, "-y"
+        ).code
+        == 0
+    )
+    assert sh_cmdline(root) == ["quiet", "amd_pstate=active"]
+    write(root, "/etc/default/grub.d/95-serial.cfg", 'GRUB_CMDLINE_LINUX_DEFAULT="console=ttyS0"\n')
+    before = whole_tree(root)
+    change = by_id(plan_json(tmp_path, root, WANT_PSTATE))["cmdline:amd_pstate"]
+    assert (change["current"], change["desired"]) == (None, "active")
+    result = run_tune(
+        "apply", profile(tmp_path, WANT_PSTATE), "--reboot-phase", "--root", root, "-y"
+    )
+    assert result.code == 0, result.err
+    assert sh_cmdline(root) == ["console=ttyS0", "amd_pstate=active"]
+    assert sorted(p.name for p in (root / "etc/default/grub.d").iterdir()) == [
+        "95-serial.cfg",
+        "zz-tune.cfg",
+    ]
+    assert run_tune("rollback", "--root", root, "-y").code == 0  # the newest run
+    assert whole_tree(root) == before
+
+
+@pytest.mark.parametrize(
+    ("names", "chosen"),
+    [
+        ((), "90-tune.cfg"),
+        (("50-cloudimg-settings.cfg", "90-tune.cfg"), "90-tune.cfg"),
+        (("init-select.cfg",), "90-tune.cfg"),  # sorts after 90-tune.cfg, but sets nothing
+        (("99-override.cfg",), "zz-tune.cfg"),
+        (("90-tune.cfg", "99-override.cfg"), "zz-tune.cfg"),
+        (("zz-tune.cfg", "99-override.cfg"), "zz-tune.cfg"),
+        (("z.cfg",), "zz-tune.cfg"),
+        (("zzz.cfg",), "zzzz-tune.cfg"),
+        (("ZZZ-upper.cfg",), "zzzz-tune.cfg"),  # a locale's order ignores case
+        (("90_tunes.cfg",), "zz-tune.cfg"),  # and punctuation, at first
+    ],
+)
+def test_tunes_drop_in_name_sorts_after_every_other(
+    tmp_path: Path, names: tuple[str, ...], chosen: str
+) -> None:
+    sets = 'GRUB_CMDLINE_LINUX_DEFAULT="$GRUB_CMDLINE_LINUX_DEFAULT quiet"\n'
+    texts = {name: "# nothing\n" if name == "init-select.cfg" else sets for name in names}
+    root = grub_host(tmp_path / "host", **texts)
+    files = SnapshotHost(root).fetch(fmt.request())
+    assert fmt.tune_dropin(files) == f"/etc/default/grub.d/{chosen}"
+    # What dash (update-grub's /bin/sh on Debian) and bash (RHEL's) source last: tune's file,
+    # unless it stays 90-tune.cfg, which only drop-ins that set nothing follow.
+    write(root, f"/etc/default/grub.d/{chosen}", "# tune\n")
+    for shell in ("dash", "bash") if chosen != "90-tune.cfg" else ():
+        done = subprocess.run(
+            [shell, "-c", "printf '%s\\n' ./etc/default/grub.d/*.cfg"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            env={"LC_ALL": "C.UTF-8"},
+            check=True,
+        )
+        assert Path(done.stdout.split()[-1]).name == chosen
 
 
 @pytest.mark.parametrize(
@@ -358,19 +450,21 @@ def test_a_contains_edit_of_console_keeps_the_other_occurrences_as_sh_reads_them
     assert (plan["changes"], [p["id"] for p in plan["pending"]]) == ([], ["cmdline:console"])
 
 
-def test_a_later_drop_in_that_appends_a_console_refuses_a_contains_edit(tmp_path: Path) -> None:
-    """A drop-in sorted after tune's appends console=ttyS1: console=hvc0 could not be the last
-    console, the one /dev/console is, so GRUB would not pass the line asked for. Nothing is
-    written."""
+def test_a_later_drop_in_that_appends_a_console_leaves_hvc0_the_last_console(
+    tmp_path: Path,
+) -> None:
+    """A drop-in sorted after 90-tune.cfg appends console=ttyS1: written there, console=hvc0
+    could not be the last console, the one /dev/console is, and apply refused. tune's drop-in
+    now sorts after it, so hvc0 is the last console, every other word kept (/bin/sh judges)."""
     root = cloud_host(tmp_path / "host")
     write(root, "/etc/default/grub.d/95-serial.cfg", APPEND.format("console=ttyS1,115200"))
-    before = whole_tree(root)
+    was = sh_cmdline(root)
     result = run_tune(
         "apply", profile(tmp_path, CONTAINS_HVC0), "--reboot-phase", "--root", root, "-y"
     )
-    assert result.code == ExitCode.BOOT_CONFIG_UNKNOWN, result.err
-    assert "console=ttyS1,115200 console=hvc0'" in result.err
-    assert whole_tree(root) == before
+    assert result.code == 0, result.err
+    assert sh_cmdline(root) == [*was, "console=hvc0"]
+    assert consoles(was)[-1] == "console=ttyS1,115200"
 
 
 @pytest.mark.parametrize(
@@ -511,3 +605,24 @@ def test_a_child_profile_turns_its_parents_exact_list_into_contains(tmp_path: Pa
     assert [(edit, meta.priority.value) for edit, meta in spec.wanted()] == [
         (fmt.Edit("console", fmt.Mode.CONTAINS, ("ttyS0",)), "P0")
     ]
+
+
+def test_a_module_parameter_a_later_drop_in_appends_is_overridden_by_appending_after_it(
+    tmp_path: Path,
+) -> None:
+    """Issue 34, item 5: a module parameter is read by the kernel's parse_args, each occurrence
+    overwriting the one before, so tune's value appended after every other occurrence is the
+    one the boot keeps; nothing else changes. A drop-in sorted after 90-tune.cfg appending its
+    own value made apply refuse; /bin/sh judges the line now."""
+    root = grub_host(
+        tmp_path / "host",
+        **{"95-nvidia.cfg": APPEND.format("nvidia.NVreg_EnableGpuFirmware=0 iommu=pt")},
+    )
+    text = "name: t\ncmdline:\n  set: {nvidia.NVreg_EnableGpuFirmware: 1}\n"
+    was = sh_cmdline(root)
+    result = run_tune("apply", profile(tmp_path, text), "--reboot-phase", "--root", root, "-y")
+    assert result.code == 0, result.err
+    assert sh_cmdline(root) == [*was, "nvidia.NVreg_EnableGpuFirmware=1"]
+    assert (fmt.parameters(" ".join(sh_cmdline(root))) or fmt.NONE).get(
+        "nvidia.NVreg_EnableGpuFirmware"
+    ) == "1"

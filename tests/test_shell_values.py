@@ -64,14 +64,20 @@ PARAMETERS = st.sampled_from(
 )
 ODD = st.sampled_from(["*", "?", "[a]", "~", "$", "\\", "#", "'", '"', "`", "=", "-", "{", "}"])
 NAME = st.sampled_from(VARIABLES)
-OPERATOR = st.sampled_from(["", ":-", "-", ":+", "+"])
+OPERATOR = st.sampled_from(["", ":-", "-", ":+", "+", ":=", "=", ":?", "?", "#", "##", "%", "%%"])
+PATTERN = st.sampled_from(
+    ["*", "* ", "*=*", "?", "quiet", '"quiet "', "'a=b'", "[a-z]*", "[!q]*", "\\*", "*$N", '"$N"']
+)
 
 
 @st.composite
 def expansion(draw: st.DrawFn) -> str:
     name, op = draw(NAME), draw(OPERATOR)
     if not op:
-        return draw(st.sampled_from([f"${name}", f"${{{name}}}"]))
+        return draw(st.sampled_from([f"${name}", f"${{{name}}}", f"${{#{name}}}"]))
+    if op.startswith(("#", "%")):
+        pattern = "".join(draw(st.lists(PATTERN, min_size=1, max_size=2)))
+        return f"${{{name}{op}{pattern.replace('N', draw(NAME))}}}"
     word = " ".join(draw(st.lists(PARAMETERS, max_size=2)))
     inner = draw(st.sampled_from(["", f"${name} ", f"${{{name}}} "]))
     return f"${{{name}{op}{inner}{word}}}"
@@ -273,3 +279,97 @@ def test_a_file_sh_cannot_parse_makes_everything_unknown() -> None:
         assert isinstance(found, Unknown)
         assert found.file == "/etc/default/grub.d/00-x.cfg"
         assert "never closed" in found.reason
+
+
+# --- POSIX parameter expansions (issue 34, item 6): deterministic, so known, as dash gives them
+
+EXPANSIONS = [
+    'X="a=1 b=2 c=3"\nGRUB_CMDLINE_LINUX="${X#* }"\n',  # shortest prefix
+    'X="a=1 b=2 c=3"\nGRUB_CMDLINE_LINUX="${X##* }"\n',  # longest prefix
+    'X="a=1 b=2 c=3"\nGRUB_CMDLINE_LINUX="${X% *}"\n',  # shortest suffix
+    'X="a=1 b=2 c=3"\nGRUB_CMDLINE_LINUX="${X%% *}"\n',  # longest suffix
+    'X="quiet splash"\nGRUB_CMDLINE_LINUX="${X%splash}"\n',
+    'X="quiet splash"\nGRUB_CMDLINE_LINUX="${X#"quiet "}"\n',  # a quoted pattern
+    "X='a*b'\nGRUB_CMDLINE_LINUX=\"${X#a\\*}\"\n",  # an escaped * is literal
+    'X="ab1cd"\nGRUB_CMDLINE_LINUX="${X#[a-b]}" GRUB_CMDLINE_LINUX_DEFAULT="${X%[!x]}"\n',
+    'X="a?b"\nGRUB_CMDLINE_LINUX="${X#?}"\n',
+    'P=quiet\nX="quiet splash"\nGRUB_CMDLINE_LINUX="${X#$P}"\n',  # a pattern from a variable
+    'P="*"\nX="quiet splash"\nGRUB_CMDLINE_LINUX="${X#"$P"}${X%$P}"\n',
+    'GRUB_CMDLINE_LINUX="${X#a}"\n',  # unset: empty
+    'X=abc\nGRUB_CMDLINE_LINUX="${#X} ${#Y}"\n',  # the length
+    'GRUB_CMDLINE_LINUX="${X:=quiet}"\nGRUB_CMDLINE_LINUX_DEFAULT="$X"\n',
+    'X=\nGRUB_CMDLINE_LINUX="${X=quiet}"\nGRUB_CMDLINE_LINUX_DEFAULT="${X:=splash} $X"\n',
+    ": ${GRUB_CMDLINE_LINUX:=quiet}\n",  # the idiom of a default
+    ': "${GRUB_CMDLINE_LINUX_DEFAULT=quiet splash}"\n',
+    'X=1\nGRUB_CMDLINE_LINUX="${X:?unset} ${X?unset}"\n',
+    'GRUB_CMDLINE_LINUX="${X:-"a b"} ${X:-a\\ b} ${X-\'c\'}"\n',
+    "GRUB_CMDLINE_LINUX=${X:-'a b'}\n",
+    'X=1\nGRUB_CMDLINE_LINUX="${X:+"$X  x"}"\n',
+    'X="a=1 a=2"\nGRUB_CMDLINE_LINUX="${X%${X#* }} b"\n',  # nested
+    'GRUB_CMDLINE_LINUX_DEFAULT="quiet splash"\n'
+    'GRUB_CMDLINE_LINUX_DEFAULT="${GRUB_CMDLINE_LINUX_DEFAULT%splash}nosplash"\n',
+]
+
+
+@pytest.mark.parametrize("text", EXPANSIONS)
+def test_posix_parameter_expansions_are_evaluated_as_dash_evaluates_them(
+    tmp_path: Path, text: str
+) -> None:
+    truth = sh_values(tmp_path, text, [])
+    assert truth is not None, "dash refuses the file"
+    ours = evaluated(text, [])
+    assert ours == truth
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ('GRUB_CMDLINE_LINUX="${X:?is not set}"\n', "${X:?...} finds X unset or empty"),
+        ('X=\nGRUB_CMDLINE_LINUX="${X?}"\n', None),  # set, though empty: no error
+        ('GRUB_CMDLINE_LINUX="${X?}"\n', "${X?...} finds X unset"),
+    ],
+)
+def test_an_expansion_that_stops_dash_stops_the_evaluation(
+    tmp_path: Path, text: str, why: str | None
+) -> None:
+    truth = sh_values(tmp_path, text, [])
+    ours = evaluated(text, [])["GRUB_CMDLINE_LINUX"]
+    if why is None:
+        assert truth is not None and ours == truth["GRUB_CMDLINE_LINUX"] == ""
+        return
+    assert truth is None  # dash stops: grub-mkconfig writes no menu
+    assert isinstance(ours, Unknown) and why in ours.reason and ours.line == 1
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ('GRUB_CMDLINE_LINUX="$(echo quiet)"\n', "a command substitution $(...)"),
+        ("GRUB_CMDLINE_LINUX=`echo quiet`\n", "a command substitution (`...`)"),
+        ('GRUB_CMDLINE_LINUX="${X:-$(echo quiet)}"\n', "a command substitution $(...)"),
+        ('GRUB_CMDLINE_LINUX=quiet\nGRUB_CMDLINE_LINUX+=" splash"\n', "dash"),
+        ("GRUB_CMDLINE_LINUX=(quiet splash)\n", "dash"),
+        ('GRUB_CMDLINE_LINUX=quiet\n[[ -n "$X" ]] && GRUB_CMDLINE_LINUX=\n', "dash"),
+    ],
+)
+def test_what_needs_a_program_or_what_dash_rejects_stays_unknown_with_its_line(
+    tmp_path: Path, text: str, why: str
+) -> None:
+    ours = evaluated(text, [])["GRUB_CMDLINE_LINUX"]
+    assert isinstance(ours, Unknown), ours
+    assert why in ours.reason
+    assert ours.line == text.count("\n")
+
+
+def test_arithmetic_that_assigns_nothing_leaves_the_other_variables_known(tmp_path: Path) -> None:
+    text = "GRUB_CMDLINE_LINUX=quiet\nGRUB_TIMEOUT=$((5+1))\n"
+    assert evaluated(text, [])["GRUB_CMDLINE_LINUX"] == "quiet"
+    assigning = "GRUB_CMDLINE_LINUX=quiet\nGRUB_TIMEOUT=$((X=5))\n"
+    assert isinstance(evaluated(assigning, [])["GRUB_CMDLINE_LINUX"], Unknown)
+
+
+def test_a_bash_only_expansion_stops_as_dash_stops(tmp_path: Path) -> None:
+    text = 'X=a\nGRUB_CMDLINE_LINUX="${X/a/b}"\nGRUB_CMDLINE_LINUX_DEFAULT=quiet\n'
+    assert sh_values(tmp_path, text, []) is None  # "Bad substitution"
+    got = evaluated(text, [])["GRUB_CMDLINE_LINUX_DEFAULT"]
+    assert isinstance(got, Unknown) and "Bad substitution" in got.reason and got.line == 2

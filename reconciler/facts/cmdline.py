@@ -4,6 +4,8 @@ loader will pass next boot."""
 from __future__ import annotations
 
 import fnmatch
+import itertools
+import posixpath
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -16,8 +18,11 @@ from .shell_values import Script, Unknown, Variables, evaluate
 
 PROC_CMDLINE = "/proc/cmdline"
 GRUB_DEFAULT = "/etc/default/grub"
-GRUB_DROPINS = "/etc/default/grub.d/*.cfg"
+GRUB_DROPIN_DIR = "/etc/default/grub.d"
+GRUB_DROPINS = f"{GRUB_DROPIN_DIR}/*.cfg"
 KERNEL_CMDLINE = "/etc/kernel/cmdline"
+# kernel-install's fallback where /etc/kernel/cmdline is missing (90-loaderentry.install).
+USR_KERNEL_CMDLINE = "/usr/lib/kernel/cmdline"
 PROXMOX_BOOT_UUIDS = "/etc/kernel/proxmox-boot-uuids"
 # The boot was started by UEFI firmware when this directory exists.
 EFI = "/sys/firmware/efi"
@@ -27,6 +32,8 @@ LOADER_INFO = "/sys/firmware/efi/efivars/LoaderInfo-4a67b082-0a4c-41cf-b6c7-440b
 # The boot tools whose command line is GRUB's defaults, and what regenerates the menu.
 GRUB_TOOLS = {"grub": ("update-grub",), "proxmox-boot-tool-grub": ("proxmox-boot-tool", "refresh")}
 DROPIN = "/etc/default/grub.d/90-tune.cfg"
+# tune's drop-in under any of the names `tune_dropin` gives it.
+OWN_DROPIN = re.compile(r"/etc/default/grub\.d/(90|z{2,})-tune\.cfg")
 # tune's one-time GRUB entry (see reconciler.apply.tryonce): read so a leftover one is journaled.
 TRY_SCRIPT = "/etc/grub.d/42_tune_try"
 # The line in the try script that names the command line it boots (`apply.tryonce`).
@@ -363,6 +370,7 @@ def request() -> Request:
             GRUB_DEFAULT,
             GRUB_DROPINS,
             KERNEL_CMDLINE,
+            USR_KERNEL_CMDLINE,
             PROXMOX_BOOT_UUIDS,
             REDHAT_RELEASE,
             LOADER_ENTRIES,
@@ -383,7 +391,10 @@ def boot_config(files: Files) -> BootConfig | None:
             return BootConfig("proxmox-boot-tool", None, (PROXMOX_BOOT_UUIDS,), loader)
         if loader == "grub":
             return replace(grub_config(files), tool="proxmox-boot-tool-grub")
-        return BootConfig("proxmox-boot-tool", files.value(KERNEL_CMDLINE), (KERNEL_CMDLINE,))
+        line = proxmox_line(files)
+        if isinstance(line, Unknown):
+            return BootConfig("proxmox-boot-tool", None, (KERNEL_CMDLINE,), line)
+        return BootConfig("proxmox-boot-tool", line, (KERNEL_CMDLINE,))
     entries = files.glob(LOADER_ENTRIES)
     if files.read(REDHAT_RELEASE) is not None and entries:
         # RHEL-like hosts keep the command line in the BLS entries, and grubby edits them all.
@@ -393,9 +404,68 @@ def boot_config(files: Files) -> BootConfig | None:
         return BootConfig("grubby", line, entries)
     if files.read(GRUB_DEFAULT) is not None:
         return grub_config(files)
-    if files.read(KERNEL_CMDLINE) is not None:
-        return BootConfig("kernel-cmdline", files.value(KERNEL_CMDLINE), (KERNEL_CMDLINE,))
+    if any(files.read(p) is not None for p in (KERNEL_CMDLINE, USR_KERNEL_CMDLINE)) or any(
+        not p.endswith("/" + TRY_CONF)
+        for d in LOADER_DIRS
+        for p in files.glob(f"{d}/entries/*.conf")
+    ):
+        # kernel-install (systemd-boot's entries, or a file only it reads).
+        line = kernel_install_line(files)
+        if isinstance(line, Unknown):
+            return BootConfig("kernel-cmdline", None, (KERNEL_CMDLINE,), line)
+        return BootConfig("kernel-cmdline", line, (KERNEL_CMDLINE,))
     return None
+
+
+# What zz-proxmox-boot removes from the running line when it falls back to it (its perl
+# `s/\binitrd=([0-9a-zA-Z\\\/.-])*\s*//g`): the initrd= systemd-boot passes.
+_PROXMOX_INITRD = re.compile(r"\binitrd=[0-9a-zA-Z\\/.-]*\s*")
+
+
+def proxmox_line(files: Files) -> str | Unknown:
+    """The line proxmox-boot-tool writes into its systemd-boot entries, as its zz-proxmox-boot
+    hook takes it: the first line of /etc/kernel/cmdline (`get_first_line`; the others are not
+    read), which must hold `root=` or the hook stops; without the file, the running line less
+    its initrd= words."""
+    text = files.text(KERNEL_CMDLINE)
+    if text is None:
+        running = files.text(PROC_CMDLINE)
+        if running is None:
+            return Unknown(
+                "missing, and proxmox-boot-tool then takes /proc/cmdline, which was not read",
+                KERNEL_CMDLINE,
+                0,
+            )
+        return _PROXMOX_INITRD.sub("", running).rstrip("\n")
+    first = text.partition("\n")[0]
+    if "root=" not in first:
+        return Unknown(
+            'the first line has no root=, so `proxmox-boot-tool refresh` stops ("No root= '
+            'parameter in /etc/kernel/cmdline found!") and writes no entry: put the whole '
+            "line, root= included, on the first line",
+            KERNEL_CMDLINE,
+            1,
+        )
+    return first
+
+
+def kernel_install_line(files: Files) -> str | Unknown:
+    """The line kernel-install gives a new entry, as its 90-loaderentry.install takes it:
+    /etc/kernel/cmdline, else /usr/lib/kernel/cmdline, every line of it, blanks squeezed to
+    one space (`tr -s "$IFS" ' '`); else the running line less BOOT_IMAGE= and initrd=."""
+    for path in (KERNEL_CMDLINE, USR_KERNEL_CMDLINE):
+        text = files.text(path)
+        if text is not None:
+            return " ".join(text.split())
+    running = files.text(PROC_CMDLINE)
+    if running is None:
+        return Unknown(
+            f"missing, as is {USR_KERNEL_CMDLINE}, and kernel-install then takes /proc/cmdline, "
+            "which was not read",
+            KERNEL_CMDLINE,
+            0,
+        )
+    return " ".join(w for w in running.split() if not w.startswith(("BOOT_IMAGE=", "initrd=")))
 
 
 def proxmox_loader(files: Files) -> str | Unknown:
@@ -425,10 +495,68 @@ def grub_sources(files: Files) -> tuple[str, ...]:
     return (GRUB_DEFAULT, *files.glob(GRUB_DROPINS))
 
 
+def own_dropins(files: Files) -> tuple[str, ...]:
+    """tune's drop-ins on the host: one, unless an older tune left it under another name."""
+    return tuple(p for p in files.glob(GRUB_DROPINS) if OWN_DROPIN.fullmatch(p))
+
+
+def _collation_keys(path: str) -> tuple[bytes, str]:
+    """How a shell may order a glob's names: dash by bytes (strcmp), bash, which is /bin/sh on
+    RHEL, by the locale (strcoll), whose first level ignores case and punctuation."""
+    name = posixpath.basename(path)
+    return name.encode(), "".join(c for c in name.lower() if c.isalnum())
+
+
+def tune_dropin(files: Files) -> str:
+    """Where tune's drop-in goes: `90-tune.cfg` (where tune always wrote it) unless a drop-in
+    GRUB reads after it may set or edit the command line; then a name that sorts after every
+    other drop-in, in byte order and in a locale's order, so none can override what it sets:
+    `zz-tune.cfg`, with one more `z` until it does. Chosen anew from what is there at each
+    plan."""
+    dropins = [p for p in files.glob(GRUB_DROPINS) if not OWN_DROPIN.fullmatch(p)]
+    first = _collation_keys(DROPIN)
+    later = [p for p in dropins if _after(_collation_keys(p), first)]
+    if not later or _leave_the_line(files, later):
+        return DROPIN
+    others = [_collation_keys(p) for p in dropins]
+    for n in itertools.count(2):
+        name = f"{GRUB_DROPIN_DIR}/{'z' * n}-tune.cfg"
+        keys = _collation_keys(name)
+        if all(keys[0] > other[0] and keys[1] > other[1] for other in others):
+            return name
+    raise AssertionError("unreachable: a name longer than every other sorts after it")
+
+
+def _after(keys: tuple[bytes, str], than: tuple[bytes, str]) -> bool:
+    """Whether a name sorts after another in byte order or in a locale's."""
+    return keys[0] > than[0] or keys[1] > than[1]
+
+
+# Values no file writes: what a drop-in leaves of them, it left alone.
+_MARKS = {name: f"\x01tune:{name}" for name in GRUB_VARS}
+
+
+def _leave_the_line(files: Files, later: list[str]) -> bool:
+    """Whether the drop-ins `later` leave both command-line variables as they find them, with
+    every other file sourced before them as GRUB sources it."""
+    before = [p for p in files.glob(GRUB_DROPINS) if p not in later and not OWN_DROPIN.fullmatch(p)]
+    marks = "".join(f"{name}='{mark}'\n" for name, mark in _MARKS.items())
+    scripts = [Script(p, files.text(p) or "") for p in (GRUB_DEFAULT, *before)]
+    env = evaluate(
+        [*scripts, Script(DROPIN, marks), *(Script(p, files.text(p) or "") for p in later)],
+        unset_outside=lambda name: name.startswith("GRUB_") and name not in GRUB_PRESET,
+    )
+    return all(env.get(name) == mark for name, mark in _MARKS.items())
+
+
 def grub_env(files: Files, before: str | None = None) -> Variables:
     """The variables GRUB's scripts see after sourcing the files (only those that sort before
-    the drop-in `before`, when given), as /bin/sh computes them."""
-    dropins = [p for p in files.glob(GRUB_DROPINS) if before is None or p < before]
+    the drop-in `before`, and none of tune's own, when given), as /bin/sh computes them."""
+    dropins = [
+        p
+        for p in files.glob(GRUB_DROPINS)
+        if before is None or (p < before and not OWN_DROPIN.fullmatch(p))
+    ]
     return evaluate(
         (Script(p, files.text(p) or "") for p in (GRUB_DEFAULT, *dropins)),
         unset_outside=lambda name: name.startswith("GRUB_") and name not in GRUB_PRESET,

@@ -18,20 +18,31 @@ class Literal:
 
 @dataclass(frozen=True)
 class Param:
+    """`$NAME` or `${NAME<op><word>}`. In `word` a literal's `quoted` says whether it was
+    quoted inside the braces: that decides, for a pattern (`#`, `%`), whether `*` matches."""
+
     name: str
-    op: str | None  # None, "-", ":-", "+", ":+"
+    op: str | None  # None, LENGTH, or one of OPERATORS
     word: tuple[Part, ...]
     quoted: bool
+
+
+# `${#NAME}`
+LENGTH = "length"
+# The operators of `${NAME<op>word}` (POSIX 2.6.2), longest first so `:-` is not taken for `-`.
+OPERATORS = (":-", ":=", ":?", ":+", "##", "%%", "-", "=", "?", "+", "#", "%")
+PATTERN_OPERATORS = frozenset({"#", "##", "%", "%%"})
 
 
 @dataclass(frozen=True)
 class Opaque:
     """An expansion whose value this evaluator cannot know; `effects`: it may also change
-    variables or stop the shell (`${X:=w}`, `${X?w}`, arithmetic)."""
+    variables (arithmetic that assigns); `stops`: dash stops on it (`${X/a/b}`)."""
 
     reason: str
     quoted: bool
     effects: bool = False
+    stops: bool = False
 
 
 Part = Literal | Param | Opaque
@@ -230,8 +241,12 @@ class Lexer:
     def _dollar(self, quoted: bool) -> Part:
         text, i = self.text, self.i + 1
         if text.startswith("((", i):
+            start = i
             self._skip_parens(i)
-            return Opaque("arithmetic expansion $((...))", quoted, effects=True)
+            body = text[start : self.i]
+            # `=`, `+=`, `++`, ... assign; `==`, `!=`, `<=`, `>=` compare.
+            assigns = re.search(r"(?<![=!<>])=(?!=)|\+\+|--", body) is not None
+            return Opaque("arithmetic expansion $((...))", quoted, effects=assigns)
         if text.startswith("(", i):
             self._skip_parens(i)
             return Opaque("a command substitution $(...)", quoted)
@@ -281,33 +296,89 @@ class Lexer:
     def _braced(self, quoted: bool) -> Part:
         text = self.text
         i = self.i + 2
-        name = NAME.match(text, i)
-        end = self._closing_brace(i)
+        end = self._closing_brace(i, quoted)
         body = text[i:end]
+        line = self.line
         self.line += body.count("\n")
         self.i = end + 1
+        if (length := re.fullmatch(r"#([A-Za-z_][A-Za-z0-9_]*)", body)) is not None:
+            return Param(length.group(1), LENGTH, (), quoted)
+        name = NAME.match(body)
         if not name:
             return Opaque(f"the expansion ${{{body}}}", quoted)
-        after = text[name.end() : end]
+        after = body[name.end() :]
         if after == "":
             return Param(name.group(), None, (), quoted)
-        op = next((o for o in (":-", ":+", "-", "+") if after.startswith(o)), None)
+        op = next((o for o in OPERATORS if after.startswith(o)), None)
         if op is None:
-            effects = after.startswith((":=", "=", ":?", "?"))
-            return Opaque(f"the expansion ${{{body}}}", quoted, effects=effects)
-        word = after[len(op) :]
-        if any(c in word for c in "'\"\\`") or "$(" in word:
+            # `${X/a/b}`, `${X:1}`: bash's, and dash stops with "Bad substitution".
             return Opaque(
-                f"the expansion ${{{body}}} (quotes, escapes or substitutions inside it)", quoted
+                f'the expansion ${{{body}}}, bash\'s (dash stops: "Bad substitution")',
+                quoted,
+                stops=True,
             )
-        return Param(name.group(), op, _simple_word(word, quoted), quoted)
+        inner = Lexer(after[len(op) :])
+        inner.line = line
+        word = inner.inner_word(quoted, pattern=op in PATTERN_OPERATORS)
+        return Param(name.group(), op, word, quoted)
 
-    def _closing_brace(self, i: int) -> int:
+    def inner_word(self, outer_quoted: bool, pattern: bool) -> tuple[Part, ...]:
+        """The word inside `${NAME<op>word}`, read as dash reads it: blanks are part of it;
+        inside double quotes a backslash escapes only `$`, backquote, `"` and `\\`, and a
+        single quote is an ordinary character, except in a pattern, where it quotes."""
+        out = _Parts(quoted=False)
+        if not outer_quoted and self.text.startswith("~"):
+            out.add(Opaque("tilde expansion", False))
+            self.i += 1
+        while self.i < len(self.text):
+            char = self.text[self.i]
+            if char == "\\":
+                following = self.text[self.i + 1 : self.i + 2]
+                if following == "\n":
+                    self.line += 1
+                elif following and (not outer_quoted or following in '$`"\\'):
+                    out.add(Literal(following, True))
+                else:
+                    out.char(char + following)
+                self.i += 2
+            elif char == "'" and (pattern or not outer_quoted):
+                end = self.text.find("'", self.i + 1)
+                if end < 0:
+                    raise ShellSyntaxError("a ' quote is never closed", self.line)
+                out.add(Literal(self.text[self.i + 1 : end], True))
+                self.line += self.text.count("\n", self.i, end)
+                self.i = end + 1
+            elif char == '"':
+                for part in self._double_quoted():
+                    out.add(part)
+            elif char == "$":
+                out.add(self._dollar(quoted=False))
+            elif char == "`":
+                out.add(self._backquoted(quoted=False))
+            else:
+                if char == "\n":
+                    self.line += 1
+                out.char(char)
+                self.i += 1
+        return out.done()
+
+    def _closing_brace(self, i: int, quoted: bool) -> int:
+        """The `}` that closes `${`: not one escaped, quoted, or closing a `${` inside."""
         depth = 1
         while i < len(self.text):
             char = self.text[i]
             if char == "\\":
                 i += 2
+                continue
+            if char == "'" and not quoted:
+                end = self.text.find("'", i + 1)
+                i = len(self.text) if end < 0 else end + 1
+                continue
+            if char == '"':
+                i += 1
+                while i < len(self.text) and self.text[i] != '"':
+                    i += 2 if self.text[i] == "\\" else 1
+                i += 1
                 continue
             if char == "{":
                 depth += 1
@@ -317,35 +388,6 @@ class Lexer:
                     return i
             i += 1
         raise ShellSyntaxError("a ${ is never closed", self.line)
-
-
-def _simple_word(text: str, quoted: bool) -> tuple[Part, ...]:
-    """The word of `${X:-word}` that has no quotes or escapes: literals and `$NAME`s."""
-    parts: list[Part] = []
-    i = 0
-    while i < len(text):
-        dollar = text.find("$", i)
-        if dollar < 0:
-            parts.append(Literal(text[i:], quoted))
-            break
-        if dollar > i:
-            parts.append(Literal(text[i:dollar], quoted))
-        name = NAME.match(text, dollar + 1)
-        if name:
-            parts.append(Param(name.group(), None, (), quoted))
-            i = name.end()
-        elif text.startswith("{", dollar + 1) and (
-            braced := re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}").match(text, dollar + 1)
-        ):
-            parts.append(Param(braced.group(1), None, (), quoted))
-            i = braced.end()
-        elif dollar + 1 < len(text):
-            parts.append(Opaque(f"${text[dollar + 1]} inside ${{...}}", quoted))
-            i = dollar + 2
-        else:
-            parts.append(Literal("$", quoted))
-            i = dollar + 1
-    return tuple(parts)
 
 
 # --- commands ----------------------------------------------------------------------------------
@@ -453,6 +495,10 @@ class Parser:
             return self._case()
         if word in _RESERVED:
             raise ShellSyntaxError(f"unexpected {word!r}", token.line)
+        if word == "[[":
+            # bash's; dash has no such command, so it fails (127) and update-grub says so.
+            self._skip_compound("[[", token.line)
+            return Unsupported("`[[` (bash's test, which dash does not have)", token.line)
         if word in _UNSUPPORTED_RESERVED:
             return self._skip_compound(word or "", token.line)
         if isinstance(token, Op) and token.text == "(":
@@ -463,6 +509,11 @@ class Parser:
             if isinstance(token, Op):
                 if token.text in _SEPARATORS | {"&&", "||", ";;", ";&", ")"}:
                     break
+                if token.text == "(" and words and words[-1].assignment() is not None:
+                    # bash's array assignment; dash stops with `Syntax error: "(" unexpected`.
+                    raise ShellSyntaxError(
+                        'an array assignment, which dash rejects ("(" unexpected)', token.line
+                    )
                 if token.text == "(":
                     return self._skip_group(token.line, "a function definition")
                 unsupported = unsupported or f"the operator {token.text!r}"

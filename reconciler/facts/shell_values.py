@@ -6,7 +6,9 @@ module evaluates the subset of sh that real configuration files use, and for any
 answers `Unknown` (why, and at which file and line), never a value it is not sure of.
 
 Evaluated: assignments (quotes, backslash escapes, backslash-newline continuation), `$VAR`,
-`${VAR}`, `${VAR:-w}`, `${VAR-w}`, `${VAR:+w}`, `${VAR+w}`, comments, `export`, `unset`,
+`${VAR}` and every POSIX parameter expansion, as dash evaluates them (`${#VAR}`, `:-`, `-`,
+`:=`, `=`, `:?`, `?` (which stops the shell), `:+`, `+`, and the patterns of `#`, `##`, `%`,
+`%%`), comments, `export`, `unset`,
 `:`, `true`, `false`, `echo`, `[`/`test` with string operands (`-n`, `-z`, `=`, `!=`, `!`),
 `if`/`elif`/`else`, `case` with literal and `*`/`?` patterns, `&&` and `||`. Where a condition
 cannot be decided, a variable is known only when every way through gives it the same value.
@@ -22,7 +24,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from .shell_syntax import (
+    LENGTH,
     NAME,
+    PATTERN_OPERATORS,
     AndOr,
     Case,
     Command,
@@ -103,6 +107,7 @@ def evaluate(
 _Status = int | Unknown  # an exit status, or why it cannot be known
 _HARMLESS = {":": 0, "true": 0, "false": 1, "echo": 0}
 _GLOB = re.compile(r"[*?\[]")
+_APPEND = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\+=")
 
 
 @dataclass
@@ -152,33 +157,89 @@ class _State:
     def expand(self, parts: Sequence[Part], line: int) -> str | Unknown:
         """A word without field splitting or globbing (an assignment's value, `case`'s word)."""
         out: list[str] = []
+        unknown: Unknown | None = None
         for part in parts:
+            # Every part, after an unknown one too: a later `${X:=w}` or `${X:?w}` still acts.
             value = self._part(part, line)
             if isinstance(value, Unknown):
-                return value
-            out.append(value)
-        return "".join(out)
+                unknown = unknown or value
+            else:
+                out.append(value)
+        return self.stopped or unknown or "".join(out)
 
     def _part(self, part: Part, line: int) -> str | Unknown:
         if isinstance(part, Literal):
             return part.text
         if isinstance(part, Opaque):
+            if part.stops:
+                self.stop(part.reason, line)
+                return self.stopped or self.unknown(part.reason, line)
+            if part.effects:
+                # `$((X=1))`: any variable may have changed.
+                self.poison(f"{part.reason} is not evaluated", line)
             return self.unknown(f"{part.reason} is not evaluated", line)
         value = self.get(part.name, line)
         if isinstance(value, Unknown):
             return value
-        use_word = {
-            None: False,
-            "-": value is None,
-            ":-": not value,
-            "+": value is not None,
-            ":+": bool(value),
-        }[part.op]
-        if use_word:
+        op = part.op
+        if op is None:
+            return value or ""
+        if op == LENGTH:
+            # dash counts bytes, not characters.
+            return str(len((value or "").encode()))
+        if op in PATTERN_OPERATORS:
+            return self._trimmed(value or "", op, part.word, line)
+        # `-`, `=`, `?`, `+` test for unset; with `:` for unset or empty.
+        missing = not value if op.startswith(":") else value is None
+        if op.endswith("+"):
+            return "" if missing else self.expand(part.word, line)
+        if not missing:
+            return value or ""
+        if op.endswith("-"):
             return self.expand(part.word, line)
-        if part.op in {"+", ":+"}:
-            return ""
-        return value or ""
+        if op.endswith("="):
+            assigned = self.expand(part.word, line)
+            self.values[part.name] = assigned
+            return assigned
+        unset = "unset or empty" if op == ":?" else "unset"
+        self.stop(f"${{{part.name}{op}...}} finds {part.name} {unset}, and dash exits", line)
+        return self.stopped or self.unknown("not evaluated", line)
+
+    def _trimmed(self, value: str, op: str, word: Sequence[Part], line: int) -> str | Unknown:
+        """`${X#p}`, `${X##p}`, `${X%p}`, `${X%%p}`: the shortest or longest prefix or suffix
+        the pattern matches, removed."""
+        pattern = self._pattern(word, line)
+        if isinstance(pattern, Unknown):
+            return pattern
+        size = len(value)
+        if op.startswith("#"):
+            cuts = range(size + 1) if op == "#" else range(size, -1, -1)
+            for cut in cuts:
+                if pattern.fullmatch(value[:cut]):
+                    return value[cut:]
+            return value
+        cuts = range(size, -1, -1) if op == "%" else range(size + 1)
+        for cut in cuts:
+            if pattern.fullmatch(value[cut:]):
+                return value[:cut]
+        return value
+
+    def _pattern(self, word: Sequence[Part], line: int) -> re.Pattern[str] | Unknown:
+        """A pattern word as a regular expression: what was quoted inside the braces matches
+        itself, the rest (and an unquoted variable's value) is a glob."""
+        regex: list[str] = []
+        for part in word:
+            text = self._part(part, line)
+            if isinstance(text, Unknown):
+                return text
+            if part.quoted:
+                regex.append(re.escape(text))
+                continue
+            glob = _glob(text)
+            if glob is None:
+                return self.unknown(f"the pattern {text!r} (a character class)", line)
+            regex.append(glob)
+        return re.compile("".join(regex), re.DOTALL)
 
     def fields(self, word: Word) -> list[str] | Unknown:
         """A command argument: one field, or Unknown where field splitting, globbing or an
@@ -338,7 +399,10 @@ class _State:
         if utility == "unset":
             return self._unset(words[1:])
         if utility in _HARMLESS:
-            return _HARMLESS[utility]
+            # `: ${X:=default}` is how a file gives a variable a default.
+            for word in words[1:]:
+                self.expand(word.parts, word.line)
+            return self.stopped or _HARMLESS[utility]
         if utility in {"[", "test"}:
             args: list[str] = []
             for word in words[1:]:
@@ -352,11 +416,21 @@ class _State:
                     return self.unknown("a [ without its ]", command.line)
                 args = args[:-1]
             return _test(args, self.unknown(f"the test [ {' '.join(args)} ]", command.line))
+        first = words[0].parts[0] if words[0].parts else None
+        if isinstance(first, Literal) and not first.quoted and _APPEND.match(first.text):
+            self.stop(
+                f"dash has no `+=`: it runs {first.text.partition('=')[0]}=... as a command, "
+                "which is not found, and `set -e` stops update-grub",
+                command.line,
+            )
+            return self.stopped or self.unknown("not evaluated", command.line)
         what = f"the command {utility!r}" if utility else "a command"
         self.poison(f"{what} is not evaluated", command.line)
         return self.unknown(f"{what} is not evaluated", command.line)
 
     def _export(self, words: list[Word]) -> _Status:
+        # export is a command: every argument is expanded before any is assigned.
+        assigned: list[tuple[str, str | Unknown]] = []
         for word in words:
             found = word.assignment()
             if found is None:
@@ -364,14 +438,17 @@ class _State:
                     self.poison("an export argument that is not a name", word.line)
                 continue
             name, value = found
+            expanded = self.expand(value.parts, value.line)  # `${X:=w}` assigns X even here
             # dash before 0.5.11 splits an unquoted expansion in export's arguments.
             if any(isinstance(p, Param | Opaque) and not p.quoted for p in value.parts):
-                self.values[name] = self.unknown(
+                expanded = self.unknown(
                     f"export {name}=... with an unquoted expansion (shells split it differently)",
                     word.line,
                 )
-            else:
-                self.values[name] = self.expand(value.parts, value.line)
+            assigned.append((name, expanded))
+        if self.stopped is not None:
+            return self.stopped
+        self.values.update(assigned)
         return 0
 
     def _unset(self, words: list[Word]) -> _Status:
@@ -400,3 +477,38 @@ def _test(args: list[str], unknown: Unknown) -> _Status:
         equal = args[0] == args[2]
         return int(not equal) if args[1] == "=" else int(equal)
     return unknown
+
+
+def _glob(text: str) -> str | None:
+    """An unquoted piece of a pattern as a regular expression, as dash's pmatch reads it: `*`,
+    `?`, `[...]` (`!` negates; `^` is an ordinary character), a backslash quotes the next
+    character. None for a character class (`[[:alpha:]]`), which is left unknown."""
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        char = text[i]
+        if char == "*":
+            out.append(".*")
+        elif char == "?":
+            out.append(".")
+        elif char == "\\" and i + 1 < len(text):
+            i += 1
+            out.append(re.escape(text[i]))
+        elif char == "[":
+            start = i + 1
+            negate = text[start : start + 1] == "!"
+            first = start + 1 if negate else start
+            end = text.find("]", first + 1)
+            if end < 0:
+                out.append(re.escape(char))
+            else:
+                members = text[first:end]
+                if "[:" in members or "[=" in members or "[." in members:
+                    return None
+                escaped = "".join("-" if c == "-" else re.escape(c) for c in members)
+                out.append(f"[{'^' if negate else ''}{escaped}]")
+                i = end
+        else:
+            out.append(re.escape(char))
+        i += 1
+    return "".join(out)

@@ -53,7 +53,17 @@ from ..core.schema import Before, Constrain, invalid
 from ..facts import cmdline as fmt
 from ..facts.kernel import OSRELEASE
 from ..facts.shell_values import Unknown
-from ..steps.ops import BootTool, Command, Need, Probe, PutFile, Read, Require, Step
+from ..steps.ops import (
+    BootTool,
+    Command,
+    DeleteFile,
+    Need,
+    Probe,
+    PutFile,
+    Read,
+    Require,
+    Step,
+)
 from .base import BootCheck, Kind, Meta, Strict, entry, file_step, safe, safe_scalar
 
 Wanted = list[tuple[fmt.Edit, Meta]]
@@ -219,6 +229,12 @@ class Cmdline(Kind[CmdlineWork]):
                 )
             )
         if boot is not None and boot.unknown is not None:
+            unmade = [edit.name for edit, _ in wanted if not edit.satisfied(running)]
+            if unmade:
+                # A change planned against a line nobody can know is one apply must refuse:
+                # the plan says so, with the file and the line, instead of listing it.
+                ids = ", ".join(f"{self.kind}:{name}" for name in unmade)
+                raise BootConfigUnknown(f"{ids} cannot be planned: {cannot_know(boot)}")
             said = cannot_know(boot)
             outcome.notes.append(Note(said[:1].upper() + said[1:], "cmdline"))
         configured = boot.parameters if boot and boot.unknown is None else running
@@ -369,11 +385,14 @@ def _kernel_cmdline_step(
 ) -> Step:
     prior = files.read(fmt.KERNEL_CMDLINE)
     words = fmt.split(boot.cmdline or "")
+    # proxmox-boot-tool reads the first line only: the others stay as they are.
+    rest = (files.text(fmt.KERNEL_CMDLINE) or "").partition("\n")[2]
+    rest = rest if boot.tool == "proxmox-boot-tool" else ""
 
     def line(count: int) -> bytes | None:
         if count == 0:
             return prior
-        return (" ".join(fmt.edit(words, edits[:count])) + "\n").encode()
+        return (" ".join(fmt.edit(words, edits[:count])) + "\n" + rest).encode()
 
     if boot.tool == "proxmox-boot-tool":
         tool: tuple[str, ...] = ("proxmox-boot-tool", "refresh")
@@ -441,12 +460,18 @@ def _grub_step(
     edits: list[fmt.Edit],
     upto: int,
 ) -> Step:
-    """tune's drop-in, written relative to what the files before it configure; each version
-    of it is evaluated with every file (drop-ins after it too) and must give exactly the line
-    asked for, or nothing is written."""
-    base = fmt.grub_env(files, before=fmt.DROPIN)
+    """tune's drop-in, written relative to what the files before it configure, under a name
+    that sorts after every other drop-in (`facts.cmdline.tune_dropin`): one that moved there
+    is written anew and the old one removed, in the same step. Each version of it is evaluated
+    with every file and must give exactly the line asked for, or nothing is written."""
+    path = fmt.tune_dropin(files)
+    stale = [p for p in fmt.own_dropins(files) if p != path]
+    base = fmt.grub_env(files, before=path)
     linux, default = (base.get(name) for name in fmt.GRUB_VARS)
-    plain = fmt.grub_line(fmt.with_file(files, fmt.DROPIN, None))
+    without = files
+    for own in fmt.own_dropins(files):
+        without = fmt.with_file(without, own, None)
+    plain = fmt.grub_line(without)
     for unknown in (linux, default, plain):
         if isinstance(unknown, Unknown):
             raise BootConfigUnknown(
@@ -459,23 +484,31 @@ def _grub_step(
 
     def content(count: int) -> bytes | None:
         if count == 0:
-            return files.read(fmt.DROPIN)
+            return files.read(path)
         made = in_sync + edits[:count]
         data = dropin(linux or "", default or "", made)
         wanted = " ".join(fmt.edit(fmt.split(plain), made))
-        got = fmt.grub_line(fmt.with_file(files, fmt.DROPIN, data))
+        got = fmt.grub_line(fmt.with_file(without, path, data))
         if isinstance(got, Unknown) or _kept(got) != _kept(wanted):
             raise BootConfigUnknown(
-                f"{change.id} cannot be made exactly: with {fmt.DROPIN} written, GRUB would "
+                f"{change.id} cannot be made exactly: with {path} written, GRUB would "
                 f"pass {got if isinstance(got, Unknown) else repr(got)} rather than "
-                f"{wanted!r} (a drop-in sorted after it sets the line), so nothing is "
-                "written: move that drop-in's parameters into /etc/default/grub or append "
-                'there with GRUB_CMDLINE_LINUX_DEFAULT="$GRUB_CMDLINE_LINUX_DEFAULT ...".'
+                f"{wanted!r}, so nothing is written: run `sh -c '. {fmt.GRUB_DEFAULT}; for f "
+                f'in {fmt.GRUB_DROPINS}; do . "$f"; done; echo $GRUB_CMDLINE_LINUX '
+                "$GRUB_CMDLINE_LINUX_DEFAULT'` to see the line, and put the parameters in "
+                f"{fmt.GRUB_DEFAULT}."
             )
         return data
 
     update = (BootTool(fmt.GRUB_TOOLS[boot.tool]),)
-    return file_step(change, fmt.DROPIN, content(upto), content(upto + 1), update)
+    step = file_step(change, path, content(upto), content(upto + 1), update)
+    if upto > 0 or not stale:
+        return step
+    return replace(
+        step,
+        do=(*step.do[:1], *(DeleteFile(p) for p in stale), *step.do[1:]),
+        undo=(*(PutFile(p, files.read(p) or b"") for p in stale), *step.undo),
+    )
 
 
 def _grubby_args(change: Change, edit: fmt.Edit, lines: dict[str, str]) -> fmt.Edit:
