@@ -31,9 +31,36 @@ def builtin_path(release: str) -> str:
     return f"/lib/modules/{release}/modules.builtin"
 
 
+# The kernel's module states as /proc/modules prints them (kernel/module/procfs.c m_show):
+# MODULE_STATE_GOING is `Unloading`, _COMING `Loading`, _LIVE `Live`; /sys/module/NAME/initstate
+# says the same as `going`, `coming`, `live`.
+LIVE = "Live"
+TRANSIENT = {"Loading": "loading", "Unloading": "unloading"}
+
+
+def module_states(text: str | None) -> dict[str, str]:
+    """Name -> `loaded`, `loading` or `unloading`, from /proc/modules (`name size refcount deps
+    state address [taint]`). Only a live module is loaded, as kmod's module_is_inkernel has
+    it: one the kernel is still initialising or already tearing down is in flight, and modprobe
+    loads it (the kernel waits for the one in flight to finish)."""
+    states = {}
+    for line in (text or "").splitlines():
+        fields = line.split()
+        if fields:
+            state = fields[4] if len(fields) > 4 else LIVE
+            states[canonical(fields[0])] = TRANSIENT.get(state, "loaded")
+    return states
+
+
+def is_live(line: str, name: str) -> bool:
+    """Whether the /proc/modules line `line` lists `name` loaded (live)."""
+    fields = line.split()
+    return bool(fields) and fields[0] == name and (len(fields) < 5 or fields[4] not in TRANSIENT)
+
+
 def loaded_modules(text: str | None) -> set[str]:
-    """Names from /proc/modules: `name size refcount deps state address [taint]`."""
-    return {canonical(line.split()[0]) for line in (text or "").splitlines() if line.strip()}
+    """The names /proc/modules lists live (`module_states`)."""
+    return {name for name, state in module_states(text).items() if state == "loaded"}
 
 
 def builtin_modules(text: str | None) -> frozenset[str]:

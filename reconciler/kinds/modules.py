@@ -28,10 +28,11 @@ from ..facts.kernel import OSRELEASE
 from ..facts.modules import (
     BUILTIN,
     MODULES,
+    TRANSIENT,
     builtin_modules,
     builtin_path,
     canonical,
-    loaded_modules,
+    module_states,
     param_path,
 )
 from ..facts.nvidia_params import driver_param
@@ -116,19 +117,20 @@ def builtin(files: Files) -> frozenset[str]:
     return frozenset() if release is None else builtin_modules(files.text(builtin_path(release)))
 
 
-def state(name: str, loaded: set[str] | None, compiled_in: frozenset[str]) -> str | None:
-    """`builtin`, `loaded` or `absent`; None when there is no /proc/modules (`loaded`) and the
-    module is not compiled in: nothing tells whether it is loaded."""
+def state(name: str, listed: dict[str, str] | None, compiled_in: frozenset[str]) -> str | None:
+    """`builtin`, `loaded`, `absent`, or `loading`/`unloading` for a module the kernel lists
+    in flight (neither loaded nor absent); None when there is no /proc/modules (`listed`) and
+    the module is not compiled in: nothing tells whether it is loaded."""
     if name in compiled_in:
         return "builtin"
-    if loaded is None:
+    if listed is None:
         return None
-    return "loaded" if name in loaded else "absent"
+    return listed.get(name, "absent")
 
 
-def loaded_of(files: Files) -> set[str] | None:
+def loaded_of(files: Files) -> dict[str, str] | None:
     text = files.text(MODULES)
-    return None if text is None else loaded_modules(text)
+    return None if text is None else module_states(text)
 
 
 NO_PROC_MODULES = (
@@ -236,7 +238,7 @@ class Modules(Kind[dict[str, ModuleEntry]]):
             raise HostError(
                 f"{change.id} cannot be changed: {MODULES} does not exist on this host."
             )
-        loaded = current != "absent"
+        loaded = current in ("loaded", "builtin")
         if param:
             if loaded:
                 return attribute_step(change, param_path(name, param), files, Read.WORDS)
@@ -267,7 +269,8 @@ class Modules(Kind[dict[str, ModuleEntry]]):
             change,
             probe=Probe(MODULES, Read.MODULE, name),
             expect=str(change.desired),
-            restored=str(change.current),
+            # A module in flight reads absent to the probe, as to kmod.
+            restored="absent" if change.current in TRANSIENT.values() else str(change.current),
             do=(forward,),
             undo=(backward,),
             requires=(Require(Need.MODULE, name),) if change.desired == "loaded" else (),
