@@ -27,6 +27,7 @@ from reconciler.hosts.directory import SnapshotHost
 from reconciler.plan.make import make_plan
 from reconciler.plan.observe import observe
 from reconciler.profile.load import load_profile
+from reconciler.steps import persist
 
 CORPUS = Path(__file__).resolve().parent / "corpus" / "kmod"
 MODPROBE = next((p for p in ("/usr/sbin/modprobe", "/sbin/modprobe") if Path(p).exists()), None)
@@ -199,3 +200,28 @@ def test_a_packaged_file_hidden_by_its_namesake_in_etc_sets_nothing(tmp_path: Pa
     write(root, "/usr/lib/modprobe.d/nvidia.conf", FORMS["quoted-whole.conf"])
     write(root, "/etc/modprobe.d/nvidia.conf", "blacklist nouveau\n")
     assert nvreg_plan(root, tmp_path, "2") == (["nvreg:NVreg_DynamicPowerManagement"], [])
+
+
+KMS = CORPUS / "modprobe.d" / "pop-os" / "nvidia-graphics-drivers-kms.conf"
+
+
+@pytest.mark.parametrize(("modeset", "tunes"), [("1", False), ("0", True)])
+def test_a_module_parameter_a_packaged_file_sets_is_not_written_again(
+    tmp_path: Path, modeset: str, tunes: bool
+) -> None:
+    # Pop!_OS's and Ubuntu's nvidia-kernel-common ship `options nvidia-drm modeset=1`.
+    root = tmp_path / "host"
+    write(root, "/proc/modules", "nvidia_drm 135168 0 - Live 0x0000000000000000 (POE)\n")
+    write(root, "/sys/module/nvidia_drm/parameters/modeset", "Y\n")
+    write(root, f"/lib/modprobe.d/{KMS.name}", KMS.read_bytes())
+    profile = write(
+        tmp_path,
+        "p.yaml",
+        f"name: t\nmodules:\n  nvidia-drm: {{value: loaded, params: {{modeset: {modeset}}}}}\n",
+    )
+    loaded = load_profile(profile)
+    files = observe(SnapshotHost(root), loaded.profile, True).files
+    written = persist.contents(loaded.profile, files)
+    options = [line for line in written.get(persist.MODPROBE, "").splitlines() if "options" in line]
+    assert options == (["options nvidia_drm modeset=" + modeset] if tunes else [])
+    assert "nvidia_drm" in written[persist.MODULES_LOAD]

@@ -27,12 +27,15 @@ from ..core.files import Files, Request
 from ..facts.kernel import OSRELEASE
 from ..facts.modules import (
     BUILTIN,
+    MODPROBE_GLOBS,
     MODULES,
     TRANSIENT,
     builtin_modules,
     builtin_path,
     canonical,
+    modprobe_order,
     module_states,
+    next_load_options,
     param_path,
 )
 from ..facts.nvidia_params import driver_param
@@ -111,6 +114,23 @@ def _prior_params(name: str, params: dict[str, str], files: Files) -> dict[str, 
     return prior
 
 
+def _not_given(name: str, params: dict[str, str], files: Files) -> dict[str, str]:
+    """The parameters of `params` that the next load of `name` would not get as they are
+    from the other modprobe.d files (a distribution's packaged file: Ubuntu's
+    `options nvidia-drm modeset=1`), read as kmod and the kernel read them: tune's own file
+    repeats none of those."""
+    paths = [p for pattern in MODPROBE_GLOBS for p in files.glob(pattern) if p != MODPROBE]
+    texts = [files.text(p) or "" for p in modprobe_order(paths)]
+    given = dict(next_load_options(texts, name))
+    return {
+        param: value
+        for param, value in params.items()
+        if param not in given
+        or param_value(str(value), (observed := files.value(param_path(name, param))))
+        != param_value(given[param], observed)
+    }
+
+
 def builtin(files: Files) -> frozenset[str]:
     """The modules compiled into the running kernel: its release's modules.builtin."""
     release = files.value(OSRELEASE)
@@ -156,7 +176,9 @@ class Modules(Kind[dict[str, ModuleEntry]]):
 
     def request(self, spec: dict[str, ModuleEntry]) -> Request:
         params = [param_path(m, p) for m, e in spec.items() for p in e.params]
-        return Request.of(MODULES, OSRELEASE, BUILTIN, *params)
+        # What modprobe.d already gives a module's parameters at its next load (`persist`).
+        config = MODPROBE_GLOBS if any(e.params for e in spec.values()) else ()
+        return Request.of(MODULES, OSRELEASE, BUILTIN, *params, *config)
 
     def compare(self, spec: dict[str, ModuleEntry], files: Files) -> Outcome:
         outcome = Outcome()
@@ -282,7 +304,7 @@ class Modules(Kind[dict[str, ModuleEntry]]):
             if item.value == "loaded":
                 knob = f"{self.kind}:{canonical(name)}"
                 lines.append(Persisted(MODULES_LOAD, canonical(name), knob))
-                params = item.runtime_params(name)
+                params = _not_given(name, item.runtime_params(name), files)
                 if params:
                     line = modprobe_options(canonical(name), params)
                     lines.append(Persisted(MODPROBE, line, knob))
