@@ -22,8 +22,11 @@ exists goes. Every other mount entry is left alone.
 Each file is read and written in its own syntax: Proxmox's `key: value` in `/etc/pve`, LXC's
 `lxc.key = value` in `/var/lib/lxc`, `/etc/lxc` and, elsewhere, whichever the file already
 holds. Lines are compared as LXC reads them: a mount entry is an fstab line (`X`, `X 0 0` and
-`X` with other blanks are one mount), an allow rule is its type, major:minor and access (a
-trailing `# note` is ignored); a line that already says what is wanted keeps its bytes.
+`X` with other blanks are one mount) whose options are a set (`bind,optional,create=file` and
+`create=file,bind,optional` are one mount), an allow rule is its type, major:minor and access (a
+trailing `# note` is ignored), a limit is the value LXC holds (`unlimited`, `-1`,
+`unlimited:unlimited` and `18446744073709551615` are all `unlimited`; `65536:65536` is `65536`),
+shown and written as LXC prints it; a line that already says what is wanted keeps its bytes.
 """
 
 from __future__ import annotations

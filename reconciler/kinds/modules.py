@@ -11,7 +11,10 @@ Names compare with dashes and underscores as the same, as modprobe does. The NVI
 reboot-phase kind `nvreg` reads them from /proc/driver/nvidia/params and sets them for the next
 load (`kinds/nvreg.py`). A module compiled
 into the running kernel (listed in its `modules.builtin`) reads `builtin`: that is `loaded`,
-and it can never be `absent`.
+and it can never be `absent`. A module /proc/modules lists `Loading` or `Unloading` reads
+`loading` or `unloading`: in flight, neither loaded nor absent (kmod's module_is_inkernel);
+`modprobe` loads it. A parameter a modprobe.d file already gives the next load (a distribution's
+packaged `options nvidia-drm modeset=1`) gets no second line in tune's own file.
 """
 
 from __future__ import annotations
