@@ -122,8 +122,9 @@ def _not_given(name: str, params: dict[str, str], files: Files) -> dict[str, str
     from the other modprobe.d files (a distribution's packaged file: Ubuntu's
     `options nvidia-drm modeset=1`), read as kmod and the kernel read them: tune's own file
     repeats none of those."""
-    paths = [p for pattern in MODPROBE_GLOBS for p in files.glob(pattern) if p != MODPROBE]
-    texts = [files.text(p) or "" for p in modprobe_order(paths)]
+    paths = [p for pattern in MODPROBE_GLOBS for p in files.glob(pattern)]
+    # tune's own file still hides its namesakes in /usr/lib and /lib.
+    texts = [files.text(p) or "" for p in modprobe_order(paths) if p != MODPROBE]
     given = dict(next_load_options(texts, name))
     return {
         param: value
