@@ -323,7 +323,11 @@ def _strtoull(text: str) -> tuple[int, str] | None:
     number = digits.group(0) if digits else ""
     if not number:
         return 0, text
-    magnitude = int(number)
+    # Past 20 digits (leading zeros aside) it is out of range, and never converted: a host's
+    # text may hold a digit string too long for int().
+    if len(number.lstrip("0")) > 20:
+        return None
+    magnitude = int(number.lstrip("0") or "0")
     if magnitude >= _ULLONG:
         return None
     value = (-magnitude) % _ULLONG if sign == "-" else magnitude

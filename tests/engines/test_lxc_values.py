@@ -47,6 +47,8 @@ WRITTEN = [
     "-5",
     "0",
     ":",
+    "0" * 40 + "65536",
+    "-" + "0" * 30 + "1",
 ]
 # What a profile may say (`memlock:`'s pattern).
 WANTED = ["unlimited", "unlimited:unlimited", "65536", "65536:65536", "0065536", "65536:unlimited"]
@@ -75,6 +77,14 @@ def test_a_limit_lxc_reads_as_the_profiles_is_in_sync(tmp_path: Path, written: s
         # tune reads what LXC holds, and wants what LXC would hold for the profile's value.
         assert (change.current, change.desired) == (held, want), (written, wanted)
         assert change.in_sync == (held == want), (written, wanted)
+
+
+@pytest.mark.parametrize(
+    "refused", ["18446744073709551616", "9" * 5000, "unlimitedx", "0x10", "1:2:3", "1 2"]
+)
+def test_a_limit_lxc_refuses_is_never_taken_for_a_value(tmp_path: Path, refused: str) -> None:
+    assert lxc_value(f"lxc.prlimit.memlock = {refused}\n", fmt.MEMLOCK, tmp_path) is None
+    assert fmt.limit(refused) is None
 
 
 def test_a_proxmox_config_says_it_in_proxmox_syntax_and_means_the_same(tmp_path: Path) -> None:
