@@ -5,6 +5,7 @@ compare with dashes and underscores as the same, as modprobe does."""
 from __future__ import annotations
 
 import posixpath
+import re
 from collections.abc import Iterable
 
 from ..core.paths import overlay_order
@@ -87,6 +88,8 @@ MODPROBE_GLOBS = tuple(f"{d}/*.conf" for d in MODPROBE_DIRS)
 # isspace (lib/ctype.c) for parse_args.
 _KMOD_BLANKS = " \t"
 _KERNEL_SPACE = " \t\n\v\f\r"
+# A backslash and the character after it (none at the end of the file).
+_ESCAPED = re.compile(r"\\(.?)", re.DOTALL)
 
 
 def modprobe_order(paths: Iterable[str]) -> list[str]:
@@ -105,24 +108,10 @@ def config_lines(text: str) -> list[str]:
     reads them: a backslash before a newline joins the two lines (nothing in between), before
     any other character it is dropped and that character kept (`\\\\` is one backslash); a
     newline ends a line; a last line without one still counts."""
-    lines: list[str] = []
-    line: list[str] = []
-    at = 0
-    while at < len(text):
-        char = text[at]
-        at += 1
-        if char == "\n":
-            lines.append("".join(line))
-            line = []
-        elif char == "\\":
-            if at < len(text):
-                if text[at] != "\n":
-                    line.append(text[at])
-                at += 1
-        else:
-            line.append(char)
-    if line:
-        lines.append("".join(line))
+    joined = _ESCAPED.sub(lambda m: "" if m.group(1) == "\n" else m.group(1), text)
+    lines = joined.split("\n")
+    if lines[-1] == "":
+        lines.pop()  # the newline that ends the last line starts none
     return lines
 
 
@@ -162,27 +151,30 @@ def kernel_args(args: str) -> list[tuple[str, str | None]]:
     goes, as does the one closing it; a value that opens with a quote loses it and the one that
     ends the word; other quotes stay. None for a name given without `=`."""
     found: list[tuple[str, str | None]] = []
-    rest = args.lstrip(_KERNEL_SPACE)
-    while rest:
-        quoted = rest.startswith('"')
-        if quoted:
-            rest = rest[1:]
+    at = 0
+    while True:
+        while at < len(args) and args[at] in _KERNEL_SPACE:
+            at += 1  # skip_spaces
+        if at >= len(args):
+            return found
+        quoted = args[at] == '"'
+        start = at + 1 if quoted else at
         in_quote = quoted
         equals = 0
-        end = 0
-        while end < len(rest):
-            char = rest[end]
+        end = start
+        while end < len(args):
+            char = args[end]
             if char in _KERNEL_SPACE and not in_quote:
                 break
             if equals == 0 and char == "=":
-                equals = end
+                equals = end - start
             if char == '"':
                 in_quote = not in_quote
             end += 1
-        word, rest = rest[:end], rest[end + 1 :].lstrip(_KERNEL_SPACE)
+        word, at = args[start:end], end + 1
         # `args[i-1] = '\0'` cuts the word's last character, a quote, from whichever of name
         # and value ends there.
-        closes = quoted and end > 0 and word.endswith('"')
+        closes = quoted and end > start and word.endswith('"')
         if not equals:
             found.append((word[:-1] if closes else word, None))
             continue
@@ -194,7 +186,6 @@ def kernel_args(args: str) -> list[tuple[str, str | None]]:
         elif closes:
             value = value[:-1]
         found.append((name, value))
-    return found
 
 
 def next_load_options(texts: Iterable[str], module: str) -> list[tuple[str, str]]:
