@@ -169,9 +169,15 @@ emu_modprobe() {
         rm -rf "$R/sys/module/$name"
         return 0
     fi
-    [ -n "$line" ] && return 0
+    # A module in flight (Loading, Unloading) is not loaded: the kernel waits for it to finish,
+    # then it is the one loaded, or gone and loaded anew; either way listed once, live.
+    case "$line" in "") ;; *" Loading "* | *" Unloading "*) ;; *) return 0 ;; esac
     if [ -f "$R/.tune-emulate/modprobe/$name" ]; then cat "$R/.tune-emulate/modprobe/$name"; return 1; fi
-    rest=$(cat "$mods" 2>/dev/null; printf x)
+    if [ -n "$line" ]; then
+        rest=$(M="$name" awk '$1 != ENVIRON["M"] { print }' "$mods"; printf x)
+    else
+        rest=$(cat "$mods" 2>/dev/null; printf x)
+    fi
     printf '%s 16384 0 - Live 0x0000000000000000\n%s' "$name" "${rest%x}" >"$mods"
     seen=
     for p; do

@@ -447,6 +447,16 @@ def test_lxc_memlock_ignores_containers_without_nvidia_mounts(tuned: Path) -> No
     assert remarks(report, "lxc-memlock")[0] == ["lxc.prlimit.memlock unlimited in 101"]
 
 
+@pytest.mark.parametrize("spelling", ["-1", "unlimited : -1", "18446744073709551615"])
+def test_lxc_memlock_takes_every_spelling_lxc_reads_as_unlimited(
+    tuned: Path, spelling: str
+) -> None:
+    # LXC's parse_limit_value: strtoull's -1 and 2^64-1 are RLIM_INFINITY (tests/engines/
+    # test_lxc_values.py has lxc-info say so).
+    edit(tuned, CONTAINER, "lxc.prlimit.memlock: unlimited\n", f"lxc.prlimit.memlock: {spelling}\n")
+    assert run_audit(tuned).findings == ()
+
+
 def test_lxc_stale_majors_fires_after_a_driver_upgrade(tuned: Path, tmp_path: Path) -> None:
     edit(tuned, "/proc/devices", "511 nvidia-uvm", "507 nvidia-uvm")
     report = run_audit(tuned)

@@ -116,7 +116,8 @@ def test_options_lines_give_every_option_in_order() -> None:
         "options nvidia NVreg_EnableMSI=1\n"
     )
     assert module_options(text, "nvidia") == [
-        ("NVreg_RegistryDwords", '"A=1; B=2"'),
+        # As the module receives it: parse_args takes the quotes off.
+        ("NVreg_RegistryDwords", "A=1; B=2"),
         ("NVreg_EnableMSI", "0"),
         ("NVreg_EnableMSI", "1"),
     ]

@@ -291,7 +291,7 @@ reading() {
     choice)
         s=$(tr '\n' ' ' <"$f" | sed -n 's/^[^[]*\[\([^]][^]]*\)\].*/\1/p')
         if [ -n "$s" ]; then printf '%s' "$s"; else reading words "$2" "$3"; fi ;;
-    module) if M="$3" awk '$1 == ENVIRON["M"] { f = 1 } END { exit !f }' "$f"; then
+    module) if M="$3" awk '$1 == ENVIRON["M"] && $5 != "Loading" && $5 != "Unloading" { f = 1 } END { exit !f }' "$f"; then
             printf loaded; else printf absent; fi ;;
     mrrs) c=$(u16 "$f" "$3") || return 1; [ -n "$c" ] || return 1
         printf %s $((128 << ((c >> 12) & 7))) ;;

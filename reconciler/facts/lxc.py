@@ -250,7 +250,8 @@ def device_rule(value: str) -> DeviceRule | None:
 @dataclass(frozen=True)
 class MountEntry:
     """An `lxc.mount.entry` as LXC reads it: one fstab line (glibc's `getmntent`), fields split
-    on blanks, `\\040`-style escapes decoded, a missing dump or pass field 0."""
+    on blanks, `\\040`-style escapes decoded, a missing dump or pass field 0, the options a set
+    (`mount_options`)."""
 
     source: str
     target: str
@@ -288,7 +289,97 @@ def mount_entry(value: str) -> MountEntry | None:
     counts = [numbers.unsigned(f) or 0 for f in fields[4:6]]
     counts += [0] * (2 - len(counts))
     text = [_unescape(f) for f in fields[:4]] + [""] * (4 - min(len(fields), 4))
-    return MountEntry(text[0], text[1], text[2], text[3], counts[0], counts[1])
+    return MountEntry(text[0], text[1], text[2], mount_options(text[3]), counts[0], counts[1])
+
+
+# LXC's mount options are a set: parse_mntopts_legacy ORs the flags of each comma-separated
+# part (empty parts skipped) and LXC finds its own (`optional`, `create=`) with hasmntopt. One
+# order for equal sets: the flags and LXC's own options in the order tune writes them, then
+# every other option sorted.
+_OPTION_ORDER = ("bind", "rbind", "optional", "create=dir", "create=file")
+
+
+def mount_options(options: str) -> str:
+    parts = {part for part in options.split(",") if part}
+    known = [o for o in _OPTION_ORDER if o in parts]
+    return ",".join(known + sorted(parts - set(known)))
+
+
+# --- Limits: `lxc.prlimit.NAME` ---------------------------------------------------------------
+
+PRLIMIT = "lxc.prlimit"
+RLIM_INFINITY = 2**64 - 1  # RLIM_INFINITY on Linux: (rlim_t)-1
+_ULLONG = 2**64
+_C_SPACE = " \t\n\v\f\r"
+
+
+def _strtoull(text: str) -> tuple[int, str] | None:
+    """glibc's strtoull(text, &end, 10): the value and what follows it; None on ERANGE. Blanks
+    and a sign may lead; `-N` is N negated in unsigned arithmetic (`-1` is the largest value);
+    no digits at all reads 0 and consumes nothing."""
+    rest = text.lstrip(_C_SPACE)
+    sign = rest[:1] if rest[:1] in ("+", "-") else ""
+    digits = re.match(r"[0-9]*", rest[len(sign) :])
+    number = digits.group(0) if digits else ""
+    if not number:
+        return 0, text
+    # Past 20 digits (leading zeros aside) it is out of range, and never converted: a host's
+    # text may hold a digit string too long for int().
+    if len(number.lstrip("0")) > 20:
+        return None
+    magnitude = int(number.lstrip("0") or "0")
+    if magnitude >= _ULLONG:
+        return None
+    value = (-magnitude) % _ULLONG if sign == "-" else magnitude
+    return value, rest[len(sign) + len(number) :]
+
+
+def _limit_value(text: str) -> tuple[int, str] | None:
+    """confile.c's parse_limit_value: `unlimited` (its first nine letters), else strtoull."""
+    if text.startswith("unlimited"):
+        return RLIM_INFINITY, text[len("unlimited") :]
+    return _strtoull(text)
+
+
+def limit(value: str) -> str | None:
+    """A `lxc.prlimit.*` value as LXC holds it, printed as LXC prints it (`get_config_prlimit`:
+    `unlimited` or a number, `soft:hard` where the halves differ); None where LXC refuses it
+    (set_config_prlimit's EINVAL: the container does not start). `-1`, `18446744073709551615`
+    and `unlimited:unlimited` are all `unlimited`; `65536 : 65536` is `65536`."""
+    soft = _limit_value(value)
+    if soft is None:
+        return None
+    cur, rest = soft
+    rest = rest.lstrip(_C_SPACE)
+    if rest.startswith(":"):
+        rest = rest[1:]
+    elif rest:
+        return None
+    rest = rest.lstrip(_C_SPACE)
+    high = cur
+    if rest:
+        hard = _limit_value(rest)
+        if hard is None or hard[1].strip(_C_SPACE):
+            return None
+        high = hard[0]
+
+    def text(number: int) -> str:
+        return "unlimited" if number == RLIM_INFINITY else str(number)
+
+    return text(cur) if cur == high else f"{text(cur)}:{text(high)}"
+
+
+def prlimit(config: Config, key: str) -> str | None:
+    """The value of the limit `key` (`lxc.prlimit.memlock`) LXC holds after reading `config`'s
+    main section, as the config writes it: each line replaces the one before, and an empty
+    value clears it, as does an empty `lxc.prlimit` (lxc_clear_limits); None when unset."""
+    value = None
+    for item in config.items:
+        if item.key == key:
+            value = item.value or None
+        elif item.key == PRLIMIT and not item.value:
+            value = None
+    return value
 
 
 def meaning(key: str, value: str) -> str:
@@ -299,6 +390,8 @@ def meaning(key: str, value: str) -> str:
         parsed = mount_entry(value)
     elif key.startswith("lxc.cgroup2.devices.") or key.startswith("lxc.cgroup.devices."):
         parsed = device_rule(value)
+    elif key.startswith(PRLIMIT + "."):
+        return limit(value) or value
     return value if parsed is None else str(parsed)
 
 

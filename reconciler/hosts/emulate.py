@@ -35,7 +35,14 @@ from ..core.files import NOT_INSTALLED, CommandOutput, Files, Request
 from ..facts import irq, nvidia_smi, pcie, systemd
 from ..facts.kernel import OSRELEASE
 from ..facts.lxc_keys import KEYS
-from ..facts.modules import MODULE_DIR, MODULES, builtin_modules, builtin_path, module_name
+from ..facts.modules import (
+    MODULE_DIR,
+    MODULES,
+    builtin_modules,
+    builtin_path,
+    is_live,
+    module_name,
+)
 from ..facts.numa import parse_list
 from ..facts.numbers import unsigned
 from ..facts.pci import DEVICES
@@ -323,12 +330,15 @@ def _modprobe(host: DirectoryHost, args: list[str]) -> Completed:
         )
         shutil.rmtree(host.local(f"{MODULE_DIR}/{name}", follow=False), ignore_errors=True)
         return Completed(0)
-    if line is not None:
+    if line is not None and is_live(line, name):
         return Completed(0)
     failure = _read(host, f"{LOAD_FAILS}/{name}")
     if failure is not None:
         return Completed(1, "", failure)
-    # The kernel lists the newest module first.
+    # A module in flight: the kernel waits for it to finish (init_module's
+    # add_unformed_module), then it is the one loaded, or gone and loaded anew. The kernel
+    # lists the newest module first.
+    text = "".join(x for x in lines if x is not line)
     line = f"{name} 16384 0 - Live 0x0000000000000000\n"
     _overwrite(local, (line + text).encode(errors="surrogateescape"))
     for param in params:

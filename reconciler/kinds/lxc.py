@@ -22,8 +22,11 @@ exists goes. Every other mount entry is left alone.
 Each file is read and written in its own syntax: Proxmox's `key: value` in `/etc/pve`, LXC's
 `lxc.key = value` in `/var/lib/lxc`, `/etc/lxc` and, elsewhere, whichever the file already
 holds. Lines are compared as LXC reads them: a mount entry is an fstab line (`X`, `X 0 0` and
-`X` with other blanks are one mount), an allow rule is its type, major:minor and access (a
-trailing `# note` is ignored); a line that already says what is wanted keeps its bytes.
+`X` with other blanks are one mount) whose options are a set (`bind,optional,create=file` and
+`create=file,bind,optional` are one mount), an allow rule is its type, major:minor and access (a
+trailing `# note` is ignored), a limit is the value LXC holds (`unlimited`, `-1`,
+`unlimited:unlimited` and `18446744073709551615` are all `unlimited`; `65536:65536` is `65536`),
+shown and written as LXC prints it; a line that already says what is wanted keeps its bytes.
 """
 
 from __future__ import annotations
@@ -119,14 +122,14 @@ class Lxc(Kind[list[LxcEntry]]):
                 outcome.notes.append(Note(said, f"lxc:{item.name}"))
             self._unreadable_notes(item, config, outcome)
             if item.memlock is not None:
-                current = None if text is None else config.last(fmt.MEMLOCK)
+                current = None if text is None else _memlock(config)
                 outcome.changes.append(
                     self._change(
                         item,
                         config,
                         fmt.MEMLOCK,
                         current,
-                        item.memlock.value,
+                        _wanted_memlock(item.memlock.value),
                         item.memlock,
                         missing,
                     )
@@ -341,6 +344,18 @@ def _strictest(item: LxcEntry) -> Meta:
     return Meta(required=any(m is not None and m.required for m in settings))
 
 
+def _memlock(config: fmt.Config) -> str | None:
+    """The locked-memory limit LXC holds, as LXC prints it (a value it refuses as written)."""
+    value = fmt.prlimit(config, fmt.MEMLOCK)
+    return None if value is None else fmt.meaning(fmt.MEMLOCK, value)
+
+
+def _wanted_memlock(value: str) -> str:
+    """The profile's limit as LXC prints it: `unlimited:unlimited` is `unlimited`, the value
+    tune writes, and what a config that says it in any other spelling already holds."""
+    return fmt.meaning(fmt.MEMLOCK, value)
+
+
 def _wants_devices(item: LxcEntry) -> bool:
     return item.nvidia_devices is not None and item.nvidia_devices.value
 
@@ -353,8 +368,10 @@ def _read(item: LxcEntry, text: str | None) -> fmt.Config:
 def _edits(item: LxcEntry, config: fmt.Config, devices: str, nodes: tuple[str, ...]) -> list[Edit]:
     """The edits `item` needs on `config`, in the order `compare` lists its changes."""
     edits: list[Edit] = []
-    if item.memlock is not None and config.last(fmt.MEMLOCK) != item.memlock.value:
-        edits.append((fmt.MEMLOCK, None, [item.memlock.value]))
+    if item.memlock is not None:
+        wanted = _wanted_memlock(item.memlock.value)
+        if _memlock(config) != wanted:
+            edits.append((fmt.MEMLOCK, None, [wanted]))
     if _wants_devices(item):
         for key, (current, desired) in fmt.device_lines(config, devices, nodes).items():
             if current != desired:

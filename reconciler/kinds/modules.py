@@ -11,7 +11,10 @@ Names compare with dashes and underscores as the same, as modprobe does. The NVI
 reboot-phase kind `nvreg` reads them from /proc/driver/nvidia/params and sets them for the next
 load (`kinds/nvreg.py`). A module compiled
 into the running kernel (listed in its `modules.builtin`) reads `builtin`: that is `loaded`,
-and it can never be `absent`.
+and it can never be `absent`. A module /proc/modules lists `Loading` or `Unloading` reads
+`loading` or `unloading`: in flight, neither loaded nor absent (kmod's module_is_inkernel);
+`modprobe` loads it. A parameter a modprobe.d file already gives the next load (a distribution's
+packaged `options nvidia-drm modeset=1`) gets no second line in tune's own file.
 """
 
 from __future__ import annotations
@@ -27,11 +30,15 @@ from ..core.files import Files, Request
 from ..facts.kernel import OSRELEASE
 from ..facts.modules import (
     BUILTIN,
+    MODPROBE_GLOBS,
     MODULES,
+    TRANSIENT,
     builtin_modules,
     builtin_path,
     canonical,
-    loaded_modules,
+    modprobe_order,
+    module_states,
+    next_load_options,
     param_path,
 )
 from ..facts.nvidia_params import driver_param
@@ -110,25 +117,44 @@ def _prior_params(name: str, params: dict[str, str], files: Files) -> dict[str, 
     return prior
 
 
+def _not_given(name: str, params: dict[str, str], files: Files) -> dict[str, str]:
+    """The parameters of `params` that the next load of `name` would not get as they are
+    from the other modprobe.d files (a distribution's packaged file: Ubuntu's
+    `options nvidia-drm modeset=1`), read as kmod and the kernel read them: tune's own file
+    repeats none of those."""
+    paths = [p for pattern in MODPROBE_GLOBS for p in files.glob(pattern)]
+    # tune's own file still hides its namesakes in /usr/lib and /lib.
+    texts = [files.text(p) or "" for p in modprobe_order(paths) if p != MODPROBE]
+    given = dict(next_load_options(texts, name))
+    return {
+        param: value
+        for param, value in params.items()
+        if param not in given
+        or param_value(str(value), (observed := files.value(param_path(name, param))))
+        != param_value(given[param], observed)
+    }
+
+
 def builtin(files: Files) -> frozenset[str]:
     """The modules compiled into the running kernel: its release's modules.builtin."""
     release = files.value(OSRELEASE)
     return frozenset() if release is None else builtin_modules(files.text(builtin_path(release)))
 
 
-def state(name: str, loaded: set[str] | None, compiled_in: frozenset[str]) -> str | None:
-    """`builtin`, `loaded` or `absent`; None when there is no /proc/modules (`loaded`) and the
-    module is not compiled in: nothing tells whether it is loaded."""
+def state(name: str, listed: dict[str, str] | None, compiled_in: frozenset[str]) -> str | None:
+    """`builtin`, `loaded`, `absent`, or `loading`/`unloading` for a module the kernel lists
+    in flight (neither loaded nor absent); None when there is no /proc/modules (`listed`) and
+    the module is not compiled in: nothing tells whether it is loaded."""
     if name in compiled_in:
         return "builtin"
-    if loaded is None:
+    if listed is None:
         return None
-    return "loaded" if name in loaded else "absent"
+    return listed.get(name, "absent")
 
 
-def loaded_of(files: Files) -> set[str] | None:
+def loaded_of(files: Files) -> dict[str, str] | None:
     text = files.text(MODULES)
-    return None if text is None else loaded_modules(text)
+    return None if text is None else module_states(text)
 
 
 NO_PROC_MODULES = (
@@ -154,7 +180,9 @@ class Modules(Kind[dict[str, ModuleEntry]]):
 
     def request(self, spec: dict[str, ModuleEntry]) -> Request:
         params = [param_path(m, p) for m, e in spec.items() for p in e.params]
-        return Request.of(MODULES, OSRELEASE, BUILTIN, *params)
+        # What modprobe.d already gives a module's parameters at its next load (`persist`).
+        config = MODPROBE_GLOBS if any(e.params for e in spec.values()) else ()
+        return Request.of(MODULES, OSRELEASE, BUILTIN, *params, *config)
 
     def compare(self, spec: dict[str, ModuleEntry], files: Files) -> Outcome:
         outcome = Outcome()
@@ -236,7 +264,7 @@ class Modules(Kind[dict[str, ModuleEntry]]):
             raise HostError(
                 f"{change.id} cannot be changed: {MODULES} does not exist on this host."
             )
-        loaded = current != "absent"
+        loaded = current in ("loaded", "builtin")
         if param:
             if loaded:
                 return attribute_step(change, param_path(name, param), files, Read.WORDS)
@@ -267,7 +295,8 @@ class Modules(Kind[dict[str, ModuleEntry]]):
             change,
             probe=Probe(MODULES, Read.MODULE, name),
             expect=str(change.desired),
-            restored=str(change.current),
+            # A module in flight reads absent to the probe, as to kmod.
+            restored="absent" if change.current in TRANSIENT.values() else str(change.current),
             do=(forward,),
             undo=(backward,),
             requires=(Require(Need.MODULE, name),) if change.desired == "loaded" else (),
@@ -279,7 +308,7 @@ class Modules(Kind[dict[str, ModuleEntry]]):
             if item.value == "loaded":
                 knob = f"{self.kind}:{canonical(name)}"
                 lines.append(Persisted(MODULES_LOAD, canonical(name), knob))
-                params = item.runtime_params(name)
+                params = _not_given(name, item.runtime_params(name), files)
                 if params:
                     line = modprobe_options(canonical(name), params)
                     lines.append(Persisted(MODPROBE, line, knob))

@@ -31,7 +31,13 @@ from ..core.errors import HostError
 from ..core.files import Files, Request
 from ..facts import initramfs
 from ..facts import nvidia_params as nv
-from ..facts.modules import MODPROBE_GLOBS, canonical, modprobe_order, module_options
+from ..facts.modules import (
+    MODPROBE_GLOBS,
+    canonical,
+    modprobe_order,
+    module_options,
+    next_load_options,
+)
 from ..steps.ops import BootTool, Step
 from ..steps.persist import NVREG, modprobe_options
 from .base import BootCheck, Kind, Meta, file_step, missing_note
@@ -64,11 +70,11 @@ def configured(files: Files, ours: Mapping[str, bytes | None] | None = None) -> 
     texts = {p: files.text(p) for pattern in MODPROBE_GLOBS for p in files.glob(pattern)}
     for path, data in (ours or {}).items():
         texts[path] = None if data is None else data.decode("utf-8", "replace")
+    ordered = [texts[path] or "" for path in modprobe_order(texts)]
     found: dict[str, str] = {}
-    for path in modprobe_order(texts):
-        for name, value in module_options(texts[path] or "", nv.MODULE):
-            if name.startswith(nv.PREFIX):
-                found[name] = nv.normalize(name, value)
+    for name, value in next_load_options(ordered, nv.MODULE):
+        if name.startswith(nv.PREFIX):
+            found[name] = nv.normalize(name, value)
     return found
 
 

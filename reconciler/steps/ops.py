@@ -10,7 +10,8 @@ that an SSH target without Python can run the same steps from a POSIX sh script:
 - `Read.WORDS`: whitespace collapsed (`tr -s '[:space:]' ' '`), integers in decimal
   (`normalize_words`: `0x10` reads as 16, as the plan reads it);
 - `Read.CHOICE`: the bracketed option (`sed 's/.*\\[\\(.*\\)\\].*/\\1/'`), else WORDS;
-- `Read.MODULE`: "loaded" when a line of the file starts with `arg` and a space (`grep -q`);
+- `Read.MODULE`: "loaded" when a line of the file lists `arg` live (its first field `arg`, its
+  fifth neither `Loading` nor `Unloading`: `awk`);
 - `Read.MRRS`: Max_Read_Request_Size in bytes from the little-endian u16 at byte `arg` of a
   binary PCI config file (`od -An -tu2 -j ARG -N2`, then shell arithmetic);
 - `Read.GPU`: the field `arg` of the GPU whose PCI bus id is `path`, from the output of
@@ -32,7 +33,7 @@ from enum import StrEnum
 from typing import Any
 
 from ..core.changes import Change, Value, jsonable
-from ..facts import numbers, nvidia_smi, pcie
+from ..facts import modules, numbers, nvidia_smi, pcie
 
 _SELECTED = re.compile(r"\[([^\]]+)\]")
 
@@ -91,8 +92,8 @@ class Probe:
         if self.read is Read.TEXT:
             return text
         if self.read is Read.MODULE:
-            names = {line.split()[0] for line in text.splitlines() if line.strip()}
-            return "loaded" if self.arg in names else "absent"
+            live = any(modules.is_live(line, self.arg) for line in text.splitlines())
+            return "loaded" if live else "absent"
         if self.read is Read.CHOICE:
             selected = _SELECTED.search(text)
             if selected:

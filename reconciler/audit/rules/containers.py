@@ -43,7 +43,7 @@ def gpu_containers(facts: Facts) -> list[ContainerConfig]:
 def lxc_memlock(facts: Facts, limits: Thresholds) -> list[Verdict]:
     checked = []
     for container in gpu_containers(facts):
-        value = container.parsed.last(lxc_fmt.MEMLOCK)
+        value = lxc_fmt.prlimit(container.parsed, lxc_fmt.MEMLOCK)
         if value:
             line = container.parsed.syntax.line(lxc_fmt.MEMLOCK, value).rstrip("\n")
             limit = f"with memlock {value}"
@@ -52,7 +52,7 @@ def lxc_memlock(facts: Facts, limits: Thresholds) -> list[Verdict]:
         checked.append(
             Checked(
                 name=container.name,
-                holds=value is not None and all(p == "unlimited" for p in value.split(":")),
+                holds=value is not None and lxc_fmt.limit(value) == "unlimited",
                 shown=f"{container.config}: {line}",
                 problem=f"container {container.name} mounts NVIDIA devices {limit}",
                 fix=Fix("lxc", ("memlock",), "unlimited", item=container.identity),
