@@ -98,6 +98,19 @@ def entries(changes: Iterable[Change]) -> int:
     return len({entry(c) for c in changes})
 
 
+def counted(number: int, noun: str) -> str:
+    """`1 change`, `29 changes`."""
+    return f"{number} {noun}{'s' * (number != 1)}"
+
+
+def changes_and_writes(changes: int, writes: int) -> str:
+    """The two words every command counts a plan in: `29 changes (368 writes)`. A change is a
+    profile entry that differs (a governor on 128 CPUs is one), a write one knob it writes
+    (that governor is 128); the writes are said where they are more."""
+    said = counted(changes, "change")
+    return said + (f" ({counted(writes, 'write')})" if writes != changes else "")
+
+
 def noun(kind: str) -> str:
     known = named(kind)
     return known.noun if known is not None else "targets"
