@@ -48,13 +48,22 @@ class Group:
 
 def entry_name(change: Change) -> str:
     """The profile entry's name, the same for each of its subjects (`governor`, `idle C2`), or
-    the knob's target: a label that stays put whatever the host has drifted to."""
-    return change.setting if change.subject else change.target
+    the knob's target: a label that stays put whatever the host has drifted to, and names
+    one entry (a container's setting is its own: `101:lxc.cgroup2.devices.allow`)."""
+    return change.setting if _of_subjects(change) else change.target
 
 
 def entry(change: Change) -> tuple[object, ...]:
     """What the knobs of one profile entry share: their kind and setting, or the knob itself."""
-    return (change.kind, change.setting) if change.subject else (change.id,)
+    return (change.kind, change.setting) if _of_subjects(change) else (change.id,)
+
+
+def _of_subjects(change: Change) -> bool:
+    """Whether `change` is one subject's (a CPU's, a device's) of an entry of many."""
+    if not change.subject:
+        return False
+    kind = named(change.kind)
+    return kind is None or not kind.entry_per_subject
 
 
 def fold_key(change: Change, *, same_values: bool = True) -> tuple[object, ...]:
