@@ -322,3 +322,38 @@ def test_a_fleet_audit_in_markdown_is_the_table_then_each_host_s_report() -> Non
     assert "| untuned-1 | 21 actionable | 6 | 13 | 2 |" in out
     assert out.count("# Host audit: ") == 2
     assert "# down-1: error\n\n- down-1: cannot connect to down-1:22: refused." in out
+
+
+def test_the_fleet_summaries_count_hosts_that_skip_entries() -> None:
+    """A knob a host lacks is skipped, never a silent success across the fleet."""
+    from reconciler.apply.engines import ApplyResult
+    from reconciler.steps.ops import Skipped
+
+    results = fleet_of_snapshots()
+    tuned = results[0].value
+    assert tuned is not None
+    lacking = dataclasses.replace(tuned.compared[0], current=None, missing=True)
+    odd = dataclasses.replace(tuned, compared=(lacking, *tuned.compared[1:]))
+    results.append(HostResult("odd-1", value=odd))
+    out = fleet.render(results, "text", color=False)
+    assert "4 hosts: 2 in sync, 1 with changes, 1 unreachable or failed; 1 of them skip" in out
+    done = [
+        HostResult("tuned-1", value=ApplyResult(None, 0)),
+        HostResult("odd-1", value=ApplyResult(None, 0)),
+        HostResult("mod-1", value=ApplyResult("r1", 3, skipped=(Skipped("module:x", "no x"),))),
+    ]
+    plans = [HostResult("tuned-1", value=tuned), HostResult("odd-1", value=odd)]
+    recap = fleet.applied(done, color=False, plans=plans)
+    assert recap.splitlines()[0].split() == [
+        "HOST",
+        "RESULT",
+        "CHANGES",
+        "WRITES",
+        "SKIPPED",
+        "RUN",
+    ]
+    assert [line.split()[-2] for line in recap.splitlines()[1:4]] == ["0", "1", "1"]
+    assert (
+        "3 hosts: 1 applied, 2 already in sync, 0 rolled back, 0 unreachable or failed; "
+        "2 of them skip entries" in recap
+    )

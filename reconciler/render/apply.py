@@ -28,11 +28,12 @@ from .folding import (
 
 def applied_part(work: Work, *, checks: bool = False) -> Plan:
     """The plan cut to what the apply will change (no notes or pending reboots; no checks
-    unless `checks`: a fleet's table counts them as its plan does)."""
+    unless `checks`: a fleet's table counts them, and the knobs the host lacks, which the
+    apply skips, as its plan does)."""
     ids = {s.id for s in work.planned}
     return replace(
         work.plan,
-        compared=tuple(c for c in work.plan.compared if c.id in ids),
+        compared=tuple(c for c in work.plan.compared if c.id in ids or (checks and c.missing)),
         pending=(),
         checks=work.plan.checks if checks else (),
         notes=(),

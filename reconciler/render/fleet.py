@@ -80,7 +80,26 @@ def totals(results: Sequence[HostResult[Plan]]) -> str:
     changed = len(results) - errors - clean
     return (
         f"{counted(len(results), 'host')}: {clean} in sync, {changed} with changes, "
-        f"{errors} unreachable or failed."
+        f"{errors} unreachable or failed" + lacking(sum(bool(skipped(r)) for r in results)) + "."
+    )
+
+
+def skipped(result: HostResult[Any]) -> int:
+    """The entries a host's apply skips (or skipped): knobs the host does not have, and
+    those --skip-missing left out."""
+    value = result.value
+    if isinstance(value, Plan):
+        return entries(value.missing)
+    return 0 if value is None else len(value.skipped)
+
+
+def lacking(hosts: int) -> str:
+    """What a fleet's summary adds for hosts where entries are skipped."""
+    if not hosts:
+        return ""
+    return (
+        f"; {hosts} of them skip entries, lacking the knob or module (never written, nor kept "
+        "for the next boot; `tune plan` notes say which)"
     )
 
 
@@ -123,7 +142,15 @@ NAMED = 8
 
 def plan_key(plan: Plan) -> Hashable:
     """What two hosts' plans must share to be shown once: all but the host itself."""
-    return (plan.profile, plan.changes, plan.pending, plan.checks, plan.notes, plan.in_sync)
+    return (
+        plan.profile,
+        plan.changes,
+        plan.pending,
+        plan.checks,
+        plan.notes,
+        plan.in_sync,
+        plan.missing,
+    )
 
 
 def letters(n: int) -> str:
@@ -292,9 +319,10 @@ def _applied(result: HostResult[ApplyResult]) -> tuple[str, int | None, str | No
 def _applied_row(result: HostResult[ApplyResult], plan: Plan | None) -> list[str]:
     state, writes, run = _applied(result)
     changes = "-" if plan is None or writes is None else str(entries(plan.changes) if writes else 0)
-    skipped = "-" if result.value is None else str(len(result.value.skipped))
+    lacks = 0 if plan is None else skipped(HostResult(result.name, plan))
+    skips = "-" if result.value is None else str(skipped(result) + lacks)
     wrote = "-" if writes is None else str(writes)
-    return [result.name, state, changes, wrote, skipped, run or "-"]
+    return [result.name, state, changes, wrote, skips, run or "-"]
 
 
 def applied(
@@ -311,19 +339,12 @@ def applied(
     counts = dict.fromkeys(("applied", "in sync", "rolled back", "error"), 0)
     for row in rows:
         counts[row[1]] += 1
-    skipped = sum(bool(r.value and r.value.skipped) for r in results)
     out = table(APPLIED_HEADER, rows, color)
     out += [
         "",
         f"{counted(len(results), 'host')}: {counts['applied']} applied, {counts['in sync']} "
         f"already in sync, {counts['rolled back']} rolled back, {counts['error']} unreachable "
-        f"or failed"
-        + (
-            f"; {skipped} of them with entries skipped, the host lacking what they need "
-            "(never written, nor kept for the next boot)."
-            if skipped
-            else "."
-        ),
+        f"or failed" + lacking(sum(row[4] not in ("-", "0") for row in rows)) + ".",
     ]
     if not verbose:
         return "\n".join(out + error_lines(results)) + "\n"
