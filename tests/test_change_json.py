@@ -155,7 +155,8 @@ def plan_text(doc: Doc) -> str:
         head = "In sync: nothing to change"
     else:
         changed = entries["runtime"] + entries["reboot"]
-        writes = f"; {summary['changes']} writes" if summary["changes"] != changed else ""
+        total = summary["writes"]["total"]
+        writes = f"; {total} writes" if total != changed else ""
         head = (
             f"Plan: {changed} to change ({entries['runtime']} runtime, "
             f"{entries['reboot']} reboot{writes})"
@@ -168,16 +169,29 @@ def plan_text(doc: Doc) -> str:
     return "\n".join(out) + "\n"
 
 
+def entry_of(change: Doc) -> tuple[str, ...]:
+    """The profile entry a change comes from: its kind and setting where it is one of a CPU
+    or device (`subject`), else the knob itself."""
+    return (change["kind"], change["setting"]) if change["subject"] else (change["id"],)
+
+
 def plan_markdown(doc: Doc) -> str:
     """The Markdown report; `md` escapes host text for Markdown, as any consumer must."""
     doc = escaped(doc)
     host, changes, pending = doc["host"], doc["changes"], doc["pending"]
     counts = ", ".join(
-        f"{p}: {n}" for p in PRIORITIES if (n := sum(c["priority"] == p for c in changes))
+        f"{p}: {n}"
+        for p in PRIORITIES
+        if (n := len({entry_of(c) for c in changes if c["priority"] == p}))
     )
     status = "in sync" if doc["status"] == "in-sync" else "not in sync"
+    made = f"{doc['summary']['entries']['changes']} change" + "s" * (
+        doc["summary"]["entries"]["changes"] != 1
+    )
+    if doc["summary"]["writes"]["total"] != doc["summary"]["entries"]["changes"]:
+        made += f" ({doc['summary']['writes']['total']} writes)"
     summary = (
-        f"**The host is {status}.** {len(changes)} settings to change"
+        f"**The host is {status}.** {made} to make"
         + (f" ({counts})" if counts else "")
         + f", {doc['summary']['failed_checks']} failed checks, {pending_counts(pending)}."
     )

@@ -440,5 +440,42 @@ def test_fleet_table_counts_drift_not_what_was_never_applied(tuned: Path) -> Non
         quiet=False,
         color=False,
     ).splitlines()
-    assert table[1].split()[:2] == ["a", "1"] and table[2].split()[:3] == ["b", "in", "sync"]
-    assert "== a" in table and "== b" not in table
+    assert table[0].split()[:4] == ["HOST", "STATUS", "DRIFT", "NOT"]
+    assert table[1].split()[:4] == ["a", "drift", "1", "0"]
+    assert table[2].split()[:5] == ["b", "not", "applied", "0", "1"]
+    assert "1 drifted, 0 with failed checks, 1 not applied" in table[4]
+    assert "== Report A, for 1 host: a" in table and "== Report B, for 1 host: b" in table
+    assert "DRIFT sysctl kernel.numa_balancing: 1 (want 0)" in table
+    assert "NOT APPLIED sysctl kernel.numa_balancing: 1 (want 0; " in "\n".join(table)
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_a_fleet_check_s_summary_says_what_its_exit_code_does(tuned: Path, strict: bool) -> None:
+    """Hosts whose only news is a failed audit check: exit 0 unless --strict, and the summary
+    says so (it once counted them "with changes" and exited 0)."""
+    from dataclasses import replace
+
+    from reconciler.core.changes import CheckResult
+    from reconciler.drift.check import run_check
+    from reconciler.hosts.directory import SnapshotHost
+    from reconciler.hosts.fleet import HostResult, fleet_exit_code
+    from reconciler.render.check import fleet
+
+    write_applied(tuned)
+    clean = run_check(SnapshotHost(tuned), str(BLACKWELL), since_apply=False, strict=strict)
+    failing = CheckResult("kernel", False, "6.8.12", ">=6.14", "install a kernel >=6.14")
+    report = replace(clean, plan=replace(clean.plan, checks=(failing,)))
+    results = [HostResult(f"h{n}", report, None) for n in range(3)]
+    code = fleet_exit_code(results, lambda r: not r.needs_attention)
+    out = fleet(results, "text", quiet=False, color=False)
+    summary = "3 hosts: 0 drifted, 3 with failed checks, 0 not applied, 0 in sync, 0 unreachable"
+    assert summary in out
+    assert "changes" not in out.split("\n\n")[1]
+    if strict:
+        assert code == ExitCode.CHANGES
+        assert "or failed; 3 need attention." in out
+    else:
+        assert code == ExitCode.IN_SYNC
+        assert "none needs attention (failed checks do only with --strict)." in out
+    assert out.count("FAIL check kernel: 6.8.12 (want >=6.14)") == 1, "one report for 3 hosts"
+    assert "== Report A, for 3 hosts: h0, h1, h2" in out

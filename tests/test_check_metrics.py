@@ -61,7 +61,7 @@ def test_metrics_of_a_drifted_host(tuned: Path, tmp_path: Path) -> None:
     assert value(samples, "tune_knobs_drifted", profile="blackwell-8x") == 1
     assert value(samples, "tune_knob_in_sync", **knob("kernel.numa_balancing")) == 0
     assert value(samples, "tune_knob_in_sync", **knob("vm.swappiness")) == 1
-    lxc = knob("lxc.cgroup2.devices.allow", "lxc", "reboot")
+    lxc = knob("101:lxc.cgroup2.devices.allow", "lxc", "reboot")
     assert value(samples, "tune_knob_in_sync", **lxc) == 1
     in_sync = [v for (name, _), v in samples.items() if name == "tune_knob_in_sync"]
     assert (len(in_sync), sum(in_sync)) == (ENTRIES, ENTRIES - 1)
@@ -143,6 +143,65 @@ def test_labels_survive_any_text(target: str) -> None:
     samples = parse(exposition(report_with_target(target), 1.5))
     labels = {"profile": 'odd"profile\\', "kind": "sysfs", "target": target, "phase": "runtime"}
     assert value(samples, "tune_knob_in_sync", **labels) == 0
+
+
+def test_every_series_names_one_profile_entry() -> None:
+    """Two containers are two profile entries: a series each, never one for both (a drifted
+    container's 0 hidden behind, or reported for, the other). A governor on many CPUs is one
+    entry: one series."""
+    host = HostFacts("h", "snapshot", None, None)
+    allow = "lxc.cgroup2.devices.allow"
+
+    def lxc(container: str, current: str) -> Change:
+        return Change(
+            "lxc",
+            f"{container}:{allow}",
+            (current,),
+            ("c 195:* rwm",),
+            Phase.REBOOT,
+            setting=allow,
+            subject=container,
+        )
+
+    def governor(cpu: int) -> Change:
+        return Change(
+            "cpu",
+            f"cpu{cpu}:governor",
+            "performance",
+            "performance",
+            Phase.RUNTIME,
+            setting="governor",
+            subject=f"cpu{cpu}",
+        )
+
+    compared = (lxc("101", "c 195:* rwm"), lxc("102", "c 511:* rwm"), governor(0), governor(1))
+    report = DriftReport(Plan("p", host, compared, (), (), ()), None, False, (), ())
+    samples = parse(exposition(report, 1.5))  # parse: no label set twice
+    in_sync = {
+        dict(labels)["target"]: v
+        for (name, labels), v in samples.items()
+        if name == "tune_knob_in_sync"
+    }
+    assert in_sync == {f"101:{allow}": 1, f"102:{allow}": 0, "governor": 1}
+    assert value(samples, "tune_knobs_drifted", profile="p") == 1
+
+
+def test_a_textfile_names_no_series_twice(tuned: Path, tmp_path: Path) -> None:
+    """Parsed as the exposition format (prometheus_client's own parser), each metric's label
+    sets are distinct, on a host with something of every sort: drift, pending, checks."""
+    write_applied(tuned)
+    write(tuned, "/proc/sys/kernel/numa_balancing", "1\n")
+    text = (tuned / "proc/cmdline").read_text().replace(" amd_pstate=active", "")
+    (tuned / "proc/cmdline").write_text(text)
+    target = tmp_path / "tune.prom"
+    run_tune("check", BLACKWELL, "--root", tuned, "--since-apply", "--prometheus", target)
+    seen: set[tuple[str, frozenset[tuple[str, str]]]] = set()
+    for family in text_string_to_metric_families(target.read_text()):
+        for sample in family.samples:
+            key = (sample.name, frozenset(sample.labels.items()))
+            assert key not in seen, f"{key} twice"
+            seen.add(key)
+    assert len(seen) > ENTRIES
 
 
 WRITER = """

@@ -27,7 +27,7 @@ def test_a_bare_apply_asks_naming_the_boot_configuration_it_changes(
     assert declined.code == ExitCode.NOT_CONFIRMED
     question = declined.out.splitlines()[-1]
     assert question == (
-        f"Apply 368 changes to snapshot {untuned}, the boot configuration among them "
+        f"Apply 29 changes (368 writes) to snapshot {untuned}, the boot configuration among them "
         "(/etc/pve/lxc/101.conf, /etc/default/grub.d/90-tune.cfg, update-grub)? [y/N]: "
     )
     assert tree(untuned) == before
@@ -38,7 +38,9 @@ def test_a_runtime_only_apply_asks_without_boot_configuration(
 ) -> None:
     monkeypatch.setattr("sys.stdin", Terminal("n\n"))
     declined = run_tune("apply", BLACKWELL, "--root", untuned, "--runtime-only")
-    assert declined.out.splitlines()[-1] == f"Apply 363 changes to snapshot {untuned}? [y/N]: "
+    assert declined.out.splitlines()[-1] == (
+        f"Apply 24 changes (363 writes) to snapshot {untuned}? [y/N]: "
+    )
 
 
 def test_rollback_dry_run_shows_each_restore_newest_first_and_writes_nothing(
@@ -59,7 +61,7 @@ def test_rollback_dry_run_shows_each_restore_newest_first_and_writes_nothing(
     assert shown.code == 0, shown.err
     run = done.out.split("(run ")[1].split(")")[0]
     assert shown.out.splitlines() == [
-        f"Dry run of the rollback of run {run} on snapshot {root}, nothing written: 2 changes.",
+        f"Dry run of the rollback of run {run} on snapshot {root}, nothing written: 2 writes.",
         "sysfs:/sys/kernel/mm/transparent_hugepage/enabled: 'madvise' -> 'always'",
         "    write /sys/kernel/mm/transparent_hugepage/enabled: always",
         "sysctl:vm.swappiness: '10' -> '60'",

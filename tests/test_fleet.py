@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 from pathlib import Path
@@ -125,16 +126,86 @@ def fleet_of_snapshots() -> list[HostResult[Plan]]:
 def test_fleet_text_is_a_table_then_details_of_hosts_not_in_sync() -> None:
     out = fleet.render(fleet_of_snapshots(), "text", color=False)
     table, _, details = out.partition("\n\n")
+    # Changes are profile entries, as the plan's summary counts them; writes the knobs.
     assert table.splitlines() == [
-        "HOST       STATUS                        RUNTIME  REBOOT  PENDING  CHECKS OK",
-        "tuned-1    in sync                             0       0        0      11/11",
-        "untuned-1  368 changes, 3 failed checks      363       5        0       8/11",
-        "down-1     error                               -       -        -          -",
+        "HOST       STATUS                       RUNTIME  REBOOT  WRITES  PENDING  CHECKS OK  PLAN",
+        "tuned-1    in sync                            0       0       0        0      11/11  -",
+        "untuned-1  29 changes, 3 failed checks       24       5     368        0       8/11  A",
+        "down-1     error                              -       -       -        -          -  -",
     ]
     assert details.startswith("3 hosts: 1 in sync, 1 with changes, 1 unreachable or failed.")
-    assert "== untuned-1\ntune plan: blackwell-8x on gpu-node-07" in details
-    assert "== down-1: error\ndown-1: cannot connect to down-1:22: refused." in details
-    assert "== tuned-1" not in details, "hosts in sync have no details"
+    assert "== Plan A, for 1 host: untuned-1\nRuntime phase" in details
+    assert "Plan: 29 to change (24 runtime, 5 reboot; 368 writes)" in details
+    assert details.endswith("Errors:\n    down-1: cannot connect to down-1:22: refused.\n")
+    assert "tuned-1" not in details.replace("untuned-1", ""), "hosts in sync have no details"
+
+
+def test_fleet_text_verbose_shows_each_host_in_full() -> None:
+    out = fleet.render(fleet_of_snapshots(), "text", color=False, verbose=True)
+    assert "== untuned-1\ntune plan: blackwell-8x on gpu-node-07" in out
+    assert "== down-1: error\ndown-1: cannot connect to down-1:22: refused." in out
+    assert "== tuned-1" not in out, "hosts in sync have no details"
+
+
+def a_thousand_hosts() -> tuple[list[HostResult[Plan]], dict[str, list[str]]]:
+    """1,000 fabricated hosts, as a big fleet is: most alike, some drifted their own way, a
+    few down; each plan's host its own (name, kernel). And the hosts of each sort."""
+    tuned, untuned, _ = (r.value for r in fleet_of_snapshots())
+    assert tuned is not None and untuned is not None
+    one_off = dataclasses.replace(untuned, compared=untuned.compared[1:])
+    results: list[HostResult[Plan]] = []
+    sorts: dict[str, list[str]] = {"tuned": [], "untuned": [], "one-off": [], "own": [], "down": []}
+    for n in range(1000):
+        name = f"gpu-{n:04d}"
+        if n % 50 == 7:
+            error = HostError(f"{name}: cannot connect to {name}:22: connection refused.")
+            results.append(HostResult(name, error=error))
+            sorts["down"].append(name)
+            continue
+        plan, sort = (
+            (tuned, "tuned")
+            if n % 3 == 0
+            else (one_off, "one-off")
+            if n % 10 == 1
+            else (untuned, "untuned")
+        )
+        if n % 97 == 5 and sort != "tuned":  # a knob of its own: a plan no other host has
+            own = dataclasses.replace(plan.compared[0], desired=str(n))
+            plan, sort = dataclasses.replace(plan, compared=(own, *plan.compared[1:])), "own"
+        sorts[sort].append(name)
+        host = dataclasses.replace(plan.host, name=name, kernel=f"6.8.{n % 4}")
+        results.append(HostResult(name, value=dataclasses.replace(plan, host=host)))
+    return results, sorts
+
+
+def test_a_thousand_hosts_are_a_row_each_and_each_plan_once() -> None:
+    results, sorts = a_thousand_hosts()
+    out = fleet.render(results, "text", color=False)
+    lines = out.splitlines()
+    assert len(lines) < 2000, len(lines)
+    rows = [line for line in lines if line.startswith("gpu-")]
+    assert [row.split()[0] for row in rows] == [r.name for r in results], "a row a host"
+    # The plan most hosts share, once, with how many hosts it is for and the first of them.
+    untuned = sorts["untuned"]
+    letter = next(row.split()[-1] for row in rows if row.startswith(untuned[0]))
+    heading = f"== Plan {letter}, for {len(untuned)} hosts: {', '.join(untuned[:8])} and "
+    assert out.count(heading) == 1
+    assert {row.split()[0] for row in rows if row.endswith(f"  {letter}")} == set(untuned)
+    assert out.count("Runtime phase (live: tune apply --runtime-only)") == fleet.IN_FULL
+    # The plans of fewer hosts by a line each: all there, each a letter of its own.
+    assert "Other plans, each by its last line (-v shows each in full):" in out
+    letters = {row.split()[-1] for row in rows} - {"-"}
+    assert len(letters) == 2 + len(sorts["own"])
+    # Alike errors once, the hosts named.
+    assert out.count("connection refused") == 1
+    assert "(20 hosts): cannot connect to <host>:22: connection refused." in out
+    changed = 1000 - len(sorts["tuned"]) - len(sorts["down"])
+    assert (
+        f"1000 hosts: {len(sorts['tuned'])} in sync, {changed} with changes, 20 unreachable" in out
+    )
+    verbose = fleet.render(results, "text", color=False, verbose=True)
+    assert verbose.count("tune plan: blackwell-8x on ") == changed
+    assert verbose.count("connection refused") == 20
 
 
 def test_fleet_json_is_a_list_of_the_one_host_documents() -> None:
@@ -155,6 +226,7 @@ def test_fleet_json_is_a_list_of_the_one_host_documents() -> None:
         "checks": 11,
         "failed_checks": 3,
         "entries": {"changes": 29, "runtime": 24, "reboot": 5, "in_sync": 1},
+        "writes": {"total": 368, "runtime": 363, "reboot": 5},
     }
     assert objects[2] == {
         "format_version": 1,
@@ -168,7 +240,7 @@ def test_fleet_json_is_a_list_of_the_one_host_documents() -> None:
 
 def test_fleet_markdown_has_the_summary_table_and_each_host_report() -> None:
     out = fleet.render(fleet_of_snapshots(), "markdown", color=False)
-    assert "| untuned-1 | 368 changes, 3 failed checks | 363 | 5 | 0 | 8/11 |" in out
+    assert "| untuned-1 | 29 changes, 3 failed checks | 24 | 5 | 368 | 0 | 8/11 |" in out
     assert "# Plan: gpu-node-07 against profile `blackwell-8x`" in out
     assert "# down-1: error" in out
 
@@ -250,3 +322,38 @@ def test_a_fleet_audit_in_markdown_is_the_table_then_each_host_s_report() -> Non
     assert "| untuned-1 | 21 actionable | 6 | 13 | 2 |" in out
     assert out.count("# Host audit: ") == 2
     assert "# down-1: error\n\n- down-1: cannot connect to down-1:22: refused." in out
+
+
+def test_the_fleet_summaries_count_hosts_that_skip_entries() -> None:
+    """A knob a host lacks is skipped, never a silent success across the fleet."""
+    from reconciler.apply.engines import ApplyResult
+    from reconciler.steps.ops import Skipped
+
+    results = fleet_of_snapshots()
+    tuned = results[0].value
+    assert tuned is not None
+    lacking = dataclasses.replace(tuned.compared[0], current=None, missing=True)
+    odd = dataclasses.replace(tuned, compared=(lacking, *tuned.compared[1:]))
+    results.append(HostResult("odd-1", value=odd))
+    out = fleet.render(results, "text", color=False)
+    assert "4 hosts: 2 in sync, 1 with changes, 1 unreachable or failed; 1 of them skip" in out
+    done = [
+        HostResult("tuned-1", value=ApplyResult(None, 0)),
+        HostResult("odd-1", value=ApplyResult(None, 0)),
+        HostResult("mod-1", value=ApplyResult("r1", 3, skipped=(Skipped("module:x", "no x"),))),
+    ]
+    plans = [HostResult("tuned-1", value=tuned), HostResult("odd-1", value=odd)]
+    recap = fleet.applied(done, color=False, plans=plans)
+    assert recap.splitlines()[0].split() == [
+        "HOST",
+        "RESULT",
+        "CHANGES",
+        "WRITES",
+        "SKIPPED",
+        "RUN",
+    ]
+    assert [line.split()[-2] for line in recap.splitlines()[1:4]] == ["0", "1", "1"]
+    assert (
+        "3 hosts: 1 applied, 2 already in sync, 0 rolled back, 0 unreachable or failed; "
+        "2 of them skip entries" in recap
+    )

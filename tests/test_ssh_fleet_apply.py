@@ -58,27 +58,29 @@ def test_a_fleet_apply_applies_each_host_alone_and_tells_each_outcome(
     )
     assert (code, err) == (1, ""), out  # 1: a host failed
     plans, _, applied = out.partition("\nHOST ")
-    # First what each host will change (the same table as tune plan), then what it came to.
+    # First what each host will change (the same table as tune plan: changes are profile
+    # entries, writes their knobs), hosts of one plan named once; then what each came to.
     assert [line.split() for line in plans.splitlines()[1:7]] == [
-        ["fresh", "5", "changes", "5", "0", "0", "0/0"],
-        ["tuned", "in", "sync", "0", "0", "0", "0/0"],
-        ["readonly", "6", "changes", "6", "0", "0", "0/0"],
-        ["broken", "6", "changes", "6", "0", "0", "0/0"],
-        ["wide", "12", "changes", "12", "0", "0", "0/0"],
-        [down, "error", "-", "-", "-", "-"],
+        ["fresh", "4", "changes", "4", "0", "5", "0", "0/0", "A"],
+        ["tuned", "in", "sync", "0", "0", "0", "0", "0/0", "-"],
+        ["readonly", "4", "changes", "4", "0", "6", "0", "0/0", "B"],
+        ["broken", "4", "changes", "4", "0", "6", "0", "0/0", "B"],
+        ["wide", "4", "changes", "4", "0", "12", "0", "0/0", "C"],
+        [down, "error", "-", "-", "-", "-", "-", "-"],
     ]
+    assert "== Plan B, for 2 hosts: readonly, broken\nRuntime phase" in plans
     rows = [line.split() for line in ("HOST " + applied).splitlines()[1:7]]
-    assert [row[:3] for row in rows] == [
-        ["fresh", "applied", "5"],
-        ["tuned", "in", "sync"],
-        ["readonly", "error", "-"],
-        ["broken", "rolled", "back"],
-        ["wide", "applied", "12"],
-        [down, "error", "-"],
+    assert [row[:5] for row in rows] == [
+        ["fresh", "applied", "4", "5", "0"],
+        ["tuned", "in", "sync", "0", "0"],
+        ["readonly", "error", "-", "-", "-"],
+        ["broken", "rolled", "back", "-", "-"],
+        ["wide", "applied", "4", "12", "0"],
+        [down, "error", "-", "-", "-"],
     ]
     assert "6 hosts: 2 applied, 1 already in sync, 1 rolled back, 2 unreachable or failed." in out
-    assert "== readonly: error\nsysctl:vm.swappiness cannot be changed" in out
-    assert "== broken: rolled back\napply failed (module:nvidia_peermem: wrote 'loaded'" in out
+    assert "    readonly: sysctl:vm.swappiness cannot be changed" in applied
+    assert "    broken: apply failed (module:nvidia_peermem: wrote 'loaded'" in applied
     assert f"cannot connect to 127.0.0.250:{lab.port['fresh']}: connection refused." in out
 
     # Each applied host ends exactly as a local apply leaves it; the others as they were.
@@ -122,7 +124,7 @@ def test_one_confirmation_for_the_whole_fleet_and_no_writes_when_declined(
         lab, "apply", "--runtime-only", "--no-persist", profile, "-H", "a", "-H", "b"
     )
     assert code == ExitCode.NOT_CONFIRMED and err == "not confirmed: nothing was written.\n"
-    assert out.count("Apply 11 changes to 2 hosts? [y/N]") == 1
+    assert out.count("Apply 8 changes (11 writes) to 2 hosts? [y/N]") == 1
     assert {name: tree(root) for name, root in roots.items()} == before
     # Observed once, tune's state checked (its runs listed, their owners read: an interrupted
     # run refuses the host before anything is asked), nothing started.
@@ -149,8 +151,8 @@ def test_a_fleet_dry_run_from_an_inventory_shows_every_host_s_operations_and_wri
         inventory,
     )
     assert (code, err) == (0, "")
-    assert "Dry run on ssh a: 5 changes, nothing written." in out
-    assert "Dry run on ssh b: 6 changes, nothing written." in out
+    assert "Dry run on ssh a: 4 changes (5 writes), nothing written." in out
+    assert "Dry run on ssh b: 4 changes (6 writes), nothing written." in out
     assert {name: tree(root) for name, root in roots.items()} == before
     assert lab.exec_requests() == {"a": 1, "b": 1}
 

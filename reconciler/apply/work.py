@@ -18,7 +18,7 @@ from ..core.files import MAX_EDITED_BYTES, MAX_FILE_BYTES, Files, Request
 from ..hosts.base import Host
 from ..kinds import boot_kind
 from ..kinds.files import KIND as BOOT_FILES
-from ..plan.make import make_plan
+from ..plan.make import make_plan, missing_ids
 from ..plan.observe import Observation
 from ..plan.observe import observation as observation_of
 from ..plan.observe import request as observed_request
@@ -96,6 +96,8 @@ def prepare(
     problems: list[str] = []
     refusal: type[HostError] = HostError
     steps: list[Step] = []
+    # What the host lacks is in no boot-time file, as the plan has them (`make_plan`).
+    missing = missing_ids(plan.compared)
     # Runtime knobs and tune's boot-time files first; the boot configuration last.
     for change in sorted(plan.changes, key=lambda c: c.phase is not Phase.RUNTIME):
         if runtime_only and change.phase is not Phase.RUNTIME:
@@ -104,7 +106,10 @@ def prepare(
             continue
         try:
             kind, spec = specs[change.kind]
-            steps.append(kind.step(spec, change, observation.files))
+            if kind.kind == BOOT_FILES.kind:
+                steps.append(BOOT_FILES.step(spec, change, observation.files, missing))
+            else:
+                steps.append(kind.step(spec, change, observation.files))
         except HostError as exc:
             problems.append(str(exc))
             if isinstance(exc, BootConfigUnknown):
@@ -116,7 +121,7 @@ def prepare(
     if skipped and BOOT_FILES.kind in specs and not reboot_phase:
         boot_files = specs[BOOT_FILES.kind][1]
         planned, trimmed = persisting_what_runs(
-            planned, left_out, boot_files, observation.files, plan
+            planned, left_out | missing, boot_files, observation.files, plan
         )
         left_out |= trimmed
     boot = arrange(planned, fetched) if reboot else Boot(None, "", planned)

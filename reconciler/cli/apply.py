@@ -15,14 +15,15 @@ from ..flow.orchestration import ApplyJob, Done
 from ..hosts.base import Host
 from ..kinds import boot_kind
 from ..plan import saved as saved_plans
-from ..render.apply import applied_part, dry_run_text
+from ..render.apply import applied_part, counted_steps, dry_run_text, step_entries
+from ..render.folding import changes_and_writes
 from ..steps.ops import BootTool, Command, DeleteFile, PutFile
 from .complete import profiles, roots
 from .consent import confirm, dry_run_option, yes_option
 from .exits import exits
 from .helptext import UNTUNED, examples
 from .one_host import RESTART_HELP, ROOT_HELP, engine_of, kept_lines, verified_lines
-from .options import profile_digest_option
+from .options import profile_digest_option, verbose_option
 from .output import Output, output_options
 from .remote import RemoteOptions, no_root, remote_options
 from .rollout import RolloutOptions, rollout_options
@@ -119,6 +120,7 @@ if TYPE_CHECKING:
 )
 @rollout_options
 @output_options("text", "json")
+@verbose_option
 @remote_options
 def apply(
     target: str | None,
@@ -140,6 +142,7 @@ def apply(
     keep_on_regression: bool,
     waves: RolloutOptions,
     out: Output,
+    verbose: bool,
     remote: RemoteOptions,
 ) -> int:
     """Make the host match a profile, or a plan saved by `tune plan`.
@@ -249,7 +252,7 @@ def apply(
     )
     if remote.is_fleet or waves.asked:
         no_root(root)
-        return _apply_fleet(job, yes, remote, waves, out)
+        return _apply_fleet(job, yes, remote, waves, out, verbose)
     engine = engine_of(root, remote)
     terminal = Terminal(yes, out)
     try:
@@ -315,7 +318,7 @@ class Terminal:
         if dry_run:
             self.dry_run(host, done.work)
         if done.applied is not None:
-            self.applied(host, done.applied, done.kept_in_run)
+            self.applied(host, done.work, done.applied, done.kept_in_run)
 
     def say(self, text: str, nl: bool = True) -> None:
         self.waiting.clear()
@@ -351,7 +354,7 @@ class Terminal:
         color = self.out.stderr_color if err else self.out.color
         self.waiting.clear()
         click.echo(summary(work, color), nl=False, err=err, color=color)
-        question = f"Apply {len(work.planned)} changes to {host.describe()}"
+        question = f"Apply {counted_steps(work.planned, work.plan)} to {host.describe()}"
         boot = boot_configuration(work)
         if boot:  # the reboot phase: what the next boot, or a container's restart, takes up
             question += f", the boot configuration among them ({', '.join(boot)})"
@@ -369,10 +372,21 @@ class Terminal:
         else:
             self.say(f"Probes {names} run before the first change and after the last.")
 
-    def applied(self, host: Host, applied: ApplyResult, kept: list[GateFailure]) -> None:
+    def applied(
+        self, host: Host, work: Work, applied: ApplyResult, kept: list[GateFailure]
+    ) -> None:
         for line in applied.unsupported:
             self.say(printable(line))  # it names the knob: a host's file name, maybe
-        self.say(f"Applied {applied.changes} changes to {host.describe()} (run {applied.run_id}).")
+        # What was made: an optional knob the kernel refused (its line above) is neither.
+        made = tuple(
+            step
+            for step in work.planned
+            if not any(
+                line.startswith(f"{step.id} is not supported") for line in applied.unsupported
+            )
+        )
+        said = changes_and_writes(step_entries(made, work.plan), applied.changes)
+        self.say(f"Applied {said} to {host.describe()} (run {applied.run_id}).")
         kept_lines(kept)
 
     def progress(self, text: str) -> None:
@@ -455,7 +469,12 @@ def apply_document(done: Done, host: Host, job: ApplyJob) -> dict[str, Any]:
 
 
 def _apply_fleet(
-    job: ApplyJob, yes: bool, remote: RemoteOptions, waves: RolloutOptions, out: Output
+    job: ApplyJob,
+    yes: bool,
+    remote: RemoteOptions,
+    waves: RolloutOptions,
+    out: Output,
+    verbose: bool,
 ) -> int:
     """Several hosts: the live settings (`reconciler.cli.fleet`), or, with --reboot, a
     rollout in waves (`reconciler.cli.rollout`)."""
@@ -489,6 +508,7 @@ def _apply_fleet(
         forks=remote.fleet_forks(),
         yes=yes,
         out=out,
+        verbose=verbose,
     )
 
 

@@ -18,8 +18,9 @@ from ..hosts.base import Host
 from ..hosts.fleet import HostResult, fleet_exit_code
 from ..render import RENDERERS
 from ..render import fleet as fleet_render
-from ..render.apply import applied_part, dry_run_text
+from ..render.apply import applied_part, dry_run_text, step_entries
 from ..render.documents import failed
+from ..render.folding import changes_and_writes
 from .consent import confirm
 from .output import Output
 from .remote import progress_on_terminal
@@ -33,11 +34,12 @@ def apply_hosts(
     forks: int,
     yes: bool,
     out: Output,
+    verbose: bool = False,
 ) -> int:
     """Apply `job` to every host; exit code 1 if any host failed, else 0. In JSON, the output
     is one array (a document per host) and nothing else; a confirmation question goes to
     standard error. `timeout`: each host's command timeout."""
-    show = FleetTerminal(hosts, job.dry_run, yes=yes, out=out)
+    show = FleetTerminal(hosts, job.dry_run, yes=yes, out=out, verbose=verbose)
     try:
         done = apply_fleet(
             [engine_for(host, timeout=timeout) for host in hosts],
@@ -58,7 +60,8 @@ def apply_hosts(
     elif not done.ran:
         out.echo("Nothing to apply.")
     else:
-        out.echo("\n" + fleet_render.applied(done.applied, out.color), nl=False)
+        recap = fleet_render.applied(done.applied, out.color, show.plans, verbose=verbose)
+        out.echo("\n" + recap, nl=False)
     return fleet_exit_code(done.applied, lambda _: True)
 
 
@@ -66,8 +69,17 @@ class FleetTerminal:
     """The plans table (or, for a dry run in JSON, the plans), a dry run's operations, and
     the one question."""
 
-    def __init__(self, hosts: Sequence[Host], dry_run: bool, *, yes: bool, out: Output) -> None:
+    def __init__(
+        self,
+        hosts: Sequence[Host],
+        dry_run: bool,
+        *,
+        yes: bool,
+        out: Output,
+        verbose: bool = False,
+    ) -> None:
         self.hosts = hosts
+        self.verbose = verbose
         self.dry_run = dry_run
         self.yes = yes
         self.out = out
@@ -76,7 +88,7 @@ class FleetTerminal:
 
     def prepared(self, prepared: Sequence[HostResult[Work]]) -> None:
         self.plans = [
-            HostResult(r.name, value=applied_part(r.value), error=r.error)
+            HostResult(r.name, value=applied_part(r.value, checks=True), error=r.error)
             if r.value is not None
             else HostResult(r.name, error=r.error)
             for r in prepared
@@ -100,23 +112,28 @@ class FleetTerminal:
                 ]
                 out.document(documents)
             return
-        out.echo(fleet_render.text(self.plans, out.color, RENDERERS["text"]), nl=False)
+        shown = fleet_render.text(self.plans, out.color, RENDERERS["text"], verbose=self.verbose)
+        out.echo(shown, nl=False)
         if not self.dry_run:
             return
         works = {r.name: r.value for r in prepared if r.value is not None}
         for host in self.hosts:
             work = works.get(host.name)
             if work is not None and work.steps:
-                out.echo(f"\n{dry_run_text(work.steps, host, color=out.color)}", nl=False)
+                shown = dry_run_text(work.steps, host, plan=work.plan, color=out.color)
+                out.echo(f"\n{shown}", nl=False)
 
     def confirm(self, prepared: Sequence[HostResult[Work]], changes: int, hosts: int) -> None:
         """`flow.FleetConfirm`: what each host will change, then the one question."""
         self.asked = True
         self.prepared(prepared)
-        self.ask(changes, hosts)
+        works = [r.value for r in prepared if r.value is not None and r.value.steps]
+        made = sum(step_entries(work.planned, work.plan) for work in works)
+        self.ask(changes_and_writes(made, changes), hosts)
 
-    def ask(self, changes: int, hosts: int) -> None:
-        question = f"Apply {counted(changes, 'change')} to {counted(hosts, 'host')}?"
+    def ask(self, changes: str, hosts: int) -> None:
+        """`changes`: as `folding.changes_and_writes` says them, summed over the hosts."""
+        question = f"Apply {changes} to {counted(hosts, 'host')}?"
         on_stderr = self.out.json or self.out.to_file
         confirm(
             question if on_stderr else f"\n{question}",

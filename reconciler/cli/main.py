@@ -29,7 +29,7 @@ from ..render import fleet as fleet_render
 from .complete import roots
 from .exits import COMPARES, exits, table_help
 from .helptext import TUNED, UNTUNED, SummaryGroup, examples
-from .options import profile_argument, profile_digest_option
+from .options import profile_argument, profile_digest_option, verbose_option
 from .output import STDOUT, Output, output_options
 from .remote import (
     RemoteOptions,
@@ -135,6 +135,7 @@ def cli() -> None:
     is_flag=True,
     help="Only boot configuration: what `apply --reboot-phase` does.",
 )
+@verbose_option
 @remote_options
 def plan(
     profile: str,
@@ -145,6 +146,7 @@ def plan(
     no_persist: bool,
     runtime_only: bool,
     reboot_phase: bool,
+    verbose: bool,
     remote: RemoteOptions,
 ) -> int:
     """Show what differs between PROFILE and the host(s), and why. Changes nothing on a host;
@@ -182,7 +184,8 @@ def plan(
         results = for_each_host(
             remote.open(), plan_of, remote.fleet_forks(), progress_on_terminal(out)
         )
-        out.echo(fleet_render.render(results, out.fmt, out.color), nl=False)
+        shown = fleet_render.render(results, out.fmt, out.color, verbose=verbose)
+        out.echo(shown, nl=False)
         return fleet_exit_code(results, lambda p: p.is_clean)
     result = on_one_host(root, remote, plan_of)
     out.echo(RENDERERS[out.fmt](result, out.color), nl=False)
@@ -246,6 +249,7 @@ def _saved_line(path: str, phases: tuple[Phase, ...], named: bool) -> str:
     is_flag=True,
     help="Ignore tune's boot-time files (for hosts applied with --no-persist).",
 )
+@verbose_option
 @remote_options
 def check_cmd(
     profile: str | None,
@@ -257,6 +261,7 @@ def check_cmd(
     since_apply: bool,
     strict: bool,
     no_persist: bool,
+    verbose: bool,
     remote: RemoteOptions,
 ) -> int:
     """Report drift of the host(s) from PROFILE (default: the profile last applied there).
@@ -307,7 +312,8 @@ def check_cmd(
         results = for_each_host(
             remote.open(), check_of, remote.fleet_forks(), progress_on_terminal(out)
         )
-        out.echo(render_check.fleet(results, fmt, quiet=quiet, color=color), nl=False)
+        shown = render_check.fleet(results, fmt, quiet=quiet, color=color, verbose=verbose)
+        out.echo(shown, nl=False)
         return fleet_exit_code(results, lambda r: not r.needs_attention)
     try:
         report = on_one_host(root, remote, check_of)

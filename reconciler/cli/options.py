@@ -67,3 +67,14 @@ def format_option(*choices: str, help: str | None = None) -> Callable[[F], F]:
         show_default=True,
         help=help,
     )
+
+
+def verbose_option(command: F) -> F:
+    """`-v/--verbose` (the parameter `verbose`) of a command over several hosts."""
+    return click.option(
+        "-v",
+        "--verbose",
+        is_flag=True,
+        help="Over several hosts: each host's plan and error in full, host by host (by default "
+        "a row a host, and each plan once with the hosts it is for).",
+    )(command)

@@ -215,6 +215,9 @@ class Kind(ABC, Generic[SpecT]):
     reads: ClassVar[str] = ""  # the knob table (docs/kinds/index.md): where it reads
     compared: ClassVar[str] = ""  # the knob table (docs/kinds/index.md): how it compares
     noun: ClassVar[str] = "targets"  # its subjects, in a folded line ("on 128 CPUs")
+    # Each subject is a profile entry of its own (a container), not a CPU or device of one
+    # entry: its changes never fold together, and a view counts (and a metric names) each.
+    entry_per_subject: ClassVar[bool] = False
     # tune's boot-time files: derived from the whole profile, planned after every knob, left
     # out by --no-persist.
     persistence: ClassVar[bool] = False

@@ -162,7 +162,8 @@ class Cpu(Kind[CpuSpec]):
         lines = []
         if spec.governor is not None:
             path = f"{CPUS}/cpu*/cpufreq/scaling_governor"
-            lines.append(tmpfiles_write(path, str(spec.governor.value)))
+            # No cpufreq at all (a VM): the change `_governor` makes of every CPU is missing.
+            lines.append(tmpfiles_write(path, str(spec.governor.value), "cpu:cpu*:governor"))
         if spec.idle_states is not None:
             states = idle_states(files)
             wanted = [(n, "1") for n in spec.idle_states.disable]

@@ -94,7 +94,7 @@ class Hugepages(Kind[Spec]):
 
     def persist(self, spec: Spec, files: Files) -> list[Persisted]:
         return [
-            tmpfiles_write(path_of(node, size), str(item.value))
+            tmpfiles_write(path_of(node, size), str(item.value), f"{self.kind}:{node}:{size}")
             for size, nodes in spec.items()
             for node, item in nodes.items()
         ]

@@ -97,6 +97,7 @@ class Lxc(Kind[list[LxcEntry]]):
     reads = "`/etc/pve/lxc/ID.conf` (main section), `/proc/devices`, the names in `/dev/nvidia*`"
     compared = "NVIDIA allow lines, NVIDIA mount entries, each as a sorted list"
     noun = "containers"
+    entry_per_subject = True  # an entry names its container
     takes_effect = "restart the container"
 
     def request(self, spec: list[LxcEntry]) -> Request:

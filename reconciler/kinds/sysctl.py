@@ -91,7 +91,11 @@ class Sysctl(Kind[dict[str, Entry[str]]]):
         return attribute_step(change, path_of(change.target), files, Read.WORDS)
 
     def persist(self, spec: dict[str, Entry[str]], files: Files) -> list[Persisted]:
-        return [Persisted(SYSCTL, f"{key} = {item.value}") for key, item in spec.items()]
+        # A key the host lacks (`missing`) is left out by its id: systemd-sysctl fails on it.
+        return [
+            Persisted(SYSCTL, f"{key} = {item.value}", f"{self.kind}:{key}")
+            for key, item in spec.items()
+        ]
 
 
 def closest(key: str, files: Files) -> str | None:

@@ -4,13 +4,24 @@
 sysfs:
   /sys/kernel/mm/transparent_hugepage/enabled: madvise
   /sys/block/nvme*/queue/scheduler: none
+  /sys/devices/system/cpu/cpufreq/boost: {value: "0", may_be_absent: true}
 ```
 Choice files (`always [madvise] never`) compare by the bracketed, selected option.
+
+A path whose directory is not there (a device this host lacks) is skipped with a note. A file
+missing from a directory that is there is taken for a misspelling: the plan names the closest
+file there ("did you mean"), and apply refuses it, unless the entry says `may_be_absent: true`
+(a file a driver or CPU model has and another lacks, as cpufreq's `boost`): then it is skipped.
+A path skipped is never written into tmpfiles.d either.
 """
 
 from __future__ import annotations
 
+import difflib
+import posixpath
 import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from ..core.changes import Change, Note, Outcome, Phase
 from ..core.files import Files, Request
@@ -35,11 +46,26 @@ SysfsPath = host_path(
     "/sys/kernel/mm/transparent_hugepage/enabled",
     tree="/sys",
 )
-SysfsEntry = entry(KernelValue)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SysfsItem(Entry[str]):
+    value: KernelValue  # restated: pydantic does not carry Entry[str]'s argument into a subclass
+    may_be_absent: bool = field(
+        default=False,
+        metadata={
+            "description": "the file may be missing from its directory on some hosts (a "
+            "driver's or CPU model's own attribute): skip it there with a note, instead of "
+            "taking it for a misspelled path, which apply refuses"
+        },
+    )
+
+
+SysfsEntry = entry(KernelValue, SysfsItem)
 SysfsSpec = dict[SysfsPath, SysfsEntry]  # type: ignore[valid-type]
 
 
-class Sysfs(Kind[dict[str, Entry[str]]]):
+class Sysfs(Kind[dict[str, SysfsItem]]):
     section = "sysfs"
     spec_type = SysfsSpec
     kind = "sysfs"
@@ -48,10 +74,12 @@ class Sysfs(Kind[dict[str, Entry[str]]]):
     compared = "`[selected]` choice files by the selected word"
     noun = "paths"
 
-    def request(self, spec: dict[str, Entry[str]]) -> Request:
-        return Request.of(*spec) | services.request()
+    def request(self, spec: dict[str, SysfsItem]) -> Request:
+        # A file's directory, for "did you mean", only when there is no such file.
+        near = [(posixpath.dirname(p), p) for p in spec if not is_glob(p)]
+        return Request.of(*spec, listings_if_no_file=near) | services.request()
 
-    def compare(self, spec: dict[str, Entry[str]], files: Files) -> Outcome:
+    def compare(self, spec: dict[str, SysfsItem], files: Files) -> Outcome:
         outcome = Outcome()
         daemons = services.managers(files)
         for pattern, item in spec.items():
@@ -62,7 +90,12 @@ class Sysfs(Kind[dict[str, Entry[str]]]):
             paths = files.glob(pattern) or (pattern,)
             for path in paths:
                 current = normalize_choice(files.value(path))
-                missing = current is None and path not in files.errors
+                # Its directory is there and the file is not: a misspelling, more likely than
+                # hardware this host lacks, unless the entry says so. It stays a change, which
+                # apply refuses.
+                beside = [] if is_glob(pattern) else files.listing(posixpath.dirname(path))
+                typo = current is None and bool(beside) and not item.may_be_absent
+                missing = current is None and path not in files.errors and not typo
                 outcome.changes.append(
                     self.change(
                         path,
@@ -80,16 +113,36 @@ class Sysfs(Kind[dict[str, Entry[str]]]):
                     if path in files.errors:
                         what = f"cannot be read ({files.errors[path]})"
                     said = f"{path} {what} on this host."
+                    if typo and path not in files.errors:
+                        said = f"{path} {what} on this host{_did_you_mean(path, beside)} {TYPO}"
                     said = missing_note(said, item) if missing else said
                     outcome.notes.append(Note(said, f"sysfs:{path}"))
         return outcome
 
-    def step(self, spec: dict[str, Entry[str]], change: Change, files: Files) -> Step:
+    def step(self, spec: dict[str, SysfsItem], change: Change, files: Files) -> Step:
         return attribute_step(change, change.target, files, Read.CHOICE)
 
-    def persist(self, spec: dict[str, Entry[str]], files: Files) -> list[Persisted]:
-        # tmpfiles.d `w` lines take globs, as the profile does.
-        return [tmpfiles_write(path, str(item.value)) for path, item in spec.items()]
+    def persist(self, spec: dict[str, SysfsItem], files: Files) -> list[Persisted]:
+        # tmpfiles.d `w` lines take globs, as the profile does; a path (or a glob matching
+        # nothing) the host lacks is left out by its id.
+        return [
+            tmpfiles_write(path, str(item.value), f"{self.kind}:{path}")
+            for path, item in spec.items()
+        ]
+
+
+TYPO = (
+    "Its directory is there, so tune takes the path for a misspelling and apply refuses it "
+    "(`may_be_absent: true` on the entry skips a file some hosts lack)."
+)
+
+
+def _did_you_mean(path: str, listed: Sequence[str]) -> str:
+    """`; did you mean PATH?` for the file of `path`'s directory closest to it, else `.`."""
+    directory = posixpath.dirname(path)
+    names = [posixpath.basename(p) for p in listed if posixpath.dirname(p) == directory]
+    close = difflib.get_close_matches(posixpath.basename(path), names, n=1, cutoff=0.75)
+    return f"; did you mean {directory}/{close[0]}?" if close else "."
 
 
 KIND = Sysfs()

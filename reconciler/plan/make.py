@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import replace
 
 from ..core.changes import Change, Note, Outcome, Phase, Plan, Priority
 from ..kinds import boot_files
+from ..kinds.files import KIND as BOOT_FILES
 from ..profile.load import LoadedProfile
 from .observe import Observation
 
@@ -14,11 +16,15 @@ PRIORITIES = (Priority.P0, Priority.P1, Priority.P2)
 
 
 def make_plan(loaded: LoadedProfile, observed: Observation, with_persistence: bool = True) -> Plan:
-    """`with_persistence` adds tune's boot-time files (`file:` changes), after every knob."""
+    """`with_persistence` adds tune's boot-time files (`file:` changes), after every knob,
+    without the lines of knobs this host does not have (`missing_ids`)."""
     profile = loaded.profile
     outcome = Outcome()
     for kind, spec in profile.work(with_persistence):
-        outcome.extend(kind.compare(spec, observed.files))
+        if kind.kind == BOOT_FILES.kind:
+            outcome.extend(BOOT_FILES.compare(spec, observed.files, missing_ids(outcome.changes)))
+        else:
+            outcome.extend(kind.compare(spec, observed.files))
     return Plan(
         profile=profile.name,
         host=observed.host,
@@ -27,6 +33,12 @@ def make_plan(loaded: LoadedProfile, observed: Observation, with_persistence: bo
         checks=tuple(outcome.checks),
         notes=tuple(_located(n, loaded) for n in outcome.notes),
     )
+
+
+def missing_ids(changes: Iterable[Change]) -> frozenset[str]:
+    """The knobs a host does not have: skipped, so never kept for the next boot either (a
+    sysctl.d line of a key the kernel lacks fails systemd-sysctl at every boot)."""
+    return frozenset(c.id for c in changes if c.missing)
 
 
 def order(change: Change) -> tuple[bool, int, int]:

@@ -10,24 +10,48 @@ from ..apply.work import Work
 from ..core.changes import Change, Plan
 from ..core.files import Request
 from ..core.printable import printable
+from ..core.words import counted
 from ..hosts.base import ReadableHost
 from ..hosts.directory import SnapshotHost
 from ..steps.ops import PutFile, Step
 from ..steps.state import LOCK, STATE
 from .diff import unified
-from .folding import Group, blocks, fold_key, same_but_subject, subjects
+from .folding import (
+    Group,
+    blocks,
+    changes_and_writes,
+    entry,
+    fold_key,
+    same_but_subject,
+    subjects,
+)
 
 
-def applied_part(work: Work) -> Plan:
-    """The plan cut to what the apply will change (no checks, notes or pending reboots)."""
+def applied_part(work: Work, *, checks: bool = False) -> Plan:
+    """The plan cut to what the apply will change (no notes or pending reboots; no checks
+    unless `checks`: a fleet's table counts them, and the knobs the host lacks, which the
+    apply skips, as its plan does)."""
     ids = {s.id for s in work.planned}
     return replace(
         work.plan,
-        compared=tuple(c for c in work.plan.compared if c.id in ids),
+        compared=tuple(c for c in work.plan.compared if c.id in ids or (checks and c.missing)),
         pending=(),
-        checks=(),
+        checks=work.plan.checks if checks else (),
         notes=(),
     )
+
+
+def counted_steps(steps: tuple[Step, ...], plan: Plan) -> str:
+    """`29 changes (368 writes)`: the profile entries `steps` change and the knobs they write,
+    as the plan counts them (a step of no change of the plan, a boot entry, is one of its
+    own)."""
+    return changes_and_writes(step_entries(steps, plan), len(steps))
+
+
+def step_entries(steps: tuple[Step, ...], plan: Plan) -> int:
+    """How many profile entries `steps` change (`folding.entries` of their changes)."""
+    changes = {c.id: c for c in plan.compared}
+    return len({entry(changes[s.id]) if s.id in changes else (s.id,) for s in steps})
 
 
 def dry_run_text(
@@ -53,11 +77,13 @@ def dry_run_text(
     changes = {c.id: c for c in plan.compared} if plan is not None else {}
     # A snapshot keeps its journal and lock inside itself, not in this machine's /var/lib.
     inside = str(host.root).rstrip("/") if isinstance(host, SnapshotHost) else ""
+    # A rollback's restores are writes of no plan.
+    amount = counted_steps(steps, plan) if plan is not None else counted(len(steps), "write")
     lines = (
-        [f"{later}: {len(steps)} changes."]
+        [f"{later}: {amount}."]
         if later
         else [
-            f"Dry run on {host.describe()}: {len(steps)} changes, nothing written.",
+            f"Dry run on {host.describe()}: {amount}, nothing written.",
             f"Each change is journaled under {inside}{STATE}/runs/ before its write, "
             f"with {inside}{LOCK} held.",
         ]

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
-from ..core.changes import Change, CheckResult, JsonValue, Plan, Value, pending_counts
+from ..core.changes import Change, CheckResult, JsonValue, Value, pending_counts
 from ..core.printable import printable_data
-from ..drift.check import DriftReport, Since
+from ..drift.check import CheckStatus, DriftReport, Since
 from ..hosts.fleet import HostResult
 from . import documents
 from . import fleet as fleet_render
@@ -213,9 +212,17 @@ def _show(value: JsonValue) -> str:
     return show(as_value)
 
 
-def fleet(results: Sequence[HostResult[DriftReport]], fmt: str, *, quiet: bool, color: bool) -> str:
+def fleet(
+    results: Sequence[HostResult[DriftReport]],
+    fmt: str,
+    *,
+    quiet: bool,
+    color: bool,
+    verbose: bool = False,
+) -> str:
     """Many hosts: `--quiet` prefixes each drift line with its host (cron mails one list);
-    text is the fleet summary table then each drifted host's report; JSON one object a host."""
+    text is a row a host, a summary that says what the exit code says, then each report once
+    with the hosts it is for; JSON one object a host."""
     if fmt == "json":
         objects = documents.fleet("check", results, check_document)
         return json.dumps(objects, indent=2) + "\n"
@@ -228,14 +235,60 @@ def fleet(results: Sequence[HostResult[DriftReport]], fmt: str, *, quiet: bool, 
             else:
                 lines += [f"{r.name}: {line}" for line in drift_lines(r.value)]
         return "".join(line + "\n" for line in lines)
-    # The summary table reads plans, cut to what check calls drift (a reboot phase not applied
-    # is no change to count); the details are each host's own check report.
-    drift = {r.name: as_plan(r.value) for r in results if r.value is not None}
-    reports = {id(drift[r.name]): r.value for r in results if r.value is not None}
-    plans = [HostResult(r.name, drift.get(r.name), r.error) for r in results]
-    return fleet_render.text(plans, color, lambda plan, c: text(reports[id(plan)], c))
+
+    def key(report: DriftReport) -> str | None:
+        # Its first lines name the host and its last run: alike reports differ only there.
+        shown = text(report).split("\n")
+        return None if report.status == CheckStatus.IN_SYNC else "\n".join(shown[2:])
+
+    found = fleet_render.groups(results, key)
+    named_as = fleet_render.labels(found)
+    rows = [_fleet_row(r, named_as.get(r.name, "-")) for r in results]
+    out = fleet_render.table(FLEET_HEADER, rows, color)
+    out += ["", fleet_summary(results)]
+    out += fleet_render.details(results, found, lambda r: text(r, color), verbose, "Report")
+    return "\n".join(out) + "\n"
 
 
-def as_plan(report: DriftReport) -> Plan:
-    """The report's plan with only the changes that are drift: what a table of plans counts."""
-    return replace(report.plan, compared=(*report.plan.in_sync, *report.drift))
+# DRIFT and NOT APPLIED count profile entries, as the one-host summary does.
+FLEET_HEADER = ["HOST", "STATUS", "DRIFT", "NOT APPLIED", "PENDING", "CHECKS OK", "REPORT"]
+
+
+def _fleet_row(result: HostResult[DriftReport], group: str) -> list[str]:
+    report = result.value
+    if report is None:
+        return [result.name, "error", "-", "-", "-", "-", "-"]
+    checks = report.plan.checks
+    return [
+        result.name,
+        report.status.replace("-", " "),
+        str(entries(report.drift) + len(_changed_lines(report))),
+        str(entries(report.not_applied)),
+        str(len(report.pending)),
+        f"{len(checks) - len(report.failed_checks)}/{len(checks)}",
+        group,
+    ]
+
+
+def fleet_summary(results: Sequence[HostResult[DriftReport]]) -> str:
+    """How many hosts are in each state, and how many need attention: the hosts that make
+    the exit code 2 (drift; failed checks only with --strict), or 1 if any host failed."""
+    reports = [r.value for r in results if r.value is not None]
+    errors = len(results) - len(reports)
+    states = [r.status for r in reports]
+    attention = sum(r.needs_attention for r in reports)
+    lenient = sum(r.status == CheckStatus.FAILING_CHECKS and not r.strict for r in reports)
+    counts = (
+        f"{len(results)} host{'s' * (len(results) != 1)}: "
+        f"{states.count(CheckStatus.DRIFT)} drifted, "
+        f"{states.count(CheckStatus.FAILING_CHECKS)} with failed checks, "
+        f"{states.count(CheckStatus.NOT_APPLIED)} not applied, "
+        f"{states.count(CheckStatus.IN_SYNC)} in sync, {errors} unreachable or failed"
+    )
+    needs = (
+        f"{attention} need{'s' * (attention == 1)} attention"
+        if attention
+        else "none needs attention"
+    )
+    why = " (failed checks do only with --strict)" if lenient else ""
+    return f"{counts}; {needs}{why}."

@@ -78,18 +78,22 @@ def fleet(
 
 
 def plan_summary(plan: Plan) -> dict[str, Any]:
-    """The counts the text plan's last line gives, for a script that only wants those: of
-    knobs, and (`entries`) of the profile entries they come from, as the text counts them (a
-    governor on 128 CPUs is one)."""
+    """The counts the text plan's last line gives, for a script that only wants those, in
+    the text's words: `entries.changes`, the profile entries that differ (a governor on 128
+    CPUs is one change), and `writes`, the knobs they write (that governor is 128 writes).
+    Format 1 gave the writes as `changes`, `runtime` and `reboot` first: they stay, the same
+    numbers as `writes`."""
     from .folding import entries
 
     changes = plan.changes
     runtime = [c for c in changes if c.phase is Phase.RUNTIME]
     reboot = [c for c in changes if c.phase is Phase.REBOOT]
+    writes = {"total": len(changes), "runtime": len(runtime), "reboot": len(reboot)}
     return {
         "changes": len(changes),
         "runtime": len(runtime),
         "reboot": len(reboot),
+        "writes": writes,
         "in_sync": len(plan.in_sync),
         "pending": len(plan.pending),
         "checks": len(plan.checks),

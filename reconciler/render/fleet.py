@@ -8,7 +8,7 @@ host so a script can pick hosts by status.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
@@ -19,6 +19,7 @@ from ..core.printable import printable
 from ..core.words import counted
 from ..hosts.fleet import HostResult
 from . import documents, md
+from .folding import entries
 
 if TYPE_CHECKING:
     from ..apply.engines import ApplyResult
@@ -35,7 +36,8 @@ def problems(result: HostResult[Any]) -> str:
 
 
 def status(result: HostResult[Plan]) -> str:
-    """`error`, `in sync`, or how many changes (and failed checks) the host has."""
+    """`error`, `in sync`, or how many changes (profile entries that differ) and failed checks
+    the host has."""
     if result.error is not None or result.value is None:
         return "error"
     plan = result.value
@@ -43,30 +45,34 @@ def status(result: HostResult[Plan]) -> str:
         return "in sync"
     parts = []
     if plan.changes:
-        parts.append(f"{len(plan.changes)} change{'s' * (len(plan.changes) != 1)}")
+        parts.append(counted(entries(plan.changes), "change"))
     if plan.failed_checks:
-        failed = len(plan.failed_checks)
-        parts.append(f"{failed} failed check{'s' * (failed != 1)}")
+        parts.append(counted(len(plan.failed_checks), "failed check"))
     return ", ".join(parts)
 
 
-def _row(result: HostResult[Plan]) -> list[str]:
+def _row(result: HostResult[Plan], plan_label: str = "-") -> list[str]:
     plan = result.value
     if plan is None:
-        return [result.name, "error", "-", "-", "-", "-"]
-    runtime = sum(c.phase is Phase.RUNTIME for c in plan.changes)
+        return [result.name, "error", "-", "-", "-", "-", "-", "-"]
+    runtime = [c for c in plan.changes if c.phase is Phase.RUNTIME]
+    reboot = [c for c in plan.changes if c.phase is Phase.REBOOT]
     passed = len(plan.checks) - len(plan.failed_checks)
     return [
         result.name,
         status(result),
-        str(runtime),
-        str(len(plan.changes) - runtime),
+        str(entries(runtime)),
+        str(entries(reboot)),
+        str(len(plan.changes)),
         str(len(plan.pending)),
         f"{passed}/{len(plan.checks)}",
+        plan_label,
     ]
 
 
-HEADER = ["HOST", "STATUS", "RUNTIME", "REBOOT", "PENDING", "CHECKS OK"]
+# RUNTIME and REBOOT count changes (profile entries, as the plan's summary does: a governor on
+# 128 CPUs is one); WRITES the knobs they write (that governor is 128).
+HEADER = ["HOST", "STATUS", "RUNTIME", "REBOOT", "WRITES", "PENDING", "CHECKS OK", "PLAN"]
 
 
 def totals(results: Sequence[HostResult[Plan]]) -> str:
@@ -75,18 +81,40 @@ def totals(results: Sequence[HostResult[Plan]]) -> str:
     changed = len(results) - errors - clean
     return (
         f"{counted(len(results), 'host')}: {clean} in sync, {changed} with changes, "
-        f"{errors} unreachable or failed."
+        f"{errors} unreachable or failed" + lacking(sum(bool(skipped(r)) for r in results)) + "."
+    )
+
+
+def skipped(result: HostResult[Any]) -> int:
+    """The entries a host's apply skips (or skipped): knobs the host does not have, and
+    those --skip-missing left out."""
+    value = result.value
+    if isinstance(value, Plan):
+        return entries(value.missing)
+    return 0 if value is None else len(value.skipped)
+
+
+def lacking(hosts: int) -> str:
+    """What a fleet's summary adds for hosts where entries are skipped."""
+    if not hosts:
+        return ""
+    return (
+        f"; {hosts} of them skip entries, lacking the knob or module (never written, nor kept "
+        "for the next boot; `tune plan` notes say which)"
     )
 
 
 def table(header: list[str], rows: list[list[str]], color: bool) -> list[str]:
-    """Host and status left-aligned, counts right-aligned; each row shaded by its status."""
+    """Host and status left-aligned, counts right-aligned (a last PLAN column left-aligned);
+    each row shaded by its status."""
     rows = [header, *([printable(cell) for cell in row] for row in rows)]  # inventory names
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    left = {0, 1} | ({len(header) - 1} if header[-1] == "PLAN" else set())
 
     def line(row: list[str], index: int) -> str:
         cells = [
-            cell.ljust(widths[i]) if i < 2 else cell.rjust(widths[i]) for i, cell in enumerate(row)
+            cell.ljust(widths[i]) if i in left else cell.rjust(widths[i])
+            for i, cell in enumerate(row)
         ]
         rendered = "  ".join(cells).rstrip()
         if not color or index == 0:
@@ -104,16 +132,140 @@ SHADES = {
     "clean": "green",
 }
 
+# Without -v, the plans of this many groups of hosts are shown in full (those of most hosts),
+# and this many more by a line each: a thousand hosts' plans, most of them alike, stay a
+# table and a few plans (issue 36: under 2,000 lines at 1,000 hosts).
+IN_FULL = 3
+BY_LINE = 20
+# Hosts named in a group's heading; the table's PLAN column names every one.
+NAMED = 8
 
-def text(results: Sequence[HostResult[Plan]], color: bool, each: Renderer) -> str:
-    out = table(HEADER, [_row(r) for r in results], color)
-    out += ["", totals(results)]
+
+def plan_key(plan: Plan) -> Hashable:
+    """What two hosts' plans must share to be shown once: all but the host itself."""
+    return (
+        plan.profile,
+        plan.changes,
+        plan.pending,
+        plan.checks,
+        plan.notes,
+        plan.in_sync,
+        plan.missing,
+    )
+
+
+def letters(n: int) -> str:
+    """`A`..`Z`, then `AA`, `AB`..: a group's name, as a spreadsheet names columns."""
+    name = ""
+    n += 1
+    while n:
+        n, rest = divmod(n - 1, 26)
+        name = chr(ord("A") + rest) + name
+    return name
+
+
+def named(names: Sequence[str]) -> str:
+    """The first few of `names`, and how many more."""
+    shown = ", ".join(printable(n) for n in names[:NAMED])
+    more = len(names) - NAMED
+    return shown + (f" and {more} more" if more > 0 else "")
+
+
+def groups(
+    results: Sequence[HostResult[T]], key: Callable[[T], Hashable | None]
+) -> list[list[HostResult[T]]]:
+    """The hosts with something to show (`key` not None), in groups of identical plans (equal
+    keys), each where its first host is."""
+    found: dict[Hashable, list[HostResult[T]]] = {}
     for result in results:
-        if result.error is not None:
-            out += ["", f"== {printable(result.name)}: error", problems(result)]
-        elif result.value is not None and not result.value.is_clean:
-            out += ["", f"== {printable(result.name)}", each(result.value, color).rstrip("\n")]
+        if result.value is not None and (k := key(result.value)) is not None:
+            found.setdefault(k, []).append(result)
+    return list(found.values())
+
+
+def labels(found: Sequence[Sequence[HostResult[T]]]) -> dict[str, str]:
+    """The PLAN column: each host's group by name (`A`, `B`, ...)."""
+    return {r.name: letters(n) for n, members in enumerate(found) for r in members}
+
+
+def text(
+    results: Sequence[HostResult[Plan]],
+    color: bool,
+    each: Renderer,
+    *,
+    verbose: bool = False,
+) -> str:
+    """One row a host, the summary, then each plan once with the hosts it is for and the
+    errors, alike ones once. `verbose`: every host's plan and error in full, host by host."""
+    found = groups(results, lambda plan: None if plan.is_clean else plan_key(plan))
+    named_as = labels(found)
+    out = table(HEADER, [_row(r, named_as.get(r.name, "-")) for r in results], color)
+    out += ["", totals(results), *details(results, found, lambda p: each(p, color), verbose)]
     return "\n".join(out) + "\n"
+
+
+def details(
+    results: Sequence[HostResult[T]],
+    found: Sequence[Sequence[HostResult[T]]],
+    each: Callable[[T], str],
+    verbose: bool,
+    noun: str = "Plan",
+) -> list[str]:
+    """What follows a fleet's table: each group's plan (`each`, whose first line names its
+    host, its last sums it up), those of most hosts in full, then the errors; `verbose`:
+    every host's plan and error in full, host by host."""
+    out: list[str] = []
+    if verbose:
+        shown = {r.name for members in found for r in members}
+        for result in results:
+            if result.error is not None:
+                out += ["", f"== {printable(result.name)}: error", problems(result)]
+            elif result.value is not None and result.name in shown:
+                out += ["", f"== {printable(result.name)}", each(result.value).rstrip("\n")]
+        return out
+    largest = sorted(range(len(found)), key=lambda n: -len(found[n]))
+    in_full = sorted(largest[:IN_FULL])
+    by_line = sorted(largest[IN_FULL : IN_FULL + BY_LINE])
+    for n in in_full:
+        members = found[n]
+        # Its first line names one host; the heading says which hosts it is for.
+        body = each(members[0].value).rstrip("\n").split("\n", 1)[-1].lstrip("\n")  # type: ignore[arg-type]
+        heading = f"== {noun} {letters(n)}, for {counted(len(members), 'host')}: "
+        out += ["", heading + named([m.name for m in members]), body]
+    if by_line:
+        out += ["", f"Other {noun.lower()}s, each by its last line (-v shows each in full):"]
+        for n in by_line:
+            members = found[n]
+            last = each(members[0].value).rstrip("\n").rsplit("\n", 1)[-1]  # type: ignore[arg-type]
+            out.append(f"    {letters(n)}, for {named([m.name for m in members])}: {last}")
+    hidden = len(found) - len(in_full) - len(by_line)
+    if hidden:
+        more = counted(hidden, f"more {noun.lower()}")
+        out.append(f"    and {more} (-v or --format json shows them).")
+    return out + error_lines(results)
+
+
+def error_lines(results: Sequence[HostResult[Any]], heading: str = "Errors") -> list[str]:
+    """Each error once, with the hosts that had it: its first problem (a host's own name in it
+    read as `<host>` where several hosts share it) and how many more there are."""
+    alike: dict[str, list[tuple[str, str]]] = {}
+    for result in results:
+        if result.error is None:
+            continue
+        said = documents.problems(result.error) or ["(no message)"]
+        first = said[0].removeprefix(f"{result.name}: ")
+        more = f" (+{len(said) - 1} more; -v shows them)" if len(said) > 1 else ""
+        alike.setdefault(first.replace(result.name, "<host>") + more, []).append(
+            (result.name, first + more)
+        )
+    out = ["", f"{heading}:"] if alike else []
+    for shared, hosts in alike.items():
+        if len(hosts) == 1:
+            out.append(printable(f"    {hosts[0][0]}: {hosts[0][1]}"))
+        else:
+            names = named([name for name, _ in hosts])
+            out.append(f"    {names} ({len(hosts)} hosts): {printable(shared)}")
+    return out
 
 
 def hosts_markdown(
@@ -143,8 +295,8 @@ def markdown(results: Sequence[HostResult[Plan]], each: Renderer) -> str:
     def details(plan: Plan) -> str | None:
         return None if plan.is_clean else each(plan, False)
 
-    rows = [_row(r) for r in results]
-    return hosts_markdown(HEADER, rows, totals(results), results, details)
+    rows = [_row(r)[:-1] for r in results]  # each host's plan follows: no PLAN column
+    return hosts_markdown(HEADER[:-1], rows, totals(results), results, details)
 
 
 def as_json(results: Sequence[HostResult[Plan]]) -> str:
@@ -152,35 +304,51 @@ def as_json(results: Sequence[HostResult[Plan]]) -> str:
     return json.dumps(documents.fleet("plan", results, documents.plan_document), indent=2) + "\n"
 
 
-APPLIED_HEADER = ["HOST", "RESULT", "CHANGES", "RUN"]
+# CHANGES: the profile entries the host's run changed, as its plan counts them; WRITES: the
+# knobs it wrote (optional ones the kernel refused are not counted).
+APPLIED_HEADER = ["HOST", "RESULT", "CHANGES", "WRITES", "SKIPPED", "RUN"]
 
 
 def _applied(result: HostResult[ApplyResult]) -> tuple[str, int | None, str | None]:
-    """Result (applied, in sync, rolled back, error), changes and run id of one host."""
+    """Result (applied, in sync, rolled back, error), writes and run id of one host."""
     done = result.value
     if done is None:
         return "rolled back" if isinstance(result.error, ApplyFailed) else "error", None, None
     return "in sync" if done.run_id is None else "applied", done.changes, done.run_id
 
 
-def _applied_row(result: HostResult[ApplyResult]) -> list[str]:
-    state, changes, run = _applied(result)
-    return [result.name, state, "-" if changes is None else str(changes), run or "-"]
+def _applied_row(result: HostResult[ApplyResult], plan: Plan | None) -> list[str]:
+    state, writes, run = _applied(result)
+    changes = "-" if plan is None or writes is None else str(entries(plan.changes) if writes else 0)
+    lacks = 0 if plan is None else skipped(HostResult(result.name, plan))
+    skips = "-" if result.value is None else str(skipped(result) + lacks)
+    wrote = "-" if writes is None else str(writes)
+    return [result.name, state, changes, wrote, skips, run or "-"]
 
 
-def applied(results: Sequence[HostResult[ApplyResult]], color: bool) -> str:
-    """After a fleet apply: what each host came to, then why for each host that failed."""
-    rows = [_applied_row(r) for r in results]
+def applied(
+    results: Sequence[HostResult[ApplyResult]],
+    color: bool,
+    plans: Sequence[HostResult[Plan]] = (),
+    *,
+    verbose: bool = False,
+) -> str:
+    """After a fleet apply: what each host came to, then why for each host that failed
+    (alike errors once; `verbose`: each host's in full)."""
+    planned = {p.name: p.value for p in plans}
+    rows = [_applied_row(r, planned.get(r.name)) for r in results]
     counts = dict.fromkeys(("applied", "in sync", "rolled back", "error"), 0)
     for row in rows:
         counts[row[1]] += 1
     out = table(APPLIED_HEADER, rows, color)
     out += [
         "",
-        f"{counted(len(results), 'host')}: {counts['applied']} applied, "
-        f"{counts['in sync']} already in sync, {counts['rolled back']} rolled back, "
-        f"{counts['error']} unreachable or failed.",
+        f"{counted(len(results), 'host')}: {counts['applied']} applied, {counts['in sync']} "
+        f"already in sync, {counts['rolled back']} rolled back, {counts['error']} unreachable "
+        f"or failed" + lacking(sum(row[4] not in ("-", "0") for row in rows)) + ".",
     ]
+    if not verbose:
+        return "\n".join(out + error_lines(results)) + "\n"
     for result, row in zip(results, rows, strict=True):
         if result.error is not None:
             out += ["", f"== {printable(result.name)}: {row[1]}", problems(result)]
@@ -206,7 +374,9 @@ def applied_document(
         status = APPLIED_STATUS.get(state, "error")
     body: dict[str, Any] = {
         "status": status,
+        # Format 1 named the writes `changes`; `writes` says what they are.
         "changes": changes,
+        "writes": changes,
         "run": run,
         "skipped": [s.to_json() for s in skipped],
     }
@@ -230,11 +400,13 @@ def applied_json(
     return json.dumps(objects, indent=2) + "\n"
 
 
-def render(results: Sequence[HostResult[Plan]], fmt: str, color: bool) -> str:
+def render(
+    results: Sequence[HostResult[Plan]], fmt: str, color: bool, *, verbose: bool = False
+) -> str:
     from . import RENDERERS
 
     if fmt == "json":
         return as_json(results)
     if fmt == "markdown":
         return markdown(results, RENDERERS["markdown"])
-    return text(results, color, RENDERERS["text"])
+    return text(results, color, RENDERERS["text"], verbose=verbose)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from ..core.changes import Change, Value
+from ..core.words import counted
 from ..facts.numa import format_list
 from ..kinds import named
 
@@ -48,13 +49,22 @@ class Group:
 
 def entry_name(change: Change) -> str:
     """The profile entry's name, the same for each of its subjects (`governor`, `idle C2`), or
-    the knob's target: a label that stays put whatever the host has drifted to."""
-    return change.setting if change.subject else change.target
+    the knob's target: a label that stays put whatever the host has drifted to, and names
+    one entry (a container's setting is its own: `101:lxc.cgroup2.devices.allow`)."""
+    return change.setting if _of_subjects(change) else change.target
 
 
 def entry(change: Change) -> tuple[object, ...]:
     """What the knobs of one profile entry share: their kind and setting, or the knob itself."""
-    return (change.kind, change.setting) if change.subject else (change.id,)
+    return (change.kind, change.setting) if _of_subjects(change) else (change.id,)
+
+
+def _of_subjects(change: Change) -> bool:
+    """Whether `change` is one subject's (a CPU's, a device's) of an entry of many."""
+    if not change.subject:
+        return False
+    kind = named(change.kind)
+    return kind is None or not kind.entry_per_subject
 
 
 def fold_key(change: Change, *, same_values: bool = True) -> tuple[object, ...]:
@@ -96,6 +106,14 @@ def same_but_subject(texts: Iterable[str], subject: str) -> tuple[str, ...]:
 def entries(changes: Iterable[Change]) -> int:
     """How many profile entries `changes` come from (128 CPUs' governors are one)."""
     return len({entry(c) for c in changes})
+
+
+def changes_and_writes(changes: int, writes: int) -> str:
+    """The two words every command counts a plan in: `29 changes (368 writes)`. A change is a
+    profile entry that differs (a governor on 128 CPUs is one), a write one knob it writes
+    (that governor is 128); the writes are said where they are more."""
+    said = counted(changes, "change")
+    return said + (f" ({counted(writes, 'write')})" if writes != changes else "")
 
 
 def noun(kind: str) -> str:

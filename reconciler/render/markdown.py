@@ -7,7 +7,7 @@ from __future__ import annotations
 from ..core.changes import Pending, Phase, Plan, Priority, pending_counts
 from ..core.printable import printable_data
 from . import md
-from .folding import Group, fold, show, shown
+from .folding import Group, changes_and_writes, entries, fold, show, shown
 
 
 def render(plan: Plan) -> str:
@@ -92,12 +92,16 @@ def _pending(pending: list[Pending]) -> list[str]:
 
 
 def _summary(plan: Plan) -> str:
+    """Changes (profile entries) by priority, and the writes they are, as the text counts."""
     counts = ", ".join(
-        f"{p.value}: {n}" for p in Priority if (n := sum(c.priority is p for c in plan.changes))
+        f"{p.value}: {n}"
+        for p in Priority
+        if (n := entries(c for c in plan.changes if c.priority is p))
     )
     status = "in sync" if plan.is_clean else "not in sync"
+    made = changes_and_writes(entries(plan.changes), len(plan.changes))
     return (
-        f"**The host is {status}.** {len(plan.changes)} settings to change"
+        f"**The host is {status}.** {made} to make"
         + (f" ({counts})" if counts else "")
         + f", {len(plan.failed_checks)} failed checks, {pending_counts(plan.pending)}."
     )

@@ -92,12 +92,15 @@ CHECK = record(
     }
 )
 NOTE = record({"about": STRING, "message": STRING})
+# The text's words: a change is a profile entry that differs (`entries.changes`: a governor on
+# 128 CPUs is one change), a write one knob it writes (`writes`: that governor is 128 writes).
+# `changes`, `runtime` and `reboot` are format 1's first names for the writes, kept.
 SUMMARY = record(
     dict.fromkeys(
         ("changes", "runtime", "reboot", "in_sync", "pending", "checks", "failed_checks"), COUNT
     )
-    # Profile entries, as the text counts them (a governor on 128 CPUs is one).
     | {"entries": record(dict.fromkeys(("changes", "runtime", "reboot", "in_sync"), COUNT))}
+    | {"writes": record(dict.fromkeys(("total", "runtime", "reboot"), COUNT))}
 )
 PLAN_BODY: dict[str, Schema] = {
     "status": {"enum": ["in-sync", "changes"]},
@@ -199,7 +202,9 @@ BODIES: dict[str, dict[str, Schema]] = {
     },
     "apply": {
         "status": {"enum": ["applied", "in-sync", "rolled-back", "error", "dry-run"]},
+        # The knobs the run wrote (null: none ran); `changes` is format 1's first name for it.
         "changes": {"type": ["integer", "null"]},
+        "writes": {"type": ["integer", "null"]},
         "run": RUN_ID,
         # What --skip-missing left out: the change and, in the host's words, what it lacks.
         "skipped": listed(record({"id": STRING, "reason": STRING})),

@@ -69,7 +69,7 @@ def modprobe_options(module: str, params: Mapping[str, str]) -> str:
     return f"options {module} {' '.join(words)}"
 
 
-def tmpfiles_write(path: str, value: str) -> Persisted:
+def tmpfiles_write(path: str, value: str, knob: str = "") -> Persisted:
     """A tmpfiles.d `w` line that writes `value` to `path` (a glob) at boot.
 
     systemd-tmpfiles expands specifiers in the path and the argument (`%a` becomes `x86-64`,
@@ -79,7 +79,7 @@ def tmpfiles_write(path: str, value: str) -> Persisted:
     argument = value.replace("%", "%%")
     stripped = argument.lstrip(" \t")
     lead = "".join(f"\\x{ord(c):02x}" for c in argument[: len(argument) - len(stripped)])
-    return Persisted(TMPFILES, f"w {path.replace('%', '%%')} - - - - {lead}{stripped}")
+    return Persisted(TMPFILES, f"w {path.replace('%', '%%')} - - - - {lead}{stripped}", knob)
 
 
 def header(profile: str) -> str:
