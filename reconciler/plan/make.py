@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import replace
+from typing import Any
 
 from ..core.changes import Change, Note, Outcome, Phase, Plan, Priority
 from ..kinds import boot_files
-from ..kinds.files import KIND as BOOT_FILES
 from ..profile.load import LoadedProfile
 from .observe import Observation
 
@@ -21,8 +21,9 @@ def make_plan(loaded: LoadedProfile, observed: Observation, with_persistence: bo
     profile = loaded.profile
     outcome = Outcome()
     for kind, spec in profile.work(with_persistence):
-        if kind.kind == BOOT_FILES.kind:
-            outcome.extend(BOOT_FILES.compare(spec, observed.files, missing_ids(outcome.changes)))
+        if kind.persistence:  # `kinds.files`, imported only where a profile persists
+            files_kind: Any = kind
+            outcome.extend(files_kind.compare(spec, observed.files, missing_ids(outcome.changes)))
         else:
             outcome.extend(kind.compare(spec, observed.files))
     return Plan(
