@@ -75,7 +75,14 @@ class RolloutLines(RolloutShow):
         self.waiting.clear()
         rest = sum(len(wave) for wave in self.rollout.waves[1:])
         canaries = printable(", ".join(names))  # inventory names
-        question = f"The canaries {canaries} are verified. Go on with the other {rest} hosts?"
+        failed = [n for n in names if self.rollout.hosts[n].state != journal.DONE]
+        if failed:  # within a budget a resume raised: said as it is, still asked
+            question = (
+                f"Of the canaries {canaries}, {printable(', '.join(failed))} failed, within "
+                f"--max-fail. Go on with the other {rest} hosts?"
+            )
+        else:
+            question = f"The canaries {canaries} are verified. Go on with the other {rest} hosts?"
         try:
             confirm(question, yes=self.yes, command="tune rollout resume", err=self.out.json)
         except NotConfirmed:

@@ -139,9 +139,11 @@ def run_rollout(
         failed = sum(e.state in (FAILED, ROLLED_BACK) for e in rollout.hosts.values())
         last = index == len(rollout.waves) - 1
         if failed > allowed and not last:
+            noun = "host" if failed == 1 else "hosts"
             why = (
-                f"{failed} hosts failed, more than --max-fail allows ({pace.budget}): stopped "
-                f"after wave {index + 1} of {len(rollout.waves)}."
+                f"{failed} {noun} failed, more than --max-fail allows ({pace.budget}): stopped "
+                f"after wave {index + 1} of {len(rollout.waves)}; `tune rollout resume "
+                f"{rollout.rollout_id} --max-fail {failed}` goes on."
             )
             rollout.stop(why)
             raise Stopped(why)
