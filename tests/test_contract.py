@@ -74,6 +74,7 @@ CONTRACT: dict[str, Row] = {
     # operator confirmed at `tune apply`; what it asks is the canaries' question.
     "rollout status": Row(("rollout", "status")),
     "rollout resume": Row(("rollout", "resume")),
+    "rollout list": Row(("rollout", "list")),
     # What a Kubernetes node agent runs: tune's own files for kured and nfd-worker (as check's
     # metrics are), written every cycle unattended, and documents for kubectl or a package.
     # What slurmd runs (RebootProgram, HealthCheckProgram, the node-features helper): no one to
@@ -267,7 +268,14 @@ def _fleet_options_work(
     argv = [part for part in host.argv(row) if part not in ("--root", str(host.root))]
     monkeypatch.setattr("sys.stdin", io.StringIO(""))
     yes = ["--yes"] if row.writes else []
-    done = run_tune(*argv, "--inventory", inventory, "--connect-timeout", "2", *yes)
+    # A command that reads its hosts elsewhere (`rollout resume`: from its journal) offers
+    # --forks alone: that it takes.
+    given = (
+        ["--inventory", str(inventory), "--connect-timeout", "2"]
+        if "--inventory" in offered
+        else ["--forks", "2"]
+    )
+    done = run_tune(*argv, *given, *yes)
     assert done.code != ExitCode.USAGE, f"tune {name} offers {offered} but: {done.err}"
 
 

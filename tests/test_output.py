@@ -108,8 +108,10 @@ def _rollout_documents(root: Path) -> list[Any]:
     saved.save()
     status = run_tune("rollout", "status", "--format", "json")
     assert status.code == 0, status.err
+    listed = run_tune("rollout", "list", "--format", "json")
+    assert listed.code == 0, listed.err
     lines = [host_document(saved, name) for name in hosts] + [summary_document(saved)]
-    return [json.loads(status.out), *lines]
+    return [json.loads(status.out), json.loads(listed.out), *lines]
 
 
 @pytest.mark.parametrize("kind", KINDS)

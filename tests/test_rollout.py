@@ -650,3 +650,107 @@ def test_runtime_only_fleets_go_in_waves_within_the_same_budget(
         template / "proc/sys/vm/swappiness"
     ).read_text()
     assert not (roots["h1"] / ".tune-emulate/boots").exists()  # nothing rebooted
+
+
+# A stopped rollout goes on (`tune rollout resume` with the options that may change), and the
+# rollouts this controller knows are listed.
+
+
+def _journaled(when: str, states: dict[str, str], stopped: str | None = None) -> journal.Rollout:
+    """A rollout started at `when` (UTC, as its id says), its hosts in `states`."""
+    from datetime import UTC, datetime
+
+    started = datetime.fromisoformat(when).replace(tzinfo=UTC)
+    hosts = {name: journal.HostEntry(0, state) for name, state in states.items()}
+    saved = journal.Rollout(
+        journal.new_rollout_id(started), str(BLACKWELL), "0", {}, [list(hosts)], hosts
+    )
+    saved.stopped = stopped
+    saved.save()
+    return saved
+
+
+def test_rollout_list_shows_every_rollout_newest_first_with_its_state() -> None:
+    none = run_tune("rollout", "list")
+    assert none.code == 0 and none.out.startswith("No rollout journaled in "), none.err
+    done = _journaled("2026-01-01T10:00:00", {"h1": journal.DONE, "h2": journal.DONE})
+    stopped = _journaled(
+        "2026-01-02T10:00:00",
+        {"h1": journal.ROLLED_BACK, "h2": journal.NOT_STARTED},
+        stopped="1 host failed, more than --max-fail allows (0): stopped after wave 1 of 2.",
+    )
+    broken = _journaled("2026-01-03T10:00:00", {"h1": journal.IN_FLIGHT, "h2": journal.DONE})
+    listed = run_tune("rollout", "list")
+    assert listed.code == 0, listed.err
+    rows = [line.split() for line in listed.out.splitlines()]
+    assert rows[0][:3] == ["ROLLOUT", "CREATED", "STATE"]
+    assert [row[0] for row in rows[1:]] == [
+        broken.rollout_id, stopped.rollout_id, done.rollout_id
+    ]  # fmt: skip
+    assert [row[2] for row in rows[1:]] == ["interrupted", "stopped", "finished"]
+    as_json = json.loads(run_tune("rollout", "list", "--format", "json").out)
+    assert as_json["kind"] == "rollout"
+    assert [r["rollout"] for r in as_json["rollouts"]] == [
+        broken.rollout_id, stopped.rollout_id, done.rollout_id
+    ]  # fmt: skip
+    assert as_json["rollouts"][1]["state"] == "stopped"
+    assert as_json["rollouts"][1]["counts"]["rolled-back"] == 1
+    assert as_json["rollouts"][1]["stopped"].startswith("1 host failed")
+
+
+def test_options_changed_on_resume_are_journaled_for_the_next_resume() -> None:
+    saved = _three_hosts()
+    saved.options = {"job": {}, "remote": {"forks": 20}, "rollout": {"max_fail": "0"}}
+    saved.save()
+    saved.change_options({"rollout": {"max_fail": "2"}, "remote": {"forks": 5}})
+    loaded = journal.load(saved.rollout_id)
+    assert loaded.options == {"job": {}, "remote": {"forks": 5}, "rollout": {"max_fail": "2"}}
+    assert saved.path is not None
+    saved.path.write_bytes(saved.path.read_bytes() + b'{"options": {"hosts": ["x"]}}\n')
+    with pytest.raises(JournalError, match="options"):
+        journal.load(saved.rollout_id)
+
+
+def test_resume_refuses_options_that_would_make_it_another_rollout() -> None:
+    for option in ("--serial", "--canary", "--before-reboot", "--after-verify"):
+        refused = run_tune("rollout", "resume", option, "1")
+        assert refused.code == 64, (option, refused.err)
+
+
+@pytest.mark.slow
+@lab_only
+def test_a_rollout_stopped_by_a_failed_canary_goes_on_with_a_larger_budget(
+    tmp_path: Path, start_lab: StartLab, template: Path
+) -> None:
+    roots = fleet(tmp_path, template, 4)
+    emulated(roots)
+    fails_verification(roots["h4"])
+    lab = start_lab(roots)
+    stopped = rollout(lab, "--canary", "h4", "--serial", "2", "--max-fail", "0")
+    assert stopped.code == 1, stopped.out + stopped.err
+    saved = journal.load(None)
+    assert saved.hosts["h4"].state == journal.ROLLED_BACK
+    assert saved.stopped is not None and "--max-fail" in saved.stopped
+    assert f"tune rollout resume {saved.rollout_id} --max-fail 1" in stopped.out
+    # Without a larger budget, resume stops where it stopped: nothing more is rebooted.
+    again = run_tune("rollout", "resume", "--yes")
+    assert again.code == 1, again.out + again.err
+    assert [len(boots(root)) for root in roots.values()] == [0, 0, 0, 1]
+
+    resumed = run_tune(
+        "rollout", "resume", saved.rollout_id, "--max-fail", "1", "--forks", "1",
+        "--reboot-poll", "0.2", "--yes",
+    )  # fmt: skip
+    assert resumed.code == 1, resumed.out + resumed.err  # h4 still failed: as other fleets
+    saved = journal.load(saved.rollout_id)
+    assert {n: e.state for n, e in saved.hosts.items()} == {
+        "h1": journal.DONE, "h2": journal.DONE, "h3": journal.DONE, "h4": journal.ROLLED_BACK
+    }  # fmt: skip
+    assert saved.stopped is None
+    assert "3 applied, 1 rolled back, 0 failed, 0 not started" in resumed.out
+    # Every host booted once: h4 not again, the rest once each.
+    assert [len(boots(root)) for root in roots.values()] == [1, 1, 1, 1]
+    assert saved.options["rollout"]["max_fail"] == "1"
+    assert saved.options["remote"]["forks"] == 1
+    listed = run_tune("rollout", "list")
+    assert f"{saved.rollout_id}" in listed.out and "finished" in listed.out

@@ -83,6 +83,13 @@ def test_a_fleet_never_runtime_tuned_gets_a_reboot_rollout_and_every_host_is_ver
         run = read_run(host, run_id)
         assert run is not None and run.outcome == "applied"
         runtime_untouched(root, template)
+        # The verdict after the boot is what an engine reads (`tune status`), as verify says it.
+        status = json.loads((root / "var/lib/tune/status.json").read_text())
+        boot_id = (root / "proc/sys/kernel/random/boot_id").read_text().strip()
+        assert status["last_verification"]["verdict"] == "held"
+        assert status["last_verification"]["run_id"] == run_id
+        assert (status["boot_id"], status["reboot_pending"]) == (boot_id, False)
+        assert status["profile"] == "blackwell-8x" and status["last_run"] == run_id
     # tune check afterwards agrees: the runtime phase is not applied, nothing drifted.
     checked = run_tune("check", "--root", roots["h2"], "--format", "json")
     report = json.loads(checked.out)
@@ -108,6 +115,8 @@ def test_one_broken_host_alone_is_rolled_back_and_said_in_one_line(
     assert "swappiness" not in why and "cpu0" not in why  # runtime knobs are not the boot's
     assert sorted(hooked) == ["after h1", "after h2", "after h4"]
     assert not (roots["h3"] / "etc/default/grub.d/90-tune.cfg").exists()
+    status = json.loads((roots["h3"] / "var/lib/tune/status.json").read_text())
+    assert (status["last_verification"]["verdict"], status["in_sync"]) == ("failed", None)
     assert "3 applied, 1 rolled back, 0 failed, 0 not started" in out
     assert "on the prior configuration: h3" in out
     h3_lines = [line for line in out.splitlines() if "h3" in line and "did not hold" in line]

@@ -353,9 +353,17 @@ def check_state(host: Host, *files: str) -> None:
 
 
 def trusted_run(host: Host, run_id: str, *, damaged: bool = False) -> Run:
-    """The run `run_id`, once its journal and the directories above it pass `check_state`."""
-    check_state(host, run_path(run_id))
-    return existing_run(host, run_id, damaged=damaged)
+    """The run `run_id`, once its journal and the directories above it pass `check_state`
+    (read with the check: one round trip over SSH)."""
+    path = run_path(run_id)
+    caller, owned, data = host.owned_and_read([STATE, RUNS, LOCK.rsplit("/", 1)[0], path], path)
+    check(caller, owned, (path,))
+    if data is None:
+        raise _no_run(host, run_id)
+    run = read_journal(run_id, within_limit(path, data), path)
+    if run.damage is not None and not damaged:
+        raise run.damage
+    return run
 
 
 def rolled_back_run(host: Host, run_id: str | None) -> Run:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
 
 from ..apply.engines import Engine
 from ..apply.journal import rolled_back_run
@@ -42,40 +41,51 @@ def wait_for_new_boot(
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
     progress: Callable[[str], None] | None = None,
-    idle: Callable[[], AbstractContextManager[object]] = nullcontext,
 ) -> str:
     """Ask for the boot id until it differs from `before`; `RebootTimeout` after `timeout` s.
     Each try waits on the host (`value_unlike`, every `interval` s) while it stays up; while it
     is down, connecting fails or a read breaks off: both mean "not yet"; a changed host key
-    does not. `progress` hears how long it has waited, after each try. The tries and the
-    pauses between them run inside `idle` (a rollout's host gives its fork back there)."""
+    does not. `progress` hears how long it has waited, after each try. (A rollout waits
+    for many hosts on a few threads: `rollout.pool`.)"""
     start = clock()
     deadline = start + timeout
     while True:
         within = max(0.0, min(LONG_POLL_S, deadline - clock()))
         tried = clock()
-        try:
-            with idle():
-                now = host.value_unlike(BOOT_ID, before, within, interval)
-            if now and now != before:
-                return now
-        except HostKeyError:
-            raise
-        except HostError:
-            host.close()
+        now = poll_boot_id(host, before, within, interval)
+        if now is not None:
+            return now
         if clock() >= deadline:
-            raise RebootTimeout(
-                f"{host.describe()} did not come back with a new boot id within {timeout:g} s "
-                "of the reboot; the run stays pending: once the host is up, `tune verify` "
-                "checks the boot (and rolls the boot configuration back if it did not hold)."
-            )
+            raise reboot_timed_out(host, timeout)
         if progress is not None:
             progress(
                 f"Waiting for {host.describe()} to boot: {clock() - start:.0f} of {timeout:g} s"
             )
         # A try that waited on the host has waited already: only what is left of `interval`.
-        with idle():
-            sleep(max(0.0, interval - (clock() - tried)))
+        sleep(max(0.0, interval - (clock() - tried)))
+
+
+def poll_boot_id(host: Host, before: str | None, within: float, interval: float) -> str | None:
+    """One try: the host's new boot id, or None when it is not up yet or still on `before`
+    (waited on the host for up to `within` s, read every `interval` s; 0: one read). A host
+    that is down fails to connect or breaks off a read: its connection is closed, "not yet";
+    a changed host key is raised."""
+    try:
+        now = host.value_unlike(BOOT_ID, before, within, interval)
+    except HostKeyError:
+        raise
+    except HostError:
+        host.close()
+        return None
+    return now if now and now != before else None
+
+
+def reboot_timed_out(host: Host, timeout: float) -> RebootTimeout:
+    return RebootTimeout(
+        f"{host.describe()} did not come back with a new boot id within {timeout:g} s "
+        "of the reboot; the run stays pending: once the host is up, `tune verify` "
+        "checks the boot (and rolls the boot configuration back if it did not hold)."
+    )
 
 
 def boot_id_of(host: Host) -> str | None:

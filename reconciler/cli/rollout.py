@@ -1,5 +1,5 @@
 """`tune apply --reboot` over a fleet, in waves (`--serial`, `--canary`, `--max-fail`, the
-hooks), and `tune rollout status|resume`: the command line around `reconciler.rollout`.
+hooks), and `tune rollout list|status|resume`: the command line around `reconciler.rollout`.
 
 Text: on a terminal a live table of every host, elsewhere a line per host as it moves (wave,
 host, step, elapsed), then the summary; JSON: one object per host as it ends (JSON lines), the
@@ -283,7 +283,7 @@ def _run(
 )
 @click.group("rollout", cls=SummaryGroup)
 def rollout_group() -> None:
-    """Rollouts of `tune apply --reboot` over a fleet: show one, or resume it."""
+    """Rollouts of `tune apply --reboot` over a fleet: list them, show one, or resume it."""
 
 
 def _none(out: Output) -> int:
@@ -322,6 +322,97 @@ def status(rollout_id: str | None, out: Output) -> int:
     return ExitCode.IN_SYNC
 
 
+@exits(ExitCode.IN_SYNC, ExitCode.JOURNAL, ExitCode.USAGE)
+@rollout_group.command("list")
+@output_options("text", "json")
+def list_rollouts(out: Output) -> int:
+    """The rollouts this controller knows, newest first: each one's state (finished, stopped
+    before a wave, or interrupted: hosts left and no stop journaled), its hosts' counts and
+    its profile."""
+    found = journal.known()
+    if not found:
+        return _none(out)
+    rows: list[Rollout | render.UnreadableRollout] = []
+    for path in found:
+        try:
+            rows.append(journal.load(path.stem))
+        except TuneError as exc:  # one damaged journal hides none of the others
+            rows.append(render.UnreadableRollout(path.stem, str(exc)))
+    if out.json:
+        out.document(render.list_document(rows))
+    else:
+        out.echo(render.list_table(rows), nl=False)
+    return ExitCode.IN_SYNC
+
+
+# What `tune rollout resume` may change of a rollout: how fast it goes and how much failure it
+# tolerates, nothing of what it does. The waves (--serial, --canary) are cut when it starts
+# and each host's place in them is journaled; the hooks (--before-reboot, --after-verify) pair
+# a drain with its undrain on every host; the profile, the hosts and the apply's options are
+# what the hosts done so far got: a change of any of these would make it another rollout.
+_RESUME_OPTIONS = [
+    click.option(
+        "--max-fail",
+        metavar="N|P%",
+        help="Failed hosts the rollout tolerates from now on (default: as it started, or as "
+        "the last resume set it); a larger one goes on past the wave it stopped before.",
+    ),
+    click.option(
+        "--forks",
+        type=click.IntRange(1, 1000),
+        help="Hosts to work on at once (default: as the rollout started).",
+    ),
+    click.option(
+        "--pause-between",
+        metavar="DURATION",
+        help="Wait this long between two waves (default: as the rollout started).",
+    ),
+    click.option(
+        "--reboot-poll",
+        type=click.FloatRange(min=0.05),
+        metavar="SECONDS",
+        help="How often a rebooting host's boot id is read (default: as the rollout started).",
+    ),
+    click.option(
+        "--reboot-timeout",
+        type=click.FloatRange(min=1),
+        metavar="SECONDS",
+        help="How long a host's reboot is waited for (default: as the rollout started).",
+    ),
+]
+
+
+def _resume_options(command: Callable[..., int]) -> Callable[..., int]:
+    decorated = command
+    for option in reversed(_RESUME_OPTIONS):
+        decorated = option(decorated)
+    return decorated
+
+
+def _changed_options(
+    max_fail: str | None,
+    forks: int | None,
+    pause_between: str | None,
+    reboot_poll: float | None,
+    reboot_timeout: float | None,
+) -> dict[str, dict[str, Any]]:
+    """What the resume's command line changes, by the journal's groups of options."""
+    waves: dict[str, Any] = {}
+    if max_fail is not None:
+        FailureBudget.parse(max_fail)
+        waves["max_fail"] = max_fail
+    if pause_between is not None:
+        waves["pause_between"] = parse_duration(pause_between, "--pause-between")
+    if reboot_poll is not None:
+        waves["poll"] = reboot_poll
+    changes = {
+        "rollout": waves,
+        "remote": {} if forks is None else {"forks": forks},
+        "job": {} if reboot_timeout is None else {"reboot_timeout": reboot_timeout},
+    }
+    return {group: values for group, values in changes.items() if values}
+
+
 @exits(
     ExitCode.IN_SYNC,
     ExitCode.HOST_ERROR,
@@ -338,13 +429,26 @@ def status(rollout_id: str | None, out: Output) -> int:
 )
 @rollout_group.command("resume")
 @click.argument("rollout_id", required=False, metavar="[ID]", shell_complete=rollout_ids)
+@_resume_options
 @yes_option
 @output_options("text", "json")
-def resume(rollout_id: str | None, yes: bool, out: Output) -> int:
+def resume(
+    rollout_id: str | None,
+    max_fail: str | None,
+    forks: int | None,
+    pause_between: str | None,
+    reboot_poll: float | None,
+    reboot_timeout: float | None,
+    yes: bool,
+    out: Output,
+) -> int:
     """Continue a rollout (by default the newest) where it stopped: a host in flight is asked
     where it is (its pending record, its run journal, its boot id against the one recorded
-    before its reboot) and goes on from there; none is rebooted twice, none skipped. The
-    profile must be the one the rollout started with."""
+    before its reboot) and goes on from there; none is rebooted twice, none skipped. A
+    rollout stopped by --max-fail goes on with a larger --max-fail; a failed host stays as it
+    ended. The profile must be the one the rollout started with; only the options above may
+    change (journaled: the next resume keeps them)."""
+    changes = _changed_options(max_fail, forks, pause_between, reboot_poll, reboot_timeout)
     rollout = journal.load(rollout_id) if rollout_id else journal.newest()
     if rollout is None:
         return _none(out)
@@ -354,7 +458,7 @@ def resume(rollout_id: str | None, yes: bool, out: Output) -> int:
             f"{rollout.profile} changed since rollout {rollout.rollout_id} started: resume rolls "
             "out the profile it started with; start a new rollout for this one."
         )
-    job, remote, wave_options = _kept_options(rollout, loaded)
+    job, remote, wave_options = _kept_options(rollout, loaded, changes)
     hosts = [host for host in remote.open() if host.name in rollout.hosts]
     missing = sorted(set(rollout.hosts) - {host.name for host in hosts})
     if missing:
@@ -370,6 +474,8 @@ def resume(rollout_id: str | None, yes: bool, out: Output) -> int:
                     f"started on: {'; '.join(changed)}; resume reaches no other machine under "
                     "its name (restore the inventory or ssh_config as it was)."
                 )
+    if changes:  # once the resume is known to reach the same machines
+        rollout.change_options(changes)
     return _run(rollout, job, remote, wave_options, hosts, yes, out)
 
 
@@ -382,13 +488,14 @@ def _pinned(entry: HostEntry, identity: Identity | None) -> HostEntry:
 
 
 def _kept_options(
-    rollout: Rollout, loaded: LoadedProfile
+    rollout: Rollout, loaded: LoadedProfile, changes: dict[str, dict[str, Any]]
 ) -> tuple[ApplyJob, RemoteOptions, RolloutOptions]:
-    """The options the rollout started with, as its journal keeps them: each of the type
-    tune wrote, or a `JournalError` naming the file."""
+    """The options the rollout started with, as its journal keeps them, and `changes` (a
+    resume's): each of the type tune wrote, or a `JournalError` naming the file."""
     path = rollout.path or journal.rollouts_directory()
+    options = journal.merged_options(rollout.options, changes)
     kept = journal.fields(
-        {"job": "dict", "remote": "dict", "rollout": "dict"}, rollout.options, path, "options"
+        {"job": "dict", "remote": "dict", "rollout": "dict"}, options, path, "options"
     )
     # Fields a later tune added are absent from an older journal: their defaults hold.
     job = journal.fields(

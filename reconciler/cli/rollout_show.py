@@ -76,9 +76,15 @@ class RolloutLines(RolloutShow):
         self.waiting.clear()
         rest = sum(len(wave) for wave in self.rollout.waves[1:])
         canaries = printable(", ".join(names))  # inventory names
-        question = (
-            f"The canaries {canaries} are verified. Go on with the other {counted(rest, 'host')}?"
-        )
+        failed = [n for n in names if self.rollout.hosts[n].state != journal.DONE]
+        others = counted(rest, "host")
+        if failed:  # within a budget a resume raised: said as it is, still asked
+            question = (
+                f"Of the canaries {canaries}, {printable(', '.join(failed))} failed, within "
+                f"--max-fail. Go on with the other {others}?"
+            )
+        else:
+            question = f"The canaries {canaries} are verified. Go on with the other {others}?"
         try:
             confirm(
                 question,

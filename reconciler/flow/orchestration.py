@@ -250,7 +250,9 @@ def after_run(engine: Engine, job: ApplyJob, done: Done, progress: Progress | No
         progress=progress,
     )
     kept: list[GateFailure] = []
-    after = after_boot(engine, job.keep_on_regression, kept, job.restart_containers)
+    after = after_boot(
+        engine, job.keep_on_regression, kept, job.restart_containers, probes=job.probes
+    )
     before = after_apply(
         previous(done.work.observation.files), job.loaded, done.work, pending.run_id, pending
     )
@@ -313,10 +315,12 @@ def after_boot(
     keep_on_regression: bool,
     kept: list[GateFailure],
     restart_containers: bool,
+    probes: bool = True,
 ) -> AfterBoot:
     """Once the boot checks pass: the containers restarted (when asked, now or at the apply),
     then the probes of the run measured again where the engine runs them; gate failures that
-    are kept go to `kept`."""
+    are kept go to `kept`. Without `probes` (the run measured none: --no-probes) the run is
+    not read for them: a round trip a host saved."""
     from ..boot.containers import restart_after_boot
     from ..boot.verify import probe_after_boot
 
@@ -326,7 +330,8 @@ def after_boot(
     def after(pending: PendingBoot, verdict: BootVerdict) -> None:
         if restart_containers or pending.restart_containers:
             restart_after_boot(host, pending, verdict, engine.run_command)
-        kept.extend(probe_after_boot(host, pending, verdict, execute, env, keep_on_regression))
+        if probes:
+            kept.extend(probe_after_boot(host, pending, verdict, execute, env, keep_on_regression))
 
     return after
 

@@ -99,6 +99,14 @@ class ReadableHost(ABC):
         not followed; None when absent): what `trust.check` judges."""
         raise self._refuse()
 
+    def owned_and_read(
+        self, paths: Sequence[str], path: str
+    ) -> tuple[int, dict[str, Owned | None], bytes | None]:
+        """`owned(paths)` and `read_file(path)` together: a host reached by round trips
+        answers both in one (`ShellHost`)."""
+        caller, found = self.owned(paths)
+        return caller, found, self.read_file(path)
+
     def file_size(self, path: str) -> int | None:
         """The size in bytes of the file at `path` (links followed), for a message about a
         file too large to read; None when it cannot be known."""

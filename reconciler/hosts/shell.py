@@ -214,6 +214,18 @@ class ShellHost(Host):
     def owned(self, paths: Sequence[str]) -> tuple[int, dict[str, Owned | None]]:
         """In one round trip: `id -u`, then each path's owner and raw mode (`lstat`), or None
         for a path that is not there."""
+        caller, found, _ = self._owned(paths, None)
+        return caller, found
+
+    def owned_and_read(
+        self, paths: Sequence[str], path: str
+    ) -> tuple[int, dict[str, Owned | None], bytes | None]:
+        """`owned` and `read_file` in one round trip: the file's bytes follow stat's lines."""
+        return self._owned(paths, path)
+
+    def _owned(
+        self, paths: Sequence[str], path: str | None
+    ) -> tuple[int, dict[str, Owned | None], bytes | None]:
         # "-" only for a path that is not there: any other failure of stat (EACCES, a stat
         # without -c) fails the script, never reads as "nobody's yet", which trusts it. One
         # `stat` for all that are there: a `+` or `-` per path says which its lines answer.
@@ -222,9 +234,26 @@ class ShellHost(Host):
             for q in (quoted("." + p) for p in paths)
         )
         stats = "[ $# -eq 0 ] || stat -c '%u %f' -- \"$@\" || exit 1\n"
-        script = f"{_PRELUDE}id -u\nset --\n{marks}{stats}"
+        # The file last, after a line of its own: `+` and its bytes, or `-` when absent.
+        read = (
+            ""
+            if path is None
+            else f"if [ -e {quoted('.' + path)} ]; then echo +; "
+            f"exec head -c {WHOLE_MAX_BYTES} -- {quoted('.' + path)}; else echo -; fi\n"
+        )
+        script = f"{_PRELUDE}id -u\nset --\n{marks}{stats}{read}"
         done = self._checked(script, "reading who owns tune's state")
-        lines = done.stdout.decode("ascii", "replace").split("\n")
+        stdout, data = done.stdout, None
+        if path is not None:
+            # id -u, the marks, a stat line for each `+` mark: the file's line follows them.
+            head = stdout.split(b"\n", 1 + len(paths))
+            plus = head[1 : 1 + len(paths)].count(b"+")
+            parts = stdout.split(b"\n", 1 + len(paths) + plus + 1)
+            if len(parts) != 1 + len(paths) + plus + 2 or parts[-2] not in (b"+", b"-"):
+                raise HostError(f"{self.name}: unexpected answer reading {path}.")
+            data = parts[-1] if parts[-2] == b"+" else None
+            stdout = b"\n".join(parts[:-2]) + b"\n"
+        lines = stdout.decode("ascii", "replace").split("\n")
         marked, answers = lines[1 : 1 + len(paths)], iter(lines[1 + len(paths) :])
         try:
             caller = int(lines[0])
@@ -241,7 +270,7 @@ class ShellHost(Host):
             raise HostError(f"{self.name}: unexpected answer from stat: {lines!r:.200}") from None
         if len(found) != len(paths):
             raise HostError(f"{self.name}: stat did not answer for every path.")
-        return caller, found
+        return caller, found, data
 
     def _checked(self, script: str, doing: str) -> ScriptResult:
         return self._checked_done(self.run_script(script), doing)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..core.printable import printable
@@ -147,3 +148,64 @@ def status_document(rollout: Rollout) -> dict[str, Any]:
 
 def json_line(document: dict[str, Any]) -> str:
     return json.dumps(document, sort_keys=True)
+
+
+@dataclass(frozen=True)
+class UnreadableRollout:
+    """A rollout journal `tune rollout list` could not read: its id and why."""
+
+    rollout_id: str
+    error: str
+
+
+LIST_HEADER = ["ROLLOUT", "CREATED", "STATE", "HOSTS", "DONE", "FAILED", "LEFT", "PROFILE"]
+
+
+def list_table(rollouts: list[Rollout | UnreadableRollout]) -> str:
+    """`tune rollout list`: a row per rollout, as given (newest first)."""
+    rows = [LIST_HEADER]
+    for one in rollouts:
+        if isinstance(one, UnreadableRollout):
+            rows.append([one.rollout_id, "-", "unreadable", "-", "-", "-", "-", one.error])
+            continue
+        counts = one.counts()
+        rows.append(
+            [
+                one.rollout_id,
+                one.created,
+                one.state(),
+                str(len(one.hosts)),
+                str(counts["done"]),
+                str(counts["failed"] + counts["rolled-back"]),
+                str(counts["not-started"] + counts["in-flight"]),
+                one.profile,
+            ]
+        )
+    cells = [[printable(cell) for cell in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(LIST_HEADER))]
+    return "".join(
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() + "\n"
+        for row in cells
+    )
+
+
+def list_document(rollouts: list[Rollout | UnreadableRollout]) -> dict[str, Any]:
+    """`tune rollout list --format json`: the rollouts, newest first."""
+    listed: list[dict[str, Any]] = []
+    for one in rollouts:
+        if isinstance(one, UnreadableRollout):
+            listed.append({"rollout": one.rollout_id, "state": "unreadable", "error": one.error})
+            continue
+        listed.append(
+            {
+                "rollout": one.rollout_id,
+                "created": one.created,
+                "state": one.state(),
+                "profile": one.profile,
+                "stopped": one.stopped,
+                "hosts": len(one.hosts),
+                "waves": len(one.waves),
+                "counts": one.counts(),
+            }
+        )
+    return documents.versioned("rollout", {"rollouts": listed})

@@ -309,6 +309,28 @@ ROLLOUT = record(
         "hosts": listed(ROLLOUT_HOST),
     },
 )
+# `tune rollout list`: every rollout the controller knows, newest first; a journal it cannot
+# read, with why.
+ROLLOUT_LISTED = record(
+    {
+        "rollout": STRING,
+        "created": STRING,
+        "state": {"enum": ["finished", "stopped", "interrupted"]},
+        "profile": STRING,
+        "stopped": TEXT,
+        "hosts": COUNT,
+        "waves": COUNT,
+        "counts": {"type": "object", "additionalProperties": COUNT},
+    }
+)
+ROLLOUT_UNREADABLE = record({"rollout": STRING, "state": {"const": "unreadable"}, "error": STRING})
+ROLLOUT_LIST = record(
+    {
+        "format_version": {"const": FORMAT_VERSION},
+        "kind": {"const": "rollout"},
+        "rollouts": listed({"anyOf": [ROLLOUT_LISTED, ROLLOUT_UNREADABLE]}),
+    }
+)
 # The commands that take several hosts write a list of the one-host documents.
 FLEET = frozenset({"plan", "check", "apply", "audit", "history"})
 # What reads no host: a profile, or tune itself.
@@ -320,8 +342,8 @@ def schema_of(kind: str) -> Schema:
         return {
             "$schema": "https://json-schema.org/draft/2020-12/schema",
             "title": f"tune rollout status --format json, format_version {FORMAT_VERSION}; "
-            "each line of a rollout's --format json",
-            "anyOf": [ROLLOUT, ROLLOUT_HOST],
+            "each line of a rollout's --format json; tune rollout list --format json",
+            "anyOf": [ROLLOUT, ROLLOUT_HOST, ROLLOUT_LIST],
         }
     one = _document(kind, BODIES[kind], None if kind in NO_HOST else HOST)
     if kind == "apply":  # a fleet's apply or dry run shows each host's plan

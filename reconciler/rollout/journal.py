@@ -6,7 +6,8 @@ One JSON file per rollout under `<state dir>/rollouts/` (`$TUNE_STATE_DIR`, else
 `$XDG_STATE_HOME/tune`, else `~/.local/state/tune`; the directories mode 0700: the options name
 the operator's hooks, which resume runs). Its first line is the whole rollout, written when it
 starts (replaced whole, `hosts.replaced.replace_file`); each transition after it appends one
-line, fsynced (`{"host": NAME, "set": {FIELD: VALUE}}` or `{"stopped": WHY}`), so a transition
+line, fsynced (`{"host": NAME, "set": {FIELD: VALUE}}`, `{"stopped": WHY}`, or `{"options":
+{GROUP: {OPTION: VALUE}}}` for the options a resume changed), so a transition
 costs one short write however many hosts the rollout has. A reader replays the lines in order:
 it sees the state before a transition or after it; a last line cut short (the controller died
 in its write) was never acknowledged, so the step it announced never began, and is left out.
@@ -194,6 +195,22 @@ class Rollout:
             self.stopped = why
             self._append({"stopped": why})
 
+    def change_options(self, changes: dict[str, dict[str, Any]]) -> None:
+        """Options a resume changed (`{"rollout": {"max_fail": "2"}}`), journaled: the next
+        resume starts from them."""
+        with self._lock:
+            self.options = merged_options(self.options, changes)
+            self._append({"options": changes})
+
+    def state(self) -> str:
+        """finished (no host left to start or in flight), stopped (before a wave: the
+        failure budget, the canaries' question) or interrupted (hosts left, no stop journaled:
+        the controller died, or it runs now)."""
+        counts = self.counts()
+        if not counts[NOT_STARTED] and not counts[IN_FLIGHT]:
+            return "finished"
+        return "stopped" if self.stopped else "interrupted"
+
     def counts(self) -> dict[str, int]:
         return {state: sum(e.state == state for e in self.hosts.values()) for state in STATES}
 
@@ -212,6 +229,15 @@ def newest() -> Rollout | None:
     if not directory.is_dir() or not any(_ID.fullmatch(p.stem) for p in directory.glob("*.json")):
         return None
     return load(None)
+
+
+def known() -> list[Path]:
+    """The journals of every rollout this controller knows, newest first."""
+    directory = rollouts_directory()
+    if not directory.is_dir():
+        return []
+    found = [p for p in directory.glob("*.json") if _ID.fullmatch(p.stem)]
+    return sorted(found, key=lambda p: p.stem, reverse=True)
 
 
 def load(rollout_id: str | None) -> Rollout:
@@ -271,6 +297,14 @@ def _replay(rollout: Rollout, record: dict[str, Any], path: Path) -> None:
     if set(record) == {"stopped"}:
         rollout.stopped = fields({"stopped": _TOP["stopped"]}, record, path, "")["stopped"]
         return
+    if set(record) == {"options"}:
+        changes = record["options"]
+        if not isinstance(changes, dict) or not all(
+            key in OPTION_GROUPS and isinstance(value, dict) for key, value in changes.items()
+        ):
+            raise unreadable(path, "options changed on resume of a shape tune never writes")
+        rollout.options = merged_options(rollout.options, changes)
+        return
     if set(record) != {"host", "set"}:
         raise unreadable(path, "a transition of a shape tune never writes")
     name, changes = record["host"], record["set"]
@@ -281,6 +315,19 @@ def _replay(rollout: Rollout, record: dict[str, Any], path: Path) -> None:
     entry = dataclasses.asdict(rollout.hosts[name]) | changes
     rollout.hosts[name] = HostEntry(**entry_fields(entry, path, name))
     _judge(rollout.hosts[name], len(rollout.waves), path, name)
+
+
+# The groups of a rollout's options (`options` of its first line): the apply's, the hosts',
+# the waves'.
+OPTION_GROUPS = ("job", "remote", "rollout")
+
+
+def merged_options(options: dict[str, Any], changes: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    merged = dict(options)
+    for group, values in changes.items():
+        kept = merged.get(group)
+        merged[group] = (kept if isinstance(kept, dict) else {}) | values
+    return merged
 
 
 # The first line's fields (besides format_version) and their types, as `fields` reads them.

@@ -16,24 +16,32 @@ the same one with the mark (asked: wait) or without it (never asked: ask now, on
 
 from __future__ import annotations
 
-import threading
+import functools
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..apply.journal import new_run_id, read_run, rolled_back_run
 from ..apply.pending import PendingBoot, read_pending
-from ..boot.reboot import POLL_S, BootFailed, boot_id_of, conclude, wait_for_new_boot
+from ..boot.reboot import POLL_S, BootFailed, boot_id_of
 from ..core.errors import ApplyFailed, ExitCode, RebootTimeout, TuneError
 from ..core.few import LINE, cut
+from ..core.files import Request
 from ..core.words import counted
-from ..flow.orchestration import ApplyJob, after_boot, prepare_host, probes_around, run_work
-from ..hosts.base import Host
-from ..hosts.fleet import for_each_host
+from ..flow.orchestration import (
+    ApplyJob,
+    after_boot,
+    concluded,
+    prepare_host,
+    probes_around,
+    run_work,
+)
+from ..flow.status import after_apply, previous
+from ..steps.status import STATUS, Status
 from .hooks import HookContext, run_hook
 from .journal import DONE, FAILED, IN_FLIGHT, NOT_STARTED, ROLLED_BACK, HostEntry, Rollout
+from .pool import Steps, Waiting, run_pool
 from .waves import FailureBudget
 
 if TYPE_CHECKING:
@@ -54,32 +62,6 @@ class Pace:
     after_verify: str | None = None
     hook_timeout: float = 600.0
     canaries: bool = False  # the first wave is the canaries: the rest waits for a confirmation
-    # Where a host waits for its reboot (`Forks.released` in a rollout: its fork is free).
-    idle: Callable[[], AbstractContextManager[object]] = nullcontext
-
-
-class Forks:
-    """At most `forks` hosts worked on at once (written, verified). A host waiting for its
-    reboot gives its fork back while it waits: the rest of a wave wider than --forks starts
-    meanwhile and the wave reboots together, not in turns of --forks hosts that each wait out
-    a whole reboot."""
-
-    def __init__(self, forks: int) -> None:
-        self._slots = threading.BoundedSemaphore(max(1, forks))
-
-    @contextmanager
-    def held(self) -> Iterator[None]:
-        with self._slots:
-            yield
-
-    @contextmanager
-    def released(self) -> Iterator[None]:
-        """A wait for a reboot, inside `held`: the fork is free until it ends."""
-        self._slots.release()
-        try:
-            yield
-        finally:
-            self._slots.acquire()
 
 
 class RolloutShow:
@@ -120,22 +102,21 @@ def run_rollout(
     confirmation's `NotConfirmed` propagates, the rest not started)."""
     allowed = pace.budget.allowed(len(rollout.hosts))
     ran_one = False
-    forks = Forks(pace.forks)
-    paced = replace(pace, idle=forks.released)
     for index, wave in enumerate(rollout.waves):
         todo = [name for name in wave if rollout.hosts[name].state in (NOT_STARTED, IN_FLIGHT)]
         if todo:
             if ran_one and pace.pause_between > 0:
                 show.pausing(pace.pause_between)
                 sleep(pace.pause_between)
-            hosts = [engines[name].host for name in todo]
-
-            def one(host: Host, wave: int = index) -> None:
-                with forks.held():
-                    roll_host(engines[host.name], job, rollout, wave, paced, show)
-
-            # A thread per host of the wave; `forks` bounds how many of them work at once.
-            for_each_host(hosts, one, len(hosts))
+            steps = [
+                (
+                    engines[name].host,
+                    functools.partial(roll_host, engines[name], job, rollout, index, pace, show),
+                )
+                for name in todo
+            ]
+            # `forks` threads however wide the wave: a host waiting for its reboot holds none.
+            run_pool(steps, pace.forks)
             ran_one = True
             show.wave_done(index, rollout)
         failed = sum(e.state in (FAILED, ROLLED_BACK) for e in rollout.hosts.values())
@@ -143,7 +124,8 @@ def run_rollout(
         if failed > allowed and not last:
             why = (
                 f"{counted(failed, 'host')} failed, more than --max-fail allows "
-                f"({pace.budget}): stopped after wave {index + 1} of {len(rollout.waves)}."
+                f"({pace.budget}): stopped after wave {index + 1} of {len(rollout.waves)}; "
+                f"`tune rollout resume {rollout.rollout_id} --max-fail {failed}` goes on."
             )
             rollout.stop(why)
             raise Stopped(why)
@@ -157,9 +139,10 @@ def run_rollout(
 
 def roll_host(
     engine: Engine, job: ApplyJob, rollout: Rollout, wave: int, pace: Pace, show: RolloutShow
-) -> None:
-    """One host of a wave, from where the journal left it. Its outcome is journaled, never
-    raised: one host's failure is counted, it never stops the others of its wave."""
+) -> Steps:
+    """One host of a wave, from where the journal left it, yielding where it waits for its
+    reboot (`pool`). Its outcome is journaled, never raised: one host's failure is counted, it
+    never stops the others of its wave."""
     name = engine.host.name
     entry = rollout.hosts[name]
     pinned = entry.identity()
@@ -167,9 +150,9 @@ def roll_host(
         engine.host.pin(pinned)
     try:
         if entry.state == IN_FLIGHT:
-            _resume_host(engine, job, rollout, wave, pace, show)
+            yield from _resume_host(engine, job, rollout, wave, pace, show)
         else:
-            _start_host(engine, job, rollout, wave, pace, show)
+            yield from _start_host(engine, job, rollout, wave, pace, show)
     except RebootTimeout as exc:
         _end(
             rollout,
@@ -197,7 +180,7 @@ def roll_host(
 
 def _start_host(
     engine: Engine, job: ApplyJob, rollout: Rollout, wave: int, pace: Pace, show: RolloutShow
-) -> None:
+) -> Steps:
     name = engine.host.name
     show.changed(name, rollout.hosts[name], "applying")
     with engine.session():
@@ -226,15 +209,19 @@ def _start_host(
         _end(rollout, show, name, DONE, configuration="new" if pending is None else "pending")
         return
     changes = _changes(work)
+    # What status.json says once the run is in: the verdict after the boot is written over it.
+    before = after_apply(
+        previous(work.observation.files), job.loaded, work, pending.run_id, pending
+    )
     # The host's observation and plan are not needed past here: a wave's hosts wait for their
     # reboots together, and holding each one's until it ends was most of a wide wave's memory.
     del work
-    _reboot(engine, job, rollout, wave, pace, show, pending, changes)
+    yield from _reboot(engine, job, rollout, wave, pace, show, pending, changes, before=before)
 
 
 def _resume_host(
     engine: Engine, job: ApplyJob, rollout: Rollout, wave: int, pace: Pace, show: RolloutShow
-) -> None:
+) -> Steps:
     """A host the journal has in flight: asked where it is, it goes on from there."""
     host = engine.host
     entry = rollout.hosts[host.name]
@@ -243,10 +230,10 @@ def _resume_host(
         now = boot_id_of(host)
         if now != entry.boot_id or pending.reboot_asked_in == now:  # rebooted, or asked to
             show.changed(host.name, entry, "rebooting")
-            _after_reboot(engine, job, rollout, wave, pace, show, pending)
+            yield from _after_reboot(engine, job, rollout, wave, pace, show, pending)
         else:  # never asked (the controller died before its request reached the host)
             hooked = entry.rebooting  # journaled after --before-reboot ran
-            _reboot(engine, job, rollout, wave, pace, show, pending, (), hooked=hooked)
+            yield from _reboot(engine, job, rollout, wave, pace, show, pending, (), hooked=hooked)
         return
     if pending is not None:
         raise TuneError(
@@ -256,7 +243,7 @@ def _resume_host(
     run = read_run(host, entry.run_id) if entry.run_id else None
     if run is None:  # the controller died before the run began: nothing was written
         rollout.update(host.name, state=NOT_STARTED, run_id=None, boot_id=None)
-        _start_host(engine, job, rollout, wave, pace, show)
+        yield from _start_host(engine, job, rollout, wave, pace, show)
     elif run.outcome == "applied":  # concluded (verified, promoted) before the controller died
         _verified(engine, rollout, wave, pace, show)
     elif run.outcome in ("boot-rolled-back", "rolled-back"):
@@ -279,8 +266,10 @@ def _reboot(
     changes: tuple[dict[str, str], ...],
     *,
     hooked: bool = False,
-) -> None:
-    """`hooked`: --before-reboot already ran for this reboot (a resume asking for it)."""
+    before: Status | None = None,
+) -> Steps:
+    """`hooked`: --before-reboot already ran for this reboot (a resume asking for it);
+    `before`: status.json as the run left it (None: read it after the boot)."""
     name = engine.host.name
     if pace.before_reboot and not hooked:
         context = _context(engine, rollout, wave, pending.run_id, changes)
@@ -295,7 +284,7 @@ def _reboot(
     # before it asks, so resume tells "asked" (wait) from "never asked" (ask now).
     show.changed(name, rollout.update(name, rebooting=True), "rebooting")
     engine.reboot(pending)
-    _after_reboot(engine, job, rollout, wave, pace, show, pending)
+    yield from _after_reboot(engine, job, rollout, wave, pace, show, pending, before)
 
 
 def _after_reboot(
@@ -306,20 +295,21 @@ def _after_reboot(
     pace: Pace,
     show: RolloutShow,
     pending: PendingBoot,
-) -> None:
+    before: Status | None = None,
+) -> Steps:
+    """The boot waited for, then verified as `tune verify` does, status.json recording the
+    verdict (`before`: as the run left it; read here for a host a resume found in flight)."""
     name = engine.host.name
-    wait_for_new_boot(
-        engine.host,
-        pending.boot_id,
-        job.reboot_timeout,
-        interval=pace.poll,
-        idle=pace.idle,
-    )
+    # Waited for with no thread of its own (`pool`): `RebootTimeout` is thrown in here.
+    yield Waiting(engine.host, pending.boot_id, job.reboot_timeout, pace.poll)
     show.changed(name, rollout.hosts[name], "verifying")
     kept: list[GateFailure] = []
-    verdict = conclude(
-        engine, pending, after_boot(engine, job.keep_on_regression, kept, job.restart_containers)
+    after = after_boot(
+        engine, job.keep_on_regression, kept, job.restart_containers, probes=job.probes
     )
+    if before is None:
+        before = previous(engine.host.fetch(Request.of(whole=[STATUS])))
+    verdict = concluded(engine, pending, after, before)
     # Runtime knobs never applied are no news; those that drifted never roll the boot back
     # (`boot.verify`), but the host's line says so.
     drifted = len(verdict.drifted)
