@@ -193,6 +193,13 @@ FILE = st.lists(statement(), max_size=5).map(lambda lines: "\n".join(lines) + "\
         'pcie_aspm=off \\\n  pci=realloc"\n'
     ],
 )
+# Found by this property (CI, 2026-12-07): `${X:?}` of a variable only a branch set may stop.
+@example(
+    default='GRUB_CMDLINE_LINUX=\ncase "$GRUB_CMDLINE_LINUX" in\n  [q]*) : ;;\n  *) if [ '
+    '"$GRUB_CMDLINE_LINUX" = "" ]; then\nGRUB_CMDLINE_LINUX= GRUB_X=\nfi ;;\nesac\n'
+    "GRUB_CMDLINE_LINUX= GRUB_CMDLINE_LINUX=${GRUB_X:?}\n",
+    dropins=[],
+)
 @pytest.mark.slow
 def test_the_evaluator_never_gives_a_value_sh_does_not(
     tmp_path_factory: pytest.TempPathFactory, default: str, dropins: list[str]
@@ -222,6 +229,17 @@ def test_continued_lines_and_appending_to_the_default() -> None:
     )
     assert got["GRUB_CMDLINE_LINUX_DEFAULT"] == "quiet intel_iommu=on iommu=pt hugepages=16384"
     assert got["GRUB_CMDLINE_LINUX"] is None
+
+
+def test_a_question_mark_expansion_of_a_variable_not_known_may_stop_the_shell() -> None:
+    """dash exits at `${X:?}` when X is unset or empty: where X is not known, neither is
+    anything after it (even a variable that line leaves alone)."""
+    got = values(
+        "if [ -e /etc/tune-test ]; then GRUB_X=1; fi\n"
+        "GRUB_CMDLINE_LINUX=${GRUB_X:?}\nGRUB_CMDLINE_LINUX_DEFAULT=quiet\n"
+    )
+    assert isinstance(got["GRUB_CMDLINE_LINUX_DEFAULT"], Unknown)
+    assert isinstance(got["GRUB_CMDLINE_LINUX"], Unknown)
 
 
 def test_a_command_substitution_makes_only_its_variable_unknown() -> None:

@@ -323,6 +323,16 @@ def status(rollout_id: str | None, out: Output) -> int:
 
 
 @exits(ExitCode.IN_SYNC, ExitCode.JOURNAL, ExitCode.USAGE)
+@examples(
+    (
+        "The rollouts this controller journaled, newest first, with their state",
+        "tune rollout list",
+    ),
+    (
+        "The same as JSON",
+        "tune rollout list --format json",
+    ),
+)
 @rollout_group.command("list")
 @output_options("text", "json")
 def list_rollouts(out: Output) -> int:

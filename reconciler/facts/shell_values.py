@@ -180,6 +180,10 @@ class _State:
             return self.unknown(f"{part.reason} is not evaluated", line)
         value = self.get(part.name, line)
         if isinstance(value, Unknown):
+            if part.op is not None and part.op.endswith("?"):
+                # dash exits here if the value is unset (or empty): nothing after it is known.
+                self.stop(f"${{{part.name}{part.op}...}} may find {part.name} unset", line)
+                return self.stopped or value
             return value
         op = part.op
         if op is None:

@@ -130,11 +130,13 @@ def test_parameter_configured_but_not_booted_is_pending(vm: Vm, tmp_path: Path) 
     finally:
         vm.run("rm", "-f", DROP_IN)
     pending = {p["id"]: p for p in plan["pending"]}
-    assert pending["cmdline:tune_e2e.pending"] == {
+    found = pending["cmdline:tune_e2e.pending"]
+    assert {k: found[k] for k in ("id", "running", "configured", "action", "until")} == {
         "id": "cmdline:tune_e2e.pending",
         "running": None,
         "configured": "1",
         "action": "reboot to apply",
+        "until": "next boot",
     }
     assert "cmdline:tune_e2e.pending" not in {c["id"] for c in plan["changes"]}
 

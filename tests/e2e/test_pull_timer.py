@@ -245,7 +245,12 @@ def test_a_push_while_the_pull_applies_gives_up_naming_the_pull(vm: Vm, released
         try:
             # Still held: the pull was stopped inside its run, not after it.
             assert vm.run("flock", "-n", LOCK, "true", check=False).returncode == 1
-            pushed = over_ssh.apply(vm, released.profile)
+            # A push with something to write (the pull may have written its one knob before it
+            # was stopped, and an apply in sync takes no lock): it must wait for the lock.
+            other = write_profile(
+                released.profile.parent, f"name: push-e2e\nsysctl:\n  {KEY}: 11\n", "push.yaml"
+            )
+            pushed = over_ssh.apply(vm, other)
         finally:
             vm.run("kill", "-CONT", pid)
 
