@@ -227,10 +227,17 @@ def test_the_apply_timer_applies_journals_and_then_changes_nothing(
 
 # In the guest: once the pull's apply holds the lock, stop its process there (SIGSTOP) and
 # print its pid; polled in the guest, an SSH round trip under TCG is slower than a run.
+# The whole unit is stopped, not only its main process: the apply runs in tune's sh script,
+# detached from it (setsid), and that script holds the lock and names its own pid in it.
+PULL_APPLY = TIMERS["tune-pull-apply.timer"]
 STOP_THE_PULL = f"""
 while :; do
-    pid=$(systemctl show -p MainPID --value {TIMERS["tune-pull-apply.timer"]})
-    if [ "$pid" != 0 ] && ! flock -n {LOCK} true; then kill -STOP "$pid"; echo "$pid"; exit; fi
+    main=$(systemctl show -p MainPID --value {PULL_APPLY})
+    # The holder's pid as the lock records it: alive once this run wrote its record.
+    pid=$(head -n 1 {LOCK} 2>/dev/null | cut -d ' ' -f 1)
+    if [ "$main" != 0 ] && ! flock -n {LOCK} true && [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+        systemctl kill --signal=SIGSTOP {PULL_APPLY}; echo "$pid"; exit
+    fi
     sleep 0.1
 done
 """
@@ -252,7 +259,7 @@ def test_a_push_while_the_pull_applies_gives_up_naming_the_pull(vm: Vm, released
             )
             pushed = over_ssh.apply(vm, other)
         finally:
-            vm.run("kill", "-CONT", pid)
+            vm.run("systemctl", "kill", "--signal=SIGCONT", PULL_APPLY)
 
         assert pushed.code == 1, pushed.out + pushed.err
         pull = (
