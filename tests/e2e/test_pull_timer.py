@@ -235,7 +235,8 @@ while :; do
     main=$(systemctl show -p MainPID --value {PULL_APPLY})
     # The holder's pid as the lock records it: alive once this run wrote its record.
     pid=$(head -n 1 {LOCK} 2>/dev/null | cut -d ' ' -f 1)
-    if [ "$main" != 0 ] && ! flock -n {LOCK} true && [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+    if [ "$main" != 0 ] && ! flock -n {LOCK} true &&
+        [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
         systemctl kill --signal=SIGSTOP {PULL_APPLY}; echo "$pid"; exit
     fi
     sleep 0.1
