@@ -343,6 +343,7 @@ def apply_remote(
         after=after,
         later=work.promote,
         as_read=AsRead(prior_bytes),
+        pushed=host.pushed,
     )
     patience = timeout if patience is None else patience
     started = False
@@ -403,7 +404,7 @@ def restore_remote(host: ShellHost, run: Run, *, boot_only: bool = False) -> Rol
         # nothing of what was (`journal.read_journal`); nothing to restore from either.
         already = run.damage is None or bool(run.records)
         return RollbackResult(chosen, Restored(), already=already, damage=run.damage)
-    done = run_with_library(host, rollback_script(run, boot_only=boot_only))
+    done = run_with_library(host, rollback_script(run, boot_only=boot_only, pushed=host.pushed))
     _lock_held(done)
     if done.status != 0:
         raise HostError(f"{host.name}: the rollback could not run: {done.said}.")
@@ -426,7 +427,7 @@ def extend_remote(host: ShellHost, run_id: str, steps: tuple[Step, ...]) -> None
     """`apply.extend` on the target, in one round trip to read the run and one to run the
     steps (a short script, run attached: a dropped connection's SIGHUP rolls it back)."""
     run = trusted_run(host, run_id)
-    script = ApplyScript.of(steps, None, None, extends=run)
+    script = ApplyScript.of(steps, None, None, extends=run, pushed=host.pushed)
     done = run_with_library(host, "set -- apply\n" + script.body)
     if done.status == 0:
         return
@@ -450,7 +451,7 @@ def store_profile_remote(host: ShellHost, text: str, also: tuple[PutFile, ...] =
     (status.json), in one round trip, the lock held as a run holds it."""
     done = run_with_library(
         host,
-        f"{holder_line()}lock_or_exit\n"
+        f"{holder_line(host.pushed)}lock_or_exit\n"
         f"ERR=; private_dir {quoted(STATE)} && "
         f"put_file {quoted(PROFILE)} 644 {printf_format(text.encode())} "
         '|| { echo "${ERR:-cannot write it}" >&2; exit 1; }\n'

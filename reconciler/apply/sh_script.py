@@ -80,9 +80,11 @@ UNMET = 90
 LOCKED = 92
 
 
-def holder_line() -> str:
-    """`HOLDER`: what the target's lock says of a run this command starts there."""
-    return f"HOLDER={quoted(lock.this_command() + ', pushed from ' + socket.gethostname())}\n"
+def holder_line(pushed: bool = True) -> str:
+    """`HOLDER`: what the target's lock says of a run this command starts there; `pushed`:
+    started from another machine, which it names."""
+    origin = f", pushed from {socket.gethostname()}" if pushed else ""
+    return f"HOLDER={quoted(lock.this_command() + origin)}\n"
 
 
 # The primitives. Everything profile-specific arrives as single-quoted arguments; the lock's
@@ -357,6 +359,7 @@ class ApplyScript:
         extends: Run | None = None,
         later: tuple[Step, ...] = (),
         as_read: AsRead | None = None,
+        pushed: bool = True,
     ) -> ApplyScript:
         """`header`: the `run` record (None with `extends`); `profile`: (prior text, new text) of
         profile.yaml when the run replaces it; `plan` and `about`: the `plan` record and each
@@ -378,7 +381,7 @@ class ApplyScript:
         earlier = [(q, s) for q, s in extends.steps if boot_kind(s.kind)] if extends else []
         parts = [
             f'J="$R"{quoted(run_path(run_id))}\n',
-            holder_line(),
+            holder_line(pushed),
             _made(extends),
         ]
         parts += [_step_functions(seq, step) for seq, step in earlier]
@@ -505,11 +508,11 @@ def send_probes(run_id: str, when: str, verdict: str, records: list[Record]) -> 
     )
 
 
-def rollback_script(run: Run, *, boot_only: bool = False) -> str:
+def rollback_script(run: Run, *, boot_only: bool = False, pushed: bool = True) -> str:
     """Restore a journaled run from its journal alone, on the target (`tune rollback -H`);
     `boot_only`: only its boot configuration (what a failed verification undoes)."""
     steps = [(seq, s) for seq, s in run.steps if not boot_only or boot_kind(s.kind)]
-    parts = [f'J="$R"{quoted(run_path(run.run_id))}\n', holder_line(), _made(run)]
+    parts = [f'J="$R"{quoted(run_path(run.run_id))}\n', holder_line(pushed), _made(run)]
     parts += [_step_functions(seq, step) for seq, step in steps]
     replaced, prior = run.profile_prior
     if not replaced or boot_only:

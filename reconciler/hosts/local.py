@@ -27,6 +27,8 @@ LAB_VARIABLES = frozenset({"TUNE_ROOT", "TUNE_LAB"})
 class LocalShell(ShellHost):
     """This machine: its scripts fed to a local `sh` (`shell`), its reads made by `files`."""
 
+    pushed = False  # the lock names this machine's own command, not a push
+
     def __init__(self, files: LocalHost | None = None, shell: str = "/bin/sh") -> None:
         self.files = files if files is not None else LocalHost()
         self.name = self.files.name

@@ -135,6 +135,9 @@ class ShellHost(Host):
     # The digest of tune's sh library as this connection stored it on the host
     # (`apply.sh_engine.run_with_library`); None: not yet on this connection.
     library: str | None = None
+    # What the lock's record adds to the command that holds it: where it was pushed from (a
+    # local shell runs this machine's own command: nothing).
+    pushed = True
 
     @abstractmethod
     def run_script(self, script: str, timeout: float | None = None) -> ScriptResult:
