@@ -64,13 +64,19 @@ LOGIN = dict.fromkeys(("USER", "LOGNAME"), pwd.getpwuid(os.getuid()).pw_name)
 TUNED = PROJECT / "examples" / "hosts" / "rtx6000bw-tuned"
 
 FABRIC_BASELINE = """
-import sys
+import sys, threading
 from concurrent.futures import ThreadPoolExecutor
 from fabric import Config, Connection
 config_path, forks, command, *hosts = sys.argv[1:]
 config = Config(runtime_ssh_path=config_path)
+# Connections built at once from one shared Config race inside invoke's lazy merging
+# ("No attribute or config key found for 'user'"); tune builds them under a lock, and so does
+# the floor.
+building = threading.Lock()
 def read(host):
-    with Connection(host, config=config) as connection:
+    with building:
+        connection = Connection(host, config=config)
+    with connection:
         return len(connection.run(command, hide=True).stdout)
 with ThreadPoolExecutor(int(forks)) as pool:
     sizes = list(pool.map(read, hosts))

@@ -81,6 +81,12 @@ from fabric import Config, Connection
 config_path, forks, poll, cut = sys.argv[1:]
 config = Config(runtime_ssh_path=config_path)
 connecting = threading.BoundedSemaphore(int(forks))
+# Connections built at once from one shared Config race inside invoke's lazy merging; tune
+# builds them under a lock, and so does the floor.
+building = threading.Lock()
+def connect(host):
+    with building:
+        return Connection(host, config=config)
 BOOT = '"$TUNE_ROOT/proc/sys/kernel/random/boot_id"'
 # The new boot id as emu_boot writes it: whole, by a rename.
 REBOOT = (
@@ -90,14 +96,14 @@ REBOOT = (
     '</dev/null >/dev/null 2>&1 &'
 )
 def roll(host):
-    with connecting, Connection(host, config=config) as connection:
+    with connecting, connect(host) as connection:
         old = connection.run("cat " + BOOT + "; " + REBOOT, hide=True).stdout.strip()
     # Read with the shell's own `read`, as tune's wait reads a boot id; 300 s at most.
     wait = (
         f"i=0; while read -r v <{BOOT} && [ \\"$v\\" = {shlex.quote(old)} ]; do "
         f"[ $i -lt {int(300 / float(poll))} ] || exit 1; sleep {poll}; i=$((i + 1)); done; "
     )
-    with Connection(host, config=config) as connection:
+    with connect(host) as connection:
         return len(connection.run(wait + 'cat "$TUNE_ROOT/proc/cmdline"', hide=True).stdout)
 for wave in json.loads(cut):
     with ThreadPoolExecutor(len(wave)) as pool:
