@@ -19,7 +19,9 @@ tried, so none can rot. The rule, as docs/contributing/tests.md states it:
   machine as root): click parses it, so an unknown option, a removed command or a wrong count
   of arguments still fails. A command that would read this machine and is not listed fails.
 - A block with no tag (or `text`) is a synopsis (`tune plan PROFILE [--root DIR] ...`): its
-  commands must exist and every option it names must be one of theirs."""
+  commands must exist and every option it names must be one of theirs. So must a code span of
+  the prose that starts with `tune ` (up to a `|`; `…` marks a catalogue's placeholder, left
+  out)."""
 
 from __future__ import annotations
 
@@ -106,6 +108,21 @@ def blocks(page: Path, text: str | None = None) -> list[Block]:
                 prose.append(lines[number - 1])
         block.after = "\n".join(prose)
     return found
+
+
+def code_spans(page: Path, found: list[Block], text: str | None = None) -> list[Block]:
+    """The prose's `tune ...` code spans, each as a one-line synopsis block."""
+    lines = (page.read_text() if text is None else text).splitlines()
+    fenced = {n for b in found for n in range(b.number, b.end + 1)}
+    prose = "\n".join("" if n in fenced else line for n, line in enumerate(lines, 1))
+    spans = []
+    for span in re.finditer(r"(?<!`)`(tune [^`]+)`(?!`)", prose):
+        if "…" in span.group(1):
+            continue
+        number = prose.count("\n", 0, span.start()) + 1
+        command = span.group(1).split(" | ")[0].replace("\n", " ")
+        spans.append(Block(page, number, "", [(number, command)], end=number))
+    return spans
 
 
 def has_tune(block: Block) -> bool:
@@ -208,11 +225,14 @@ def try_page(page: Path, root: Path, tally: Tally, text: str | None = None) -> N
     (root / "tmp").mkdir(exist_ok=True)  # where the pages' /tmp/... land
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr("sys.stdin", Terminal("y\n" * 100))
-        for block in blocks(page, text):
+        found = blocks(page, text)
+        for block in found:
             if block.tag in SHELL:
                 try_shell_block(block, root, tally)
             elif block.tag in SYNOPSIS:
                 check_synopsis(block, tally)
+        for span in code_spans(page, found, text):
+            check_synopsis(span, tally)
 
 
 class Terminal(io.StringIO):
@@ -317,7 +337,8 @@ def synopsis_commands(words: list[str], where: str) -> list[click.Command]:
             break
         assert all(s is not None for s in subs), f"{where}: no command {word}"
         reached = [s for s in subs if s is not None]
-    assert reached != [cli], f"{where}: names no command"
+    # `tune --help`, `tune -V`: tune's own options, checked as a command's are.
+    assert reached != [cli] or words[0].startswith("-"), f"{where}: names no command"
     return reached
 
 
@@ -379,6 +400,8 @@ def test_the_rule_finds_the_examples_and_every_parsed_only_one_is_still_document
             "is not what it prints",
         ),
         ("```\ntune rollout status|frobnicate [ID]\n```\n", "no command status|frobnicate"),
+        ("Run `tune plan --no-such-option` first.\n", "tune plan has no option --no-such-option"),
+        ("Or `tune plan PROFILE\n--nope`.\n", "tune plan has no option --nope"),
     ],
 )
 def test_a_wrong_example_in_a_page_fails(
@@ -402,9 +425,10 @@ def test_a_right_example_in_a_page_passes_and_its_output_is_checked(
         "tune plan blackwell-8x --root /tmp/host > plan.txt && cat plan.txt\n```\n"
         "Exit code `2`: changes.\n"
         "```\ntune check|audit [--root DIR] -H HOST\n```\n"
+        "Then `tune --help`, `tune man apply | man -l -` and `tune …` (a placeholder).\n"
     )
     tally = Tally()
     try_page(PROJECT / "docs/page.md", root, tally, text=page)
-    assert (tally.ran, tally.synopses) == (4, 1)
+    assert (tally.ran, tally.synopses) == (4, 3)
     assert "Plan: 29 to change" in (root / "plan.txt").read_text()
     assert (root / "tmp/host/proc").is_dir()
