@@ -7,8 +7,9 @@ tried, so none can rot. The rule, as docs/contributing/tests.md states it:
   must print. `a && b`, `a; b` and a `for V in ...; do ... done` loop are taken apart as sh
   would. A page's blocks run in order in one workspace (tests/examples_run.py): copies of the
   example hosts, profiles/, profile.yaml (the reader's own profile), hosts.ini; a path under
-  /tmp/ lands in the workspace's tmp/. `cp`, `mkdir`, `tar` and `cat` run as written there; any
-  other program (kubectl, reboot, ...) is the reader's, not tune's, and is left out.
+  /tmp/ lands in the workspace's tmp/. `cp`, `mkdir`, `tar` and `cat` run as written there when
+  every path they name is in it; any other program (kubectl, reboot, ...) is the reader's, not
+  tune's, and is left out.
 - Each tune command runs in-process and must end with the exit code its comment names
   (`# exit 2: changes`); without one, for a block's only tune command, the first `exit code N`
   of the prose that follows it (up to the next heading or example); else 0. `prints "TEXT"` in
@@ -26,6 +27,7 @@ tried, so none can rot. The rule, as docs/contributing/tests.md states it:
 from __future__ import annotations
 
 import io
+import os
 import re
 import shlex
 import subprocess
@@ -42,7 +44,8 @@ from reconciler.cli.main import cli
 
 SHELL = {"sh", "bash", "shell", "console"}
 SYNOPSIS = {"", "text"}
-# Programs a page runs to set its example up, run as written in the workspace.
+# Programs a page runs to set its example up, run as written in the workspace when every path
+# they name lies in it (this machine's /etc is never written).
 SETUP = {"cp", "mkdir", "tar", "cat"}
 
 # Examples that need what the suite must not have: parsed, never run.
@@ -252,7 +255,8 @@ def try_shell_block(block: Block, root: Path, tally: Tally) -> None:
         argv, target = redirected(words, root)
         args = tune_words(argv)
         if args is None:
-            if argv[0] in SETUP:
+            argv = [os.path.expanduser(word) for word in argv]
+            if argv[0] in SETUP and all(inside(word, root) for word in argv[1:]):
                 done = subprocess.run(argv, cwd=root, capture_output=True, text=True)
                 assert done.returncode == 0, f"{where}: {' '.join(argv)}: {done.stderr}"
                 if target is not None:
@@ -275,6 +279,11 @@ def try_shell_block(block: Block, root: Path, tally: Tally) -> None:
         if target is not None:
             target.write_text(done.out)
         tally.ran += 1
+
+
+def inside(word: str, root: Path) -> bool:
+    """Whether a word names nothing outside the workspace (a relative path stays in it)."""
+    return not word.startswith("/") or Path(word).resolve().is_relative_to(root.resolve())
 
 
 def in_workspace(word: str, root: Path) -> str:
@@ -421,6 +430,8 @@ def test_a_right_example_in_a_page_passes_and_its_output_is_checked(
     page = (
         "```console\n$ tune validate blackwell-8x\nvalid profile 'blackwell-8x'\n```\n"
         "```sh\nfor p in blackwell-8x base-gpu-inference; do\n  tune validate $p\ndone\n```\n"
+        # Outside the workspace: left out (were it run, cp would fail: no such directory).
+        "```sh\ncp profiles/blackwell-8x.yaml /nonexistent-tune-test/p.yaml\n```\n"
         "```sh\ncp -r examples/hosts/rtx6000bw-untuned /tmp/host\n"
         "tune plan blackwell-8x --root /tmp/host > plan.txt && cat plan.txt\n```\n"
         "Exit code `2`: changes.\n"
