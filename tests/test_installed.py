@@ -3,6 +3,7 @@ filled in, shell completion, the man page, and defaults from config files and TU
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -17,18 +18,23 @@ from reconciler.cli import config
 TUNE = Path(sys.executable).parent / "tune"
 
 
+def source_tree(target: Path) -> Path:
+    """A copy of what `pip install .` builds from: setuptools writes build/ and *.egg-info
+    beside the sources, which must stay out of the checkout."""
+    skip = shutil.ignore_patterns("__pycache__", "*.egg-info")
+    shutil.copytree(PROJECT / "reconciler", target / "reconciler", ignore=skip)
+    shutil.copytree(PROJECT / "man", target / "man")
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(PROJECT / name, target / name)
+    return target
+
+
 @pytest.mark.slow
 def test_a_wheel_installed_in_a_fresh_venv_plans_with_a_bundled_profile_from_anywhere(
     tmp_path: Path,
 ) -> None:
     """What `pipx install` does: a wheel into a new virtual environment, run from elsewhere."""
-    # Built from a copy: setuptools writes build/ and *.egg-info beside the sources.
-    source = tmp_path / "source"
-    skip = shutil.ignore_patterns("__pycache__", "*.egg-info")
-    shutil.copytree(PROJECT / "reconciler", source / "reconciler", ignore=skip)
-    shutil.copytree(PROJECT / "man", source / "man")
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy(PROJECT / name, source / name)
+    source = source_tree(tmp_path / "source")
     wheels = tmp_path / "wheels"
     built = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", wheels, source],
@@ -103,6 +109,81 @@ def test_a_wheel_installed_in_a_fresh_venv_plans_with_a_bundled_profile_from_any
     )
     version = subprocess.run([venv / "bin/tune", "-V"], capture_output=True, text=True, check=True)
     assert version.stdout == f"tune, version {metadata.stdout.strip()}\n"
+
+
+@pytest.mark.slow
+def test_pipx_install_links_the_man_pages_and_the_installed_tune_completes_profiles(
+    tmp_path: Path,
+) -> None:
+    """Issue #35: after `pipx install .`, `man tune-apply` shows the page and `tune plan <TAB>`
+    offers the bundled profiles. The real pipx (the test extra), every directory it writes under
+    tmp_path: pipx 1.3 and later links a package's share/man/man1 into PIPX_MAN_DIR."""
+    assert importlib.util.find_spec("pipx"), "pipx is in the test extra: pip install -e '.[test]'"
+    source = source_tree(tmp_path / "source")
+    bin_dir, man_dir, pipx_home = tmp_path / "bin", tmp_path / "man", tmp_path / "pipx"
+    # Nothing of the checkout (PYTHONPATH) or of the user (~/.local, XDG_*, PIPX_*) leaks in.
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("PIPX_", "XDG_", "_TUNE_")) and key not in ("PYTHONPATH", "HOME")
+    }
+    env |= {
+        "HOME": str(tmp_path / "home"),
+        "PIPX_HOME": str(pipx_home),
+        "PIPX_BIN_DIR": str(bin_dir),
+        "PIPX_MAN_DIR": str(man_dir),
+        "PIPX_COMPLETION_DIR": str(tmp_path / "completions"),
+    }
+    installed = subprocess.run(
+        [sys.executable, "-m", "pipx", "install", str(source)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=900,
+    )
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    assert sorted(p.name for p in man_dir.glob("man1/*")) == sorted(
+        p.name for p in (PROJECT / "man/man1").glob("*.1")
+    )
+    # `man` finds the page through PIPX_MAN_DIR alone (MANPATH replaces its search path).
+    shown = subprocess.run(
+        ["man", "-P", "cat", "tune-apply"],
+        capture_output=True,
+        text=True,
+        env={
+            "MANPATH": str(man_dir),
+            "MANWIDTH": "100",
+            "PATH": "/usr/bin:/bin",
+            "HOME": env["HOME"],
+        },
+        timeout=60,
+    )
+    assert "tune-apply - Make the host match a profile" in shown.stdout, shown.stderr
+    # The tune pipx put on PATH, from a directory that is not the checkout: its profiles are
+    # the ones in pipx's environment, and bash's <TAB> after `tune plan ` offers them.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    tune = bin_dir / "tune"
+    listed = subprocess.run(
+        [tune, "profiles", "--format", "json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=elsewhere,
+        timeout=60,
+    )
+    assert listed.returncode == 0, listed.stderr
+    assert str(pipx_home / "venvs/tune-gpu-host") in listed.stdout, listed.stdout
+    completion = env | {
+        "_TUNE_COMPLETE": "bash_complete",
+        "COMP_WORDS": "tune plan ",
+        "COMP_CWORD": "2",
+    }
+    done = subprocess.run(
+        [tune], capture_output=True, text=True, env=completion, cwd=elsewhere, timeout=60
+    )
+    assert done.stdout.split() == ["plain,base-gpu-inference", "plain,blackwell-8x", "file,"]
 
 
 def test_profiles_lists_the_bundled_ones_with_their_descriptions() -> None:
