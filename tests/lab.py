@@ -19,6 +19,7 @@ from reconciler.facts import nvidia_smi, systemd
 from reconciler.hosts import emulate, recorded
 from reconciler.hosts.directory import SnapshotHost
 from reconciler.profile.load import LoadedProfile
+from tests import grubby_oracle
 
 
 def _strerror() -> str:
@@ -37,6 +38,8 @@ TEXT = (
     f"EMU_UNIT_DIRS={quoted(' '.join(systemd.UNIT_DIRS))}\n"
     f"NVSMI_RECORD={quoted(recorded.where(nvidia_smi.QUERY))}\n"
     f"NVSMI_CLOCK_RECORD={quoted(recorded.where(nvidia_smi.CLOCKS_QUERY))}\n"
+    f"GRUBBY_BLS={quoted(str(grubby_oracle.SCRIPT))}\n"
+    f"GRUBBY_EDITENV={quoted(grubby_oracle.EDITENV or '')}\n"
     + _strerror()
     + (Path(__file__).parent / "lab.sh").read_text()
 )

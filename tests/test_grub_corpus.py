@@ -149,31 +149,48 @@ def test_rhel8_without_kernelopts_in_grubenv_is_unknown_and_apply_refuses(tmp_pa
     assert tree(root) == before
 
 
+PADDED = KERNELOPTS.replace("console=tty0 console=ttyS0,115200 noapic", "noapic")
+
+
 @pytest.mark.parametrize(
-    ("entry", "refused"),
+    ("entry", "kernelopts"),
     [
-        ("console: hvc0", "from 2 to 3"),  # one more occurrence
-        ('console: ["ttyS0,115200"]', "from 2 to 1"),  # which one grubby would keep is a guess
-        ('console: "ttyS0,115200"', None),  # one of the two: in sync, nothing to do
+        ("console: hvc0", PADDED + " console=tty0 console=ttyS0,115200 console=hvc0"),
+        ('console: ["ttyS0,115200"]', PADDED + " console=ttyS0,115200"),
+        ('console: "ttyS0,115200"', KERNELOPTS),  # one of the two: in sync, nothing to do
     ],
 )
-def test_rhel8_grubby_is_refused_where_kernelopts_has_several_of_the_parameter(
-    tmp_path: Path, entry: str, refused: str | None
+def test_rhel8_grubby_writes_the_exact_console_list_in_kernelopts(
+    tmp_path: Path, entry: str, kernelopts: str
 ) -> None:
     """The entries say `options $kernelopts $tuned_params`; grubby edits kernelopts in
-    grubenv, where console=tty0 console=ttyS0,115200 are: that line is the one judged, and a
-    refusal says where to edit by hand."""
+    grubenv, where console=tty0 console=ttyS0,115200 are. `--args` with every occurrence
+    wanted drops the old ones and appends those (tests/test_grubby_oracle.py shows the real
+    script doing so), so the list comes out exact, last. The block here is padded with `#` to
+    its end, as a host's is."""
+    root = rhel8_host(tmp_path / "host")
+    block = RHEL8_GRUBENV.read_text().rstrip("#\n") + "\n"
+    write(root, fmt.GRUBENV, block + "#" * (1024 - len(block)))
+    write(root, fmt.PROC_CMDLINE, f"BOOT_IMAGE=(hd0,msdos1)/vmlinuz {KERNELOPTS}\n")
+    text = f"name: t\ncmdline:\n  set: {{{entry}}}\n"
+    result = run_tune("apply", profile(tmp_path, text), "--reboot-phase", "--root", root, "-y")
+    assert result.code == 0, result.err
+    env = fmt.grubenv((root / fmt.GRUBENV.lstrip("/")).read_text())
+    assert env["kernelopts"] == kernelopts
+
+
+def test_rhel8_grubby_is_refused_where_the_block_has_no_room(tmp_path: Path) -> None:
+    """The block as captured ends in a line break after its padding: grub2-editenv finds no
+    free space there and fails ("environment block too small"), and grubby goes on as if it
+    had not. tune foresees it and writes nothing, saying where to edit."""
     root = rhel8_host(tmp_path / "host")
     write(root, fmt.PROC_CMDLINE, f"BOOT_IMAGE=(hd0,msdos1)/vmlinuz {KERNELOPTS}\n")
     before = tree(root)
-    text = f"name: t\ncmdline:\n  set: {{{entry}}}\n"
+    text = "name: t\ncmdline:\n  set: {console: hvc0}\n"
     result = run_tune("apply", profile(tmp_path, text), "--reboot-phase", "--root", root, "-y")
-    if refused is None:
-        assert result.code == 0, result.err
-    else:
-        assert result.code == ExitCode.HOST_ERROR, result.err
-        assert f"{fmt.GRUBENV} would go {refused}" in result.err
-        assert f"Edit kernelopts in {fmt.GRUBENV}" in result.err
+    assert result.code == ExitCode.HOST_ERROR, result.err
+    assert f"it would turn kernelopts in {fmt.GRUBENV} (grub2-editenv) from " in result.err
+    assert "Edit that line by hand" in result.err
     assert tree(root) == before
 
 
@@ -183,3 +200,20 @@ def test_the_corpus_files_are_the_ones_source_md_names() -> None:
         if path.is_file() and path.name != "SOURCE.md":
             assert f"`{path.relative_to(CORPUS)}`" in listed, path
     assert shutil.which("sh") is not None
+
+
+def test_rhel8_a_parameter_tuned_sets_after_kernelopts_is_refused(tmp_path: Path) -> None:
+    """The entry says `$kernelopts $tuned_params`, and the block's tuned_params holds
+    transparent_hugepages=never: grubby edits kernelopts only, so the later word would still
+    win. tune says so and writes nothing."""
+    root = rhel8_host(tmp_path / "host")
+    block = RHEL8_GRUBENV.read_text().rstrip("#\n") + "\n"
+    write(root, fmt.GRUBENV, block + "#" * (1024 - len(block)))
+    write(root, fmt.PROC_CMDLINE, f"BOOT_IMAGE=(hd0,msdos1)/vmlinuz {KERNELOPTS}\n")
+    before = tree(root)
+    text = "name: t\ncmdline:\n  set: {transparent_hugepages: always}\n"
+    result = run_tune("apply", profile(tmp_path, text), "--reboot-phase", "--root", root, "-y")
+    assert result.code == ExitCode.HOST_ERROR, result.err
+    assert "the default entry would still boot " in result.err
+    assert "transparent_hugepages=never" in result.err
+    assert tree(root) == before

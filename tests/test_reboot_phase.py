@@ -121,6 +121,15 @@ def grubby_kernelopts(root: Path) -> None:
     write(root, fmt.GRUBENV, block + "#" * (1024 - len(block)))
 
 
+def grubby_etc(root: Path) -> None:
+    """RHEL 9 as installed: grubby also rewrites GRUB_CMDLINE_LINUX in /etc/default/grub and
+    writes /etc/kernel/cmdline, which it creates (grubby 8.40-64 on): rolling back puts the one
+    back and deletes the other."""
+    grubby(root)
+    write(root, "/etc/default/grub", 'GRUB_TIMEOUT=5\nGRUB_CMDLINE_LINUX="rhgb quiet"\n')
+    (root / "etc/kernel").mkdir(parents=True, exist_ok=True)
+
+
 LAYOUTS = {
     "grub, drop-in dir": (lambda r: grub(r, True, False), ("update-grub",)),
     "grub, no drop-in dir": (lambda r: grub(r, False, False), ("update-grub",)),
@@ -140,6 +149,7 @@ LAYOUTS = {
     ),
     "grubby": (grubby, None),
     "grubby, RHEL 8 kernelopts": (grubby_kernelopts, None),
+    "grubby, /etc/default/grub and /etc/kernel": (grubby_etc, None),
 }
 
 
@@ -192,6 +202,9 @@ def test_every_boot_layout_applies_verifies_and_rolls_back(tmp_path: Path, name:
         # grubby edits every entry, or on RHEL 8 the kernelopts they all use.
         edited = "boot/grub2/grubenv" if "kernelopts" in name else "boot/loader/entries/b.conf"
         assert "processor.max_cstate=1" in (root / edited).read_text()
+        if "/etc/kernel" in name:
+            for path in ("etc/default/grub", "etc/kernel/cmdline"):
+                assert "processor.max_cstate=1" in (root / path).read_text(), path
     else:
         assert host.calls == [tool] * 3
 

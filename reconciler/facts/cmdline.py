@@ -13,6 +13,8 @@ from enum import StrEnum
 
 from ..core.files import Files, Request
 from ..core.paths import path_matches
+from . import grubby
+from .grubby import grubenv
 from .kernel import OSRELEASE
 from .shell_values import Script, Unknown, Variables, evaluate
 
@@ -40,12 +42,8 @@ TRY_SCRIPT = "/etc/grub.d/42_tune_try"
 TRY_MARKER = "# tune-cmdline: "
 REDHAT_RELEASE = "/etc/redhat-release"
 # GRUB's environment block: RHEL 8's BLS entries say `options $kernelopts $tuned_params`, and
-# GRUB expands those from here when it boots.
-GRUBENV = "/boot/grub2/grubenv"
-GRUBENV_HEADER = "# GRUB Environment Block\n"
-GRUBENV_SIZE = 1024
-# What RHEL 8's grubby --update-kernel=ALL edits instead of an entry that uses it.
-KERNELOPTS = "$kernelopts"
+# GRUB expands those from here when it boots; grubby (`facts.grubby`) edits kernelopts there.
+GRUBENV = grubby.GRUBENV
 # tuned's bootloader plugin: what its /etc/grub.d/00_tuned sets $tuned_params from.
 TUNED_BOOTCMDLINE = "/etc/tuned/bootcmdline"
 LOADER_ENTRIES = "/boot/loader/entries/*.conf"
@@ -397,8 +395,10 @@ def boot_config(files: Files) -> BootConfig | None:
         return BootConfig("proxmox-boot-tool", line, (KERNEL_CMDLINE,))
     entries = files.glob(LOADER_ENTRIES)
     if files.read(REDHAT_RELEASE) is not None and entries:
-        # RHEL-like hosts keep the command line in the BLS entries, and grubby edits them all.
-        line = expand_entry(files, entry_options(files.text(entries[0]) or ""))
+        # RHEL-like hosts keep the command line in the BLS entries, and grubby edits them all;
+        # GRUB boots the default entry, the one grubby takes for it.
+        default = grubby_boot(files).default()
+        line = expand_entry(files, default.options if default else "")
         if isinstance(line, Unknown):
             return BootConfig("grubby", None, entries, line)
         return BootConfig("grubby", line, entries)
@@ -703,68 +703,6 @@ def try_entry(text: str, line: str) -> str:
     return "".join(out) + f"options {line}\n"
 
 
-def grubenv(text: str) -> dict[str, str]:
-    """The variables of a GRUB environment block: `name=value` lines after the header, padded
-    with `#` to 1024 bytes. grub-editenv puts a backslash before a backslash or a newline in a
-    value (lib/envblk.c), and a line starting with `#` is padding."""
-    found: dict[str, str] = {}
-    body = text.removeprefix(GRUBENV_HEADER)
-    i = 0
-    while i < len(body):
-        end = i
-        while end < len(body) and body[end] != "\n":
-            end += 2 if body[end] == "\\" else 1
-        line = body[i:end]
-        i = end + 1
-        if line.startswith("#") or "=" not in line:
-            continue
-        name, _, value = line.partition("=")
-        found[name] = re.sub(r"\\(.)", r"\1", value, flags=re.DOTALL)
-    return found
-
-
-def uses_kernelopts(entry: str) -> bool:
-    """Whether a BLS entry's options use $kernelopts, which RHEL 8's grubby edits in the GRUB
-    environment block instead of the entry."""
-    return KERNELOPTS in entry_options(entry).split()
-
-
-def grubby_lines(texts: dict[str, str]) -> dict[str, str]:
-    """The command lines `grubby --update-kernel=ALL` edits in these files (BLS entries, and
-    the GRUB environment block if given), by file: each entry's `options`, and for the
-    entries whose options use $kernelopts, kernelopts in the block, once."""
-    entries = {path: text for path, text in texts.items() if path != GRUBENV}
-    lines = {p: entry_options(t) for p, t in entries.items() if not uses_kernelopts(t)}
-    if GRUBENV in texts and any(uses_kernelopts(t) for t in entries.values()):
-        lines[GRUBENV] = grubenv(texts[GRUBENV]).get("kernelopts", "")
-    return lines
-
-
-def grubby_edit(texts: dict[str, str], sets: dict[str, str], removes: set[str]) -> dict[str, str]:
-    """What `grubby --update-kernel=ALL --args/--remove-args` leaves of these files: each
-    file of `grubby_lines` with its line edited, every other byte kept."""
-    out = dict(texts)
-    for path in grubby_lines(texts):
-        edit = edit_grubenv if path == GRUBENV else edit_entry
-        out[path] = edit(texts[path], sets, removes)
-    return out
-
-
-_ESCAPED = re.compile(r"([\\\n])")
-
-
-def edit_grubenv(text: str, sets: dict[str, str], removes: set[str]) -> str:
-    """The block after `grubby --update-kernel=ALL` on RHEL 8: kernelopts edited as an entry's
-    options are, written back by grub2-editenv (each variable in its place, escaped, padded
-    with `#` to the block's size)."""
-    env = grubenv(text)
-    env["kernelopts"] = " ".join(edit_words(env.get("kernelopts", "").split(), sets, removes))
-    body = GRUBENV_HEADER + "".join(
-        name + "=" + _ESCAPED.sub(r"\\\1", value) + "\n" for name, value in env.items()
-    )
-    return body + "#" * max(0, GRUBENV_SIZE - len(body.encode()))
-
-
 _GRUB_VARIABLE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
 
 
@@ -794,6 +732,22 @@ def expand_entry(files: Files, options: str) -> str | Unknown:
 
     line = _GRUB_VARIABLE.sub(expanded, options)
     return unknown[0] if unknown else " ".join(line.split())
+
+
+def grubby_boot(files: Files) -> grubby.GrubbyFiles:
+    """The files grubby reads and writes, as read. /etc/kernel is taken to exist, as it does on
+    every RHEL 8+ and Fedora (systemd's kernel-install ships /etc/kernel/install.d): where it
+    does not, grubby writes no /etc/kernel/cmdline, and rolling back deletes none."""
+    paths = (*files.glob(LOADER_ENTRIES), GRUBENV, GRUB_DEFAULT, KERNEL_CMDLINE)
+    return grubby.GrubbyFiles({path: files.text(path) for path in paths})
+
+
+def with_grubby(files: Files, boot: grubby.GrubbyFiles) -> Files:
+    """`files` with grubby's files as `boot` has them."""
+    for path, text in boot.files.items():
+        if text != files.text(path):
+            files = with_file(files, path, None if text is None else text.encode())
+    return files
 
 
 def entry_options(text: str) -> str:

@@ -386,30 +386,35 @@ def _setpci(host: DirectoryHost, args: list[str]) -> Completed:
 
 
 def _grubby(host: DirectoryHost, args: list[str]) -> Completed:
-    """`grubby --update-kernel=ALL --args=W | --remove-args=NAME`: edits every BLS entry's
-    `options` line, or RHEL 8's kernelopts in the GRUB environment block for entries that use
-    it (facts.cmdline.grubby_edit)."""
-    from ..facts import cmdline
+    """`grubby --update-kernel=ALL [--remove-args=R] [--args=A]`, as the script grubby-bls
+    does it (`facts.grubby.update_all`): BLS entries, kernelopts in the GRUB environment
+    block, GRUB_CMDLINE_LINUX in /etc/default/grub, /etc/kernel/cmdline."""
+    from ..facts import grubby
 
-    if len(args) != 2 or args[0] != "--update-kernel=ALL":
+    options = dict(arg.partition("=")[::2] for arg in args)
+    if (
+        len(options) != len(args)
+        or options.get("--update-kernel") != "ALL"
+        or not set(options) <= {"--update-kernel", "--args", "--remove-args"}
+    ):
         return Completed(1, "", f"grubby: unsupported arguments {' '.join(args)}")
-    option, _, word = args[1].partition("=")
-    if option == "--args":
-        name, _, value = word.partition("=")
-        sets, removes = {name: value}, set()
-    elif option == "--remove-args":
-        sets, removes = {}, {word}
-    else:
-        return Completed(1, "", f"grubby: unsupported option {option}")
-    entries = cmdline.LOADER_ENTRIES.rsplit("/", 1)[0]
-    found = os.listdir(host.local(entries)) if host.paths.isdir(entries) else []
-    paths = [f"{entries}/{n}" for n in sorted(found) if n.endswith(".conf")]
-    if host.paths.isfile(cmdline.GRUBENV):
-        paths.append(cmdline.GRUBENV)
-    texts = {p: (host.read_file(p) or b"").decode("utf-8", "replace") for p in paths}
-    for path, text in cmdline.grubby_edit(texts, sets, removes).items():
-        if text != texts[path]:
-            _overwrite(host.local(path), text.encode())
+    found = os.listdir(host.local(grubby.ENTRIES)) if host.paths.isdir(grubby.ENTRIES) else []
+    paths = [f"{grubby.ENTRIES}/{n}" for n in found if n.endswith(".conf")]
+    paths += [grubby.GRUBENV, grubby.ETC_DEFAULT_GRUB, grubby.KERNEL_CMDLINE]
+    texts = {
+        p: (host.read_file(p) or b"").decode("utf-8", "surrogateescape")
+        if host.paths.isfile(p)
+        else None
+        for p in paths
+    }
+    boot = grubby.GrubbyFiles(texts, kernel_dir=host.paths.isdir("/etc/kernel"))
+    try:
+        after = grubby.update_all(boot, options.get("--remove-args", ""), options.get("--args", ""))
+    except grubby.GrubbyCannot as exc:
+        return Completed(1, "", f"grubby: the emulation cannot predict this: {exc}")
+    for path, text in after.files.items():
+        if text is not None and text != texts[path]:
+            _overwrite(host.local(path), text.encode("utf-8", "surrogateescape"), create=True)
     return Completed(0)
 
 

@@ -32,7 +32,7 @@ so that one boot configuration write carries them with the profile's.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Annotated, Any
 
@@ -51,6 +51,7 @@ from ..core.errors import BootConfigUnknown, HostError
 from ..core.files import Files, Request
 from ..core.schema import Before, Constrain, invalid
 from ..facts import cmdline as fmt
+from ..facts import grubby
 from ..facts.kernel import OSRELEASE
 from ..facts.shell_values import Unknown
 from ..steps.ops import (
@@ -58,6 +59,7 @@ from ..steps.ops import (
     Command,
     DeleteFile,
     Need,
+    Op,
     Probe,
     PutFile,
     Read,
@@ -511,68 +513,149 @@ def _grub_step(
     )
 
 
-def _grubby_args(change: Change, edit: fmt.Edit, lines: dict[str, str]) -> fmt.Edit:
-    """`edit` as the one grubby argument that makes it in each of the command lines grubby
-    edits (`facts.cmdline.grubby_lines`): grubby replaces or removes a parameter's first
-    occurrence, so a parameter that has (or would have) several in a line is refused rather
-    than guessed at."""
-    made: tuple[str, ...] | None = None
-    for path, line in lines.items():
-        words = fmt.split(line)
-        before = (fmt.parameters(line) or fmt.NONE).every(edit.name)
-        after = (fmt.parameters(" ".join(fmt.edit(words, [edit]))) or fmt.NONE).every(edit.name)
-        if len(before) > 1 or len(after) > 1:
-            where = (
-                f"kernelopts in {fmt.GRUBENV} (grub2-editenv)"
-                if path == fmt.GRUBENV
-                else "the `options` lines of /boot/loader/entries"
+def _grubby_where(path: str) -> str:
+    if path == fmt.GRUBENV:
+        return f"kernelopts in {fmt.GRUBENV} (grub2-editenv)"
+    if path == fmt.GRUB_DEFAULT:
+        return f"GRUB_CMDLINE_LINUX in {fmt.GRUB_DEFAULT}"
+    if path == fmt.KERNEL_CMDLINE:
+        return fmt.KERNEL_CMDLINE
+    return f"the `options` line of {path}"
+
+
+def _grubby_call(remove: str, add: str) -> tuple[str, ...]:
+    return (
+        "grubby",
+        "--update-kernel=ALL",
+        *((f"--remove-args={remove}",) if remove else ()),
+        *((f"--args={add}",) if add else ()),
+    )
+
+
+def _grubby_made(
+    edit: fmt.Edit, boot: grubby.GrubbyFiles, remove: str, add: str
+) -> tuple[grubby.GrubbyFiles, str | None]:
+    """The files after the call, and why it does not make `edit` (None: it does): in every line
+    grubby edits, the parameter's occurrences must become the wanted ones and every other
+    parameter keep what the kernel takes from it."""
+    after = grubby.update_all(boot, remove, add)
+    wanted = tuple(fmt.name_value(w)[1] or "" for w in grubby.words(add))
+    lines, now = boot.lines(), after.lines()
+    for path, line in now.items():
+        params = fmt.parameters(line) or fmt.NONE
+        old = fmt.parameters(lines.get(path, line)) or fmt.NONE
+        key = fmt.canonical(edit.name)
+        others = {n: v for n, v in params.kept().items() if n != key}
+        if params.every(edit.name) != wanted or (
+            path in lines and others != {n: v for n, v in old.kept().items() if n != key}
+        ):
+            return after, (
+                f"it would turn {_grubby_where(path)} from {lines.get(path, '(none)')!r} into "
+                f"{line!r}"
             )
-            raise HostError(
-                f"{change.id} cannot be made with grubby, which keeps one {edit.name}= per "
-                f"entry: {path} would go from {len(before)} to {len(after)}. Edit {where} by "
-                "hand, or leave this entry out."
-            )
-        made = after if made is None else made
-    return fmt.Edit(edit.name, fmt.Mode.EXACTLY, made or ())
+    return after, None
+
+
+def _grubby_args(
+    edit: fmt.Edit,
+    boot: grubby.GrubbyFiles,
+    line: str,
+    booted: Callable[[grubby.GrubbyFiles], str | Unknown],
+) -> tuple[tuple[str, ...], grubby.GrubbyFiles]:
+    """The one grubby call that makes `edit` in every line grubby edits, and the files it
+    leaves. `--args` drops every occurrence of its names and appends its words, so a parameter
+    that repeats ends up as the wanted occurrences, last; where a bare occurrence next to
+    another survives that pass (`update_args`), `--remove-args` passes go first."""
+    target = fmt.edit(fmt.split(line), [edit])
+    add = " ".join(
+        fmt.word(edit.name, v)
+        for v in (fmt.parameters(" ".join(target)) or fmt.NONE).every(edit.name)
+    )
+    key = fmt.canonical(edit.name)
+    lines = boot.lines()
+    spellings = sorted(
+        {
+            fmt.name_value(w)[0]
+            for text in lines.values()
+            for w in fmt.split(text)
+            if fmt.canonical(fmt.name_value(w)[0]) == key
+        }
+        | {edit.name}
+    )
+    most = max(
+        (len((fmt.parameters(t) or fmt.NONE).every(edit.name)) for t in lines.values()), default=0
+    )
+    tries = [("", add)] if add else []
+    tries.append((" ".join(s for s in spellings for _ in range(max(most, 1))), add))
+    why: str | None = None
+    for remove, args in tries:
+        try:
+            after, why = _grubby_made(edit, boot, remove, args)
+        except grubby.GrubbyCannot as exc:
+            why = str(exc)
+            continue
+        now = booted(after)
+        if why is None and (
+            isinstance(now, Unknown) or not edit.satisfied(fmt.parameters(now) or fmt.NONE)
+        ):
+            # The default entry's own words ($tuned_params, which tuned sets) keep it.
+            why = f"the default entry would still boot {now}"
+        if why is None:
+            return _grubby_call(remove, args), after
+    raise grubby.GrubbyCannot(why or "")
 
 
 def _grubby_step(
     change: Change, files: Files, boot: fmt.BootConfig, edits: list[fmt.Edit], upto: int
 ) -> Step:
-    """grubby edits every BLS entry itself, or on RHEL 8 the kernelopts their options use in
-    the GRUB environment block (read back there); undo puts each file's prior bytes back."""
-    entries = boot.sources
-    uses_env = any(fmt.uses_kernelopts(files.text(p) or "") for p in entries)
-    paths = (*entries, fmt.GRUBENV) if uses_env else entries
+    """One `grubby --update-kernel=ALL` call per parameter, made on the files as the earlier
+    calls leave them (`facts.grubby.update_all`, the script's own edits); read back where
+    the default entry's line is, undone by putting back every file grubby wrote."""
+    states = [fmt.grubby_boot(files)]
+    calls: list[tuple[str, ...]] = []
 
-    def made(count: int, texts: dict[str, str]) -> fmt.Edit:
-        return _grubby_args(change, edits[count], fmt.grubby_lines(texts))
+    def booted(state: grubby.GrubbyFiles) -> str | Unknown:
+        default = state.default()
+        assert default is not None  # boot_config found entries
+        return fmt.expand_entry(fmt.with_grubby(files, state), default.options)
 
-    def texts(count: int) -> dict[str, str]:
-        out = {path: files.text(path) or "" for path in paths}
-        for done in range(count):
-            edit = made(done, out)
-            sets = {edit.name: edit.values[0]} if edit.values else {}
-            out = fmt.grubby_edit(out, sets, set() if edit.values else {edit.name})
-        return out
+    for edit in edits[: upto + 1]:
+        state = states[-1]
+        line = booted(state)
+        if isinstance(line, Unknown):
+            raise BootConfigUnknown(f"{change.id} cannot be made: {line}")
+        try:
+            call, after = _grubby_args(edit, state, line, booted)
+        except grubby.GrubbyCannot as exc:
+            raise HostError(
+                f"{change.id} cannot be made with grubby (the script Fedora and RHEL install "
+                f"as /usr/sbin/grubby): {exc}. Edit that line by hand, or leave this entry out."
+            ) from None
+        calls.append(call)
+        states.append(after)
+    before, after = states[upto], states[upto + 1]
+    default = before.default()
+    assert default is not None
+    read = fmt.GRUBENV if default.uses_kernelopts else default.path
+    written = [p for p in after.files if after.text(p) != before.text(p)]
 
-    before = texts(upto)
-    this = made(upto, before)
-    arg = f"--args={this.words[0]}" if this.values else f"--remove-args={this.name}"
-    read = paths[-1]
-    probe = Probe(read, Read.TEXT)
+    def undo(path: str) -> Op:
+        data = files.read(path) if upto == 0 else _encoded(before.text(path))
+        return DeleteFile(path) if data is None else PutFile(path, data)
+
     return Step.of(
         change,
-        probe=probe,
-        expect=texts(upto + 1)[read],
-        restored=before[read],
-        do=(Command(("grubby", "--update-kernel=ALL", arg)),),
-        undo=tuple(
-            PutFile(path, files.read(path) or b"" if upto == 0 else before[path].encode())
-            for path in paths
-        ),
+        probe=Probe(read, Read.TEXT),
+        expect=after.text(read),
+        restored=before.text(read),
+        do=(Command(calls[upto]),),
+        undo=tuple(undo(path) for path in written),
         requires=(Require(Need.COMMAND, "grubby"),),
     )
+
+
+def _encoded(text: str | None) -> bytes | None:
+    return None if text is None else text.encode()
 
 
 KIND = Cmdline()
