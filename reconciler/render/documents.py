@@ -110,7 +110,7 @@ def plan_summary(plan: Plan) -> dict[str, Any]:
 def plan_document(plan: Plan) -> dict[str, Any]:
     """The plan: each change and pending reboot with what the text and Markdown views show
     of it (`changes.py`), and the knobs already in sync, which the Markdown report lists."""
-    from .changes import changes_json, pending_json
+    from .changes import changes_json, in_sync_json, pending_json
 
     status = "in-sync" if plan.is_clean else "changes"
     body = plan.to_json() | {
@@ -118,6 +118,6 @@ def plan_document(plan: Plan) -> dict[str, Any]:
         "pending": [pending_json(p) for p in plan.pending],
     }
     return document("plan", body.pop("host"), {"status": status, **body}) | {
-        "in_sync_knobs": changes_json(plan.in_sync),
+        "in_sync_knobs": in_sync_json(plan.in_sync),
         "summary": plan_summary(plan),
     }

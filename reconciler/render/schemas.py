@@ -68,6 +68,18 @@ CHANGE = record(
         "lines": record({"added": STRINGS, "removed": STRINGS}),
     },
 )
+# A knob already in sync: which, its value, and the line it folds into (`changes.in_sync_json`).
+IN_SYNC = record(
+    {
+        "id": STRING,
+        "kind": STRING,
+        "target": STRING,
+        "entry": STRING,
+        "current": VALUE,
+        "label": STRING,
+        "shown": record({"current": STRING}),
+    }
+)
 PENDING = record(
     {
         "id": STRING,
@@ -109,7 +121,7 @@ PLAN_BODY: dict[str, Schema] = {
     "pending": listed(PENDING),
     "checks": listed(CHECK),
     "notes": listed(NOTE),
-    "in_sync_knobs": listed(CHANGE),
+    "in_sync_knobs": listed(IN_SYNC),
     "summary": SUMMARY,
 }
 RUN_ID: Schema = {"type": ["string", "null"]}
