@@ -10,6 +10,8 @@ import os
 import tempfile
 from pathlib import Path
 
+import grubby_oracle
+
 from reconciler.apply.engines import ShellEngine
 from reconciler.apply.journal import new_run_id, read_run
 from reconciler.apply.pending import PENDING, PendingBoot
@@ -19,7 +21,6 @@ from reconciler.facts import nvidia_smi, systemd
 from reconciler.hosts import emulate, recorded
 from reconciler.hosts.directory import SnapshotHost
 from reconciler.profile.load import LoadedProfile
-from tests import grubby_oracle
 
 
 def _strerror() -> str:

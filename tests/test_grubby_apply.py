@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import profile, run_tune, write
+from grubby_oracle import MISSING, grubby, tree
 from small_host import tree as small_tree
 
 from reconciler.apply.work import prepare
@@ -17,7 +18,6 @@ from reconciler.facts import cmdline as fmt
 from reconciler.hosts.directory import SnapshotHost
 from reconciler.profile.load import load_profile
 from reconciler.steps.ops import Command
-from tests.grubby_oracle import MISSING, grubby, tree
 
 pytestmark = pytest.mark.skipif(MISSING is not None, reason=MISSING or "")
 

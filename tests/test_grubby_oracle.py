@@ -9,11 +9,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from grubby_oracle import CORPUS, MISSING, grubby, tree, write
 
 from reconciler.facts import grubby as model
 from reconciler.hosts.directory import DirectoryHost
 from reconciler.hosts.emulate import _grubby as emulated
-from tests.grubby_oracle import CORPUS, MISSING, grubby, tree, write
 
 pytestmark = pytest.mark.skipif(MISSING is not None, reason=MISSING or "")
 
