@@ -399,9 +399,13 @@ def dataclass_fields(cls: type, only: tuple[str, ...] | None = None) -> dict[str
 
 
 def _written_before(data: Any) -> Any:
-    """A host's fields as a tune of 0.2 journaled them: its `changes` were the writes (a tune
-    that knows both always journals both)."""
-    if isinstance(data, dict) and "changes" in data and "writes" not in data:
+    """A host's fields as a tune of 0.2 journaled them: its `changes` (a number) were the
+    writes (a tune that knows both always journals both)."""
+    if (
+        isinstance(data, dict)
+        and "writes" not in data
+        and type(data.get("changes")) is int  # not a bool; another type is refused as it is
+    ):
         return {k: v for k, v in data.items() if k != "changes"} | {
             "writes": data["changes"],
             "changes": None,
