@@ -96,7 +96,7 @@ def every_write(engine: ShellEngine, loaded: LoadedProfile, root: Path, sent: li
     engine.wait_for_lock()
     run_id = new_run_id()
     done = engine.apply(work, loaded, phase="runtime", run_id=run_id)
-    assert done.run_id == run_id and done.changes == len(work.steps)
+    assert done.run_id == run_id and done.writes == len(work.steps)
     engine.promote(run_id, work.steps[:1])
     engine.store_profile(loaded, None)
     assert engine.run_command(["modprobe", "--dry-run", "nvidia"]).returncode == 0

@@ -460,6 +460,6 @@ def test_the_diff_has_a_line_per_knob_and_per_line_of_a_whole_file() -> None:
 def test_the_failure_message_is_tunes_last_paragraph() -> None:
     from ansible_collections.tune.gpu.plugins.module_utils.tune_cli import message
 
-    err = "tune plan: p on h\n\n  ~ sysctl a: 1 -> 0\n\napply failed (a); rolled back 1 change.\n"
-    assert message(err, 3) == "apply failed (a); rolled back 1 change."
+    err = "tune plan: p on h\n\n  ~ sysctl a: 1 -> 0\n\napply failed (a); rolled back 1 write.\n"
+    assert message(err, 3) == "apply failed (a); rolled back 1 write."
     assert message("", 70) == "tune exited 70 and said nothing on standard error"

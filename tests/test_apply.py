@@ -93,7 +93,7 @@ def test_rollback_restores_every_byte_and_history_says_so(
     assert not (untuned / PROFILE.lstrip("/")).exists()
     history = run_tune("history", "--root", untuned, "--format", "json")
     (row,) = json.loads(history.out)["runs"]
-    assert row["outcome"] == "rolled-back" and row["changes"] == 363
+    assert row["outcome"] == "rolled-back" and (row["changes"], row["writes"]) == (24, 363)
     assert row["profile"] == "blackwell-8x"
     text = run_tune("history", "--root", untuned).out
     assert "rolled-back" in text and "blackwell-8x" in text
@@ -443,7 +443,7 @@ def test_nvidia_peermem_symbol_mismatch_is_explained_and_rolled_back(tmp_path: P
         execute(host, prepare(host, loaded, runtime_only=True), loaded)
     message = str(failed.value)
     assert "the NVIDIA driver and the RDMA stack do not match" in message
-    assert "rolled back 2 changes" in message
+    assert "rolled back 2 writes" in message
     assert tree(root) == before
     assert failed.value.exit_code == 3
 

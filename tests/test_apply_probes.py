@@ -62,7 +62,7 @@ def test_regression_past_the_gate_rolls_the_phase_back_and_exits_3(tmp_path: Pat
     result = run_tune("apply", "--yes", profile, "--root", root, "--runtime-only", "--no-persist")
     assert result.code == 3
     assert "(the probes after the phase: probe gate failed: score: 40 -> 10 (-75.0%)" in result.err
-    assert "rolled back 1 changes" in result.err
+    assert "rolled back 1 write" in result.err
     assert tree(root) == before
     assert medians(root) == {"before": 40.0, "after": 10.0}
     [gate] = records(root, "gate")

@@ -42,7 +42,7 @@ def test_untuned_host_json_contract() -> None:
         "not_issues",
     ]
     assert report["status"] == "actionable"
-    assert (report["format_version"], report["kind"]) == (1, "audit")
+    assert (report["format_version"], report["kind"]) == (2, "audit")
     assert all(list(f) == FINDING_KEYS for f in report["findings"])
     by_id = {f["id"]: f for f in report["findings"]}
     assert {i for i, f in by_id.items() if f["actionable"]} == UNTUNED_ACTIONABLE

@@ -118,7 +118,7 @@ def test_a_gate_that_fails_after_the_boot_rolls_the_boot_configuration_back(
     result = run_tune("verify", "--root", root)
     assert result.code == 3
     assert "probe gate failed: cstate: 9 -> 1 (-88.9%) regresses more than 5%" in result.err
-    assert "its 1 boot-configuration changes are rolled back" in result.err
+    assert "its 1 write to the boot configuration is rolled back" in result.err
     assert (root / "etc/kernel/cmdline").read_text() == KERNEL_CMDLINE
     assert not (root / "var/lib/tune/pending.json").exists()
     records = run_records(root)

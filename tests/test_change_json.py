@@ -154,12 +154,13 @@ def plan_text(doc: Doc) -> str:
     if doc["status"] == "in-sync":
         head = "In sync: nothing to change"
     else:
-        changed = entries["runtime"] + entries["reboot"]
+        changed = summary["changes"]  # profile entries: the runtime ones and the reboot ones
+        assert changed == summary["runtime"] + summary["reboot"] == entries["changes"]
         total = summary["writes"]["total"]
         writes = f"; {total} writes" if total != changed else ""
         head = (
-            f"Plan: {changed} to change ({entries['runtime']} runtime, "
-            f"{entries['reboot']} reboot{writes})"
+            f"Plan: {changed} to change ({summary['runtime']} runtime, "
+            f"{summary['reboot']} reboot{writes})"
         )
     passed = summary["checks"] - summary["failed_checks"]
     out.append(
@@ -185,10 +186,8 @@ def plan_markdown(doc: Doc) -> str:
         if (n := len({entry_of(c) for c in changes if c["priority"] == p}))
     )
     status = "in sync" if doc["status"] == "in-sync" else "not in sync"
-    made = f"{doc['summary']['entries']['changes']} change" + "s" * (
-        doc["summary"]["entries"]["changes"] != 1
-    )
-    if doc["summary"]["writes"]["total"] != doc["summary"]["entries"]["changes"]:
+    made = f"{doc['summary']['changes']} change" + "s" * (doc["summary"]["changes"] != 1)
+    if doc["summary"]["writes"]["total"] != doc["summary"]["changes"]:
         made += f" ({doc['summary']['writes']['total']} writes)"
     summary = (
         f"**The host is {status}.** {made} to make"

@@ -50,7 +50,7 @@ def test_fewer_pages_than_asked_fail_the_run_say_how_many_and_roll_back(tmp_path
         "hugepages:node0:2048kB: asked for 512 huge pages of 2048kB on node0, the kernel "
         "reserved '300' (node0 has too little free contiguous memory" in message
     )
-    assert "rolled back 3 changes" in message
+    assert "rolled back 3 writes" in message
     assert whole_tree(root) == before
 
 

@@ -31,7 +31,7 @@ from reconciler.plan.make import make_plan
 from reconciler.plan.observe import observe
 from reconciler.profile.load import load_profile
 from reconciler.render import fleet
-from reconciler.render.documents import KINDS
+from reconciler.render.documents import FORMAT_VERSION, KINDS
 from reconciler.render.schemas import SCHEMAS
 
 SMALL = """
@@ -124,7 +124,7 @@ def test_every_command_writes_json_its_published_schema_accepts(
     for output in outputs[kind]:
         jsonschema.validate(output, published)
         for document in output if isinstance(output, list) else [output]:
-            assert (document["format_version"], document["kind"]) == (1, kind)
+            assert (document["format_version"], document["kind"]) == (FORMAT_VERSION, kind)
 
 
 def test_a_fleet_is_a_list_of_the_one_host_documents(outputs: dict[str, list[Any]]) -> None:
@@ -135,13 +135,16 @@ def test_a_fleet_is_a_list_of_the_one_host_documents(outputs: dict[str, list[Any
         "down-1",
     ]
     assert set(one) | {"target"} == set(many[1])
-    assert many[1]["summary"]["changes"] == one["summary"]["changes"] == len(one["changes"])
+    assert many[1]["summary"] == one["summary"]
+    # Each knob is an item of `changes`; the summary counts them as writes, its changes entries.
+    assert one["summary"]["writes"]["total"] == len(one["changes"]) == 368
+    assert one["summary"]["changes"] == len({c["entry"] for c in one["changes"]}) == 29
 
 
 def test_a_schema_refuses_what_it_does_not_describe(outputs: dict[str, list[Any]]) -> None:
     document = dict(outputs["plan"][0])
     with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate(document | {"format_version": 2}, SCHEMAS["plan"])
+        jsonschema.validate(document | {"format_version": FORMAT_VERSION + 1}, SCHEMAS["plan"])
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({k: v for k, v in document.items() if k != "summary"}, SCHEMAS["plan"])
 

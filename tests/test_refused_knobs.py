@@ -113,7 +113,7 @@ def test_required_knob_the_kernel_refuses_rolls_the_run_back(
         "sysctl:kernel.nmi_watchdog is not supported on this host: "
         f"{REFUSAL_524.rstrip('.')}; mark the entry `optional: true`"
     ) in result.err
-    assert "rolled back 2 changes" in result.err
+    assert "rolled back 2 writes" in result.err
     assert sysctl(root, "vm.swappiness") == "60"
     assert journal(root)[-1]["outcome"] == "rolled-back"
 

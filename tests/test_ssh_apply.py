@@ -76,7 +76,8 @@ def test_apply_over_ssh_equals_the_local_apply(
     assert code == 0 and "In sync: nothing to change on ssh h1." in out
     assert tree(remote) == after
     (row,) = history(lab, "h1")
-    assert (row["outcome"], row["changes"], row["phase"]) == ("applied", 363, "runtime")
+    assert (row["outcome"], row["changes"], row["writes"]) == ("applied", 24, 363)
+    assert row["phase"] == "runtime"
 
     code, out, err = tune(lab, "rollback", "--yes", "-H", "h1")
     assert (code, err) == (0, "")

@@ -176,10 +176,10 @@ def test_a_fleet_apply_in_json_is_one_object_per_host_and_nothing_else(
     )
     assert (code, err) == (1, "")
     objects = json.loads(out)
-    assert [(o["target"], o["status"], o["changes"]) for o in objects] == [
-        ("a", "applied", 5),
-        ("b", "in-sync", 0),
-        (down, "error", None),
+    assert [(o["target"], o["status"], o["changes"], o["writes"]) for o in objects] == [
+        ("a", "applied", 4, 5),
+        ("b", "in-sync", 0, 0),
+        (down, "error", None, None),
     ]
     (run,) = [r["run_id"] for r in history(lab, "a")]
     assert objects[0]["run"] == run and objects[1]["run"] is None
@@ -238,7 +238,8 @@ def test_one_host_apply_in_json_is_the_document_a_fleet_has_for_each_host(
     done = run_tune(*apply, "--root", root)
     assert done.code == 0, done.err
     document = json.loads(done.out)
-    assert (document["kind"], document["status"], document["changes"]) == ("apply", "applied", 5)
+    assert (document["kind"], document["status"]) == ("apply", "applied")
+    assert (document["changes"], document["writes"]) == (4, 5)
     assert document["run"] is not None and len(document["plan"]["changes"]) == 5
     again = run_tune(*apply, "--root", root)
     assert (json.loads(again.out)["status"], json.loads(again.out)["run"]) == ("in-sync", None)
@@ -285,10 +286,11 @@ def test_history_across_hosts_is_one_table_led_by_each_host(
     code, out, err = tune(lab, "history", "-H", "fresh", "-H", "tuned", "-H", down)
     assert (code, err) == (1, "")  # 1: a host could not be read
     rows = [line.split() for line in out.splitlines()]
-    assert rows[0] == ["HOST", "RUN", "STARTED", "PROFILE", "PHASE", "OUTCOME", "CHANGES"]
-    assert rows[1] == ["fresh", "-", "-", "-", "-", "no", "runs", "-"]
-    assert rows[2][0] == "tuned" and rows[2][5:] == ["applied", "6"]
-    assert rows[3] == [down, "-", "-", "-", "-", "error", "-"]
+    header = ["HOST", "RUN", "STARTED", "PROFILE", "PHASE", "OUTCOME", "CHANGES", "WRITES"]
+    assert rows[0] == header
+    assert rows[1] == ["fresh", "-", "-", "-", "-", "no", "runs", "-", "-"]
+    assert rows[2][0] == "tuned" and rows[2][5:] == ["applied", "4", "6"]
+    assert rows[3] == [down, "-", "-", "-", "-", "error", "-", "-"]
     code, out, _ = tune(lab, "history", "-H", "fresh", "-H", "tuned", "--format", "json")
     objects = json.loads(out)
     assert [(o["target"], o["status"], len(o["runs"])) for o in objects] == [

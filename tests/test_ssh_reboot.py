@@ -110,7 +110,7 @@ def test_a_boot_that_moves_a_major_is_rolled_back_over_ssh(
     code, out, err = tune(lab, "apply", BLACKWELL, "--reboot", "-y", "-H", "h1")
     assert code == 3, out
     assert "nvidia-uvm is 508" in err
-    assert "boot-configuration changes are rolled back" in err
+    assert "to the boot configuration are rolled back" in err
     assert boot_files(root) == before
     assert not (root / "var/lib/tune/pending.json").exists()
     host = SnapshotHost(root)

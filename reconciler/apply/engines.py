@@ -48,7 +48,7 @@ class ApplyResult:
     """What an apply came to on one host."""
 
     run_id: str | None  # None: the host was already in sync, no run was started
-    changes: int  # the changes made: optional knobs the kernel refused are not counted
+    writes: int  # the knobs written: optional knobs the kernel refused are not counted
     unsupported: tuple[str, ...] = ()  # a line for each optional knob the kernel refused
     skipped: tuple[Skipped, ...] = ()  # --skip-missing: changes left out, the host lacking
 
@@ -283,7 +283,7 @@ class ShellEngine(Engine):
             after=after,
         )
         return ApplyResult(
-            done.run_id, done.changes - len(done.unsupported), done.unsupported, work.skipped
+            done.run_id, done.writes - len(done.unsupported), done.unsupported, work.skipped
         )
 
     def store_profile(
@@ -387,7 +387,7 @@ class LocalEngine(ShellEngine):
             self._stop(run_id, len(work.steps))
             raise
         return ApplyResult(
-            done.run_id, done.changes - len(done.unsupported), done.unsupported, work.skipped
+            done.run_id, done.writes - len(done.unsupported), done.unsupported, work.skipped
         )
 
     def _stop(self, run_id: str, steps: int) -> None:

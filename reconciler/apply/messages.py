@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import TypeVar
 
 from ..core.few import first_few
+from ..core.words import counted
 from ..kinds import named
 from ..steps.ops import Need, Require, Step
 
@@ -77,14 +78,14 @@ def show_value(value: str | None) -> str:
 
 def failed_message(reason: str, at: str, count: int, failures: list[str], run_id: str) -> str:
     """The message of a run that failed `at` a step (or a phase) for `reason` and restored
-    `count` changes, `failures` of them not, whatever applied it."""
+    the `count` writes it made, `failures` of them not, whatever applied it."""
     head = reason if reason.startswith(at) else f"{at}: {reason}"
     if failures:
         return (
-            f"apply failed ({head}); rolling back {count} changes left "
+            f"apply failed ({head}); rolling back {counted(count, 'write')} left "
             f"{len(failures)} not restored: {first_few(failures)} (run {run_id})."
         )
-    return f"apply failed ({head}); rolled back {count} changes (run {run_id})."
+    return f"apply failed ({head}); rolled back {counted(count, 'write')} (run {run_id})."
 
 
 def explained(steps: Sequence[Step], at: str, reason: str) -> str:

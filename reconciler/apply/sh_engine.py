@@ -294,7 +294,7 @@ def outcome_error(run: Run, where: str | None = None) -> ApplyFailed:
 @dataclass(frozen=True)
 class RemoteApplied:
     run_id: str
-    changes: int
+    writes: int
     unsupported: tuple[str, ...] = ()  # a line for each optional knob the kernel refused
 
 

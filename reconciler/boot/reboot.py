@@ -19,6 +19,7 @@ from ..apply.pending import PendingBoot
 from ..core.errors import ApplyFailed, HostError, HostKeyError, RebootTimeout
 from ..core.few import LINE, cut, first_few
 from ..core.files import Request
+from ..core.words import counted
 from ..facts.kernel import BOOT_ID
 from ..hosts.base import Host
 from ..steps.ops import PutFile
@@ -123,10 +124,13 @@ def conclude(
         run = rolled_back_run(engine.host, pending.run_id)
         done = engine.rollback(run, boot_only=True).result
         engine.clear_pending(said("failed", verdict.boot_id) if said else ())
+        writes = done.restored + done.unchanged
         undone = (
             f"{len(done.failures)} not restored: " + first_few(done.failures)
             if done.failures
-            else f"its {done.restored + done.unchanged} boot-configuration changes are rolled back"
+            else f"its {counted(writes, 'write')} to the boot configuration "
+            + ("is" if writes == 1 else "are")
+            + " rolled back"
         )
         raise BootFailed(verdict, pending.run_id, undone)
     engine.clear_pending(said("held", verdict.boot_id) if said else ())

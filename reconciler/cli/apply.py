@@ -385,7 +385,7 @@ class Terminal:
                 line.startswith(f"{step.id} is not supported") for line in applied.unsupported
             )
         )
-        said = changes_and_writes(step_entries(made, work.plan), applied.changes)
+        said = changes_and_writes(step_entries(made, work.plan), applied.writes)
         self.say(f"Applied {said} to {host.describe()} (run {applied.run_id}).")
         kept_lines(kept)
 
@@ -460,7 +460,7 @@ def apply_document(done: Done, host: Host, job: ApplyJob) -> dict[str, Any]:
 
     result = None
     if not job.dry_run:
-        value = done.applied or ApplyResult(run_id=None, changes=0)
+        value = done.applied or ApplyResult(run_id=None, writes=0)
         result = HostResult(host.name, value=value)
     document = applied_document(host.name, result, applied_part(done.work), done.work.skipped)
     pending = done.pending is not None and done.verdict is None

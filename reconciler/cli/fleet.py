@@ -123,13 +123,13 @@ class FleetTerminal:
                 shown = dry_run_text(work.steps, host, plan=work.plan, color=out.color)
                 out.echo(f"\n{shown}", nl=False)
 
-    def confirm(self, prepared: Sequence[HostResult[Work]], changes: int, hosts: int) -> None:
+    def confirm(self, prepared: Sequence[HostResult[Work]], writes: int, hosts: int) -> None:
         """`flow.FleetConfirm`: what each host will change, then the one question."""
         self.asked = True
         self.prepared(prepared)
         works = [r.value for r in prepared if r.value is not None and r.value.steps]
         made = sum(step_entries(work.planned, work.plan) for work in works)
-        self.ask(changes_and_writes(made, changes), hosts)
+        self.ask(changes_and_writes(made, writes), hosts)
 
     def ask(self, changes: str, hosts: int) -> None:
         """`changes`: as `folding.changes_and_writes` says them, summed over the hosts."""

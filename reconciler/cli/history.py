@@ -11,7 +11,9 @@ from ..core.errors import ExitCode, JournalError
 from ..core.printable import printable
 from ..hosts.base import ReadableHost
 from ..hosts.directory import open_host
+from ..plan.entries import journaled_entries
 from ..render import documents
+from ..steps.records import StepRecord
 from .complete import roots
 from .exits import exits
 from .helptext import UNTUNED, examples
@@ -37,7 +39,7 @@ from .remote import RemoteOptions, no_root, remote_options
 @output_options("text", "json")
 @remote_options
 def history(root: str | None, out: Output, remote: RemoteOptions) -> int:
-    """List the runs journaled on the host(s): time, profile, outcome, number of changes. A
+    """List the runs journaled on the host(s): time, profile, outcome, changes and writes. A
     damaged journal's run is listed as far as it reads, outcome "damaged"; then exit 6. Over
     several hosts, one table with a HOST column (JSON: one object per host)."""
     if remote.is_fleet:
@@ -55,8 +57,10 @@ def history(root: str | None, out: Output, remote: RemoteOptions) -> int:
     return ExitCode.IN_SYNC
 
 
-HISTORY_KEYS = ("run_id", "started", "profile", "phase", "outcome", "changes")
-HISTORY_HEADER = ["RUN", "STARTED", "PROFILE", "PHASE", "OUTCOME", "CHANGES"]
+HISTORY_KEYS = ("run_id", "started", "profile", "phase", "outcome", "changes", "writes")
+# CHANGES: the profile entries the run changed (a governor on 128 CPUs is one), WRITES: the
+# knobs it wrote (that governor is 128).
+HISTORY_HEADER = ["RUN", "STARTED", "PROFILE", "PHASE", "OUTCOME", "CHANGES", "WRITES"]
 
 
 def _history_rows(runs: list[Run], damaged: list[DamagedJournal]) -> list[dict[str, Any]]:
@@ -69,7 +73,8 @@ def _history_rows(runs: list[Run], damaged: list[DamagedJournal]) -> list[dict[s
             "profile": run.header.profile if run.header else None,
             "phase": run.header.phase if run.header else None,
             "outcome": "damaged" if run.run_id in broken else run.outcome,
-            "changes": len(run.steps),
+            "changes": journaled_entries(run.of_type(StepRecord)),
+            "writes": len(run.steps),
         }
         for run in runs
     ]
@@ -99,12 +104,12 @@ def _fleet_history(remote: RemoteOptions, out: Output) -> int:
         table: list[list[str]] = []
         for result in results:
             if result.value is None:
-                table.append([result.name, "-", "-", "-", "-", "error", "-"])
+                table.append([result.name, "-", "-", "-", "-", "error", "-", "-"])
                 continue
             rows = _history_rows(*result.value)
             table += [[result.name, *(str(r[key]) for key in HISTORY_KEYS)] for r in rows]
             if not rows:
-                table.append([result.name, "-", "-", "-", "-", "no runs", "-"])
+                table.append([result.name, "-", "-", "-", "-", "no runs", "-", "-"])
         _table(["HOST", *HISTORY_HEADER], table, out)
         for result in results:
             if result.error is not None:

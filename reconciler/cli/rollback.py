@@ -13,9 +13,13 @@ from ..core.changes import Phase
 from ..core.errors import ApplyFailed, ExitCode, JournalError
 from ..core.few import first_few
 from ..core.printable import printable
+from ..core.words import counted
 from ..hosts.base import Host
+from ..plan.entries import journaled_entries
 from ..render import documents
 from ..render.apply import dry_run_text
+from ..render.folding import changes_and_writes
+from ..steps.records import StepRecord
 from .complete import roots, run_ids
 from .consent import confirm, dry_run_option, yes_option
 from .exits import exits
@@ -83,9 +87,12 @@ def rollback(
             undone = [run for run in runs if run.outcome != "rolled-back" and run.steps]
             if not undone:
                 return  # each is rolled back already: nothing to ask about
-            changes = sum(len(run.steps) for run in undone)
+            made = changes_and_writes(
+                sum(journaled_entries(run.of_type(StepRecord)) for run in undone),
+                sum(len(run.steps) for run in undone),
+            )
             ids = ", ".join(run.run_id for run in undone)
-            question = f"Roll back {changes} changes of run {ids} on {host.describe()}?"
+            question = f"Roll back {made} of run {ids} on {host.describe()}?"
             confirm(printable(question), yes=yes, command="tune rollback")
 
         done = roll_back(engine, run_id, approve)
@@ -104,9 +111,8 @@ def rollback(
             continue  # nothing was read, nothing restored: the damage says so below
         if result.failures:
             raise ApplyFailed(
-                f"rollback of run {one.run_id} left {len(result.failures)} changes not restored: "
-                + first_few(result.failures)
-                + " (`--format json` lists each)"
+                f"rollback of run {one.run_id} left {counted(len(result.failures), 'write')} "
+                "not restored: " + first_few(result.failures) + " (`--format json` lists each)"
             )
         if not out.json:
             out.echo(

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .words import counted
+
 
 class ExitCode:
     IN_SYNC = 0
@@ -151,14 +153,14 @@ class UnfinishedRun(TuneError):
 
     exit_code = ExitCode.UNFINISHED_RUN
 
-    def __init__(self, run_id: str, changes: int, host: str) -> None:
+    def __init__(self, run_id: str, writes: int, host: str) -> None:
         self.run_id = run_id
         # Said only once the host's lock was found free (`journal.before_apply`): a run still
         # going is `LockHeld`, never work the operator is told to roll back.
         super().__init__(
-            f"run {run_id} on {host} was interrupted after {changes} changes and was never rolled "
-            "back: `tune rollback` restores them, or `tune apply --after-interrupted` applies "
-            "over them (one `tune rollback` then undoes both runs)."
+            f"run {run_id} on {host} was interrupted after {counted(writes, 'write')} and was "
+            "never rolled back: `tune rollback` restores them, or `tune apply --after-interrupted` "
+            "applies over them (one `tune rollback` then undoes both runs)."
         )
 
 

@@ -361,8 +361,8 @@ def _said_rolled_back(engine: Engine) -> None:
 
 
 # The one question of a fleet's apply, asked once every host is prepared and some host has
-# something to change, never on a dry run: `(prepared, changes, hosts)`, what each host will
-# change (or why it cannot) and how many changes on how many hosts; raise to write nothing.
+# something to change, never on a dry run: `(prepared, writes, hosts)`, what each host will
+# change (or why it cannot) and how many writes on how many hosts; raise to write nothing.
 FleetConfirm = Callable[[Sequence[HostResult[Work]], int, int], None]
 
 

@@ -13,6 +13,7 @@ from ..core.printable import printable
 from ..core.words import counted
 from ..hosts.base import ReadableHost
 from ..hosts.directory import SnapshotHost
+from ..plan import entries
 from ..steps.ops import PutFile, Step
 from ..steps.state import LOCK, STATE
 from .diff import unified
@@ -20,7 +21,6 @@ from .folding import (
     Group,
     blocks,
     changes_and_writes,
-    entry,
     fold_key,
     same_but_subject,
     subjects,
@@ -49,9 +49,8 @@ def counted_steps(steps: tuple[Step, ...], plan: Plan) -> str:
 
 
 def step_entries(steps: tuple[Step, ...], plan: Plan) -> int:
-    """How many profile entries `steps` change (`folding.entries` of their changes)."""
-    changes = {c.id: c for c in plan.compared}
-    return len({entry(changes[s.id]) if s.id in changes else (s.id,) for s in steps})
+    """How many profile entries `steps` change (`plan.entries` of their changes)."""
+    return entries.step_entries(steps, plan.compared)
 
 
 def dry_run_text(

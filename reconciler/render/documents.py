@@ -16,8 +16,10 @@ from ..core.errors import TuneError
 from ..hosts.fleet import HostResult
 
 # Raised when a document changes incompatibly (a field removed, renamed or retyped); new fields
-# keep it.
-FORMAT_VERSION = 1
+# keep it. 2: a count named `changes` counts changes (profile entries that differ), never writes
+# (knobs written): the plan's `summary.changes`, `runtime` and `reboot`, apply's and history's
+# `changes`, a rollout host's `changes`; the writes are `writes` beside them.
+FORMAT_VERSION = 2
 
 T = TypeVar("T")
 
@@ -79,10 +81,9 @@ def fleet(
 
 def plan_summary(plan: Plan) -> dict[str, Any]:
     """The counts the text plan's last line gives, for a script that only wants those, in
-    the text's words: `entries.changes`, the profile entries that differ (a governor on 128
-    CPUs is one change), and `writes`, the knobs they write (that governor is 128 writes).
-    Format 1 gave the writes as `changes`, `runtime` and `reboot` first: they stay, the same
-    numbers as `writes`."""
+    the text's words: `changes`, the profile entries that differ (a governor on 128 CPUs is
+    one change), by phase, and `writes`, the knobs they write (that governor is 128 writes).
+    `entries` counts entries as check's summary does (`entries.changes` is `changes`)."""
     from .folding import entries
 
     changes = plan.changes
@@ -90,9 +91,9 @@ def plan_summary(plan: Plan) -> dict[str, Any]:
     reboot = [c for c in changes if c.phase is Phase.REBOOT]
     writes = {"total": len(changes), "runtime": len(runtime), "reboot": len(reboot)}
     return {
-        "changes": len(changes),
-        "runtime": len(runtime),
-        "reboot": len(reboot),
+        "changes": entries(changes),
+        "runtime": entries(runtime),
+        "reboot": entries(reboot),
         "writes": writes,
         "in_sync": len(plan.in_sync),
         "pending": len(plan.pending),

@@ -314,16 +314,28 @@ def _applied(result: HostResult[ApplyResult]) -> tuple[str, int | None, str | No
     done = result.value
     if done is None:
         return "rolled back" if isinstance(result.error, ApplyFailed) else "error", None, None
-    return "in sync" if done.run_id is None else "applied", done.changes, done.run_id
+    return "in sync" if done.run_id is None else "applied", done.writes, done.run_id
+
+
+def _made(result: HostResult[ApplyResult], plan: Plan | None) -> int | None:
+    """The changes (profile entries) a host's run made: those of its plan (the part the apply
+    was to change) but for optional knobs the kernel refused; None where not known."""
+    done = result.value
+    if done is None or plan is None:
+        return None
+    if done.run_id is None:
+        return 0
+    refused = {line.split(" ", 1)[0] for line in done.unsupported}
+    return entries(c for c in plan.changes if c.id not in refused)
 
 
 def _applied_row(result: HostResult[ApplyResult], plan: Plan | None) -> list[str]:
     state, writes, run = _applied(result)
-    changes = "-" if plan is None or writes is None else str(entries(plan.changes) if writes else 0)
+    made = _made(result, plan)
     lacks = 0 if plan is None else skipped(HostResult(result.name, plan))
     skips = "-" if result.value is None else str(skipped(result) + lacks)
     wrote = "-" if writes is None else str(writes)
-    return [result.name, state, changes, wrote, skips, run or "-"]
+    return [result.name, state, "-" if made is None else str(made), wrote, skips, run or "-"]
 
 
 def applied(
@@ -368,15 +380,15 @@ def applied_document(
     `result`: a dry run), and those --skip-missing left out. The same document for `tune
     apply` on one host and on many."""
     if result is None:
-        status, changes, run = "dry-run", None, None
+        status, changes, writes, run = "dry-run", None, None, None
     else:
-        state, changes, run = _applied(result)
+        state, writes, run = _applied(result)
+        changes = _made(result, plan)
         status = APPLIED_STATUS.get(state, "error")
     body: dict[str, Any] = {
         "status": status,
-        # Format 1 named the writes `changes`; `writes` says what they are.
-        "changes": changes,
-        "writes": changes,
+        "changes": changes,  # profile entries the run changed
+        "writes": writes,  # knobs it wrote
         "run": run,
         "skipped": [s.to_json() for s in skipped],
     }

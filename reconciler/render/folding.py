@@ -18,6 +18,11 @@ from ..core.words import counted
 from ..facts.numa import format_list
 from ..kinds import named
 
+# The rule of what a change is lives in `plan.entries`; the views take it from here too.
+from ..plan.entries import entries as entries
+from ..plan.entries import entry as entry
+from ..plan.entries import of_subjects
+
 T = TypeVar("T")
 
 
@@ -51,20 +56,7 @@ def entry_name(change: Change) -> str:
     """The profile entry's name, the same for each of its subjects (`governor`, `idle C2`), or
     the knob's target: a label that stays put whatever the host has drifted to, and names
     one entry (a container's setting is its own: `101:lxc.cgroup2.devices.allow`)."""
-    return change.setting if _of_subjects(change) else change.target
-
-
-def entry(change: Change) -> tuple[object, ...]:
-    """What the knobs of one profile entry share: their kind and setting, or the knob itself."""
-    return (change.kind, change.setting) if _of_subjects(change) else (change.id,)
-
-
-def _of_subjects(change: Change) -> bool:
-    """Whether `change` is one subject's (a CPU's, a device's) of an entry of many."""
-    if not change.subject:
-        return False
-    kind = named(change.kind)
-    return kind is None or not kind.entry_per_subject
+    return change.setting if of_subjects(change.kind, change.subject) else change.target
 
 
 def fold_key(change: Change, *, same_values: bool = True) -> tuple[object, ...]:
@@ -101,11 +93,6 @@ def same_but_subject(texts: Iterable[str], subject: str) -> tuple[str, ...]:
     irq = re.fullmatch(r"irq(\d+)", subject)
     number = re.compile(rf"(?<=/proc/irq/){irq.group(1)}(?=/)" if irq else r"(?!)")
     return tuple(number.sub("\0", name.sub("\0", text)) for text in texts)
-
-
-def entries(changes: Iterable[Change]) -> int:
-    """How many profile entries `changes` come from (128 CPUs' governors are one)."""
-    return len({entry(c) for c in changes})
 
 
 def changes_and_writes(changes: int, writes: int) -> str:

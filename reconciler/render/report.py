@@ -8,6 +8,8 @@ from typing import Any
 
 from ..core.changes import Change, Phase, Priority, Value
 from ..core.printable import printable_data
+from ..core.words import counted
+from ..plan.entries import entry_of
 from ..report.build import NOT_MEASURED
 from . import md
 from .folding import Group, blocks, fold_key, same_but_subject, subjects
@@ -95,10 +97,11 @@ def _changes(changes: list[dict[str, Any]], outcome: str) -> list[str]:
     for change in changes:
         by_priority.setdefault(change["priority"] or "unrecorded priority", []).append(change)
     for priority, rows in by_priority.items():
-        count = f"{len(rows)} {'change' if len(rows) == 1 else 'changes'}"
+        made = len({entry_of(r["kind"], r["id"], r["setting"], r["subject"]) for r in rows})
         shown = _folded(rows)
-        if len(shown) != len(rows):
-            count += f", {len(shown)} as the plan shows them"
+        count = counted(made, "change") + (
+            f", {counted(len(rows), 'write')}" if len(rows) != made else ""
+        )
         out += [f"### {md.text(priority)} ({count})", ""]
         for block in shown:
             c = block[0]

@@ -40,6 +40,7 @@ def host_document(rollout: Rollout, name: str, step: str | None = None) -> dict[
             "configuration": entry.configuration,
             "run": entry.run_id,
             "changes": entry.changes,
+            "writes": entry.writes,
             "exit_code": entry.exit_code,
             "why": entry.why,
             "elapsed_s": None

@@ -104,9 +104,9 @@ CHECK = record(
     }
 )
 NOTE = record({"about": STRING, "message": STRING})
-# The text's words: a change is a profile entry that differs (`entries.changes`: a governor on
-# 128 CPUs is one change), a write one knob it writes (`writes`: that governor is 128 writes).
-# `changes`, `runtime` and `reboot` are format 1's first names for the writes, kept.
+# The text's words: a change is a profile entry that differs (`changes`: a governor on 128 CPUs
+# is one change), a write one knob it writes (`writes`: that governor is 128 writes). Format 1
+# counted the writes as `changes`, `runtime` and `reboot`.
 SUMMARY = record(
     dict.fromkeys(
         ("changes", "runtime", "reboot", "in_sync", "pending", "checks", "failed_checks"), COUNT
@@ -152,7 +152,8 @@ RUN_ROW = record(
         "profile": TEXT,
         "phase": TEXT,
         "outcome": STRING,
-        "changes": COUNT,
+        "changes": COUNT,  # profile entries the run changed
+        "writes": COUNT,  # knobs it wrote
     }
 )
 FINDING = record(
@@ -214,7 +215,7 @@ BODIES: dict[str, dict[str, Schema]] = {
     },
     "apply": {
         "status": {"enum": ["applied", "in-sync", "rolled-back", "error", "dry-run"]},
-        # The knobs the run wrote (null: none ran); `changes` is format 1's first name for it.
+        # The profile entries the run changed and the knobs it wrote (null: none ran).
         "changes": {"type": ["integer", "null"]},
         "writes": {"type": ["integer", "null"]},
         "run": RUN_ID,
@@ -298,7 +299,10 @@ ROLLOUT_HOST = _document(
         "step": STRING,
         "configuration": CONFIGURATION,
         "run": TEXT,
-        "changes": COUNT,
+        # The profile entries its run changes and the knobs it writes; `changes` is null in a
+        # rollout a tune of format 1 journaled (it counted the writes).
+        "changes": {"anyOf": [COUNT, {"type": "null"}]},
+        "writes": COUNT,
         "exit_code": {"type": ["integer", "null"]},
         "why": TEXT,
         "elapsed_s": {"type": ["number", "null"]},

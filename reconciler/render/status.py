@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from ..core.printable import printable
+from ..core.words import counted
 from ..steps.status import Status
 from . import documents
 from .style import styler
@@ -25,7 +26,9 @@ def text(host: str, status: Status, color: bool) -> str:
     elif status.in_sync:
         state = style("in sync", fg="green")
     else:
-        state = style(f"drift: {status.drift} changes", fg="red", bold=True)
+        # status.json counts the knobs that drifted (`drift`), not the profile entries.
+        said = "drift" if status.drift is None else f"drift: {counted(status.drift, 'knob')}"
+        state = style(said, fg="red", bold=True)
     if status.armed:
         reboot = f"armed (run {status.pending_run}): the next boot takes the new configuration"
     elif status.reboot_pending:

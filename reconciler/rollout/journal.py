@@ -86,7 +86,10 @@ class HostEntry:
     why: str | None = None  # failed or rolled back: the one sentence; done: a note, if any
     exit_code: int | None = None  # failed: what this host alone would exit with
     configuration: str = "prior"  # prior | new | pending (a boot not yet verified) | unknown
-    changes: int = 0
+    # The profile entries its run changes and the knobs it writes. None: journaled by a tune
+    # that counted only the writes, and called them `changes` (`_written_before`).
+    changes: int | None = 0
+    writes: int = 0
     started: float | None = None  # time.time() of its first step in this rollout
     finished: float | None = None
     # Which machine it is, pinned when the rollout starts (ssh_config resolved), its host key
@@ -149,7 +152,8 @@ class Rollout:
             options=data["options"],
             waves=data["waves"],
             hosts={
-                name: HostEntry(**entry_fields(entry, path, name)) for name, entry in hosts.items()
+                name: HostEntry(**entry_fields(_written_before(entry), path, name))
+                for name, entry in hosts.items()
             },
             created=data["created"],
             stopped=data["stopped"],
@@ -312,7 +316,7 @@ def _replay(rollout: Rollout, record: dict[str, Any], path: Path) -> None:
         raise unreadable(path, "a transition of a host not in the rollout")
     if not isinstance(changes, dict):
         raise unreadable(path, f"a transition of host {name} that is not a mapping")
-    entry = dataclasses.asdict(rollout.hosts[name]) | changes
+    entry = dataclasses.asdict(rollout.hosts[name]) | _written_before(changes)
     rollout.hosts[name] = HostEntry(**entry_fields(entry, path, name))
     _judge(rollout.hosts[name], len(rollout.waves), path, name)
 
@@ -392,6 +396,21 @@ def dataclass_fields(cls: type, only: tuple[str, ...] | None = None) -> dict[str
         for f in dataclasses.fields(cls)
         if f.init and (only is None or f.name in only)
     }
+
+
+def _written_before(data: Any) -> Any:
+    """A host's fields as a tune of 0.2 journaled them: its `changes` (a number) were the
+    writes (a tune that knows both always journals both)."""
+    if (
+        isinstance(data, dict)
+        and "writes" not in data
+        and type(data.get("changes")) is int  # not a bool; another type is refused as it is
+    ):
+        return {k: v for k, v in data.items() if k != "changes"} | {
+            "writes": data["changes"],
+            "changes": None,
+        }
+    return data
 
 
 def entry_fields(data: Any, path: Path, name: str) -> dict[str, Any]:

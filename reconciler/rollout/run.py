@@ -38,6 +38,7 @@ from ..flow.orchestration import (
     run_work,
 )
 from ..flow.status import after_apply, previous
+from ..plan.entries import step_entries
 from ..steps.status import STATUS, Status
 from .hooks import HookContext, run_hook
 from .journal import DONE, FAILED, IN_FLIGHT, NOT_STARTED, ROLLED_BACK, HostEntry, Rollout
@@ -197,7 +198,8 @@ def _start_host(
             state=IN_FLIGHT,
             run_id=run_id,
             boot_id=work.plan.host.boot_id,
-            changes=len(work.planned),
+            changes=step_entries(work.planned, work.plan.compared),
+            writes=len(work.planned),
             started=time.time(),
             host_key=host_key,
         )

@@ -285,7 +285,7 @@ def test_skip_missing_still_rolls_back_a_module_that_is_there_but_fails_to_load(
         {"sysctl": {"vm.swappiness": 10}, "modules": {"nvidia_peermem": "loaded"}},
     )
     before = tree(root)
-    with pytest.raises(ApplyFailed, match="rolled back 2 changes"):
+    with pytest.raises(ApplyFailed, match="rolled back 2 writes"):
         engine.apply(root, profile, with_persistence=False, skip_missing=True)
     assert tree(root) == before
 
@@ -330,7 +330,7 @@ def test_a_restore_the_kernel_does_not_take_is_reported_and_the_rest_restored(
     assert str(failed.value) == (
         "apply failed (sysctl:fs.file-max is not supported on this host: /proc/sys/fs/file-max: "
         "the kernel refused '10' (Invalid argument); mark the entry `optional: true` to apply "
-        "the rest without it.); rolling back 2 changes left 1 not restored: "
+        "the rest without it.); rolling back 2 writes left 1 not restored: "
         "sysctl:vm.swappiness: restored '60' but it reads back '10' (run " + run_id + ")."
     )
     run = read_run(SnapshotHost(root), run_id)
@@ -360,7 +360,7 @@ def test_nvidia_peermem_symbol_mismatch_is_explained_and_rolled_back(
         engine.apply(root, profile, with_persistence=False)
     message = str(failed.value)
     assert "modprobe nvidia_peermem failed because the NVIDIA driver and the RDMA stack" in message
-    assert "rolled back 2 changes" in message
+    assert "rolled back 2 writes" in message
     assert failed.value.exit_code == 3
     assert tree(root) == before
 
@@ -413,7 +413,7 @@ def test_a_profile_yaml_that_cannot_be_written_leaves_no_pending_json(
     before = tree(root)
     pending = PutFile(PENDING, b'{"run_id": "x"}', 0o600)
     write(root, FAULT, "2 fail\n")  # the third write: the step's, pending.json's, profile.yaml's
-    with pytest.raises(ApplyFailed, match="rolled back 1 changes"):
+    with pytest.raises(ApplyFailed, match="rolled back 1 write"):
         engine.apply(root, profile, with_persistence=False, after=(pending,))
     (root / FAULT.lstrip("/")).unlink()
     assert not (root / PENDING.lstrip("/")).exists()

@@ -79,7 +79,7 @@ def test_a_failed_promotion_restores_the_prior_boot_configuration(
         engine.promote(root, run_id, (PROMOTE, BROKEN))
     assert str(failed.value) == (
         "apply failed (cmdline:oneshot: /sys/firmware/efi/efivars/nosuch: cannot open for "
-        f"writing (No such file or directory).); rolled back 5 changes (run {run_id})."
+        f"writing (No such file or directory).); rolled back 5 writes (run {run_id})."
     )
     assert tree(root) == before
     assert "amd_pstate" not in configured(root)

@@ -243,7 +243,7 @@ def test_a_step_whose_record_the_full_disk_cut_short_is_never_written(
     monkeypatch.undo()
     assert result.code == ExitCode.NO_SPACE, result.err
     assert "no space left on the device" in result.err
-    assert "rolled back 2 changes" in result.err
+    assert "rolled back 2 writes" in result.err
     assert "not restored" not in result.err
     assert whole_tree(root) == before
     assert_whole_records(root)
@@ -308,7 +308,7 @@ def test_a_real_short_write_of_the_kernel_stops_the_apply_before_the_step(
     done = tune_with_files_up_to(limit, "apply", "--yes", profile, *args)
     assert done.returncode == ExitCode.APPLY_FAILED, done.stderr
     assert "File too large" in done.stderr
-    assert "rolled back 2 changes" in done.stderr
+    assert "rolled back 2 writes" in done.stderr
     assert "not restored" not in done.stderr
     assert whole_tree(root) == before
     assert_whole_records(root)

@@ -393,7 +393,12 @@ def rewritten(
         (
             lambda d: None,
             '{"host": "gpu1", "set": {"changes": "many"}}\n',
-            "changes of host gpu1 is not int",
+            "changes of host gpu1 is not int | None",
+        ),
+        (
+            lambda d: None,
+            '{"host": "gpu1", "set": {"writes": "many", "changes": 1}}\n',
+            "writes of host gpu1 is not int",
         ),
         (
             lambda d: None,

@@ -34,7 +34,7 @@ OLD_LOCK = "/run/lock/tune.lock"  # where tune kept its lock: a 1777 directory o
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as nobody")
 with_sshd = pytest.mark.skipif(not sshd_available(), reason="needs root and openssh-server")
 INTERRUPTED = (
-    "{} after {} changes and was never rolled back: `tune rollback` restores them, "
+    "{} after {} writes and was never rolled back: `tune rollback` restores them, "
     "or `tune apply --after-interrupted` applies over them (one `tune rollback` then undoes "
     "both runs)."
 )

@@ -284,7 +284,7 @@ def apply(module):
     run = done.get("run")
     required, pending = pending_after(module, done)
     return done.get("plan") or {}, {
-        "changed": run is not None and bool(done.get("changes")),
+        "changed": run is not None and bool(done.get("writes")),
         "run": run,
         "reboot_required": required,
         "pending": pending,
