@@ -4,7 +4,6 @@ install, from any directory. A path that exists always wins over a bundled name.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
 from ..core.errors import UsageError
@@ -20,6 +19,8 @@ class BundledProfile:
 
 
 def directory() -> Path:
+    from importlib import resources  # a profile named by its path never needs it
+
     return Path(str(resources.files("reconciler") / "profiles"))
 
 
