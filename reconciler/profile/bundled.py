@@ -3,8 +3,8 @@ install, from any directory. A path that exists always wins over a bundled name.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from ..core.errors import UsageError
 from .source import is_url, path_of_url
@@ -12,8 +12,7 @@ from .source import is_url, path_of_url
 SUFFIX = ".yaml"
 
 
-@dataclass(frozen=True)
-class BundledProfile:
+class BundledProfile(NamedTuple):
     name: str
     path: Path
 
