@@ -16,29 +16,50 @@ from conftest import PROJECT, write
 from reconciler import kinds
 from reconciler.kinds.base import Kind
 
-# The kind modules in sys.modules once `main` has run, as JSON on the last line of stderr.
-KINDS_AFTER_MAIN = (
+# The modules in sys.modules once `main` has run, as JSON on the last line of stderr.
+MODULES_AFTER_MAIN = (
     "import json, sys\n"
     "from reconciler.cli.main import main\n"
     "try:\n"
     "    main(sys.argv[1:])\n"
     "except SystemExit:\n"
     "    pass\n"
-    "prefix = 'reconciler.kinds.'\n"
-    "found = sorted(m[len(prefix):] for m in sys.modules if m.startswith(prefix))\n"
-    "print(json.dumps(found), file=sys.stderr)\n"
+    "print(json.dumps(sorted(sys.modules)), file=sys.stderr)\n"
 )
 
 SYSCTL_ONLY = "name: one-kind\nsysctl:\n  vm.swappiness: 10\n"
 
+# What a local plan never needs, whatever its profile: SSH and its libraries, the comparison
+# of saved plans, schema and property-test tools, archives, the fleet's and other commands'
+# modules, shell completion, the IRQ facts of a profile without `irq_affinity`.
+NEVER_IN_A_PLAN = (
+    *("fabric", "paramiko", "invoke", "deepdiff", "hypothesis", "jsonschema", "tarfile"),
+    *("click.shell_completion", "reconciler.hosts.archive", "reconciler.hosts.ssh"),
+    *("reconciler.hosts.targets", "reconciler.render.fleet", "reconciler.facts.irq"),
+    *("reconciler.apply", "reconciler.audit", "reconciler.probes", "reconciler.rollout"),
+)
+# And, with the profile's validated form read from the cache, its parser and validator.
+NEVER_FROM_THE_CACHE = ("pydantic", "ruamel")
 
-def kind_modules(tmp_path: Path, *args: str, cache: str) -> tuple[list[str], str]:
-    """The kind modules a `tune ARGS` process imported, and what it printed."""
-    argv = [sys.executable, "-c", KINDS_AFTER_MAIN, *args]
+
+def modules(tmp_path: Path, *args: str, cache: str) -> tuple[list[str], str]:
+    """The modules a `tune ARGS` process imported, and what it printed."""
+    argv = [sys.executable, "-c", MODULES_AFTER_MAIN, *args]
     env = {**os.environ, "PYTHONPATH": str(PROJECT), "TUNE_CACHE_DIR": cache}
     done = subprocess.run(argv, env=env, capture_output=True, text=True, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stderr.splitlines()[-1]), done.stdout
+
+
+def kind_modules(tmp_path: Path, *args: str, cache: str) -> tuple[list[str], str]:
+    """The kind modules a `tune ARGS` process imported, and what it printed."""
+    found, shown = modules(tmp_path, *args, cache=cache)
+    prefix = "reconciler.kinds."
+    return [m[len(prefix) :] for m in found if m.startswith(prefix)], shown
+
+
+def within(module: str, names: tuple[str, ...]) -> bool:
+    return any(module == name or module.startswith(name + ".") for name in names)
 
 
 @pytest.fixture
@@ -65,6 +86,25 @@ def test_planning_a_profile_of_one_kind_imports_no_other_kind(
     assert "vm.swappiness" in shown
     bare, _ = kind_modules(tmp_path, *args, "--no-persist", cache=folder)
     assert bare == ["base", "sysctl"]
+
+
+@pytest.mark.parametrize("cache", ["", "cache"], ids=["validated", "from-the-cache"])
+def test_a_local_plan_imports_nothing_it_does_not_use(
+    tmp_path: Path, one_kind: tuple[Path, Path], cache: str
+) -> None:
+    """Each of these once cost every `tune plan` its import (benchmarks/plan.py times it):
+    pinned by name, so that a new import at the top of a module on plan's path shows here."""
+    profile, root = one_kind
+    folder = str(tmp_path / cache) if cache else ""
+    args = ["plan", str(profile), "--root", str(root), "--save", str(tmp_path / "plan.json")]
+    if cache:
+        modules(tmp_path, *args, cache=folder)  # fills the cache
+    found, shown = modules(tmp_path, *args, cache=folder)
+    assert "vm.swappiness" in shown
+    never = NEVER_IN_A_PLAN + (NEVER_FROM_THE_CACHE if cache else ())
+    assert [m for m in found if within(m, never)] == []
+    # The cache decides what is validated: the run without it did validate, with it did not.
+    assert ("pydantic" in found) == (not cache)
 
 
 def test_a_section_that_derives_kernel_options_brings_the_cmdline_kind(

@@ -10,16 +10,26 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
-from click.shell_completion import CompletionItem
+
+if TYPE_CHECKING:
+    from click.shell_completion import CompletionItem
 
 ARCHIVES = (".tar.gz", ".tgz")
 
 
+def _item(value: str, **kwargs: str) -> CompletionItem:
+    """click's item, its module imported only when the shell asks (never on a plain run)."""
+    from click.shell_completion import CompletionItem
+
+    return CompletionItem(value, **kwargs)
+
+
 def _files(incomplete: str) -> CompletionItem:
     """Leave files to the shell: it quotes, expands ~ and walks into directories itself."""
-    return CompletionItem(incomplete, type="file")
+    return _item(incomplete, type="file")
 
 
 def profiles(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
@@ -27,7 +37,7 @@ def profiles(ctx: click.Context, param: click.Parameter, incomplete: str) -> lis
     from ..profile.bundled import bundled
 
     names = [
-        CompletionItem(profile.name, help=f"bundled profile ({profile.path.name})")
+        _item(profile.name, help=f"bundled profile ({profile.path.name})")
         for profile in bundled()
         if profile.name.startswith(incomplete)
     ]
@@ -43,11 +53,11 @@ def roots(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[C
     except OSError:
         entries = []
     archives = [
-        CompletionItem(folder + slash + entry.name)
+        _item(folder + slash + entry.name)
         for entry in entries
         if entry.name.startswith(start) and entry.name.endswith(ARCHIVES) and entry.is_file()
     ]
-    return [*archives, CompletionItem(incomplete, type="dir")]
+    return [*archives, _item(incomplete, type="dir")]
 
 
 def run_ids(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
@@ -63,7 +73,7 @@ def run_ids(ctx: click.Context, param: click.Parameter, incomplete: str) -> list
     ids = sorted(
         (n.removesuffix(RUN_SUFFIX) for n in found if n.endswith(RUN_SUFFIX)), reverse=True
     )
-    return [CompletionItem(run_id) for run_id in ids if run_id.startswith(incomplete)]
+    return [_item(run_id) for run_id in ids if run_id.startswith(incomplete)]
 
 
 def rollout_ids(
@@ -77,4 +87,4 @@ def rollout_ids(
     except OSError:
         return []
     ids = sorted((stem for stem in found if stem.startswith(incomplete)), reverse=True)
-    return [CompletionItem(rollout_id) for rollout_id in ids]
+    return [_item(rollout_id) for rollout_id in ids]

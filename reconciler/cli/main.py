@@ -17,15 +17,12 @@ from .. import __version__
 from ..core.changes import Phase, Plan
 from ..core.errors import ExitCode, OutputError, ProfileError, TuneError, UsageError, reason
 from ..core.printable import printable
-from ..hosts.archive import write_archive
 from ..hosts.base import FULL, Host, ReadableHost
-from ..hosts.fleet import fleet_exit_code, for_each_host
 from ..plan import saved
 from ..plan.make import make_plan
 from ..plan.observe import observation, observe, request
 from ..profile.load import LoadedProfile, load_profile, schema
 from ..render import RENDERERS, documents
-from ..render import fleet as fleet_render
 from .complete import roots
 from .exits import COMPARES, exits, table_help
 from .helptext import TUNED, UNTUNED, SummaryGroup, examples
@@ -180,6 +177,9 @@ def plan(
         return saved.of_phases(dataclasses.replace(made, notes=(*made.notes, *notes)), phases)
 
     if remote.is_fleet:
+        from ..hosts.fleet import fleet_exit_code, for_each_host
+        from ..render import fleet as fleet_render
+
         no_root(root)
         results = for_each_host(
             remote.open(), plan_of, remote.fleet_forks(), progress_on_terminal(out)
@@ -308,6 +308,8 @@ def check_cmd(
     if remote.is_fleet:
         if prometheus:
             raise UsageError("--prometheus describes one host; run it on each host instead.")
+        from ..hosts.fleet import fleet_exit_code, for_each_host
+
         no_root(root)
         results = for_each_host(
             remote.open(), check_of, remote.fleet_forks(), progress_on_terminal(out)
@@ -454,6 +456,8 @@ def snapshot(
     profile: str, output: str, root: str | None, out: Output, remote: RemoteOptions
 ) -> int:
     """Capture exactly the files PROFILE reads from the host, for offline plans."""
+    from ..hosts.archive import write_archive
+
     loaded: LoadedProfile = load_profile(profile)
     source: list[ReadableHost] = []
 

@@ -43,6 +43,11 @@ def _escape(match: re.Match[str]) -> str:
 def printable(text: str) -> str:
     """`text` with every character that could act on a terminal or reorder a line escaped, as
     Python writes it in a string literal; different texts stay different."""
+    # Most text has nothing to escape: every character `UNSAFE` matches is one that
+    # `isprintable` refuses (a control, a separator, a format character, a surrogate), or a
+    # backslash. A plan shows thousands of strings, and this test costs less than the search.
+    if text.isprintable() and "\\" not in text:
+        return text
     return UNSAFE.sub(_escape, text)
 
 
@@ -59,10 +64,19 @@ def printable_data(value: T, lines: frozenset[str] = frozenset()) -> T:
     return _walk(value, lines, printable)  # type: ignore[no-any-return]
 
 
+# What holds no text: most fields of a plan's entries, returned before any other test.
+_LEAVES = frozenset({int, bool, float})
+
+
 def _walk(value: Any, lines: frozenset[str], escape: Callable[[str], str]) -> Any:
     # What holds nothing to escape is returned as it is (a tuple, a frozen plan's dataclass):
     # a plan of a thousand entries is mostly clean text, and copying it all cost a plan's
     # render more than its formatting.
+    kind = type(value)
+    if kind is str:
+        return escape(value)
+    if value is None or kind in _LEAVES:
+        return value
     if isinstance(value, Enum):  # Phase.RUNTIME is a str too, and stays the member it is
         return value
     if isinstance(value, str):

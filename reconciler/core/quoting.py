@@ -5,7 +5,7 @@ over sh, the executor that writes over sh and the parsers that render a shell as
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .errors import HostError
 from .paths import bracket_end, checked
@@ -54,8 +54,7 @@ def quoted(text: str) -> str:
     return "'" + text.replace("'", "'\\''") + "'"
 
 
-@dataclass(frozen=True)
-class Expand:
+class Expand(NamedTuple):
     """sh text that the target expands where it stands in an `sh_word` (`$(shown_3)`, `${ERR%.}`):
     written by tune, never taken from a profile or a host."""
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..core.files import Files
 
@@ -63,8 +63,7 @@ def per_cpu(files: Files, pattern: str) -> dict[str, str]:
     return {cpu_of(path): (files.value(path) or "").strip() for path in by_cpu(files.glob(pattern))}
 
 
-@dataclass(frozen=True)
-class CpuInfo:
+class CpuInfo(NamedTuple):
     model: str | None
     sockets: int | None
     cpus: int

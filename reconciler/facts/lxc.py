@@ -16,9 +16,9 @@ either way: Proxmox hands its `lxc.*` items to LXC unchanged.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from enum import Enum
 from functools import lru_cache
+from typing import NamedTuple
 
 from . import numbers
 from .lxc_keys import KEYS
@@ -94,21 +94,18 @@ def is_standard_place(path: str) -> bool:
     return STANDARD_PLACES.fullmatch(path) is not None
 
 
-@dataclass(frozen=True)
-class Item:
+class Item(NamedTuple):
     key: str
     value: str  # as the reader passes it on: trimmed, LXC's surrounding quotes removed
     line: int  # 0-based index in the file's lines
 
 
-@dataclass(frozen=True)
-class RefusedLine:
+class RefusedLine(NamedTuple):
     line: int  # 0-based
     message: str  # the reader's own words
 
 
-@dataclass(frozen=True)
-class Config:
+class Config(NamedTuple):
     """A config as its reader takes it: the items of its main section, and the lines the reader
     refuses (LXC then refuses to start the container; Proxmox warns and skips them)."""
 
@@ -212,8 +209,7 @@ def foreign_line(text: str) -> int | None:
 # --- What a value means to LXC ---------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class DeviceRule:
+class DeviceRule(NamedTuple):
     """A `devices.allow`/`.deny` rule as LXC's `device_cgroup_rule_parse` (cgfsng.c) reads it:
     type, major:minor (None for `*`) and access; it reads at most three access letters and
     ignores whatever follows them (`c 195:* rwm # note`)."""
@@ -247,8 +243,7 @@ def device_rule(value: str) -> DeviceRule | None:
     return DeviceRule(match.group(1), major, minor, frozenset(match.group(4)))
 
 
-@dataclass(frozen=True)
-class MountEntry:
+class MountEntry(NamedTuple):
     """An `lxc.mount.entry` as LXC reads it: one fstab line (glibc's `getmntent`), fields split
     on blanks, `\\040`-style escapes decoded, a missing dump or pass field 0, the options a set
     (`mount_options`)."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from . import numbers
 from .modules import canonical
@@ -153,8 +153,7 @@ _NVRM = re.compile(
 )
 
 
-@dataclass(frozen=True)
-class Build:
+class Build(NamedTuple):
     """The running nvidia.ko: NVIDIA's open kernel modules or not, and its version."""
 
     open: bool

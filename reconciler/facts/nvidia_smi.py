@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from ..core.files import Files
 
@@ -152,8 +153,7 @@ def parse(text: str) -> list[Gpu]:
     return found
 
 
-@dataclass(frozen=True)
-class Reading:
+class Reading(NamedTuple):
     """The GPUs nvidia-smi listed, or why there are none to read (`problem`, a sentence)."""
 
     gpus: tuple[Gpu, ...]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import Annotated, Any, NamedTuple
 
 from ..core.files import Files, Request
 from ..core.schema import Before, Constrain, Strict
@@ -37,8 +37,7 @@ VFIO = "/sys/bus/pci/drivers/vfio-pci"
 IOMMU_GROUPS = "/sys/kernel/iommu_groups"
 
 
-@dataclass(frozen=True)
-class PciDevice:
+class PciDevice(NamedTuple):
     address: str  # 0000:41:00.0
     vendor: int
     device: int

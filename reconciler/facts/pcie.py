@@ -9,7 +9,7 @@ Base Specification, sections 7.5.3 and 7.7.8; `lspci -vvv` prints the same field
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from typing import NamedTuple
 
 STATUS = 0x06
 STATUS_CAP_LIST = 0x10
@@ -129,8 +129,7 @@ def extended_readable(config: bytes) -> bool:
     return len(config) > CONVENTIONAL_BYTES
 
 
-@dataclass(frozen=True)
-class AcsCapability:
+class AcsCapability(NamedTuple):
     """The Access Control Services capability of one port."""
 
     offset: int
@@ -179,8 +178,7 @@ def mrrs_field(size: int) -> int:
     return size.bit_length() - 8
 
 
-@dataclass(frozen=True)
-class Express:
+class Express(NamedTuple):
     """The PCI Express capability of one function."""
 
     offset: int

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from ..core.files import Files, Request
 from .cpu import GOVERNOR
@@ -73,8 +72,7 @@ def request() -> Request:
     return Request.of(TUNED_PID, TUNED_ACTIVE, *TUNED_PROFILES, nodes=units)
 
 
-@dataclass(frozen=True)
-class Manager:
+class Manager(NamedTuple):
     """An active daemon and the knobs it sets: sysctl keys dotted, kernel file paths."""
 
     name: str

@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from .shell_syntax import (
     LENGTH,
@@ -58,12 +59,14 @@ class Unknown:
 Value = str | Unknown | None  # None: the variable is not set
 
 
-@dataclass(frozen=True)
-class Script:
+class Script(NamedTuple):
     """One file as the shell sources it."""
 
     path: str
     text: str
+
+
+NO_SCRIPT = Script("<none>", "")
 
 
 @dataclass(frozen=True)
@@ -115,7 +118,7 @@ class _State:
     unset_outside: Callable[[str], bool]
     values: dict[str, str | Unknown | None] = field(default_factory=dict)
     poisoned: Unknown | None = None
-    script: Script = Script("<none>", "")
+    script: Script = NO_SCRIPT
     stopped: Unknown | None = None
 
     def copy(self) -> _State:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..core.files import Files, Request, rooted_script
 from ..core.paths import overlay_order
@@ -132,8 +132,7 @@ def request(unit: str) -> Request:
     return Request.of(*files, *dropins, nodes=[*files, *links])
 
 
-@dataclass(frozen=True)
-class Unit:
+class Unit(NamedTuple):
     """A unit as systemd loads it: its file (None: not installed), whether it is masked, and
     its drop-ins in the order systemd reads them."""
 
@@ -250,8 +249,7 @@ def main_command(files: Files, unit: Unit) -> str | None:
     return program.rsplit("/", 1)[-1][:15]
 
 
-@dataclass(frozen=True)
-class Process:
+class Process(NamedTuple):
     """One process of a unit's cgroup as the running-limits command printed it: `comm` without
     its newline; `limits` None where they were not printed (the process ended, or an earlier
     process of the same `comm` showed them)."""

@@ -14,12 +14,14 @@ import os
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..core.errors import HostError, NoSpace, Refused, reason
 from ..core.files import Files, Request
-from ..facts import irq
-from .targets import Identity
 from .trust import Owned
+
+if TYPE_CHECKING:
+    from .targets import Identity
 
 # What a full device (or a spent quota) makes a write fail with.
 FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
@@ -51,6 +53,8 @@ def refusal(path: str, value: str, code: int | None) -> HostError:
     """The error of a failed write(2) to a kernel attribute: `Refused` for the errnos that say
     the kernel rejected it, a plain `HostError` for anything else (EIO, EBUSY...), except EIO
     from an IRQ's affinity, which is the kernel saying user space may not move that IRQ."""
+    from ..facts import irq  # only a refused write asks; a plan never does
+
     why = os.strerror(code) if code is not None else "write failed"
     message = f"{path}: the kernel refused {value!r} ({why})."
     refused = code in REFUSING_ERRNOS or (code == errno.EIO and irq.refuses_with_eio(path))

@@ -48,6 +48,12 @@ def outside(link: str, target: str) -> OSError:
     return OSError(errno.EXDEV, f"{OUTSIDE}: {link} -> {target}")
 
 
+def _parts(path: str) -> tuple[str, ...]:
+    """A host path's components, as a lookup walks them (`//` and `.` walk nowhere)."""
+    parts = tuple(filter(None, path.split("/")))
+    return tuple(p for p in parts if p != ".") if "." in parts else parts
+
+
 def _magic(part: str) -> bool:
     return any(c in "*?[" for c in part)
 
@@ -122,16 +128,19 @@ class Beneath(Rooted):
         # each path looked up, by the path and whether its last link was followed.
         self._dirs: dict[tuple[str, ...], list[str]] | None = None
         self._found: dict[tuple[str, bool], Found] = {}
+        # And each directory listed, by its host path: globs that share directories (every
+        # CPU's cpuidle states, for `name` and for `disable`) list each once.
+        self._listed: dict[str, list[tuple[str, bool | None]]] = {}
 
     @contextlib.contextmanager
     def batch(self) -> Iterator[None]:
         """Remember resolved directories for the block: a fetch looks up a thousand files in
         a few dozen directories, and nothing writes meanwhile."""
-        self._dirs, self._found = {}, {}
+        self._dirs, self._found, self._listed = {}, {}, {}
         try:
             yield
         finally:
-            self._dirs, self._found = None, {}
+            self._dirs, self._found, self._listed = None, {}, {}
 
     def _here(self, parts: list[str]) -> str:
         return self.root + "/" + "/".join(parts) if parts else self.root
@@ -150,17 +159,20 @@ class Beneath(Rooted):
         return found
 
     def _find(self, path: str, follow: bool) -> Found:
-        parts = tuple(p for p in path.split("/") if p and p != ".")
+        parts = _parts(path)
         known = self._dirs
         if known is not None and len(parts) > 1 and parts[-1] != "..":
             # The common case in a batch: a file in a directory resolved before, no link.
             base = known.get(parts[:-1])
             if base is not None:
-                here = self._here([*base, parts[-1]])
+                local = [*base, parts[-1]]
+                here = self._here(local)
                 try:
                     found = os.lstat(here)
                 except OSError:
                     return Found(here, None)
+                if stat.S_ISDIR(found.st_mode):
+                    known[parts] = local
                 if not (follow and stat.S_ISLNK(found.st_mode)):
                     return Found(here, found)
         done: list[str] = []
@@ -211,6 +223,8 @@ class Beneath(Rooted):
                 continue
             done.append(name)
             if not todo:
+                if known is not None and stat.S_ISDIR(found.st_mode):
+                    known[parts] = done  # the files in it are looked up next, one lstat each
                 return Found(here, found)
         return Found(self.root, os.lstat(self.root))
 
@@ -254,7 +268,15 @@ class Beneath(Rooted):
                 continue
             matched = []
             for base in bases:
-                for name, directory in self._entries(base or "/"):
+                entries = self._entries(base or "/")
+                # In a batch, a directory the listing found (a directory, not a link) is
+                # resolved as a lookup of it would resolve it: the files in it are found
+                # with one lstat each.
+                known, within = self._dirs, None
+                if known is not None:
+                    above = _parts(base)
+                    within = known.get(above)
+                for name, directory in entries:
                     if (name.startswith(".") and not part.startswith(".")) or not (
                         fnmatch.fnmatchcase(name, part)
                     ):
@@ -262,6 +284,8 @@ class Beneath(Rooted):
                     path = f"{base}/{name}"
                     if last or (self.isdir(path) if directory is None else directory):
                         matched.append(path)
+                        if directory and within is not None and known is not None:
+                            known[(*above, name)] = [*within, name]
             bases = matched
         # A listed name is there; a literal last component is looked up.
         return bases if parts and _magic(parts[-1]) else [p for p in bases if self.lexists(p)]
@@ -269,6 +293,14 @@ class Beneath(Rooted):
     def _entries(self, directory: str) -> list[tuple[str, bool | None]]:
         """The names in a directory, each with whether it is one (None for a link: where it
         leads is for `find` to say)."""
+        if self._dirs is None:
+            return self._list(directory)
+        listed = self._listed.get(directory)
+        if listed is None:
+            listed = self._listed[directory] = self._list(directory)
+        return listed
+
+    def _list(self, directory: str) -> list[tuple[str, bool | None]]:
         try:
             with os.scandir(self.find(directory).local) as entries:
                 return [

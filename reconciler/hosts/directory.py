@@ -26,7 +26,6 @@ from ..core.files import (
 from ..core.paths import checked, is_glob, within
 from ..steps.ops import temporary as temporary_of
 from . import lock, recorded
-from .archive import ArchiveHost
 from .base import Completed, Host, write_error
 from .beneath import Beneath, Rooted, append_whole, open_regular, write_all
 from .trust import Owned, check, make_directories, private_directory
@@ -422,6 +421,8 @@ def open_host(root: str | None) -> Host:
         return LocalHost()
     path = Path(root)
     if path.is_file():
+        from .archive import ArchiveHost  # only an archive's plan pays for reading one
+
         return ArchiveHost(path)
     if not path.exists():
         raise HostError(f"{root}: no such snapshot directory or archive.")

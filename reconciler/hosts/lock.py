@@ -15,7 +15,7 @@ import os
 import shlex
 import sys
 import time
-from dataclasses import dataclass
+from typing import NamedTuple
 
 # Long enough for a run between its `end` record and its exit (a detached script, a promotion
 # started right after), short enough that a timer's run gives way at once to a run that goes on.
@@ -25,8 +25,7 @@ MAX_RECORD = 512
 SINCE_FORMAT = "%Y-%m-%dT%H:%M:%SZ"  # UTC, as `date -u +%Y-%m-%dT%H:%M:%SZ` writes it
 
 
-@dataclass(frozen=True)
-class Holder:
+class Holder(NamedTuple):
     """Who holds the lock, as its line says; an older tune wrote the pid alone."""
 
     pid: str

@@ -24,9 +24,8 @@ import os
 import stat
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, NamedTuple
 
 from ..core.bounded import kind_of
 from ..core.errors import OutputError, reason
@@ -102,8 +101,7 @@ def _written_through(mode: int) -> bool:
     return stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)
 
 
-@dataclass(frozen=True)
-class _Seen:
+class _Seen(NamedTuple):
     """What the name led to when it was looked at: whether it was a link, and the file (its
     device, inode and, for a device, which one) that the write must reach."""
 

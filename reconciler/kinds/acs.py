@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from ..core.changes import Change, Note, Outcome, Phase, Priority
 from ..core.errors import HostError
@@ -71,8 +71,7 @@ class AcsEntry(Meta):
     persist: Literal["udev", "cmdline"] = "udev"
 
 
-@dataclass(frozen=True)
-class Bridge:
+class Bridge(NamedTuple):
     """A bridge above a selected function, with the entry that selected it first."""
 
     device: PciDevice

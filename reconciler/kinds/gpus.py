@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NamedTuple
 
 from ..core.changes import Change, Note, Outcome, Phase
 from ..core.errors import HostError
@@ -102,8 +102,7 @@ def _switch(value: str) -> str:
     return "1" if value == "Enabled" else "0"
 
 
-@dataclass(frozen=True)
-class GpuSetting:
+class GpuSetting(NamedTuple):
     """One setting: the query field it reads, the nvidia-smi option that writes it, the value
     the query prints for the profile's, and the option's argument for a printed value; the
     reading of the query that holds the field; the option that restores the defaults, and the

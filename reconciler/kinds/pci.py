@@ -18,7 +18,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, NamedTuple
 
 from ..core.changes import Change, Note, Outcome, Phase
 from ..core.errors import HostError
@@ -46,8 +46,7 @@ class PciEntry(Meta):
     relaxed_ordering: Annotated[bool, Constrain(strict=True)] | None = None
 
 
-@dataclass(frozen=True)
-class DevCtlField:
+class DevCtlField(NamedTuple):
     """One setting of the Device Control register: how the plan shows it, which bits carry it,
     and how a probe reads it back."""
 

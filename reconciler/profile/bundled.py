@@ -3,9 +3,8 @@ install, from any directory. A path that exists always wins over a bundled name.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
+from typing import NamedTuple
 
 from ..core.errors import UsageError
 from .source import is_url, path_of_url
@@ -13,13 +12,14 @@ from .source import is_url, path_of_url
 SUFFIX = ".yaml"
 
 
-@dataclass(frozen=True)
-class BundledProfile:
+class BundledProfile(NamedTuple):
     name: str
     path: Path
 
 
 def directory() -> Path:
+    from importlib import resources  # a profile named by its path never needs it
+
     return Path(str(resources.files("reconciler") / "profiles"))
 
 

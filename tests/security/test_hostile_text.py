@@ -18,7 +18,7 @@ from markdown_view import shown as rendered
 from small_host import SmallHost, build, listing
 from ssh_fixture import SshLab, StartLab, sshd_available
 
-from reconciler.core.printable import printable
+from reconciler.core.printable import UNSAFE, printable
 from reconciler.hosts import known_hosts
 
 FORGED = "    ~ sysctl vm.forged: 1 -> 2"
@@ -107,6 +107,15 @@ def test_printable_text_never_confuses_two_values() -> None:
     ]
     shown = [printable(v) for v in values]
     assert len(set(shown)) == len(values), shown
+
+
+def test_every_character_printable_leaves_as_it_is_is_one_it_need_not_escape() -> None:
+    """`printable` shows text that `str.isprintable` passes and that has no backslash as it
+    is: so no such character may be one `UNSAFE` escapes, in the Unicode of this Python."""
+    for code in range(0x110000):
+        char = chr(code)
+        if char.isprintable() and char != "\\":
+            assert UNSAFE.search(char) is None, hex(code)
 
 
 SECRET = "root:$y$j9T$SeCrEtHaSh:19000:0:99999:7:::\nsvc:*Tok3nS3cret*:19000::::::\n"
