@@ -168,6 +168,8 @@ def commands_of(block: Block) -> Iterator[Command]:
                     last.output.append(text)
                 continue
             text = text[2:]
+        while text.endswith("\\") and lines:  # a line continued, joined as sh joins it
+            text = text[:-1] + " " + lines.pop(0)[1].strip().removeprefix("> ")
         code, comment = split_comment(text)
         if not code:
             continue
@@ -390,6 +392,7 @@ def test_the_rule_finds_the_examples_and_every_parsed_only_one_is_still_document
     [
         ("```sh\ntune plan --no-such-option\n```\n", "No such option '--no-such-option'"),
         ("```console\n$ tune plan --no-such-option\n```\n", "No such option"),
+        ("```sh\ntune plan blackwell-8x \\\n    --no-such-option\n```\n", "No such option"),
         ("```\ntune plan --no-such-option\n```\n", "tune plan has no option --no-such-option"),
         ("```\ntune plan PROFILE\n           [--root DIR] [--nope]\n```\n", "no option --nope"),
         ("```sh\ntune frobnicate blackwell-8x\n```\n", "No such command 'frobnicate'"),
