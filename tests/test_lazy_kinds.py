@@ -54,8 +54,25 @@ def modules(tmp_path: Path, *args: str, cache: str) -> tuple[list[str], str]:
 def kind_modules(tmp_path: Path, *args: str, cache: str) -> tuple[list[str], str]:
     """The kind modules a `tune ARGS` process imported, and what it printed."""
     found, shown = modules(tmp_path, *args, cache=cache)
+    return kinds_of(found), shown
+
+
+def planned(
+    tmp_path: Path, one_kind: tuple[Path, Path], cache: str, *more: str
+) -> tuple[list[str], str]:
+    """The modules `tune plan` of the one-kind profile imported, and what it printed; with
+    `cache`, from a profile cache that an earlier plan filled."""
+    profile, root = one_kind
+    folder = str(tmp_path / cache) if cache else ""
+    args = ["plan", str(profile), "--root", str(root), "--save", str(tmp_path / "plan.json")]
+    if cache:
+        modules(tmp_path, *args, cache=folder)  # fills the cache
+    return modules(tmp_path, *args, *more, cache=folder)
+
+
+def kinds_of(found: list[str]) -> list[str]:
     prefix = "reconciler.kinds."
-    return [m[len(prefix) :] for m in found if m.startswith(prefix)], shown
+    return [m[len(prefix) :] for m in found if m.startswith(prefix)]
 
 
 def within(module: str, names: tuple[str, ...]) -> bool:
@@ -76,16 +93,11 @@ def test_planning_a_profile_of_one_kind_imports_no_other_kind(
 ) -> None:
     """Validated from its YAML or read back from the profile cache alike: only `sysctl`, and
     `files` (tune's boot-time files, planned for every profile) with `base`, their interface."""
-    profile, root = one_kind
-    folder = str(tmp_path / cache) if cache else ""
-    args = ["plan", str(profile), "--root", str(root), "--save", str(tmp_path / "plan.json")]
-    if cache:
-        kind_modules(tmp_path, *args, cache=folder)  # fills the cache
-    found, shown = kind_modules(tmp_path, *args, cache=folder)
-    assert found == ["base", "files", "sysctl"]
+    found, shown = planned(tmp_path, one_kind, cache)
+    assert kinds_of(found) == ["base", "files", "sysctl"]
     assert "vm.swappiness" in shown
-    bare, _ = kind_modules(tmp_path, *args, "--no-persist", cache=folder)
-    assert bare == ["base", "sysctl"]
+    bare, _ = planned(tmp_path, one_kind, cache, "--no-persist")
+    assert kinds_of(bare) == ["base", "sysctl"]
 
 
 @pytest.mark.parametrize("cache", ["", "cache"], ids=["validated", "from-the-cache"])
@@ -94,12 +106,7 @@ def test_a_local_plan_imports_nothing_it_does_not_use(
 ) -> None:
     """Each of these once cost every `tune plan` its import (benchmarks/plan.py times it):
     pinned by name, so that a new import at the top of a module on plan's path shows here."""
-    profile, root = one_kind
-    folder = str(tmp_path / cache) if cache else ""
-    args = ["plan", str(profile), "--root", str(root), "--save", str(tmp_path / "plan.json")]
-    if cache:
-        modules(tmp_path, *args, cache=folder)  # fills the cache
-    found, shown = modules(tmp_path, *args, cache=folder)
+    found, shown = planned(tmp_path, one_kind, cache)
     assert "vm.swappiness" in shown
     never = NEVER_IN_A_PLAN + (NEVER_FROM_THE_CACHE if cache else ())
     assert [m for m in found if within(m, never)] == []
