@@ -261,7 +261,7 @@ def test_a_try_once_boot_without_the_parameter_is_rolled_back(vm: Vm, tmp_path: 
 
     assert done.code == 3, done.out + done.err
     assert "/proc/cmdline has nothing, not processor.max_cstate=2" in done.err
-    assert "to the boot configuration are rolled back" in done.err
+    assert "its 1 write to the boot configuration is rolled back" in done.err
     state = boot_state(vm)
     assert "pending" not in state and "try\n" not in state
     assert "processor.max_cstate=1" in state and "processor.max_cstate=2" not in state
