@@ -53,10 +53,27 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     marks do not group under pytest 9, whose node ids no longer take the group's suffix.)"""
     from xdist.scheduler import LoadScopeScheduling
 
+    e2e = "tests/e2e"
+
     class ByFile(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             path = nodeid.split("::", 1)[0]
-            return "tests/e2e" if path.startswith("tests/e2e/") else path
+            return e2e if path.startswith("tests/e2e/") else path
+
+        def _assign_work_unit(self, node: Any) -> None:
+            # The VM's tests are the longest unit (13 minutes, reboots under TCG): they start
+            # first, so that the other worker runs the rest of the suite beside them.
+            if e2e in self.workqueue:
+                self.workqueue.move_to_end(e2e, last=False)
+            super()._assign_work_unit(node)
+
+        def _reschedule(self, node: Any) -> None:
+            # xdist tops a worker up when 2 of its tests are left; behind the VM's last two
+            # reboots, a file given to its worker would wait minutes while the other is idle.
+            tests = self.assigned_work.get(node, {}).get(e2e)
+            if tests is not None and not all(tests.values()) and self.workqueue:
+                return
+            super()._reschedule(node)
 
     return ByFile(config, log)
 
