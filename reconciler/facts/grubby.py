@@ -27,6 +27,7 @@ import fnmatch
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from functools import cmp_to_key
 
 from .shell_values import Script, Unknown, evaluate
 
@@ -203,22 +204,13 @@ class BlsEntry:
         return KERNELOPTS in words(self.options)
 
 
-def _sort_key(name: str) -> _Reversed:
-    return _Reversed(name)
-
-
-@dataclass(frozen=True)
-class _Reversed:
-    """`sort -Vr`: filevercmp reversed, ties broken by the bytes, reversed too."""
-
-    name: str
-
-    def __lt__(self, other: _Reversed) -> bool:
-        diff = filevercmp(self.name, other.name)
-        if diff == 0:
-            left, right = self.name.encode(), other.name.encode()
-            diff = (left > right) - (left < right)
-        return diff > 0
+def _sort_vr(a: str, b: str) -> int:
+    """`sort -Vr`'s comparison: filevercmp reversed, ties broken by the bytes, reversed too."""
+    diff = filevercmp(a, b)
+    if diff == 0:
+        left, right = a.encode(), b.encode()
+        diff = (left > right) - (left < right)
+    return -diff
 
 
 def entries(texts: Mapping[str, str]) -> list[BlsEntry]:
@@ -230,7 +222,7 @@ def entries(texts: Mapping[str, str]) -> list[BlsEntry]:
         and path.endswith(".conf")
         and "/" not in path[len(ENTRIES) + 1 :]
     }
-    ordered = sorted(found, key=_sort_key)
+    ordered = sorted(found, key=cmp_to_key(_sort_vr))
     return [
         BlsEntry(found[n][0], n, bls_value(found[n][1], "title"), bls_value(found[n][1], "options"))
         for n in ordered
