@@ -45,6 +45,19 @@ SAVED = "tune: plan saved in .tune/plan.json; "  # the one line `tune plan` writ
 SCRATCH = "/dev/shm" if os.path.isdir("/dev/shm") else None
 
 
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """`-n auto` (pyproject.toml): a worker per CPU, and one more when the VM's tests run. Their
+    worker mostly waits while QEMU boots the guest, and the scheduler gives it nothing else:
+    without the extra worker, the rest of the suite would have one CPU's worth of workers for
+    the VM's 13 minutes. None: xdist's own count (also PYTEST_XDIST_AUTO_NUM_WORKERS)."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS") or os.environ.get("TUNE_E2E") == "0":
+        return None
+    marks = config.getoption("markexpr") or ""
+    if "not slow" in marks or "not e2e" in marks or shutil.which("qemu-system-x86_64") is None:
+        return None
+    return len(os.sched_getaffinity(0)) + 1
+
+
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """How pytest-xdist shares the suite out (`-n auto` in pyproject.toml): a file's tests go to
     one worker, so a module's fixture (an sshd lab, a 20-host rollout) is built once, and every

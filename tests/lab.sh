@@ -535,7 +535,10 @@ write_attr() {
     [ -f "$m" ] && { refused "$1" "$2" "$(strerror "$(tr -d ' \n' <"$m")")"; return 1; }
     if affinity_list "$1"; then emu_affinity "$1" "$2" || return 1
     elif ! plain_ktext "$f" "$2"; then
-        new=$(V="$2" awk "$KTEXT" "$f") || { refused "$1" "$2" "Invalid argument"; return 1; }
+        # NULs out first, as emulate.kernel_text drops them: awk would keep one, and then the
+        # $(...) around it would drop it alone, leaving the space beside it.
+        new=$(tr -d '\000' <"$f" | V="$2" awk "$KTEXT") ||
+            { refused "$1" "$2" "Invalid argument"; return 1; }
     fi
     printf '%s\n' "$new" >"$f" || { ERR="$1: cannot write."; return 1; }
 }

@@ -106,8 +106,10 @@ def writable(host: DirectoryHost, path: str) -> bool:
 
 
 def kernel_text(old: str, value: str) -> str:
-    """What the kernel prints back after `value` is written to a file that printed `old`."""
-    options = old.split()
+    """What the kernel prints back after `value` is written to a file that printed `old`. A NUL
+    in `old` (no kernel attribute prints one; a snapshot may hold anything) is dropped, as the
+    sh engine's emulation drops it: a shell variable cannot hold one."""
+    options = old.replace("\0", "").split()
     if any(o.startswith("[") and o.endswith("]") for o in options):
         names = [o.strip("[]") for o in options]
         if value.strip() not in names:

@@ -23,7 +23,7 @@ import pytest
 from conftest import run_tune
 from prometheus_client.parser import text_string_to_metric_families
 
-from . import guest, guest_tune, over_ssh
+from . import guest, over_ssh
 from .over_ssh import write_profile
 from .vm import Vm
 
@@ -43,13 +43,6 @@ KEY, WANTED = "vm.swappiness", "10"
 FIRE_NOW = "[Timer]\nOnCalendar=\nOnActiveSec=1s\nRandomizedDelaySec=2s\n"
 # One run is tune's start-up (importing pydantic) and a check or an apply, under TCG.
 RUN_TIMEOUT = 300.0
-
-
-@pytest.fixture(scope="module")
-def guest_tune_path(vm: Vm, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    path = guest_tune.install(vm, tmp_path_factory.mktemp("guest-tune"))
-    yield path
-    guest_tune.uninstall(vm)
 
 
 @dataclass(frozen=True)

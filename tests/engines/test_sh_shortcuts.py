@@ -96,6 +96,7 @@ def test_one_awk_refuses_a_path_out_of_the_tree_and_a_file_not_there(tmp_path: P
 @example(old="[always] madvise never\n", value="madvise")
 @example(old="4096\t131072\t6291456\n", value="4096 87380 268435456")
 @example(old="1\n", value="007")
+@example(old="\x00 []", value="")  # a NUL beside a choice: dropped by both emulations
 def test_a_write_on_a_snapshot_prints_back_what_the_emulation_says(
     tmp_path_factory: object, old: str, value: str
 ) -> None:
