@@ -9,7 +9,6 @@ standard error, so a file or a pipe gets the output and nothing else.
 from __future__ import annotations
 
 import functools
-import json
 import os
 import sys
 from collections.abc import Callable
@@ -19,6 +18,7 @@ from typing import IO, Any
 import click
 
 from ..core.errors import TuneError
+from ..core.jsontext import indented
 from ..hosts.replaced import write_output
 from .options import format_option
 
@@ -90,7 +90,7 @@ class Output:
 
     def document(self, data: Any) -> None:
         """A JSON document, indented as every command writes one."""
-        self.echo(json.dumps(data, indent=2))
+        self.echo(indented(data))
 
     def close(self) -> None:
         """Write the file, when something was said: a command that failed before its first

@@ -90,8 +90,10 @@ _WALK = r"""w() {
 # after expanding: the quoted literal part of a word comes through a glob unchanged, so the one way
 # out is a `.` or `..` component, and sh globs yield them (readdir lists both: dash expands `.?` to
 # `..`). One `case` over all the words costs nothing; only when one looks suspect are they kept
-# one by one, by number, so that no word is ever parsed again.
-_INSIDE = r"""case "$*" in *"/."*)
+# one by one, by number, so that no word is ever parsed again. "$*" joins the words with spaces:
+# a component `.` or `..` is followed by `/`, a space or the end. (A hidden file, NVIDIA's
+# `.driver-ctr-ready`, is no suspect: keeping a thousand words one by one costs 14 ms of CPU.)
+_INSIDE = r"""case "$*" in *"/./"* | *"/../"* | *"/. "* | *"/.. "* | *"/." | *"/..")
     k= i=0
     for w; do
         i=$((i + 1))

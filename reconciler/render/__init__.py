@@ -6,16 +6,16 @@ Markdown code (start-up time is most of a `tune plan`).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 
 from ..core.changes import Plan
+from ..core.jsontext import indented
 
 
 def as_json(plan: Plan, color: bool = False) -> str:
     from .documents import plan_document
 
-    return json.dumps(plan_document(plan), indent=2) + "\n"
+    return indented(plan_document(plan)) + "\n"
 
 
 def as_text(plan: Plan, color: bool = False) -> str:

@@ -3,12 +3,12 @@ audit. Consumers of `Report`; none of them decides anything."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
 from ..audit.model import Device, Finding, HostSummary, Remark, Report, phase_label
 from ..core.changes import Phase, Priority
+from ..core.jsontext import indented
 from ..core.printable import printable_data
 from ..kinds import named
 from . import documents, md
@@ -98,7 +98,7 @@ def audit_document(report: Report) -> dict[str, Any]:
 
 
 def as_json(report: Report, color: bool = False) -> str:
-    return json.dumps(audit_document(report), indent=2) + "\n"
+    return indented(audit_document(report)) + "\n"
 
 
 # ---------------------------------------------------------------------------------------------

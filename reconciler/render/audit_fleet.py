@@ -4,11 +4,11 @@ prints, each under its host's name, as `tune plan` does for a fleet."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
 from ..audit.model import Finding, Report, phase_label
 from ..core.changes import Priority
+from ..core.jsontext import indented
 from ..core.printable import printable_data
 from ..core.words import counted
 from ..hosts.fleet import HostResult
@@ -103,7 +103,7 @@ def markdown(results: Sequence[HostResult[Report]]) -> str:
 def as_json(results: Sequence[HostResult[Report]]) -> str:
     """One audit document per host, as one host's `--format json`; an error document for a
     host that could not be read."""
-    return json.dumps(documents.fleet("audit", results, audit_document), indent=2) + "\n"
+    return indented(documents.fleet("audit", results, audit_document)) + "\n"
 
 
 def render(results: Sequence[HostResult[Report]], fmt: str, color: bool) -> str:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
 from ..core.changes import Change, CheckResult, JsonValue, Value, pending_counts
+from ..core.jsontext import indented
 from ..core.printable import printable_data
 from ..drift.check import CheckStatus, DriftReport, Since
 from ..hosts.fleet import HostResult
@@ -61,7 +61,7 @@ def check_document(report: DriftReport) -> dict[str, Any]:
 
 
 def as_json(report: DriftReport, color: bool = False) -> str:
-    return json.dumps(check_document(report), indent=2) + "\n"
+    return indented(check_document(report)) + "\n"
 
 
 def drift_only(report: DriftReport) -> str:
@@ -225,7 +225,7 @@ def fleet(
     with the hosts it is for; JSON one object a host."""
     if fmt == "json":
         objects = documents.fleet("check", results, check_document)
-        return json.dumps(objects, indent=2) + "\n"
+        return indented(objects) + "\n"
     results = printable_data(results)
     if quiet:
         lines = []

@@ -7,7 +7,6 @@ host so a script can pick hosts by status.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -15,6 +14,7 @@ import click
 
 from ..core.changes import Phase, Plan
 from ..core.errors import ApplyFailed
+from ..core.jsontext import indented
 from ..core.printable import printable
 from ..core.words import counted
 from ..hosts.fleet import HostResult
@@ -301,7 +301,7 @@ def markdown(results: Sequence[HostResult[Plan]], each: Renderer) -> str:
 
 def as_json(results: Sequence[HostResult[Plan]]) -> str:
     """One plan document per host (`documents.py`), an error document for a failed one."""
-    return json.dumps(documents.fleet("plan", results, documents.plan_document), indent=2) + "\n"
+    return indented(documents.fleet("plan", results, documents.plan_document)) + "\n"
 
 
 # CHANGES: the profile entries the host's run changed, as its plan counts them; WRITES: the
@@ -409,7 +409,7 @@ def applied_json(
         | {"target": r.name}
         for r in results
     ]
-    return json.dumps(objects, indent=2) + "\n"
+    return indented(objects) + "\n"
 
 
 def render(

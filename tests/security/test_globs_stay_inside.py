@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from conftest import run_tune, write
+from hypothesis import example, given
+from hypothesis import strategies as st
 from small_host import SmallHost, build, write_profile
 from ssh_fixture import SshLab, StartLab, sshd_available
 from test_shell_read import LocalShellHost
@@ -27,9 +30,10 @@ from reconciler.apply.sh_engine import start, wait
 from reconciler.apply.sh_script import LIBRARY, ApplyScript
 from reconciler.core.errors import HostError
 from reconciler.core.files import Files, Request
+from reconciler.core.quoting import quoted
 from reconciler.hosts.archive import ArchiveHost, write_archive
 from reconciler.hosts.directory import SnapshotHost
-from reconciler.hosts.shell import ReadScript, ShellHost
+from reconciler.hosts.shell import _INSIDE, ReadScript, ShellHost
 from reconciler.hosts.ssh import SshSettings, SshSetup
 from reconciler.hosts.targets import Target
 from reconciler.kinds.base import Entry
@@ -317,3 +321,22 @@ def test_a_failed_read_back_names_the_file_without_running_it(
         remote.close()
     assert injected(root) == []
     assert {(root / "sys/class/tune-test" / n / "value").read_text() for n in HOSTILE} == {"0\n"}
+
+
+def kept_by_the_hosts_shell(words: list[str]) -> list[str]:
+    """What the read script's check after globbing (`shell._INSIDE`) leaves of `words`."""
+    words_list = " ".join(map(quoted, words))
+    script = f"set -- {words_list}\n{_INSIDE}for w; do printf '%s\\0' \"$w\"; done\n"
+    done = subprocess.run(["sh", "-c", script], capture_output=True, check=True)
+    return [w.decode() for w in done.stdout.split(b"\0")[:-1]]
+
+
+@given(st.lists(st.text(alphabet="a./ ", max_size=8).map(lambda w: "./" + w), max_size=6))
+@example(["./sys/.driver-ctr-ready", "./sys/..", "./sys/.", "./a/../b", "./a/./b", "./x/..y"])
+def test_the_check_after_globbing_drops_exactly_the_words_with_a_dot_component(
+    words: list[str],
+) -> None:
+    """Hidden files (`.driver-ctr-ready`) pass the check's first, cheap test; any word with a
+    `.` or `..` component, at its end or before a space in the next word too, is dropped."""
+    inside = [w for w in words if "/./" not in w + "/" and "/../" not in w + "/"]
+    assert kept_by_the_hosts_shell(words) == inside
