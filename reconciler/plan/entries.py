@@ -9,11 +9,14 @@ change and 128 writes. The plan, apply, history, rollback, reports and rollouts 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from ..core.changes import Change
 from ..kinds import named
 from ..steps.ops import Step
-from ..steps.records import StepRecord
+
+if TYPE_CHECKING:  # a plan names no journal record: apply's and history's modules import them
+    from ..steps.records import StepRecord
 
 
 def of_subjects(kind: str, subject: str) -> bool:
