@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from json.encoder import encode_basestring_ascii
 from typing import Any
-
-_CONSTANTS = {True: "true", False: "false"}
 
 
 def indented(value: Any) -> str:
@@ -28,7 +27,7 @@ def indented(value: Any) -> str:
     return "".join(out)
 
 
-def _encode(value: Any, pad: str, add: Any) -> None:
+def _encode(value: Any, pad: str, add: Callable[[str], None]) -> None:
     kind = type(value)
     if kind is str:
         add(encode_basestring_ascii(value))
@@ -57,7 +56,7 @@ def _encode(value: Any, pad: str, add: Any) -> None:
             _encode(item, inner, add)
         add("\n" + pad + "]")
     elif kind is bool:
-        add(_CONSTANTS[value])
+        add("true" if value else "false")
     elif kind is int:
         add(int.__repr__(value))
     elif value is None:
