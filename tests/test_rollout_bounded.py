@@ -10,21 +10,27 @@ from __future__ import annotations
 import os
 import subprocess
 import threading
+import time
 from pathlib import Path
+from typing import cast
 
 import pytest
 from conftest import UNTUNED, copy_host, write
+from hypothesis import given
+from hypothesis import strategies as st
 from lab import lab_env
 from ssh_fixture import minimal_host
 
 from reconciler.apply.engines import engine_for
 from reconciler.apply.journal import run_path, trusted_run
+from reconciler.boot.reboot import LONG_POLL_S
 from reconciler.flow.orchestration import ApplyJob
+from reconciler.hosts.base import Host
 from reconciler.hosts.shell import ScriptResult, ShellHost
 from reconciler.hosts.trust import UntrustedState
 from reconciler.profile.load import load_profile
 from reconciler.rollout import journal
-from reconciler.rollout.pool import SPARE_CONNECTIONS
+from reconciler.rollout.pool import SPARE_CONNECTIONS, Steps, Waiting, poll_window, run_pool
 from reconciler.rollout.run import Pace, RolloutShow, run_rollout
 from reconciler.rollout.waves import FailureBudget
 
@@ -171,3 +177,80 @@ def test_a_host_of_a_rollout_without_probes_costs_no_read_for_them_after_its_boo
     (root / run_path(run_id).lstrip("/")).chmod(0o666)
     with pytest.raises(UntrustedState, match="refusing to use"):
         trusted_run(host, run_id)
+
+
+class PolledHost:
+    """A host whose boot id changes at `boot_at`; it records how long each poll before then
+    was allowed to wait on it, and waits that long (read every `interval`) as the shell's
+    `value_unlike` does."""
+
+    def __init__(self, boot_at: float) -> None:
+        self.boot_at = boot_at
+        self.windows: list[float] = []
+
+    def describe(self) -> str:
+        return "polled"
+
+    def value_unlike(
+        self, path: str, before: str | None, within: float, interval: float
+    ) -> str | None:
+        if time.monotonic() < self.boot_at:  # no host ended yet: the whole wave is live
+            self.windows.append(within)
+        end = time.monotonic() + within
+        while True:
+            if time.monotonic() >= self.boot_at:
+                return "new"
+            if time.monotonic() + interval > end:
+                return before
+            time.sleep(interval)
+
+    def close(self) -> None:
+        pass
+
+
+def polled_wave(count: int, forks: int, interval: float, reboot: float) -> list[PolledHost]:
+    boot_at = time.monotonic() + reboot
+    hosts = [PolledHost(boot_at) for _ in range(count)]
+
+    def steps(host: PolledHost) -> Steps:
+        yield Waiting(cast(Host, host), "old", 30.0, interval)
+
+    run_pool([(cast(Host, h), lambda h=h: steps(h)) for h in hosts], forks)  # type: ignore[misc]
+    return hosts
+
+
+def test_a_wave_a_little_wider_than_forks_waits_on_its_hosts_not_a_read_a_poll() -> None:
+    """5 hosts on 4 workers, a reboot of 0.8 s read every 0.05 s: each poll waits on the host
+    for 0.2 s (the fifth host's turn comes within one interval), so a host costs a few polls,
+    not the 16 one read each would take."""
+    hosts = polled_wave(5, 4, 0.05, 0.8)
+    polls = [len(h.windows) for h in hosts]
+    assert all(w == pytest.approx(0.2) for h in hosts for w in h.windows), polls
+    assert sum(polls) / len(polls) <= 8, polls
+
+
+def test_a_wave_far_wider_than_forks_reads_once_a_poll() -> None:
+    """20 hosts on 2 workers: a poll that waited would keep 18 hosts queued; each is one read."""
+    hosts = polled_wave(20, 2, 0.05, 0.3)
+    assert all(w == 0.0 for h in hosts for w in h.windows)
+
+
+@given(
+    live=st.integers(1, 2000),
+    more=st.integers(0, 50),
+    forks=st.integers(1, 200),
+    interval=st.floats(0.01, 5.0),
+    left=st.floats(-10.0, 100.0),
+)
+def test_a_poll_window_keeps_the_queued_hosts_turn_within_one_interval(
+    live: int, more: int, forks: int, interval: float, left: float
+) -> None:
+    window = poll_window(live, forks, interval, left)
+    assert window == 0.0 or interval <= window <= min(LONG_POLL_S, left)
+    if live > forks:
+        # The hosts queued behind `forks` polls of this length wait about one interval.
+        assert window * (live - forks) / forks <= interval * (1 + 1e-9)
+    else:
+        assert window == (min(LONG_POLL_S, left) if min(LONG_POLL_S, left) >= interval else 0.0)
+    # More hosts never lengthen a poll.
+    assert poll_window(live + more, forks, interval, left) <= window

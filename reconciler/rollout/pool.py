@@ -8,10 +8,13 @@ queued behind the hosts not started yet. A poll that finds the new boot id resum
 generator on the same worker (verify, promote, the hook); a poll that does not puts the host
 back to wait. So a wave of 500 hosts starts `forks` threads, not 500.
 
-How a poll waits: while the wave has no more hosts left than workers, nobody can queue behind a
-poll, and it waits on the host (`value_unlike`, up to `LONG_POLL_S`: a reboot costs a few round
-trips). With more, a poll is one read, so that a long one never holds a worker another host's
-due poll needs.
+How a poll waits: on the host (`value_unlike`, reading every `interval` s), for as long as
+`poll_window` allows. While the wave has no more hosts left than workers, nobody can queue
+behind a poll, and it waits up to `LONG_POLL_S` (a reboot costs a few round trips). With more,
+the hosts take turns on the workers, and a poll waits just so long that the turn of a host
+queued behind it comes within about one `interval`: a wave a few hosts wider than `--forks`
+costs a few round trips a second, not one a host each `interval`; a far wider one, one read a
+poll.
 
 Connections: a worker's host has one open (at most `forks`); a waiting host keeps its own
 between polls while the open ones stay within `forks + SPARE_CONNECTIONS`, else it is closed
@@ -54,6 +57,18 @@ class Waiting:
 
 
 Steps = Generator[Waiting, None, None]
+
+
+def poll_window(live: int, forks: int, interval: float, left: float) -> float:
+    """How long one poll may wait on its host (0: one read), with `live` hosts of the wave not
+    ended on `forks` workers and `left` s to the host's deadline. With no more hosts than
+    workers, up to `LONG_POLL_S`; with `live - forks` more, each poll holding a worker for `w`
+    s keeps the others queued for about `w * (live - forks) / forks` s between their polls:
+    `w` is chosen so that this is one `interval` (below one `interval`, one read)."""
+    window = min(LONG_POLL_S, left)
+    if live > forks:
+        window = min(window, interval * forks / (live - forks))
+    return window if window >= interval else 0.0
 
 
 class _Live:
@@ -152,9 +167,9 @@ class _Pool:
             waiting = item.waiting
             assert waiting is not None
             with self.changed:
-                alone = self.live <= self.forks  # nobody queues behind a long poll
+                live = self.live
             tried = self.clock()
-            within = max(0.0, min(LONG_POLL_S, item.deadline - tried)) if alone else 0.0
+            within = poll_window(live, self.forks, waiting.interval, item.deadline - tried)
             try:
                 now = poll_boot_id(waiting.host, waiting.before, within, waiting.interval)
             except HostKeyError as exc:
