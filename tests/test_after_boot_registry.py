@@ -208,3 +208,49 @@ def test_the_verifier_and_the_pending_record_name_no_kind(module: str) -> None:
         elif isinstance(node, ast.Attribute) and node.attr in names:
             named.append(node.attr)
     assert named == []
+
+
+SWAPPINESS = """
+name: swap
+sysctl:
+  vm.swappiness: {value}
+"""
+
+
+class CountedHost(SnapshotHost):
+    """A snapshot that counts its batches (a round trip each over SSH)."""
+
+    batches = 0
+
+    def fetch(self, request: Request) -> Files:
+        self.batches += 1
+        return super().fetch(request)
+
+
+@pytest.mark.parametrize(
+    ("applied", "batches"),
+    [(None, 2), ("10", 1), ("20", 2)],
+    ids=["unknown (tune verify)", "the stored one", "another one"],
+)
+def test_verify_reads_the_applied_profiles_runtime_knobs_in_its_one_batch(
+    tmp_path: Path, applied: str | None, batches: int
+) -> None:
+    """Given the profile the run stored (a rollout, `apply --reboot`), verify reads what its
+    runtime knobs need with the boot's checks; a host whose stored profile is another is
+    judged by the stored one, read in a second batch, as `tune verify` reads it."""
+    from reconciler.apply.work import profile_text
+    from reconciler.profile.load import load_profile_text
+    from reconciler.steps.state import PROFILE
+
+    stored = load_profile_text(SWAPPINESS.format(value=10), "swap.yaml")
+    root = tmp_path / "host"
+    write(root, PROFILE, profile_text(stored))
+    write(root, BOOT_ID, "after\n")
+    write(root, "/proc/sys/vm/swappiness", "60\n")
+    given = None if applied is None else load_profile_text(SWAPPINESS.format(value=applied), "p")
+    host = CountedHost(root)
+    verdict = verify(host, PendingBoot("r1", "before", {}), given)
+    assert host.batches == batches
+    # Judged by the stored profile (10) whichever was given; no run applied it.
+    assert [(c.id, c.desired) for c in verdict.not_applied] == [("sysctl:vm.swappiness", "10")]
+    assert (verdict.failed, verdict.drifted) == ([], [])

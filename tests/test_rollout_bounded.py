@@ -166,6 +166,10 @@ def test_a_host_of_a_rollout_without_probes_costs_no_read_for_them_after_its_boo
     after = sent[waited + 1 :]
     journal_reads = [s for s in after if "/var/lib/tune/runs/" in s and "TUNE-READ-1" in s]
     assert len(journal_reads) <= 1, [s[:200] for s in after]
+    # Verify's reads in one batch: the boot's checks with what the applied profile's runtime
+    # knobs read (this process stored that profile); then the promotion's read of the run,
+    # the promotion, and pending.json's removal with status.json.
+    assert len(after) == 4, [s[-200:] for s in after]
 
     # The promotion's read of the run: who owns tune's state and the journal itself, in one
     # round trip; a journal others may write is refused as before.

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ..apply.engines import Engine
 from ..apply.journal import rolled_back_run
@@ -24,6 +25,9 @@ from ..facts.kernel import BOOT_ID
 from ..hosts.base import Host
 from ..steps.ops import PutFile
 from .verify import BootVerdict, verify
+
+if TYPE_CHECKING:
+    from ..profile.load import LoadedProfile
 
 # How often a rebooting host's boot id is read: on the host while it is up, else by a reconnect.
 POLL_S = 2.0
@@ -108,11 +112,13 @@ def conclude(
     pending: PendingBoot,
     after_boot: AfterBoot | None = None,
     said: Said | None = None,
+    applied: LoadedProfile | None = None,
 ) -> BootVerdict:
     """Verify the boot; then make a try-once configuration the default, or roll the run's boot
     configuration back (`ApplyFailed`, exit 3). pending.json is cleared either way, and the
-    files of `said` written with that."""
-    verdict = verify(engine.host, pending)
+    files of `said` written with that. `applied`: the profile the run stored, if known
+    (`verify`: its runtime knobs read in the same batch)."""
+    verdict = verify(engine.host, pending, applied)
     if after_boot is not None:
         after_boot(pending, verdict)
     if not verdict.failed and pending.promote:

@@ -4,7 +4,8 @@
 boot id before, what each kind's steps expect of the next boot (`Kind.after_boot`), and the
 profile's container configs with whether to restart them (`--restart-containers`). After the
 reboot, `verify` reads, in one batch, the boot id, the stored profile and what each of those
-kinds asks for (`Kind.after_boot_request`), lets each kind judge its part
+kinds asks for (`Kind.after_boot_request`) (with what the stored profile's runtime knobs read,
+where the caller applied it: a rollout, `apply --reboot`), lets each kind judge its part
 (`Kind.verify_after_boot`); on any failure the boot configuration is rolled back from the
 run's journal. This module names no kind: a kind checks its own.
 
@@ -34,8 +35,10 @@ from ..kinds.base import Kind
 from ..steps.state import PROFILE
 
 if TYPE_CHECKING:
+    from ..core.files import Files
     from ..probes.phase import GateFailure
     from ..probes.runner import Executor
+    from ..profile.load import LoadedProfile
 
 
 @dataclass
@@ -49,12 +52,21 @@ class BootVerdict:
     drifted: list[Change] = field(default_factory=list)  # applied, and no longer hold
 
 
-def verify(host: ReadableHost, pending: PendingBoot) -> BootVerdict:
-    """Compare the booted host with `pending`; pure reads, one batch."""
+def verify(
+    host: ReadableHost, pending: PendingBoot, applied: LoadedProfile | None = None
+) -> BootVerdict:
+    """Compare the booted host with `pending`; pure reads, one batch. `applied`: the profile
+    the run stored, when the caller has it (a rollout, `apply --reboot`): what its runtime
+    knobs read comes in the same batch, used if the host's stored profile is that one; else
+    (`tune verify`, or another profile stored since) a second batch reads what the stored
+    one asks for."""
     # In the record's order (the plan's). `read_pending` refuses a kind this tune does not know.
     kinds = [(_kind(name), part) for name, part in pending.expected.items() if part]
     asked = [kind.after_boot_request(expected) for kind, expected in kinds]
-    files = host.fetch(reduce(or_, asked, Request.of(BOOT_ID, PROFILE)))
+    wanted = reduce(or_, asked, Request.of(BOOT_ID, PROFILE))
+    if applied is not None:
+        wanted |= _runtime_request(applied)
+    files = host.fetch(wanted)
     boot_id = files.value(BOOT_ID)
     verdict = BootVerdict(boot_id=boot_id)
     if pending.boot_id is not None and boot_id == pending.boot_id:
@@ -66,7 +78,7 @@ def verify(host: ReadableHost, pending: PendingBoot) -> BootVerdict:
         checked = kind.verify_after_boot(expected, files)
         verdict.held += checked.held
         verdict.failed += checked.failed
-    verdict.not_applied, verdict.drifted = _runtime_part(host, files.text(PROFILE))
+    verdict.not_applied, verdict.drifted = _runtime_part(host, files, applied)
     return verdict
 
 
@@ -125,25 +137,36 @@ def probe_after_boot(
     return failures
 
 
-def _runtime_part(host: ReadableHost, stored: str | None) -> tuple[list[Change], list[Change]]:
-    """The stored profile's runtime knobs that differ now: those no run in effect applied, and
-    those that drifted (`applied.runtime_not_applied`). The journals come in the observation's
-    batch, older ones only on a host whose newest applied run wrote the reboot phase alone."""
-    if stored is None:
-        return [], []
-    from ..apply.applied import (
-        JOURNAL_BATCH,
-        fetch_journals,
-        runtime_applied,
-        runtime_not_applied,
-    )
-    from ..plan.make import make_plan
-    from ..plan.observe import observation, request
-    from ..profile.load import load_profile_text
+def _runtime_request(loaded: LoadedProfile) -> Request:
+    """What judging `loaded`'s runtime knobs reads: their files, and the newest journals."""
+    from ..apply.applied import JOURNAL_BATCH
+    from ..plan.observe import request
     from ..steps.state import runs_request
 
-    loaded = load_profile_text(stored, PROFILE)
-    files = host.fetch(request(loaded.profile, False) | runs_request(JOURNAL_BATCH))
+    return request(loaded.profile, False) | runs_request(JOURNAL_BATCH)
+
+
+def _runtime_part(
+    host: ReadableHost, files: Files, applied: LoadedProfile | None
+) -> tuple[list[Change], list[Change]]:
+    """The stored profile's runtime knobs that differ now: those no run in effect applied, and
+    those that drifted (`applied.runtime_not_applied`). The journals come in the observation's
+    batch, older ones only on a host whose newest applied run wrote the reboot phase alone.
+    Read in `files` already when the stored profile is `applied`."""
+    stored = files.text(PROFILE)
+    if stored is None:
+        return [], []
+    from ..apply.applied import fetch_journals, runtime_applied, runtime_not_applied
+    from ..apply.work import profile_text
+    from ..plan.make import make_plan
+    from ..plan.observe import observation
+    from ..profile.load import load_profile_text
+
+    if applied is not None and stored == profile_text(applied):
+        loaded = applied
+    else:
+        loaded = load_profile_text(stored, PROFILE)
+        files = host.fetch(_runtime_request(loaded))
     plan = make_plan(loaded, observation(host, files), False)
     differ = [change for change in plan.changes if change.phase is Phase.RUNTIME]
     if not differ:

@@ -256,7 +256,8 @@ def after_run(engine: Engine, job: ApplyJob, done: Done, progress: Progress | No
     before = after_apply(
         previous(done.work.observation.files), job.loaded, done.work, pending.run_id, pending
     )
-    return replace(done, verdict=concluded(engine, pending, after, before), kept=kept)
+    verdict = concluded(engine, pending, after, before, job.loaded)
+    return replace(done, verdict=verdict, kept=kept)
 
 
 @dataclass(frozen=True)
@@ -290,17 +291,21 @@ def verify_one(
 
 
 def concluded(
-    engine: Engine, pending: PendingBoot, after: AfterBoot, before: Status
+    engine: Engine,
+    pending: PendingBoot,
+    after: AfterBoot,
+    before: Status,
+    applied: LoadedProfile | None = None,
 ) -> BootVerdict:
     """`conclude`, and status.json saying what it came to (`before`: the status until now),
     written with pending.json's removal (no round trip of its own); not rebooted yet, in a
-    write of its own."""
+    write of its own. `applied`: the profile the run stored, where this process applied it."""
 
     def said(verdict: str, boot_id: str | None) -> tuple[PutFile, ...]:
         return (status_file(after_verify(before, pending, verdict, boot_id)),)
 
     try:
-        return conclude(engine, pending, after, said)
+        return conclude(engine, pending, after, said, applied)
     except NotRebooted as exc:
         status = after_verify(before, pending, NOT_REBOOTED, pending.boot_id)
         try:

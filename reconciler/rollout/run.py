@@ -311,7 +311,7 @@ def _after_reboot(
     )
     if before is None:
         before = previous(engine.host.fetch(Request.of(whole=[STATUS])))
-    verdict = concluded(engine, pending, after, before)
+    verdict = concluded(engine, pending, after, before, job.loaded)
     # Runtime knobs never applied are no news; those that drifted never roll the boot back
     # (`boot.verify`), but the host's line says so.
     drifted = len(verdict.drifted)
