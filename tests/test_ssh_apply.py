@@ -68,9 +68,10 @@ def test_apply_over_ssh_equals_the_local_apply(
         local / "var/lib/tune/profile.yaml"
     ).read_bytes()
     assert journal_records(remote) == journal_records(local)
-    # List the runs (the newest read with them), who owns tune's state, observe (profile.yaml
-    # with it), upload and start with the first long poll: none of them per knob.
-    assert lab.exec_requests()["h1"] == 4
+    # List the runs (the newest read with them) and observe (profile.yaml with it) in one
+    # batch, who owns tune's state, upload and start with the first long poll: none of them
+    # per knob.
+    assert lab.exec_requests()["h1"] == 3
 
     code, out, _ = tune(lab, "apply", "--runtime-only", "-y", BLACKWELL, "-H", "h1")
     assert code == 0 and "In sync: nothing to change on ssh h1." in out
@@ -126,7 +127,7 @@ def test_round_trips_do_not_grow_with_the_number_of_knobs(
         assert (code, err) == (0, ""), out
         assert f"Applied 4 changes ({writes} writes)" in out  # 4 entries, however many CPUs
     counts = lab.exec_requests()
-    assert counts["few"] == counts["many"] == 4
+    assert counts["few"] == counts["many"] == 3
 
 
 def test_a_value_that_does_not_read_back_rolls_everything_back(
@@ -316,13 +317,13 @@ def test_an_apply_with_nothing_to_change_stores_the_profile_over_ssh(
     assert oct(stored.stat().st_mode & 0o777) == oct(
         (local / "var/lib/tune/profile.yaml").stat().st_mode & 0o777
     )
-    # List the runs with the newest (it must have ended), who owns tune's state, observe
-    # (profile.yaml read in the same batch), store it: one round trip more than an apply in sync
+    # List the runs with the newest (it must have ended) and observe (profile.yaml read in the
+    # same batch), who owns tune's state, store it: one round trip more than an apply in sync
     # with its stored profile, which costs none.
-    assert lab.exec_requests()["h1"] == 4
+    assert lab.exec_requests()["h1"] == 3
     code, out, _ = tune(lab, "apply", "--runtime-only", "--no-persist", "-y", profile, "-H", "h1")
     assert code == 0 and "In sync" in out
-    assert lab.exec_requests()["h1"] == 4 + 3
+    assert lab.exec_requests()["h1"] == 3 + 2
     assert [r["outcome"] for r in history(lab, "h1")] == ["applied"]  # no run started
 
     code, out, err = tune(lab, "check", "--no-persist", "-H", "h1")

@@ -117,9 +117,9 @@ def test_apply_with_probes_over_ssh_journals_what_the_local_apply_does(
         ("before", 40.0),
         ("after", 90.0),
     ]
-    # runs + owners of the state, observe (profile.yaml with it), start; a probe run, hand
-    # over + poll; a probe run, verdict + poll.
-    assert lab.exec_requests()["h1"] == 8
+    # runs with the observation (profile.yaml with it), owners of the state, start; a probe
+    # run, hand over + poll; a probe run, verdict + poll.
+    assert lab.exec_requests()["h1"] == 7
     assert not [p.name for p in (root / "var/lib/tune/runs").iterdir() if ".jsonl." in p.name]
 
     # The report over SSH is the report of the same run read here, but for where it was read.

@@ -39,6 +39,8 @@ import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import reduce
+from operator import or_
 from typing import TypeVar
 
 from ..core.errors import HostError, JournalError, TuneError, UnfinishedRun
@@ -395,17 +397,21 @@ def before_apply(
     *,
     after_interrupted: bool = False,
     wait_for_lock: Callable[[], None] | None = None,
-) -> None:
+    also: Request | None = None,
+) -> Files | None:
     """What every engine checks before a new run: tune's state is trusted (`check_state`) and,
     unless the operator said `--after-interrupted`, the newest run ended: `UnfinishedRun` when
     it stopped without an `end` record (killed, the power lost), since its changes stay on the
     host and a new run over them would hide them. `wait_for_lock` (the engine's): over SSH
     the script takes the lock later, so a run without its end may still be going (a pull on
-    the host); it waits for the lock as a run would, and `LockHeld` names the holder."""
-    # The names and the newest journal in one batch; who owns them in a second (over SSH,
-    # two round trips), before anything the journal says is believed.
-    listed = None if after_interrupted else host.fetch(runs_request(1))
-    paths = [] if listed is None else run_paths(listed)
+    the host); it waits for the lock as a run would, and `LockHeld` names the holder.
+    `also`: more to read in the first batch (the apply's observation, `work.prepare_request`),
+    returned unless it may be stale (it waited for a run's lock): then None."""
+    # The names and the newest journal in one batch (with `also`); who owns them in a second
+    # (over SSH, two round trips), before anything the journal says is believed.
+    wanted = [*([] if after_interrupted else [runs_request(1)]), *([also] if also else [])]
+    listed = host.fetch(reduce(or_, wanted)) if wanted else None
+    paths = [] if listed is None or after_interrupted else run_paths(listed)
     newest = paths[0] if paths else None
     check_state(host, *([newest] if newest else []))
     run = None if newest is None or listed is None else _fetched_run(host, listed, newest)
@@ -417,8 +423,10 @@ def before_apply(
     if run is not None and run.records and run.outcome == "interrupted" and wait_for_lock:
         wait_for_lock()
         run = existing_run(host, run.run_id, damaged=True)  # it may have ended meanwhile
+        listed = None  # what `also` read was read before that run ended
     if run is not None and run.records and run.outcome == "interrupted":
         raise UnfinishedRun(run.run_id, len(run.steps), host.describe())
+    return listed if also is not None else None
 
 
 def _no_run(host: ReadableHost, run_id: str) -> HostError:

@@ -60,6 +60,12 @@ class Work:
         return self.observation.files.read(PROFILE)
 
 
+def prepare_request(loaded: LoadedProfile, with_persistence: bool = True) -> Request:
+    """What `prepare` reads: the observation, and profile.yaml in the same batch (an apply with
+    nothing to change stores it when it differs)."""
+    return observed_request(loaded.profile, with_persistence) | PROFILE_REQUEST
+
+
 def prepare(
     host: Host,
     loaded: LoadedProfile,
@@ -72,6 +78,7 @@ def prepare(
     reboot: bool = False,
     requirements: Callable[[tuple[Step, ...]], list[str]] | None = None,
     unloadable: ModuleCheck | None = None,
+    fetched: Files | None = None,
 ) -> Work:
     """`runtime_only` leaves boot configuration alone; `reboot_phase` writes only it (runtime
     knobs are verified by `tune verify`, never written); neither: runtime, then reboot.
@@ -82,12 +89,13 @@ def prepare(
     checks them on the target, in the script that starts the run). `unloadable` (--skip-missing)
     asks the host which modules it cannot load: a step that loads one the host does not have
     at all is left out, with a line in `Work.skipped`, and so are its lines in tune's boot-time
-    files (`persisting_what_runs`)."""
+    files (`persisting_what_runs`). `fetched`: the host's answer to `prepare_request` read
+    already, in a batch with other reads (`journal.before_apply`'s); None: read here."""
     from .tryonce import Boot, arrange
 
-    # profile.yaml in the same batch: an apply with nothing to change stores it when it differs.
-    request = observed_request(loaded.profile, with_persistence) | PROFILE_REQUEST
-    fetched = host.fetch(request)
+    request = prepare_request(loaded, with_persistence)
+    if fetched is None:
+        fetched = host.fetch(request)
     observation = observation_of(host, fetched)
     plan = make_plan(loaded, observation, with_persistence)
     if saved is not None:

@@ -27,7 +27,7 @@ from ..apply.journal import Run, before_apply, check_state, new_run_id
 from ..apply.pending import PENDING, PendingBoot, pending_from, pending_of
 from ..apply.restored import RollbackResult, roll_back_chain
 from ..apply.tryonce import at_risk
-from ..apply.work import Work, prepare
+from ..apply.work import Work, prepare, prepare_request
 from ..boot.reboot import POLL_S, AfterBoot, conclude, wait_for_new_boot
 from ..boot.verify import BootVerdict
 from ..core.errors import HostError, NotRebooted, NoTryOnce
@@ -145,11 +145,14 @@ def prepare_host(engine: Engine, job: ApplyJob) -> Work:
     change stores the profile as the one last applied (`tune check` without a profile reads
     it), at no round trip when it is stored already (read in the observation's batch)."""
     host = engine.host
+    fetched = None
     if not job.dry_run:
-        before_apply(
+        # The observation in the journal check's batch: a round trip less a host.
+        fetched = before_apply(
             host,
             after_interrupted=job.after_interrupted,
             wait_for_lock=engine.wait_for_lock,
+            also=prepare_request(job.loaded, job.with_persistence),
         )
     work = prepare(
         host,
@@ -161,6 +164,7 @@ def prepare_host(engine: Engine, job: ApplyJob) -> Work:
         saved=job.saved,
         requirements=engine.preflight,
         unloadable=engine.unloadable if job.skip_missing else None,
+        fetched=fetched,
     )
     if job.arm and work.try_once is None and at_risk(work.planned):
         # Without a one-time boot the new command line would be the default at once, and a
