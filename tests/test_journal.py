@@ -240,3 +240,36 @@ def test_an_apply_over_a_damaged_run_says_so_and_after_interrupted_goes_on(
     assert refused.err.endswith("`tune apply --after-interrupted` applies over it.\n")
     over = run_tune("apply", host[1], "--runtime-only", "--root", root, "-y", "--after-interrupted")
     assert over.code == 0, over.err
+
+
+def test_the_check_before_a_run_reads_the_observation_in_its_batch_unless_it_waited(
+    host: tuple[Path, Path, dict[str, bytes]], tmp_path: Path
+) -> None:
+    """`before_apply(also=...)` returns what it read with the runs (the apply's observation, a
+    round trip less). A run without its end that ends while the check waits for its lock (a
+    pull on the host) makes that read stale: None, so the apply reads the host again."""
+    from reconciler.apply.journal import before_apply
+    from reconciler.core.errors import UnfinishedRun
+    from reconciler.core.files import Request
+    from reconciler.hosts.directory import SnapshotHost
+
+    root = fresh(host, tmp_path / "h")
+    swappiness = "/proc/sys/vm/swappiness"
+    files = before_apply(SnapshotHost(root), also=Request.of(swappiness))
+    assert files is not None and files.text(swappiness) == "10\n"
+    assert before_apply(SnapshotHost(root)) is None  # nothing asked beside the runs
+
+    path = journal_of(root)
+    ended = path.read_bytes()
+    path.write_bytes(ended[: ended.rstrip(b"\n").rfind(b"\n") + 1])  # the `end` not written yet
+    with pytest.raises(UnfinishedRun):
+        before_apply(SnapshotHost(root), also=Request.of(swappiness))
+
+    def run_ends() -> None:
+        path.write_bytes(ended)
+        (root / swappiness.lstrip("/")).write_text("30\n")  # what the run set meanwhile
+
+    assert (
+        before_apply(SnapshotHost(root), also=Request.of(swappiness), wait_for_lock=run_ends)
+        is None
+    )
