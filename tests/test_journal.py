@@ -257,6 +257,9 @@ def test_the_check_before_a_run_reads_the_observation_in_its_batch_unless_it_wai
     swappiness = "/proc/sys/vm/swappiness"
     files = before_apply(SnapshotHost(root), also=Request.of(swappiness))
     assert files is not None and files.text(swappiness) == "10\n"
+    # The journal's bytes are not kept with the observation (a wave's would add up).
+    assert files.read("/" + str(journal_of(root).relative_to(root))) is None
+    assert not [p for p in files.contents if "/runs/" in p]
     assert before_apply(SnapshotHost(root)) is None  # nothing asked beside the runs
 
     path = journal_of(root)
