@@ -7,6 +7,7 @@ the threads alive while any script runs."""
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import threading
@@ -219,7 +220,7 @@ def polled_wave(count: int, forks: int, interval: float, reboot: float) -> list[
     def steps(host: PolledHost) -> Steps:
         yield Waiting(cast(Host, host), "old", 30.0, interval)
 
-    run_pool([(cast(Host, h), lambda h=h: steps(h)) for h in hosts], forks)  # type: ignore[misc]
+    run_pool([(cast(Host, h), functools.partial(steps, h)) for h in hosts], forks)
     return hosts
 
 

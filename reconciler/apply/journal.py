@@ -39,8 +39,6 @@ import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from functools import reduce
-from operator import or_
 from typing import TypeVar
 
 from ..core.errors import HostError, JournalError, TuneError, UnfinishedRun
@@ -409,8 +407,9 @@ def before_apply(
     returned unless it may be stale (it waited for a run's lock): then None."""
     # The names and the newest journal in one batch (with `also`); who owns them in a second
     # (over SSH, two round trips), before anything the journal says is believed.
-    wanted = [*([] if after_interrupted else [runs_request(1)]), *([also] if also else [])]
-    listed = host.fetch(reduce(or_, wanted)) if wanted else None
+    runs = None if after_interrupted else runs_request(1)
+    wanted = also if runs is None else runs if also is None else runs | also
+    listed = None if wanted is None else host.fetch(wanted)
     paths = [] if listed is None or after_interrupted else run_paths(listed)
     newest = paths[0] if paths else None
     check_state(host, *([newest] if newest else []))
